@@ -1,0 +1,34 @@
+"""Errors a user can cause. Each carries a one-line message naming the problem and the fix."""
+
+from __future__ import annotations
+
+
+class TorchrooflineError(Exception):
+    """Base class of every error torchroofline raises on purpose (bad input, unusable model)."""
+
+
+class UnknownGPUError(TorchrooflineError, KeyError):
+    """A GPU name that is not in the table."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class PrecisionError(TorchrooflineError, ValueError):
+    """A precision name we do not know, or one the GPU has no hardware for."""
+
+
+class InputError(TorchrooflineError, TypeError):
+    """A model or inputs of the wrong type."""
+
+
+class ModelError(TorchrooflineError, RuntimeError):
+    """The model itself raised while being traced."""
+
+
+class DataDependentError(TorchrooflineError, RuntimeError):
+    """The model needs real tensor data and real tensors would be too large to build."""
+
+
+class ProblemFileError(TorchrooflineError, ValueError):
+    """A KernelBench problem file that cannot be loaded (syntax error, no Model, ...)."""
