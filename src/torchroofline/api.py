@@ -1,0 +1,38 @@
+"""The public entry point: trace → costs → fusion/roofline in one call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.nn as nn
+
+from .costs import cost_trace
+from .hardware import GPUSpec
+from .roofline import Result, price
+from .trace import REAL_FALLBACK_LIMIT_BYTES, trace_model
+
+
+def analyze(
+    model: nn.Module,
+    inputs: Any,
+    gpu: str | GPUSpec = "h100-sxm",
+    precision: str = "fp32",
+    *,
+    cache: str = "cold",
+    actual_ms: float | None = None,
+    real_fallback_limit_bytes: int = REAL_FALLBACK_LIMIT_BYTES,
+) -> Result:
+    """How fast could ``model(*inputs)`` run on ``gpu`` at ``precision``?
+
+    ``inputs`` is a tensor or a tuple/list of forward arguments; tensors and parameters may be
+    real, ``meta`` or fake, in any mix — the model is traced once on fake tensors and no tensor
+    data is allocated. ``cache`` is ``"cold"`` (L2 flushed between runs, KernelBench's timing)
+    or ``"warm"``. ``actual_ms`` sets a measured time (ms) against the bound.
+    """
+    from .hardware import get_gpu
+    from .roofline import check_precision
+
+    spec = get_gpu(gpu)
+    check_precision(spec, precision)  # fail before tracing
+    trace = trace_model(model, inputs, real_fallback_limit_bytes=real_fallback_limit_bytes)
+    return price(trace, cost_trace(trace), spec, precision, cache, actual_ms)

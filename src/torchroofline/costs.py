@@ -1,0 +1,443 @@
+"""Stage 2: the cost of each traced op — category, FLOPs, which unit runs them, bytes.
+
+One registry maps an op's base name (``aten.add_.Tensor`` → ``"add"``; in-place and out-of-place
+variants share a rule) to a :class:`CostRule`. Adding an op is adding one entry next to its
+relatives. Matmul-class FLOPs reuse ``torch.utils.flop_counter``'s registered formulas.
+
+FLOPs never depend on precision; a multiply-add is 2 FLOPs. Bytes do: floating-point tensors
+take the target precision's element size, integer and bool tensors keep their own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import flop_registry, sdpa_flop_count
+
+from .errors import PrecisionError
+from .trace import TensorRef, Trace, TracedOp, largest_per_value
+
+
+class Category(str, Enum):
+    """What kind of kernel an op is; decides fusion and how it is drawn."""
+
+    ZERO_COPY = "zero-copy"  #: views and metadata: no kernel, no traffic
+    POINTWISE = "pointwise"
+    REDUCTION = "reduction"
+    COMPUTE = "compute"  #: matmul-class library kernels (cuBLAS, cuDNN, attention)
+    DATA_MOVEMENT = "data-movement"  #: bytes but no FLOPs
+
+
+class MatmulKind(str, Enum):
+    """Matmul-class op families; the roofline stage maps each to the unit it runs on."""
+
+    MATMUL = "matmul"
+    CONV = "conv"
+    ATTENTION = "attention"
+    RNN = "rnn"
+
+
+#: Element size in bytes of a floating-point tensor at each target precision.
+FLOAT_ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+
+
+def float_element_bytes(precision: str) -> int:
+    """Bytes per floating-point element at ``precision``; raises :class:`PrecisionError`."""
+    try:
+        return FLOAT_ELEMENT_BYTES[precision]
+    except KeyError:
+        raise PrecisionError(
+            f"unknown precision '{precision}'; use one of {', '.join(FLOAT_ELEMENT_BYTES)}"
+        ) from None
+
+
+def tensor_bytes(ref: TensorRef, float_bytes: int) -> int:
+    """Bytes of one tensor access at a float element size of ``float_bytes``."""
+    return ref.elements * (float_bytes if ref.is_float else ref.itemsize)
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    """FLOPs of one op: ``tensor`` (matmul-class, of family ``kind``) and ``vector`` (the rest)."""
+
+    tensor: int = 0
+    vector: int = 0
+    kind: MatmulKind | None = None
+    launches: int = 1  #: GPU kernel launches the op stands for (an RNN is many)
+
+
+FlopFormula = Callable[[TracedOp], FlopCount]
+
+
+@dataclass(frozen=True)
+class CostRule:
+    """How one op is costed. ``fusible``: Inductor can fold it into a generated kernel."""
+
+    category: Category
+    flops: FlopFormula
+    fusible: bool
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One traced op with its costs. Bytes are per access; see :meth:`bytes_read`."""
+
+    index: int
+    name: str
+    category: Category
+    fusible: bool
+    flops: FlopCount
+    reads: tuple[TensorRef, ...]
+    writes: tuple[TensorRef, ...]
+    module_path: str
+    has_rule: bool
+
+    @property
+    def total_flops(self) -> int:
+        return self.flops.tensor + self.flops.vector
+
+    @property
+    def distinct_reads(self) -> tuple[TensorRef, ...]:
+        """Each value read once: the largest view of it this op touches."""
+        return largest_per_value(self.reads)
+
+    def bytes_read(self, float_bytes: int) -> int:
+        """Bytes this op reads when run as its own kernel (eager)."""
+        return sum(tensor_bytes(ref, float_bytes) for ref in self.distinct_reads)
+
+    def bytes_written(self, float_bytes: int) -> int:
+        """Bytes this op writes when run as its own kernel (eager)."""
+        return sum(tensor_bytes(ref, float_bytes) for ref in self.writes)
+
+    def eager_bytes(self, float_bytes: int) -> int:
+        """Eager traffic: zero for views, else every distinct input once plus every output."""
+        if self.category is Category.ZERO_COPY:
+            return 0
+        return self.bytes_read(float_bytes) + self.bytes_written(float_bytes)
+
+
+_RULES: dict[str, CostRule] = {}
+
+
+def register(names: Iterable[str], category: Category, *, fusible: bool) -> Callable:
+    """Decorator: register ``formula`` as the FLOP rule of every op in ``names``."""
+
+    def decorate(formula: FlopFormula) -> FlopFormula:
+        for name in names:
+            _RULES[name] = CostRule(category, formula, fusible)
+        return formula
+
+    return decorate
+
+
+def rule_for(op: TracedOp) -> CostRule | None:
+    """The registered rule, else the pointwise rule for an op PyTorch tags pointwise."""
+    rule = _RULES.get(op.base)
+    if rule is None and op.func is not None and torch.Tag.pointwise in op.func.tags:
+        return _TAGGED_POINTWISE
+    return rule
+
+
+# --- Helpers for formulas --------------------------------------------------------------------
+
+
+def _numel(tree: Any) -> int:
+    """Elements of the first tensor in ``tree`` (an op's output, usually)."""
+    if isinstance(tree, torch.Tensor):
+        return tree.numel()
+    if isinstance(tree, (list, tuple)):
+        return _numel(tree[0]) if tree else 0
+    return 0
+
+
+def _input_numel(op: TracedOp) -> int:
+    return _numel(op.args[0]) if op.args else 0
+
+
+def _no_flops(op: TracedOp) -> FlopCount:
+    return FlopCount()
+
+
+def _per_output_element(flops_per_element: int) -> FlopFormula:
+    return lambda op: FlopCount(vector=flops_per_element * _numel(op.output))
+
+
+def _per_input_element(flops_per_element: int) -> FlopFormula:
+    return lambda op: FlopCount(vector=flops_per_element * _input_numel(op))
+
+
+# --- Zero-copy: views, aliases, metadata, allocation without a write --------------------------
+
+register(
+    [
+        "view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "squeeze",
+        "unsqueeze", "slice", "select", "alias", "detach", "as_strided", "unbind", "split",
+        "split_with_sizes", "chunk", "narrow", "view_as_real", "view_as_complex", "unfold",
+        "diagonal", "movedim", "lift_fresh", "empty", "empty_strided", "empty_like", "new_empty",
+        "new_empty_strided", "_reshape_alias", "unflatten", "flatten", "expand_as", "view_as",
+        "resize", "set", "sym_size", "sym_stride", "sym_numel", "_local_scalar_dense",
+    ],
+    Category.ZERO_COPY,
+    fusible=False,
+)(_no_flops)
+
+# --- Pointwise: FLOPs per output element, the minimum a kernel must do ------------------------
+# 1 FLOP for each basic arithmetic, comparison or transcendental instruction; composites are
+# the sum of their parts. A bound needs the minimum, so nothing is counted twice.
+
+POINTWISE_FLOPS_PER_ELEMENT: dict[str, int] = {
+    # casts, copies and fills move data and do no arithmetic
+    "_to_copy": 0, "to": 0, "copy": 0, "clone": 0, "contiguous": 0, "fill": 0, "zero": 0,
+    "zeros": 0, "ones": 0, "full": 0, "zeros_like": 0, "ones_like": 0, "full_like": 0,
+    "new_zeros": 0, "new_ones": 0, "new_full": 0, "scalar_tensor": 0, "arange": 0,
+    "masked_fill": 0, "where": 0, "tril": 0, "triu": 0, "lift": 0,
+    # one instruction each
+    "add": 1, "sub": 1, "rsub": 1, "mul": 1, "div": 1, "neg": 1, "abs": 1, "relu": 1,
+    "exp": 1, "exp2": 1, "log": 1, "log2": 1, "log10": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1,
+    "erf": 1, "erfc": 1, "sin": 1, "cos": 1, "tan": 1, "reciprocal": 1, "pow": 1, "square": 1,
+    "sign": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1, "frac": 1, "maximum": 1,
+    "minimum": 1, "clamp": 1, "clamp_min": 1, "clamp_max": 1, "remainder": 1, "fmod": 1,
+    "eq": 1, "ne": 1, "lt": 1, "le": 1, "gt": 1, "ge": 1, "logical_not": 1, "logical_and": 1,
+    "logical_or": 1, "bitwise_and": 1, "bitwise_or": 1, "bitwise_not": 1, "isnan": 1,
+    "threshold": 1, "hardtanh": 1, "relu6": 1, "expm1": 1, "log1p": 1, "atan": 1, "floor_divide": 1,
+    # composites: sum of parts
+    "sigmoid": 3,  # exp + add + div
+    "silu": 4,  # x · sigmoid(x)
+    "hardsigmoid": 3,  # add, div, clamp
+    "hardswish": 4,  # hardsigmoid + mul
+    "softplus": 3,  # exp, add, log
+    "mish": 6,  # softplus + tanh + mul
+    "elu": 3,  # compare, exp, sub·mul (one select)
+    "selu": 4,
+    "celu": 3,
+    "leaky_relu": 2,  # compare + mul
+    "prelu": 2,
+    "_prelu_kernel": 2,
+    "gelu": 4,  # erf form: x · 0.5 · (1 + erf(x/√2)) → mul, erf, add, mul (constants folded)
+    "lerp": 2,
+    "addcmul": 2,
+    "addcdiv": 2,
+    "logit": 3,
+    "hardshrink": 2,
+    "softshrink": 2,
+    "tanhshrink": 2,
+    "logsigmoid": 4,
+    "xlogy": 2,
+    "sigmoid_backward": 2,
+    # random number generation (Philox): counted as one FLOP per element, the minimal figure
+    "rand": 1, "randn": 1, "rand_like": 1, "randn_like": 1, "normal": 1, "uniform": 1,
+    "bernoulli": 1, "randint": 1, "randint_like": 1, "native_dropout": 2, "dropout": 2,
+    "exponential": 1, "random": 1,
+}
+
+for _name, _flops in POINTWISE_FLOPS_PER_ELEMENT.items():
+    register([_name], Category.POINTWISE, fusible=True)(_per_output_element(_flops))
+
+#: Fallback for ops that PyTorch itself tags ``pointwise`` but that have no entry above.
+_TAGGED_POINTWISE = CostRule(Category.POINTWISE, _per_output_element(1), fusible=True)
+
+# --- Reductions: 1 FLOP per input element plus documented extras ------------------------------
+
+REDUCTION_FLOPS_PER_INPUT_ELEMENT: dict[str, int] = {
+    "sum": 1, "prod": 1, "amax": 1, "amin": 1, "max": 1, "min": 1, "argmax": 1, "argmin": 1,
+    "any": 1, "all": 1, "cumsum": 1, "cumprod": 1, "logcumsumexp": 3, "cummax": 1, "cummin": 1,
+    "mean": 1,  # sum, then one divide per output (folded into the element count: negligible)
+    "var": 3, "std": 3, "var_mean": 3, "std_mean": 3,  # sub mean, square, accumulate
+    "_softmax": 5, "softmax": 5, "_safe_softmax": 5,  # max, sub, exp, sum, div
+    "_log_softmax": 5, "log_softmax": 5,  # max, sub, exp, sum, sub (log once per row)
+    "logsumexp": 4,  # max, sub, exp, sum
+    "linalg_vector_norm": 2, "norm": 2,  # square (or abs), accumulate
+    "native_layer_norm": 8,  # mean 1 + var 3 + normalise 2 + affine 2
+    "native_group_norm": 8,
+    "native_batch_norm": 8, "_native_batch_norm_legit": 8,
+    "_native_batch_norm_legit_no_training": 4, "_native_batch_norm_legit_functional": 8,
+    "instance_norm": 8, "_fused_rms_norm": 5, "rms_norm": 5,  # square, sum, rsqrt·mul, affine
+    "mse_loss": 3, "l1_loss": 3, "smooth_l1_loss": 4, "huber_loss": 4, "soft_margin_loss": 4,
+    "binary_cross_entropy": 6, "binary_cross_entropy_with_logits": 8, "kl_div": 3,
+    "nll_loss_forward": 1, "nll_loss": 1, "nll_loss2d_forward": 1, "cosine_similarity": 6,
+    "triplet_margin_loss": 8, "margin_ranking_loss": 3, "hinge_embedding_loss": 3,
+    "mode": 1, "median": 1, "nanmedian": 1, "sort": 1, "topk": 1, "kthvalue": 1,
+    "_adaptive_avg_pool2d": 1, "_adaptive_avg_pool3d": 1, "adaptive_avg_pool1d": 1,
+    "adaptive_max_pool2d": 1, "adaptive_max_pool3d": 1, "adaptive_max_pool1d": 1,
+}
+
+for _name, _flops in REDUCTION_FLOPS_PER_INPUT_ELEMENT.items():
+    register([_name], Category.REDUCTION, fusible=True)(_per_input_element(_flops))
+
+
+@register(
+    [
+        "max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices",
+        "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d", "lp_pool2d",
+    ],
+    Category.REDUCTION,
+    fusible=True,
+)
+def pooling_flops(op: TracedOp) -> FlopCount:
+    """Windowed pooling: one compare/add per window element per output element."""
+    window = op.args[1] if len(op.args) > 1 else op.kwargs.get("kernel_size", 1)
+    window_elements = math.prod(window) if isinstance(window, (list, tuple)) else int(window)
+    spatial_dims = op.args[0].dim() - 2
+    if isinstance(window, (list, tuple)) and len(window) == 1:
+        window_elements = window[0] ** spatial_dims
+    return FlopCount(vector=_numel(op.output) * window_elements)
+
+
+# --- Compute: matmul-class library kernels, FLOPs from torch.utils.flop_counter --------------
+
+
+def _flop_counter_formula(kind: MatmulKind) -> FlopFormula:
+    def formula(op: TracedOp) -> FlopCount:
+        count = flop_registry[op.func.overloadpacket](*op.args, **op.kwargs, out_val=op.output)
+        return FlopCount(tensor=int(count), kind=kind)
+
+    return formula
+
+
+register(["mm", "addmm", "bmm", "baddbmm", "_scaled_mm"], Category.COMPUTE, fusible=False)(
+    _flop_counter_formula(MatmulKind.MATMUL)
+)
+register(
+    ["convolution", "_convolution", "cudnn_convolution", "convolution_overrideable",
+     "_slow_conv2d_forward", "cudnn_convolution_transpose"],
+    Category.COMPUTE,
+    fusible=False,
+)(_flop_counter_formula(MatmulKind.CONV))
+register(
+    ["_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+     "_scaled_dot_product_cudnn_attention", "_efficient_attention_forward",
+     "_flash_attention_forward"],
+    Category.COMPUTE,
+    fusible=False,
+)(_flop_counter_formula(MatmulKind.ATTENTION))
+
+
+@register(["mv", "addmv", "dot", "vdot", "outer", "addr", "ger"], Category.COMPUTE, fusible=False)
+def vector_product_flops(op: TracedOp) -> FlopCount:
+    """Matrix-vector and vector products: 2 FLOPs per multiply-add of the product."""
+    matrix_or_vector = [a for a in op.args if isinstance(a, torch.Tensor)]
+    if op.base in ("outer", "addr", "ger"):
+        return FlopCount(tensor=_numel(op.output), kind=MatmulKind.MATMUL)
+    largest = max(t.numel() for t in matrix_or_vector)
+    return FlopCount(tensor=2 * largest, kind=MatmulKind.MATMUL)
+
+
+@register(["scaled_dot_product_attention"], Category.COMPUTE, fusible=False)
+def attention_flops(op: TracedOp) -> FlopCount:
+    """The two matmuls of attention; with ``is_causal`` only the unmasked score blocks."""
+    query, key, value = op.args
+    q_shape = _as_4d(query.shape)
+    k_shape = _as_4d(key.shape)
+    v_shape = _as_4d(value.shape)
+    flops = sdpa_flop_count(q_shape, k_shape, v_shape)
+    if op.kwargs.get("is_causal"):
+        flops = flops * _causal_fraction(q_shape[2], k_shape[2])
+    return FlopCount(tensor=int(flops), kind=MatmulKind.ATTENTION)
+
+
+def _as_4d(shape: torch.Size) -> tuple[int, int, int, int]:
+    """(…, L, E) → (batch, heads, L, E): leading dims fold into the batch."""
+    *lead, length, embed = shape
+    if len(lead) >= 2:
+        return (math.prod(lead[:-1]), lead[-1], length, embed)
+    return (1, lead[0] if lead else 1, length, embed)
+
+
+def _causal_fraction(query_len: int, key_len: int) -> float:
+    """Share of score entries a causal (top-left aligned, ``tril``) mask keeps."""
+    kept = sum(min(row + 1, key_len) for row in range(query_len))
+    return kept / (query_len * key_len)
+
+
+#: Pointwise FLOPs per hidden unit per step of each recurrent cell, after the two GEMMs:
+#: adds combining input and recurrent projections (one per gate) plus the cell math.
+RNN_CELL_FLOPS = {
+    "lstm": 4 + 3 * 3 + 2 + 3 + 1,  # 3 sigmoids, 2 tanh, c = f·c + i·g, h = o·tanh(c)
+    "gru": 3 + 2 * 3 + 3 + 4,  # 2 sigmoids, n = tanh(xn + r·hn), h = (1 − z)·n + z·h
+    "rnn_tanh": 1 + 1,
+    "rnn_relu": 1 + 1,
+}
+
+
+@register(list(RNN_CELL_FLOPS), Category.COMPUTE, fusible=False)
+def rnn_flops(op: TracedOp) -> FlopCount:
+    """A cuDNN RNN: per layer and direction one input GEMM over all steps, one recurrent GEMM
+    and the gate math per step. Launches: one input GEMM plus one step kernel per time step."""
+    input_ = op.args[0]
+    options = op.kwargs
+    time_dim = 1 if options["batch_first"] and input_.dim() == 3 else 0
+    steps = input_.shape[time_dim]
+    batch = input_.numel() // (steps * input_.shape[-1])
+    tensor = 0
+    per_layer = options["weights_per_layer"]
+    for index in range(0, len(options["weight_shapes"]), per_layer):
+        w_ih, w_hh = options["weight_shapes"][index : index + 2]
+        tensor += 2 * steps * batch * w_ih[0] * w_ih[1] + 2 * steps * batch * w_hh[0] * w_hh[1]
+        if per_layer in (3, 5):  # LSTM projection weight w_hr: (proj, hidden)
+            w_hr = options["weight_shapes"][index + per_layer - 1]
+            tensor += 2 * steps * batch * w_hr[0] * w_hr[1]
+    layers_and_directions = len(options["weight_shapes"]) // per_layer
+    hidden = options["weight_shapes"][0][0] // options["gates"]
+    vector = layers_and_directions * steps * batch * hidden * RNN_CELL_FLOPS[op.base]
+    return FlopCount(
+        tensor=tensor,
+        vector=vector,
+        kind=MatmulKind.RNN,
+        launches=layers_and_directions * (1 + steps),
+    )
+
+
+# --- Data movement: bytes, no FLOPs ----------------------------------------------------------
+
+register(
+    [
+        "cat", "stack", "constant_pad_nd", "pad", "reflection_pad1d", "reflection_pad2d",
+        "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d",
+        "repeat", "roll", "flip", "gather", "index", "index_select", "embedding", "take",
+        "narrow_copy", "slice_scatter", "select_scatter", "as_strided_scatter", "diagonal_scatter",
+        "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "upsample_bilinear2d",
+        "upsample_linear1d", "upsample_bicubic2d", "upsample_trilinear3d", "_unsafe_index",
+        "pixel_shuffle", "pixel_unshuffle", "im2col", "col2im", "masked_select", "repeat_interleave",
+        "_embedding_bag", "channel_shuffle", "grid_sampler_2d", "unfold_copy",
+    ],
+    Category.DATA_MOVEMENT,
+    fusible=True,
+)(_no_flops)
+
+register(
+    ["scatter", "scatter_add", "scatter_reduce", "index_put", "index_add", "index_copy",
+     "masked_scatter", "nonzero", "unique", "_unique2", "bincount", "histc", "searchsorted"],
+    Category.DATA_MOVEMENT,
+    fusible=False,
+)(_no_flops)
+
+#: Ops with no rule: conservative default — input and output bytes, no FLOPs, own kernel.
+UNSUPPORTED_RULE = CostRule(Category.DATA_MOVEMENT, _no_flops, fusible=False)
+
+
+def cost_trace(trace: Trace) -> tuple[OpRecord, ...]:
+    """Cost every traced op; ops with no rule get :data:`UNSUPPORTED_RULE` (``has_rule=False``)."""
+    return tuple(_cost_op(index, op) for index, op in enumerate(trace.ops))
+
+
+def _cost_op(index: int, op: TracedOp) -> OpRecord:
+    rule = rule_for(op)
+    has_rule = rule is not None
+    rule = rule or UNSUPPORTED_RULE
+    category = Category.ZERO_COPY if op.is_view else rule.category
+    return OpRecord(
+        index=index,
+        name=op.name,
+        category=category,
+        fusible=rule.fusible,
+        flops=rule.flops(op),
+        reads=op.reads,
+        writes=op.writes,
+        module_path=op.module_path,
+        has_rule=has_rule or op.is_view,
+    )

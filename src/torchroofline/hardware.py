@@ -1,0 +1,708 @@
+"""The GPU table: dense datasheet peaks, memory bandwidth and cache sizes of the GPUs we model.
+
+Every figure comes from /work/shared/gpu_specs.md (mirrored in METHOD.md), which gives the
+datasheet or whitepaper each one is taken from; each entry's ``source`` repeats that citation.
+
+Units, and how the datasheet units are converted:
+- throughput in FLOP/s (INT8 in op/s): datasheet TFLOP/s (TOPS) x 1e12;
+- memory bandwidth in bytes/s: datasheet GB/s x 1e9 (vendors use decimal units here);
+- memory size in bytes: datasheet GB x 1e9 (the marketing figure; usable memory is a little less);
+- L2 size in bytes: datasheet MB read as MiB, x 2**20 (caches are sized in binary units).
+
+All tensor figures are **dense**: where a vendor prints only "with sparsity" numbers (H100, H200,
+L4, B200) the table holds half of them. Where gpu_specs.md gives two candidate values, the table
+holds the *higher* peak and the *higher* bandwidth, because a lower bound built on a too-low
+ceiling is one that real kernels beat.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import importlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from torchroofline.errors import PrecisionError, UnknownGPUError
+
+TENSOR_PRECISIONS = ("tf32", "fp16", "bf16", "fp8", "int8")
+"""Keys allowed in ``GPUSpec.tensor_peak_flops_per_s``."""
+
+VECTOR_PRECISIONS = ("fp64", "fp32", "fp16")
+"""Keys allowed in ``GPUSpec.vector_peak_flops_per_s`` ("fp16" = packed half2 non-tensor rate)."""
+
+# Which vector-table figure bounds pointwise work in each precision, in order of preference.
+# Half-precision work falls back to the FP32 rate where no FP16 non-tensor figure can be cited.
+# That fallback is a lower ceiling than the packed-half2 rate, so in principle it could make a
+# compute "bound" too high; in practice pointwise work is nearly always memory-bound, so the
+# compute ceiling it sets is rarely the binding one.
+_VECTOR_SOURCES: dict[str, tuple[str, ...]] = {
+    "fp64": ("fp64",),
+    "fp32": ("fp32",),
+    "tf32": ("fp32",),  # TF32 is a tensor-core input format; pointwise TF32 work is FP32 work
+    "fp16": ("fp16", "fp32"),
+    "bf16": ("fp16", "fp32"),
+    "fp8": ("fp16", "fp32"),  # no FP8 vector ALUs: FP8 pointwise work is upcast
+}
+
+DEFAULT_LAUNCH_OVERHEAD_S = 2.5e-6
+"""Per-kernel launch floor in seconds: typical CUDA launch latency is a few microseconds.
+An estimate for the "expected time" figures, never used in bounds."""
+
+_TERA = 1e12
+_GIGA = 1e9
+_MIB = 2**20
+
+
+def _tera(**peaks: float) -> dict[str, float]:
+    """Datasheet TFLOP/s (or TOPS) figures, keyed by precision, converted to FLOP/s (op/s)."""
+    return {precision: value * _TERA for precision, value in peaks.items()}
+
+
+def _key_from_name(name: str) -> str:
+    """Canonical key of a display name: lower case, words joined by dashes, except that an
+    all-letter word is glued to the number after it ("H100 SXM" -> "h100-sxm",
+    "RTX 4090" -> "rtx4090", "A100 80GB" -> "a100-80gb")."""
+    words: list[str] = []
+    for word in re.split(r"[\s_\-]+", name.strip().lower()):
+        if words and words[-1].isalpha() and word[:1].isdigit():
+            words[-1] += word
+        elif word:
+            words.append(word)
+    return "-".join(words)
+
+
+_VENDOR_PREFIX = re.compile(r"^(?:(?:nvidia|amd|geforce|instinct|tesla)[\s_\-]+)+")
+
+
+def _compact(name: str) -> str:
+    """Lookup form of a GPU name: lower case, vendor words and all spaces, dashes and
+    underscores removed, so "NVIDIA GeForce RTX_4090", "rtx-4090" and "RTX4090" all match."""
+    return re.sub(r"[\s_\-]+", "", _VENDOR_PREFIX.sub("", name.strip().lower()))
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """One GPU's datasheet figures (a fact: frozen). Units: bytes, bytes/s, FLOP/s, seconds.
+
+    ``tensor_peak_flops_per_s`` holds DENSE tensor/matrix-core peaks; a precision that is absent
+    has no tensor-core support. Its "fp16" entry is the FP32-accumulate rate (the cuBLAS default);
+    GeForce parts run FP16-accumulate at twice that, kept in ``fp16_accumulate_fp16_flops_per_s``.
+    ``unconfirmed`` names the figures gpu_specs.md marks "?" ("tensor.fp16", "vector.fp32",
+    or a field name such as "sm_count"); they are used, but reports should flag them.
+    """
+
+    name: str
+    vendor: str
+    architecture: str
+    memory_bytes: int
+    memory_bandwidth_bytes_per_s: float
+    l2_bytes: int  # AMD: sum of per-XCD L2; the Infinity Cache (MALL) is not counted here
+    sm_count: int  # SMs (NVIDIA) or CUs (AMD)
+    tensor_peak_flops_per_s: Mapping[str, float] = field(hash=False)
+    vector_peak_flops_per_s: Mapping[str, float] = field(hash=False)
+    l2_bandwidth_bytes_per_s: float | None = None  # no trustworthy published figure for any GPU
+    launch_overhead_s: float = DEFAULT_LAUNCH_OVERHEAD_S
+    fp16_accumulate_fp16_flops_per_s: float | None = None
+    aliases: tuple[str, ...] = ()
+    source: str = ""
+    unconfirmed: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for table, allowed in (
+            (self.tensor_peak_flops_per_s, TENSOR_PRECISIONS),
+            (self.vector_peak_flops_per_s, VECTOR_PRECISIONS),
+        ):
+            unknown = set(table) - set(allowed)
+            if unknown:
+                raise ValueError(f"{self.name}: unknown precision keys {sorted(unknown)}")
+
+    @property
+    def key(self) -> str:
+        """Canonical lower-case key, e.g. "h100-sxm"."""
+        return _key_from_name(self.name)
+
+    def has_tensor(self, precision: str) -> bool:
+        """Whether the GPU has tensor/matrix-core hardware for ``precision`` ("fp16", ...)."""
+        return precision.lower() in self.tensor_peak_flops_per_s
+
+    def tensor_peak(self, precision: str) -> float:
+        """Dense tensor/matrix-core peak for ``precision`` in FLOP/s (op/s for "int8").
+
+        Raises PrecisionError when the GPU has no tensor-core support for it.
+        """
+        peak = self.tensor_peak_flops_per_s.get(precision.lower())
+        if peak is None:
+            supported = ", ".join(self.tensor_peak_flops_per_s) or "none"
+            raise PrecisionError(
+                f"{self.name} has no {precision} tensor cores (supported: {supported}); "
+                "pick one of those precisions or another GPU"
+            )
+        return peak
+
+    def vector_peak(self, precision: str) -> float:
+        """Non-tensor (CUDA-core / vector ALU) peak for work in ``precision``, in FLOP/s.
+
+        "fp32"/"tf32" use the FP32 rate; "fp16"/"bf16"/"fp8" use the packed-FP16 rate where a
+        figure is known and the FP32 rate otherwise; "fp64" uses the FP64 vector rate.
+        """
+        sources = _VECTOR_SOURCES.get(precision.lower())
+        if sources is None:
+            raise PrecisionError(
+                f"unknown precision {precision!r} for vector work; "
+                f"use one of: {', '.join(_VECTOR_SOURCES)}"
+            )
+        for source in sources:
+            if source in self.vector_peak_flops_per_s:
+                return self.vector_peak_flops_per_s[source]
+        raise PrecisionError(f"{self.name} has no published {precision} vector peak")
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form: every field plus ``key``; mappings become plain dicts."""
+        data = dataclasses.asdict(self)
+        data["tensor_peak_flops_per_s"] = dict(self.tensor_peak_flops_per_s)
+        data["vector_peak_flops_per_s"] = dict(self.vector_peak_flops_per_s)
+        data["aliases"] = list(self.aliases)
+        data["unconfirmed"] = list(self.unconfirmed)
+        return {"key": self.key, **data}
+
+
+# --- The built-in table (order = the order `torchroofline gpus` lists) ----------------------------
+# Figures: /work/shared/gpu_specs.md, which cites the datasheet/whitepaper for each row.
+
+_H100_SOURCE = (
+    "NVIDIA H100 datasheet (sparse figures halved); H100 architecture whitepaper "
+    "(dense 494.7/989.4/1978.9, FP16 non-tensor 133.8)"
+)
+
+_BUILTIN: tuple[GPUSpec, ...] = (
+    # H100 SXM5: datasheet prints TF32 989 / FP16 1979 / FP8 3958 "with sparsity"; the Hopper
+    # whitepaper gives the dense 494.7 / 989.4 / 1978.9 (132 SM x 4096 FLOP/clk x 1.83 GHz).
+    GPUSpec(
+        name="H100 SXM",
+        vendor="NVIDIA",
+        architecture="Hopper",
+        memory_bytes=int(80 * _GIGA),
+        memory_bandwidth_bytes_per_s=3350 * _GIGA,
+        l2_bytes=50 * _MIB,
+        sm_count=132,
+        tensor_peak_flops_per_s=_tera(tf32=494.7, fp16=989.4, bf16=989.4, fp8=1978.9, int8=1978.9),
+        vector_peak_flops_per_s=_tera(fp64=33.5, fp32=66.9, fp16=133.8),
+        aliases=("h100", "h100-sxm5"),
+        source=_H100_SOURCE,
+    ),
+    # H100 PCIe: datasheet 756/1513/3026 with sparsity, halved. Bandwidth: the datasheet says
+    # 2.0 TB/s, some tables 2039 GB/s (unconfirmed); we take the higher, as for every bound.
+    GPUSpec(
+        name="H100 PCIe",
+        vendor="NVIDIA",
+        architecture="Hopper",
+        memory_bytes=int(80 * _GIGA),
+        memory_bandwidth_bytes_per_s=2039 * _GIGA,
+        l2_bytes=50 * _MIB,
+        sm_count=114,
+        tensor_peak_flops_per_s=_tera(tf32=378, fp16=756, bf16=756, fp8=1513, int8=1513),
+        vector_peak_flops_per_s=_tera(fp64=25.6, fp32=51.2),
+        aliases=("h100-pcie-80gb",),
+        source=_H100_SOURCE + "; docs.nvidia.com H100 MIG guide (114 SMs, 50 MB L2)",
+        unconfirmed=("memory_bandwidth_bytes_per_s",),
+    ),
+    # H200: the same GH100 compute as H100 SXM; only memory differs (141 GB HBM3e, 4.8 TB/s).
+    # L2 50 MB is inferred from the identical die.
+    GPUSpec(
+        name="H200",
+        vendor="NVIDIA",
+        architecture="Hopper",
+        memory_bytes=int(141 * _GIGA),
+        memory_bandwidth_bytes_per_s=4800 * _GIGA,
+        l2_bytes=50 * _MIB,
+        sm_count=132,
+        tensor_peak_flops_per_s=_tera(tf32=494.7, fp16=989.4, bf16=989.4, fp8=1978.9, int8=1978.9),
+        vector_peak_flops_per_s=_tera(fp64=33.5, fp32=66.9, fp16=133.8),
+        aliases=("h200-sxm",),
+        source="NVIDIA H200 datasheet (memory); compute as H100 SXM: " + _H100_SOURCE,
+    ),
+    # B200 (HGX, 1000 W): datasheet TF32 2.2 / FP16 4.5 / FP8 9 PF with sparsity -> dense
+    # 1.1 / 2.25 / 4.5; TF32 1.12 PF is also quoted (taken: higher). FP64 40 (later sheet 37) and
+    # FP32 80 (75 computed at 1.98 GHz) are unconfirmed, as is the L2: 126 MB measured by
+    # Chips and Cheese vs 65.5 MB in TechPowerUp's DB (taken: higher). Memory: the later HGX
+    # sheet's 180 GB per GPU (192 GB was announced).
+    GPUSpec(
+        name="B200",
+        vendor="NVIDIA",
+        architecture="Blackwell",
+        memory_bytes=int(180 * _GIGA),
+        memory_bandwidth_bytes_per_s=8000 * _GIGA,
+        l2_bytes=126 * _MIB,
+        sm_count=148,
+        tensor_peak_flops_per_s=_tera(tf32=1120, fp16=2250, bf16=2250, fp8=4500, int8=4500),
+        vector_peak_flops_per_s=_tera(fp64=40, fp32=80),
+        aliases=("b200-hgx",),
+        source=(
+            "NVIDIA HGX B200 datasheet via glennklockwood.com (sparse figures halved); "
+            "Chips and Cheese (148 SMs, 126 MB L2)"
+        ),
+        unconfirmed=("tensor.tf32", "vector.fp64", "vector.fp32", "l2_bytes"),
+    ),
+    # A100: the datasheet prints "dense | sparse" pairs; the dense first number is used.
+    # FP16 non-tensor 78 from the A100 whitepaper. No FP8.
+    GPUSpec(
+        name="A100 80GB",
+        vendor="NVIDIA",
+        architecture="Ampere",
+        memory_bytes=int(80 * _GIGA),
+        memory_bandwidth_bytes_per_s=2039 * _GIGA,
+        l2_bytes=40 * _MIB,
+        sm_count=108,
+        tensor_peak_flops_per_s=_tera(tf32=156, fp16=312, bf16=312, int8=624),
+        vector_peak_flops_per_s=_tera(fp64=9.7, fp32=19.5, fp16=78),
+        aliases=("a100", "a100-sxm", "a100-sxm4-80gb"),
+        source="NVIDIA A100 datasheet (r4); NVIDIA A100 (GA100) architecture whitepaper",
+    ),
+    GPUSpec(
+        name="A100 40GB",
+        vendor="NVIDIA",
+        architecture="Ampere",
+        memory_bytes=int(40 * _GIGA),
+        memory_bandwidth_bytes_per_s=1555 * _GIGA,
+        l2_bytes=40 * _MIB,
+        sm_count=108,
+        tensor_peak_flops_per_s=_tera(tf32=156, fp16=312, bf16=312, int8=624),
+        vector_peak_flops_per_s=_tera(fp64=9.7, fp32=19.5, fp16=78),
+        aliases=("a100-sxm4-40gb",),
+        source="NVIDIA A100 datasheet (r4); NVIDIA A100 (GA100) architecture whitepaper",
+    ),
+    GPUSpec(
+        name="A100 PCIe",
+        vendor="NVIDIA",
+        architecture="Ampere",
+        memory_bytes=int(80 * _GIGA),
+        memory_bandwidth_bytes_per_s=1935 * _GIGA,
+        l2_bytes=40 * _MIB,
+        sm_count=108,
+        tensor_peak_flops_per_s=_tera(tf32=156, fp16=312, bf16=312, int8=624),
+        vector_peak_flops_per_s=_tera(fp64=9.7, fp32=19.5, fp16=78),
+        aliases=("a100-pcie-80gb",),
+        source="NVIDIA A100 datasheet (r4, 80GB PCIe); NVIDIA A100 (GA100) whitepaper",
+    ),
+    # L40S: datasheet FP16/BF16 362.05 dense; TechPowerUp's calculation at the 2.52 GHz boost
+    # gives 366.4 (taken: higher, for BF16 too, which runs at the same rate). Datacenter Ada runs
+    # FP16 with FP32 accumulate at full rate. INT8 = FP8 rate (not printed on the L40S row).
+    # L2: 96 MB vs 48 MB in other DBs (unconfirmed; taken: higher).
+    GPUSpec(
+        name="L40S",
+        vendor="NVIDIA",
+        architecture="Ada",
+        memory_bytes=int(48 * _GIGA),
+        memory_bandwidth_bytes_per_s=864 * _GIGA,
+        l2_bytes=96 * _MIB,
+        sm_count=142,
+        tensor_peak_flops_per_s=_tera(tf32=183, fp16=366.4, bf16=366.4, fp8=733, int8=733),
+        vector_peak_flops_per_s=_tera(fp64=1.43, fp32=91.6),
+        source="NVIDIA L40S datasheet (dense column); TechPowerUp-derived DBs (FP64, L2, 366.4)",
+        unconfirmed=("l2_bytes",),
+    ),
+    GPUSpec(
+        name="L40",
+        vendor="NVIDIA",
+        architecture="Ada",
+        memory_bytes=int(48 * _GIGA),
+        memory_bandwidth_bytes_per_s=864 * _GIGA,
+        l2_bytes=96 * _MIB,
+        sm_count=142,
+        tensor_peak_flops_per_s=_tera(tf32=90.5, fp16=181.05, bf16=181.05, fp8=362, int8=362),
+        vector_peak_flops_per_s=_tera(fp64=1.41, fp32=90.5),
+        source="NVIDIA L40 datasheet (dense column); topcpu.net (96 MB L2, FP64)",
+    ),
+    # L4: datasheet prints only sparse TF32 120 / FP16 242 / FP8 485 -> halved.
+    # 30.3 TFLOP/s = 58 SM x 256 FLOP/clk x 2.04 GHz, hence 58 SMs (some DBs say 60).
+    GPUSpec(
+        name="L4",
+        vendor="NVIDIA",
+        architecture="Ada",
+        memory_bytes=int(24 * _GIGA),
+        memory_bandwidth_bytes_per_s=300 * _GIGA,
+        l2_bytes=48 * _MIB,
+        sm_count=58,
+        tensor_peak_flops_per_s=_tera(tf32=60, fp16=121, bf16=121, fp8=242.5, int8=242.5),
+        vector_peak_flops_per_s=_tera(fp64=0.47, fp32=30.3),
+        source="NVIDIA L4 datasheet (sparse figures halved); Ada architecture whitepaper v2.01",
+    ),
+    # T4 (Turing): no TF32/BF16/FP8; "65" is mixed FP16/FP32 at full rate.
+    GPUSpec(
+        name="T4",
+        vendor="NVIDIA",
+        architecture="Turing",
+        memory_bytes=int(16 * _GIGA),
+        memory_bandwidth_bytes_per_s=320 * _GIGA,
+        l2_bytes=4 * _MIB,
+        sm_count=40,
+        tensor_peak_flops_per_s=_tera(fp16=65, int8=130),
+        vector_peak_flops_per_s=_tera(fp64=0.25, fp32=8.1),
+        source="NVIDIA T4 datasheet; deviceQuery (40 SMs, 4 MB L2)",
+    ),
+    # A10G: no NVIDIA datasheet exists; only memory (24 GB, 600 GB/s, 6 MB L2) is confirmed.
+    # The rest are the commonly quoted A10G figures (80 SMs at 1.71 GHz, GeForce-style half-rate
+    # FP32 accumulate: 80 x 512 x 1.71 GHz = 70). Tables that list 31.2 / 125 / 250 copy the A10.
+    GPUSpec(
+        name="A10G",
+        vendor="NVIDIA",
+        architecture="Ampere",
+        memory_bytes=int(24 * _GIGA),
+        memory_bandwidth_bytes_per_s=600 * _GIGA,
+        l2_bytes=6 * _MIB,
+        sm_count=80,
+        tensor_peak_flops_per_s=_tera(tf32=35, fp16=70, bf16=70, int8=280),
+        vector_peak_flops_per_s=_tera(fp64=0.55, fp32=35),
+        fp16_accumulate_fp16_flops_per_s=140 * _TERA,
+        source="baseten.co A10 vs A10G comparison; AWS GPU table (no NVIDIA datasheet exists)",
+        unconfirmed=(
+            "tensor.tf32",
+            "tensor.fp16",
+            "tensor.bf16",
+            "tensor.int8",
+            "vector.fp64",
+            "vector.fp32",
+            "fp16_accumulate_fp16_flops_per_s",
+            "sm_count",
+        ),
+    ),
+    # RTX 4090: Ada whitepaper v2.02 Appendix A. FP16/BF16 with FP32 accumulate 165.2 (FP16
+    # accumulate 330.3); FP8 330.3 is the FP32-accumulate row (cuBLASLt FP8 GEMMs accumulate in
+    # FP32; the FP16-accumulate row is 660.6). L2 73,728 KB = 72 MiB.
+    GPUSpec(
+        name="RTX 4090",
+        vendor="NVIDIA",
+        architecture="Ada",
+        memory_bytes=int(24 * _GIGA),
+        memory_bandwidth_bytes_per_s=1008 * _GIGA,
+        l2_bytes=72 * _MIB,
+        sm_count=128,
+        tensor_peak_flops_per_s=_tera(tf32=82.6, fp16=165.2, bf16=165.2, fp8=330.3, int8=660.6),
+        vector_peak_flops_per_s=_tera(fp64=1.29, fp32=82.6),
+        fp16_accumulate_fp16_flops_per_s=330.3 * _TERA,
+        aliases=("4090", "rtx-4090"),
+        source="NVIDIA Ada GPU architecture whitepaper v2.02, Appendix A",
+    ),
+    # RTX 4080: tensor figures derived as 76 SM x 2.505 GHz x {256, 512, 1024, 2048} FLOP/clk/SM
+    # (TF32, FP16 FP32-acc, FP16 FP16-acc, INT8), matching the whitepaper's Ada ratios; FP8 is its
+    # FP32-accumulate row (194.9), as for the 4090. FP32 48.74 is confirmed by several DBs.
+    GPUSpec(
+        name="RTX 4080",
+        vendor="NVIDIA",
+        architecture="Ada",
+        memory_bytes=int(16 * _GIGA),
+        memory_bandwidth_bytes_per_s=716.8 * _GIGA,
+        l2_bytes=64 * _MIB,
+        sm_count=76,
+        tensor_peak_flops_per_s=_tera(tf32=48.74, fp16=97.5, bf16=97.5, fp8=194.9, int8=389.9),
+        vector_peak_flops_per_s=_tera(fp64=0.76, fp32=48.74),
+        fp16_accumulate_fp16_flops_per_s=194.9 * _TERA,
+        aliases=("4080", "rtx-4080"),
+        source="Ada whitepaper v2.02 per-SM rates x 76 SMs x 2.505 GHz; cputronic.com (FP32, L2)",
+        unconfirmed=(
+            "tensor.tf32",
+            "tensor.fp16",
+            "tensor.bf16",
+            "tensor.fp8",
+            "tensor.int8",
+            "fp16_accumulate_fp16_flops_per_s",
+        ),
+    ),
+    # RTX 3090: GA102 whitepaper Appendix A (FP16 FP32-acc 71, FP16-acc 142, INT8 284, TF32 35.6).
+    GPUSpec(
+        name="RTX 3090",
+        vendor="NVIDIA",
+        architecture="Ampere",
+        memory_bytes=int(24 * _GIGA),
+        memory_bandwidth_bytes_per_s=936 * _GIGA,
+        l2_bytes=6 * _MIB,
+        sm_count=82,
+        tensor_peak_flops_per_s=_tera(tf32=35.6, fp16=71, bf16=71, int8=284),
+        vector_peak_flops_per_s=_tera(fp64=0.56, fp32=35.6),
+        fp16_accumulate_fp16_flops_per_s=142 * _TERA,
+        aliases=("3090", "rtx-3090"),
+        source="NVIDIA Ampere GA102 architecture whitepaper v2, Appendix A",
+    ),
+    # RTX 3080 (10 GB): INT8 238 confirmed twice; the other tensor figures are derived
+    # (68 SM x 1.71 GHz x per-SM rates).
+    GPUSpec(
+        name="RTX 3080",
+        vendor="NVIDIA",
+        architecture="Ampere",
+        memory_bytes=int(10 * _GIGA),
+        memory_bandwidth_bytes_per_s=760 * _GIGA,
+        l2_bytes=5 * _MIB,
+        sm_count=68,
+        tensor_peak_flops_per_s=_tera(tf32=29.8, fp16=59.5, bf16=59.5, int8=238),
+        vector_peak_flops_per_s=_tera(fp64=0.47, fp32=29.8),
+        fp16_accumulate_fp16_flops_per_s=119 * _TERA,
+        aliases=("3080", "rtx-3080"),
+        source="NVIDIA GA102 whitepaper v2 (main table); KPU-Simulator RTX 30 table (INT8, BW)",
+        unconfirmed=(
+            "tensor.tf32",
+            "tensor.fp16",
+            "tensor.bf16",
+            "fp16_accumulate_fp16_flops_per_s",
+        ),
+    ),
+    # V100 SXM2 32 GB: tensor cores do FP16 (mixed FP16/FP32) only; no BF16/TF32/INT8 tensor path.
+    GPUSpec(
+        name="V100",
+        vendor="NVIDIA",
+        architecture="Volta",
+        memory_bytes=int(32 * _GIGA),
+        memory_bandwidth_bytes_per_s=900 * _GIGA,
+        l2_bytes=6 * _MIB,
+        sm_count=80,
+        tensor_peak_flops_per_s=_tera(fp16=125),
+        vector_peak_flops_per_s=_tera(fp64=7.8, fp32=15.7),
+        aliases=("v100-sxm2", "v100-sxm2-32gb"),
+        source="NVIDIA V100 datasheet / Volta architecture whitepaper (SXM2 32 GB)",
+    ),
+    # MI300X: AMD prints dense and sparse separately; these are dense. FP32 163.4 is the vector
+    # (dual-issue) rate. L2 = 8 XCDs x 4 MB; the 256 MB Infinity Cache is not counted.
+    GPUSpec(
+        name="MI300X",
+        vendor="AMD",
+        architecture="CDNA3",
+        memory_bytes=int(192 * _GIGA),
+        memory_bandwidth_bytes_per_s=5300 * _GIGA,
+        l2_bytes=32 * _MIB,
+        sm_count=304,
+        tensor_peak_flops_per_s=_tera(
+            tf32=653.7, fp16=1307.4, bf16=1307.4, fp8=2614.9, int8=2614.9
+        ),
+        vector_peak_flops_per_s=_tera(fp64=81.7, fp32=163.4),
+        source="AMD Instinct MI300X data sheet; ROCm GPU specifications table (CUs, L2)",
+    ),
+    # MI325X: the same CDNA3 compute as MI300X with 256 GB at 6 TB/s.
+    GPUSpec(
+        name="MI325X",
+        vendor="AMD",
+        architecture="CDNA3",
+        memory_bytes=int(256 * _GIGA),
+        memory_bandwidth_bytes_per_s=6000 * _GIGA,
+        l2_bytes=32 * _MIB,
+        sm_count=304,
+        tensor_peak_flops_per_s=_tera(
+            tf32=653.7, fp16=1307.4, bf16=1307.4, fp8=2614.9, int8=2614.9
+        ),
+        vector_peak_flops_per_s=_tera(fp64=81.7, fp32=163.4),
+        source="AMD Instinct MI325X specifications; ROCm GPU specifications table",
+    ),
+    # MI350X (CDNA4): no TF32 in hardware. FP16/BF16: AMD quotes 2307 (~2.3 PF), PyTorch's
+    # device table 2309.6 (taken: higher, for both, which run at the same rate).
+    GPUSpec(
+        name="MI350X",
+        vendor="AMD",
+        architecture="CDNA4",
+        memory_bytes=int(288 * _GIGA),
+        memory_bandwidth_bytes_per_s=8000 * _GIGA,
+        l2_bytes=32 * _MIB,
+        sm_count=256,
+        tensor_peak_flops_per_s=_tera(fp16=2309.6, bf16=2309.6, fp8=4614, int8=4614),
+        vector_peak_flops_per_s=_tera(fp64=72.1, fp32=144.2),
+        source="AMD Instinct MI350X brochure; torch/_inductor/analysis/device_info.py; ROCm table",
+    ),
+    # MI355X (CDNA4): FP8 = 256 CU x 8192 FLOP/clk x 2.4 GHz = 5033 (AMD rounds to 5.0 PF).
+    GPUSpec(
+        name="MI355X",
+        vendor="AMD",
+        architecture="CDNA4",
+        memory_bytes=int(288 * _GIGA),
+        memory_bandwidth_bytes_per_s=8000 * _GIGA,
+        l2_bytes=32 * _MIB,
+        sm_count=256,
+        tensor_peak_flops_per_s=_tera(fp16=2516.6, bf16=2516.6, fp8=5033, int8=5033),
+        vector_peak_flops_per_s=_tera(fp64=78.6, fp32=157.3),
+        source="AMD CDNA 4 whitepaper; ROCm GPU specifications table; svethardware.cz (FP32)",
+    ),
+)
+
+
+# --- KernelBench's table -------------------------------------------------------------------------
+# kernelbench.prompts.hardware.gpu_specs.GPU_SPEC_INFO maps a GPU name to a dict of strings, e.g.
+# {"Memory Bandwidth": "3.35 TB/s", "FP16 Tensor Core TFLOPS": "1979 with sparsity",
+#  "TF32 Tensor Core TFLOPS": "156 (312 with sparsity)", "GPU Memory": "80GB"}.
+
+_KERNELBENCH_MODULE = "kernelbench.prompts.hardware.gpu_specs"
+
+_NUMBER = r"(\d+(?:\.\d+)?)"
+_SPARSE_ONLY = re.compile(rf"^{_NUMBER}\s*with\s+sparsity", re.IGNORECASE)
+_LEADING_NUMBER = re.compile(rf"^{_NUMBER}")
+_WITH_UNIT = re.compile(rf"{_NUMBER}\s*([A-Za-z]+(?:/s)?)")
+
+_BANDWIDTH_UNITS = {"tb/s": 1e12, "gb/s": 1e9}
+_SIZE_UNITS = {"tb": 1e12, "gb": 1e9}
+_CACHE_UNITS = {"mb": _MIB, "kb": 2**10}
+
+# Precision named by a KernelBench key, tried in order (FP16 before FP32 so that
+# "Mixed-Precision (FP16/FP32) TFLOPS" reads as FP16; word boundaries keep "fp6" off "fp64").
+_KEY_PRECISIONS = (
+    ("fp64", re.compile(r"\bfp64\b|double")),
+    ("tf32", re.compile(r"\btf32\b")),
+    ("bf16", re.compile(r"\bbf16\b|bfloat16")),
+    ("fp8", re.compile(r"\bfp8\b")),
+    ("int8", re.compile(r"\bint8\b")),
+    ("fp16", re.compile(r"\bfp16\b|half|mixed-precision")),
+    ("fp32", re.compile(r"\bfp32\b|single")),
+)
+_TENSOR_KEY = re.compile(r"tensor|matrix|mixed-precision")  # KernelBench also spells "Tensore"
+_PEAK_KEY = re.compile(r"\bt(?:flops|ops)\b")  # peaks are given in TFLOPS / TOPS
+_IGNORED_KEY = re.compile(r"\bint4\b|\bfp[46]\b|mxfp|\brt core")
+_GFX_ARCHITECTURES = {"gfx942": "CDNA3", "gfx950": "CDNA4", "gfx90a": "CDNA2"}
+
+
+def _dense_tera(text: str) -> float | None:
+    """A KernelBench peak string in FLOP/s, dense: "156 (312 with sparsity)" -> 156e12,
+    "1979 with sparsity" (sparse only) -> 989.5e12, "19.5" -> 19.5e12; None if unparsable."""
+    text = text.strip().replace(",", "")
+    sparse = _SPARSE_ONLY.match(text)
+    if sparse:
+        return float(sparse[1]) / 2 * _TERA  # 2:4 structured sparsity doubles the printed peak
+    dense = _LEADING_NUMBER.match(text)
+    return float(dense[1]) * _TERA if dense else None
+
+
+def _with_unit(text: str, units: Mapping[str, float]) -> float | None:
+    """First "<number> <unit>" in ``text`` with a unit from ``units``, scaled; None if none."""
+    for number, unit in _WITH_UNIT.findall(text.replace(",", "")):
+        scale = units.get(unit.lower())
+        if scale is not None:
+            return float(number) * scale
+    return None
+
+
+def _peak_slot(key: str) -> tuple[str, str] | None:
+    """("tensor" | "vector", precision) that a KernelBench key describes, or None to ignore it."""
+    lowered = key.lower()
+    if not _PEAK_KEY.search(lowered) or _IGNORED_KEY.search(lowered):
+        return None
+    precision = next((p for p, pattern in _KEY_PRECISIONS if pattern.search(lowered)), None)
+    if precision is None:
+        return None
+    on_tensor = bool(_TENSOR_KEY.search(lowered)) or precision not in VECTOR_PRECISIONS
+    if on_tensor:
+        return ("tensor", precision) if precision in TENSOR_PRECISIONS else None
+    return "vector", precision
+
+
+def _parse_kernelbench_entry(name: str, entry: Mapping[str, str]) -> GPUSpec | None:
+    """One KernelBench entry as a GPUSpec; None without a bandwidth and an FP32 peak (a roofline
+    needs both). Missing sizes and counts become 0 and are listed in ``unconfirmed``."""
+    peaks: dict[str, dict[str, float]] = {"tensor": {}, "vector": {}}
+    for key, value in entry.items():
+        slot = _peak_slot(str(key))
+        peak = _dense_tera(value) if slot and isinstance(value, str) else None
+        if slot and peak is not None:
+            peaks[slot[0]].setdefault(slot[1], peak)
+
+    def text(label: str) -> str:
+        value = entry.get(label)
+        return value if isinstance(value, str) else ""
+
+    bandwidth = _with_unit(text("Memory Bandwidth"), _BANDWIDTH_UNITS)
+    if bandwidth is None or "fp32" not in peaks["vector"]:
+        return None
+    memory = _with_unit(text("GPU Memory"), _SIZE_UNITS)
+    l2 = _with_unit(text("L2 Cache"), _CACHE_UNITS)
+    units = _LEADING_NUMBER.match(text("Number of CU").strip() or text("Number of SM").strip())
+    missing = tuple(
+        label
+        for label, found in (("memory_bytes", memory), ("l2_bytes", l2), ("sm_count", units))
+        if found is None
+    )
+    architecture = text("GPU Architecture").strip() or "unknown"
+    architecture = _GFX_ARCHITECTURES.get(architecture.lower(), architecture)
+    amd = name.upper().startswith("MI") or architecture.startswith("CDNA")
+    return GPUSpec(
+        name=name,
+        vendor="AMD" if amd else "NVIDIA",
+        architecture=architecture,
+        memory_bytes=int(memory or 0),
+        memory_bandwidth_bytes_per_s=bandwidth,
+        l2_bytes=int(l2 or 0),
+        sm_count=int(float(units[1])) if units else 0,
+        tensor_peak_flops_per_s=peaks["tensor"],
+        vector_peak_flops_per_s=peaks["vector"],
+        source=f"KernelBench {_KERNELBENCH_MODULE}.GPU_SPEC_INFO[{name!r}]",
+        unconfirmed=missing,
+    )
+
+
+def parse_kernelbench_specs(table: Mapping[str, Mapping[str, str]]) -> dict[str, GPUSpec]:
+    """GPUSpecs from a table in KernelBench's ``GPU_SPEC_INFO`` format, keyed by its GPU names.
+
+    Peaks are read as dense: a figure printed only "with sparsity" is halved, and of
+    "156 (312 with sparsity)" the first (dense) number is taken. Bandwidth may be in TB/s or GB/s.
+    Unknown keys and unparsable values are skipped; entries without a memory bandwidth or an
+    FP32 peak are dropped.
+    """
+    specs = {}
+    for name, entry in table.items():
+        spec = _parse_kernelbench_entry(str(name), entry) if isinstance(entry, Mapping) else None
+        if spec is not None:
+            specs[str(name)] = spec
+    return specs
+
+
+@functools.cache
+def _kernelbench_specs() -> tuple[tuple[str, GPUSpec], ...]:
+    """KernelBench's installed table, parsed once; empty when KernelBench is not installed."""
+    try:
+        module = importlib.import_module(_KERNELBENCH_MODULE)
+    except ImportError:
+        return ()
+    table = getattr(module, "GPU_SPEC_INFO", None)
+    if not isinstance(table, Mapping):
+        return ()
+    return tuple(parse_kernelbench_specs(table).items())
+
+
+def load_kernelbench_gpus() -> dict[str, GPUSpec]:
+    """GPUs from the installed KernelBench's ``GPU_SPEC_INFO`` ({} if KernelBench is absent)."""
+    return dict(_kernelbench_specs())
+
+
+# --- Lookup --------------------------------------------------------------------------------------
+
+
+def _names(spec: GPUSpec) -> tuple[str, ...]:
+    """Every name a GPU answers to: key, display name and aliases."""
+    return (spec.key, spec.name, *spec.aliases)
+
+
+def list_gpus() -> list[GPUSpec]:
+    """All GPUs: the built-in table in order, then KernelBench's entries that the built-in table
+    does not already know under any name (where both exist, the built-in entry wins)."""
+    known = {_compact(name) for spec in _BUILTIN for name in _names(spec)}
+    extra = [
+        spec
+        for spec in load_kernelbench_gpus().values()
+        if not known & {_compact(spec.name), _compact(spec.key)}
+    ]
+    return [*_BUILTIN, *extra]
+
+
+def get_gpu(name: str | GPUSpec) -> GPUSpec:
+    """The GPU called ``name`` (key, display name or alias; case, spaces, dashes, underscores and
+    a leading "NVIDIA"/"AMD"/"GeForce"/"Instinct" are ignored). A GPUSpec is returned as is.
+
+    Raises UnknownGPUError, naming the closest known names, when there is no such GPU.
+    """
+    if isinstance(name, GPUSpec):
+        return name
+    index: dict[str, GPUSpec] = {}
+    for spec in list_gpus():
+        for known in _names(spec):
+            index.setdefault(_compact(known), spec)
+    spec = index.get(_compact(name))
+    if spec is not None:
+        return spec
+    close = difflib.get_close_matches(_compact(name), index, n=len(index), cutoff=0.5)
+    keys = list(dict.fromkeys(index[match].key for match in close))[:3]
+    hint = f"; closest: {', '.join(keys)}" if keys else ""
+    raise UnknownGPUError(f"unknown GPU {name!r}{hint} (run 'torchroofline gpus' for the list)")

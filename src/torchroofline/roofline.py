@@ -1,0 +1,476 @@
+"""Stage 4: divide work by the GPU's peaks — speed of light, bottleneck, per-kernel estimates.
+
+Which unit runs a matmul-class op at each precision is one table, :data:`UNIT_RULES`, with the
+reason for every entry (what PyTorch runs on CUDA by default). Times are seconds inside this
+module and milliseconds at the API (``*_ms``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .costs import Category, MatmulKind, OpRecord, float_element_bytes, tensor_bytes
+from .errors import InputError, PrecisionError
+from .fusion import Kernel, Plan, compulsory_refs, eager_plan, fused_plan
+from .hardware import GPUSpec, get_gpu
+from .trace import TensorRef, Trace
+
+CACHE_MODES = ("cold", "warm")
+
+
+@dataclass(frozen=True)
+class UnitRule:
+    """Where a matmul-class family runs: a tensor-core peak (``tensor_key``) scaled by
+    ``throughput``, or the CUDA cores (``tensor_key=None``)."""
+
+    tensor_key: str | None
+    throughput: float
+    reason: str
+
+
+_CUDA_CORES = UnitRule(None, 1.0, "no tensor-core path")
+
+#: (precision, matmul family) → unit. Where the GPU lacks the tensor key, the op runs on the
+#: CUDA cores (``vector`` peak), e.g. fp32 convolutions on V100/T4.
+UNIT_RULES: dict[tuple[str, MatmulKind], UnitRule] = {
+    ("fp32", MatmulKind.MATMUL): UnitRule(
+        None, 1.0, "torch.backends.cuda.matmul.allow_tf32 is False by default: fp32 FMA"
+    ),
+    ("fp32", MatmulKind.CONV): UnitRule(
+        "tf32", 1.0, "torch.backends.cudnn.allow_tf32 is True by default: TF32 tensor cores"
+    ),
+    ("fp32", MatmulKind.ATTENTION): UnitRule(
+        "tf32",
+        1 / 3,
+        "fp32 SDPA dispatches to memory-efficient attention, 3xTF32 "
+        "(CUTLASS OpMultiplyAddFastF32: three TF32 MMAs per fp32 MMA)",
+    ),
+    ("fp32", MatmulKind.RNN): UnitRule(
+        "tf32", 1.0, "cuDNN RNNs use CUDNN_DEFAULT_MATH when cudnn.allow_tf32 is True (default)"
+    ),
+    **{("tf32", kind): UnitRule("tf32", 1.0, "tf32 requested") for kind in MatmulKind},
+    **{
+        (precision, kind): UnitRule(precision, 1.0, f"{precision} tensor cores")
+        for precision in ("fp16", "bf16", "fp8")
+        for kind in MatmulKind
+    },
+}
+
+
+def unit_for(gpu: GPUSpec, precision: str, kind: MatmulKind) -> tuple[str, float]:
+    """(``"tensor"`` or ``"vector"``, peak FLOP/s) for a matmul-class op family."""
+    rule = UNIT_RULES[(precision, kind)]
+    if rule.tensor_key is not None and gpu.has_tensor(rule.tensor_key):
+        return "tensor", gpu.tensor_peak(rule.tensor_key) * rule.throughput
+    if rule.tensor_key in ("fp16", "bf16") and gpu.has_tensor("fp16"):
+        # bf16 on a GPU with fp16 but no bf16 tensor cores: the higher peak keeps a bound
+        return "tensor", gpu.tensor_peak("fp16")
+    return "vector", gpu.vector_peak(precision)
+
+
+def check_precision(gpu: GPUSpec, precision: str) -> str:
+    """Validate ``precision`` for ``gpu``; returns it lower-cased."""
+    if not isinstance(precision, str):
+        raise PrecisionError(f"precision must be a string such as 'fp32', got {precision!r}")
+    precision = precision.lower()
+    float_element_bytes(precision)
+    if precision == "fp8" and not gpu.has_tensor("fp8"):
+        raise PrecisionError(
+            f"{gpu.name} has no fp8 tensor cores; use fp16 or bf16, or a GPU with fp8 "
+            "(H100, H200, B200, L40S, L4, RTX 4090, MI300X)"
+        )
+    return precision
+
+
+@dataclass(frozen=True)
+class Work:
+    """Seconds of one piece of work on each unit; compute time is the larger (units overlap)."""
+
+    tensor_s: float
+    vector_s: float
+
+    @property
+    def compute_s(self) -> float:
+        return max(self.tensor_s, self.vector_s)
+
+
+def work_of(ops: Sequence[OpRecord], gpu: GPUSpec, precision: str) -> Work:
+    """Tensor-core and CUDA-core seconds of ``ops`` (FLOPs / the peak of the unit that runs them)."""
+    vector_peak = gpu.vector_peak(precision)
+    tensor_s = 0.0
+    vector_s = 0.0
+    for op in ops:
+        vector_s += op.flops.vector / vector_peak
+        if op.flops.tensor:
+            unit, peak = unit_for(gpu, precision, op.flops.kind)
+            if unit == "tensor":
+                tensor_s += op.flops.tensor / peak
+            else:
+                vector_s += op.flops.tensor / peak
+    return Work(tensor_s, vector_s)
+
+
+@dataclass(frozen=True)
+class KernelEstimate:
+    """One kernel's roofline: FLOPs, HBM bytes and the time of the slower of the two."""
+
+    name: str
+    category: str
+    op_names: tuple[str, ...]
+    tensor_flops: int
+    vector_flops: int
+    bytes: int
+    compute_s: float
+    memory_s: float
+    launches: int
+    launch_s: float
+
+    @property
+    def flops(self) -> int:
+        return self.tensor_flops + self.vector_flops
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per HBM byte."""
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.compute_s >= self.memory_s else "memory"
+
+    @property
+    def time_s(self) -> float:
+        """max(compute, memory) plus the launch floor of each launch."""
+        return max(self.compute_s, self.memory_s) + self.launches * self.launch_s
+
+    @property
+    def time_ms(self) -> float:
+        return self.time_s * 1e3
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "category": self.category,
+            "ops": list(self.op_names),
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "intensity": _finite(self.intensity),
+            "time_ms": self.time_ms,
+            "bound": self.bound,
+        }
+
+
+def _finite(value: float) -> float | None:
+    return value if value != float("inf") else None
+
+
+def _estimate(kernel: Kernel, gpu: GPUSpec, precision: str, float_bytes: int) -> KernelEstimate:
+    work = work_of(kernel.ops, gpu, precision)
+    kernel_bytes = kernel.bytes(float_bytes)
+    return KernelEstimate(
+        name=kernel.name,
+        category=kernel.category.value,
+        op_names=tuple(op.name for op in kernel.ops),
+        tensor_flops=kernel.tensor_flops,
+        vector_flops=kernel.vector_flops,
+        bytes=kernel_bytes,
+        compute_s=work.compute_s,
+        memory_s=kernel_bytes / gpu.memory_bandwidth_bytes_per_s,
+        launches=kernel.launches,
+        launch_s=gpu.launch_overhead_s,
+    )
+
+
+def memory_sol_s(compulsory_bytes: int, gpu: GPUSpec, cache: str) -> float:
+    """Cold: every compulsory byte from HBM. Warm: the part that fits in L2 is charged at L2
+    bandwidth, or not at all where no trustworthy L2 figure exists (that keeps it a bound)."""
+    if cache == "cold":
+        return compulsory_bytes / gpu.memory_bandwidth_bytes_per_s
+    from_l2 = min(compulsory_bytes, gpu.l2_bytes)
+    l2_s = from_l2 / gpu.l2_bandwidth_bytes_per_s if gpu.l2_bandwidth_bytes_per_s else 0.0
+    return (compulsory_bytes - from_l2) / gpu.memory_bandwidth_bytes_per_s + l2_s
+
+
+@dataclass(frozen=True)
+class Actual:
+    """A measured time set against the bound."""
+
+    ms: float
+    sol_ms: float
+    flops: int
+    compulsory_bytes: int
+    fused_bytes: int
+
+    @property
+    def impossible(self) -> bool:
+        """Faster than the speed of light: a wrong timing or a kernel that skips work."""
+        return self.ms < self.sol_ms
+
+    @property
+    def sol_fraction(self) -> float:
+        """SoL / measured (1.0 = at the limit); >1 only when impossible."""
+        return self.sol_ms / self.ms
+
+    @property
+    def headroom(self) -> float:
+        """How many times faster the measured kernel could still get."""
+        return self.ms / self.sol_ms if self.sol_ms else float("inf")
+
+    @property
+    def tflops(self) -> float:
+        return self.flops / (self.ms * 1e-3) / 1e12
+
+    @property
+    def gbps(self) -> float:
+        """Achieved GB/s on compulsory bytes."""
+        return self.compulsory_bytes / (self.ms * 1e-3) / 1e9
+
+    @property
+    def gbps_fused(self) -> float:
+        return self.fused_bytes / (self.ms * 1e-3) / 1e9
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ms": self.ms,
+            "sol_fraction": self.sol_fraction,
+            "headroom": self.headroom,
+            "tflops": self.tflops,
+            "gbps": self.gbps,
+            "gbps_fused": self.gbps_fused,
+            "impossible": self.impossible,
+        }
+
+
+@dataclass(frozen=True)
+class Result:
+    """Everything one analysis found. FLOPs and bytes are ints; ``*_s`` seconds, ``*_ms`` ms."""
+
+    model_name: str
+    gpu: GPUSpec
+    precision: str
+    cache: str
+    params: int
+    ops: tuple[OpRecord, ...]
+    kernels: tuple[KernelEstimate, ...]  #: the fused plan, in execution order
+    eager_kernels: tuple[KernelEstimate, ...]
+    tensor_flops: int
+    vector_flops: int
+    unfused_bytes: int
+    fused_bytes: int
+    compulsory_bytes: int
+    unfused_kernel_count: int
+    fused_kernel_count: int
+    compute_sol_s: float
+    memory_sol_s: float
+    notes: tuple[str, ...]
+    unsupported_ops: dict[str, int]
+    actual: Actual | None = None
+    trace: Trace | None = field(default=None, repr=False, compare=False)
+
+    # -- derived figures --
+    @property
+    def flops(self) -> int:
+        return self.tensor_flops + self.vector_flops
+
+    @property
+    def sol_s(self) -> float:
+        return max(self.compute_sol_s, self.memory_sol_s)
+
+    @property
+    def sol_ms(self) -> float:
+        return self.sol_s * 1e3
+
+    @property
+    def bottleneck(self) -> str:
+        return "compute" if self.compute_sol_s >= self.memory_sol_s else "memory"
+
+    @property
+    def memory_fused_s(self) -> float:
+        """The prototype's memory figure: fused bytes / bandwidth."""
+        return self.fused_bytes / self.gpu.memory_bandwidth_bytes_per_s
+
+    @property
+    def fused_estimate_s(self) -> float:
+        return sum(kernel.time_s for kernel in self.kernels)
+
+    @property
+    def eager_estimate_s(self) -> float:
+        return sum(kernel.time_s for kernel in self.eager_kernels)
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per fused HBM byte."""
+        return self.flops / self.fused_bytes if self.fused_bytes else float("inf")
+
+    @property
+    def compulsory_intensity(self) -> float:
+        return self.flops / self.compulsory_bytes if self.compulsory_bytes else float("inf")
+
+    @property
+    def main_peak_flops_per_s(self) -> float:
+        """Peak of the unit a matmul runs on at this precision (the ridge point's numerator)."""
+        return unit_for(self.gpu, self.precision, MatmulKind.MATMUL)[1]
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOPs/byte where the main unit's roof meets the memory slope."""
+        return self.main_peak_flops_per_s / self.gpu.memory_bandwidth_bytes_per_s
+
+    @property
+    def fusion_reduction(self) -> float:
+        """Share of eager traffic that fusion removes (0..1)."""
+        return 1 - self.fused_bytes / self.unfused_bytes if self.unfused_bytes else 0.0
+
+    @property
+    def time_ms(self) -> dict[str, float]:
+        return {
+            "compute_sol": self.compute_sol_s * 1e3,
+            "memory_sol": self.memory_sol_s * 1e3,
+            "memory_fused": self.memory_fused_s * 1e3,
+            "sol": self.sol_s * 1e3,
+            "fused_estimate": self.fused_estimate_s * 1e3,
+            "eager_estimate": self.eager_estimate_s * 1e3,
+        }
+
+    def top_kernels(self, count: int = 5) -> list[KernelEstimate]:
+        return sorted(self.kernels, key=lambda k: k.time_s, reverse=True)[:count]
+
+    # -- output --
+    def to_dict(self) -> dict[str, Any]:
+        from .report import result_to_dict
+
+        return result_to_dict(self)
+
+    def to_json(self, path: str | None = None, *, indent: int = 2) -> str:
+        """The JSON of :meth:`to_dict`; written to ``path`` when given."""
+        text = json.dumps(self.to_dict(), indent=indent)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+        return text
+
+    def format(self, top: int = 5) -> str:
+        from .report import format_result
+
+        return format_result(self, top=top)
+
+    def print(self, top: int = 5) -> None:
+        print(self.format(top=top))
+
+    def plot(self, path: str | None = None, *, ax: Any = None, top: int = 10) -> Any:
+        from .viz import plot_result
+
+        return plot_result(self, path, ax=ax, top=top)
+
+    def with_actual(self, actual_ms: float | None) -> Result:
+        """The same analysis set against a measured time (ms)."""
+        return _replace(self, actual=_actual(actual_ms, self))
+
+    def on(self, gpu: str | GPUSpec, precision: str | None = None, cache: str | None = None) -> Result:
+        """The same trace priced on another GPU / precision / cache mode (no retrace)."""
+        if self.trace is None:
+            raise InputError("this result keeps no trace; analyze the model again")
+        return price(self.trace, self.ops, gpu, precision or self.precision, cache or self.cache)
+
+
+def _replace(result: Result, **changes: Any) -> Result:
+    from dataclasses import replace
+
+    return replace(result, **changes)
+
+
+def _actual(actual_ms: float | None, result: Result) -> Actual | None:
+    if actual_ms is None:
+        return None
+    if not isinstance(actual_ms, (int, float)) or actual_ms <= 0:
+        raise InputError(f"actual_ms must be a positive time in milliseconds, got {actual_ms!r}")
+    return Actual(
+        ms=float(actual_ms),
+        sol_ms=result.sol_ms,
+        flops=result.flops,
+        compulsory_bytes=result.compulsory_bytes,
+        fused_bytes=result.fused_bytes,
+    )
+
+
+def _unsupported(ops: Sequence[OpRecord]) -> dict[str, int]:
+    return dict(Counter(op.name for op in ops if not op.has_rule))
+
+
+def _unsupported_note(ops: Sequence[OpRecord], float_bytes: int, unfused_bytes: int) -> str | None:
+    missing = [op for op in ops if not op.has_rule]
+    if not missing:
+        return None
+    share = sum(op.eager_bytes(float_bytes) for op in missing) / max(unfused_bytes, 1)
+    names = ", ".join(f"{name} ×{count}" for name, count in Counter(o.name for o in missing).items())
+    return (
+        f"no cost rule for {names}: costed as their input+output bytes with no FLOPs "
+        f"({share:.1%} of unfused bytes)"
+    )
+
+
+def price(
+    trace: Trace,
+    ops: Sequence[OpRecord],
+    gpu: str | GPUSpec,
+    precision: str,
+    cache: str = "cold",
+    actual_ms: float | None = None,
+) -> Result:
+    """Turn costed ops into a :class:`Result` on ``gpu`` at ``precision``."""
+    gpu = get_gpu(gpu)
+    precision = check_precision(gpu, precision)
+    if cache not in CACHE_MODES:
+        raise InputError(f"cache must be 'cold' or 'warm', got {cache!r}")
+    float_bytes = float_element_bytes(precision)
+    fused = fused_plan(ops, trace.output_value_ids)
+    eager = eager_plan(ops)
+    compulsory = _refs_bytes(
+        compulsory_refs(ops, trace.input_value_ids, trace.output_value_ids), float_bytes
+    )
+    unfused_bytes = eager.bytes(float_bytes)
+    work = work_of(ops, gpu, precision)
+    notes = list(trace.notes)
+    note = _unsupported_note(ops, float_bytes, unfused_bytes)
+    if note:
+        notes.append(note)
+    result = Result(
+        model_name=trace.model_name,
+        gpu=gpu,
+        precision=precision,
+        cache=cache,
+        params=trace.params,
+        ops=tuple(ops),
+        kernels=_estimates(fused, gpu, precision, float_bytes),
+        eager_kernels=_estimates(eager, gpu, precision, float_bytes),
+        tensor_flops=sum(op.flops.tensor for op in ops),
+        vector_flops=sum(op.flops.vector for op in ops),
+        unfused_bytes=unfused_bytes,
+        fused_bytes=fused.bytes(float_bytes),
+        compulsory_bytes=compulsory,
+        unfused_kernel_count=eager.kernel_count,
+        fused_kernel_count=fused.kernel_count,
+        compute_sol_s=work.compute_s,
+        memory_sol_s=memory_sol_s(compulsory, gpu, cache),
+        notes=tuple(notes),
+        unsupported_ops=_unsupported(ops),
+        trace=trace,
+    )
+    return result.with_actual(actual_ms)
+
+
+def _refs_bytes(refs: Sequence[TensorRef], float_bytes: int) -> int:
+    return sum(tensor_bytes(ref, float_bytes) for ref in refs)
+
+
+def _estimates(
+    plan: Plan, gpu: GPUSpec, precision: str, float_bytes: int
+) -> tuple[KernelEstimate, ...]:
+    return tuple(_estimate(kernel, gpu, precision, float_bytes) for kernel in plan.kernels)
+
+
+__all__ = ["Actual", "Category", "KernelEstimate", "Result", "UNIT_RULES", "price", "unit_for"]

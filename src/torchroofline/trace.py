@@ -1,0 +1,617 @@
+"""Stage 1: run the model once on fake tensors and record every aten op it executes.
+
+The trace sees what a GPU would run: parameters and inputs become fake tensors on
+``device="cuda"`` (fake CUDA tensors work on a CPU-only build and keep CUDA-side dispatch and
+dtype rules). No tensor data is allocated and no arithmetic is done. Ops whose GPU kernel is one
+library call but whose CPU-build dispatch is a decomposition (attention, cuDNN RNNs) are
+intercepted above the dispatcher by a ``TorchFunctionMode`` and recorded as that one call.
+
+The trace knows nothing of costs: it records, per op, the aten overload, its arguments (shape-only
+tensors), the tensor *values* it reads and writes and the module that ran it. A value is one
+version of one storage, so views of a buffer are one tensor and an in-place op makes a new
+version of the buffer it writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    FakeTensorMode,
+)
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from .errors import DataDependentError, InputError, ModelError
+
+#: Default ceiling on the real tensors the real-data fallback may build (bytes).
+REAL_FALLBACK_LIMIT_BYTES = 2 * 2**30
+
+#: Error texts that mean "this op needs real data"; the real-data fallback handles them.
+_DATA_DEPENDENT_ERRORS = (DataDependentOutputException, DynamicOutputShapeException)
+#: A CPU-only build raises this for the few CUDA ops that have no fake/meta kernel (e.g. nonzero).
+_NO_CUDA_TEXT = "not linked with support for cuda"
+_DEVICE_MISMATCH_TEXTS = ("same device", "two devices", "Expected all tensors")
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """One tensor an op reads or writes.
+
+    ``elements`` is the number of distinct memory elements the view touches (broadcast,
+    stride-0 dimensions are not counted; capped at the storage size), so an expanded bias reads
+    its own size, not the size it is broadcast to.
+    """
+
+    value_id: int
+    storage_id: int
+    shape: tuple[int, ...]
+    dtype: str
+    elements: int
+    is_float: bool
+    itemsize: int
+
+
+@dataclass(frozen=True)
+class TracedOp:
+    """One executed aten op (or one intercepted library call) with shape-only arguments."""
+
+    name: str  #: e.g. ``"aten.addmm.default"``
+    base: str  #: the op name without namespace, overload and in-place suffix, e.g. ``"addmm"``
+    func: Any  #: the aten overload, or ``None`` for an intercepted library call
+    args: tuple
+    kwargs: dict
+    output: Any
+    reads: tuple[TensorRef, ...]
+    writes: tuple[TensorRef, ...]
+    module_path: str
+    is_view: bool
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Everything the trace saw: the ops in execution order and the graph's boundary values."""
+
+    model_name: str
+    ops: tuple[TracedOp, ...]
+    input_value_ids: frozenset[int]  #: values read before any op wrote them (inputs, params)
+    output_value_ids: frozenset[int]  #: values the model returns or leaves in mutated buffers
+    params: int  #: parameter count (elements)
+    notes: tuple[str, ...]
+    device: str
+
+
+def largest_per_value(refs: Iterable[TensorRef]) -> tuple[TensorRef, ...]:
+    """Each value once, at the largest view of it among ``refs`` (a value read twice costs once)."""
+    largest: dict[int, TensorRef] = {}
+    for ref in refs:
+        if ref.value_id not in largest or ref.elements > largest[ref.value_id].elements:
+            largest[ref.value_id] = ref
+    return tuple(largest.values())
+
+
+def base_name(func: Any) -> str:
+    """``aten.add_.Tensor`` → ``"add"``: the key of the cost registry (in-place shares a rule)."""
+    name = func.overloadpacket.__name__
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
+
+
+class _ValueTable:
+    """Maps storages to the current version's value id; keeps storages alive so ids never repeat."""
+
+    def __init__(self) -> None:
+        self._current: dict[int, int] = {}
+        self._alive: list[Any] = []
+        self._next_id = 0
+        self.input_value_ids: set[int] = set()
+        self.initial_value: dict[int, int] = {}
+
+    def _storage_key(self, tensor: torch.Tensor) -> int:
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key not in self._current and key not in self.initial_value:
+            self._alive.append(storage)
+        return key
+
+    def _new_value(self, key: int) -> int:
+        self._next_id += 1
+        self._current[key] = self._next_id
+        return self._next_id
+
+    def read(self, tensor: torch.Tensor) -> TensorRef:
+        key = self._storage_key(tensor)
+        if key not in self._current:
+            value = self._new_value(key)
+            self.input_value_ids.add(value)
+            self.initial_value[key] = value
+        return _ref(tensor, self._current[key], key)
+
+    def write(self, tensor: torch.Tensor) -> TensorRef:
+        key = self._storage_key(tensor)
+        return _ref(tensor, self._new_value(key), key)
+
+    def current(self, tensor: torch.Tensor) -> int | None:
+        return self._current.get(tensor.untyped_storage()._cdata)
+
+    def mutated_initial_values(self) -> set[int]:
+        """Final values of storages that existed before the trace and were written in it."""
+        return {
+            self._current[key]
+            for key, first in self.initial_value.items()
+            if self._current[key] != first
+        }
+
+
+def _touched_elements(tensor: torch.Tensor) -> int:
+    """Distinct elements a strided view touches: stride-0 (broadcast) dims do not multiply."""
+    elements = math.prod(
+        size for size, stride in zip(tensor.shape, tensor.stride(), strict=True) if stride != 0
+    )
+    storage_elements = tensor.untyped_storage().nbytes() // max(tensor.element_size(), 1)
+    return min(elements, storage_elements) if storage_elements else elements
+
+
+def _ref(tensor: torch.Tensor, value_id: int, storage_id: int) -> TensorRef:
+    return TensorRef(
+        value_id=value_id,
+        storage_id=storage_id,
+        shape=tuple(tensor.shape),
+        dtype=str(tensor.dtype).removeprefix("torch."),
+        elements=_touched_elements(tensor),
+        is_float=tensor.is_floating_point() or tensor.is_complex(),
+        itemsize=tensor.element_size(),
+    )
+
+
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    return [leaf for leaf in tree_flatten(tree)[0] if isinstance(leaf, torch.Tensor)]
+
+
+def _shape_only(tensor: torch.Tensor) -> torch.Tensor:
+    """Keep a fake/meta tensor as it is; replace a real one by a meta tensor (no data kept)."""
+    if isinstance(tensor, FakeTensor) or tensor.is_meta:
+        return tensor
+    return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="meta")
+
+
+class _ModuleStack:
+    """Tracks the qualified name of the module running now (for op records and error messages)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self._names = {id(module): name for name, module in model.named_modules()}
+        self._stack: list[str] = []
+
+    @property
+    def path(self) -> str:
+        return self._stack[-1] if self._stack else ""
+
+    def _enter(self, module: nn.Module, *_: Any) -> None:
+        self._stack.append(self._names.get(id(module), type(module).__name__))
+
+    def _leave(self, *_: Any) -> None:
+        if self._stack:
+            self._stack.pop()
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        pre = nn.modules.module.register_module_forward_pre_hook(self._enter)
+        post = nn.modules.module.register_module_forward_hook(self._leave, always_call=True)
+        try:
+            yield
+        finally:
+            pre.remove()
+            post.remove()
+
+
+class _Recorder(TorchDispatchMode):
+    """Records every aten op that reaches the dispatcher, with the values it reads and writes."""
+
+    def __init__(self, values: _ValueTable, modules: _ModuleStack) -> None:
+        super().__init__()
+        self.values = values
+        self.modules = modules
+        self.ops: list[TracedOp] = []
+        self.current_op = ""
+        self.paused = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        if self.paused or func.namespace == "prim":
+            return func(*args, **kwargs)
+        self.current_op = str(func)
+        in_tensors = _tensors((args, kwargs))
+        reads = self._reads(in_tensors)
+        output = func(*args, **kwargs)
+        is_alias = func.is_view or _aliases_input(func, in_tensors, output)
+        self.record(str(func), base_name(func), func, args, kwargs, output, reads, is_alias)
+        return output
+
+    def _reads(self, tensors: Sequence[torch.Tensor]) -> list[TensorRef]:
+        return [self.values.read(tensor) for tensor in tensors]
+
+    def record(
+        self,
+        name: str,
+        base: str,
+        func: Any,
+        args: tuple,
+        kwargs: dict,
+        output: Any,
+        reads: list[TensorRef],
+        is_view: bool,
+    ) -> None:
+        out_tensors = _tensors(output)
+        if is_view:
+            writes: tuple[TensorRef, ...] = ()
+        else:
+            writes = tuple(self.values.write(tensor) for tensor in out_tensors)
+        self.ops.append(
+            TracedOp(
+                name=name,
+                base=base,
+                func=func,
+                args=tree_map(_shape_arg, args),
+                kwargs=tree_map(_shape_arg, kwargs),
+                output=tree_map(_shape_arg, output),
+                reads=tuple(reads),
+                writes=writes,
+                module_path=self.modules.path,
+                is_view=is_view,
+            )
+        )
+
+
+def _aliases_input(func: Any, in_tensors: list[torch.Tensor], output: Any) -> bool:
+    """An op that returns an input's storage without mutating it (``_unsafe_view``, ``alias``)."""
+    if any(arg.alias_info is not None and arg.alias_info.is_write for arg in func._schema.arguments):
+        return False
+    in_storages = {t.untyped_storage()._cdata for t in in_tensors}
+    out_tensors = _tensors(output)
+    return bool(out_tensors) and all(
+        t.untyped_storage()._cdata in in_storages for t in out_tensors
+    )
+
+
+def _shape_arg(leaf: Any) -> Any:
+    return _shape_only(leaf) if isinstance(leaf, torch.Tensor) else leaf
+
+
+# --- Library calls recorded as the one kernel a GPU runs -------------------------------------
+
+
+def _intercept_sdpa(recorder: _Recorder, args: tuple, kwargs: dict) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` → one attention kernel (flash / memory-efficient)."""
+    query, key, value = args[:3]
+    mask = args[3] if len(args) > 3 else kwargs.get("attn_mask")
+    inputs = [t for t in (query, key, value, mask) if isinstance(t, torch.Tensor)]
+    reads = recorder._reads(inputs)
+    with _paused(recorder):
+        output = query.new_empty((*query.shape[:-1], value.shape[-1]))
+    is_causal = kwargs.get("is_causal", args[5] if len(args) > 5 else False)
+    recorder.record(
+        "aten.scaled_dot_product_attention",
+        "scaled_dot_product_attention",
+        None,
+        (query, key, value),
+        {"is_causal": bool(is_causal), "has_mask": mask is not None},
+        output,
+        reads,
+        False,
+    )
+    return output
+
+
+#: torch._VF RNN entry points: name → number of gates per hidden unit.
+RNN_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+
+
+def _intercept_rnn(recorder: _Recorder, name: str, args: tuple, kwargs: dict) -> Any:
+    """``torch._VF.lstm/gru/rnn_*`` (padded input) → one cuDNN RNN call.
+
+    Returns ``NotImplemented`` for packed sequences, which then trace by decomposition.
+    """
+    is_lstm = name == "lstm"
+    packed = isinstance(args[1], torch.Tensor) if is_lstm else isinstance(args[2], torch.Tensor)
+    if packed:
+        return NotImplemented
+    input_, hx, params, has_biases, num_layers, _dropout, _train, bidirectional, batch_first = args
+    hidden_states = list(hx) if is_lstm else [hx]
+    directions = 2 if bidirectional else 1
+    per_layer = len(params) // (num_layers * directions)
+    w_hh = params[1]
+    hidden_out = w_hh.shape[1]  # proj_size when an LSTM has a projection, else hidden size
+    reads = recorder._reads([input_, *hidden_states, *params])
+    with _paused(recorder):
+        output = input_.new_empty((*input_.shape[:-1], directions * hidden_out))
+        new_states = tuple(state.new_empty(state.shape) for state in hidden_states)
+    result = (output, *new_states)
+    recorder.record(
+        f"aten.{name}.input",
+        name,
+        None,
+        (input_, *hidden_states),
+        {
+            "num_layers": num_layers,
+            "directions": directions,
+            "batch_first": batch_first,
+            "gates": RNN_GATES[name],
+            "weights_per_layer": per_layer,
+            "has_biases": has_biases,
+            "weight_shapes": tuple(tuple(p.shape) for p in params),
+        },
+        result,
+        reads,
+        False,
+    )
+    return result
+
+
+@contextlib.contextmanager
+def _paused(recorder: _Recorder) -> Iterator[None]:
+    recorder.paused = True
+    try:
+        yield
+    finally:
+        recorder.paused = False
+
+
+class _Interceptor(TorchFunctionMode):
+    """Catches library calls above the dispatcher, before they decompose."""
+
+    def __init__(self, recorder: _Recorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+        self._handlers: dict[Any, Callable[[tuple, dict], Any]] = {
+            F.scaled_dot_product_attention: lambda a, k: _intercept_sdpa(recorder, a, k),
+            torch._C._nn.scaled_dot_product_attention: lambda a, k: _intercept_sdpa(
+                recorder, a, k
+            ),
+        }
+        for name in RNN_GATES:
+            self._handlers[getattr(torch._VF, name)] = self._rnn_handler(name)
+
+    def _rnn_handler(self, name: str) -> Callable[[tuple, dict], Any]:
+        return lambda a, k: _intercept_rnn(self.recorder, name, a, k)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        handler = self._handlers.get(func)
+        if handler is not None and not self.recorder.paused:
+            self.recorder.current_op = getattr(func, "__name__", str(func))
+            result = handler(args, kwargs)
+            if result is not NotImplemented:
+                return result
+        return func(*args, **kwargs)
+
+
+# --- Converting the model and inputs ---------------------------------------------------------
+
+
+def _module_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters and buffers by qualified name, tied ones under every name."""
+    tensors = dict(model.named_parameters(remove_duplicate=False))
+    tensors.update(model.named_buffers(remove_duplicate=False))
+    return tensors
+
+
+def _plain_tensor_attributes(model: nn.Module) -> list[tuple[nn.Module, str, torch.Tensor]]:
+    """Tensors kept as plain attributes (not parameters or buffers) of any submodule."""
+    return [
+        (module, name, value)
+        for module in model.modules()
+        for name, value in vars(module).items()
+        if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
+    ]
+
+
+class _Converter:
+    """Turns real, meta or foreign-fake tensors into tensors of the trace (fake or real)."""
+
+    def __init__(self, fake_mode: FakeTensorMode | None, device: str) -> None:
+        self.fake_mode = fake_mode
+        self.device = device
+        self._done: dict[int, torch.Tensor] = {}
+
+    def __call__(self, tensor: torch.Tensor) -> torch.Tensor:
+        if id(tensor) not in self._done:
+            self._done[id(tensor)] = self._convert(tensor)
+        return self._done[id(tensor)]
+
+    def _convert(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.fake_mode is None:
+            if isinstance(tensor, FakeTensor) or tensor.is_meta:
+                return _random_like(tensor)
+            return tensor.detach()
+        with self.fake_mode:
+            return torch.empty_strided(
+                tensor.shape, tensor.stride(), dtype=tensor.dtype, device=self.device
+            )
+
+
+def _random_like(tensor: torch.Tensor) -> torch.Tensor:
+    """Real data standing in for a fake/meta tensor in the real-data fallback."""
+    if tensor.is_floating_point():
+        return torch.randn(tensor.shape, dtype=tensor.dtype)
+    if tensor.dtype == torch.bool:
+        return torch.zeros(tensor.shape, dtype=torch.bool)
+    return torch.zeros(tensor.shape, dtype=tensor.dtype)
+
+
+def _materialized_bytes(model: nn.Module, inputs: Sequence[Any]) -> int:
+    """Bytes of the real tensors a real-data trace would have to build (fake or meta ones)."""
+    tensors = list(_module_tensors(model).values()) + _tensors(inputs)
+    tensors += [value for _, _, value in _plain_tensor_attributes(model)]
+    unique = {id(t): t for t in tensors}.values()
+    return sum(
+        t.numel() * t.element_size() for t in unique if isinstance(t, FakeTensor) or t.is_meta
+    )
+
+
+@contextlib.contextmanager
+def _swapped_attributes(model: nn.Module, convert: _Converter) -> Iterator[None]:
+    attributes = _plain_tensor_attributes(model)
+    for module, name, value in attributes:
+        setattr(module, name, convert(value))
+    try:
+        yield
+    finally:
+        for module, name, value in attributes:
+            setattr(module, name, value)
+
+
+# --- The trace itself ------------------------------------------------------------------------
+
+
+def check_inputs(model: Any, inputs: Any) -> tuple:
+    """Validate what the user passed; returns the forward arguments as a tuple."""
+    if not isinstance(model, nn.Module):
+        raise InputError(
+            f"model must be a torch.nn.Module, got {type(model).__name__}; "
+            "wrap a function in an nn.Module whose forward calls it"
+        )
+    if isinstance(inputs, torch.Tensor):
+        return (inputs,)
+    if isinstance(inputs, (list, tuple)):
+        return tuple(inputs)
+    raise InputError(
+        f"inputs must be a tensor or a tuple/list of forward arguments, got {type(inputs).__name__}"
+    )
+
+
+def _run(
+    model: nn.Module, inputs: tuple, fake_mode: FakeTensorMode | None, device: str
+) -> tuple[_Recorder, _ValueTable, Any]:
+    convert = _Converter(fake_mode, device)
+    params = {name: convert(t) for name, t in _module_tensors(model).items()}
+    args = tree_map(lambda x: convert(x) if isinstance(x, torch.Tensor) else x, inputs)
+    values = _ValueTable()
+    modules = _ModuleStack(model)
+    recorder = _Recorder(values, modules)
+    outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
+    with (
+        torch.no_grad(),
+        _swapped_attributes(model, convert),
+        outer,
+        modules.active(),
+        recorder,
+        _Interceptor(recorder),
+    ):
+        try:
+            output = torch.func.functional_call(model, params, args, strict=False)
+        except Exception as error:  # noqa: BLE001 — re-raised with where it happened
+            raise _TraceFailure(error, recorder.current_op, modules.path) from error
+    return recorder, values, output
+
+
+class _TraceFailure(Exception):
+    def __init__(self, error: Exception, op: str, module_path: str) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.op = op
+        self.module_path = module_path or "<top level>"
+
+    @property
+    def data_dependent(self) -> bool:
+        return isinstance(self.error, _DATA_DEPENDENT_ERRORS) or _NO_CUDA_TEXT in str(self.error)
+
+    @property
+    def device_mismatch(self) -> bool:
+        return any(text in str(self.error) for text in _DEVICE_MISMATCH_TEXTS)
+
+    def model_error(self, model_name: str) -> ModelError:
+        first_line = str(self.error).strip().splitlines()[0] if str(self.error).strip() else ""
+        return ModelError(
+            f"{model_name} raised {type(self.error).__name__} at {self.op or 'start'} in module "
+            f"'{self.module_path}': {first_line[:300]} (check the inputs' shapes and dtypes "
+            "against the model; --debug shows the traceback)"
+        )
+
+
+def trace_model(
+    model: nn.Module,
+    inputs: Any,
+    *,
+    device: str = "cuda",
+    real_fallback_limit_bytes: int = REAL_FALLBACK_LIMIT_BYTES,
+) -> Trace:
+    """Run ``model(*inputs)`` once on fake tensors on ``device`` and record every op.
+
+    Falls back to fake tensors on the CPU when the model mixes devices, and to real tensors on
+    the CPU when an op needs real data (``.item()``, ``nonzero``, control flow on values), as
+    long as the real tensors fit in ``real_fallback_limit_bytes``; each fallback is named in
+    ``Trace.notes``.
+    """
+    args = check_inputs(model, inputs)
+    model_name = type(model).__name__
+    notes: list[str] = []
+    try:
+        recorder, values, output = _run(model, args, FakeTensorMode(), device)
+    except _TraceFailure as failure:
+        if failure.device_mismatch and device != "cpu":
+            notes.append(
+                f"traced on fake CPU tensors: the model mixes devices on '{device}' "
+                f"({failure.op} in '{failure.module_path}')"
+            )
+            return _with_notes(
+                trace_model(
+                    model, args, device="cpu", real_fallback_limit_bytes=real_fallback_limit_bytes
+                ),
+                notes,
+            )
+        if not failure.data_dependent:
+            raise failure.model_error(model_name) from failure.error
+        recorder, values, output = _real_fallback(
+            model, args, failure, model_name, real_fallback_limit_bytes, notes
+        )
+        device = "cpu"
+    outputs = {values.current(t) for t in _tensors(output)} - {None}
+    return Trace(
+        model_name=model_name,
+        ops=tuple(recorder.ops),
+        input_value_ids=frozenset(values.input_value_ids),
+        output_value_ids=frozenset(outputs | values.mutated_initial_values()),
+        params=sum(p.numel() for p in model.parameters()),
+        notes=tuple(notes),
+        device=device,
+    )
+
+
+def _with_notes(trace: Trace, notes: list[str]) -> Trace:
+    return Trace(**{**trace.__dict__, "notes": tuple(notes) + trace.notes})
+
+
+def _real_fallback(
+    model: nn.Module,
+    args: tuple,
+    failure: _TraceFailure,
+    model_name: str,
+    limit_bytes: int,
+    notes: list[str],
+) -> tuple[_Recorder, _ValueTable, Any]:
+    needed = _materialized_bytes(model, args)
+    if needed > limit_bytes:
+        raise DataDependentError(
+            f"{model_name} needs real data at {failure.op} in module '{failure.module_path}' "
+            f"(a value-dependent shape or branch), and real tensors would take "
+            f"{needed / 2**30:.1f} GiB, over the {limit_bytes / 2**30:.1f} GiB limit; "
+            "raise real_fallback_limit_bytes or make that code shape-static"
+        ) from failure.error
+    notes.append(
+        f"traced with real CPU tensors: {failure.op} in '{failure.module_path}' needs real data "
+        "(fake/meta tensors were filled with random values)"
+    )
+    try:
+        return _run(model, args, None, "cpu")
+    except _TraceFailure as real_failure:
+        raise real_failure.model_error(model_name) from real_failure.error

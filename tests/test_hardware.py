@@ -1,0 +1,242 @@
+"""The GPU table: dense figures, lookup, errors, and the KernelBench table parser."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from torchroofline import hardware
+from torchroofline.errors import PrecisionError, UnknownGPUError
+from torchroofline.hardware import GPUSpec, get_gpu, list_gpus, parse_kernelbench_specs
+
+# A table in KernelBench's GPU_SPEC_INFO format (its spellings, typo "Tensore" included).
+KERNELBENCH_TABLE = {
+    "H100": {
+        "GPU Architecture": "Hopper",
+        "GPU Memory": "80GB",
+        "Memory Bandwidth": "3.35 TB/s",
+        "FP64 TFLOPS": "34",
+        "FP64 Tensor Core TFLOPS": "67",
+        "FP32 TFLOPS": "67",
+        "TF32 Tensor Core TFLOPS": "989 with sparsity",
+        "BFLOAT16 Tensore Core TFLOPS": "1979 with sparsity",
+        "INT8 Tensor Core TOPS": "3958 with sparsity",
+        "Register File Size": "64K 32-bit registers per SM",
+    },
+    "Future GPU": {
+        "GPU Architecture": "gfx950",
+        "GPU Memory": "16 GB GDDR6",
+        "Memory Bandwidth": "1555 GB/s",
+        "FP32 TFLOPS": "19.5",
+        "TF32 Tensor Core TFLOPS": "156 (312 with sparsity)",
+        "FP16 Matrix Core TFLOPS": "not published",
+        "FP8 Matrix Core TFLOPS": "4600",
+        "MXFP6, MXFP4 Matrix Core TFLOPS": "9200",
+        "Number of CU": "256",
+        "L2 Cache": "6 MB",
+    },
+    "T4-like": {
+        "Memory Bandwidth": "320 GB/s",
+        "Single-Precision TFLOPS": "8.1",
+        "Mixed-Precision (FP16/FP32) TFLOPS": "65",
+        "INT8 TOPS": "130",
+        "INT4 TOPS": "260",
+    },
+    "No bandwidth": {"FP32 TFLOPS": "10", "Memory Bandwidth": "fast"},
+}
+
+
+def test_dense_not_sparse_figures() -> None:
+    h100 = get_gpu("h100-sxm")
+    assert h100.tensor_peak("bf16") == pytest.approx(989.4e12)  # datasheet prints 1979 sparse
+    assert h100.tensor_peak("tf32") == pytest.approx(494.7e12)
+    assert h100.memory_bandwidth_bytes_per_s == pytest.approx(3.35e12)
+    assert h100.l2_bytes == 50 * 2**20
+    assert get_gpu("l4").tensor_peak("fp16") == pytest.approx(121e12)  # datasheet: 242 sparse
+    assert get_gpu("a100").tensor_peak("fp16") == pytest.approx(312e12)
+
+
+def test_geforce_fp16_is_fp32_accumulate() -> None:
+    rtx = get_gpu("rtx4090")
+    assert rtx.tensor_peak("fp16") == pytest.approx(165.2e12)
+    # GeForce runs FP32 accumulate at half the FP16-accumulate rate (whitepaper rounds: 330.3)
+    fp16_acc = rtx.fp16_accumulate_fp16_flops_per_s
+    assert fp16_acc == pytest.approx(2 * rtx.tensor_peak("fp16"), rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("H100", "h100-sxm"),
+        ("h100-sxm5", "h100-sxm"),
+        ("H100 SXM", "h100-sxm"),
+        ("h100_pcie", "h100-pcie"),
+        ("H200-SXM", "h200"),
+        ("A100", "a100-80gb"),
+        ("a100-sxm", "a100-80gb"),
+        ("A100 40GB", "a100-40gb"),
+        ("a100-pcie", "a100-pcie"),
+        ("4090", "rtx4090"),
+        ("RTX-4090", "rtx4090"),
+        ("NVIDIA GeForce RTX 4090", "rtx4090"),
+        ("v100-sxm2", "v100"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("l40s", "l40s"),
+    ],
+)
+def test_alias_and_case_insensitive_lookup(name: str, key: str) -> None:
+    assert get_gpu(name).key == key
+
+
+def test_every_name_resolves_to_its_own_gpu() -> None:
+    specs = list_gpus()
+    assert len({spec.key for spec in specs}) == len(specs)
+    for spec in specs:
+        for name in (spec.key, spec.name, *spec.aliases):
+            assert get_gpu(name) is spec, name
+
+
+def test_unknown_gpu_message_is_one_line_with_close_names() -> None:
+    with pytest.raises(UnknownGPUError) as caught:
+        get_gpu("h1000")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("unknown GPU 'h1000'; closest: ")
+    assert "h100-sxm" in message
+    assert "torchroofline gpus" in message
+
+
+def test_unknown_gpu_without_close_names() -> None:
+    with pytest.raises(UnknownGPUError, match="^unknown GPU 'zzzzzzzz' \\(run"):
+        get_gpu("zzzzzzzz")
+
+
+def test_gpuspec_passes_through() -> None:
+    spec = get_gpu("l4")
+    assert get_gpu(spec) is spec
+
+
+@pytest.mark.parametrize(("gpu", "precision"), [("a100", "fp8"), ("v100", "tf32"), ("t4", "bf16")])
+def test_missing_tensor_support_raises(gpu: str, precision: str) -> None:
+    spec = get_gpu(gpu)
+    assert not spec.has_tensor(precision)
+    with pytest.raises(PrecisionError) as caught:
+        spec.tensor_peak(precision)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert spec.name in message
+    assert all(p in message for p in spec.tensor_peak_flops_per_s)
+
+
+def test_vector_peak_falls_back_to_fp32() -> None:
+    h100, l4 = get_gpu("h100"), get_gpu("l4")
+    assert h100.vector_peak("fp16") == pytest.approx(133.8e12)
+    assert h100.vector_peak("bf16") == pytest.approx(133.8e12)
+    assert h100.vector_peak("tf32") == h100.vector_peak("fp32") == pytest.approx(66.9e12)
+    assert l4.vector_peak("fp16") == l4.vector_peak("fp32") == pytest.approx(30.3e12)
+    with pytest.raises(PrecisionError):
+        h100.vector_peak("fp4")
+
+
+@pytest.mark.parametrize("spec", list_gpus(), ids=lambda spec: spec.key)
+def test_table_invariants(spec: GPUSpec) -> None:
+    fp32 = spec.vector_peak("fp32")
+    assert spec.memory_bandwidth_bytes_per_s > 0
+    assert fp32 > 0
+    assert spec.vector_peak("fp64") <= fp32
+    # A tensor core that is slower than the vector units would be a unit mix-up (or sparse/dense).
+    for precision, peak in spec.tensor_peak_flops_per_s.items():
+        assert peak >= fp32, precision
+    if "bf16" in spec.tensor_peak_flops_per_s and "fp16" in spec.tensor_peak_flops_per_s:
+        assert spec.tensor_peak("bf16") == spec.tensor_peak("fp16")
+    if spec.fp16_accumulate_fp16_flops_per_s is not None:
+        assert spec.fp16_accumulate_fp16_flops_per_s > spec.tensor_peak("fp16")
+    assert spec.l2_bandwidth_bytes_per_s is None
+    assert spec.launch_overhead_s == hardware.DEFAULT_LAUNCH_OVERHEAD_S
+    assert spec.source
+    labels = {f"tensor.{p}" for p in spec.tensor_peak_flops_per_s}
+    labels |= {f"vector.{p}" for p in spec.vector_peak_flops_per_s}
+    labels |= {f.name for f in dataclasses.fields(spec)}
+    assert set(spec.unconfirmed) <= labels
+
+
+def test_unconfirmed_figures_are_marked() -> None:
+    assert "sm_count" in get_gpu("a10g").unconfirmed
+    assert "l2_bytes" in get_gpu("b200").unconfirmed
+    assert get_gpu("h100").unconfirmed == ()
+
+
+def test_gpuspec_is_frozen_and_hashable() -> None:
+    spec = get_gpu("h100")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.memory_bandwidth_bytes_per_s = 1.0  # type: ignore[misc]
+    assert hash(spec) == hash(get_gpu("H100 SXM"))
+
+
+def test_unknown_precision_key_is_rejected() -> None:
+    with pytest.raises(ValueError, match="fp4"):
+        dataclasses.replace(get_gpu("h100"), tensor_peak_flops_per_s={"fp4": 1.0})
+
+
+def test_to_dict_is_json_serialisable() -> None:
+    data = json.loads(json.dumps(get_gpu("h100").to_dict()))
+    assert data["key"] == "h100-sxm"
+    assert data["tensor_peak_flops_per_s"]["bf16"] == pytest.approx(989.4e12)
+    assert data["aliases"] == ["h100", "h100-sxm5"]
+
+
+def test_parse_kernelbench_specs() -> None:
+    specs = parse_kernelbench_specs(KERNELBENCH_TABLE)
+    assert set(specs) == {"H100", "Future GPU", "T4-like"}  # no parsable bandwidth: dropped
+
+    h100 = specs["H100"]
+    assert h100.memory_bandwidth_bytes_per_s == pytest.approx(3.35e12)
+    assert h100.memory_bytes == 80 * 10**9
+    assert h100.tensor_peak("tf32") == pytest.approx(494.5e12)  # sparse only: halved
+    assert h100.tensor_peak("bf16") == pytest.approx(989.5e12)
+    assert h100.tensor_peak("int8") == pytest.approx(1979e12)
+    assert h100.vector_peak_flops_per_s == {"fp64": pytest.approx(34e12), "fp32": 67e12}
+    assert set(h100.tensor_peak_flops_per_s) == {"tf32", "bf16", "int8"}  # FP64 TC: no slot
+    assert h100.vendor == "NVIDIA"
+    assert {"l2_bytes", "sm_count"} <= set(h100.unconfirmed)
+
+    future = specs["Future GPU"]
+    assert future.memory_bandwidth_bytes_per_s == pytest.approx(1555e9)
+    assert future.tensor_peak("tf32") == pytest.approx(156e12)  # dense first figure
+    assert future.tensor_peak("fp8") == pytest.approx(4600e12)
+    assert not future.has_tensor("fp16")  # unparsable value skipped
+    assert future.architecture == "CDNA4"
+    assert future.vendor == "AMD"
+    assert future.sm_count == 256
+    assert future.l2_bytes == 6 * 2**20
+    assert future.memory_bytes == 16 * 10**9
+    assert future.key == "future-gpu"
+
+    t4 = specs["T4-like"]
+    assert t4.vector_peak("fp32") == pytest.approx(8.1e12)
+    assert t4.tensor_peak_flops_per_s == {"fp16": pytest.approx(65e12), "int8": 130e12}
+
+
+def test_builtin_wins_on_collision(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed = parse_kernelbench_specs(KERNELBENCH_TABLE)
+    monkeypatch.setattr(hardware, "load_kernelbench_gpus", lambda: parsed)
+    assert get_gpu("H100").tensor_peak("bf16") == pytest.approx(989.4e12)  # not 989.5e12
+    assert get_gpu("future gpu") is parsed["Future GPU"]
+    keys = [spec.key for spec in list_gpus()]
+    assert keys.count("h100-sxm") == 1
+    assert "h100" not in keys
+    assert keys[-2:] == ["future-gpu", "t4-like"]
+
+
+def test_load_kernelbench_gpus_without_kernelbench(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: str) -> None:
+        raise ModuleNotFoundError(name)
+
+    hardware._kernelbench_specs.cache_clear()
+    monkeypatch.setattr(hardware.importlib, "import_module", missing)
+    try:
+        assert hardware.load_kernelbench_gpus() == {}
+    finally:
+        hardware._kernelbench_specs.cache_clear()
