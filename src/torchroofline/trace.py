@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     FakeTensor,
     FakeTensorMode,
+    unset_fake_temporarily,
 )
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -232,9 +234,12 @@ class _Recorder(TorchDispatchMode):
         self.current_op = str(func)
         in_tensors = _tensors((args, kwargs))
         reads = self._reads(in_tensors)
-        output = func(*args, **kwargs)
+        output = _call(func, args, kwargs)
         is_alias = func.is_view or _aliases_input(func, in_tensors, output)
-        self.record(str(func), base_name(func), func, args, kwargs, output, reads, is_alias)
+        mutated = _mutated_arguments(func, args, kwargs, output)
+        self.record(
+            str(func), base_name(func), func, args, kwargs, output, reads, is_alias, mutated
+        )
         return output
 
     def _reads(self, tensors: Sequence[torch.Tensor]) -> list[TensorRef]:
@@ -250,8 +255,9 @@ class _Recorder(TorchDispatchMode):
         output: Any,
         reads: list[TensorRef],
         is_view: bool,
+        also_written: Sequence[torch.Tensor] = (),
     ) -> None:
-        out_tensors = _tensors(output)
+        out_tensors = _tensors(output) + list(also_written)
         if is_view:
             writes: tuple[TensorRef, ...] = ()
         else:
@@ -270,6 +276,55 @@ class _Recorder(TorchDispatchMode):
                 is_view=is_view,
             )
         )
+
+
+def _call(func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run ``func``; a CUDA op that a CPU-only build cannot fake (e.g. ``native_batch_norm``)
+    is run on meta tensors instead and its outputs re-made as fake CUDA tensors."""
+    try:
+        return func(*args, **kwargs)
+    except RuntimeError as error:
+        if _NO_CUDA_TEXT not in str(error):
+            raise
+        return _call_on_meta(func, args, kwargs)
+
+
+def _call_on_meta(func: Any, args: tuple, kwargs: dict) -> Any:
+    originals: dict[int, torch.Tensor] = {}
+
+    def to_meta(leaf: Any) -> Any:
+        if not isinstance(leaf, torch.Tensor):
+            return leaf
+        meta = torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device="meta")
+        originals[id(meta)] = leaf
+        return meta
+
+    with unset_fake_temporarily():
+        meta_args, meta_kwargs = tree_map(to_meta, (args, kwargs))
+        meta_output = func(*meta_args, **meta_kwargs)
+
+    def back(leaf: Any) -> Any:
+        if not isinstance(leaf, torch.Tensor):
+            return leaf
+        if id(leaf) in originals:  # an in-place op returned its argument
+            return originals[id(leaf)]
+        device = next(iter(originals.values())).device if originals else "cuda"
+        return torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device=device)
+
+    return tree_map(back, meta_output)
+
+
+def _mutated_arguments(func: Any, args: tuple, kwargs: dict, output: Any) -> list[torch.Tensor]:
+    """Arguments the op writes in place that it does not also return (batch-norm running
+    statistics): they are writes too."""
+    returned = {t.untyped_storage()._cdata for t in _tensors(output)}
+    mutated = []
+    for position, argument in enumerate(func._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        value = args[position] if position < len(args) else kwargs.get(argument.name)
+        mutated += [t for t in _tensors(value) if t.untyped_storage()._cdata not in returned]
+    return mutated
 
 
 def _aliases_input(func: Any, in_tensors: list[torch.Tensor], output: Any) -> bool:
@@ -500,6 +555,7 @@ def _run(
     recorder = _Recorder(values, modules)
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
     with (
+        warnings.catch_warnings(),
         torch.no_grad(),
         _swapped_attributes(model, convert),
         outer,
@@ -507,6 +563,7 @@ def _run(
         recorder,
         _Interceptor(recorder),
     ):
+        warnings.simplefilter("ignore")  # CPU-build warnings (no cuDNN) are not the user's
         try:
             output = torch.func.functional_call(model, params, args, strict=False)
         except Exception as error:  # noqa: BLE001 — re-raised with where it happened
