@@ -21,6 +21,7 @@ def analyze(
     cache: str = "cold",
     actual_ms: float | None = None,
     real_fallback_limit_bytes: int = REAL_FALLBACK_LIMIT_BYTES,
+    name: str | None = None,
 ) -> Result:
     """How fast could ``model(*inputs)`` run on ``gpu`` at ``precision``?
 
@@ -34,5 +35,7 @@ def analyze(
 
     spec = get_gpu(gpu)
     check_precision(spec, precision)  # fail before tracing
-    trace = trace_model(model, inputs, real_fallback_limit_bytes=real_fallback_limit_bytes)
+    trace = trace_model(
+        model, inputs, real_fallback_limit_bytes=real_fallback_limit_bytes, name=name
+    )
     return price(trace, cost_trace(trace), spec, precision, cache, actual_ms)

@@ -366,6 +366,10 @@ class Result:
 
         return plot_result(self, path, ax=ax, top=top)
 
+    def with_notes(self, notes: Sequence[str]) -> Result:
+        """The same analysis with ``notes`` added in front (e.g. how a problem was built)."""
+        return _replace(self, notes=(*notes, *self.notes))
+
     def with_actual(self, actual_ms: float | None) -> Result:
         """The same analysis set against a measured time (ms)."""
         return _replace(self, actual=_actual(actual_ms, self))

@@ -601,6 +601,7 @@ def trace_model(
     *,
     device: str = "cuda",
     real_fallback_limit_bytes: int = REAL_FALLBACK_LIMIT_BYTES,
+    name: str | None = None,
 ) -> Trace:
     """Run ``model(*inputs)`` once on fake tensors on ``device`` and record every op.
 
@@ -610,7 +611,7 @@ def trace_model(
     ``Trace.notes``.
     """
     args = check_inputs(model, inputs)
-    model_name = type(model).__name__
+    model_name = name or type(model).__name__
     notes: list[str] = []
     try:
         recorder, values, output = _run(model, args, FakeTensorMode(), device)
@@ -622,7 +623,11 @@ def trace_model(
             )
             return _with_notes(
                 trace_model(
-                    model, args, device="cpu", real_fallback_limit_bytes=real_fallback_limit_bytes
+                    model,
+                    args,
+                    device="cpu",
+                    real_fallback_limit_bytes=real_fallback_limit_bytes,
+                    name=model_name,
                 ),
                 notes,
             )
