@@ -11,6 +11,7 @@ from .errors import (
     UnknownGPUError,
 )
 from .hardware import GPUSpec, get_gpu, list_gpus
+from .kernelbench import analyze_file, compare_kernelbench, load_problem
 from .roofline import KernelEstimate, Result
 
 __version__ = "0.1.0"
@@ -27,6 +28,19 @@ __all__ = [
     "TorchrooflineError",
     "UnknownGPUError",
     "analyze",
+    "analyze_file",
+    "compare_kernelbench",
     "get_gpu",
     "list_gpus",
+    "load_problem",
+    "plot_gpus",
 ]
+
+
+def __getattr__(name: str):
+    """``plot_gpus`` lives in the viz module, which needs matplotlib (the ``viz`` extra)."""
+    if name == "plot_gpus":
+        from .viz import plot_gpus
+
+        return plot_gpus
+    raise AttributeError(f"module 'torchroofline' has no attribute '{name}'")

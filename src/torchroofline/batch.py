@@ -108,7 +108,7 @@ class _Worker:
 def _context() -> Any:
     if sys.platform.startswith("linux") or sys.platform == "darwin":
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["torchroofline.batch", "torchroofline.kernelbench"])
+        context.set_forkserver_preload(["torchroofline._preload"])
         return context
     return multiprocessing.get_context("spawn")
 

@@ -336,7 +336,9 @@ def attention_flops(op: TracedOp) -> FlopCount:
     v_shape = _as_4d(value.shape)
     flops = sdpa_flop_count(q_shape, k_shape, v_shape)
     if op.kwargs.get("is_causal"):
-        flops = flops * _causal_fraction(q_shape[2], k_shape[2])
+        query_len, key_len = q_shape[2], k_shape[2]
+        # integer arithmetic: both matmuls' FLOPs are a multiple of L·S, so this is exact
+        flops = flops * _causal_kept(query_len, key_len) // (query_len * key_len)
     return FlopCount(tensor=int(flops), kind=MatmulKind.ATTENTION)
 
 
@@ -348,10 +350,12 @@ def _as_4d(shape: torch.Size) -> tuple[int, int, int, int]:
     return (1, lead[0] if lead else 1, length, embed)
 
 
-def _causal_fraction(query_len: int, key_len: int) -> float:
-    """Share of score entries a causal (top-left aligned, ``tril``) mask keeps."""
-    kept = sum(min(row + 1, key_len) for row in range(query_len))
-    return kept / (query_len * key_len)
+def _causal_kept(query_len: int, key_len: int) -> int:
+    """Score entries a causal (top-left aligned, ``tril``) mask keeps: row ``r`` keeps
+    ``min(r + 1, key_len)``, summed in closed form."""
+    full_rows = max(query_len - key_len, 0)  # rows past the diagonal's end keep every key
+    triangle = query_len - full_rows
+    return triangle * (triangle + 1) // 2 + full_rows * key_len
 
 
 #: Pointwise FLOPs per hidden unit per step of each recurrent cell, after the two GEMMs:

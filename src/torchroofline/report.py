@@ -174,3 +174,129 @@ def kernel_table(kernels: list[KernelEstimate], name_width: int = 34) -> list[st
             f"{_intensity(kernel.intensity):>8} {human_ms(kernel.time_ms):>11} {kernel.bound:>7}"
         )
     return rows
+
+
+# --- Compact prompt block --------------------------------------------------------------------
+
+
+def format_prompt(result: Result, top: int = 3) -> str:
+    """At most 15 plain lines for an LLM kernel-generation prompt: the work, the traffic, the
+    bound and where the time goes."""
+    lines = [
+        f"Speed-of-light analysis ({result.gpu.name}, {result.precision}, torchroofline):",
+        f"- FLOPs: {si(result.flops)} (tensor-core class {si(result.tensor_flops)}, "
+        f"other {si(result.vector_flops)})",
+        f"- HBM bytes: unfused {human_bytes(result.unfused_bytes)}, fused "
+        f"{human_bytes(result.fused_bytes)}, compulsory {human_bytes(result.compulsory_bytes)}",
+        f"- Speed of light: {human_ms(result.sol_ms)} ({result.bottleneck}-bound; compute "
+        f"{human_ms(result.time_ms['compute_sol'])}, memory {human_ms(result.time_ms['memory_sol'])})",
+        f"- Fused (torch.compile-like) estimate: {human_ms(result.time_ms['fused_estimate'])} in "
+        f"{result.fused_kernel_count} kernels; eager estimate "
+        f"{human_ms(result.time_ms['eager_estimate'])} in {result.unfused_kernel_count}",
+    ]
+    kernels = result.top_kernels(top)
+    if kernels:
+        lines.append("- Where the time goes (fused kernels):")
+        total = result.fused_estimate_s or 1.0
+        lines += [
+            f"  {k.name}: {human_ms(k.time_ms)} ({k.time_s / total:.0%}), {k.bound}-bound, "
+            f"{_intensity(k.intensity)} FLOP/B"
+            for k in kernels
+        ]
+    if result.actual is not None:
+        actual = result.actual
+        lines.append(
+            f"- Measured reference: {human_ms(actual.ms)} = {actual.sol_fraction:.1%} of SoL; "
+            + (
+                "IMPOSSIBLE (faster than SoL)"
+                if actual.impossible
+                else f"at most {actual.headroom:.2f}x faster is physically possible"
+            )
+        )
+    return "\n".join(lines[:15])
+
+
+# --- Batch (KernelBench suite) reports -------------------------------------------------------
+
+#: Columns of the per-problem table: header → how to read it from a report's problem entry.
+SUITE_COLUMNS: dict[str, Any] = {
+    "level": lambda p: p["level"],
+    "problem": lambda p: p["file"],
+    "status": lambda p: p["status"],
+    "flops": lambda p: _from_result(p, lambda r: r["flops"]["total"]),
+    "bytes_unfused": lambda p: _from_result(p, lambda r: r["bytes"]["unfused"]),
+    "bytes_fused": lambda p: _from_result(p, lambda r: r["bytes"]["fused"]),
+    "bytes_compulsory": lambda p: _from_result(p, lambda r: r["bytes"]["compulsory"]),
+    "sol_ms": lambda p: _from_result(p, lambda r: r["time_ms"]["sol"]),
+    "fused_estimate_ms": lambda p: _from_result(p, lambda r: r["time_ms"]["fused_estimate"]),
+    "eager_estimate_ms": lambda p: _from_result(p, lambda r: r["time_ms"]["eager_estimate"]),
+    "bottleneck": lambda p: _from_result(p, lambda r: r["bottleneck"]),
+    "measured_ms": lambda p: p["measured_ms"],
+    "gen_ms": lambda p: p["gen_ms"],
+    "sol_fraction": lambda p: p["sol_fraction"],
+    "speedup": lambda p: p["speedup"],
+    "error": lambda p: p["error"],
+}
+
+
+def _from_result(problem: dict, read: Any) -> Any:
+    return read(problem["result"]) if problem.get("result") else None
+
+
+def suite_rows(report: dict) -> list[dict[str, Any]]:
+    """One flat dict per problem, keyed by :data:`SUITE_COLUMNS`."""
+    return [{name: read(p) for name, read in SUITE_COLUMNS.items()} for p in report["problems"]]
+
+
+def suite_csv(report: dict) -> str:
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(SUITE_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(suite_rows(report))
+    return buffer.getvalue()
+
+
+def _cell(name: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if name == "flops":
+        return si(value)
+    if name.startswith("bytes"):
+        return human_bytes(value)
+    if name.endswith("_ms"):
+        return f"{value:.4g}"
+    if name == "sol_fraction":
+        return f"**{value:.0%} below SoL**" if value > 1 else f"{value:.1%}"
+    if name == "speedup":
+        return f"{value:.2f}x"
+    if name == "error":
+        return str(value).replace("|", "\\|")[:120]
+    return str(value)
+
+
+def suite_markdown(report: dict) -> str:
+    """Summary per level, then one row per problem."""
+    lines = [
+        f"# torchroofline KernelBench report — {report['gpu']}, {report['precision']}",
+        "",
+        "| level | problems | analyzed | failed | compute-bound | memory-bound "
+        "| median % of SoL | median speedup | measured < SoL |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for level, row in report["summary"].items():
+        median = row["median_sol_fraction"]
+        speedup = row["median_speedup"]
+        lines.append(
+            f"| {level} | {row['problems']} | {row['analyzed']} | {row['failed']} "
+            f"| {row['compute_bound']} | {row['memory_bound']} "
+            f"| {'' if median is None else f'{median:.1%}'} "
+            f"| {'' if speedup is None else f'{speedup:.2f}x'} | {row['impossible']} |"
+        )
+    names = list(SUITE_COLUMNS)
+    lines += ["", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    for row in suite_rows(report):
+        lines.append("| " + " | ".join(_cell(name, row[name]) for name in names) + " |")
+    return "\n".join(lines) + "\n"

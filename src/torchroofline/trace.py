@@ -15,10 +15,11 @@ version of the buffer it writes.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -188,27 +189,33 @@ def _shape_only(tensor: torch.Tensor) -> torch.Tensor:
 
 
 class _ModuleStack:
-    """Tracks the qualified name of the module running now (for op records and error messages)."""
+    """Tracks the qualified name of the module running now (for op records and error messages).
+
+    The exit hook runs only when a forward returns, so a forward that raises leaves its module
+    on the stack and :attr:`path` names the module that failed. An exit pops back to the exiting
+    module's own entry, which drops entries a model left by catching a submodule's exception.
+    """
 
     def __init__(self, model: nn.Module) -> None:
         self._names = {id(module): name for name, module in model.named_modules()}
-        self._stack: list[str] = []
+        self._stack: list[tuple[int, str]] = []  # (id of the module, its qualified name)
 
     @property
     def path(self) -> str:
-        return self._stack[-1] if self._stack else ""
+        return self._stack[-1][1] if self._stack else ""
 
     def _enter(self, module: nn.Module, *_: Any) -> None:
-        self._stack.append(self._names.get(id(module), type(module).__name__))
+        self._stack.append((id(module), self._names.get(id(module), type(module).__name__)))
 
-    def _leave(self, *_: Any) -> None:
-        if self._stack:
-            self._stack.pop()
+    def _leave(self, module: nn.Module, *_: Any) -> None:
+        if any(entry == id(module) for entry, _name in self._stack):
+            while self._stack.pop()[0] != id(module):
+                pass
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
         pre = nn.modules.module.register_module_forward_pre_hook(self._enter)
-        post = nn.modules.module.register_module_forward_hook(self._leave, always_call=True)
+        post = nn.modules.module.register_module_forward_hook(self._leave)
         try:
             yield
         finally:
@@ -556,6 +563,7 @@ def _run(
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
     with (
         warnings.catch_warnings(),
+        _quiet_fake_tensor_log(),
         torch.no_grad(),
         _swapped_attributes(model, convert),
         outer,
@@ -569,6 +577,19 @@ def _run(
         except Exception as error:  # noqa: BLE001 — re-raised with where it happened
             raise _TraceFailure(error, recorder.current_op, modules.path) from error
     return recorder, values, output
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensor_log() -> Iterator[None]:
+    """FakeTensorMode logs a traceback for every op whose meta kernel raises; the error itself
+    reaches the user as one ModelError line instead."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 class _TraceFailure(Exception):

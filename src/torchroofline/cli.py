@@ -1,0 +1,356 @@
+"""The ``torchroofline`` command line (also ``python -m torchroofline``).
+
+Exit codes: 0 success, 1 some problems failed to analyze (reports are still written),
+2 bad usage (unknown GPU or precision, unreadable timings, bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError, PrecisionError, TorchrooflineError, UnknownGPUError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: Errors that mean the command itself was wrong, not one problem.
+_USAGE_ERRORS = (UnknownGPUError, PrecisionError, InputError)
+
+
+class _UsageError(Exception):
+    """Bad arguments found after parsing."""
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gpu", default="h100", help="target GPU (see 'torchroofline gpus')")
+    parser.add_argument(
+        "--precision",
+        default="fp32",
+        help="fp32 (what PyTorch runs by default), tf32, fp16, bf16 or fp8",
+    )
+    parser.add_argument(
+        "--cache",
+        choices=("cold", "warm"),
+        default="cold",
+        help="cold: L2 flushed between timed runs (KernelBench); warm: data may stay in L2",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torchroofline",
+        description="Speed-of-light bounds for PyTorch programs on a chosen GPU, no GPU needed.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    analyze = commands.add_parser(
+        "analyze", help="report on KernelBench-format problem files", description=(
+            "Analyze problem files (class Model, get_inputs, get_init_inputs). The files are "
+            "Python code and are executed."
+        )
+    )
+    analyze.add_argument("files", nargs="+", metavar="FILE")
+    _common(analyze)
+    analyze.add_argument(
+        "--actual-ms", type=float, nargs="+", metavar="MS",
+        help="measured time(s) in ms: one for all files or one per file",
+    )
+    analyze.add_argument("--gen-ms", type=float, metavar="MS", help="a generated kernel's time")
+    analyze.add_argument("--class", dest="class_name", default="Model", help="model class name")
+    analyze.add_argument("--top", type=int, default=5, help="kernels listed (default 5)")
+    analyze.add_argument(
+        "--format", choices=("text", "json", "prompt"), default="text",
+        help="text report, JSON, or a compact block for an LLM prompt",
+    )
+    analyze.add_argument("--json", action="store_const", const="json", dest="format",
+                         help="same as --format json")
+    analyze.add_argument("--plot", metavar="PNG|SVG", help="save a roofline picture")
+
+    gpus = commands.add_parser("gpus", help="list the GPU table and its key peaks")
+    gpus.add_argument("--json", action="store_true", help="JSON instead of a table")
+
+    suite = commands.add_parser(
+        "kernelbench", help="analyze a KernelBench suite, level folder or files in workers",
+        description="Every problem runs in a worker process with a timeout and a memory limit.",
+    )
+    suite.add_argument("paths", nargs="+", metavar="PATH")
+    _common(suite)
+    suite.add_argument("--timings", metavar="JSON", help="reference times (KernelBench format)")
+    suite.add_argument("--gen-timings", metavar="JSON", help="generated kernels' times")
+    suite.add_argument("--level", help="levels to keep, e.g. 1,2")
+    suite.add_argument("-j", "--jobs", type=int, default=1, help="worker processes")
+    suite.add_argument("--timeout", type=float, default=60.0, help="seconds per problem")
+    suite.add_argument(
+        "--memory-limit", type=float, default=6.0, metavar="GIB", help="GiB per worker"
+    )
+    suite.add_argument("--out", metavar="FILE", help="report.md, report.csv or report.json")
+    suite.add_argument("--json", action="store_true", help="print the JSON report")
+    suite.add_argument("--plot-dir", metavar="DIR", help="write the suite pictures here")
+    suite.add_argument("--per-problem", action="store_true", help="also one roofline each")
+
+    plot = commands.add_parser("plot", help="pictures from a saved kernelbench report.json")
+    plot.add_argument("report", metavar="REPORT.json")
+    plot.add_argument("--out", required=True, metavar="DIR")
+    plot.add_argument("--per-problem", action="store_true")
+    return parser
+
+
+# --- analyze -------------------------------------------------------------------------------
+
+
+def _actual_times(files: Sequence[str], actual: Sequence[float] | None) -> list[float | None]:
+    if not actual:
+        return [None] * len(files)
+    if len(actual) == 1:
+        return list(actual) * len(files)
+    if len(actual) != len(files):
+        raise _UsageError(f"--actual-ms takes one time or one per file ({len(files)} files)")
+    return list(actual)
+
+
+def _plot_path(base: str, file: str, many: bool) -> str:
+    if not many:
+        return base
+    path = Path(base)
+    return str(path.with_name(f"{path.stem}_{Path(file).stem}{path.suffix}"))
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from .hardware import get_gpu
+    from .kernelbench import analyze_file, compare_kernelbench
+    from .roofline import check_precision
+
+    gpu = get_gpu(args.gpu)
+    check_precision(gpu, args.precision)
+    times = _actual_times(args.files, args.actual_ms)
+    documents: list[dict[str, Any]] = []
+    failed = 0
+    for file, actual_ms in zip(args.files, times, strict=True):
+        try:
+            result = analyze_file(
+                file, gpu, args.precision, actual_ms=actual_ms, cache=args.cache,
+                class_name=args.class_name,
+            )
+        except _USAGE_ERRORS:
+            raise
+        except TorchrooflineError as error:
+            failed += 1
+            documents.append({"file": file, "error": str(error)})
+            _error(str(error))
+            continue
+        comparison = compare_kernelbench(result, actual_ms, args.gen_ms) if args.gen_ms else None
+        document = result.to_dict()
+        if comparison is not None:
+            document["comparison"] = comparison.to_dict()
+        documents.append(document)
+        if args.format == "text":
+            result.print(top=args.top)
+            if comparison is not None:
+                print(comparison.format())
+        elif args.format == "prompt":
+            from .report import format_prompt
+
+            print(format_prompt(result))
+        if args.plot:
+            result.plot(_plot_path(args.plot, file, len(args.files) > 1), top=max(args.top, 1))
+    if args.format == "json":
+        print(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+# --- gpus ----------------------------------------------------------------------------------
+
+
+def _tflops(spec: Any, key: str, tensor: bool) -> str:
+    peaks = spec.tensor_peak_flops_per_s if tensor else spec.vector_peak_flops_per_s
+    if key not in peaks:
+        return "—"
+    mark = "?" if f"{'tensor' if tensor else 'vector'}.{key}" in spec.unconfirmed else ""
+    return f"{peaks[key] / 1e12:.1f}{mark}"
+
+
+GPU_COLUMNS: dict[str, Callable[[Any], str]] = {
+    "key": lambda g: g.key,
+    "name": lambda g: g.name,
+    "mem GB": lambda g: f"{g.memory_bytes / 1e9:.0f}",
+    "HBM GB/s": lambda g: f"{g.memory_bandwidth_bytes_per_s / 1e9:.0f}"
+    + ("?" if "memory_bandwidth_bytes_per_s" in g.unconfirmed else ""),
+    "L2 MB": lambda g: f"{g.l2_bytes / 2**20:.0f}" + ("?" if "l2_bytes" in g.unconfirmed else ""),
+    "FP32": lambda g: _tflops(g, "fp32", False),
+    "TF32": lambda g: _tflops(g, "tf32", True),
+    "FP16": lambda g: _tflops(g, "fp16", True),
+    "BF16": lambda g: _tflops(g, "bf16", True),
+    "FP8": lambda g: _tflops(g, "fp8", True),
+}
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    from .hardware import list_gpus
+
+    specs = list_gpus()
+    if args.json:
+        print(json.dumps([spec.to_dict() for spec in specs], indent=2))
+        return EXIT_OK
+    rows = [[read(spec) for read in GPU_COLUMNS.values()] for spec in specs]
+    headers = list(GPU_COLUMNS)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+    print("Dense peaks in TFLOP/s (no sparsity). '?' = not confirmed in two sources.")
+    return EXIT_OK
+
+
+# --- kernelbench ---------------------------------------------------------------------------
+
+
+class Progress:
+    """A progress bar on a terminal; one plain line per problem otherwise (logs, CI)."""
+
+    def __init__(self, total: int, stream: Any = None) -> None:
+        self.total = total
+        self.done = 0
+        self.failed = 0
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+
+    def __call__(self, outcome: Any) -> None:
+        from .kernelbench import run_name
+
+        self.done += 1
+        self.failed += outcome.status != "ok"
+        name = run_name(Path(outcome.path))
+        if self.tty:
+            filled = int(30 * self.done / max(self.total, 1))
+            self.stream.write(
+                f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
+                f"failed {self.failed}  {name[:40]:<40}"
+            )
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            reason = f"  ({outcome.error})" if outcome.error else ""
+            self.stream.write(
+                f"[{self.done}/{self.total}] {outcome.status:<7} {outcome.seconds:6.2f}s "
+                f"{name}{reason}\n"
+            )
+        self.stream.flush()
+
+
+def _levels(text: str | None) -> set[int] | None:
+    if not text:
+        return None
+    try:
+        return {int(part) for part in text.split(",") if part.strip()}
+    except ValueError:
+        raise _UsageError(f"--level takes numbers like 1,2, got '{text}'") from None
+
+
+def write_report(report: dict, path: str) -> None:
+    """Write the batch report as Markdown, CSV or JSON by ``path``'s extension."""
+    from .report import suite_csv, suite_markdown
+
+    writers = {
+        ".md": suite_markdown,
+        ".csv": suite_csv,
+        ".json": lambda data: json.dumps(data, indent=2) + "\n",
+    }
+    _check_suffix(path)
+    Path(path).write_text(writers[Path(path).suffix.lower()](report), encoding="utf-8")
+
+
+def cmd_kernelbench(args: argparse.Namespace) -> int:
+    from .batch import analyze_batch
+    from .hardware import get_gpu
+    from .kernelbench import discover, load_timings
+    from .report import suite_markdown
+    from .roofline import check_precision
+
+    gpu = get_gpu(args.gpu)
+    check_precision(gpu, args.precision)
+    if args.out:
+        _check_suffix(args.out)
+    timings = load_timings(args.timings) if args.timings else None
+    gen_timings = load_timings(args.gen_timings) if args.gen_timings else None
+    paths = discover(args.paths, _levels(args.level))
+    if not paths:
+        raise _UsageError(f"no problem files under {' '.join(args.paths)}")
+    report = analyze_batch(
+        paths, gpu, args.precision, cache=args.cache, timings=timings, gen_timings=gen_timings,
+        jobs=args.jobs, timeout_s=args.timeout,
+        memory_limit_bytes=int(args.memory_limit * 2**30), on_done=Progress(len(paths)),
+    )
+    if args.out:
+        write_report(report, args.out)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    elif not args.out:
+        print(suite_markdown(report))
+    if args.plot_dir:
+        from .viz import plot_suite
+
+        plot_suite(report, args.plot_dir, per_problem=args.per_problem)
+    return EXIT_FAILED if report["summary"]["all"]["failed"] else EXIT_OK
+
+
+def _check_suffix(path: str) -> None:
+    if Path(path).suffix.lower() not in (".md", ".csv", ".json"):
+        raise _UsageError(f"--out must end in .md, .csv or .json, got '{path}'")
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .viz import plot_suite
+
+    try:
+        report = json.loads(Path(args.report).read_text())
+    except (OSError, ValueError) as error:
+        raise _UsageError(f"{args.report}: not a readable report JSON ({error})") from None
+    if not isinstance(report, dict) or "problems" not in report:
+        raise _UsageError(f"{args.report}: not a 'torchroofline kernelbench' JSON report")
+    for path in plot_suite(report, args.out, per_problem=args.per_problem):
+        print(path)
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "analyze": cmd_analyze,
+    "gpus": cmd_gpus,
+    "kernelbench": cmd_kernelbench,
+    "plot": cmd_plot,
+}
+
+
+def _error(message: str) -> None:
+    print(f"torchroofline: error: {message}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (_UsageError, *_USAGE_ERRORS) as error:
+        if args.debug:
+            traceback.print_exc()
+        _error(str(error))
+        return EXIT_USAGE
+    except TorchrooflineError as error:
+        if args.debug:
+            traceback.print_exc()
+        _error(str(error))
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except BrokenPipeError:  # `torchroofline ... | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

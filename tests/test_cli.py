@@ -1,0 +1,191 @@
+"""The command line: reports, JSON, exit codes, one-line errors, and the batch in workers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchroofline.cli import main
+
+SUITE = Path(__file__).parent / "fixtures" / "kernelbench"
+MATMUL = SUITE / "level1" / "1_Square_matrix_multiplication_.py"
+TIMINGS = SUITE / "baseline_time_torch.json"
+GEN_TIMINGS = SUITE / "generated_time.json"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_analyze_text_report(capsys):
+    code, out, _ = run(capsys, "analyze", MATMUL, "--gpu", "h100", "--actual-ms", "0.392")
+    assert code == 0
+    assert "torchroofline — 1_Square_matrix_multiplication_" in out
+    assert "GPU: H100 SXM   Precision: fp32" in out
+    assert "*** Bottleneck : COMPUTE BOUND ***" in out
+    assert "% of SoL" in out
+
+
+def test_analyze_json_is_one_document(capsys):
+    code, out, _ = run(capsys, "analyze", MATMUL, "--json", "--actual-ms", "0.392")
+    data = json.loads(out)
+    assert code == 0
+    assert data["flops"]["total"] == 2 * 2048**3
+    assert data["actual"]["ms"] == 0.392
+    code, out, _ = run(capsys, "analyze", MATMUL, SUITE / "level1" / "23_Softmax.py", "--json")
+    assert [d["model"] for d in json.loads(out)] == [
+        "1_Square_matrix_multiplication_",
+        "23_Softmax",
+    ]
+
+
+def test_analyze_with_generated_time(capsys):
+    code, out, _ = run(capsys, "analyze", MATMUL, "--actual-ms", "0.392", "--gen-ms", "0.196")
+    assert code == 0
+    assert "speedup   2.00x" in out
+
+
+def test_prompt_format_is_short(capsys):
+    code, out, _ = run(capsys, "analyze", MATMUL, "--format", "prompt", "--actual-ms", "0.392")
+    lines = out.strip().splitlines()
+    assert code == 0
+    assert len(lines) <= 15
+    text = "\n".join(lines)
+    for needle in ("FLOPs", "compulsory", "Speed of light", "compute-bound", "estimate", "faster"):
+        assert needle in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["analyze", MATMUL, "--gpu", "h1000"], "unknown GPU 'h1000'"),
+        (["analyze", MATMUL, "--precision", "fp12"], "unknown precision 'fp12'"),
+        (["analyze", MATMUL, "--gpu", "a100", "--precision", "fp8"], "no fp8"),
+        (["kernelbench", SUITE, "--out", "report.txt"], "--out must end in"),
+        (["kernelbench", SUITE / "nowhere"], "no such file or folder"),
+        (["analyze", MATMUL, "--actual-ms", "1", "2"], "--actual-ms takes one time"),
+    ],
+)
+def test_bad_usage_exits_2_with_one_line(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_failed_problem_exits_1_without_traceback(capsys):
+    code, _, err = run(capsys, "analyze", SUITE / "broken" / "syntax_error.py")
+    assert code == 1
+    assert "syntax error" in err and "Traceback" not in err
+
+
+def test_debug_shows_traceback(capsys):
+    code, _, err = run(capsys, "--debug", "analyze", MATMUL, "--gpu", "h1000")
+    assert code == 2
+    assert "Traceback" in err
+
+
+def test_gpus_table_and_json(capsys):
+    code, out, _ = run(capsys, "gpus")
+    assert code == 0
+    assert "h100-sxm" in out and "989.4" in out  # dense BF16, not the sparse 1979
+    code, out, _ = run(capsys, "gpus", "--json")
+    keys = {gpu["key"] for gpu in json.loads(out)}
+    assert {"h100-sxm", "a100-80gb", "mi300x", "rtx4090"} <= keys
+
+
+@pytest.mark.parametrize("command", [[], ["analyze"], ["gpus"], ["kernelbench"], ["plot"]])
+def test_help_on_every_command(capsys, command):
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--help"])
+    assert done.value.code == 0
+    assert "usage: torchroofline" in capsys.readouterr().out
+
+
+def test_python_dash_m_entry_point():
+    done = subprocess.run(
+        [sys.executable, "-m", "torchroofline", "gpus"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0
+    assert "h100-sxm" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def suite_report(tmp_path_factory):
+    """One batch over the whole fixture suite (bad problems included), in 2 workers."""
+    out = tmp_path_factory.mktemp("suite") / "report.json"
+    argv = [
+        "kernelbench", SUITE, "--timings", TIMINGS, "--gen-timings", GEN_TIMINGS,
+        "-j", "2", "--timeout", "3", "--out", out,
+    ]
+    code = main([str(a) for a in argv])
+    return code, json.loads(out.read_text())
+
+
+def _by_file(report: dict) -> dict[str, dict]:
+    return {p["file"]: p for p in report["problems"]}
+
+
+def test_batch_survives_bad_problems(suite_report):
+    code, report = suite_report
+    problems = _by_file(report)
+    assert code == 1  # some problems failed; the report is still complete
+    assert problems["syntax_error.py"]["status"] == "failed"
+    assert "syntax error" in problems["syntax_error.py"]["error"]
+    assert problems["no_model.py"]["status"] == "failed"
+    assert problems["sleeps_forever.py"]["status"] == "timeout"
+    assert "3 s" in problems["sleeps_forever.py"]["error"]
+    ok = [p for p in report["problems"] if p["status"] == "ok"]
+    assert len(ok) == 7
+
+
+def test_batch_report_figures(suite_report):
+    _, report = suite_report
+    matmul = _by_file(report)["1_Square_matrix_multiplication_.py"]
+    assert matmul["level"] == 1
+    assert matmul["result"]["flops"]["total"] == 2 * 2048**3
+    assert matmul["measured_ms"] == 0.392
+    assert matmul["gen_ms"] == 0.196
+    assert matmul["speedup"] == pytest.approx(2.0)
+    assert matmul["sol_fraction"] == pytest.approx(matmul["result"]["time_ms"]["sol"] / 0.392)
+    layer_norm = _by_file(report)["40_LayerNorm.py"]
+    assert layer_norm["impossible"]  # 0.0001 ms is below its speed of light
+    summary = report["summary"]
+    assert summary["level1"]["impossible"] == 1
+    assert summary["level2"]["analyzed"] == 1
+    assert summary["all"]["failed"] == 3
+    assert summary["all"]["compute_bound"] + summary["all"]["memory_bound"] == 7
+
+
+def test_batch_report_formats(suite_report, tmp_path):
+    from torchroofline.cli import write_report
+
+    _, report = suite_report
+    write_report(report, str(tmp_path / "r.csv"))
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text())))
+    assert len(rows) == len(report["problems"])
+    matmul = next(r for r in rows if r["problem"] == "1_Square_matrix_multiplication_.py")
+    assert int(matmul["flops"]) == 2 * 2048**3
+    write_report(report, str(tmp_path / "r.md"))
+    markdown = (tmp_path / "r.md").read_text()
+    assert "| level1 | 5 | 5 | 0 |" in markdown
+    assert "below SoL" in markdown
+    assert "sleeps_forever.py | timeout" in markdown
+
+
+def test_level_filter(capsys, tmp_path):
+    out = tmp_path / "r.json"
+    code = main(["kernelbench", str(SUITE), "--level", "2", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert code == 0
+    assert [p["file"] for p in report["problems"]] == ["1_Conv2D_ReLU_BiasAdd.py"]
+    assert "[1/1] ok" in capsys.readouterr().err

@@ -1,0 +1,163 @@
+"""KernelBench problem files, timings and the comparison with the speed of light."""
+
+from __future__ import annotations
+
+import json
+import resource
+from pathlib import Path
+
+import pytest
+
+import torchroofline
+from torchroofline.errors import InputError, ProblemFileError
+from torchroofline.hardware import get_gpu
+from torchroofline.kernelbench import (
+    analyze_file,
+    compare_kernelbench,
+    discover,
+    load_problem,
+    load_timings,
+)
+
+SUITE = Path(__file__).parent / "fixtures" / "kernelbench"
+H100 = get_gpu("h100")
+
+
+def test_load_problem_parts():
+    problem = load_problem(SUITE / "level2" / "1_Conv2D_ReLU_BiasAdd.py")
+    assert problem.name == "1_Conv2D_ReLU_BiasAdd"
+    assert problem.level == 2
+    assert problem.model_class.__name__ == "Model"
+    assert problem.get_init_inputs() == [3, 16, 3, (16, 1, 1)]
+
+
+def test_square_matmul_closed_form():
+    n = 2048
+    result = analyze_file(SUITE / "level1" / "1_Square_matrix_multiplication_.py", "h100", "fp32")
+    assert result.model_name == "1_Square_matrix_multiplication_"
+    assert result.flops == 2 * n**3
+    assert result.compulsory_bytes == 3 * n * n * 4
+    # fp32 matmul runs on CUDA cores: 2·N³ / 66.9 TFLOP/s
+    assert result.time_ms["compute_sol"] == pytest.approx(2 * n**3 / 66.9e12 * 1e3)
+    assert result.bottleneck == "compute"
+
+
+def test_conv_relu_bias_closed_form():
+    batch, c_in, c_out, size, k = 128, 3, 16, 32, 3
+    out = size - k + 1
+    result = analyze_file(SUITE / "level2" / "1_Conv2D_ReLU_BiasAdd.py", "h100", "fp32")
+    out_elements = batch * c_out * out * out
+    assert result.tensor_flops == 2 * out_elements * c_in * k * k
+    conv, tail = result.kernels
+    assert conv.category == "compute"
+    assert tail.op_names == ("aten.relu.default", "aten.add.Tensor")
+    # relu + bias fused: read the conv output and the bias once, write the result once
+    assert tail.bytes == (2 * out_elements + c_out) * 4
+
+
+def test_softmax_of_six_gigabytes_allocates_nothing():
+    rows, cols = 4096, 393216
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = analyze_file(SUITE / "level1" / "23_Softmax.py", "h100", "fp32")
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 500 * 1024
+    assert result.fused_kernel_count == 1
+    assert result.compulsory_bytes == 2 * rows * cols * 4
+    assert result.fused_bytes == result.compulsory_bytes
+
+
+def test_layer_norm_is_one_kernel():
+    result = analyze_file(SUITE / "level1" / "40_LayerNorm.py", "h100", "fp32")
+    elements = 16 * 64 * 256 * 256
+    assert result.fused_kernel_count == 1
+    # input and output, plus weight and bias (64·256·256 each) and the per-row mean and rstd
+    assert result.compulsory_bytes >= 2 * elements * 4
+
+
+def test_large_parameter_built_on_fake_tensors():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = analyze_file(SUITE / "level1" / "90_Large_parameter.py", "h100", "fp32")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500 * 1024
+    assert result.params == 100_000 * 100_000
+    assert result.flops == 2 * 8 * 100_000 * 100_000
+
+
+def test_gru_is_costed_as_cudnn_layers_not_steps():
+    steps, batch, inputs, hidden, layers = 512, 10, 128, 256, 6
+    result = analyze_file(SUITE / "level3" / "41_GRUBidirectional.py", "h100", "fp32")
+    rnn_ops = [op for op in result.ops if op.name == "aten.gru.input"]
+    assert len(rnn_ops) == 1 and len(result.ops) < 10
+    gates = 3 * hidden
+    first_layer = 2 * steps * batch * gates * (inputs + hidden)
+    later_layers = 2 * steps * batch * gates * (2 * hidden + hidden)
+    assert result.tensor_flops == 2 * (first_layer + (layers - 1) * later_layers)
+
+
+def test_data_dependent_problem_falls_back_with_a_note():
+    result = analyze_file(SUITE / "level1" / "91_Data_dependent.py", "h100", "fp32")
+    assert any("real" in note for note in result.notes)
+    assert result.flops > 0
+
+
+@pytest.mark.parametrize(
+    ("file", "message"),
+    [
+        ("syntax_error.py", "syntax error"),
+        ("no_model.py", "defines no nn.Module class 'Model'"),
+        ("missing.py", "no such problem file"),
+    ],
+)
+def test_bad_problem_files(file, message):
+    with pytest.raises(ProblemFileError, match=message) as error:
+        load_problem(SUITE / "broken" / file)
+    assert "\n" not in str(error.value)
+
+
+def test_load_timings_kernelbench_format():
+    timings = load_timings(SUITE / "baseline_time_torch.json")
+    assert timings[(1, "1_Square_matrix_multiplication_.py")] == 0.392
+    assert timings[(2, "1_Conv2D_ReLU_BiasAdd.py")] == 0.085
+
+
+def test_load_timings_rejects_bad_files(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"level1": {"x.py": {"std": 1.0}}}))
+    with pytest.raises(InputError, match="no positive 'mean'"):
+        load_timings(bad)
+    bad.write_text("{not json")
+    with pytest.raises(InputError, match="cannot read timings"):
+        load_timings(bad)
+
+
+def test_compare_kernelbench_figures():
+    result = analyze_file(SUITE / "level1" / "1_Square_matrix_multiplication_.py", "h100", "fp32")
+    sol = result.sol_ms
+    comparison = compare_kernelbench(result, ref_ms=4 * sol, gen_ms=2 * sol)
+    data = comparison.to_dict()
+    assert data["speedup"] == pytest.approx(2.0)
+    assert data["ref_sol_fraction"] == pytest.approx(0.25)
+    assert data["gen_sol_fraction"] == pytest.approx(0.5)
+    assert data["gen_headroom"] == pytest.approx(2.0)
+    assert not data["gen_impossible"]
+    json.dumps(data)
+    too_fast = compare_kernelbench(result, ref_ms=4 * sol, gen_ms=sol / 2)
+    assert too_fast.to_dict()["gen_impossible"]
+    assert "IMPOSSIBLE" in too_fast.format()
+    with pytest.raises(InputError):
+        compare_kernelbench(result, ref_ms=-1)
+
+
+def test_discover_orders_and_filters_levels():
+    everything = discover([SUITE])
+    names = [p.name for p in everything]
+    assert names.index("1_Square_matrix_multiplication_.py") < names.index("23_Softmax.py")
+    level2 = discover([SUITE], levels={2})
+    assert [p.name for p in level2] == ["1_Conv2D_ReLU_BiasAdd.py"]
+    with pytest.raises(InputError, match="no such file"):
+        discover([SUITE / "nowhere"])
+
+
+def test_public_api_exports():
+    assert torchroofline.analyze_file is analyze_file
+    assert torchroofline.load_problem is load_problem
+    assert torchroofline.compare_kernelbench is compare_kernelbench
