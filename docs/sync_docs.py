@@ -1,0 +1,160 @@
+"""Regenerate every figure README.md and METHOD.md show from the code itself.
+
+Each generated block sits between ``<!-- BEGIN name -->`` and ``<!-- END name -->``; this script
+replaces its body by what the code prints now. ``--check`` changes nothing and exits 1 naming
+the stale blocks (a test runs it, so the docs cannot drift from the code).
+
+    python docs/sync_docs.py          # rewrite the blocks
+    python docs/sync_docs.py --check  # fail if any block is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = (ROOT / "README.md", ROOT / "METHOD.md")
+SUITE = "tests/fixtures/kernelbench"
+_BLOCK = re.compile(r"(<!-- BEGIN (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.DOTALL)
+
+
+def _fenced(text: str, language: str = "text") -> str:
+    return f"```{language}\n{text.rstrip()}\n```\n"
+
+
+def _cli(*argv: str) -> str:
+    from torchroofline.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        main(list(argv))
+    return out.getvalue()
+
+
+def _command(*argv: str) -> str:
+    return _fenced(f"$ torchroofline {' '.join(argv)}\n{_cli(*argv)}", "console")
+
+
+def quickstart() -> str:
+    import torch
+    import torch.nn as nn
+
+    import torchroofline
+
+    model = nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 128))
+    result = torchroofline.analyze(model, (torch.randn(1, 512),), gpu="h100-sxm", precision="fp32")
+    return _fenced(result.format())
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def unit_rules() -> str:
+    from torchroofline.roofline import UNIT_RULES
+
+    rows = [
+        [precision, kind.value, rule.tensor_key or "CUDA cores (fp32 FMA)",
+         f"{rule.throughput:.3g}", rule.reason]
+        for (precision, kind), rule in UNIT_RULES.items()
+    ]
+    return _table(["precision", "op family", "unit", "× peak", "why"], rows)
+
+
+def _flop_table(table: dict[str, int], unit: str) -> str:
+    by_flops: dict[int, list[str]] = {}
+    for name, flops in table.items():
+        by_flops.setdefault(flops, []).append(f"`{name}`")
+    rows = [[str(flops), ", ".join(names)] for flops, names in sorted(by_flops.items())]
+    return _table([f"FLOPs per {unit}", "ops"], rows)
+
+
+def pointwise_flops() -> str:
+    from torchroofline.costs import POINTWISE_FLOPS_PER_ELEMENT
+
+    return _flop_table(POINTWISE_FLOPS_PER_ELEMENT, "output element")
+
+
+def reduction_flops() -> str:
+    from torchroofline.costs import REDUCTION_FLOPS_PER_INPUT_ELEMENT
+
+    return _flop_table(REDUCTION_FLOPS_PER_INPUT_ELEMENT, "input element")
+
+
+def categories() -> str:
+    from torchroofline.costs import registered_ops
+
+    rows = [[category, str(len(names)), ", ".join(f"`{n}`" for n in sorted(names))]
+            for category, names in registered_ops().items()]
+    return _table(["category", "ops", "names"], rows)
+
+
+BLOCKS: dict[str, Callable[[], str]] = {
+    "quickstart": quickstart,
+    "cli-matmul": lambda: _command(
+        "analyze", "examples/kernelbench/level1/1_Square_matrix_multiplication_.py",
+        "--gpu", "h100", "--actual-ms", "2.66",
+    ),
+    "cli-prompt": lambda: _command(
+        "analyze", "examples/kernelbench/level3/mini_gpt_block.py", "--gpu", "h100",
+        "--format", "prompt", "--actual-ms", "2.9",
+    ),
+    "cli-gpus": lambda: _command("gpus"),
+    "cli-kernelbench": lambda: _command(
+        "kernelbench", f"{SUITE}/level1", f"{SUITE}/level2",
+        "--timings", f"{SUITE}/baseline_time_torch.json",
+        "--gen-timings", f"{SUITE}/generated_time.json", "-j", "2",
+    ),
+    "unit-rules": unit_rules,
+    "pointwise-flops": pointwise_flops,
+    "reduction-flops": reduction_flops,
+    "categories": categories,
+}
+
+
+def sync(check: bool) -> list[str]:
+    """Rewrite (or, with ``check``, compare) every block; returns the names of stale blocks."""
+    import os
+
+    os.chdir(ROOT)  # commands in the docs use repository-relative paths
+    cache: dict[str, str] = {}
+    stale: list[str] = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+
+        def replace(match: re.Match, doc: Path = doc) -> str:
+            name = match.group(2)
+            if name not in BLOCKS:
+                raise SystemExit(f"{doc.name}: unknown block '{name}'")
+            if name not in cache:
+                cache[name] = BLOCKS[name]()
+            if match.group(3) != cache[name]:
+                stale.append(f"{doc.name}:{name}")
+            return match.group(1) + cache[name] + match.group(4)
+
+        new_text = _BLOCK.sub(replace, text)
+        if not check and new_text != text:
+            doc.write_text(new_text, encoding="utf-8")
+    return stale if check else []
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail on stale blocks, write nothing")
+    stale = sync(parser.parse_args().check)
+    if stale:
+        print("stale: " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
