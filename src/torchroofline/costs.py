@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -76,11 +76,14 @@ FlopFormula = Callable[[TracedOp], FlopCount]
 
 @dataclass(frozen=True)
 class CostRule:
-    """How one op is costed. ``fusible``: Inductor can fold it into a generated kernel."""
+    """How one op is costed. ``fusible``: Inductor can fold it into a generated kernel.
+    ``reads``: the tensors the GPU kernel really reads, where that is less than every element
+    of every argument (a gather reads only the rows it picks)."""
 
     category: Category
     flops: FlopFormula
     fusible: bool
+    reads: Callable[[TracedOp], tuple[TensorRef, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -124,15 +127,29 @@ class OpRecord:
 _RULES: dict[str, CostRule] = {}
 
 
-def register(names: Iterable[str], category: Category, *, fusible: bool) -> Callable:
+def register(
+    names: Iterable[str],
+    category: Category,
+    *,
+    fusible: bool,
+    reads: Callable[[TracedOp], tuple[TensorRef, ...]] | None = None,
+) -> Callable:
     """Decorator: register ``formula`` as the FLOP rule of every op in ``names``."""
 
     def decorate(formula: FlopFormula) -> FlopFormula:
         for name in names:
-            _RULES[name] = CostRule(category, formula, fusible)
+            _RULES[name] = CostRule(category, formula, fusible, reads)
         return formula
 
     return decorate
+
+
+def registered_ops() -> dict[str, list[str]]:
+    """Category name → the op base names registered under it (for METHOD.md)."""
+    by_category: dict[str, list[str]] = {}
+    for name, rule in _RULES.items():
+        by_category.setdefault(rule.category.value, []).append(name)
+    return by_category
 
 
 def rule_for(op: TracedOp) -> CostRule | None:
@@ -309,9 +326,7 @@ register(
     fusible=False,
 )(_flop_counter_formula(MatmulKind.CONV))
 register(
-    ["_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
-     "_scaled_dot_product_cudnn_attention", "_efficient_attention_forward",
-     "_flash_attention_forward"],
+    ["_efficient_attention_forward", "_flash_attention_forward"],  # (batch, length, heads, E)
     Category.COMPUTE,
     fusible=False,
 )(_flop_counter_formula(MatmulKind.ATTENTION))
@@ -327,19 +342,36 @@ def vector_product_flops(op: TracedOp) -> FlopCount:
     return FlopCount(tensor=2 * largest, kind=MatmulKind.MATMUL)
 
 
-@register(["scaled_dot_product_attention"], Category.COMPUTE, fusible=False)
+@register(
+    # the intercepted call, and the backends it decomposes into where interception cannot reach
+    # (SDPA called inside another torch function such as F.multi_head_attention_forward)
+    ["scaled_dot_product_attention", "_scaled_dot_product_efficient_attention",
+     "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention",
+     "_scaled_dot_product_flash_attention_for_cpu"],
+    Category.COMPUTE,
+    fusible=False,
+)
 def attention_flops(op: TracedOp) -> FlopCount:
     """The two matmuls of attention; with ``is_causal`` only the unmasked score blocks."""
-    query, key, value = op.args
+    query, key, value = op.args[:3]
     q_shape = _as_4d(query.shape)
     k_shape = _as_4d(key.shape)
     v_shape = _as_4d(value.shape)
     flops = sdpa_flop_count(q_shape, k_shape, v_shape)
-    if op.kwargs.get("is_causal"):
+    if _argument(op, "is_causal"):
         query_len, key_len = q_shape[2], k_shape[2]
         # integer arithmetic: both matmuls' FLOPs are a multiple of L·S, so this is exact
         flops = flops * _causal_kept(query_len, key_len) // (query_len * key_len)
     return FlopCount(tensor=int(flops), kind=MatmulKind.ATTENTION)
+
+
+def _argument(op: TracedOp, name: str) -> Any:
+    """An aten argument by schema name, passed by keyword or by position (None if absent)."""
+    if name in op.kwargs or op.func is None:
+        return op.kwargs.get(name)
+    names = [argument.name for argument in op.func._schema.arguments]
+    position = names.index(name) if name in names else len(op.args)
+    return op.args[position] if position < len(op.args) else None
 
 
 def _as_4d(shape: torch.Size) -> tuple[int, int, int, int]:
@@ -398,16 +430,31 @@ def rnn_flops(op: TracedOp) -> FlopCount:
 
 # --- Data movement: bytes, no FLOPs ----------------------------------------------------------
 
+def gathered_reads(op: TracedOp) -> tuple[TensorRef, ...]:
+    """A gather reads at most as many source elements as it writes (an embedding lookup reads
+    the rows it picks, not the whole table); the source is the op's first tensor argument."""
+    source, *rest = op.reads
+    picked = min(source.elements, _numel(op.output))
+    return (replace(source, elements=picked), *rest)
+
+
+register(
+    ["gather", "index", "index_select", "embedding", "take", "_unsafe_index", "_embedding_bag"],
+    Category.DATA_MOVEMENT,
+    fusible=True,
+    reads=gathered_reads,
+)(_no_flops)
+
 register(
     [
         "cat", "stack", "constant_pad_nd", "pad", "reflection_pad1d", "reflection_pad2d",
         "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d",
-        "repeat", "roll", "flip", "gather", "index", "index_select", "embedding", "take",
-        "narrow_copy", "slice_scatter", "select_scatter", "as_strided_scatter", "diagonal_scatter",
-        "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "upsample_bilinear2d",
-        "upsample_linear1d", "upsample_bicubic2d", "upsample_trilinear3d", "_unsafe_index",
-        "pixel_shuffle", "pixel_unshuffle", "im2col", "col2im", "masked_select", "repeat_interleave",
-        "_embedding_bag", "channel_shuffle", "grid_sampler_2d", "unfold_copy",
+        "repeat", "roll", "flip", "narrow_copy", "slice_scatter", "select_scatter",
+        "as_strided_scatter", "diagonal_scatter", "upsample_nearest1d", "upsample_nearest2d",
+        "upsample_nearest3d", "upsample_bilinear2d", "upsample_linear1d", "upsample_bicubic2d",
+        "upsample_trilinear3d", "pixel_shuffle", "pixel_unshuffle", "im2col", "col2im",
+        "masked_select", "repeat_interleave", "channel_shuffle", "grid_sampler_2d", "unfold_copy",
+        "diag_embed", "diag", "diagflat",
     ],
     Category.DATA_MOVEMENT,
     fusible=True,
@@ -440,7 +487,7 @@ def _cost_op(index: int, op: TracedOp) -> OpRecord:
         category=category,
         fusible=rule.fusible,
         flops=rule.flops(op),
-        reads=op.reads,
+        reads=rule.reads(op) if rule.reads and op.reads else op.reads,
         writes=op.writes,
         module_path=op.module_path,
         has_rule=has_rule or op.is_view,

@@ -170,8 +170,19 @@ def _dominant(first: Category, second: Category) -> Category:
     return max(first, second, key=_CATEGORY_RANK.__getitem__)
 
 
+def uninitialised_values(ops: Sequence[OpRecord]) -> frozenset[int]:
+    """Values that zero-copy ops create (``empty``, ``new_empty``): memory with nothing in it
+    yet. An op that fills one (``empty_like(x).copy_(y)``, dropout's ``bernoulli_``) is traced as
+    reading it, but no kernel has anything to load from it, so no plan charges that read."""
+    return frozenset(
+        ref.value_id for op in ops if op.category is Category.ZERO_COPY for ref in op.writes
+    )
+
+
 def _boundary(
-    ops_by_group: Sequence[Sequence[OpRecord]], kept_values: frozenset[int]
+    ops_by_group: Sequence[Sequence[OpRecord]],
+    kept_values: frozenset[int],
+    uninitialised: frozenset[int],
 ) -> list[Kernel]:
     """Kernels with the traffic crossing their boundaries."""
     owner: dict[int, int] = {}
@@ -186,7 +197,10 @@ def _boundary(
     kernels = []
     for index, group_ops in enumerate(ops_by_group):
         outside_reads = [
-            ref for op in group_ops for ref in op.reads if owner.get(ref.value_id) != index
+            ref
+            for op in group_ops
+            for ref in op.reads
+            if owner.get(ref.value_id) != index and ref.value_id not in uninitialised
         ]
         writes = [
             ref
@@ -230,18 +244,20 @@ def _kernel_name(ops: Sequence[OpRecord]) -> str:
 def fused_plan(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> Plan:
     """Inductor-style plan: see the module docstring and :data:`FUSION_RULES`."""
     groups = _group_ops(ops)
-    return Plan(tuple(_boundary([g.ops for g in groups], kept_values)))
+    return Plan(tuple(_boundary([g.ops for g in groups], kept_values, uninitialised_values(ops))))
 
 
 def eager_plan(ops: Sequence[OpRecord]) -> Plan:
-    """One kernel per non-view op; each reads its distinct inputs and writes all its outputs."""
+    """One kernel per non-view op; each reads its distinct inputs (except uninitialised
+    memory, see :func:`uninitialised_values`) and writes all its outputs."""
+    uninitialised = uninitialised_values(ops)
     return Plan(
         tuple(
             Kernel(
                 name=_kernel_name([op]),
                 category=op.category,
                 ops=(op,),
-                reads=op.distinct_reads,
+                reads=tuple(r for r in op.distinct_reads if r.value_id not in uninitialised),
                 writes=op.writes,
             )
             for op in ops
@@ -254,8 +270,17 @@ def compulsory_refs(
     ops: Sequence[OpRecord], input_values: frozenset[int], kept_values: frozenset[int]
 ) -> tuple[TensorRef, ...]:
     """Perfect fusion: every graph input (parameter, buffer, model input) that a kernel reads,
-    at the largest view read of it, plus every kept value (outputs, mutated buffers), once each."""
+    at the largest view read of it, plus every kept value (outputs, mutated buffers), once each,
+    at the largest write to its storage: an output assembled in place (``zeros``, then a slice
+    copied in) keeps what every version wrote there, so all of it must be written."""
     kernel_ops = [op for op in ops if op.category is not Category.ZERO_COPY]
     reads = [ref for op in kernel_ops for ref in op.reads if ref.value_id in input_values]
-    writes = [ref for op in kernel_ops for ref in op.writes if ref.value_id in kept_values]
-    return largest_per_value(reads) + largest_per_value(writes)
+    kept_storages = {
+        ref.storage_id for op in kernel_ops for ref in op.writes if ref.value_id in kept_values
+    }
+    writes_by_storage: dict[int, list[TensorRef]] = {}
+    for ref in (ref for op in kernel_ops for ref in op.writes):
+        if ref.storage_id in kept_storages:
+            writes_by_storage.setdefault(ref.storage_id, []).append(ref)
+    largest_writes = (max(refs, key=lambda r: r.elements) for refs in writes_by_storage.values())
+    return largest_per_value(reads) + tuple(largest_writes)

@@ -15,8 +15,10 @@ version of the buffer it writes.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import math
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ._cuda_bindings import SPELLINGS, UnsupportedIndex
 from .errors import DataDependentError, InputError, ModelError
 
 #: Default ceiling on the real tensors the real-data fallback may build (bytes).
@@ -191,31 +194,41 @@ def _shape_only(tensor: torch.Tensor) -> torch.Tensor:
 class _ModuleStack:
     """Tracks the qualified name of the module running now (for op records and error messages).
 
-    The exit hook runs only when a forward returns, so a forward that raises leaves its module
-    on the stack and :attr:`path` names the module that failed. An exit pops back to the exiting
-    module's own entry, which drops entries a model left by catching a submodule's exception.
+    Exit hooks run even when a forward raises (``always_call``), so the stack stays right when a
+    model catches a submodule's exception. The first exit that sees an exception in flight is
+    the innermost module it passed through: :meth:`failure_path` names that module.
     """
 
     def __init__(self, model: nn.Module) -> None:
         self._names = {id(module): name for name, module in model.named_modules()}
-        self._stack: list[tuple[int, str]] = []  # (id of the module, its qualified name)
+        self._stack: list[str] = []
+        self._outer: BaseException | None = None  # what the caller was handling: not the model's
+        self._raised: BaseException | None = None
+        self._raised_in = ""
 
     @property
     def path(self) -> str:
-        return self._stack[-1][1] if self._stack else ""
+        return self._stack[-1] if self._stack else ""
+
+    def failure_path(self, error: BaseException) -> str:
+        """The module ``error`` was raised in (the current one if no module exit saw it)."""
+        return self._raised_in if error is self._raised else self.path
 
     def _enter(self, module: nn.Module, *_: Any) -> None:
-        self._stack.append((id(module), self._names.get(id(module), type(module).__name__)))
+        self._stack.append(self._names.get(id(module), type(module).__name__))
 
-    def _leave(self, module: nn.Module, *_: Any) -> None:
-        if any(entry == id(module) for entry, _name in self._stack):
-            while self._stack.pop()[0] != id(module):
-                pass
+    def _leave(self, *_: Any) -> None:
+        error = sys.exc_info()[1]
+        if error is not None and error is not self._outer and error is not self._raised:
+            self._raised, self._raised_in = error, self.path
+        if self._stack:
+            self._stack.pop()
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
+        self._outer = sys.exc_info()[1]
         pre = nn.modules.module.register_module_forward_pre_hook(self._enter)
-        post = nn.modules.module.register_module_forward_hook(self._leave)
+        post = nn.modules.module.register_module_forward_hook(self._leave, always_call=True)
         try:
             yield
         finally:
@@ -454,7 +467,25 @@ class _Interceptor(TorchFunctionMode):
             result = handler(args, kwargs)
             if result is not NotImplemented:
                 return result
-        return func(*args, **kwargs)
+        try:
+            if inspect.isfunction(func) and func.__module__ == "torch.nn.functional":
+                # a Python-level functional (F.multi_head_attention_forward): keep this mode on
+                # inside it, so the attention and indexing it calls are caught too
+                with self:
+                    return torch.overrides.redispatch_function(func, types, args, kwargs)
+            return func(*args, **kwargs)
+        except RuntimeError as error:
+            if _NO_CUDA_TEXT not in str(error):
+                raise
+            # raised above the dispatcher, so no op was recorded: spell it in aten ops
+            spelling = SPELLINGS.get(func)
+            if spelling is not None:
+                try:
+                    return spelling(*args, **kwargs)
+                except UnsupportedIndex:
+                    pass
+            self.recorder.current_op = getattr(func, "__name__", str(func))
+            raise
 
 
 # --- Converting the model and inputs ---------------------------------------------------------
@@ -575,7 +606,7 @@ def _run(
         try:
             output = torch.func.functional_call(model, params, args, strict=False)
         except Exception as error:  # noqa: BLE001 — re-raised with where it happened
-            raise _TraceFailure(error, recorder.current_op, modules.path) from error
+            raise _TraceFailure(error, recorder.current_op, modules.failure_path(error)) from error
     return recorder, values, output
 
 
@@ -607,6 +638,20 @@ class _TraceFailure(Exception):
     def device_mismatch(self) -> bool:
         return any(text in str(self.error) for text in _DEVICE_MISMATCH_TEXTS)
 
+    def cpu_retrace_reason(self, device: str) -> str | None:
+        """Why a trace on fake ``device`` tensors should be redone on fake CPU ones, if it should.
+
+        A CPU-only build cannot run some Python bindings on fake CUDA tensors at all (``copy_``,
+        ``__setitem__`` open a CUDA device guard before dispatch); fake CPU tensors trace them
+        without real data."""
+        if device == "cpu":
+            return None
+        if self.device_mismatch:
+            return f"the model mixes devices on '{device}'"
+        if _NO_CUDA_TEXT in str(self.error):
+            return "this CPU-only PyTorch build cannot run it on fake CUDA tensors"
+        return None
+
     def model_error(self, model_name: str) -> ModelError:
         first_line = str(self.error).strip().splitlines()[0] if str(self.error).strip() else ""
         return ModelError(
@@ -637,9 +682,10 @@ def trace_model(
     try:
         recorder, values, output = _run(model, args, FakeTensorMode(), device)
     except _TraceFailure as failure:
-        if failure.device_mismatch and device != "cpu":
+        cpu_reason = failure.cpu_retrace_reason(device)
+        if cpu_reason:
             notes.append(
-                f"traced on fake CPU tensors: the model mixes devices on '{device}' "
+                f"traced on fake CPU tensors: {cpu_reason} "
                 f"({failure.op} in '{failure.module_path}')"
             )
             return _with_notes(

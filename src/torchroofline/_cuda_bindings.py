@@ -1,0 +1,128 @@
+"""Python bindings that a CPU-only build cannot run on fake CUDA tensors, spelled in aten ops.
+
+A few ``Tensor`` methods take a CUDA device guard in C++ before any aten op runs, which a
+CPU-only build cannot give: ``x[...]``, ``x[...] = v``, ``copy_``, ``contiguous`` and
+``new_tensor`` raise "not linked with support for cuda devices" on fake CUDA tensors. The aten
+ops they lower to (``select``, ``slice``, ``unsqueeze``, ``index``, ``index_put_``, ``copy_``,
+``clone``) work, so :data:`SPELLINGS` spells each out in them — the same ops the dispatcher
+would have seen. Forms they do not cover raise :class:`UnsupportedIndex`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+
+
+class UnsupportedIndex(Exception):
+    """An index expression these helpers do not spell out (the caller keeps the first error)."""
+
+
+def _expand_ellipsis(index: tuple, ndim: int) -> tuple:
+    used = sum(1 for item in index if item is not None and item is not Ellipsis and item is not True)
+    used += sum(item.dim() - 1 for item in index if _is_bool_tensor(item))
+    if sum(item is Ellipsis for item in index) > 1:
+        raise UnsupportedIndex("more than one Ellipsis")
+    if Ellipsis not in index:
+        return index + (slice(None),) * (ndim - used)
+    at = index.index(Ellipsis)
+    return index[:at] + (slice(None),) * (ndim - used) + index[at + 1 :]
+
+
+def _is_bool_tensor(item: Any) -> bool:
+    return isinstance(item, torch.Tensor) and item.dtype == torch.bool
+
+
+def _basic_then_advanced(tensor: torch.Tensor, index: Any) -> tuple[torch.Tensor, list]:
+    """Apply ints, slices and None as views; return the view and the tensor-index list (one
+    entry per dimension of the view, ``None`` where not indexed)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    index = tuple(torch.tensor(i) if isinstance(i, list) else i for i in index)
+    index = _expand_ellipsis(index, tensor.dim())
+    has_tensor = any(isinstance(item, torch.Tensor) for item in index)
+    if has_tensor and any(isinstance(item, int) for item in index):
+        raise UnsupportedIndex("ints mixed with tensor indices")
+    view = tensor
+    advanced: list = []
+    dim = 0
+    for item in index:
+        if item is None:
+            view = aten.unsqueeze.default(view, dim)
+            advanced.append(None)
+            dim += 1
+        elif isinstance(item, bool) or isinstance(item, torch.SymInt):
+            raise UnsupportedIndex(f"index {item!r}")
+        elif isinstance(item, int):
+            view = aten.select.int(view, dim, item)
+        elif isinstance(item, slice):
+            start, stop, step = item.start, item.stop, item.step or 1
+            if start is not None or stop is not None or step != 1:
+                view = aten.slice.Tensor(view, dim, start, stop, step)
+            advanced.append(None)
+            dim += 1
+        elif isinstance(item, torch.Tensor):
+            advanced.append(item)
+            dim += item.dim() if item.dtype == torch.bool else 1
+        else:
+            raise UnsupportedIndex(f"index of type {type(item).__name__}")
+    return view, advanced
+
+
+def getitem(tensor: torch.Tensor, index: Any) -> torch.Tensor:
+    """``tensor[index]`` through aten ops."""
+    view, advanced = _basic_then_advanced(tensor, index)
+    if all(item is None for item in advanced):
+        return view
+    return aten.index.Tensor(view, _trimmed(advanced))
+
+
+def setitem(tensor: torch.Tensor, index: Any, value: Any) -> None:
+    """``tensor[index] = value`` through aten ops."""
+    view, advanced = _basic_then_advanced(tensor, index)
+    if all(item is None for item in advanced):
+        if isinstance(value, torch.Tensor):
+            aten.copy_.default(view, value)
+        else:
+            aten.fill_.Scalar(view, value)
+        return
+    if not isinstance(value, torch.Tensor):
+        value = torch.full((), value, dtype=tensor.dtype, device=tensor.device)
+    aten.index_put_.default(view, _trimmed(advanced), value)
+
+
+def _trimmed(advanced: list) -> list:
+    """aten.index takes indices for the leading dimensions only: drop trailing ``None``s."""
+    while advanced and advanced[-1] is None:
+        advanced.pop()
+    return advanced
+
+
+def copy_(tensor: torch.Tensor, source: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    return aten.copy_.default(tensor, source, non_blocking)
+
+
+def contiguous(
+    tensor: torch.Tensor, memory_format: torch.memory_format = torch.contiguous_format
+) -> torch.Tensor:
+    if tensor.is_contiguous(memory_format=memory_format):
+        return tensor
+    return aten.clone.default(tensor, memory_format=memory_format)
+
+
+def new_tensor(tensor: torch.Tensor, data: Any, dtype: Any = None, device: Any = None,
+               requires_grad: bool = False) -> torch.Tensor:
+    return torch.tensor(data, dtype=dtype or tensor.dtype, device=device or tensor.device)
+
+
+#: Tensor method → its spelling in aten ops.
+SPELLINGS = {
+    torch.Tensor.__getitem__: getitem,
+    torch.Tensor.__setitem__: setitem,
+    torch.Tensor.copy_: copy_,
+    torch.Tensor.contiguous: contiguous,
+    torch.Tensor.new_tensor: new_tensor,
+}

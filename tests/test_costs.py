@@ -1,0 +1,377 @@
+"""FLOPs of each op family against closed forms; categories and the rule registry."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import Fn, analyze, meta, op_names
+from torchroofline.costs import (
+    _RULES,
+    POINTWISE_FLOPS_PER_ELEMENT,
+    RNN_CELL_FLOPS,
+    Category,
+    MatmulKind,
+    rule_for,
+)
+
+# --- Matmul class ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(16, 64, 32), (1, 7, 3), (129, 65, 33)])
+def test_mm_is_2mnk(m: int, k: int, n: int) -> None:
+    result = analyze(Fn(torch.mm), meta(m, k), meta(k, n))
+    assert result.tensor_flops == 2 * m * n * k
+    assert result.vector_flops == 0
+    [op] = result.ops
+    assert op.category is Category.COMPUTE and op.flops.kind is MatmulKind.MATMUL
+
+
+@pytest.mark.parametrize(("b", "m", "k", "n"), [(3, 16, 32, 8), (5, 1, 9, 2)])
+def test_bmm_is_2bmnk(b: int, m: int, k: int, n: int) -> None:
+    result = analyze(Fn(torch.bmm), meta(b, m, k), meta(b, k, n))
+    assert result.tensor_flops == 2 * b * m * n * k
+
+
+def test_linear_with_bias_is_one_addmm_of_2mnk() -> None:
+    # the bias add rides in cuBLAS's epilogue: no FLOPs of its own, no second kernel
+    result = analyze(nn.Linear(64, 32), meta(16, 64))
+    assert [op.name for op in result.ops if op.category is not Category.ZERO_COPY] == [
+        "aten.addmm.default"
+    ]
+    assert result.flops == 2 * 16 * 32 * 64
+    assert result.fused_kernel_count == 1
+
+
+def test_linear_over_a_sequence_folds_leading_dims() -> None:
+    result = analyze(nn.Linear(8, 4, bias=False), meta(2, 5, 8))
+    assert result.flops == 2 * (2 * 5) * 4 * 8
+
+
+def test_broadcast_matmul_counts_every_batch() -> None:
+    # (3, 1, 4, 8) @ (2, 8, 5) broadcasts to 3·2 products of 4×8 by 8×5
+    result = analyze(Fn(torch.matmul), meta(3, 1, 4, 8), meta(2, 8, 5))
+    assert result.tensor_flops == 2 * (3 * 2) * 4 * 5 * 8
+
+
+@pytest.mark.parametrize(
+    ("equation", "shapes", "flops"),
+    [
+        ("bij,bjk->bik", [(3, 16, 32), (3, 32, 8)], 2 * 3 * 16 * 8 * 32),
+        ("ij,jk->ik", [(16, 32), (32, 8)], 2 * 16 * 8 * 32),
+        ("bhqd,bhkd->bhqk", [(2, 4, 16, 8), (2, 4, 12, 8)], 2 * 2 * 4 * 16 * 12 * 8),
+    ],
+)
+def test_einsum_contractions(equation: str, shapes: list, flops: int) -> None:
+    result = analyze(Fn(lambda *xs: torch.einsum(equation, *xs)), *(meta(*s) for s in shapes))
+    assert result.tensor_flops == flops
+
+
+def test_vector_products() -> None:
+    assert analyze(Fn(torch.mv), meta(12, 5), meta(5)).tensor_flops == 2 * 12 * 5
+    assert analyze(Fn(torch.dot), meta(7), meta(7)).tensor_flops == 2 * 7
+    # outer decomposes into a broadcast multiply: one FLOP per product, on the CUDA cores
+    assert analyze(Fn(torch.outer), meta(6), meta(4)).flops == 6 * 4
+
+
+# --- Convolutions ------------------------------------------------------------------------------
+
+
+def _conv_out(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+CONVS = [
+    # dims, in, out, kernel, stride, padding, dilation, groups, input spatial size
+    (1, 4, 8, 5, 1, 2, 1, 1, 50),
+    (1, 6, 4, 3, 2, 0, 3, 2, 31),
+    (2, 3, 16, 3, 1, 1, 1, 1, 32),
+    (2, 8, 16, 3, 2, 1, 2, 2, 32),
+    (2, 16, 16, 3, 1, 1, 1, 16, 14),  # depthwise
+    (2, 4, 6, 1, 1, 0, 1, 1, 9),  # 1×1
+    (3, 4, 8, 3, 1, 0, 1, 1, 8),
+    (3, 4, 4, 3, 2, 1, 1, 2, 9),
+]
+
+
+@pytest.mark.parametrize(("dims", "cin", "cout", "k", "s", "p", "d", "g", "size"), CONVS)
+def test_conv_flops(dims, cin, cout, k, s, p, d, g, size) -> None:  # noqa: ANN001
+    conv_class = (nn.Conv1d, nn.Conv2d, nn.Conv3d)[dims - 1]
+    conv = conv_class(cin, cout, k, stride=s, padding=p, dilation=d, groups=g, bias=False)
+    batch = 2
+    result = analyze(conv, meta(batch, cin, *[size] * dims))
+    out_positions = batch * _conv_out(size, k, s, p, d) ** dims
+    # every output element: kernel volume × in_channels/groups multiply-adds
+    assert result.tensor_flops == out_positions * cout * k**dims * (cin // g) * 2
+    [op] = result.ops
+    assert op.flops.kind is MatmulKind.CONV
+
+
+@pytest.mark.parametrize(("dims", "cin", "cout", "k", "s", "p", "g", "size"), [
+    (1, 4, 6, 3, 2, 1, 1, 10),
+    (2, 8, 16, 3, 2, 1, 2, 10),
+    (3, 4, 4, 2, 2, 0, 1, 5),
+])
+def test_transposed_conv_flops(dims, cin, cout, k, s, p, g, size) -> None:  # noqa: ANN001
+    conv_class = (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)[dims - 1]
+    conv = conv_class(cin, cout, k, stride=s, padding=p, groups=g, bias=False)
+    batch = 3
+    result = analyze(conv, meta(batch, cin, *[size] * dims))
+    # the adjoint of a conv: every INPUT element scatters into kernel volume × out/groups outputs
+    assert result.tensor_flops == batch * size**dims * cin * k**dims * (cout // g) * 2
+
+
+def test_conv_flops_do_not_depend_on_bias() -> None:
+    # flop_counter's convention (the bias add is in the conv kernel's epilogue)
+    with_bias = analyze(nn.Conv2d(3, 8, 3, bias=True), meta(2, 3, 16, 16))
+    without = analyze(nn.Conv2d(3, 8, 3, bias=False), meta(2, 3, 16, 16))
+    assert with_bias.flops == without.flops == 2 * (2 * 14 * 14) * 8 * 9 * 3
+
+
+# --- Attention ---------------------------------------------------------------------------------
+
+
+def _sdpa(**options: object) -> Fn:
+    return Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **options))
+
+
+def test_sdpa_is_one_op_of_4bhlse() -> None:
+    b, h, length, s, e = 2, 4, 128, 256, 64
+    result = analyze(_sdpa(), meta(b, h, length, e), meta(b, h, s, e), meta(b, h, s, e))
+    assert op_names(result) == ["aten.scaled_dot_product_attention"]
+    assert result.tensor_flops == 4 * b * h * length * s * e
+    assert result.ops[0].flops.kind is MatmulKind.ATTENTION
+
+
+def test_sdpa_value_width_differs_from_query_width() -> None:
+    b, h, length, s, e, ev = 2, 3, 16, 24, 64, 32
+    result = analyze(_sdpa(), meta(b, h, length, e), meta(b, h, s, e), meta(b, h, s, ev))
+    assert result.tensor_flops == 2 * b * h * length * s * e + 2 * b * h * length * s * ev
+
+
+def test_sdpa_without_batch_dim() -> None:
+    h, length, e = 8, 16, 32
+    q = meta(h, length, e)
+    assert analyze(_sdpa(), q, q, q).tensor_flops == 4 * h * length * length * e
+
+
+def test_sdpa_grouped_query_attention_counts_query_heads() -> None:
+    b, hq, hkv, length, e = 2, 8, 2, 16, 32
+    kv = meta(b, hkv, length, e)
+    result = analyze(_sdpa(enable_gqa=True), meta(b, hq, length, e), kv, kv)
+    assert result.tensor_flops == 4 * b * hq * length * length * e
+
+
+def test_sdpa_with_mask_costs_full_scores_and_reads_the_mask() -> None:
+    b, h, length, e = 1, 2, 32, 16
+    q = meta(b, h, length, e)
+    plain = analyze(_sdpa(), q, q, q)
+    masked = analyze(
+        Fn(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+        q, q, q, meta(length, length, dtype=torch.bool),
+    )
+    assert masked.tensor_flops == plain.tensor_flops
+    assert masked.compulsory_bytes == plain.compulsory_bytes + length * length  # 1 B per bool
+
+
+# (2, 11) and (8, 35): a float fraction of the full count truncates one FLOP short
+@pytest.mark.parametrize(
+    ("length", "s"), [(128, 128), (7, 7), (5, 13), (13, 5), (1, 9), (33, 32), (2, 11), (8, 35)]
+)
+def test_causal_sdpa_counts_kept_scores(length: int, s: int) -> None:
+    b, h, e = 2, 3, 7
+    kept = sum(min(row + 1, s) for row in range(length))  # tril mask, top-left aligned
+    result = analyze(
+        _sdpa(is_causal=True), meta(b, h, length, e), meta(b, h, s, e), meta(b, h, s, e)
+    )
+    assert result.tensor_flops == 4 * b * h * e * kept  # exactly: FLOPs are ints
+
+
+@pytest.mark.parametrize("backend", [
+    # the aten attention backends a trace sees when SDPA is called out of the interceptor's
+    # reach; is_causal is positional in each, at a different place
+    lambda q, k, v: torch.ops.aten._scaled_dot_product_efficient_attention(
+        q, k, v, None, False, 0.0, True
+    )[0],
+    lambda q, k, v: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, 0.0, True
+    )[0],
+])
+def test_attention_backends_count_causal_like_sdpa(backend) -> None:  # noqa: ANN001
+    b, h, length, e = 2, 4, 9, 16
+    q = meta(b, h, length, e)
+    result = analyze(Fn(backend), q, q, q)
+    [op] = [op for op in result.ops if op.category is Category.COMPUTE]
+    assert op.flops.kind is MatmulKind.ATTENTION
+    assert op.flops.tensor == 4 * b * h * e * (length * (length + 1) // 2)
+
+
+def test_causal_square_attention_is_about_half() -> None:
+    q = meta(1, 1, 1024, 64)
+    full = analyze(_sdpa(), q, q, q).tensor_flops
+    causal = analyze(_sdpa(is_causal=True), q, q, q).tensor_flops
+    assert causal == full * (1024 * 1025 // 2) // 1024**2
+
+
+# --- Recurrent networks ------------------------------------------------------------------------
+
+RNN_GATES = {nn.GRU: 3, nn.LSTM: 4, nn.RNN: 1}
+
+
+def _rnn_tensor_flops(gates: int, inp: int, hidden: int, layers: int, dirs: int, t: int, b: int):
+    """Per layer and direction: one input GEMM over all steps + one recurrent GEMM per step."""
+    total = 0
+    for layer in range(layers):
+        layer_in = inp if layer == 0 else hidden * dirs
+        total += dirs * 2 * t * b * (gates * hidden) * (layer_in + hidden)
+    return total
+
+
+@pytest.mark.parametrize("cls", [nn.GRU, nn.LSTM, nn.RNN])
+@pytest.mark.parametrize(("layers", "bidirectional", "batch_first"), [
+    (1, False, False), (2, True, False), (3, True, True),
+])
+def test_rnn_flops(cls: type, layers: int, bidirectional: bool, batch_first: bool) -> None:
+    inp, hidden, t, b = 10, 20, 7, 3
+    rnn = cls(inp, hidden, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first)
+    x = meta(b, t, inp) if batch_first else meta(t, b, inp)
+    result = analyze(rnn, x)
+    dirs = 2 if bidirectional else 1
+    gates = RNN_GATES[cls]
+    assert result.tensor_flops == _rnn_tensor_flops(gates, inp, hidden, layers, dirs, t, b)
+    # the gate math: per unit per step per layer-direction, the cell's pointwise FLOPs
+    name = {nn.GRU: "gru", nn.LSTM: "lstm", nn.RNN: "rnn_tanh"}[cls]
+    assert result.vector_flops == layers * dirs * t * b * hidden * RNN_CELL_FLOPS[name]
+    # one input GEMM per layer-direction plus one step kernel per time step
+    [rnn_kernel] = [k for k in result.kernels if k.category == "compute"]
+    assert rnn_kernel.launches == layers * dirs * (1 + t)
+    [rnn_op] = [op for op in result.ops if op.category is Category.COMPUTE]
+    assert rnn_op.flops.kind is MatmulKind.RNN
+
+
+def test_lstm_with_projection() -> None:
+    inp, hidden, proj, t, b = 10, 20, 5, 7, 3
+    result = analyze(nn.LSTM(inp, hidden, proj_size=proj), meta(t, b, inp))
+    # W_ih (4H × in), W_hh (4H × P), W_hr (P × H): each a GEMM over all T·B positions
+    expected = 2 * t * b * (4 * hidden * (inp + proj) + proj * hidden)
+    assert result.tensor_flops == expected
+
+
+def test_unbatched_gru() -> None:
+    inp, hidden, t = 10, 20, 7
+    result = analyze(nn.GRU(inp, hidden), meta(t, inp))
+    assert result.tensor_flops == 2 * t * 1 * 3 * hidden * (inp + hidden)
+
+
+def test_deep_bidirectional_gru_is_a_handful_of_ops() -> None:
+    # a 6-layer bidirectional GRU over 512 steps is one cuDNN call, not 6·2·512 cell steps
+    inp, hidden, t, b = 64, 128, 512, 4
+    result = analyze(nn.GRU(inp, hidden, num_layers=6, bidirectional=True), meta(t, b, inp))
+    assert len(result.ops) <= 4
+    assert [op.name for op in result.ops if op.category is Category.COMPUTE] == ["aten.gru.input"]
+    assert result.tensor_flops == _rnn_tensor_flops(3, inp, hidden, 6, 2, t, b)
+
+
+# --- Pointwise and reductions ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("fn", "name"), [
+    (torch.relu, "relu"), (torch.sigmoid, "sigmoid"), (F.gelu, "gelu"), (F.silu, "silu"),
+    (torch.exp, "exp"), (torch.tanh, "tanh"),
+])
+def test_pointwise_flops_per_element(fn, name: str) -> None:  # noqa: ANN001
+    n = 3 * 17
+    result = analyze(Fn(fn), meta(3, 17))
+    assert result.vector_flops == n * POINTWISE_FLOPS_PER_ELEMENT[name]
+    assert all(op.category is Category.POINTWISE for op in result.ops)
+
+
+def test_in_place_variant_shares_the_rule() -> None:
+    out_of_place = analyze(Fn(torch.sigmoid), meta(64))
+    in_place = analyze(Fn(torch.sigmoid_), meta(64))
+    assert in_place.vector_flops == out_of_place.vector_flops == 3 * 64
+    assert op_names(in_place) == ["aten.sigmoid_.default"]
+
+
+def test_op_tagged_pointwise_without_an_entry_gets_one_flop_per_element() -> None:
+    assert "atan2" not in _RULES  # precondition: only PyTorch's pointwise tag covers it
+    result = analyze(Fn(torch.atan2), meta(8, 8), meta(8, 8))
+    [op] = result.ops
+    assert op.has_rule and op.category is Category.POINTWISE and op.fusible
+    assert result.vector_flops == 64
+    assert result.unsupported_ops == {}
+
+
+@pytest.mark.parametrize(("fn", "per_input_element"), [
+    (lambda x: x.sum(-1), 1),
+    (lambda x: torch.softmax(x, -1), 5),
+    (lambda x: F.layer_norm(x, x.shape[-1:]), 8),
+    (lambda x: x.argmax(-1), 1),
+    (lambda x: x.cumsum(0), 1),
+])
+def test_reduction_flops_per_input_element(fn, per_input_element: int) -> None:  # noqa: ANN001
+    result = analyze(Fn(fn), meta(16, 24))
+    assert result.vector_flops == 16 * 24 * per_input_element
+    assert {op.category for op in result.ops} == {Category.REDUCTION}
+
+
+def test_max_pool_counts_window_per_output() -> None:
+    result = analyze(nn.MaxPool2d(3, stride=2), meta(2, 4, 17, 17))
+    out = 2 * 4 * 8 * 8
+    assert result.vector_flops == out * 9
+
+
+def test_views_cost_nothing() -> None:
+    result = analyze(Fn(lambda x: x.view(4, 8).t().unsqueeze(0).expand(3, 8, 4)), meta(32))
+    assert result.ops and all(op.category is Category.ZERO_COPY for op in result.ops)
+    assert result.flops == 0
+    assert result.unfused_bytes == result.fused_bytes == result.compulsory_bytes == 0
+    assert result.fused_kernel_count == result.unfused_kernel_count == 0
+
+
+def test_data_movement_has_bytes_and_no_flops() -> None:
+    result = analyze(Fn(lambda x, y: torch.cat([x, y])), meta(16, 32), meta(16, 32))
+    [op] = result.ops
+    assert op.category is Category.DATA_MOVEMENT
+    assert result.flops == 0
+    assert result.fused_bytes == 2 * (2 * 16 * 32) * 4  # both halves in, the whole out
+
+
+def test_every_rule_formula_returns_int_flops() -> None:
+    models = [
+        (nn.Conv2d(3, 4, 3), meta(1, 3, 9, 9)),
+        (_sdpa(is_causal=True), meta(1, 2, 9, 5), meta(1, 2, 9, 5), meta(1, 2, 9, 5)),
+        (nn.LSTM(4, 6), meta(3, 2, 4)),
+        (Fn(lambda x: torch.softmax(torch.relu(x), -1)), meta(5, 7)),
+    ]
+    for model, *inputs in models:
+        for op in analyze(model, *inputs).ops:
+            assert type(op.flops.tensor) is int and type(op.flops.vector) is int, op.name
+
+
+def test_registry_resolves_in_place_names() -> None:
+    # ``aten.add_.Tensor`` and ``aten.add.Tensor`` share the "add" rule
+    in_place = analyze(Fn(lambda x, y: x.add_(y)), meta(4), meta(4)).ops[0]
+    out_of_place = analyze(Fn(torch.add), meta(4), meta(4)).ops[0]
+    assert in_place.name == "aten.add_.Tensor" and out_of_place.name == "aten.add.Tensor"
+    assert in_place.flops == out_of_place.flops
+    assert out_of_place.flops.vector == 4
+
+
+def test_rule_for_is_none_for_an_unregistered_untagged_op() -> None:
+    trace_op = analyze(Fn(lambda x: torch.linalg.qr(x)[0]), meta(8, 8)).trace.ops[0]
+    assert trace_op.base == "linalg_qr"
+    assert rule_for(trace_op) is None
+
+
+def test_embedding_reads_only_the_rows_it_picks() -> None:
+    """A 50257×768 table looked up for 2×16 tokens reads 32 rows, not 154 MB."""
+    vocab, dim, batch, length = 50257, 768, 2, 16
+    model = torch.nn.Embedding(vocab, dim, device="meta")
+    tokens = torch.zeros(batch, length, dtype=torch.int64, device="meta")
+    result = analyze(model, tokens, precision="fp32")
+    rows = batch * length * dim * 4
+    assert result.compulsory_bytes == 2 * rows + batch * length * 8
+    assert result.compulsory_bytes < vocab * dim * 4 / 100

@@ -1,0 +1,340 @@
+"""Pricing: which unit runs what at each precision, SoL and estimates, cache modes, measured
+times, and the JSON layout."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import (
+    H100_BANDWIDTH,
+    H100_BF16,
+    H100_FP32,
+    H100_L2_BYTES,
+    H100_TF32,
+    LAUNCH_S,
+    Fn,
+    analyze,
+    meta,
+)
+from torchroofline import get_gpu
+from torchroofline.errors import InputError, PrecisionError
+
+M, K, N = 256, 512, 128
+MATMUL_FLOPS = 2 * M * N * K
+
+
+def _mm() -> tuple[Fn, torch.Tensor, torch.Tensor]:
+    return Fn(torch.mm), meta(M, K), meta(K, N)
+
+
+def _conv() -> tuple[nn.Module, torch.Tensor]:
+    return nn.Conv2d(16, 32, 3, bias=False), meta(4, 16, 32, 32)
+
+
+CONV_FLOPS = 2 * (4 * 30 * 30) * 32 * 9 * 16
+
+
+def _sdpa() -> tuple[Fn, torch.Tensor, torch.Tensor, torch.Tensor]:
+    q = meta(2, 4, 128, 64)
+    return Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)), q, q, q
+
+
+SDPA_FLOPS = 4 * 2 * 4 * 128 * 128 * 64
+
+
+# --- Units per precision -----------------------------------------------------------------------
+
+
+def test_fp32_matmul_runs_on_cuda_cores() -> None:
+    # torch.backends.cuda.matmul.allow_tf32 is False by default
+    result = analyze(*_mm(), precision="fp32")
+    assert result.flops == MATMUL_FLOPS
+    assert result.compute_sol_s == pytest.approx(MATMUL_FLOPS / H100_FP32, rel=1e-12)
+
+
+def test_tf32_puts_matmul_on_tf32_tensor_cores() -> None:
+    result = analyze(*_mm(), precision="tf32")
+    assert result.compute_sol_s == pytest.approx(MATMUL_FLOPS / H100_TF32, rel=1e-12)
+
+
+def test_bf16_matmul_on_bf16_tensor_cores() -> None:
+    result = analyze(*_mm(), precision="bf16")
+    assert result.compute_sol_s == pytest.approx(MATMUL_FLOPS / H100_BF16, rel=1e-12)
+
+
+def test_fp32_conv_uses_tf32() -> None:
+    # torch.backends.cudnn.allow_tf32 is True by default
+    result = analyze(*_conv(), precision="fp32")
+    assert result.flops == CONV_FLOPS
+    assert result.compute_sol_s == pytest.approx(CONV_FLOPS / H100_TF32, rel=1e-12)
+
+
+def test_fp32_conv_on_v100_runs_on_cuda_cores() -> None:
+    v100 = get_gpu("v100")
+    assert not v100.has_tensor("tf32")
+    result = analyze(*_conv(), gpu="v100", precision="fp32")
+    assert result.compute_sol_s == pytest.approx(CONV_FLOPS / 15.7e12, rel=1e-12)
+
+
+def test_fp32_sdpa_uses_three_tf32_passes() -> None:
+    result = analyze(*_sdpa(), precision="fp32")
+    assert result.flops == SDPA_FLOPS
+    assert result.compute_sol_s == pytest.approx(SDPA_FLOPS / (H100_TF32 / 3), rel=1e-12)
+
+
+def test_fp32_rnn_uses_tf32() -> None:
+    result = analyze(nn.GRU(32, 64), meta(10, 4, 32), precision="fp32")
+    expected = result.tensor_flops / H100_TF32
+    vector = result.vector_flops / H100_FP32
+    assert result.compute_sol_s == pytest.approx(max(expected, vector), rel=1e-12)
+
+
+def test_fp8_on_a100_is_refused_before_tracing() -> None:
+    def never_called(x: torch.Tensor) -> torch.Tensor:
+        raise AssertionError("traced although the precision was invalid")
+
+    with pytest.raises(PrecisionError, match="no fp8"):
+        analyze(Fn(never_called), meta(4), gpu="a100", precision="fp8")
+
+
+def test_precision_is_case_insensitive() -> None:
+    assert analyze(*_mm(), precision="BF16").precision == "bf16"
+
+
+# --- Compute SoL is the larger of the two units ------------------------------------------------
+
+
+def _matmul_then_pointwise(pointwise_ops: int) -> Fn:
+    def forward(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        y = a @ b
+        for _ in range(pointwise_ops):
+            y = torch.sigmoid(y)
+        return y
+
+    return Fn(forward)
+
+
+@pytest.mark.parametrize("pointwise_ops", [1, 400])
+def test_compute_sol_is_max_of_tensor_and_vector_time(pointwise_ops: int) -> None:
+    model = _matmul_then_pointwise(pointwise_ops)
+    result = analyze(model, meta(M, K), meta(K, N), precision="tf32")
+    assert result.tensor_flops == MATMUL_FLOPS
+    assert result.vector_flops == pointwise_ops * 3 * M * N
+    tensor_s = result.tensor_flops / H100_TF32
+    vector_s = result.vector_flops / H100_FP32
+    assert result.compute_sol_s == pytest.approx(max(tensor_s, vector_s), rel=1e-12)
+    assert result.compute_sol_s < tensor_s + vector_s  # the units overlap: not the sum
+
+
+def test_fp32_matmul_and_pointwise_share_the_cuda_cores() -> None:
+    result = analyze(_matmul_then_pointwise(10), meta(M, K), meta(K, N), precision="fp32")
+    assert result.compute_sol_s == pytest.approx(result.flops / H100_FP32, rel=1e-12)
+
+
+def test_bf16_pointwise_uses_packed_fp16_vector_rate() -> None:
+    result = analyze(Fn(torch.sigmoid), meta(1024, 1024), precision="bf16")
+    assert result.compute_sol_s == pytest.approx(3 * 1024 * 1024 / 133.8e12, rel=1e-12)
+
+
+# --- SoL, estimates, bottleneck ----------------------------------------------------------------
+
+
+def test_sol_is_max_of_compute_and_memory() -> None:
+    compute_bound = analyze(Fn(torch.mm), meta(4096, 4096), meta(4096, 4096))
+    memory_bound = analyze(Fn(torch.relu), meta(4096, 4096))
+    for result, bottleneck in ((compute_bound, "compute"), (memory_bound, "memory")):
+        assert result.sol_s == max(result.compute_sol_s, result.memory_sol_s)
+        assert result.bottleneck == bottleneck
+        assert result.sol_ms == pytest.approx(result.sol_s * 1e3)
+
+
+def test_cold_memory_sol_is_compulsory_over_bandwidth() -> None:
+    result = analyze(Fn(torch.relu), meta(1024, 1024))
+    assert result.compulsory_bytes == 2 * 1024 * 1024 * 4
+    assert result.memory_sol_s == pytest.approx(result.compulsory_bytes / H100_BANDWIDTH, rel=1e-12)
+    assert result.memory_fused_s == pytest.approx(result.fused_bytes / H100_BANDWIDTH, rel=1e-12)
+
+
+def test_warm_cache_memory_sol_is_zero_when_compulsory_fits_l2() -> None:
+    gpu = get_gpu("h100-sxm")
+    assert gpu.l2_bandwidth_bytes_per_s is None and gpu.l2_bytes == H100_L2_BYTES
+    result = analyze(Fn(torch.relu), meta(1024, 1024), cache="warm")
+    assert 0 < result.compulsory_bytes <= H100_L2_BYTES
+    assert result.memory_sol_s == 0.0
+    assert result.sol_s == result.compute_sol_s
+
+
+def test_warm_cache_charges_only_what_spills_past_l2() -> None:
+    elements = 16 * 2**20  # 64 MiB in + 64 MiB out at fp32
+    result = analyze(Fn(torch.relu), meta(elements), cache="warm")
+    spill = result.compulsory_bytes - H100_L2_BYTES
+    assert result.memory_sol_s == pytest.approx(spill / H100_BANDWIDTH, rel=1e-12)
+    cold = result.on("h100-sxm", cache="cold")
+    assert cold.memory_sol_s == pytest.approx(result.compulsory_bytes / H100_BANDWIDTH, rel=1e-12)
+
+
+def test_estimates_are_per_kernel_rooflines_plus_launches() -> None:
+    model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+    result = analyze(model, meta(32, 64), precision="bf16")
+    for kernels, estimate in ((result.kernels, result.fused_estimate_s),
+                              (result.eager_kernels, result.eager_estimate_s)):
+        expected = sum(
+            max(k.compute_s, k.bytes / H100_BANDWIDTH) + k.launches * LAUNCH_S for k in kernels
+        )
+        assert estimate == pytest.approx(expected, rel=1e-12)
+
+
+def test_kernel_bound_and_intensity() -> None:
+    result = analyze(Fn(torch.mm), meta(4096, 4096), meta(4096, 4096))
+    [kernel] = result.kernels
+    assert kernel.bound == "compute"
+    assert kernel.intensity == pytest.approx(kernel.flops / kernel.bytes)
+    assert result.arithmetic_intensity == pytest.approx(result.flops / result.fused_bytes)
+
+
+def test_sol_at_most_fused_at_most_eager() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(16 * 30 * 30, 10), nn.Softmax(-1))
+    for precision in ("fp32", "bf16"):
+        result = analyze(model, meta(8, 3, 32, 32), precision=precision)
+        assert result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes
+        assert result.sol_s <= result.fused_estimate_s <= result.eager_estimate_s
+        assert result.fused_kernel_count <= result.unfused_kernel_count
+
+
+# --- Precision changes bytes, never FLOPs ------------------------------------------------------
+
+
+def test_bf16_halves_float_bytes_and_keeps_flops() -> None:
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 32))
+    fp32 = analyze(model, meta(16, 64), precision="fp32")
+    bf16 = analyze(model, meta(16, 64), precision="bf16")
+    assert bf16.flops == fp32.flops
+    for figure in ("unfused_bytes", "fused_bytes", "compulsory_bytes"):
+        assert 2 * getattr(bf16, figure) == getattr(fp32, figure), figure
+
+
+def test_integer_tensors_keep_their_bytes() -> None:
+    vocab, dim, batch, length = 100, 8, 4, 5
+    indices = torch.zeros(batch, length, dtype=torch.int64)
+    fp32 = analyze(nn.Embedding(vocab, dim), indices, precision="fp32")
+    bf16 = analyze(nn.Embedding(vocab, dim), indices, precision="bf16")
+    index_bytes = batch * length * 8
+    # the lookup reads only the rows it picks (batch·length·dim), then writes as many
+    floats = 2 * batch * length * dim
+    assert fp32.compulsory_bytes == floats * 4 + index_bytes
+    assert bf16.compulsory_bytes == floats * 2 + index_bytes
+
+
+def test_argmax_output_is_int64_at_every_precision() -> None:
+    rows, cols = 64, 32
+    fp32 = analyze(Fn(lambda x: x.argmax(-1)), meta(rows, cols), precision="fp32")
+    bf16 = analyze(Fn(lambda x: x.argmax(-1)), meta(rows, cols), precision="bf16")
+    assert fp32.compulsory_bytes == rows * cols * 4 + rows * 8
+    assert bf16.compulsory_bytes == rows * cols * 2 + rows * 8
+
+
+def test_input_dtype_does_not_decide_bytes() -> None:
+    # the target precision decides float element size, whatever dtype the inputs came in
+    half = analyze(Fn(torch.relu), meta(1024, dtype=torch.float16), precision="fp32")
+    assert half.compulsory_bytes == 2 * 1024 * 4
+
+
+# --- Measured time -----------------------------------------------------------------------------
+
+
+def test_actual_ms_fraction_and_flags() -> None:
+    base = analyze(*_mm())
+    slower = base.with_actual(base.sol_ms * 4)
+    assert slower.actual.sol_fraction == pytest.approx(0.25)
+    assert slower.actual.headroom == pytest.approx(4.0)
+    assert not slower.actual.impossible
+    faster = analyze(*_mm(), actual_ms=base.sol_ms / 2)
+    assert faster.actual.impossible
+    assert faster.actual.sol_fraction == pytest.approx(2.0)
+    at_limit = base.with_actual(base.sol_ms)
+    assert not at_limit.actual.impossible
+
+
+def test_actual_achieved_rates() -> None:
+    ms = 0.5
+    result = analyze(*_mm(), actual_ms=ms)
+    assert result.actual.tflops == pytest.approx(MATMUL_FLOPS / (ms * 1e-3) / 1e12)
+    assert result.actual.gbps == pytest.approx(result.compulsory_bytes / (ms * 1e-3) / 1e9)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, "fast"])
+def test_actual_ms_must_be_a_positive_number(bad: object) -> None:
+    with pytest.raises(InputError, match="actual_ms"):
+        analyze(*_mm(), actual_ms=bad)
+
+
+def test_unknown_cache_mode() -> None:
+    with pytest.raises(InputError, match="cache"):
+        analyze(*_mm(), cache="hot")
+
+
+def test_on_reprices_without_retracing() -> None:
+    base = analyze(*_sdpa(), precision="fp32")
+    moved = base.on("a100", precision="bf16")
+    direct = analyze(*_sdpa(), gpu="a100", precision="bf16")
+    assert moved.gpu.key == direct.gpu.key
+    assert moved.sol_s == pytest.approx(direct.sol_s, rel=1e-12)
+    assert moved.fused_bytes == direct.fused_bytes
+
+
+# --- JSON ----------------------------------------------------------------------------------------
+
+
+def test_to_dict_layout() -> None:
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU())
+    result = analyze(model, meta(16, 64), actual_ms=0.01)
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["schema_version"] == 1
+    assert data["model"] == "Sequential"
+    assert data["gpu"] == "H100 SXM"
+    assert data["precision"] == "fp32"
+    assert data["params"] == 64 * 128 + 128
+    assert data["flops"] == {"total": result.flops, "tensor": 2 * 16 * 128 * 64,
+                             "vector": 16 * 128}
+    assert data["bytes"] == {"unfused": result.unfused_bytes, "fused": result.fused_bytes,
+                             "compulsory": result.compulsory_bytes}
+    assert data["kernel_count"] == {"unfused": 2, "fused": 2}
+    for group in ("flops", "bytes", "kernel_count"):
+        assert all(type(value) is int for value in data[group].values()), group
+    assert data["arithmetic_intensity"] == pytest.approx(result.flops / result.fused_bytes)
+    assert data["ridge_point"] == pytest.approx(H100_FP32 / H100_BANDWIDTH)
+    assert set(data["time_ms"]) == {"compute_sol", "memory_sol", "memory_fused", "sol",
+                                    "fused_estimate", "eager_estimate"}
+    assert data["time_ms"]["sol"] == pytest.approx(result.sol_s * 1e3)
+    assert data["bottleneck"] in ("compute", "memory")
+    assert len(data["kernels"]) == 2
+    for kernel in data["kernels"]:
+        assert {"name", "ops", "flops", "bytes", "time_ms", "bound"} <= set(kernel)
+        assert type(kernel["flops"]) is int and type(kernel["bytes"]) is int
+    assert sum(k["bytes"] for k in data["kernels"]) == result.fused_bytes
+    assert data["notes"] == []
+    assert set(data["actual"]) >= {"ms", "sol_fraction", "tflops", "gbps", "impossible"}
+    assert data["actual"]["ms"] == 0.01
+    assert data["actual"]["impossible"] is (0.01 < result.sol_ms)
+
+
+def test_ridge_point_fp32_h100() -> None:
+    result = analyze(*_mm())
+    assert result.ridge_point == pytest.approx(19.97, abs=0.01)
+    assert analyze(*_mm(), precision="bf16").ridge_point == pytest.approx(
+        H100_BF16 / H100_BANDWIDTH
+    )
+
+
+def test_empty_model_serialises() -> None:
+    result = analyze(nn.Identity(), meta(8))
+    data = json.loads(result.to_json())
+    assert data["flops"]["total"] == 0 and data["kernels"] == []
+    assert data["arithmetic_intensity"] is None  # 0/0 is reported as null, not NaN
+    assert result.sol_s == 0.0
