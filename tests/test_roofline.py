@@ -239,10 +239,15 @@ def test_argmax_output_is_int64_at_every_precision() -> None:
     assert bf16.compulsory_bytes == rows * cols * 2 + rows * 8
 
 
-def test_input_dtype_does_not_decide_bytes() -> None:
-    # the target precision decides float element size, whatever dtype the inputs came in
+def test_target_precision_sets_bytes_but_never_widens_a_narrow_tensor() -> None:
+    # fp64 inputs at fp32 are charged 4 bytes; fp16 inputs stay at 2 (never charge more bytes
+    # than the program moves), and bf16 narrows fp32 inputs to 2
+    wide = analyze(Fn(torch.relu), meta(1024, dtype=torch.float64), precision="fp32")
     half = analyze(Fn(torch.relu), meta(1024, dtype=torch.float16), precision="fp32")
-    assert half.compulsory_bytes == 2 * 1024 * 4
+    narrowed = analyze(Fn(torch.relu), meta(1024), precision="bf16")
+    assert wide.compulsory_bytes == 2 * 1024 * 4
+    assert half.compulsory_bytes == 2 * 1024 * 2
+    assert narrowed.compulsory_bytes == 2 * 1024 * 2
 
 
 # --- Measured time -----------------------------------------------------------------------------
@@ -338,3 +343,17 @@ def test_empty_model_serialises() -> None:
     assert data["flops"]["total"] == 0 and data["kernels"] == []
     assert data["arithmetic_intensity"] is None  # 0/0 is reported as null, not NaN
     assert result.sol_s == 0.0
+
+
+def test_a_cast_inside_the_model_keeps_its_narrow_bytes_and_units() -> None:
+    """An fp32 model that runs its matmul in fp16 is charged fp16 bytes and the fp16 tensor
+    peak for it: a bound may not assume more work than the program does."""
+    n = 1024
+
+    def body(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (a.half() @ b.half()).float()
+
+    result = analyze(Fn(body), meta(n, n), meta(n, n), gpu="h100", precision="fp32")
+    matmul = next(k for k in result.kernels if k.category == "compute")
+    assert matmul.bytes == 3 * n * n * 2
+    assert result.compute_sol_s == pytest.approx(2 * n**3 / 989.4e12)

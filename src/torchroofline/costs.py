@@ -57,8 +57,35 @@ def float_element_bytes(precision: str) -> int:
 
 
 def tensor_bytes(ref: TensorRef, float_bytes: int) -> int:
-    """Bytes of one tensor access at a float element size of ``float_bytes``."""
-    return ref.elements * (float_bytes if ref.is_float else ref.itemsize)
+    """Bytes of one tensor access at a float element size of ``float_bytes``. A float tensor
+    the model itself keeps narrower (an fp16 cast inside an fp32 model) keeps its own size: a
+    bound may never charge more bytes than the program moves."""
+    if not ref.is_float:
+        return ref.elements * ref.itemsize
+    return ref.elements * min(float_bytes, ref.itemsize)
+
+
+#: Traced dtype → the precision whose units run it, for dtypes narrower than fp32.
+NARROW_DTYPE_PRECISION = {
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "float8_e4m3fnuz": "fp8",
+    "float8_e5m2fnuz": "fp8",
+}
+
+
+def op_precision(op: OpRecord, precision: str) -> str:
+    """The precision an op runs at: the target, unless the model itself computes it in a
+    narrower float dtype (then that dtype's tensor cores are the ones that can run it)."""
+    narrow = next(
+        (NARROW_DTYPE_PRECISION[r.dtype] for r in op.reads if r.dtype in NARROW_DTYPE_PRECISION),
+        None,
+    )
+    if narrow is None or FLOAT_ELEMENT_BYTES[narrow] >= FLOAT_ELEMENT_BYTES[precision]:
+        return precision
+    return narrow
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .costs import Category, MatmulKind, OpRecord, float_element_bytes, tensor_bytes
+from .costs import (
+    Category,
+    MatmulKind,
+    OpRecord,
+    float_element_bytes,
+    op_precision,
+    tensor_bytes,
+)
 from .errors import InputError, PrecisionError
 from .fusion import Kernel, Plan, compulsory_refs, eager_plan, fused_plan
 from .hardware import GPUSpec, get_gpu
@@ -72,6 +79,11 @@ def unit_for(gpu: GPUSpec, precision: str, kind: MatmulKind) -> tuple[str, float
     return "vector", gpu.vector_peak(precision)
 
 
+def _runnable(gpu: GPUSpec, precision: str) -> str:
+    """fp8 work on a GPU without fp8 units runs at fp16 (the model upcasts)."""
+    return "fp16" if precision == "fp8" and not gpu.has_tensor("fp8") else precision
+
+
 def check_precision(gpu: GPUSpec, precision: str) -> str:
     """Validate ``precision`` for ``gpu``; returns it lower-cased."""
     if not isinstance(precision, str):
@@ -106,7 +118,7 @@ def work_of(ops: Sequence[OpRecord], gpu: GPUSpec, precision: str) -> Work:
     for op in ops:
         vector_s += op.flops.vector / vector_peak
         if op.flops.tensor:
-            unit, peak = unit_for(gpu, precision, op.flops.kind)
+            unit, peak = unit_for(gpu, _runnable(gpu, op_precision(op, precision)), op.flops.kind)
             if unit == "tensor":
                 tensor_s += op.flops.tensor / peak
             else:
