@@ -22,7 +22,8 @@ class UnsupportedIndex(Exception):
 
 
 def _expand_ellipsis(index: tuple, ndim: int) -> tuple:
-    used = sum(1 for item in index if item is not None and item is not Ellipsis and item is not True)
+    skipped = (None, Ellipsis, True)
+    used = sum(1 for item in index if not any(item is s for s in skipped))
     used += sum(item.dim() - 1 for item in index if _is_bool_tensor(item))
     if sum(item is Ellipsis for item in index) > 1:
         raise UnsupportedIndex("more than one Ellipsis")

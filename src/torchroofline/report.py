@@ -168,7 +168,9 @@ def kernel_table(kernels: list[KernelEstimate], name_width: int = 34) -> list[st
     )
     rows = [header, "  " + "-" * (len(header) - 2)]
     for kernel in kernels:
-        name = kernel.name if len(kernel.name) <= name_width else kernel.name[: name_width - 1] + "…"
+        name = kernel.name
+        if len(name) > name_width:
+            name = name[: name_width - 1] + "…"
         rows.append(
             f"  {name:<{name_width}} {si(kernel.flops):>11} {human_bytes(kernel.bytes):>10} "
             f"{_intensity(kernel.intensity):>8} {human_ms(kernel.time_ms):>11} {kernel.bound:>7}"
@@ -189,7 +191,8 @@ def format_prompt(result: Result, top: int = 3) -> str:
         f"- HBM bytes: unfused {human_bytes(result.unfused_bytes)}, fused "
         f"{human_bytes(result.fused_bytes)}, compulsory {human_bytes(result.compulsory_bytes)}",
         f"- Speed of light: {human_ms(result.sol_ms)} ({result.bottleneck}-bound; compute "
-        f"{human_ms(result.time_ms['compute_sol'])}, memory {human_ms(result.time_ms['memory_sol'])})",
+        f"{human_ms(result.time_ms['compute_sol'])}, "
+        f"memory {human_ms(result.time_ms['memory_sol'])})",
         f"- Fused (torch.compile-like) estimate: {human_ms(result.time_ms['fused_estimate'])} in "
         f"{result.fused_kernel_count} kernels; eager estimate "
         f"{human_ms(result.time_ms['eager_estimate'])} in {result.unfused_kernel_count}",

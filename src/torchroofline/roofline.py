@@ -111,7 +111,7 @@ class Work:
 
 
 def work_of(ops: Sequence[OpRecord], gpu: GPUSpec, precision: str) -> Work:
-    """Tensor-core and CUDA-core seconds of ``ops`` (FLOPs / the peak of the unit that runs them)."""
+    """Tensor-core and CUDA-core seconds of ``ops``: FLOPs / the peak of the unit running them."""
     vector_peak = gpu.vector_peak(precision)
     tensor_s = 0.0
     vector_s = 0.0
@@ -386,7 +386,9 @@ class Result:
         """The same analysis set against a measured time (ms)."""
         return _replace(self, actual=_actual(actual_ms, self))
 
-    def on(self, gpu: str | GPUSpec, precision: str | None = None, cache: str | None = None) -> Result:
+    def on(
+        self, gpu: str | GPUSpec, precision: str | None = None, cache: str | None = None
+    ) -> Result:
         """The same trace priced on another GPU / precision / cache mode (no retrace)."""
         if self.trace is None:
             raise InputError("this result keeps no trace; analyze the model again")
@@ -422,7 +424,8 @@ def _unsupported_note(ops: Sequence[OpRecord], float_bytes: int, unfused_bytes: 
     if not missing:
         return None
     share = sum(op.eager_bytes(float_bytes) for op in missing) / max(unfused_bytes, 1)
-    names = ", ".join(f"{name} ×{count}" for name, count in Counter(o.name for o in missing).items())
+    counts = Counter(op.name for op in missing)
+    names = ", ".join(f"{name} ×{count}" for name, count in counts.items())
     return (
         f"no cost rule for {names}: costed as their input+output bytes with no FLOPs "
         f"({share:.1%} of unfused bytes)"

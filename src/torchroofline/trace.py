@@ -15,6 +15,7 @@ version of the buffer it writes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import logging
 import math
@@ -334,22 +335,33 @@ def _call_on_meta(func: Any, args: tuple, kwargs: dict) -> Any:
     return tree_map(back, meta_output)
 
 
+@functools.cache
+def _written_arguments(func: Any) -> tuple[tuple[int, str], ...]:
+    """(position, name) of the arguments an op's schema marks as written in place."""
+    return tuple(
+        (position, argument.name)
+        for position, argument in enumerate(func._schema.arguments)
+        if argument.alias_info is not None and argument.alias_info.is_write
+    )
+
+
 def _mutated_arguments(func: Any, args: tuple, kwargs: dict, output: Any) -> list[torch.Tensor]:
     """Arguments the op writes in place that it does not also return (batch-norm running
     statistics): they are writes too."""
+    written = _written_arguments(func)
+    if not written:
+        return []
     returned = {t.untyped_storage()._cdata for t in _tensors(output)}
     mutated = []
-    for position, argument in enumerate(func._schema.arguments):
-        if argument.alias_info is None or not argument.alias_info.is_write:
-            continue
-        value = args[position] if position < len(args) else kwargs.get(argument.name)
+    for position, name in written:
+        value = args[position] if position < len(args) else kwargs.get(name)
         mutated += [t for t in _tensors(value) if t.untyped_storage()._cdata not in returned]
     return mutated
 
 
 def _aliases_input(func: Any, in_tensors: list[torch.Tensor], output: Any) -> bool:
     """An op that returns an input's storage without mutating it (``_unsafe_view``, ``alias``)."""
-    if any(arg.alias_info is not None and arg.alias_info.is_write for arg in func._schema.arguments):
+    if _written_arguments(func):
         return False
     in_storages = {t.untyped_storage()._cdata for t in in_tensors}
     out_tensors = _tensors(output)
