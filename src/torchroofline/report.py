@@ -40,6 +40,8 @@ def human_ms(ms: float) -> str:
 
 def result_to_dict(result: Result) -> dict[str, Any]:
     """The stable JSON layout (schema_version 1); see the README for every key."""
+    from .roofline import roofline_entry
+
     data: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "model": result.model_name,
@@ -66,6 +68,7 @@ def result_to_dict(result: Result) -> dict[str, Any]:
         "ridge_point": result.ridge_point,
         "time_ms": result.time_ms,
         "bottleneck": result.bottleneck,
+        "roofline": roofline_entry(result.gpu, result.roofs),
         "kernels": [kernel.to_dict() for kernel in result.kernels],
         "op_count": len(result.ops),
         "unsupported_ops": dict(result.unsupported_ops),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +124,51 @@ def work_of(ops: Sequence[OpRecord], gpu: GPUSpec, precision: str) -> Work:
             else:
                 vector_s += op.flops.tensor / peak
     return Work(tensor_s, vector_s)
+
+
+@dataclass(frozen=True)
+class Roof:
+    """A flat roof: the peak of one unit and the matmul families that run on it."""
+
+    unit: str  # "tensor" or "vector"
+    peak_flops_per_s: float
+    kinds: tuple[str, ...]
+
+    def ridge(self, bandwidth_bytes_per_s: float) -> float:
+        """FLOPs/byte where this roof meets the memory slope."""
+        return self.peak_flops_per_s / bandwidth_bytes_per_s
+
+
+def roofs_for(gpu: GPUSpec, precision: str, kinds: Iterable[MatmulKind]) -> list[Roof]:
+    """The vector roof plus the roof each matmul family in ``kinds`` runs under, highest first.
+
+    Families that share a unit share a roof; a family that falls back to the CUDA cores (fp32
+    matmul) joins the vector roof.
+    """
+    vector_peak = gpu.vector_peak(precision)
+    users: dict[tuple[str, float], list[str]] = {("vector", vector_peak): []}
+    for kind in kinds:
+        unit, peak = unit_for(gpu, precision, kind)
+        users.setdefault(("vector", vector_peak) if unit == "vector" else (unit, peak), []).append(
+            kind.value
+        )
+    roofs = [Roof(unit, peak, tuple(sorted(names))) for (unit, peak), names in users.items()]
+    return sorted(roofs, key=lambda roof: roof.peak_flops_per_s, reverse=True)
+
+
+def roofline_entry(gpu: GPUSpec, roofs: Sequence[Roof]) -> dict[str, Any]:
+    return {
+        "memory_bandwidth_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
+        "roofs": [
+            {
+                "unit": roof.unit,
+                "peak_flops_per_s": roof.peak_flops_per_s,
+                "kinds": list(roof.kinds),
+            }
+            for roof in roofs
+        ],
+    }
+
 
 
 @dataclass(frozen=True)
@@ -347,6 +392,13 @@ class Result:
             "fused_estimate": self.fused_estimate_s * 1e3,
             "eager_estimate": self.eager_estimate_s * 1e3,
         }
+
+    @property
+    def roofs(self) -> list[Roof]:
+        """The vector roof and the roof of each unit this model's matmul-class ops run on."""
+        kinds = {op.flops.kind for op in self.ops if op.flops.tensor and op.flops.kind}
+        ordered = sorted(kinds, key=list(MatmulKind).index)
+        return roofs_for(self.gpu, self.precision, ordered)
 
     def top_kernels(self, count: int = 5) -> list[KernelEstimate]:
         return sorted(self.kernels, key=lambda k: k.time_s, reverse=True)[:count]

@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .costs import MatmulKind
 from .errors import InputError, TorchrooflineError
 from .report import human_bytes, human_ms, si
+from .roofline import Roof, roofline_entry, roofs_for
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -54,8 +55,8 @@ SUITE_FIGSIZE_IN = (8.0, 6.0)
 DPI = 150  #: pixels per inch of saved PNGs
 SAVE_SUFFIXES = (".png", ".svg")
 
-#: GPUs :func:`plot_gpus` compares unless told otherwise: two generations of NVIDIA data-centre
-#: parts, an inference card and AMD's counterpart.
+#: GPUs :func:`plot_gpus` compares unless told otherwise: NVIDIA's data-centre generations from
+#: Volta to Blackwell, an inference card (L40S) and AMD's MI300X.
 DEFAULT_GPUS = ("v100", "a100-80gb", "h100-sxm", "h200", "b200", "l40s", "mi300x")
 
 CATEGORY_COLOURS = {
@@ -99,17 +100,24 @@ def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes, 
     if ax is None:
         fig, ax = _new_figure(figsize)
         return fig, ax, True
-    _figure_class()
     return ax.figure, ax, False
 
 
-def _save(fig: Figure, path: str | Path | None) -> None:
+def _target(path: str | Path | None) -> Path | None:
+    """The path a figure will be saved to, checked before any drawing."""
+    _figure_class()
     if path is None:
-        return
+        return None
     path = Path(path)
     if path.suffix.lower() not in SAVE_SUFFIXES:
         raise InputError(f"cannot save a figure as {path.name!r}; end the path in .png or .svg")
-    fig.savefig(path, dpi=DPI)
+    return path
+
+
+def _save(fig: Figure, path: Path | None) -> Figure:
+    if path is not None:
+        fig.savefig(path, dpi=DPI)
+    return fig
 
 
 def _freeze_layout(fig: Figure, owned: bool) -> None:
@@ -122,56 +130,16 @@ def _freeze_layout(fig: Figure, owned: bool) -> None:
 # --- Roofs --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Roof:
-    """A flat roof: the peak of one unit and the matmul families that run on it."""
-
-    unit: str  # "tensor" or "vector"
-    peak_flops_per_s: float
-    kinds: tuple[str, ...]
-
-    @property
-    def label(self) -> str:
-        unit = "tensor cores" if self.unit == "tensor" else "vector"
-        used_by = f" ({', '.join(self.kinds)})" if self.kinds else ""
-        return f"{unit}{used_by}: {si(self.peak_flops_per_s, 'FLOP/s')}"
-
-    def ridge(self, bandwidth_bytes_per_s: float) -> float:
-        """FLOPs/byte where this roof meets the memory slope."""
-        return self.peak_flops_per_s / bandwidth_bytes_per_s
-
-
-def roofs_for(gpu: GPUSpec, precision: str, kinds: Iterable[MatmulKind]) -> list[Roof]:
-    """The vector roof plus the roof each matmul family in ``kinds`` runs under, highest first.
-
-    Families that share a unit share a roof; a family that falls back to the CUDA cores (fp32
-    matmul) joins the vector roof.
-    """
-    from .roofline import unit_for
-
-    vector_peak = gpu.vector_peak(precision)
-    users: dict[tuple[str, float], list[str]] = {("vector", vector_peak): []}
-    for kind in kinds:
-        unit, peak = unit_for(gpu, precision, kind)
-        users.setdefault(("vector", vector_peak) if unit == "vector" else (unit, peak), []).append(
-            kind.value
-        )
-    roofs = [Roof(unit, peak, tuple(sorted(kinds))) for (unit, peak), kinds in users.items()]
-    return sorted(roofs, key=lambda roof: roof.peak_flops_per_s, reverse=True)
-
-
-def _roofline_entry(gpu: GPUSpec, roofs: Sequence[Roof]) -> dict[str, Any]:
-    return {
-        "memory_bandwidth_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
-        "roofs": [
-            {
-                "unit": roof.unit,
-                "peak_flops_per_s": roof.peak_flops_per_s,
-                "kinds": list(roof.kinds),
-            }
-            for roof in roofs
-        ],
-    }
+def describe_roof(roof: Roof, precision: str, bandwidth_bytes_per_s: float) -> str:
+    """E.g. "tensor cores (conv): 494.70 TFLOP/s, ridge 148 FLOPs/B"."""
+    if roof.unit == "tensor":
+        unit, uses = "tensor cores", roof.kinds
+    else:  # every non-matmul FLOP runs here too
+        unit, uses = f"vector {precision}", ("pointwise", *roof.kinds)
+    return (
+        f"{unit} ({', '.join(uses)}): {si(roof.peak_flops_per_s, 'FLOP/s')}, "
+        f"ridge {roof.ridge(bandwidth_bytes_per_s):.3g} FLOPs/B"
+    )
 
 
 def _roofline_of(data: dict[str, Any]) -> tuple[float, list[Roof]]:
@@ -182,7 +150,7 @@ def _roofline_of(data: dict[str, Any]) -> tuple[float, list[Roof]]:
 
         gpu = get_gpu(data["gpu_key"])
         has_compute = any(kernel["category"] == "compute" for kernel in data.get("kernels", ()))
-        entry = _roofline_entry(
+        entry = roofline_entry(
             gpu, roofs_for(gpu, data["precision"], MatmulKind if has_compute else ())
         )
     roofs = [
@@ -190,18 +158,6 @@ def _roofline_of(data: dict[str, Any]) -> tuple[float, list[Roof]]:
         for roof in entry["roofs"]
     ]
     return float(entry["memory_bandwidth_bytes_per_s"]), roofs
-
-
-def roofline_data(result: Result) -> dict[str, Any]:
-    """``result.to_dict()`` plus ``"roofline"``: the bandwidth and the roofs of the units its
-    ops use — everything :func:`plot_result_dict` draws."""
-    kinds = {op.flops.kind for op in result.ops if op.flops.tensor and op.flops.kind is not None}
-    data = result.to_dict()
-    data["roofline"] = _roofline_entry(
-        result.gpu,
-        roofs_for(result.gpu, result.precision, sorted(kinds, key=list(MatmulKind).index)),
-    )
-    return data
 
 
 # --- Points -------------------------------------------------------------------------------------
@@ -238,31 +194,34 @@ _MERGE_DECADES = 0.005
 
 def kernel_points(kernels: Sequence[dict[str, Any]]) -> tuple[list[KernelPoint], list[dict]]:
     """Markers for the kernels that can sit on log axes, largest time first, and the rest."""
-    groups: dict[tuple[str, int, int], list[dict]] = {}
+    groups: dict[tuple[str, int, int], list[KernelPoint]] = {}
     undrawable = []
     for kernel in kernels:
         if kernel["flops"] <= 0 or kernel["bytes"] <= 0 or kernel["time_ms"] <= 0:
             undrawable.append(kernel)
             continue
-        x = kernel["flops"] / kernel["bytes"]
-        y = kernel["flops"] / (kernel["time_ms"] * 1e-3)
-        key = (
-            kernel["category"],
-            round(math.log10(x) / _MERGE_DECADES),
-            round(math.log10(y) / _MERGE_DECADES),
+        point = KernelPoint(
+            category=kernel["category"],
+            intensity=kernel["flops"] / kernel["bytes"],
+            flops_per_s=kernel["flops"] / (kernel["time_ms"] * 1e-3),
+            names=(kernel["name"],),
+            time_ms=kernel["time_ms"],
         )
-        groups.setdefault(key, []).append(kernel)
-    points = [
-        KernelPoint(
-            category=members[0]["category"],
-            intensity=members[0]["flops"] / members[0]["bytes"],
-            flops_per_s=members[0]["flops"] / (members[0]["time_ms"] * 1e-3),
-            names=tuple(member["name"] for member in members),
-            time_ms=sum(member["time_ms"] for member in members),
+        key = (
+            point.category,
+            round(math.log10(point.intensity) / _MERGE_DECADES),
+            round(math.log10(point.flops_per_s) / _MERGE_DECADES),
+        )
+        groups.setdefault(key, []).append(point)
+    merged = [
+        replace(
+            members[0],
+            names=tuple(name for member in members for name in member.names),
+            time_ms=sum(member.time_ms for member in members),
         )
         for members in groups.values()
     ]
-    return sorted(points, key=lambda point: point.time_ms, reverse=True), undrawable
+    return sorted(merged, key=lambda point: point.time_ms, reverse=True), undrawable
 
 
 # --- Label placement ----------------------------------------------------------------------------
@@ -275,74 +234,144 @@ _HA = ("left", "center", "right")
 _VA = ("bottom", "center", "top")
 
 
+@dataclass(frozen=True)
+class _Spot:
+    """Where a label may go: anchored at data point (x, y), offset (dx, dy) points, aligned."""
+
+    x: float
+    y: float
+    dx: float
+    dy: float
+    ha: str
+    va: str
+
+
+_SHIFT = {"left": 0.0, "center": 0.5, "right": 1.0, "bottom": 0.0, "top": 1.0}
+
+
 class _Labeller:
-    """Greedy de-overlap: each label takes the first offset whose box stays inside the axes and
-    clear of every box placed so far (labels, legend, notes, markers)."""
+    """Greedy de-overlap: each label takes the first spot whose box stays inside the axes and
+    clear of every box placed so far (labels, legend, notes, markers), and whose leader line, if
+    it has one, crosses no text."""
 
     def __init__(self, ax: Axes) -> None:
         self.ax = ax
-        self.fig = ax.figure
+        self.px_per_pt = ax.figure.dpi / 72
         self.area = ax.get_window_extent()
-        self.taken: list[tuple[float, float, float, float]] = []
+        self.taken: list[_Box] = []
+        self.text: list[_Box] = []  # the taken boxes that hold text: leader lines avoid them
 
     def block(self, box: Any) -> None:
+        """Keep labels off an artist's window extent (text: the legend, a note)."""
         self.taken.append((box.x0, box.y0, box.x1, box.y1))
+        self.text.append(self.taken[-1])
 
     def block_marker(self, x: float, y: float, size_pt2: float) -> None:
         cx, cy = self.ax.transData.transform((x, y))
-        radius = math.sqrt(size_pt2) / 2 * self.fig.dpi / 72
+        radius = math.sqrt(size_pt2) / 2 * self.px_per_pt
         self.taken.append((cx - radius, cy - radius, cx + radius, cy + radius))
 
+    def block_segment(self, start: tuple[float, float], end: tuple[float, float]) -> None:
+        """A vertical or horizontal line, as a box 4 px wide."""
+        (x0, y0), (x1, y1) = self.ax.transData.transform([start, end])
+        self.taken.append((min(x0, x1) - 2, min(y0, y1) - 2, max(x0, x1) + 2, max(y0, y1) + 2))
+
     def place(self, x: float, y: float, text: str, **style: Any) -> Any | None:
-        """Annotate (x, y) with ``text`` where it fits; None when nowhere does."""
-        probe = self.ax.text(0, 0, text, transform=None, **style)
-        box = probe.get_window_extent()
-        probe.remove()
-        width, height, pad = box.width, box.height, 2.0
-        cx, cy = self.ax.transData.transform((x, y))
-        px_per_pt = self.fig.dpi / 72
+        """Annotate (x, y) with ``text`` on the nearest ring spot that fits; None when none does.
+        A label pushed further than two rings out gets a leader line."""
+        spots = []
         for radius in _RADII_PT:
             for angle in _ANGLES_DEG:
                 dx = radius * math.cos(math.radians(angle))
                 dy = radius * math.sin(math.radians(angle))
-                ha, x0 = _align(dx, radius, cx + dx * px_per_pt, width, _HA)
-                va, y0 = _align(dy, radius, cy + dy * px_per_pt, height, _VA)
-                candidate = (x0 - pad, y0 - pad, x0 + width + pad, y0 + height + pad)
-                if self._fits(candidate):
-                    self.taken.append(candidate)
-                    arrow = {"arrowstyle": "-", "color": "0.45", "lw": 0.6, "shrinkA": 0}
-                    return self.ax.annotate(
-                        text,
-                        (x, y),
-                        xytext=(dx, dy),
-                        textcoords="offset points",
-                        ha=ha,
-                        va=va,
-                        arrowprops=arrow if radius > _RADII_PT[1] else None,
-                        **style,
-                    )
-        return None
+                ha = _HA[0] if dx > 0.3 * radius else _HA[2] if dx < -0.3 * radius else _HA[1]
+                va = _VA[0] if dy > 0.3 * radius else _VA[2] if dy < -0.3 * radius else _VA[1]
+                spots.append(_Spot(x, y, dx, dy, ha, va))
+        return self.place_first(text, spots, leader_beyond_pt=_RADII_PT[1], **style)
 
-    def _fits(self, box: tuple[float, float, float, float]) -> bool:
+    def place_first(
+        self,
+        text: str,
+        spots: Sequence[_Spot],
+        *,
+        force: bool = False,
+        leader_beyond_pt: float = math.inf,
+        **style: Any,
+    ) -> Any | None:
+        """Annotate at the first of ``spots`` that fits (the first of all when none does and
+        ``force``); None when none fits."""
+        probe = self.ax.text(0, 0, text, transform=None, **style)
+        width, height = probe.get_window_extent().width, probe.get_window_extent().height
+        probe.remove()
+        fitting = None
+        for spot in spots:
+            leader = math.hypot(spot.dx, spot.dy) > leader_beyond_pt
+            box = self._box(spot, width, height)
+            if self._fits(box) and not (leader and self._crosses_text(spot, box)):
+                fitting = spot, box, leader
+                break
+        if fitting is None and force:
+            fitting = spots[0], self._box(spots[0], width, height), False
+        if fitting is None:
+            return None
+        spot, box, leader = fitting
+        self.taken.append(box)
+        self.text.append(box)
+        return self.ax.annotate(
+            text,
+            (spot.x, spot.y),
+            xytext=(spot.dx, spot.dy),
+            textcoords="offset points",
+            ha=spot.ha,
+            va=spot.va,
+            arrowprops={"arrowstyle": "-", "color": "0.45", "lw": 0.6} if leader else None,
+            **style,
+        )
+
+    def _box(self, spot: _Spot, width: float, height: float) -> _Box:
+        cx, cy = self.ax.transData.transform((spot.x, spot.y))
+        x0 = cx + spot.dx * self.px_per_pt - _SHIFT[spot.ha] * width
+        y0 = cy + spot.dy * self.px_per_pt - _SHIFT[spot.va] * height
+        return (x0 - 2, y0 - 2, x0 + width + 2, y0 + height + 2)
+
+    def _fits(self, box: _Box) -> bool:
         area = self.area
         if box[0] < area.x0 or box[1] < area.y0 or box[2] > area.x1 or box[3] > area.y1:
             return False
-        return not any(
-            box[0] < other[2] and other[0] < box[2] and box[1] < other[3] and other[1] < box[3]
-            for other in self.taken
-        )
+        return not any(_overlap(box, other) for other in self.taken)
+
+    def _crosses_text(self, spot: _Spot, box: _Box) -> bool:
+        """Whether the leader from the point to the label crosses any text."""
+        start = self.ax.transData.transform((spot.x, spot.y))
+        end = ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2)  # matplotlib aims at the centre
+        return any(_segment_hits(start, end, other) for other in self.text)
 
 
-def _align(
-    offset: float, radius: float, anchor: float, extent: float, names: tuple[str, str, str]
-) -> tuple[str, float]:
-    """Alignment that puts text on the side of ``anchor`` the offset points to, and where the
-    text's box then starts (pixels)."""
-    if offset > 0.3 * radius:
-        return names[0], anchor
-    if offset < -0.3 * radius:
-        return names[2], anchor - extent
-    return names[1], anchor - extent / 2
+_Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in display pixels
+
+
+def _overlap(a: _Box, b: _Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _segment_hits(start: Sequence[float], end: Sequence[float], box: _Box) -> bool:
+    """Whether the segment start→end passes through ``box`` (Liang–Barsky clipping)."""
+    (x0, y0), (x1, y1) = start, end
+    dx, dy = x1 - x0, y1 - y0
+    low, high = 0.0, 1.0
+    for p, q in ((-dx, x0 - box[0]), (dx, box[2] - x0), (-dy, y0 - box[1]), (dy, box[3] - y0)):
+        if p == 0:
+            if q < 0:
+                return False
+            continue
+        t = q / p
+        if p < 0:
+            low = max(low, t)
+        else:
+            high = min(high, t)
+        if low > high:
+            return False
+    return True
 
 
 # --- The roofline -------------------------------------------------------------------------------
@@ -356,8 +385,8 @@ def plot_result(
     ``top`` kernels (by estimated time) are labelled; ``ax`` draws into existing axes.
     Saved to ``path`` (.png or .svg) when given. See the module docstring for where points sit.
     """
-    _figure_class()
-    return plot_result_dict(roofline_data(result), path, ax=ax, top=top)
+    _target(path)
+    return plot_result_dict(result.to_dict(), path, ax=ax, top=top)
 
 
 def plot_result_dict(
@@ -370,6 +399,7 @@ def plot_result_dict(
 ) -> Figure:
     """The roofline drawn from a :meth:`Result.to_dict` dictionary (``"actual"`` optional;
     only its ``"ms"`` is read). Roofs come from ``data["roofline"]`` or the GPU table."""
+    target = _target(path)
     fig, ax, owned = _axes(ax, FIGSIZE_IN)
     bandwidth, roofs = _roofline_of(data)
     points, undrawable = kernel_points(data.get("kernels", ()))
@@ -411,10 +441,11 @@ def plot_result_dict(
     ax.xaxis.set_major_formatter(_plain_formatter())
     ax.grid(True, which="major", color="0.9", lw=0.6)
     ax.set_title(title or _title(data), fontsize=11)
-    legend = ax.legend(loc="upper left", fontsize=8, framealpha=0.9, markerscale=0.8)
-    for handle in legend.legend_handles:
-        if hasattr(handle, "set_sizes"):
-            handle.set_sizes([40])
+    legend = None
+    if ax.get_legend_handles_labels()[0]:  # a workload with no FLOPs has no points
+        legend = ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+        for handle in legend.legend_handles:
+            handle.set_sizes([40])  # one size in the key; marker area means time on the plot
     note = ax.text(
         0.99,
         0.015,
@@ -429,13 +460,21 @@ def plot_result_dict(
     _freeze_layout(fig, owned)
 
     labeller = _Labeller(ax)
-    labeller.block(legend.get_window_extent())
+    if legend is not None:
+        labeller.block(legend.get_window_extent())
     labeller.block(note.get_window_extent())
-    _label_roofs(ax, labeller, bandwidth, roofs, x_lo, x_hi, y_lo)
     for point, size in zip(points, sizes, strict=True):
         labeller.block_marker(point.intensity, point.flops_per_s, size)
     for x, y, _ in model.values():
         labeller.block_marker(x, y, _MODEL_MARKER_PT2)
+    if "measured" in model:
+        labeller.block_segment(model["sol"][:2], model["measured"][:2])
+    for roof in roofs:
+        labeller.block_segment(
+            (roof.ridge(bandwidth), roof.peak_flops_per_s), (x_hi, roof.peak_flops_per_s)
+        )
+        labeller.block_marker(roof.ridge(bandwidth), roof.peak_flops_per_s, _RIDGE_MARKER_PT2)
+    _label_roofs(ax, labeller, data, bandwidth, roofs, (x_lo, x_hi), y_lo)
     for key, (x, y, text) in model.items():
         labeller.place(
             x,
@@ -455,11 +494,11 @@ def plot_result_dict(
             color="0.15",
             gid="label:kernel",
         )
-    _save(fig, path)
-    return fig
+    return _save(fig, target)
 
 
 _MODEL_MARKER_PT2 = 170
+_RIDGE_MARKER_PT2 = 28
 _MODEL_STYLE = {
     "sol": {"marker": "*", "color": "k", "label": "model at SoL (compulsory bytes)"},
     "fused": {"marker": "D", "color": "0.35", "label": "model, fused estimate"},
@@ -522,7 +561,7 @@ def _draw_model(ax: Axes, model: dict[str, tuple[float, float, str]]) -> None:
             s=_MODEL_MARKER_PT2,
             edgecolors="white",
             linewidths=0.8,
-            zorder=5,
+            zorder=6 if key == "sol" else 5,  # the bound on top where points coincide
             gid=f"model:{key}",
             **style,
         )
@@ -573,7 +612,7 @@ def _draw_roofs(
         ax.scatter(
             [ridge],
             [roof.peak_flops_per_s],
-            s=28,
+            s=_RIDGE_MARKER_PT2,
             facecolors="white",
             edgecolors=ROOF_COLOUR,
             zorder=4,
@@ -584,44 +623,35 @@ def _draw_roofs(
 def _label_roofs(
     ax: Axes,
     labeller: _Labeller,
+    data: dict[str, Any],
     bandwidth: float,
     roofs: Sequence[Roof],
-    x_lo: float,
-    x_hi: float,
+    x_range: tuple[float, float],
     y_lo: float,
 ) -> None:
-    """Roof names at the right end of each roof, ridge values at each knee, the bandwidth
-    along the slope; all of them then block kernel labels."""
-    above = None
+    """Each roof's unit, peak and ridge beside its knee (or at its right end when the knee is
+    too far right), above the line or else below; the bandwidth along the slope. All of them
+    then block kernel labels."""
+    x_lo, x_hi = x_range
     for roof in roofs:
-        # a roof close under the previous one takes its label below the line
-        below = above is not None and above / roof.peak_flops_per_s < 2.2
-        text = ax.annotate(
-            roof.label,
-            (x_hi, roof.peak_flops_per_s),
-            xytext=(-4, -3 if below else 3),
-            textcoords="offset points",
-            ha="right",
-            va="top" if below else "bottom",
+        knee, peak = roof.ridge(bandwidth), roof.peak_flops_per_s
+        # beside the knee or at the right end, just above the line, then just below it, then
+        # further off (clear of markers that sit on the roof)
+        anchors = [knee * (x_hi / knee) ** (step / 6) for step in range(5)]
+        spots = []
+        for gap in (3, 10, 18):
+            for dy, va in ((gap, "bottom"), (-gap - 1, "top")):
+                spots += [_Spot(x, peak, 6, dy, "left", va) for x in anchors]
+                spots.append(_Spot(x_hi, peak, -4, dy, "right", va))
+            spots.append(_Spot(knee, peak, -6, gap, "right", "bottom"))
+        labeller.place_first(
+            describe_roof(roof, data["precision"], bandwidth),
+            spots,
+            force=True,
             fontsize=8,
             color=ROOF_COLOUR,
             gid="label:roof",
         )
-        labeller.block(text.get_window_extent())
-        ridge = roof.ridge(bandwidth)
-        mark = ax.annotate(
-            f"ridge {ridge:.3g}",
-            (ridge, roof.peak_flops_per_s),
-            xytext=(-5, 4),
-            textcoords="offset points",
-            ha="right",
-            va="bottom",
-            fontsize=7,
-            color="0.3",
-            gid="label:ridge",
-        )
-        labeller.block(mark.get_window_extent())
-        above = roof.peak_flops_per_s
     x = max(x_lo * 1.6, y_lo * 6 / bandwidth)
     if x < roofs[0].ridge(bandwidth) / 4:
         (x0, y0), (x1, y1) = ax.transData.transform(
@@ -656,13 +686,17 @@ def _title(data: dict[str, Any]) -> str:
 def _note(
     data: dict[str, Any], points: Sequence[KernelPoint], undrawable: Sequence[dict], fused_ms: float
 ) -> str:
-    lines = [f"{len(data.get('kernels', ()))} fused kernels; marker area ∝ share of fused estimate"]
+    count = len(data.get("kernels", ()))
+    lines = [
+        f"{count} fused kernel{'s' if count != 1 else ''}; marker area ∝ share of fused estimate"
+    ]
     if any(len(point.names) > 1 for point in points):
         lines.append("×n: kernels at the same point drawn as one")
     if undrawable:
         share = sum(kernel["time_ms"] for kernel in undrawable) / fused_ms if fused_ms else 0.0
         lines.append(
-            f"not drawn: {len(undrawable)} kernel(s) with no FLOPs (data movement), "
+            f"not drawn: {len(undrawable)} kernel{'s' if len(undrawable) != 1 else ''} with no "
+            "FLOPs (data movement), "
             f"{share:.1%} of the fused estimate"
         )
     if data["flops"]["total"] <= 0:
@@ -677,6 +711,14 @@ def _si_formatter(unit: str) -> Any:
     from matplotlib.ticker import FuncFormatter
 
     return FuncFormatter(lambda value, _: si(value, unit).replace(".00 ", " "))
+
+
+def _time_formatter(widest_ms: float) -> Any:
+    """Ticks of an axis in ms, in one unit that suits its range: "20 µs", "1.5 ms", "2 s"."""
+    from matplotlib.ticker import FuncFormatter
+
+    scale, unit = (1e3, "µs") if widest_ms < 1 else (1.0, "ms") if widest_ms < 1e3 else (1e-3, "s")
+    return FuncFormatter(lambda value, _: f"{value * scale:g} {unit}" if value else "0")
 
 
 def _plain_formatter() -> Any:
@@ -702,7 +744,7 @@ def plot_gpus(
     Left: SoL per GPU, coloured by bottleneck. Right: the fused estimate split into time in
     compute-bound kernels, in memory-bound kernels, and launch floors.
     """
-    _figure_class()
+    target = _target(path)
     results = _on_each(model_or_result, inputs, gpus, precision)
     fig, (sol_ax, fused_ax) = _new_figure(GPUS_FIGSIZE_IN, ncols=2, sharey=True)
     rows = list(range(len(results)))[::-1]  # first GPU at the top
@@ -721,42 +763,43 @@ def plot_gpus(
     for part in ("compute", "memory", "launch"):
         widths = [_fused_part_ms(result, part) for result in results]
         fused_ax.barh(
-            rows,
-            widths,
-            left=left,
-            color=BOUND_COLOURS[part],
-            height=0.6,
-            label=f"{part}-bound kernels" if part != "launch" else "launch floors",
-            gid=f"bars:fused:{part}",
+            rows, widths, left=left, color=BOUND_COLOURS[part], height=0.6, gid=f"bars:fused:{part}"
         )
         left = [a + b for a, b in zip(left, widths, strict=True)]
     for row, total in zip(rows, left, strict=True):
         fused_ax.annotate(f" {human_ms(total)}", (total, row), va="center", fontsize=8)
     sol_ax.set_yticks(rows, [result.gpu.name for result in results])
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+
     for ax, heading, widest in (
-        (sol_ax, "speed of light", max(sol)),
-        (fused_ax, "fused estimate", max(left)),
+        (sol_ax, "speed of light (bottleneck)", max(sol)),
+        (fused_ax, "fused estimate (time by kernel bound, launch floors)", max(left)),
     ):
         ax.set_title(heading, fontsize=10)
-        ax.set_xlabel("time (ms)")
+        ax.set_xlabel("time")
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.xaxis.set_major_formatter(_time_formatter(widest))
         ax.set_xlim(0, widest * 1.45)  # room for the value labels
         ax.grid(True, axis="x", color="0.9", lw=0.6)
-    from matplotlib.patches import Patch
-
-    sol_ax.legend(
-        handles=[Patch(color=BOUND_COLOURS[b], label=f"{b} bound") for b in ("compute", "memory")],
+    fig.legend(
+        handles=[
+            Patch(color=BOUND_COLOURS["compute"], label="compute bound"),
+            Patch(color=BOUND_COLOURS["memory"], label="memory bound"),
+            Patch(color=BOUND_COLOURS["launch"], label="launch floors"),
+        ],
+        loc="outside lower center",
+        ncols=3,
         fontsize=8,
-        loc="lower right",
+        frameon=False,
     )
-    fused_ax.legend(fontsize=8, loc="lower right")
     first = results[0]
     fig.suptitle(
         f"{first.model_name}, {first.precision}: {si(first.flops, 'FLOPs')}, "
         f"{human_bytes(first.compulsory_bytes)} compulsory",
         fontsize=11,
     )
-    _save(fig, path)
-    return fig
+    return _save(fig, target)
 
 
 def _on_each(
@@ -820,29 +863,25 @@ def problem_points(report: dict[str, Any]) -> list[ProblemPoint]:
 def plot_suite(
     report: dict[str, Any], out_dir: str | Path, *, per_problem: bool = False
 ) -> list[Path]:
-    """Pictures of a KernelBench batch report; returns the paths written (PNG).
+    """Pictures of a KernelBench batch report in ``out_dir``; returns the paths written (PNG).
 
-    ``suite_scatter.png``: measured time against SoL per problem, log–log, with y = x; points
-    below the line are impossible (faster than light) and ringed in red. ``suite_histogram.png``:
-    % of SoL per level. With ``per_problem``, ``problems/<level>_<file stem>.png``: each
-    problem's roofline, with its measured time when the report has one.
+    ``suite_scatter.png`` (:func:`plot_suite_scatter`), ``suite_histogram.png``
+    (:func:`plot_suite_histogram`) and, with ``per_problem``,
+    ``problems/<level>_<file stem>.png``: each problem's roofline from its result dict, with its
+    measured time when the report has one.
     """
     _figure_class()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    points = problem_points(report)
     written = [out_dir / "suite_scatter.png", out_dir / "suite_histogram.png"]
-    _suite_scatter(report, points, written[0])
-    _suite_histogram(report, points, written[1])
+    plot_suite_scatter(report, written[0])
+    plot_suite_histogram(report, written[1])
     if per_problem:
         (out_dir / "problems").mkdir(exist_ok=True)
         for problem in report.get("problems", ()):
             if problem.get("result"):
-                path = (
-                    out_dir
-                    / "problems"
-                    / f"{_level_name(problem.get('level'))}_{Path(problem['file']).stem}.png"
-                )
+                name = f"{_level_name(problem.get('level'))}_{Path(problem['file']).stem}.png"
+                path = out_dir / "problems" / name
                 plot_result_dict(_with_measured(problem), path, title=_problem_title(problem))
                 written.append(path)
     return written
@@ -874,14 +913,19 @@ def _levels(points: Sequence[ProblemPoint]) -> dict[int | None, str]:
 
 def _suite_title(report: dict[str, Any], points: Sequence[ProblemPoint], what: str) -> str:
     skipped = len(report.get("problems", ())) - len(points)
-    tail = f"; {skipped} without a measured bound not shown" if skipped else ""
+    tail = f"; {skipped} failed or unmeasured, not shown" if skipped else ""
     return (
         f"{what} — {len(points)} problems on {report.get('gpu', '?')}, "
         f"{report.get('precision', '?')}{tail}"
     )
 
 
-def _suite_scatter(report: dict[str, Any], points: Sequence[ProblemPoint], path: Path) -> None:
+def plot_suite_scatter(report: dict[str, Any], path: str | Path | None = None) -> Figure:
+    """Measured time against SoL per problem of a batch report, log–log, coloured by level,
+    with y = x: points below it are impossible (measured faster than light), ringed in red and
+    named. Problems without a result or a measured time are counted in the title."""
+    target = _target(path)
+    points = problem_points(report)
     fig, ax = _new_figure(SUITE_FIGSIZE_IN)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -891,7 +935,7 @@ def _suite_scatter(report: dict[str, Any], points: Sequence[ProblemPoint], path:
     ax.set_ylim(lo, hi)
     ax.fill_between(
         [lo, hi],
-        [lo / 10, hi / 10],
+        [lo, lo],
         [lo, hi],
         color=IMPOSSIBLE_COLOUR,
         alpha=0.07,
@@ -958,7 +1002,7 @@ def _suite_scatter(report: dict[str, Any], points: Sequence[ProblemPoint], path:
             color=IMPOSSIBLE_COLOUR,
             gid="label:impossible",
         )
-    _save(fig, path)
+    return _save(fig, target)
 
 
 # % of SoL bins: four per decade from 0.1 % to 100 %; anything faster than light gets its own bar.
@@ -966,7 +1010,11 @@ _PERCENT_EDGES = tuple(10 ** (e / 4) for e in range(-4, 9))
 _IMPOSSIBLE_BIN = (100.0, 10**2.25)
 
 
-def _suite_histogram(report: dict[str, Any], points: Sequence[ProblemPoint], path: Path) -> None:
+def plot_suite_histogram(report: dict[str, Any], path: str | Path | None = None) -> Figure:
+    """How many problems reach each % of SoL (SoL / measured), stacked by level, on log bins;
+    impossible ones (>100 %) in their own hatched bar."""
+    target = _target(path)
+    points = problem_points(report)
     fig, ax = _new_figure(SUITE_FIGSIZE_IN)
     ax.set_xscale("log")
     levels = _levels(points)
@@ -997,7 +1045,12 @@ def _suite_histogram(report: dict[str, Any], points: Sequence[ProblemPoint], pat
         label=f"impossible, >100% ({impossible})",
         gid="bars:impossible",
     )
-    ax.set_xlim(_PERCENT_EDGES[0], _IMPOSSIBLE_BIN[1])
+    # from the bin holding the lowest value (at most 1 %, at least the first edge) to the end
+    lowest = min((p.percent_of_sol for p in points), default=100.0)
+    ax.set_xlim(
+        max([e for e in _PERCENT_EDGES if e <= min(lowest, 1.0)] or [_PERCENT_EDGES[0]]),
+        _IMPOSSIBLE_BIN[1],
+    )
     ax.xaxis.set_major_formatter(_percent_formatter())
     ax.set_xlabel("% of speed of light (SoL / measured; 100% = at the bound)")
     ax.set_ylabel("problems")
@@ -1005,7 +1058,7 @@ def _suite_histogram(report: dict[str, Any], points: Sequence[ProblemPoint], pat
     ax.grid(True, axis="y", color="0.9", lw=0.6)
     ax.legend(loc="upper left", fontsize=8)
     ax.set_title(_suite_title(report, points, "% of speed of light"), fontsize=10)
-    _save(fig, path)
+    return _save(fig, target)
 
 
 def _level_label(level: int | None) -> str:
@@ -1028,7 +1081,7 @@ __all__ = [
     "plot_result",
     "plot_result_dict",
     "plot_suite",
+    "plot_suite_histogram",
+    "plot_suite_scatter",
     "problem_points",
-    "roofline_data",
-    "roofs_for",
 ]

@@ -1,0 +1,137 @@
+"""Make the README pictures under docs/img/: ``python docs/make_images.py [out_dir]``.
+
+Every figure is drawn by torchroofline.viz from a real analysis. The MEASURED TIMES ARE
+ILLUSTRATIVE: invented multiples of the speed of light, chosen to look like a typical suite
+(one deliberately faster than light, to show the "impossible" highlight). No GPU was used.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torchroofline
+from torchroofline.viz import plot_gpus, plot_result, plot_suite
+
+IMG_DIR = Path(__file__).resolve().parent / "img"
+GPU = "h100-sxm"
+PRECISION = "fp32"
+
+
+class TransformerBlock(nn.Module):
+    """Pre-norm attention (SDPA) and MLP: matmuls, attention, layer norms and pointwise ops."""
+
+    def __init__(self, dim: int = 512, heads: int = 8) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.up, self.down = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, dim = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(batch, seq, 3, self.heads, -1).unbind(2)
+        attn = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        )
+        x = x + self.proj(attn.transpose(1, 2).reshape(batch, seq, dim))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+def _meta(*shape: int) -> torch.Tensor:
+    return torch.empty(*shape, device="meta")
+
+
+class Transpose(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.transpose(0, 1).contiguous()
+
+
+class Softmax(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+# (level, KernelBench-style file name, model, inputs, illustrative measured time as a multiple of
+# SoL — below 1 is faster than light, i.e. a broken timing)
+SUITE = (
+    (
+        1,
+        "1_Square_matrix_multiplication_.py",
+        nn.Linear(2048, 2048, bias=False),
+        _meta(2048, 2048),
+        1.6,
+    ),
+    (1, "23_Softmax.py", Softmax(), _meta(256, 16384), 3.1),
+    (1, "40_LayerNorm.py", nn.LayerNorm(1024), _meta(4096, 1024), 5.2),
+    (1, "88_Transpose.py", Transpose(), _meta(4096, 4096), 0.7),
+    (
+        2,
+        "6_Conv2d_ReLU.py",
+        nn.Sequential(nn.Conv2d(64, 64, 3), nn.ReLU()),
+        _meta(16, 64, 56, 56),
+        9.0,
+    ),
+    (2, "12_Gemm_GELU.py", nn.Sequential(nn.Linear(1024, 4096), nn.GELU()), _meta(512, 1024), 2.4),
+    (3, "TransformerBlock.py", TransformerBlock(), _meta(4, 256, 512), 14.0),
+)
+
+
+def suite_report() -> dict:
+    """A KernelBench batch report (the layout `torchroofline kernelbench` writes) over SUITE,
+    with illustrative measured times and one failed problem."""
+    problems = []
+    for level, file, model, inputs, factor in SUITE:
+        result = torchroofline.analyze(model.eval(), inputs, GPU, PRECISION)
+        measured = result.sol_ms * factor
+        problems.append(
+            {
+                "level": level,
+                "file": file,
+                "status": "ok",
+                "error": None,
+                "result": result.to_dict(),
+                "measured_ms": measured,
+                "gen_ms": None,
+                "sol_fraction": result.sol_ms / measured,
+                "speedup": None,
+            }
+        )
+    problems.append(
+        {
+            "level": 3,
+            "file": "99_Broken.py",
+            "status": "failed",
+            "error": "ProblemFileError: no class Model in 99_Broken.py",
+            "result": None,
+            "measured_ms": None,
+            "gen_ms": None,
+            "sol_fraction": None,
+            "speedup": None,
+        }
+    )
+    return {"gpu": GPU, "precision": PRECISION, "problems": problems, "summary": {}}
+
+
+def main(out_dir: str | Path = IMG_DIR) -> list[Path]:
+    """Write every README picture into ``out_dir``; returns their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    block = TransformerBlock().eval()
+    result = torchroofline.analyze(block, _meta(8, 512, 512), GPU, PRECISION)
+    measured = result.with_actual(result.sol_ms * 2.7)  # illustrative measured time
+    written = [out_dir / "roofline.png", out_dir / "gpus.png"]
+    plot_result(measured, written[0])
+    plot_gpus(
+        result, gpus=("v100", "a100-80gb", "h100-sxm", "b200", "l40s", "mi300x"), path=written[1]
+    )
+    return written + plot_suite(suite_report(), out_dir)
+
+
+if __name__ == "__main__":
+    for path in main(*sys.argv[1:2]):
+        print(path)
