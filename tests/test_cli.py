@@ -189,3 +189,23 @@ def test_level_filter(capsys, tmp_path):
     assert code == 0
     assert [p["file"] for p in report["problems"]] == ["1_Conv2D_ReLU_BiasAdd.py"]
     assert "[1/1] ok" in capsys.readouterr().err
+
+
+def test_analyze_plot_writes_a_png(capsys, tmp_path):
+    out = tmp_path / "roof.png"
+    code, _, _ = run(capsys, "analyze", MATMUL, "--plot", out)
+    assert code == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_suite_pictures_from_batch_and_saved_report(suite_report, capsys, tmp_path):
+    _, report = suite_report
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(report))
+    code, out, _ = run(capsys, "plot", saved, "--out", tmp_path / "pics", "--per-problem")
+    written = [Path(line) for line in out.split()]
+    assert code == 0
+    assert all(path.exists() for path in written)
+    assert len(written) == 2 + 7  # scatter, histogram, one roofline per analyzed problem
+    code, _, err = run(capsys, "plot", tmp_path / "missing.json", "--out", tmp_path)
+    assert code == 2 and "not a readable report" in err
