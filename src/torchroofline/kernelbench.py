@@ -22,7 +22,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from .api import analyze
 from .errors import InputError, ProblemFileError, TorchrooflineError
 from .hardware import GPUSpec
-from .roofline import Result
+from .roofline import Actual, Result
 
 _LEVEL_DIR = re.compile(r"^level(\d+)$")
 
@@ -200,57 +200,40 @@ def lookup_time(
 
 @dataclass(frozen=True)
 class Comparison:
-    """A reference and/or a generated kernel's time set against the speed of light (ms)."""
+    """A reference and/or a generated kernel's time set against the speed of light."""
 
     problem: str
     sol_ms: float
-    ref_ms: float | None
-    gen_ms: float | None
+    ref: Actual | None  #: the reference's measured time against SoL
+    gen: Actual | None  #: the generated kernel's
 
     @property
     def speedup(self) -> float | None:
         """ref / gen, KernelBench's score."""
-        return self.ref_ms / self.gen_ms if self.ref_ms and self.gen_ms else None
-
-    def sol_fraction(self, ms: float | None) -> float | None:
-        """SoL / time: 1.0 means at the limit."""
-        return self.sol_ms / ms if ms else None
-
-    def headroom(self, ms: float | None) -> float | None:
-        """How many times faster than ``ms`` a kernel could still get."""
-        return ms / self.sol_ms if ms and self.sol_ms else None
-
-    def impossible(self, ms: float | None) -> bool:
-        """A time below the speed of light: a wrong timing or a kernel that skips work."""
-        return ms is not None and ms < self.sol_ms
+        return self.ref.ms / self.gen.ms if self.ref and self.gen else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "problem": self.problem,
-            "sol_ms": self.sol_ms,
-            "ref_ms": self.ref_ms,
-            "gen_ms": self.gen_ms,
-            "speedup": self.speedup,
-            "ref_sol_fraction": self.sol_fraction(self.ref_ms),
-            "gen_sol_fraction": self.sol_fraction(self.gen_ms),
-            "ref_headroom": self.headroom(self.ref_ms),
-            "gen_headroom": self.headroom(self.gen_ms),
-            "ref_impossible": self.impossible(self.ref_ms),
-            "gen_impossible": self.impossible(self.gen_ms),
-        }
+        data: dict[str, Any] = {"problem": self.problem, "sol_ms": self.sol_ms}
+        for label, actual in (("ref", self.ref), ("gen", self.gen)):
+            data[f"{label}_ms"] = actual.ms if actual else None
+            data[f"{label}_sol_fraction"] = actual.sol_fraction if actual else None
+            data[f"{label}_headroom"] = actual.headroom if actual else None
+            data[f"{label}_impossible"] = bool(actual and actual.impossible)
+        data["speedup"] = self.speedup
+        return data
 
     def format(self) -> str:
         lines = [f"{self.problem}: speed of light {self.sol_ms:.4g} ms"]
-        for label, ms in (("reference", self.ref_ms), ("generated", self.gen_ms)):
-            if ms is None:
+        for label, actual in (("reference", self.ref), ("generated", self.gen)):
+            if actual is None:
                 continue
             verdict = (
                 "IMPOSSIBLE (below SoL: bad timing or skipped work)"
-                if self.impossible(ms)
-                else f"{self.headroom(ms):.2f}x headroom"
+                if actual.impossible
+                else f"{actual.headroom:.2f}x headroom"
             )
             lines.append(
-                f"  {label:<9} {ms:.4g} ms  {self.sol_fraction(ms):.1%} of SoL  {verdict}"
+                f"  {label:<9} {actual.ms:.4g} ms  {actual.sol_fraction:.1%} of SoL  {verdict}"
             )
         if self.speedup is not None:
             lines.append(f"  speedup   {self.speedup:.2f}x (reference / generated)")
@@ -264,10 +247,12 @@ def compare_kernelbench(
     result: Result, ref_ms: float | None = None, gen_ms: float | None = None
 ) -> Comparison:
     """Speedup, % of SoL reached by the reference and the generated kernel, headroom left."""
-    for label, value in (("ref_ms", ref_ms), ("gen_ms", gen_ms)):
-        if value is not None and (not isinstance(value, (int, float)) or value <= 0):
-            raise InputError(f"{label} must be a positive time in ms, got {value!r}")
-    return Comparison(result.model_name, result.sol_ms, ref_ms, gen_ms)
+    return Comparison(
+        result.model_name,
+        result.sol_ms,
+        result.with_actual(ref_ms).actual,
+        result.with_actual(gen_ms).actual,
+    )
 
 
 # --- Finding problems ----------------------------------------------------------------------
