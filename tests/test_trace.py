@@ -467,3 +467,18 @@ def test_attention_inside_multihead_attention_is_one_op() -> None:
     result = analyze(mha, x, x, x, None, False)
     assert "aten.scaled_dot_product_attention" in op_names(result)
     assert result.notes == ()
+
+
+def test_other_cuda_guarded_bindings_trace_on_fake_cuda() -> None:
+    def body(x: torch.Tensor) -> torch.Tensor:
+        left, right = x.split(2, dim=1)
+        first = torch.split(x, [1, 3], 1)[0]
+        noise = torch.empty(4, 4, device=x.device)
+        noise.uniform_(-1, 1)
+        return ~(left > 0), right, first, noise
+
+    result = analyze(Fn(body), meta(3, 4))
+    assert result.notes == ()
+    names = op_names(result)
+    for name in ("aten.split.Tensor", "aten.bitwise_not.default", "aten.uniform_.default"):
+        assert name in names

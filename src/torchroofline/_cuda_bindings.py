@@ -1,8 +1,10 @@
 """Python bindings that a CPU-only build cannot run on fake CUDA tensors, spelled in aten ops.
 
 A few ``Tensor`` methods take a CUDA device guard in C++ before any aten op runs, which a
-CPU-only build cannot give: ``x[...]``, ``x[...] = v``, ``copy_``, ``contiguous`` and
-``new_tensor`` raise "not linked with support for cuda devices" on fake CUDA tensors. The aten
+CPU-only build cannot give: ``x[...]``, ``x[...] = v``, ``copy_``, ``contiguous``,
+``new_tensor``, ``~x``, ``split`` and ``uniform_`` raise "not linked with support for cuda
+devices" on fake CUDA tensors (found by calling every ``Tensor`` method and ~150 ``torch``
+functions on fake CUDA tensors with torch 2.13). The aten
 ops they lower to (``select``, ``slice``, ``unsqueeze``, ``index``, ``index_put_``, ``copy_``,
 ``clone``) work, so :data:`SPELLINGS` spells each out in them — the same ops the dispatcher
 would have seen. Forms they do not cover raise :class:`UnsupportedIndex`.
@@ -119,11 +121,29 @@ def new_tensor(tensor: torch.Tensor, data: Any, dtype: Any = None, device: Any =
     return torch.tensor(data, dtype=dtype or tensor.dtype, device=device or tensor.device)
 
 
-#: Tensor method → its spelling in aten ops.
+def invert(tensor: torch.Tensor) -> torch.Tensor:
+    return aten.bitwise_not.default(tensor)
+
+
+def split(tensor: torch.Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple:
+    if isinstance(split_size_or_sections, int):
+        return tuple(aten.split.Tensor(tensor, split_size_or_sections, dim))
+    return tuple(aten.split_with_sizes.default(tensor, list(split_size_or_sections), dim))
+
+
+def uniform_(tensor: torch.Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any = None):
+    return aten.uniform_.default(tensor, a, b, generator=generator)
+
+
+#: Tensor method or torch function → its spelling in aten ops.
 SPELLINGS = {
     torch.Tensor.__getitem__: getitem,
     torch.Tensor.__setitem__: setitem,
     torch.Tensor.copy_: copy_,
     torch.Tensor.contiguous: contiguous,
     torch.Tensor.new_tensor: new_tensor,
+    torch.Tensor.__invert__: invert,
+    torch.Tensor.split: split,
+    torch.split: split,
+    torch.Tensor.uniform_: uniform_,
 }
