@@ -375,3 +375,18 @@ def test_embedding_reads_only_the_rows_it_picks() -> None:
     rows = batch * length * dim * 4
     assert result.compulsory_bytes == 2 * rows + batch * length * 8
     assert result.compulsory_bytes < vocab * dim * 4 / 100
+
+
+def test_batch_norm_flops_depend_on_training() -> None:
+    elements = 8 * 16 * 32 * 32
+    bn = torch.nn.BatchNorm2d(16, device="meta")
+    training = analyze(bn, meta(8, 16, 32, 32))
+    evaluating = analyze(bn.eval(), meta(8, 16, 32, 32))
+    assert training.vector_flops == 8 * elements + 1  # + num_batches_tracked += 1
+    assert evaluating.vector_flops == 4 * elements
+
+
+def test_glu_and_logsigmoid_have_rules() -> None:
+    result = analyze(Fn(lambda x: (F.glu(x, -1), F.logsigmoid(x))), meta(64, 32))
+    assert result.unsupported_ops == {}
+    assert result.vector_flops == 4 * 64 * 16 + 4 * 64 * 32

@@ -270,7 +270,8 @@ POINTWISE_FLOPS_PER_ELEMENT: dict[str, int] = {
     "hardshrink": 2,
     "softshrink": 2,
     "tanhshrink": 2,
-    "logsigmoid": 4,
+    "logsigmoid": 4, "log_sigmoid_forward": 4,
+    "glu": 4,  # sigmoid of one half times the other, per output element
     "xlogy": 2,
     "sigmoid_backward": 2,
     # random number generation (Philox): counted as one FLOP per element, the minimal figure
@@ -298,8 +299,7 @@ REDUCTION_FLOPS_PER_INPUT_ELEMENT: dict[str, int] = {
     "linalg_vector_norm": 2, "norm": 2,  # square (or abs), accumulate
     "native_layer_norm": 8,  # mean 1 + var 3 + normalise 2 + affine 2
     "native_group_norm": 8,
-    "native_batch_norm": 8, "_native_batch_norm_legit": 8,
-    "_native_batch_norm_legit_no_training": 4, "_native_batch_norm_legit_functional": 8,
+    "_native_batch_norm_legit_no_training": 4,  # eval: scale and shift only (see batch_norm_flops)
     "instance_norm": 8, "_fused_rms_norm": 5, "rms_norm": 5,  # square, sum, rsqrt·mul, affine
     "mse_loss": 3, "l1_loss": 3, "smooth_l1_loss": 4, "huber_loss": 4, "soft_margin_loss": 4,
     "binary_cross_entropy": 6, "binary_cross_entropy_with_logits": 8, "kl_div": 3,
@@ -312,6 +312,19 @@ REDUCTION_FLOPS_PER_INPUT_ELEMENT: dict[str, int] = {
 
 for _name, _flops in REDUCTION_FLOPS_PER_INPUT_ELEMENT.items():
     register([_name], Category.REDUCTION, fusible=True)(_per_input_element(_flops))
+
+
+@register(
+    ["native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
+     "cudnn_batch_norm", "miopen_batch_norm"],
+    Category.REDUCTION,
+    fusible=True,
+)
+def batch_norm_flops(op: TracedOp) -> FlopCount:
+    """Training: batch statistics then normalise and affine, 8 per element (as layer norm);
+    eval (``training=False``): normalise and affine with running statistics, 4 per element."""
+    training = op.args[5] if len(op.args) > 5 else op.kwargs.get("training", True)
+    return FlopCount(vector=(8 if training else 4) * _input_numel(op))
 
 
 @register(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import inspect
 import logging
 import math
@@ -37,7 +38,7 @@ from torch._subclasses.fake_tensor import (
 )
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 from ._cuda_bindings import SPELLINGS, UnsupportedIndex
 from .errors import DataDependentError, InputError, ModelError
@@ -182,7 +183,15 @@ def _ref(tensor: torch.Tensor, value_id: int, storage_id: int) -> TensorRef:
 
 
 def _tensors(tree: Any) -> list[torch.Tensor]:
-    return [leaf for leaf in tree_flatten(tree)[0] if isinstance(leaf, torch.Tensor)]
+    """Every tensor in nested tuples, lists and dicts (an op's arguments or outputs), in order.
+    A plain scan: pytree's generality costs more than the op itself on this hot path."""
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, (tuple, list)):
+        return [t for item in tree for t in _tensors(item)]
+    if isinstance(tree, dict):
+        return [t for item in tree.values() for t in _tensors(item)]
+    return []
 
 
 def _shape_only(tensor: torch.Tensor) -> torch.Tensor:
@@ -240,27 +249,27 @@ class _ModuleStack:
 class _Recorder(TorchDispatchMode):
     """Records every aten op that reaches the dispatcher, with the values it reads and writes."""
 
-    def __init__(self, values: _ValueTable, modules: _ModuleStack) -> None:
+    def __init__(self, values: _ValueTable, modules: _ModuleStack, fake: bool) -> None:
         super().__init__()
         self.values = values
         self.modules = modules
         self.ops: list[TracedOp] = []
         self.current_op = ""
         self.paused = False
+        # fake tensors hold no data, so records may keep them; real ones become meta copies
+        self._shape_only = (lambda tree: tree) if fake else _shape_only_tree
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
         if self.paused or func.namespace == "prim":
             return func(*args, **kwargs)
-        self.current_op = str(func)
+        self.current_op = name = str(func)
         in_tensors = _tensors((args, kwargs))
         reads = self._reads(in_tensors)
         output = _call(func, args, kwargs)
         is_alias = func.is_view or _aliases_input(func, in_tensors, output)
         mutated = _mutated_arguments(func, args, kwargs, output)
-        self.record(
-            str(func), base_name(func), func, args, kwargs, output, reads, is_alias, mutated
-        )
+        self.record(name, base_name(func), func, args, kwargs, output, reads, is_alias, mutated)
         return output
 
     def _reads(self, tensors: Sequence[torch.Tensor]) -> list[TensorRef]:
@@ -288,9 +297,9 @@ class _Recorder(TorchDispatchMode):
                 name=name,
                 base=base,
                 func=func,
-                args=tree_map(_shape_arg, args),
-                kwargs=tree_map(_shape_arg, kwargs),
-                output=tree_map(_shape_arg, output),
+                args=self._shape_only(args),
+                kwargs=self._shape_only(kwargs),
+                output=self._shape_only(output),
                 reads=tuple(reads),
                 writes=writes,
                 module_path=self.modules.path,
@@ -299,14 +308,22 @@ class _Recorder(TorchDispatchMode):
         )
 
 
+#: Ops that raised "not linked with CUDA" once: later calls go straight to meta (training
+#: batch norm otherwise runs its whole decomposition twice per call).
+_META_ONLY: set[Any] = set()
+
+
 def _call(func: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``func``; a CUDA op that a CPU-only build cannot fake (e.g. ``native_batch_norm``)
     is run on meta tensors instead and its outputs re-made as fake CUDA tensors."""
+    if func in _META_ONLY and any(t.is_cuda for t in _tensors(args)):
+        return _call_on_meta(func, args, kwargs)
     try:
         return func(*args, **kwargs)
     except RuntimeError as error:
         if _NO_CUDA_TEXT not in str(error):
             raise
+        _META_ONLY.add(func)
         return _call_on_meta(func, args, kwargs)
 
 
@@ -370,8 +387,8 @@ def _aliases_input(func: Any, in_tensors: list[torch.Tensor], output: Any) -> bo
     )
 
 
-def _shape_arg(leaf: Any) -> Any:
-    return _shape_only(leaf) if isinstance(leaf, torch.Tensor) else leaf
+def _shape_only_tree(tree: Any) -> Any:
+    return tree_map(lambda x: _shape_only(x) if isinstance(x, torch.Tensor) else x, tree)
 
 
 # --- Library calls recorded as the one kernel a GPU runs -------------------------------------
@@ -594,6 +611,19 @@ def check_inputs(model: Any, inputs: Any) -> tuple:
     )
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The trace makes many small objects and frees none (the value table keeps every storage
+    alive), so cyclic garbage collection during it is pure cost."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _run(
     model: nn.Module, inputs: tuple, fake_mode: FakeTensorMode | None, device: str
 ) -> tuple[_Recorder, _ValueTable, Any]:
@@ -602,9 +632,10 @@ def _run(
     args = tree_map(lambda x: convert(x) if isinstance(x, torch.Tensor) else x, inputs)
     values = _ValueTable()
     modules = _ModuleStack(model)
-    recorder = _Recorder(values, modules)
+    recorder = _Recorder(values, modules, fake=fake_mode is not None)
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
     with (
+        _collector_paused(),
         warnings.catch_warnings(),
         _quiet_fake_tensor_log(),
         torch.no_grad(),
