@@ -748,12 +748,39 @@ def render(data: dict) -> str:
         f"- Python {info['python']}, torch {info['torch']}",
         f"- Total benchmark time: {data['total_s']:.0f} s", "",
     ]
+    lines += _render_headline(data)
     lines += _render_suite(data)
     lines += _render_scale(data)
     lines += _render_perop(data)
     lines += _render_proto(data)
     lines += _render_profile_notes(data)
     return "\n".join(lines) + "\n"
+
+
+def _render_headline(data: dict) -> list[str]:
+    """The figures README.md quotes (docs/sync_docs.py copies this section verbatim)."""
+    suite = data["suite"]
+    widest = max(suite, key=int)
+    run = suite[widest]
+    perop = data["perop"]
+    rows = [[f"{run['problems']}-problem KernelBench-format suite, -j {widest}, start-up "
+             "included", f"{run['wall_s']:.1f} s ({_ms(run['median_s'])} median per problem)",
+             "≤ 30 s"]]
+    big = next((row for row in data["scale"] if row["model"] == "70B"), None)
+    if big is not None:
+        rows.append(["70 B decoder on meta tensors, 8 × 2048 tokens",
+                     f"{_ms(big['analyze']['seconds'])}, {_mb(big['process_peak_rss_bytes'])} "
+                     "peak RSS", "≤ 10 s, ≤ 1 GiB"])
+    rows.append([f"per traced aten op ({perop['ops']:,}-op model)",
+                 f"{perop['analyze_s'] / perop['ops'] * 1e3:.3f} ms = "
+                 f"{perop['analyze_s'] / perop['bare_s']:.2f}× a bare FakeTensorMode run", "≤ 2×"])
+    rows.append(["6-layer bidirectional GRU over 512 steps", _ms(perop["gru_s"]), "a few seconds"])
+    if data.get("proto"):
+        proto_total = sum(r["proto"]["seconds"] for r in data["proto"])
+        ours_total = sum(r["ours"]["seconds"] for r in data["proto"])
+        rows.append([f"vs the prototype (ptflops + fx on real tensors), {len(data['proto'])} "
+                     "problems", f"{proto_total / ours_total:,.0f}× faster overall", "≥ 50×"])
+    return ["## Headline", "", *_table(["figure", "measured", "target"], rows), ""]
 
 
 def _render_suite(data: dict) -> list[str]:

@@ -97,6 +97,13 @@ def categories() -> str:
     return _table(["category", "ops", "names"], rows)
 
 
+def performance() -> str:
+    """The headline table of benchmarks/RESULTS.md (written by ``python benchmarks/run.py``)."""
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+    section = results.split("## Headline\n", 1)[1].split("\n## ", 1)[0]
+    return section.strip() + "\n"
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "quickstart": quickstart,
     "cli-matmul": lambda: _command(
@@ -113,6 +120,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
         "--timings", f"{SUITE}/baseline_time_torch.json",
         "--gen-timings", f"{SUITE}/generated_time.json", "-j", "2",
     ),
+    "performance": performance,
     "unit-rules": unit_rules,
     "pointwise-flops": pointwise_flops,
     "reduction-flops": reduction_flops,

@@ -390,3 +390,40 @@ def test_glu_and_logsigmoid_have_rules() -> None:
     result = analyze(Fn(lambda x: (F.glu(x, -1), F.logsigmoid(x))), meta(64, 32))
     assert result.unsupported_ops == {}
     assert result.vector_flops == 4 * 64 * 16 + 4 * 64 * 32
+
+
+def test_in_place_overwrites_do_not_read_their_destination() -> None:
+    """cache.copy_(x) into a model buffer loads x and stores the buffer: 2·N elements, not 3."""
+
+    class Cache(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("cache", torch.empty(1024, 64, device="meta"))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.cache.copy_(x)
+            return self.cache
+
+    result = analyze(Cache(), meta(1024, 64))
+    assert result.compulsory_bytes == 2 * 1024 * 64 * 4
+    assert result.unfused_bytes == 2 * 1024 * 64 * 4
+
+
+def test_index_put_stores_only_the_indexed_rows() -> None:
+    """buffer[idx] = values stores len(idx) rows; the rest of the buffer is not touched."""
+    rows, width, picked = 4096, 64, 8
+
+    class Scatter(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("table", torch.empty(rows, width, device="meta"))
+
+        def forward(self, index: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+            self.table.index_put_((index,), values)
+            return values.sum()
+
+    index = torch.zeros(picked, dtype=torch.int64, device="meta")
+    result = analyze(Scatter(), index, meta(picked, width))
+    written = next(op for op in result.ops if op.name == "aten.index_put_.default")
+    assert sum(ref.elements for ref in written.writes) == picked * width
+    assert result.compulsory_bytes < rows * width * 4 / 10

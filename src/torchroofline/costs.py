@@ -516,19 +516,59 @@ def cost_trace(trace: Trace) -> tuple[OpRecord, ...]:
     return tuple(_cost_op(index, op) for index, op in enumerate(trace.ops))
 
 
+#: In-place ops that overwrite their destination without loading it (``copy_``, fills, in-place
+#: random generators): the trace sees the destination as an argument, the GPU never reads it.
+OVERWRITES_DESTINATION = frozenset(
+    {"copy", "fill", "zero", "uniform", "normal", "bernoulli", "random", "exponential",
+     "cauchy", "log_normal", "geometric"}
+)
+#: In-place ops that store only the positions their source (last tensor argument) names;
+#: accumulating ones also load those positions, the others load nothing of the destination.
+STORES_SOURCE_POSITIONS = {
+    "index_put": False, "scatter": False, "index_copy": False, "masked_scatter": False,
+    "index_fill": False, "scatter_add": True, "index_add": True, "scatter_reduce": True,
+}
+
+
+def _writes_first_argument(op: TracedOp) -> bool:
+    arguments = op.func._schema.arguments if op.func is not None else ()
+    return bool(arguments) and bool(arguments[0].alias_info and arguments[0].alias_info.is_write)
+
+
+def in_place_accesses(
+    op: TracedOp, reads: tuple[TensorRef, ...]
+) -> tuple[tuple[TensorRef, ...], tuple[TensorRef, ...]]:
+    """(reads, writes) of an op, with the destination of the in-place ops above charged only
+    for what the GPU really loads and stores."""
+    if not op.writes or not reads or not _writes_first_argument(op):
+        return reads, op.writes
+    destination, *rest = reads
+    if op.base in OVERWRITES_DESTINATION:
+        return tuple(rest), op.writes
+    if op.base in STORES_SOURCE_POSITIONS and rest:
+        stored = min(rest[-1].elements, destination.elements)
+        writes = tuple(replace(ref, elements=min(ref.elements, stored)) for ref in op.writes)
+        if STORES_SOURCE_POSITIONS[op.base]:
+            return (replace(destination, elements=stored), *rest), writes
+        return tuple(rest), writes
+    return reads, op.writes
+
+
 def _cost_op(index: int, op: TracedOp) -> OpRecord:
     rule = rule_for(op)
     has_rule = rule is not None
     rule = rule or UNSUPPORTED_RULE
     category = Category.ZERO_COPY if op.is_view else rule.category
+    reads = rule.reads(op) if rule.reads and op.reads else op.reads
+    reads, writes = in_place_accesses(op, reads)
     return OpRecord(
         index=index,
         name=op.name,
         category=category,
         fusible=rule.fusible,
         flops=rule.flops(op),
-        reads=rule.reads(op) if rule.reads and op.reads else op.reads,
-        writes=op.writes,
+        reads=reads,
+        writes=writes,
         module_path=op.module_path,
         has_rule=has_rule or op.is_view,
     )
