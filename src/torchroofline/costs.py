@@ -539,18 +539,19 @@ def in_place_accesses(
     op: TracedOp, reads: tuple[TensorRef, ...]
 ) -> tuple[tuple[TensorRef, ...], tuple[TensorRef, ...]]:
     """(reads, writes) of an op, with the destination of the in-place ops above charged only
-    for what the GPU really loads and stores."""
+    for what the GPU really loads and stores. A destination that is not loaded stays a read of
+    zero elements: what the op leaves untouched is still the previous version's data, so that
+    version must exist (a ``zeros`` then ``y[:, :k] = x`` writes all of ``y``)."""
     if not op.writes or not reads or not _writes_first_argument(op):
         return reads, op.writes
     destination, *rest = reads
     if op.base in OVERWRITES_DESTINATION:
-        return tuple(rest), op.writes
+        return (replace(destination, elements=0), *rest), op.writes
     if op.base in STORES_SOURCE_POSITIONS and rest:
         stored = min(rest[-1].elements, destination.elements)
         writes = tuple(replace(ref, elements=min(ref.elements, stored)) for ref in op.writes)
-        if STORES_SOURCE_POSITIONS[op.base]:
-            return (replace(destination, elements=stored), *rest), writes
-        return tuple(rest), writes
+        loaded = stored if STORES_SOURCE_POSITIONS[op.base] else 0
+        return (replace(destination, elements=loaded), *rest), writes
     return reads, op.writes
 
 
