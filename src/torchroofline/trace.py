@@ -563,11 +563,8 @@ class _Converter:
 
 def _random_like(tensor: torch.Tensor) -> torch.Tensor:
     """Real data standing in for a fake/meta tensor in the real-data fallback."""
-    if tensor.is_floating_point():
-        return torch.randn(tensor.shape, dtype=tensor.dtype)
-    if tensor.dtype == torch.bool:
-        return torch.zeros(tensor.shape, dtype=torch.bool)
-    return torch.zeros(tensor.shape, dtype=tensor.dtype)
+    make = torch.randn if tensor.is_floating_point() else torch.zeros
+    return make(tensor.shape, dtype=tensor.dtype)
 
 
 def _materialized_bytes(model: nn.Module, inputs: Sequence[Any]) -> int:
@@ -776,7 +773,7 @@ def _real_fallback(
         raise DataDependentError(
             f"{model_name} needs real data at {failure.op} in module '{failure.module_path}' "
             f"(a value-dependent shape or branch), and real tensors would take "
-            f"{needed / 2**30:.1f} GiB, over the {limit_bytes / 2**30:.1f} GiB limit; "
+            f"{needed / 2**20:,.0f} MiB, over the {limit_bytes / 2**20:,.0f} MiB limit; "
             "raise real_fallback_limit_bytes or make that code shape-static"
         ) from failure.error
     notes.append(
