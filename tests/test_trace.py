@@ -482,3 +482,10 @@ def test_other_cuda_guarded_bindings_trace_on_fake_cuda() -> None:
     names = op_names(result)
     for name in ("aten.split.Tensor", "aten.bitwise_not.default", "aten.uniform_.default"):
         assert name in names
+
+
+def test_tensor_captured_outside_the_module_still_traces() -> None:
+    weight = torch.randn(8, 8)  # a global-like real tensor, not a parameter or buffer
+    result = analyze(Fn(lambda x: x @ weight), meta(4, 8))
+    assert result.flops == 2 * 4 * 8 * 8
+    assert any("fake CPU" in note for note in result.notes)

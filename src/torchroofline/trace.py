@@ -720,7 +720,9 @@ def trace_model(
     model_name = name or type(model).__name__
     notes: list[str] = []
     try:
-        recorder, values, output = _run(model, args, FakeTensorMode(), device)
+        # real tensors a model holds outside its modules (a closure, a global) become fake too
+        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        recorder, values, output = _run(model, args, fake_mode, device)
     except _TraceFailure as failure:
         cpu_reason = failure.cpu_retrace_reason(device)
         if cpu_reason:
