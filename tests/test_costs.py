@@ -427,3 +427,43 @@ def test_index_put_stores_only_the_indexed_rows() -> None:
     written = next(op for op in result.ops if op.name == "aten.index_put_.default")
     assert sum(ref.elements for ref in written.writes) == picked * width
     assert result.compulsory_bytes < rows * width * 4 / 10
+
+
+def test_reads_of_picked_elements_only() -> None:
+    """EmbeddingBag, NLL loss and nearest downsampling load what they pick, not their input."""
+    bag = nn.EmbeddingBag(1_000_000, 128, device="meta")
+    bags, per_bag = 256, 40
+    indices = torch.zeros(bags, per_bag, dtype=torch.int64, device="meta")
+    table_rows = analyze(bag, indices).compulsory_bytes - bags * per_bag * 8 - bags * 128 * 4
+    assert table_rows <= bags * 128 * 4  # at most one row per output element, not 512 MB
+
+    rows, classes = 4096, 50257
+    target = torch.zeros(rows, dtype=torch.int64, device="meta")
+    nll = analyze(Fn(F.nll_loss), meta(rows, classes), target)
+    assert nll.compulsory_bytes == rows * 4 + rows * 8 + 4  # one score per target, loss scalar
+    assert nll.vector_flops == rows
+
+    down = analyze(Fn(lambda x: F.interpolate(x, scale_factor=0.25)), meta(2, 8, 64, 64))
+    assert down.compulsory_bytes == 2 * (2 * 8 * 16 * 16) * 4
+
+
+def test_out_buffer_is_not_read() -> None:
+    class Out(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("buffer", torch.empty(256, 256, device="meta"))
+
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            torch.add(a, b, out=self.buffer)
+            return self.buffer
+
+    result = analyze(Out(), meta(256, 256), meta(256, 256))
+    assert result.compulsory_bytes == 3 * 256 * 256 * 4
+
+
+def test_overlapping_view_reads_its_span_only() -> None:
+    # 16000 samples framed into overlapping windows of 400 every 160: 16000 distinct samples
+    result = analyze(Fn(lambda x: x[:, :16000].unfold(-1, 400, 160).sum(-1)), meta(8, 16384))
+    frames = (16000 - 400) // 160 + 1
+    span = 7 * 16384 + (frames - 1) * 160 + 400  # first to last element touched, all 8 rows
+    assert result.compulsory_bytes == span * 4 + 8 * frames * 4

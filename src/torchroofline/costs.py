@@ -303,7 +303,7 @@ REDUCTION_FLOPS_PER_INPUT_ELEMENT: dict[str, int] = {
     "instance_norm": 8, "_fused_rms_norm": 5, "rms_norm": 5,  # square, sum, rsqrt·mul, affine
     "mse_loss": 3, "l1_loss": 3, "smooth_l1_loss": 4, "huber_loss": 4, "soft_margin_loss": 4,
     "binary_cross_entropy": 6, "binary_cross_entropy_with_logits": 8, "kl_div": 3,
-    "nll_loss_forward": 1, "nll_loss": 1, "nll_loss2d_forward": 1, "cosine_similarity": 6,
+    "cosine_similarity": 6,
     "triplet_margin_loss": 8, "margin_ranking_loss": 3, "hinge_embedding_loss": 3,
     "mode": 1, "median": 1, "nanmedian": 1, "sort": 1, "topk": 1, "kthvalue": 1,
     "_adaptive_avg_pool2d": 1, "_adaptive_avg_pool3d": 1, "adaptive_avg_pool1d": 1,
@@ -312,6 +312,23 @@ REDUCTION_FLOPS_PER_INPUT_ELEMENT: dict[str, int] = {
 
 for _name, _flops in REDUCTION_FLOPS_PER_INPUT_ELEMENT.items():
     register([_name], Category.REDUCTION, fusible=True)(_per_input_element(_flops))
+
+
+def _picked_by_target(op: TracedOp) -> tuple[TensorRef, ...]:
+    """NLL loss loads one input element per target (``input[i, target[i]]``), not all N·C."""
+    scores, target, *rest = op.reads
+    return (replace(scores, elements=min(scores.elements, target.elements)), target, *rest)
+
+
+@register(
+    ["nll_loss_forward", "nll_loss", "nll_loss2d_forward"],
+    Category.REDUCTION,
+    fusible=True,
+    reads=_picked_by_target,
+)
+def nll_loss_flops(op: TracedOp) -> FlopCount:
+    """One negate-and-accumulate per target element."""
+    return FlopCount(vector=_numel(op.args[1]))
 
 
 @register(
@@ -361,7 +378,7 @@ register(["mm", "addmm", "bmm", "baddbmm", "_scaled_mm"], Category.COMPUTE, fusi
 )
 register(
     ["convolution", "_convolution", "cudnn_convolution", "convolution_overrideable",
-     "_slow_conv2d_forward", "cudnn_convolution_transpose"],
+     "_slow_conv2d_forward"],
     Category.COMPUTE,
     fusible=False,
 )(_flop_counter_formula(MatmulKind.CONV))
@@ -472,14 +489,18 @@ def rnn_flops(op: TracedOp) -> FlopCount:
 
 def gathered_reads(op: TracedOp) -> tuple[TensorRef, ...]:
     """A gather reads at most as many source elements as it writes (an embedding lookup reads
-    the rows it picks, not the whole table); the source is the op's first tensor argument."""
+    the rows it picks, not the whole table; nearest-neighbour resampling one source element per
+    output); the source is the op's first tensor argument."""
     source, *rest = op.reads
     picked = min(source.elements, _numel(op.output))
     return (replace(source, elements=picked), *rest)
 
 
 register(
-    ["gather", "index", "index_select", "embedding", "take", "_unsafe_index", "_embedding_bag"],
+    ["gather", "index", "index_select", "embedding", "take", "_unsafe_index", "_embedding_bag",
+     "_embedding_bag_forward_only", "upsample_nearest1d", "upsample_nearest2d",
+     "upsample_nearest3d", "_upsample_nearest_exact1d", "_upsample_nearest_exact2d",
+     "_upsample_nearest_exact3d"],
     Category.DATA_MOVEMENT,
     fusible=True,
     reads=gathered_reads,
@@ -490,8 +511,8 @@ register(
         "cat", "stack", "constant_pad_nd", "pad", "reflection_pad1d", "reflection_pad2d",
         "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d",
         "repeat", "roll", "flip", "narrow_copy", "slice_scatter", "select_scatter",
-        "as_strided_scatter", "diagonal_scatter", "upsample_nearest1d", "upsample_nearest2d",
-        "upsample_nearest3d", "upsample_bilinear2d", "upsample_linear1d", "upsample_bicubic2d",
+        "as_strided_scatter", "diagonal_scatter",
+        "upsample_bilinear2d", "_upsample_bilinear2d_aa", "upsample_linear1d", "upsample_bicubic2d",
         "upsample_trilinear3d", "pixel_shuffle", "pixel_unshuffle", "im2col", "col2im",
         "masked_select", "repeat_interleave", "channel_shuffle", "grid_sampler_2d", "unfold_copy",
         "diag_embed", "diag", "diagflat",
@@ -530,6 +551,11 @@ STORES_SOURCE_POSITIONS = {
 }
 
 
+def _has_out_argument(op: TracedOp) -> bool:
+    arguments = op.func._schema.arguments if op.func is not None else ()
+    return any(a.name == "out" and a.alias_info and a.alias_info.is_write for a in arguments)
+
+
 def _writes_first_argument(op: TracedOp) -> bool:
     arguments = op.func._schema.arguments if op.func is not None else ()
     return bool(arguments) and bool(arguments[0].alias_info and arguments[0].alias_info.is_write)
@@ -542,13 +568,20 @@ def in_place_accesses(
     for what the GPU really loads and stores. A destination that is not loaded stays a read of
     zero elements: what the op leaves untouched is still the previous version's data, so that
     version must exist (a ``zeros`` then ``y[:, :k] = x`` writes all of ``y``)."""
-    if not op.writes or not reads or not _writes_first_argument(op):
+    if not op.writes or not reads:
+        return reads, op.writes
+    if _has_out_argument(op):
+        # an out= buffer (the last tensor argument) is only written: its read loads nothing
+        *inputs, out = reads
+        return (*inputs, replace(out, elements=0)), op.writes
+    if not _writes_first_argument(op):
         return reads, op.writes
     destination, *rest = reads
     if op.base in OVERWRITES_DESTINATION:
         return (replace(destination, elements=0), *rest), op.writes
     if op.base in STORES_SOURCE_POSITIONS and rest:
-        stored = min(rest[-1].elements, destination.elements)
+        # a broadcast scalar value stores one element per index, not one in all
+        stored = min(max(ref.elements for ref in rest), destination.elements)
         writes = tuple(replace(ref, elements=min(ref.elements, stored)) for ref in op.writes)
         loaded = stored if STORES_SOURCE_POSITIONS[op.base] else 0
         return (replace(destination, elements=loaded), *rest), writes

@@ -50,6 +50,10 @@ REAL_FALLBACK_LIMIT_BYTES = 2 * 2**30
 _DATA_DEPENDENT_ERRORS = (DataDependentOutputException, DynamicOutputShapeException)
 #: A CPU-only build raises this for the few CUDA ops that have no fake/meta kernel (e.g. nonzero).
 _NO_CUDA_TEXT = "not linked with support for cuda"
+#: Python-level checks in torch (nested tensors, cuDNN CTC) that say the same thing.
+_NO_CUDA_ASSERT_TEXT = "Torch not compiled with CUDA enabled"
+#: A meta kernel that needs a value (boolean-mask indexing calls nonzero) raises this.
+_META_NEEDS_DATA_TEXTS = ("nonzero", "data-independent")
 _DEVICE_MISMATCH_TEXTS = ("same device", "two devices", "Expected all tensors")
 
 
@@ -162,12 +166,16 @@ class _ValueTable:
 
 
 def _touched_elements(tensor: torch.Tensor) -> int:
-    """Distinct elements a strided view touches: stride-0 (broadcast) dims do not multiply."""
-    elements = math.prod(
-        size for size, stride in zip(tensor.shape, tensor.stride(), strict=True) if stride != 0
-    )
+    """Distinct elements a strided view touches: stride-0 (broadcast) dims do not multiply, and
+    an overlapping view (``unfold``) touches no more than the span between its first and last
+    element, nor more than its storage."""
+    dims = [(size, stride) for size, stride in zip(tensor.shape, tensor.stride(), strict=True)]
+    elements = math.prod(size for size, stride in dims if stride != 0)
+    if elements == 0:
+        return 0
+    span = 1 + sum((size - 1) * abs(stride) for size, stride in dims)
     storage_elements = tensor.untyped_storage().nbytes() // max(tensor.element_size(), 1)
-    return min(elements, storage_elements) if storage_elements else elements
+    return min(elements, span, storage_elements) if storage_elements else min(elements, span)
 
 
 def _ref(tensor: torch.Tensor, value_id: int, storage_id: int) -> TensorRef:
@@ -672,7 +680,10 @@ class _TraceFailure(Exception):
 
     @property
     def data_dependent(self) -> bool:
-        return isinstance(self.error, _DATA_DEPENDENT_ERRORS) or _NO_CUDA_TEXT in str(self.error)
+        text = str(self.error)
+        if isinstance(self.error, NotImplementedError):
+            return any(needle in text for needle in _META_NEEDS_DATA_TEXTS)
+        return isinstance(self.error, _DATA_DEPENDENT_ERRORS) or _NO_CUDA_TEXT in text
 
     @property
     def device_mismatch(self) -> bool:
@@ -688,7 +699,7 @@ class _TraceFailure(Exception):
             return None
         if self.device_mismatch:
             return f"the model mixes devices on '{device}'"
-        if _NO_CUDA_TEXT in str(self.error):
+        if _NO_CUDA_TEXT in str(self.error) or _NO_CUDA_ASSERT_TEXT in str(self.error):
             return "this CPU-only PyTorch build cannot run it on fake CUDA tensors"
         return None
 
