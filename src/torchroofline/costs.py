@@ -126,6 +126,11 @@ class OpRecord:
     writes: tuple[TensorRef, ...]
     module_path: str
     has_rule: bool
+    #: For fusion's CSE: the call's non-tensor arguments and tensor layouts (equal for calls that
+    #: compute equal outputs from equal input values); ``()`` for random or mutating calls.
+    call_key: tuple = ()
+    #: For fusion's loop shapes: the dims of its first input a reduction folds (None: unknown).
+    reduced_dims: tuple[int, ...] | None = None
 
     @property
     def total_flops(self) -> int:
@@ -605,4 +610,41 @@ def _cost_op(index: int, op: TracedOp) -> OpRecord:
         writes=writes,
         module_path=op.module_path,
         has_rule=has_rule or op.is_view,
+        call_key=_call_key(op),
+        reduced_dims=_reduced_dims(op) if category is Category.REDUCTION else None,
     )
+
+
+def _call_key(op: TracedOp) -> tuple:
+    """See :attr:`OpRecord.call_key`: FX's CSE pass skips seeded-random and mutating ops."""
+    if op.func is None or op.func._schema.is_mutable:
+        return ()
+    if torch.Tag.nondeterministic_seeded in op.func.tags:
+        return ()
+    return (op.name, _layout_key((op.args, op.kwargs)))
+
+
+def _layout_key(tree: Any) -> Any:
+    if isinstance(tree, torch.Tensor):
+        return (tuple(tree.shape), tuple(tree.stride()), tree.dtype)
+    if isinstance(tree, (list, tuple)):
+        return tuple(_layout_key(item) for item in tree)
+    if isinstance(tree, dict):
+        return tuple((key, _layout_key(value)) for key, value in sorted(tree.items()))
+    return tree
+
+
+def _reduced_dims(op: TracedOp) -> tuple[int, ...] | None:
+    """The ``dim`` argument (none given: every dim), a layer norm's trailing
+    ``normalized_shape`` dims, every dim of a full reduction; None otherwise."""
+    if op.func is None or not op.reads:
+        return None
+    rank = len(op.reads[0].shape)
+    names = {argument.name for argument in op.func._schema.arguments}
+    if "normalized_shape" in names:
+        return tuple(range(rank - len(_argument(op, "normalized_shape")), rank))
+    if "dim" not in names:
+        return tuple(range(rank)) if _numel(op.output) == 1 else None
+    dim = _argument(op, "dim")
+    dims = [dim] if isinstance(dim, int) else list(dim or range(rank))
+    return tuple(sorted({d % rank for d in dims})) if rank else ()
