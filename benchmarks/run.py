@@ -15,8 +15,10 @@ Sections (each figure measured in its own subprocess so start-up and peak memory
   (benchmarks/prototype.py) against ours, time and memory, and a FLOPs agreement table with
   ``torch.utils.flop_counter.FlopCounterMode`` as the third opinion.
 
-The report is printed and written to ``--out`` (default benchmarks/RESULTS.md). ``--quick`` runs
-a handful of problems and the smallest models, in seconds. Nothing here asserts a time.
+The report is printed and written to ``--out``: by default benchmarks/RESULTS.md (tracked; README
+quotes its headline), or with ``--quick`` (a handful of problems and the smallest models, in
+seconds) a file in the temporary folder, so a quick run never replaces the full run's figures.
+Nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ PROTO_MAX_REAL_BYTES = 2 * 2**30
 SAMPLE_S = 0.05  #: how often a running subprocess tree's memory is read
 
 MiB = 2**20
+#: Where ``--quick`` writes unless ``--out`` says otherwise: not over the tracked RESULTS.md.
+QUICK_OUT = Path(tempfile.gettempdir()) / "torchroofline-benchmarks-quick.md"
 
 
 # --- Measuring a subprocess ------------------------------------------------------------------
@@ -1172,10 +1176,22 @@ def _say(text: str) -> None:
           flush=True)
 
 
+def report_path(out: str | None, quick: bool) -> Path:
+    """``--out`` if given; else the tracked RESULTS.md for a full run, a temporary file for
+    ``--quick`` (whose figures would otherwise replace the full run's, which README quotes)."""
+    if out:
+        return Path(out)
+    return QUICK_OUT if quick else HERE / "RESULTS.md"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few problems, seconds")
-    parser.add_argument("--out", default=str(HERE / "RESULTS.md"), help="markdown report path")
+    parser.add_argument(
+        "--out",
+        help="markdown report path (default: benchmarks/RESULTS.md; with --quick, "
+        f"{QUICK_OUT})",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write every figure as JSON")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1186,10 +1202,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "python benchmarks/run.py" + (" --quick" if args.quick else "")
     data = run_all(args.quick, command)
     text = render(data)
-    Path(args.out).write_text(text, encoding="utf-8")
+    out = report_path(args.out, args.quick)
+    out.write_text(text, encoding="utf-8")
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
     print(text)
+    _say(f"wrote {out}")
     return 0
 
 

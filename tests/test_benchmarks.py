@@ -112,3 +112,11 @@ def test_quick_prototype_figures(quick_run):
     matmuls = 2 * 128 * sum(a * b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
     assert mlp["ours"]["flops"]["tensor"] == matmuls
     assert mlp["ours"]["flop_counter_mode"] == matmuls
+
+
+def test_quick_run_never_writes_the_tracked_results():
+    run = _module("run")
+    tracked = BENCHMARKS / "RESULTS.md"
+    assert run.report_path(None, quick=False) == tracked
+    assert run.report_path(None, quick=True).resolve() != tracked.resolve()
+    assert run.report_path("x.md", quick=True) == Path("x.md")

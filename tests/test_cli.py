@@ -94,6 +94,53 @@ def test_debug_shows_traceback(capsys):
     assert "Traceback" in err
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_debug_shows_a_problem_files_traceback_before_or_after_the_command(capsys, where):
+    broken = SUITE / "broken" / "syntax_error.py"
+    argv = ["--debug", "analyze", broken] if where == "before" else ["analyze", broken, "--debug"]
+    code, _, err = run(capsys, *argv)
+    assert code == 1
+    assert "Traceback" in err and "SyntaxError" in err  # the problem file's own error, too
+    assert "--debug shows" not in err
+
+
+def test_without_debug_an_error_with_a_cause_points_to_debug(capsys):
+    code, _, err = run(capsys, "analyze", SUITE / "broken" / "syntax_error.py")
+    assert code == 1
+    assert err.strip().endswith("--debug shows the traceback")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_batch_progress_shows_a_workers_traceback_with_debug():
+    from torchroofline.batch import Outcome
+    from torchroofline.cli import Progress
+
+    failed = Outcome("level1/1_x.py", "failed", "boom", None, 0.1, "Traceback (most recent...)\n")
+    for debug in (False, True):
+        stream = io.StringIO()
+        Progress(1, stream, debug=debug)(failed)
+        assert ("Traceback" in stream.getvalue()) is debug
+        assert "[1/1] failed" in stream.getvalue()
+
+
+def test_a_shared_gpu_name_is_named_in_one_line(capsys):
+    code, out, err = run(capsys, "analyze", MATMUL, "--gpu", "a100", "--json")
+    assert code == 0
+    assert json.loads(out)["gpu"] == "A100 80GB"
+    (line,) = err.strip().splitlines()
+    assert "A100 80GB" in line and "a100-40gb" in line and "a100-pcie" in line
+    code, _, err = run(capsys, "analyze", MATMUL, "--gpu", "a100-80gb", "--json")
+    assert code == 0 and err == ""
+
+
+def test_help_shows_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["kernelbench", "--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "(default: h100-sxm)" in out and "(default: 60.0)" in out
+    assert "(default: None)" not in out
+
+
 def test_gpus_table_and_json(capsys):
     code, out, _ = run(capsys, "gpus")
     assert code == 0
@@ -191,11 +238,69 @@ def test_level_filter(capsys, tmp_path):
     assert "[1/1] ok" in capsys.readouterr().err
 
 
-def test_analyze_plot_writes_a_png(capsys, tmp_path):
+def test_a_level_filter_that_keeps_nothing_says_so(capsys):
+    code, _, err = run(capsys, "kernelbench", SUITE, "--level", "7")
+    assert code == 2
+    assert "--level 7 kept none of the 10 problem files" in err
+    assert "levels: 1, 2, 3, none" in err
+
+
+def test_analyze_plot_writes_a_png_and_says_where(capsys, tmp_path):
     out = tmp_path / "roof.png"
-    code, _, _ = run(capsys, "analyze", MATMUL, "--plot", out)
+    code, _, err = run(capsys, "analyze", MATMUL, "--plot", out)
     assert code == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"wrote {out}" in err
+
+
+def test_suite_pictures_without_timings_warn(suite_report, capsys, tmp_path):
+    _, report = suite_report
+    unmeasured = {**report, "problems": [{**p, "measured_ms": None} for p in report["problems"]]}
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(unmeasured))
+    code, _, err = run(capsys, "plot", saved, "--out", tmp_path / "pics")
+    assert code == 0
+    assert "no analyzed problem has a measured time" in err and "--timings" in err
+    code, _, err = run(capsys, "plot", _saved(report, tmp_path), "--out", tmp_path / "pics")
+    assert "measured time" not in err
+
+
+def _saved(report: dict, folder: Path) -> Path:
+    path = folder / "measured.json"
+    path.write_text(json.dumps(report))
+    return path
+
+
+def test_kernel_names_are_never_cut():
+    import torch
+    import torch.nn as nn
+
+    import torchroofline
+    from torchroofline.report import format_result
+
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.projection_into_the_first_hidden_space = nn.Linear(8, 8)
+            self.projection_into_the_second_hidden_space = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.projection_into_the_second_hidden_space(
+                self.projection_into_the_first_hidden_space(x)
+            )
+
+    text = format_result(torchroofline.analyze(Model(), torch.empty(4, 8, device="meta")))
+    assert "projection_into_the_first_hidden_space: addmm" in text
+    assert "projection_into_the_second_hidden_space: addmm" in text
+
+
+def test_every_json_key_is_documented_in_the_readme(capsys):
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    keys_section = readme.split("## JSON keys", 1)[1].split("\n## ", 1)[0]
+    code, out, _ = run(capsys, "analyze", MATMUL, "--json", "--actual-ms", "1")
+    assert code == 0
+    for key in json.loads(out):
+        assert f"`{key}`" in keys_section, key
 
 
 def test_suite_pictures_from_batch_and_saved_report(suite_report, capsys, tmp_path):

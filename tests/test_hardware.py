@@ -131,13 +131,54 @@ def test_missing_tensor_support_raises(gpu: str, precision: str) -> None:
 
 
 def test_vector_peak_falls_back_to_fp32() -> None:
-    h100, l4 = get_gpu("h100"), get_gpu("l4")
+    h100, mi300x = get_gpu("h100"), get_gpu("mi300x")
     assert h100.vector_peak("fp16") == pytest.approx(133.8e12)
     assert h100.vector_peak("bf16") == pytest.approx(133.8e12)
     assert h100.vector_peak("tf32") == h100.vector_peak("fp32") == pytest.approx(66.9e12)
-    assert l4.vector_peak("fp16") == l4.vector_peak("fp32") == pytest.approx(30.3e12)
+    assert "fp16" not in mi300x.vector_peak_flops_per_s  # no published FP16 vector figure
+    assert mi300x.vector_peak("fp16") == mi300x.vector_peak("fp32") == pytest.approx(163.4e12)
     with pytest.raises(PrecisionError):
         h100.vector_peak("fp4")
+
+
+@pytest.mark.parametrize(
+    ("gpu", "fp32_tflops", "ratio"),
+    [("v100", 15.7, 2), ("t4", 8.1, 2), ("a100", 19.5, 4), ("h100-pcie", 51.2, 2), ("l4", 30.3, 1)],
+)
+def test_half2_vector_peaks(gpu: str, fp32_tflops: float, ratio: int) -> None:
+    # Volta/Turing/Hopper run packed half2 at 2x FP32, GA100 at 4x, Ada at 1x
+    spec = get_gpu(gpu)
+    assert spec.vector_peak("fp16") == pytest.approx(ratio * fp32_tflops * 1e12)
+    assert spec.vector_peak("bf16") == spec.vector_peak("fp16")
+
+
+def test_fp16_pointwise_on_v100_runs_at_the_half2_rate() -> None:
+    import torch
+
+    import torchroofline
+
+    x = torch.empty(1024, 1024, device="meta")
+    fp16 = torchroofline.analyze(torch.nn.ReLU(), x, "v100", "fp16")
+    fp32 = fp16.on("v100", "fp32")
+    # ReLU: one vector FLOP per element, 2**20 elements; V100 half2 31.4 TFLOP/s, FP32 15.7
+    assert fp16.vector_flops == 2**20
+    assert fp16.time_ms["compute_sol"] == pytest.approx(2**20 / 31.4e12 * 1e3)
+    assert fp32.time_ms["compute_sol"] == pytest.approx(2**20 / 15.7e12 * 1e3)
+
+
+@pytest.mark.parametrize(
+    ("name", "picked", "others"),
+    [("a100", "A100 80GB", ("a100-40gb", "a100-pcie")), ("h100", "H100 SXM", ("h100-pcie",))],
+)
+def test_a_shared_short_name_says_which_part_it_picks(name, picked, others) -> None:
+    note = hardware.choice_note(name)
+    assert note is not None and "\n" not in note
+    assert picked in note and all(key in note for key in others)
+
+
+@pytest.mark.parametrize("name", ["a100-80gb", "A100 80GB", "l40", "rtx4090", "mi300x"])
+def test_an_exact_or_unshared_name_needs_no_note(name) -> None:
+    assert hardware.choice_note(name) is None
 
 
 @pytest.mark.parametrize("spec", list_gpus(), ids=lambda spec: spec.key)
@@ -146,6 +187,7 @@ def test_table_invariants(spec: GPUSpec) -> None:
     assert spec.memory_bandwidth_bytes_per_s > 0
     assert fp32 > 0
     assert spec.vector_peak("fp64") <= fp32
+    assert spec.vector_peak("fp16") >= fp32  # packed half2 is never slower than FP32
     # A tensor core that is slower than the vector units would be a unit mix-up (or sparse/dense).
     for precision, peak in spec.tensor_peak_flops_per_s.items():
         assert peak >= fp32, precision
@@ -240,3 +282,15 @@ def test_load_kernelbench_gpus_without_kernelbench(monkeypatch: pytest.MonkeyPat
         assert hardware.load_kernelbench_gpus() == {}
     finally:
         hardware._kernelbench_specs.cache_clear()
+
+
+def test_every_gpus_sources_live_in_the_repository() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    listed = (root / "docs" / "gpu_sources.md").read_text(encoding="utf-8")
+    for spec in list_gpus():
+        if not spec.source.startswith("KernelBench"):
+            assert f"{spec.name}" in listed, spec.name
+    for path in (root / "src" / "torchroofline").rglob("*.py"):
+        assert "shared/" not in path.read_text(encoding="utf-8"), path

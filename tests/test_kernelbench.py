@@ -161,3 +161,10 @@ def test_public_api_exports():
     assert torchroofline.analyze_file is analyze_file
     assert torchroofline.load_problem is load_problem
     assert torchroofline.compare_kernelbench is compare_kernelbench
+
+
+def test_kernelbench_extra_installs_what_its_problems_import():
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    assert any(requirement.startswith("einops") for requirement in extras["kernelbench"])

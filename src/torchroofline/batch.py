@@ -14,6 +14,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -47,6 +48,7 @@ class Outcome:
     error: str | None
     result: dict | None  #: the problem's Result.to_dict()
     seconds: float
+    traceback: str | None = None  #: the worker's traceback of a failure (shown with --debug)
 
 
 def _analyze_task(task: Task) -> dict:
@@ -67,7 +69,7 @@ def _error_text(error: BaseException) -> str:
 
 
 def _worker_main(connection: Connection) -> None:
-    """Worker loop: receive a Task, send back (index, status, error, result)."""
+    """Worker loop: receive a Task, send back (index, status, error, result, traceback)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # problem files may print; keep the CLI's stdout clean
     os.dup2(devnull, 2)
@@ -79,9 +81,10 @@ def _worker_main(connection: Connection) -> None:
         if task is None:
             return
         try:
-            connection.send((task.index, "ok", None, _analyze_task(task)))
+            connection.send((task.index, "ok", None, _analyze_task(task), None))
         except BaseException as error:  # noqa: BLE001 — every failure is a result
-            connection.send((task.index, "failed", _error_text(error), None))
+            failure = (_error_text(error), None, traceback.format_exc())
+            connection.send((task.index, "failed", *failure))
 
 
 @dataclass
@@ -167,11 +170,11 @@ class _Pool:
 
         if ready:
             try:
-                _, status, error, result = worker.connection.recv()
+                _, status, error, result, trace = worker.connection.recv()
             except (EOFError, OSError):
                 worker.process.join(timeout=1)
                 return lost("failed", _crash_reason(worker.process.exitcode))
-            return Outcome(task.path, status, error, result, elapsed), False
+            return Outcome(task.path, status, error, result, elapsed, trace), False
         if elapsed > self.timeout_s:
             return lost("timeout", f"no result after {self.timeout_s:g} s (--timeout)")
         if worker.rss_bytes() > self.memory_limit_bytes:

@@ -26,8 +26,31 @@ class _UsageError(Exception):
     """Bad arguments found after parsing."""
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows each option's default where there is one to show (not None/False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _debug_flag(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument(
+        "--debug", action="store_true", default=default, help="show tracebacks on errors"
+    )
+
+
+def _command(commands: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand that shows defaults in --help and takes --debug after its name too."""
+    parser = commands.add_parser(name, formatter_class=_HelpFormatter, **kwargs)
+    # SUPPRESS: without --debug here, the subparser leaves the top-level value alone
+    _debug_flag(parser, argparse.SUPPRESS)
+    return parser
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--gpu", default="h100", help="target GPU (see 'torchroofline gpus')")
+    parser.add_argument("--gpu", default="h100-sxm", help="target GPU (see 'torchroofline gpus')")
     parser.add_argument(
         "--precision",
         default="fp32",
@@ -45,11 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchroofline",
         description="Speed-of-light bounds for PyTorch programs on a chosen GPU, no GPU needed.",
+        formatter_class=_HelpFormatter,
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    _debug_flag(parser, False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    analyze = commands.add_parser(
+    analyze = _command(
+        commands,
         "analyze", help="report on KernelBench-format problem files", description=(
             "Analyze problem files (class Model, get_inputs, get_init_inputs). The files are "
             "Python code and are executed."
@@ -63,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument("--gen-ms", type=float, metavar="MS", help="a generated kernel's time")
     analyze.add_argument("--class", dest="class_name", default="Model", help="model class name")
-    analyze.add_argument("--top", type=int, default=5, help="kernels listed (default 5)")
+    analyze.add_argument("--top", type=int, default=5, help="kernels listed")
     analyze.add_argument(
         "--format", choices=("text", "json", "prompt"), default="text",
         help="text report, JSON, or a compact block for an LLM prompt",
@@ -72,11 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
                          help="same as --format json")
     analyze.add_argument("--plot", metavar="PNG|SVG", help="save a roofline picture")
 
-    gpus = commands.add_parser("gpus", help="list the GPU table and its key peaks")
+    gpus = _command(commands, "gpus", help="list the GPU table and its key peaks")
     gpus.add_argument("--json", action="store_true", help="JSON instead of a table")
 
-    suite = commands.add_parser(
-        "kernelbench", help="analyze a KernelBench suite, level folder or files in workers",
+    suite = _command(
+        commands,
+        "kernelbench",
+        help="analyze a KernelBench suite, level folder or files in workers",
         description="Every problem runs in a worker process with a timeout and a memory limit.",
     )
     suite.add_argument("paths", nargs="+", metavar="PATH")
@@ -94,11 +121,25 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("--plot-dir", metavar="DIR", help="write the suite pictures here")
     suite.add_argument("--per-problem", action="store_true", help="also one roofline each")
 
-    plot = commands.add_parser("plot", help="pictures from a saved kernelbench report.json")
+    plot = _command(commands, "plot", help="pictures from a saved kernelbench report.json")
     plot.add_argument("report", metavar="REPORT.json")
-    plot.add_argument("--out", required=True, metavar="DIR")
-    plot.add_argument("--per-problem", action="store_true")
+    plot.add_argument("--out", required=True, metavar="DIR", help="folder for the pictures")
+    plot.add_argument("--per-problem", action="store_true", help="also one roofline each")
     return parser
+
+
+def _target(args: argparse.Namespace) -> Any:
+    """The GPU ``--gpu`` names, checked against ``--precision`` before any work; a short name
+    that several parts share (``a100``) gets a one-line note saying which part it picks."""
+    from .hardware import choice_note, get_gpu
+    from .precision import check_precision
+
+    gpu = get_gpu(args.gpu)
+    check_precision(args.precision)
+    note = choice_note(args.gpu)
+    if note:
+        _note(note)
+    return gpu
 
 
 # --- analyze -------------------------------------------------------------------------------
@@ -122,12 +163,9 @@ def _plot_path(base: str, file: str, many: bool) -> str:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .hardware import get_gpu
     from .kernelbench import analyze_file, compare_kernelbench
-    from .roofline import check_precision
 
-    gpu = get_gpu(args.gpu)
-    check_precision(gpu, args.precision)
+    gpu = _target(args)
     times = _actual_times(args.files, args.actual_ms)
     documents: list[dict[str, Any]] = []
     failed = 0
@@ -142,7 +180,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         except TorchrooflineError as error:
             failed += 1
             documents.append({"file": file, "error": str(error)})
-            _error(str(error))
+            _report(error, args.debug)
             continue
         comparison = compare_kernelbench(result, actual_ms, args.gen_ms) if args.gen_ms else None
         document = result.to_dict()
@@ -158,7 +196,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
             print(format_prompt(result))
         if args.plot:
-            result.plot(_plot_path(args.plot, file, len(args.files) > 1), top=max(args.top, 1))
+            picture = _plot_path(args.plot, file, len(args.files) > 1)
+            result.plot(picture, top=max(args.top, 1))
+            _note(f"wrote {picture}")
     if args.format == "json":
         print(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
     return EXIT_FAILED if failed else EXIT_OK
@@ -213,8 +253,9 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 class Progress:
     """A progress bar on a terminal; one plain line per problem otherwise (logs, CI)."""
 
-    def __init__(self, total: int, stream: Any = None) -> None:
+    def __init__(self, total: int, stream: Any = None, *, debug: bool = False) -> None:
         self.total = total
+        self.debug = debug
         self.done = 0
         self.failed = 0
         self.stream = stream or sys.stderr
@@ -240,6 +281,8 @@ class Progress:
                 f"[{self.done}/{self.total}] {outcome.status:<7} {outcome.seconds:6.2f}s "
                 f"{name}{reason}\n"
             )
+        if self.debug and outcome.traceback:
+            self.stream.write(("\n" if self.tty else "") + outcome.traceback)
         self.stream.flush()
 
 
@@ -265,26 +308,41 @@ def write_report(report: dict, path: str) -> None:
     Path(path).write_text(writers[Path(path).suffix.lower()](report), encoding="utf-8")
 
 
+def _nothing_to_run(paths: Sequence[str], levels: set[int] | None) -> str:
+    """Why ``discover`` found nothing: no problem files at all, or a level filter that left none."""
+    from .kernelbench import discover, level_of
+
+    where = " ".join(paths)
+    unfiltered = discover(paths) if levels else []
+    if not unfiltered:
+        return f"no problem files under {where}"
+    found = {level_of(path) for path in unfiltered}
+    named = [str(level) for level in sorted(found - {None})] + ["none"] * (None in found)
+    return (
+        f"--level {','.join(map(str, sorted(levels or ())))} kept none of the {len(unfiltered)} "
+        f"problem files under {where} (their levels: {', '.join(named)})"
+    )
+
+
 def cmd_kernelbench(args: argparse.Namespace) -> int:
     from .batch import analyze_batch
-    from .hardware import get_gpu
     from .kernelbench import discover, load_timings
     from .report import suite_markdown
-    from .roofline import check_precision
 
-    gpu = get_gpu(args.gpu)
-    check_precision(gpu, args.precision)
+    gpu = _target(args)
     if args.out:
         _check_suffix(args.out)
     timings = load_timings(args.timings) if args.timings else None
     gen_timings = load_timings(args.gen_timings) if args.gen_timings else None
-    paths = discover(args.paths, _levels(args.level))
+    levels = _levels(args.level)
+    paths = discover(args.paths, levels)
     if not paths:
-        raise _UsageError(f"no problem files under {' '.join(args.paths)}")
+        raise _UsageError(_nothing_to_run(args.paths, levels))
     report = analyze_batch(
         paths, gpu, args.precision, cache=args.cache, timings=timings, gen_timings=gen_timings,
         jobs=args.jobs, timeout_s=args.timeout,
-        memory_limit_bytes=int(args.memory_limit * 2**30), on_done=Progress(len(paths)),
+        memory_limit_bytes=int(args.memory_limit * 2**30),
+        on_done=Progress(len(paths), debug=args.debug),
     )
     if args.out:
         write_report(report, args.out)
@@ -295,13 +353,25 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     if args.plot_dir:
         from .viz import plot_suite
 
-        plot_suite(report, args.plot_dir, per_problem=args.per_problem)
+        _warn_if_unmeasured(report)
+        for picture in plot_suite(report, args.plot_dir, per_problem=args.per_problem):
+            _note(f"wrote {picture}")
     return EXIT_FAILED if report["summary"]["all"]["failed"] else EXIT_OK
 
 
 def _check_suffix(path: str) -> None:
     if Path(path).suffix.lower() not in (".md", ".csv", ".json"):
         raise _UsageError(f"--out must end in .md, .csv or .json, got '{path}'")
+
+
+def _warn_if_unmeasured(report: dict) -> None:
+    from .viz import problem_points
+
+    if report["problems"] and not problem_points(report):
+        _note(
+            "no analyzed problem has a measured time, so the suite scatter and histogram are "
+            "empty; pass --timings (KernelBench's baseline_time_torch.json)"
+        )
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -313,6 +383,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         raise _UsageError(f"{args.report}: not a readable report JSON ({error})") from None
     if not isinstance(report, dict) or "problems" not in report:
         raise _UsageError(f"{args.report}: not a 'torchroofline kernelbench' JSON report")
+    _warn_if_unmeasured(report)
     for path in plot_suite(report, args.out, per_problem=args.per_problem):
         print(path)
     return EXIT_OK
@@ -330,19 +401,28 @@ def _error(message: str) -> None:
     print(f"torchroofline: error: {message}", file=sys.stderr)
 
 
+def _note(message: str) -> None:
+    print(f"torchroofline: note: {message}", file=sys.stderr)
+
+
+def _report(error: BaseException, debug: bool) -> None:
+    """The error's one line; its traceback with ``--debug``, else a pointer to ``--debug`` when
+    it wraps an exception from the model, the problem file or torch (its ``__cause__``)."""
+    if debug:
+        traceback.print_exception(error)
+    hint = "; --debug shows the traceback" if error.__cause__ is not None and not debug else ""
+    _error(f"{error}{hint}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except (_UsageError, *_USAGE_ERRORS) as error:
-        if args.debug:
-            traceback.print_exc()
-        _error(str(error))
+        _report(error, args.debug)
         return EXIT_USAGE
     except TorchrooflineError as error:
-        if args.debug:
-            traceback.print_exc()
-        _error(str(error))
+        _report(error, args.debug)
         return EXIT_FAILED
     except KeyboardInterrupt:
         _error("interrupted")

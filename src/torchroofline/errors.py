@@ -4,7 +4,11 @@ from __future__ import annotations
 
 
 class TorchrooflineError(Exception):
-    """Base class of every error torchroofline raises on purpose (bad input, unusable model)."""
+    """Base class of every error torchroofline raises on purpose (bad input, unusable model).
+
+    An error that wraps an exception raised by the model, a problem file or torch keeps that
+    exception as ``__cause__``: Python prints its traceback above this one, and the command line
+    shows it with ``--debug``."""
 
 
 class UnknownGPUError(TorchrooflineError, KeyError):

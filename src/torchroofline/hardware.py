@@ -1,7 +1,7 @@
 """The GPU table: dense datasheet peaks, memory bandwidth and cache sizes of the GPUs we model.
 
-Every figure comes from /work/shared/gpu_specs.md (mirrored in METHOD.md), which gives the
-datasheet or whitepaper each one is taken from; each entry's ``source`` repeats that citation.
+Every figure's datasheet or whitepaper is listed in docs/gpu_sources.md, with the rules below;
+each entry's ``source`` names its documents in short.
 
 Units, and how the datasheet units are converted:
 - throughput in FLOP/s (INT8 in op/s): datasheet TFLOP/s (TOPS) x 1e12;
@@ -10,7 +10,7 @@ Units, and how the datasheet units are converted:
 - L2 size in bytes: datasheet MB read as MiB, x 2**20 (caches are sized in binary units).
 
 All tensor figures are **dense**: where a vendor prints only "with sparsity" numbers (H100, H200,
-L4, B200) the table holds half of them. Where gpu_specs.md gives two candidate values, the table
+L4, B200) the table holds half of them. Where two sources give different values, the table
 holds the *higher* peak and the *higher* bandwidth, because a lower bound built on a too-low
 ceiling is one that real kernels beat.
 """
@@ -90,8 +90,9 @@ class GPUSpec:
     ``tensor_peak_flops_per_s`` holds DENSE tensor/matrix-core peaks; a precision that is absent
     has no tensor-core support. Its "fp16" entry is the FP32-accumulate rate (the cuBLAS default);
     GeForce parts run FP16-accumulate at twice that, kept in ``fp16_accumulate_fp16_flops_per_s``.
-    ``unconfirmed`` names the figures gpu_specs.md marks "?" ("tensor.fp16", "vector.fp32",
-    or a field name such as "sm_count"); they are used, but reports should flag them.
+    ``unconfirmed`` names the figures not confirmed in two sources, or derived rather than printed
+    ("tensor.fp16", "vector.fp32", or a field name such as "sm_count"); they are used, and
+    reports flag them.
     """
 
     name: str
@@ -170,13 +171,20 @@ class GPUSpec:
 
 
 # --- The built-in table (order = the order `torchroofline gpus` lists) ----------------------------
-# Figures: /work/shared/gpu_specs.md, which cites the datasheet/whitepaper for each row.
+# Figures: the documents listed per GPU in docs/gpu_sources.md.
 
 _H100_SOURCE = (
     "NVIDIA H100 datasheet (sparse figures halved); H100 architecture whitepaper "
     "(dense 494.7/989.4/1978.9, FP16 non-tensor 133.8)"
 )
 
+# Vector "fp16" is the packed-half2 non-tensor rate, where one is published (the rule of the whole
+# table: where figures differ, the higher). Volta, Turing and Hopper run half2 at twice the FP32
+# rate and GA100 at four times (the A100 whitepaper's comparison table prints V100 31.4 and A100
+# 78; the Hopper whitepaper H100 SXM 133.8); GA102 and Ada whitepapers print FP16 non-tensor equal
+# to FP32. Figures derived from those per-SM ratios rather than printed for the part are marked
+# unconfirmed. B200 and the AMD parts have no published FP16 vector figure: their half-precision
+# pointwise work is priced at the FP32 rate (see _VECTOR_SOURCES).
 _BUILTIN: tuple[GPUSpec, ...] = (
     # H100 SXM5: datasheet prints TF32 989 / FP16 1979 / FP8 3958 "with sparsity"; the Hopper
     # whitepaper gives the dense 494.7 / 989.4 / 1978.9 (132 SM x 4096 FLOP/clk x 1.83 GHz).
@@ -204,10 +212,13 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         l2_bytes=50 * _MIB,
         sm_count=114,
         tensor_peak_flops_per_s=_tera(tf32=378, fp16=756, bf16=756, fp8=1513, int8=1513),
-        vector_peak_flops_per_s=_tera(fp64=25.6, fp32=51.2),
+        vector_peak_flops_per_s=_tera(fp64=25.6, fp32=51.2, fp16=102.4),
         aliases=("h100-pcie-80gb",),
-        source=_H100_SOURCE + "; docs.nvidia.com H100 MIG guide (114 SMs, 50 MB L2)",
-        unconfirmed=("memory_bandwidth_bytes_per_s",),
+        source=_H100_SOURCE
+        + "; docs.nvidia.com H100 MIG guide (114 SMs, 50 MB L2); FP16 non-tensor 102.4 = 2 x FP32 "
+        "(CUDA C++ Programming Guide, arithmetic-instruction throughput, cc 9.0: 256 FP16 vs 128 "
+        "FP32 results/clock/SM)",
+        unconfirmed=("memory_bandwidth_bytes_per_s", "vector.fp16"),
     ),
     # H200: the same GH100 compute as H100 SXM; only memory differs (141 GB HBM3e, 4.8 TB/s).
     # L2 50 MB is inferred from the identical die.
@@ -300,9 +311,12 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         l2_bytes=96 * _MIB,
         sm_count=142,
         tensor_peak_flops_per_s=_tera(tf32=183, fp16=366.4, bf16=366.4, fp8=733, int8=733),
-        vector_peak_flops_per_s=_tera(fp64=1.43, fp32=91.6),
-        source="NVIDIA L40S datasheet (dense column); TechPowerUp-derived DBs (FP64, L2, 366.4)",
-        unconfirmed=("l2_bytes",),
+        vector_peak_flops_per_s=_tera(fp64=1.43, fp32=91.6, fp16=91.6),
+        source=(
+            "NVIDIA L40S datasheet (dense column); TechPowerUp-derived DBs (FP64, L2, 366.4); "
+            "FP16 non-tensor = FP32 rate on Ada (Ada whitepaper v2.02, Appendix A)"
+        ),
+        unconfirmed=("l2_bytes", "vector.fp16"),
     ),
     GPUSpec(
         name="L40",
@@ -313,8 +327,12 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         l2_bytes=96 * _MIB,
         sm_count=142,
         tensor_peak_flops_per_s=_tera(tf32=90.5, fp16=181.05, bf16=181.05, fp8=362, int8=362),
-        vector_peak_flops_per_s=_tera(fp64=1.41, fp32=90.5),
-        source="NVIDIA L40 datasheet (dense column); topcpu.net (96 MB L2, FP64)",
+        vector_peak_flops_per_s=_tera(fp64=1.41, fp32=90.5, fp16=90.5),
+        source=(
+            "NVIDIA L40 datasheet (dense column); topcpu.net (96 MB L2, FP64); FP16 non-tensor = "
+            "FP32 rate on Ada (Ada whitepaper v2.02, Appendix A)"
+        ),
+        unconfirmed=("vector.fp16",),
     ),
     # L4: datasheet prints only sparse TF32 120 / FP16 242 / FP8 485 -> halved.
     # 30.3 TFLOP/s = 58 SM x 256 FLOP/clk x 2.04 GHz, hence 58 SMs (some DBs say 60).
@@ -327,8 +345,12 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         l2_bytes=48 * _MIB,
         sm_count=58,
         tensor_peak_flops_per_s=_tera(tf32=60, fp16=121, bf16=121, fp8=242.5, int8=242.5),
-        vector_peak_flops_per_s=_tera(fp64=0.47, fp32=30.3),
-        source="NVIDIA L4 datasheet (sparse figures halved); Ada architecture whitepaper v2.01",
+        vector_peak_flops_per_s=_tera(fp64=0.47, fp32=30.3, fp16=30.3),
+        source=(
+            "NVIDIA L4 datasheet (sparse figures halved); Ada architecture whitepaper v2.01 "
+            "(FP16 non-tensor = FP32 rate on Ada)"
+        ),
+        unconfirmed=("vector.fp16",),
     ),
     # T4 (Turing): no TF32/BF16/FP8; "65" is mixed FP16/FP32 at full rate.
     GPUSpec(
@@ -340,8 +362,13 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         l2_bytes=4 * _MIB,
         sm_count=40,
         tensor_peak_flops_per_s=_tera(fp16=65, int8=130),
-        vector_peak_flops_per_s=_tera(fp64=0.25, fp32=8.1),
-        source="NVIDIA T4 datasheet; deviceQuery (40 SMs, 4 MB L2)",
+        vector_peak_flops_per_s=_tera(fp64=0.25, fp32=8.1, fp16=16.2),
+        source=(
+            "NVIDIA T4 datasheet; deviceQuery (40 SMs, 4 MB L2); FP16 non-tensor 16.2 = 2 x FP32 "
+            "(CUDA C++ Programming Guide, arithmetic-instruction throughput, cc 7.5: 128 FP16 vs "
+            "64 FP32 results/clock/SM; Turing whitepaper: packed FP16 at twice the FP32 rate)"
+        ),
+        unconfirmed=("vector.fp16",),
     ),
     # A10G: no NVIDIA datasheet exists; only memory (24 GB, 600 GB/s, 6 MB L2) is confirmed.
     # The rest are the commonly quoted A10G figures (80 SMs at 1.71 GHz, GeForce-style half-rate
@@ -355,7 +382,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         l2_bytes=6 * _MIB,
         sm_count=80,
         tensor_peak_flops_per_s=_tera(tf32=35, fp16=70, bf16=70, int8=280),
-        vector_peak_flops_per_s=_tera(fp64=0.55, fp32=35),
+        vector_peak_flops_per_s=_tera(fp64=0.55, fp32=35, fp16=35),
         fp16_accumulate_fp16_flops_per_s=140 * _TERA,
         source="baseten.co A10 vs A10G comparison; AWS GPU table (no NVIDIA datasheet exists)",
         unconfirmed=(
@@ -365,6 +392,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "tensor.int8",
             "vector.fp64",
             "vector.fp32",
+            "vector.fp16",
             "fp16_accumulate_fp16_flops_per_s",
             "sm_count",
         ),
@@ -381,10 +409,11 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         l2_bytes=72 * _MIB,
         sm_count=128,
         tensor_peak_flops_per_s=_tera(tf32=82.6, fp16=165.2, bf16=165.2, fp8=330.3, int8=660.6),
-        vector_peak_flops_per_s=_tera(fp64=1.29, fp32=82.6),
+        vector_peak_flops_per_s=_tera(fp64=1.29, fp32=82.6, fp16=82.6),
         fp16_accumulate_fp16_flops_per_s=330.3 * _TERA,
         aliases=("4090", "rtx-4090"),
         source="NVIDIA Ada GPU architecture whitepaper v2.02, Appendix A",
+        unconfirmed=("vector.fp16",),
     ),
     # RTX 4080: tensor figures derived as 76 SM x 2.505 GHz x {256, 512, 1024, 2048} FLOP/clk/SM
     # (TF32, FP16 FP32-acc, FP16 FP16-acc, INT8), matching the whitepaper's Ada ratios; FP8 is its
@@ -398,7 +427,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         l2_bytes=64 * _MIB,
         sm_count=76,
         tensor_peak_flops_per_s=_tera(tf32=48.74, fp16=97.5, bf16=97.5, fp8=194.9, int8=389.9),
-        vector_peak_flops_per_s=_tera(fp64=0.76, fp32=48.74),
+        vector_peak_flops_per_s=_tera(fp64=0.76, fp32=48.74, fp16=48.74),
         fp16_accumulate_fp16_flops_per_s=194.9 * _TERA,
         aliases=("4080", "rtx-4080"),
         source="Ada whitepaper v2.02 per-SM rates x 76 SMs x 2.505 GHz; cputronic.com (FP32, L2)",
@@ -408,6 +437,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "tensor.bf16",
             "tensor.fp8",
             "tensor.int8",
+            "vector.fp16",
             "fp16_accumulate_fp16_flops_per_s",
         ),
     ),
@@ -421,10 +451,11 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         l2_bytes=6 * _MIB,
         sm_count=82,
         tensor_peak_flops_per_s=_tera(tf32=35.6, fp16=71, bf16=71, int8=284),
-        vector_peak_flops_per_s=_tera(fp64=0.56, fp32=35.6),
+        vector_peak_flops_per_s=_tera(fp64=0.56, fp32=35.6, fp16=35.6),
         fp16_accumulate_fp16_flops_per_s=142 * _TERA,
         aliases=("3090", "rtx-3090"),
         source="NVIDIA Ampere GA102 architecture whitepaper v2, Appendix A",
+        unconfirmed=("vector.fp16",),
     ),
     # RTX 3080 (10 GB): INT8 238 confirmed twice; the other tensor figures are derived
     # (68 SM x 1.71 GHz x per-SM rates).
@@ -437,7 +468,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         l2_bytes=5 * _MIB,
         sm_count=68,
         tensor_peak_flops_per_s=_tera(tf32=29.8, fp16=59.5, bf16=59.5, int8=238),
-        vector_peak_flops_per_s=_tera(fp64=0.47, fp32=29.8),
+        vector_peak_flops_per_s=_tera(fp64=0.47, fp32=29.8, fp16=29.8),
         fp16_accumulate_fp16_flops_per_s=119 * _TERA,
         aliases=("3080", "rtx-3080"),
         source="NVIDIA GA102 whitepaper v2 (main table); KPU-Simulator RTX 30 table (INT8, BW)",
@@ -445,6 +476,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "tensor.tf32",
             "tensor.fp16",
             "tensor.bf16",
+            "vector.fp16",
             "fp16_accumulate_fp16_flops_per_s",
         ),
     ),
@@ -458,9 +490,12 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         l2_bytes=6 * _MIB,
         sm_count=80,
         tensor_peak_flops_per_s=_tera(fp16=125),
-        vector_peak_flops_per_s=_tera(fp64=7.8, fp32=15.7),
+        vector_peak_flops_per_s=_tera(fp64=7.8, fp32=15.7, fp16=31.4),
         aliases=("v100-sxm2", "v100-sxm2-32gb"),
-        source="NVIDIA V100 datasheet / Volta architecture whitepaper (SXM2 32 GB)",
+        source=(
+            "NVIDIA V100 datasheet / Volta architecture whitepaper (SXM2 32 GB); FP16 non-tensor "
+            "31.4: NVIDIA A100 (GA100) architecture whitepaper, Table 1 (V100 column)"
+        ),
     ),
     # MI300X: AMD prints dense and sparse separately; these are dense. FP32 163.4 is the vector
     # (dual-issue) rate. L2 = 8 XCDs x 4 MB; the 256 MB Infinity Cache is not counted.
@@ -706,3 +741,27 @@ def get_gpu(name: str | GPUSpec) -> GPUSpec:
     keys = list(dict.fromkeys(index[match].key for match in close))[:3]
     hint = f"; closest: {', '.join(keys)}" if keys else ""
     raise UnknownGPUError(f"unknown GPU {name!r}{hint} (run 'torchroofline gpus' for the list)")
+
+
+def choice_note(name: str | GPUSpec) -> str | None:
+    """One line naming the part a short name picks when other GPUs answer to longer forms of it
+    ("a100" is the A100 80GB; "a100-40gb" and "a100-pcie" are others); None for an exact key or
+    display name, a GPUSpec, or a name nothing else shares."""
+    if isinstance(name, GPUSpec):
+        return None
+    spec = get_gpu(name)
+    wanted = _compact(name)
+    if wanted in (_compact(spec.key), _compact(spec.name)):
+        return None
+    others = [
+        other.key
+        for other in list_gpus()
+        if other is not spec and any(_compact(n).startswith(wanted) for n in _names(other))
+    ]
+    if not others:
+        return None
+    return (
+        f"--gpu {name} means the {spec.name} ({spec.key}: {spec.memory_bytes / _GIGA:.0f} GB, "
+        f"{spec.memory_bandwidth_bytes_per_s / _GIGA:.0f} GB/s); pass "
+        f"{' or '.join(others)} for the other part{'s' if len(others) > 1 else ''}"
+    )

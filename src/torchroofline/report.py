@@ -164,7 +164,9 @@ def _intensity(value: float) -> str:
 
 
 def kernel_table(kernels: list[KernelEstimate], name_width: int = 34) -> list[str]:
-    """Fixed-width table of kernels: name, FLOPs, bytes, intensity, time, bound."""
+    """Fixed-width table of kernels: name, FLOPs, bytes, intensity, time, bound. Names are never
+    cut (two kernels cut to one prefix would look alike): the column widens to the longest."""
+    name_width = max([name_width, *(len(kernel.name) for kernel in kernels)])
     header = (
         f"  {'kernel':<{name_width}} {'FLOPs':>11} {'bytes':>10} {'FLOP/B':>8} "
         f"{'time':>11} {'bound':>7}"
@@ -172,8 +174,6 @@ def kernel_table(kernels: list[KernelEstimate], name_width: int = 34) -> list[st
     rows = [header, "  " + "-" * (len(header) - 2)]
     for kernel in kernels:
         name = kernel.name
-        if len(name) > name_width:
-            name = name[: name_width - 1] + "…"
         rows.append(
             f"  {name:<{name_width}} {si(kernel.flops):>11} {human_bytes(kernel.bytes):>10} "
             f"{_intensity(kernel.intensity):>8} {human_ms(kernel.time_ms):>11} {kernel.bound:>7}"

@@ -272,6 +272,7 @@ class _Recorder(TorchDispatchMode):
         if self.paused or func.namespace == "prim":
             return func(*args, **kwargs)
         self.current_op = name = str(func)
+        _check_operand_dtypes(func, args)
         in_tensors = _tensors((args, kwargs))
         reads = self._reads(in_tensors)
         output = _call(func, args, kwargs)
@@ -313,6 +314,30 @@ class _Recorder(TorchDispatchMode):
                 module_path=self.modules.path,
                 is_view=is_view,
             )
+        )
+
+
+#: Matmuls whose meta kernels (torch/_meta_registrations.py meta_mm, meta_addmm, meta_mv,
+#: meta_addbmm) do not check what eager PyTorch's kernels do: that both matrix operands (these
+#: argument positions) share a dtype. Without the check, fake tensors would analyse a model
+#: eager PyTorch rejects, e.g. nn.Linear on an int64 input.
+_SAME_DTYPE_OPERANDS: dict[Any, tuple[int, int]] = {
+    torch.ops.aten.mm.default: (0, 1),
+    torch.ops.aten.addmm.default: (1, 2),
+    torch.ops.aten.mv.default: (0, 1),
+    torch.ops.aten.addbmm.default: (1, 2),
+}
+
+
+def _check_operand_dtypes(func: Any, args: tuple) -> None:
+    positions = _SAME_DTYPE_OPERANDS.get(func)
+    if positions is None or len(args) <= max(positions):
+        return
+    first, second = (args[i] for i in positions)
+    if first.dtype != second.dtype:
+        raise RuntimeError(
+            f"expected both matrix operands to have the same dtype, but got {first.dtype} and "
+            f"{second.dtype}"
         )
 
 
@@ -708,7 +733,7 @@ class _TraceFailure(Exception):
         return ModelError(
             f"{model_name} raised {type(self.error).__name__} at {self.op or 'start'} in module "
             f"'{self.module_path}': {first_line[:300]} (check the inputs' shapes and dtypes "
-            "against the model; --debug shows the traceback)"
+            "against the model)"
         )
 
 
