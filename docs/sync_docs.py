@@ -59,7 +59,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def unit_rules() -> str:
-    from torchroofline.roofline import UNIT_RULES
+    from torchroofline.precision import UNIT_RULES
 
     rows = [
         [precision, kind.value, rule.tensor_key or "CUDA cores (fp32 FMA)",
@@ -67,6 +67,26 @@ def unit_rules() -> str:
         for (precision, kind), rule in UNIT_RULES.items()
     ]
     return _table(["precision", "op family", "unit", "× peak", "why"], rows)
+
+
+def fp32_switches() -> str:
+    from torchroofline.precision import FP32_SWITCHES, TORCH_DEFAULTS
+
+    rows = []
+    for kind, rule in FP32_SWITCHES.items():
+        default = getattr(TORCH_DEFAULTS, rule.attribute)
+        for state, precision in rule.precision_by_state.items():
+            mark = "yes" if state == default else ""
+            rows.append([kind.value, rule.spelling[state], mark, precision])
+    return _table(["op family", "switch", "PyTorch default", "fp32 work runs at"], rows)
+
+
+def fallback_units() -> str:
+    from torchroofline.precision import FALLBACK_UNITS
+
+    rows = [[key, f"{fallback} tensor cores" if fallback else "CUDA cores", why]
+            for key, (fallback, why) in FALLBACK_UNITS.items()]
+    return _table(["GPU lacks", "runs on", "why"], rows)
 
 
 def _flop_table(table: dict[str, int], unit: str) -> str:
@@ -122,6 +142,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     ),
     "performance": performance,
     "unit-rules": unit_rules,
+    "fp32-switches": fp32_switches,
+    "fallback-units": fallback_units,
     "pointwise-flops": pointwise_flops,
     "reduction-flops": reduction_flops,
     "categories": categories,

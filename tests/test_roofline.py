@@ -79,6 +79,7 @@ def test_fp32_conv_on_v100_runs_on_cuda_cores() -> None:
     assert not v100.has_tensor("tf32")
     result = analyze(*_conv(), gpu="v100", precision="fp32")
     assert result.compute_sol_s == pytest.approx(CONV_FLOPS / 15.7e12, rel=1e-12)
+    assert any("V100 has no tf32 tensor cores" in note for note in result.notes)
 
 
 def test_fp32_sdpa_uses_three_tf32_passes() -> None:
@@ -94,12 +95,128 @@ def test_fp32_rnn_uses_tf32() -> None:
     assert result.compute_sol_s == pytest.approx(max(expected, vector), rel=1e-12)
 
 
-def test_fp8_on_a100_is_refused_before_tracing() -> None:
+# One fallback rule: a precision the GPU has no tensor cores for runs on the fastest unit that
+# can run it, and a note names it. Peaks: A100 fp16 312 TFLOP/s (A100 datasheet, dense), T4 fp16
+# 65 TFLOP/s (T4 datasheet), V100 fp32 15.7 TFLOP/s (V100 SXM2 datasheet).
+
+
+def _fallback_note(result) -> str:
+    (note,) = [note for note in result.notes if "tensor cores:" in note]
+    return note
+
+
+def test_fp8_on_a100_runs_on_fp16_tensor_cores_with_a_note() -> None:
+    result = analyze(*_mm(), gpu="a100", precision="fp8")
+    assert result.compute_sol_s == pytest.approx(MATMUL_FLOPS / 312e12, rel=1e-12)
+    assert result.compulsory_bytes == (M * K + K * N + M * N) * 1  # fp8 bytes are kept
+    assert _fallback_note(result).startswith("fp8 matmuls on fp16 tensor cores")
+
+
+def test_bf16_on_t4_runs_on_fp16_tensor_cores_with_a_note() -> None:
+    result = analyze(*_mm(), gpu="t4", precision="bf16")
+    assert result.compute_sol_s == pytest.approx(MATMUL_FLOPS / 65e12, rel=1e-12)
+    assert "T4 has no bf16 tensor cores" in _fallback_note(result)
+
+
+def test_tf32_on_v100_runs_on_cuda_cores_with_a_note() -> None:
+    result = analyze(*_mm(), gpu="v100", precision="tf32")
+    assert result.compute_sol_s == pytest.approx(MATMUL_FLOPS / 15.7e12, rel=1e-12)
+    assert _fallback_note(result).startswith("tf32 matmuls on CUDA cores")
+
+
+def test_no_note_where_the_gpu_has_the_unit() -> None:
+    for precision in ("fp32", "tf32", "bf16", "fp8"):
+        assert not analyze(*_mm(), gpu="h100", precision=precision).notes
+
+
+def test_unknown_precision_is_refused_before_tracing() -> None:
     def never_called(x: torch.Tensor) -> torch.Tensor:
         raise AssertionError("traced although the precision was invalid")
 
-    with pytest.raises(PrecisionError, match="no fp8"):
-        analyze(Fn(never_called), meta(4), gpu="a100", precision="fp8")
+    with pytest.raises(PrecisionError, match="unknown precision 'fp12'"):
+        analyze(Fn(never_called), meta(4), precision="fp12")
+
+
+# --- The user's torch switches (read at analysis time) ------------------------------------------
+
+_NEW_API = ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn")
+
+
+def _backend(path: str):
+    backend = torch.backends
+    for part in filter(None, path.split(".")):
+        backend = getattr(backend, part)
+    return backend
+
+
+@pytest.fixture
+def switches():
+    """Restores every TF32 switch afterwards: the legacy ones first, then the per-backend
+    ``fp32_precision`` settings they also write (restoring in this order leaves both readable)."""
+    matmul = torch.get_float32_matmul_precision()
+    cudnn = torch.backends.cudnn.allow_tf32
+    new = [_backend(path).fp32_precision for path in _NEW_API]
+    yield torch.backends
+    torch.set_float32_matmul_precision(matmul)
+    torch.backends.cudnn.allow_tf32 = cudnn
+    for path, value in zip(_NEW_API, new, strict=True):
+        _backend(path).fp32_precision = value
+
+
+@pytest.mark.parametrize(
+    ("switch", "peak", "spelled"),
+    [
+        (lambda b: setattr(b.cuda.matmul, "allow_tf32", True), H100_TF32, "allow_tf32 is True"),
+        (lambda b: torch.set_float32_matmul_precision("high"), H100_TF32, "allow_tf32 is True"),
+        (lambda b: setattr(b.cuda.matmul, "fp32_precision", "tf32"), H100_TF32, "is True"),
+        (lambda b: torch.set_float32_matmul_precision("medium"), H100_BF16, "'medium'"),
+    ],
+)
+def test_fp32_matmul_follows_the_tf32_switches(switches, switch, peak, spelled) -> None:
+    switch(switches)
+    result = analyze(*_mm(), precision="fp32")
+    # 2·M·N·K FLOPs at the peak of the tensor cores the switch allows (TF32 494.7, bf16 989.4)
+    assert result.compute_sol_s == pytest.approx(MATMUL_FLOPS / peak, rel=1e-12)
+    (note,) = result.notes
+    assert note.startswith("fp32 matmuls on") and spelled in note
+
+
+def test_4096_cube_matmul_with_and_without_allow_tf32(switches) -> None:
+    n = 4096
+    off = analyze(Fn(torch.mm), meta(n, n), meta(n, n), precision="fp32")
+    switches.cuda.matmul.allow_tf32 = True
+    on = analyze(Fn(torch.mm), meta(n, n), meta(n, n), precision="fp32")
+    assert off.compute_sol_s == pytest.approx(2 * n**3 / H100_FP32, rel=1e-12)  # 2.054 ms
+    assert on.compute_sol_s == pytest.approx(2 * n**3 / H100_TF32, rel=1e-12)  # 0.278 ms
+
+
+def test_cudnn_allow_tf32_false_puts_conv_and_rnn_on_cuda_cores(switches) -> None:
+    switches.cudnn.allow_tf32 = False
+    conv = analyze(*_conv(), precision="fp32")
+    assert conv.compute_sol_s == pytest.approx(CONV_FLOPS / H100_FP32, rel=1e-12)
+    assert conv.notes == (
+        "fp32 convolutions on CUDA cores: torch.backends.cudnn.allow_tf32 is False "
+        "(cudnn.conv.fp32_precision)",
+    )
+    rnn = analyze(nn.GRU(32, 64), meta(10, 4, 32), precision="fp32")
+    assert rnn.compute_sol_s == pytest.approx(rnn.flops / H100_FP32, rel=1e-12)
+
+
+def test_switches_do_not_touch_requested_precisions(switches) -> None:
+    switches.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("medium")
+    tf32 = analyze(*_conv(), precision="tf32")
+    assert tf32.compute_sol_s == pytest.approx(CONV_FLOPS / H100_TF32, rel=1e-12)
+    assert not tf32.notes
+
+
+def test_switches_are_read_once_and_kept_by_on(switches) -> None:
+    switches.cuda.matmul.allow_tf32 = True
+    result = analyze(*_mm(), precision="fp32")
+    switches.cuda.matmul.allow_tf32 = False
+    # A100 80GB TF32 tensor cores: 156 TFLOP/s dense (A100 datasheet)
+    assert result.on("a100").compute_sol_s == pytest.approx(MATMUL_FLOPS / 156e12, rel=1e-12)
+    assert result.ridge_point == pytest.approx(H100_TF32 / H100_BANDWIDTH, rel=1e-12)
 
 
 def test_precision_is_case_insensitive() -> None:

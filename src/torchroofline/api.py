@@ -28,14 +28,17 @@ def analyze(
     ``inputs`` is a tensor or a tuple/list of forward arguments; tensors and parameters may be
     real, ``meta`` or fake, in any mix — the model is traced once on fake tensors and no tensor
     data is allocated. ``cache`` is ``"cold"`` (L2 flushed between runs, KernelBench's timing)
-    or ``"warm"``. ``actual_ms`` sets a measured time (ms) against the bound.
+    or ``"warm"``. ``actual_ms`` sets a measured time (ms) against the bound. fp32 matmuls,
+    convolutions and RNNs run where the torch switches set now allow (``allow_tf32``,
+    ``torch.set_float32_matmul_precision``, ``torch.backends.cudnn.allow_tf32``).
     """
     from .hardware import get_gpu
-    from .roofline import check_precision
+    from .precision import MathSwitches, check_precision
 
     spec = get_gpu(gpu)
-    check_precision(spec, precision)  # fail before tracing
+    check_precision(precision)  # fail before tracing
+    switches = MathSwitches.current()  # fp32 matmul-class units follow the user's torch switches
     trace = trace_model(
         model, inputs, real_fallback_limit_bytes=real_fallback_limit_bytes, name=name
     )
-    return price(trace, cost_trace(trace), spec, precision, cache, actual_ms)
+    return price(trace, cost_trace(trace), spec, precision, cache, actual_ms, switches=switches)

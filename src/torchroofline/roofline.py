@@ -1,8 +1,8 @@
 """Stage 4: divide work by the GPU's peaks — speed of light, bottleneck, per-kernel estimates.
 
-Which unit runs a matmul-class op at each precision is one table, :data:`UNIT_RULES`, with the
-reason for every entry (what PyTorch runs on CUDA by default). Times are seconds inside this
-module and milliseconds at the API (``*_ms``).
+Which unit runs a matmul-class op at each precision is the precision policy of
+:mod:`torchroofline.precision` (the user's torch switches, the unit table, fallbacks). Times are
+seconds inside this module and milliseconds at the API (``*_ms``).
 """
 
 from __future__ import annotations
@@ -21,81 +21,19 @@ from .costs import (
     op_precision,
     tensor_bytes,
 )
-from .errors import InputError, PrecisionError
+from .errors import InputError
 from .fusion import Kernel, Plan, compulsory_refs, eager_plan, fused_plan
 from .hardware import GPUSpec, get_gpu
+from .precision import (
+    TORCH_DEFAULTS,
+    MathSwitches,
+    check_precision,
+    unit_for,
+    unit_notes,
+)
 from .trace import TensorRef, Trace
 
 CACHE_MODES = ("cold", "warm")
-
-
-@dataclass(frozen=True)
-class UnitRule:
-    """Where a matmul-class family runs: a tensor-core peak (``tensor_key``) scaled by
-    ``throughput``, or the CUDA cores (``tensor_key=None``)."""
-
-    tensor_key: str | None
-    throughput: float
-    reason: str
-
-
-_CUDA_CORES = UnitRule(None, 1.0, "no tensor-core path")
-
-#: (precision, matmul family) → unit. Where the GPU lacks the tensor key, the op runs on the
-#: CUDA cores (``vector`` peak), e.g. fp32 convolutions on V100/T4.
-UNIT_RULES: dict[tuple[str, MatmulKind], UnitRule] = {
-    ("fp32", MatmulKind.MATMUL): UnitRule(
-        None, 1.0, "torch.backends.cuda.matmul.allow_tf32 is False by default: fp32 FMA"
-    ),
-    ("fp32", MatmulKind.CONV): UnitRule(
-        "tf32", 1.0, "torch.backends.cudnn.allow_tf32 is True by default: TF32 tensor cores"
-    ),
-    ("fp32", MatmulKind.ATTENTION): UnitRule(
-        "tf32",
-        1 / 3,
-        "fp32 SDPA dispatches to memory-efficient attention, 3xTF32 "
-        "(CUTLASS OpMultiplyAddFastF32: three TF32 MMAs per fp32 MMA)",
-    ),
-    ("fp32", MatmulKind.RNN): UnitRule(
-        "tf32", 1.0, "cuDNN RNNs use CUDNN_DEFAULT_MATH when cudnn.allow_tf32 is True (default)"
-    ),
-    **{("tf32", kind): UnitRule("tf32", 1.0, "tf32 requested") for kind in MatmulKind},
-    **{
-        (precision, kind): UnitRule(precision, 1.0, f"{precision} tensor cores")
-        for precision in ("fp16", "bf16", "fp8")
-        for kind in MatmulKind
-    },
-}
-
-
-def unit_for(gpu: GPUSpec, precision: str, kind: MatmulKind) -> tuple[str, float]:
-    """(``"tensor"`` or ``"vector"``, peak FLOP/s) for a matmul-class op family."""
-    rule = UNIT_RULES[(precision, kind)]
-    if rule.tensor_key is not None and gpu.has_tensor(rule.tensor_key):
-        return "tensor", gpu.tensor_peak(rule.tensor_key) * rule.throughput
-    if rule.tensor_key in ("fp16", "bf16") and gpu.has_tensor("fp16"):
-        # bf16 on a GPU with fp16 but no bf16 tensor cores: the higher peak keeps a bound
-        return "tensor", gpu.tensor_peak("fp16")
-    return "vector", gpu.vector_peak(precision)
-
-
-def _runnable(gpu: GPUSpec, precision: str) -> str:
-    """fp8 work on a GPU without fp8 units runs at fp16 (the model upcasts)."""
-    return "fp16" if precision == "fp8" and not gpu.has_tensor("fp8") else precision
-
-
-def check_precision(gpu: GPUSpec, precision: str) -> str:
-    """Validate ``precision`` for ``gpu``; returns it lower-cased."""
-    if not isinstance(precision, str):
-        raise PrecisionError(f"precision must be a string such as 'fp32', got {precision!r}")
-    precision = precision.lower()
-    float_element_bytes(precision)
-    if precision == "fp8" and not gpu.has_tensor("fp8"):
-        raise PrecisionError(
-            f"{gpu.name} has no fp8 tensor cores; use fp16 or bf16, or a GPU with fp8 "
-            "(H100, H200, B200, L40S, L4, RTX 4090, MI300X)"
-        )
-    return precision
 
 
 @dataclass(frozen=True)
@@ -110,19 +48,27 @@ class Work:
         return max(self.tensor_s, self.vector_s)
 
 
-def work_of(ops: Sequence[OpRecord], gpu: GPUSpec, precision: str) -> Work:
-    """Tensor-core and CUDA-core seconds of ``ops``: FLOPs / the peak of the unit running them."""
+def work_of(
+    ops: Sequence[OpRecord],
+    gpu: GPUSpec,
+    precision: str,
+    switches: MathSwitches | None = None,
+) -> Work:
+    """Tensor-core and CUDA-core seconds of ``ops``: FLOPs / the peak of the unit running them
+    (:func:`~torchroofline.precision.unit_for` under the user's ``switches``; default: as torch
+    holds them now)."""
+    switches = switches or MathSwitches.current()
     vector_peak = gpu.vector_peak(precision)
     tensor_s = 0.0
     vector_s = 0.0
     for op in ops:
         vector_s += op.flops.vector / vector_peak
         if op.flops.tensor:
-            unit, peak = unit_for(gpu, _runnable(gpu, op_precision(op, precision)), op.flops.kind)
-            if unit == "tensor":
-                tensor_s += op.flops.tensor / peak
+            unit = unit_for(gpu, op_precision(op, precision), op.flops.kind, switches)
+            if unit.name == "tensor":
+                tensor_s += op.flops.tensor / unit.peak_flops_per_s
             else:
-                vector_s += op.flops.tensor / peak
+                vector_s += op.flops.tensor / unit.peak_flops_per_s
     return Work(tensor_s, vector_s)
 
 
@@ -139,19 +85,24 @@ class Roof:
         return self.peak_flops_per_s / bandwidth_bytes_per_s
 
 
-def roofs_for(gpu: GPUSpec, precision: str, kinds: Iterable[MatmulKind]) -> list[Roof]:
+def roofs_for(
+    gpu: GPUSpec,
+    precision: str,
+    kinds: Iterable[MatmulKind],
+    switches: MathSwitches = TORCH_DEFAULTS,
+) -> list[Roof]:
     """The vector roof plus the roof each matmul family in ``kinds`` runs under, highest first.
 
     Families that share a unit share a roof; a family that falls back to the CUDA cores (fp32
-    matmul) joins the vector roof.
+    matmul) joins the vector roof. ``switches`` default to PyTorch's own.
     """
     vector_peak = gpu.vector_peak(precision)
     users: dict[tuple[str, float], list[str]] = {("vector", vector_peak): []}
     for kind in kinds:
-        unit, peak = unit_for(gpu, precision, kind)
-        users.setdefault(("vector", vector_peak) if unit == "vector" else (unit, peak), []).append(
-            kind.value
-        )
+        unit = unit_for(gpu, precision, kind, switches)
+        peak = unit.peak_flops_per_s if unit.name == "tensor" else vector_peak
+        roof = (unit.name, peak)
+        users.setdefault(roof, []).append(kind.value)
     roofs = [Roof(unit, peak, tuple(sorted(names))) for (unit, peak), names in users.items()]
     return sorted(roofs, key=lambda roof: roof.peak_flops_per_s, reverse=True)
 
@@ -225,8 +176,10 @@ def _finite(value: float) -> float | None:
     return value if value != float("inf") else None
 
 
-def _estimate(kernel: Kernel, gpu: GPUSpec, precision: str, float_bytes: int) -> KernelEstimate:
-    work = work_of(kernel.ops, gpu, precision)
+def _estimate(
+    kernel: Kernel, gpu: GPUSpec, precision: str, float_bytes: int, switches: MathSwitches
+) -> KernelEstimate:
+    work = work_of(kernel.ops, gpu, precision, switches)
     kernel_bytes = kernel.bytes(float_bytes)
     return KernelEstimate(
         name=kernel.name,
@@ -327,6 +280,8 @@ class Result:
     unsupported_ops: dict[str, int]
     actual: Actual | None = None
     trace: Trace | None = field(default=None, repr=False, compare=False)
+    #: the torch math switches read at analysis time; :meth:`on` keeps them
+    switches: MathSwitches = TORCH_DEFAULTS
 
     # -- derived figures --
     @property
@@ -370,7 +325,8 @@ class Result:
     @property
     def main_peak_flops_per_s(self) -> float:
         """Peak of the unit a matmul runs on at this precision (the ridge point's numerator)."""
-        return unit_for(self.gpu, self.precision, MatmulKind.MATMUL)[1]
+        unit = unit_for(self.gpu, self.precision, MatmulKind.MATMUL, self.switches)
+        return unit.peak_flops_per_s
 
     @property
     def ridge_point(self) -> float:
@@ -398,7 +354,7 @@ class Result:
         """The vector roof and the roof of each unit this model's matmul-class ops run on."""
         kinds = {op.flops.kind for op in self.ops if op.flops.tensor and op.flops.kind}
         ordered = sorted(kinds, key=list(MatmulKind).index)
-        return roofs_for(self.gpu, self.precision, ordered)
+        return roofs_for(self.gpu, self.precision, ordered, self.switches)
 
     def top_kernels(self, count: int = 5) -> list[KernelEstimate]:
         return sorted(self.kernels, key=lambda k: k.time_s, reverse=True)[:count]
@@ -441,10 +397,18 @@ class Result:
     def on(
         self, gpu: str | GPUSpec, precision: str | None = None, cache: str | None = None
     ) -> Result:
-        """The same trace priced on another GPU / precision / cache mode (no retrace)."""
+        """The same trace priced on another GPU / precision / cache mode (no retrace), under the
+        torch math switches read when it was analysed."""
         if self.trace is None:
             raise InputError("this result keeps no trace; analyze the model again")
-        return price(self.trace, self.ops, gpu, precision or self.precision, cache or self.cache)
+        return price(
+            self.trace,
+            self.ops,
+            gpu,
+            precision or self.precision,
+            cache or self.cache,
+            switches=self.switches,
+        )
 
 
 def _replace(result: Result, **changes: Any) -> Result:
@@ -491,10 +455,14 @@ def price(
     precision: str,
     cache: str = "cold",
     actual_ms: float | None = None,
+    *,
+    switches: MathSwitches | None = None,
 ) -> Result:
-    """Turn costed ops into a :class:`Result` on ``gpu`` at ``precision``."""
+    """Turn costed ops into a :class:`Result` on ``gpu`` at ``precision``. ``switches``: the
+    torch math switches fp32 matmul-class work follows (default: as torch holds them now)."""
     gpu = get_gpu(gpu)
-    precision = check_precision(gpu, precision)
+    precision = check_precision(precision)
+    switches = switches or MathSwitches.current()
     if cache not in CACHE_MODES:
         raise InputError(f"cache must be 'cold' or 'warm', got {cache!r}")
     float_bytes = float_element_bytes(precision)
@@ -504,8 +472,8 @@ def price(
         compulsory_refs(ops, trace.input_value_ids, trace.output_value_ids), float_bytes
     )
     unfused_bytes = eager.bytes(float_bytes)
-    work = work_of(ops, gpu, precision)
-    notes = list(trace.notes)
+    work = work_of(ops, gpu, precision, switches)
+    notes = [*trace.notes, *unit_notes(ops, gpu, precision, switches)]
     note = _unsupported_note(ops, float_bytes, unfused_bytes)
     if note:
         notes.append(note)
@@ -516,8 +484,8 @@ def price(
         cache=cache,
         params=trace.params,
         ops=tuple(ops),
-        kernels=_estimates(fused, gpu, precision, float_bytes),
-        eager_kernels=_estimates(eager, gpu, precision, float_bytes),
+        kernels=_estimates(fused, gpu, precision, float_bytes, switches),
+        eager_kernels=_estimates(eager, gpu, precision, float_bytes, switches),
         tensor_flops=sum(op.flops.tensor for op in ops),
         vector_flops=sum(op.flops.vector for op in ops),
         unfused_bytes=unfused_bytes,
@@ -530,6 +498,7 @@ def price(
         notes=tuple(notes),
         unsupported_ops=_unsupported(ops),
         trace=trace,
+        switches=switches,
     )
     return result.with_actual(actual_ms)
 
@@ -539,9 +508,11 @@ def _refs_bytes(refs: Sequence[TensorRef], float_bytes: int) -> int:
 
 
 def _estimates(
-    plan: Plan, gpu: GPUSpec, precision: str, float_bytes: int
+    plan: Plan, gpu: GPUSpec, precision: str, float_bytes: int, switches: MathSwitches
 ) -> tuple[KernelEstimate, ...]:
-    return tuple(_estimate(kernel, gpu, precision, float_bytes) for kernel in plan.kernels)
+    return tuple(
+        _estimate(kernel, gpu, precision, float_bytes, switches) for kernel in plan.kernels
+    )
 
 
-__all__ = ["Actual", "Category", "KernelEstimate", "Result", "UNIT_RULES", "price", "unit_for"]
+__all__ = ["Actual", "Category", "KernelEstimate", "Result", "price"]
