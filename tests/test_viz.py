@@ -18,6 +18,8 @@ import torchroofline
 from torchroofline import api, viz
 from torchroofline.errors import InputError, TorchrooflineError
 from torchroofline.hardware import get_gpu
+from torchroofline.viz.gpus import FUSED_PARTS
+from torchroofline.viz.suite import with_measured
 
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.figure import Figure  # noqa: E402
@@ -327,7 +329,7 @@ def test_plot_gpus_from_a_result_reprices_without_tracing(conv_result, monkeypat
     fused = [
         sum(parts)
         for parts in zip(
-            *(_bar_widths(fig, f"bars:fused:{part}") for part in ("compute", "memory", "launch")),
+            *(_bar_widths(fig, f"bars:fused:{part}") for part in FUSED_PARTS),
             strict=True,
         )
     ]
@@ -339,27 +341,20 @@ def test_plot_gpus_from_a_result_reprices_without_tracing(conv_result, monkeypat
     assert bar_rows == sorted(ticks, reverse=True)  # bar i is GPU i, the first on top
 
 
-def test_plot_gpus_from_a_model_traces_once(monkeypatch, tmp_path):
-    calls = []
-    real = api.trace_model
-
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(api, "trace_model", counting)
+def test_plot_gpus_draws_a_list_of_results_as_given(tmp_path):
     path = tmp_path / "gpus.png"
-    fig = viz.plot_gpus(conv_net(), meta(8, 3, 32, 32), gpus=GPUS, precision="bf16", path=path)
-    assert calls == [1]
-    expected = [torchroofline.analyze(conv_net(), meta(8, 3, 32, 32), g, "bf16") for g in GPUS]
-    assert _bar_widths(fig, "bars:sol") == pytest.approx([r.sol_ms for r in expected])
+    given = [torchroofline.analyze(conv_net(), meta(8, 3, 32, 32), g, "bf16") for g in GPUS]
+    fig = viz.plot_gpus(given, path=path)
+    assert _bar_widths(fig, "bars:sol") == pytest.approx([r.sol_ms for r in given])
     height, width = imread(path).shape[:2]
     assert (width, height) == (viz.GPUS_FIGSIZE_IN[0] * viz.DPI, viz.GPUS_FIGSIZE_IN[1] * viz.DPI)
 
 
-def test_plot_gpus_input_errors(conv_result):
-    with pytest.raises(InputError, match="inputs="):
+def test_plot_gpus_never_traces_a_model(conv_result):
+    with pytest.raises(InputError, match="draws Results: pass torchroofline.analyze"):
         viz.plot_gpus(conv_net())
+    with pytest.raises(InputError, match="draws Results"):
+        viz.plot_gpus([])
     with pytest.raises(InputError, match="at least one GPU"):
         viz.plot_gpus(conv_result, gpus=())
 
@@ -417,6 +412,22 @@ def test_impossible_ring_marks_exactly_the_problems_below_sol(report):
     assert list(line.get_xdata()) == list(line.get_ydata())  # y = x
 
 
+def test_suite_pictures_without_measured_times_say_so(report):
+    unmeasured = {**report, "problems": [{**p, "measured_ms": None} for p in report["problems"]]}
+    for draw in (viz.plot_suite_scatter, viz.plot_suite_histogram):
+        (note,) = by_gid(draw(unmeasured), "note:empty")
+        assert "--timings" in note.get_text()
+        assert by_gid(draw(report), "note:empty") == []
+
+
+def test_long_kernel_labels_keep_both_ends():
+    names = ("blocks.0.attention.output_projection: add+native_layer_norm+gelu",
+             "blocks.0.attention.output_projection: add+native_layer_norm+relu")
+    labels = [viz.KernelPoint("pointwise", 1.0, 1.0, (name,), 1.0).label for name in names]
+    assert labels[0] != labels[1]  # cut at the end, both would read the same
+    assert all(label.startswith("blocks.0") and len(label) <= 38 for label in labels)
+
+
 def test_histogram_counts_per_level_and_impossible(report):
     fig = viz.plot_suite_histogram(report)
     ax = fig.axes[0]
@@ -446,11 +457,11 @@ def test_plot_suite_writes_pngs(report, tmp_path):
 
 def test_per_problem_roofline_uses_the_reported_measured_time(report):
     problem = report["problems"][0]
-    fig = viz.plot_result_dict(viz._with_measured(problem))
+    fig = viz.plot_result_dict(with_measured(problem))
     flops = problem["result"]["flops"]["total"]
     (point,) = offsets(one(fig, "model:measured"))
     assert point[1] == pytest.approx(flops / (problem["measured_ms"] * 1e-3))
-    assert viz._with_measured(report["problems"][4]).get("actual") is None
+    assert with_measured(report["problems"][4]).get("actual") is None
 
 
 # --- Without matplotlib ----------------------------------------------------------------------
