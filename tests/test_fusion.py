@@ -95,7 +95,8 @@ def test_matmul_neither_absorbs_nor_joins_pointwise() -> None:
     result = analyze(model, meta(4, 16))
     assert [k.category for k in result.kernels] == ["compute", "pointwise", "compute"]
     h = 4 * 32
-    assert result.kernels[1].bytes == (h + h) * FP32
+    # the first addmm's users are pointwise: its bias add moves into the relu kernel (32 floats)
+    assert result.kernels[1].bytes == (h + 32 + h) * FP32
 
 
 def test_tensor_read_by_two_kernels_is_read_by_each() -> None:
@@ -116,9 +117,9 @@ def test_intermediate_is_written_once_and_read_by_each_consumer() -> None:
         meta(b, k), meta(k, n), meta(k, n),
     )
     relu_kernels = [k_ for k_ in result.kernels if k_.category == "pointwise"]
-    # the two relus share x and their iteration space: one kernel writes both results
+    # CSE: the two relus are one value, computed once, written once (an extern's input)
     assert len(relu_kernels) == 1
-    assert relu_kernels[0].bytes == (b * k + 2 * b * k) * FP32
+    assert relu_kernels[0].bytes == (b * k + b * k) * FP32
 
 
 def test_returned_intermediate_is_written() -> None:
@@ -199,7 +200,8 @@ def test_gelu_mlp_block() -> None:
     result = analyze(model, meta(rows, width))
     h = rows * hidden
     assert result.fused_kernel_count == 3
-    assert result.kernels[1].bytes == 2 * h * FP32
+    # the first Linear's bias add is unfused into the GELU kernel: it reads the bias
+    assert result.kernels[1].bytes == (2 * h + hidden) * FP32
     params = width * hidden + hidden + hidden * width + width
     assert result.compulsory_bytes == (rows * width + params + rows * width) * FP32
     assert result.flops == 2 * 2 * rows * width * hidden + 4 * h  # GELU: 4 FLOPs per element
@@ -209,3 +211,204 @@ def test_layer_norm_then_residual_does_not_fuse_different_sizes() -> None:
     # an epilogue on a per-row statistic joins; an unrelated, larger pointwise does not
     result = analyze(Fn(lambda x, y: (F.layer_norm(x, (32,)), y * 3)), meta(8, 32), meta(64, 64))
     assert result.fused_kernel_count == 2
+
+
+# --- Patterns checked against Inductor's rules (torch/_inductor: lowering.py, scheduler.py,
+# codegen/simd.py, fx_passes/post_grad.py; CUDA backend, default config) ----------------------
+
+R, C = 64, 32  # rows, columns of the pattern inputs
+RC = R * C
+
+
+def plan_of(fn, *inputs: torch.Tensor) -> tuple[list, object]:  # noqa: ANN001
+    """The fused plan of ``fn`` with the trace it came from (kernels keep their refusals)."""
+    trace = trace_model(Fn(fn), inputs)
+    ops = cost_trace(trace)
+    return list(fused_plan(ops, trace.output_value_ids).kernels), trace
+
+
+def kernel_elements(kernel) -> int:  # noqa: ANN001
+    return kernel.bytes(FP32) // FP32
+
+
+def test_independent_pointwise_ops_joined_by_a_consumer_are_one_kernel() -> None:
+    # Inductor inlines b.sin() and c.sin() into the add (single-use pointwise values are never
+    # realized): one kernel loads b and c and stores the sum; a.cos() shares no buffer with it,
+    # so it stays a kernel of its own (score_fusion_memory = 0).
+    kernels, _ = plan_of(lambda a, b, c: (a.cos(), b.sin() + c.sin()),
+                         meta(R, C), meta(R, C), meta(R, C))
+    assert sorted(kernel_elements(k) for k in kernels) == [2 * RC, 3 * RC]
+
+
+def test_pointwise_cat_of_pointwise_inputs_is_one_kernel() -> None:
+    # lowering.cat: every input is an unrealized pointwise value with one user →
+    # pointwise_cat; the cos and sin are computed where each output slice is stored
+    kernels, _ = plan_of(lambda x, y: torch.cat([x.cos(), y.sin()]), meta(R, C), meta(R, C))
+    assert len(kernels) == 1
+    assert kernel_elements(kernels[0]) == RC + RC + 2 * RC
+
+
+def test_pointwise_cat_fuses_into_its_consumer() -> None:
+    # the pointwise_cat is itself a pointwise value with one (pointwise) user: inlined into relu
+    kernels, _ = plan_of(lambda x, y: torch.cat([x.cos(), y.sin()]).relu(),
+                         meta(R, C), meta(R, C))
+    assert [k.name for k in kernels] == ["cos+sin+…2 more"]
+    assert kernel_elements(kernels[0]) == RC + RC + 2 * RC
+
+
+def test_concat_kernel_lets_gemms_write_their_slices() -> None:
+    # the inputs are extern (mm) outputs, which ConcatKernel realizes in place: each GEMM
+    # writes straight into its half of the output and no kernel copies anything
+    k = 16
+    kernels, _ = plan_of(lambda x, w1, w2: torch.cat([x @ w1, x @ w2], 1),
+                         meta(R, k), meta(k, C), meta(k, C))
+    assert [kern.name for kern in kernels] == ["mm", "mm"]
+    assert [kernel_elements(kern) for kern in kernels] == [R * k + k * C + R * C] * 2
+
+
+def test_concat_kernel_copies_a_graph_input_into_its_slice() -> None:
+    # a GEMM output and a graph input, returned: no pointwise user and not every input is a
+    # pointwise value → ConcatKernel; the GEMM writes its slice, the input is copied into its own
+    k = 16
+    kernels, _ = plan_of(lambda x, w, y: torch.cat([x @ w, y], 1),
+                         meta(R, k), meta(k, C), meta(R, C))
+    assert [kern.name for kern in kernels] == ["mm", "cat"]
+    assert [kernel_elements(kern) for kern in kernels] == [R * k + k * C + RC, RC + RC]
+
+
+def test_reduction_epilogue_reads_another_input() -> None:
+    # b.cos() is inlined into the add; the add's loop (R points) is the sum's output loop, so
+    # it is the reduction's epilogue (simd can_fuse: numel1 == numel2): a, b in, R out
+    kernels, _ = plan_of(lambda a, b: b.cos() + a.sum(dim=1), meta(R, C), meta(R))
+    assert len(kernels) == 1
+    assert kernel_elements(kernels[0]) == RC + R + R
+
+
+def test_keepdim_reduction_broadcast_into_a_full_size_epilogue() -> None:
+    # mul's loop has R·C points = numel × rnumel of the row sum: a full-size epilogue (as in
+    # softmax); the sum never leaves the kernel
+    kernels, _ = plan_of(lambda a, b: a.sum(1, keepdim=True) * b.cos(), meta(R, C), meta(R, C))
+    assert len(kernels) == 1
+    assert kernel_elements(kernels[0]) == 3 * RC
+
+
+def test_cse_computes_a_duplicate_subexpression_once() -> None:
+    # FX CSE: both cos calls are one value; it is an extern input, so it is realized once.
+    # cos kernel: x in, cos out; mm: reads that one value (both operands) and writes the product
+    n = 64
+    kernels, _ = plan_of(lambda x: torch.mm(x.cos(), x.cos()), meta(n, n))
+    assert [kernel_elements(k) for k in kernels] == [2 * n * n, 2 * n * n]
+    # the duplicate's FLOPs stay in the plan (the kernel table sums to the traced FLOPs)
+    assert kernels[0].vector_flops == 2 * n * n
+
+
+def test_cse_keeps_different_arguments_apart() -> None:
+    # x * 2 and x * 3 read the same value with different scalars: two values, both returned
+    kernels, _ = plan_of(lambda x: (x * 2, x * 3), meta(R, C))
+    assert [kernel_elements(k) for k in kernels] == [RC + 2 * RC]
+
+
+def test_addmm_bias_moves_into_its_pointwise_users() -> None:
+    # post_grad.unfuse_bias_add_to_pointwise: addmm whose users are all pointwise → mm, and
+    # bias + mm inlined into the relu kernel, which now reads the bias
+    k = 16
+    kernels, _ = plan_of(F.linear, meta(R, k), meta(C, k), meta(C))
+    assert [kern.name for kern in kernels] == ["addmm"]  # returned: no pointwise user
+    kernels, _ = plan_of(lambda x, w, b: F.linear(x, w, b).relu(), meta(R, k), meta(C, k),
+                         meta(C))
+    assert [kern.name for kern in kernels] == ["mm", "add+relu"]
+    assert [kernel_elements(kern) for kern in kernels] == [R * k + k * C + RC, RC + C + RC]
+
+
+def test_half_precision_addmm_stays_whole() -> None:
+    # config.keep_addmm_fused_for_half_dtypes (True): fp16/bf16 addmm keeps its bias
+    k = 16
+    half = torch.float16
+    kernels, _ = plan_of(lambda x, w, b: F.linear(x, w, b).relu(), meta(R, k, dtype=half),
+                         meta(C, k, dtype=half), meta(C, dtype=half))
+    assert [kern.name for kern in kernels] == ["addmm", "relu"]
+
+
+@pytest.mark.parametrize("rows", [64, 48])
+def test_reductions_over_different_dims_are_separate_kernels(rows: int) -> None:
+    # CUDA Inductor fuses two reductions only over the same (numel, rnumel) and the same
+    # reduced dims (mix-order reduction needs ≥ 5 M elements): each kernel loads x
+    kernels, _ = plan_of(lambda x: (x.sum(0), x.sum(1)), meta(rows, 64))
+    assert sorted(kernel_elements(k) for k in kernels) == sorted([rows * 64 + 64,
+                                                                  rows * 64 + rows])
+    reason = "reductions over different dims" if rows == 64 else "numel/rnumel mismatch"
+    assert reason in kernels[0].refusals[0]
+
+
+def test_reductions_over_the_same_dims_share_one_kernel() -> None:
+    # horizontal fusion: same loop, shared x → one kernel loads x once, stores both results
+    kernels, _ = plan_of(lambda x: (x.sum(1), x.amax(1)), meta(R, C))
+    assert [kernel_elements(k) for k in kernels] == [RC + 2 * R]
+
+
+def test_cheap_value_with_two_readers_is_recomputed_in_each() -> None:
+    # y = x.cos() has two users but loads one buffer (≤ realize_reads_threshold): Inductor does
+    # not store it; each reduction kernel recomputes cos from x
+    n = 64
+    kernels, _ = plan_of(lambda x: (x.cos().sum(0), x.cos().sum(1)), meta(n, n))
+    assert [kernel_elements(k) for k in kernels] == [n * n + n, n * n + n]
+    assert [op.name for op in kernels[1].recomputed] == ["aten.cos.default"]
+    assert kernels[1].vector_flops == n * n  # cos FLOPs count once, in the first kernel
+
+
+def test_fusion_that_would_create_a_cycle_is_refused() -> None:
+    # y feeds the GEMM and the final add; fusing cos with sin+add would put the GEMM, which
+    # depends on cos and feeds the add, inside a loop (will_fusion_create_cycle)
+    n = 64
+
+    def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        y = x.cos()
+        return y.sin() + y @ w
+
+    kernels, _ = plan_of(fn, meta(n, n), meta(n, n))
+    assert [k.name for k in kernels] == ["cos", "mm", "sin+add"]
+    assert [kernel_elements(k) for k in kernels] == [2 * n * n, 3 * n * n, 3 * n * n]
+    assert any("will create cycle" in reason for reason in kernels[0].refusals)
+
+
+def test_refusals_name_the_rule_that_kept_kernels_apart() -> None:
+    kernels, _ = plan_of(lambda x, w: (x @ w).relu(), meta(R, C), meta(C, C))
+    assert kernels[1].refusals == ("apart from kernel 1 (mm): extern kernel (library call) is "
+                                   "never fused",)
+
+
+def slice_update(x: torch.Tensor) -> torch.Tensor:
+    y = x * 2
+    t = y.sum(1)
+    y[:, 0] += t
+    return y
+
+
+def test_kept_buffer_is_written_in_full() -> None:
+    # issue 9: the last version of y covers one column, but y is returned whole: the plan must
+    # store every element any version wrote there (mul, sum and the add fuse: x in, y out)
+    result = analyze(Fn(slice_update), meta(R, C))
+    assert result.fused_kernel_count == 1
+    assert result.fused_bytes == (RC + RC) * FP32
+    assert result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes
+
+
+PATTERNS = {
+    "joined": (lambda a, b, c: (a.cos(), b.sin() + c.sin()), [(R, C)] * 3),
+    "cat": (lambda x, y: torch.cat([x.cos(), y.sin()]).relu(), [(R, C)] * 2),
+    "cat-gemm": (lambda x, w: torch.cat([x @ w, x @ w.t()], 1), [(R, C), (C, C)]),
+    "epilogue": (lambda a, b: b.cos() + a.sum(dim=1), [(R, C), (R,)]),
+    "keepdim": (lambda a, b: a.sum(1, keepdim=True) * b.cos(), [(R, C)] * 2),
+    "cse": (lambda x: torch.mm(x.cos(), x.cos()), [(R, R)]),
+    "axes": (lambda x: (x.sum(0), x.sum(1)), [(R, R)]),
+    "slice-update": (slice_update, [(R, C)]),
+    "linear-gelu": (lambda x, w, b: F.gelu(F.linear(x, w, b)), [(R, C), (C, C), (C,)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_fused_between_compulsory_and_unfused(name: str) -> None:
+    fn, shapes = PATTERNS[name]
+    result = analyze(Fn(fn), *(meta(*shape) for shape in shapes))
+    assert result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes
+    assert result.fused_kernel_count <= result.unfused_kernel_count

@@ -1,34 +1,57 @@
 """Stage 3: group ops into kernels — Inductor-style fusion, eager (one kernel per op) and the
 compulsory traffic of perfect fusion.
 
-The fused plan is built greedily in execution order, the way Inductor's scheduler reads: every
-non-view op is a node; a node joins an existing kernel when :func:`can_fuse` allows it, else it
-starts a kernel of its own. A node may join only the newest kernel among those it depends on, so
-every data-flow edge runs from an older kernel to a newer one and the plan never has a cycle.
+The fused plan follows what ``torch.compile`` (Inductor, CUDA backend, default settings) does
+with the same graph, in its order:
+
+1. **FX passes**: common-subexpression elimination (two identical calls on the same input values
+   are computed once) and ``addmm`` unfusing (the bias add of an ``addmm`` whose users are all
+   pointwise becomes a pointwise op those users absorb: ``post_grad.unfuse_bias_add_to_pointwise``).
+2. **Lowering**: ``cat`` becomes either a pointwise kernel (``pointwise_cat``) or no kernel at all
+   (``ConcatKernel``: each producer writes straight into its slice of the output); pointwise ops
+   are *inlined* into the nodes that read them unless Inductor realizes them into a buffer
+   (graph outputs, inputs of extern kernels, mutated buffers, values with many reads).
+3. **Scheduling**: the realized values define scheduler nodes — ``nop`` (views, no kernel),
+   ``extern`` (library calls: cuBLAS, cuDNN, attention, scatter and ops without a rule), and
+   ``pointwise`` / ``reduction`` nodes with a loop of ``(numel, rnumel)`` elements. Pairs of nodes
+   that share a buffer are fusion candidates, tried best score first; :data:`FUSION_RULES` are
+   named functions, each returning why a pair may not fuse (``None``: allowed). Rounds repeat
+   until nothing fuses (``Scheduler.fuse_nodes``: at most 10).
 
 Only values that cross a kernel's boundary cost traffic: a kernel reads each value produced
 outside it once (the largest view of it that its ops touch) and writes each value it produces
-that another kernel reads or that the model returns (or leaves in a mutated input or buffer).
+that another kernel reads or that the model keeps (returns, or leaves in a mutated input or
+buffer) — a kept storage in full, whatever part of it the kernel's last write covers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import itertools
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
 
-from .costs import Category, OpRecord, tensor_bytes
+from .costs import Category, FlopCount, OpRecord, tensor_bytes
 from .trace import TensorRef, largest_per_value
 
 
 @dataclass(frozen=True)
 class Kernel:
-    """One GPU kernel of a plan: the ops it runs and the tensors crossing its boundary."""
+    """One GPU kernel of a plan: the ops it runs and the tensors crossing its boundary.
+
+    ``recomputed`` holds cheap pointwise ops another kernel is charged for that this kernel
+    computes again instead of loading their result (Inductor inlines them into every reader);
+    their FLOPs count once, in the kernel that lists them in ``ops``. ``refusals`` says why the
+    kernel stayed apart from kernels it shares a buffer with."""
 
     name: str
     category: Category
     ops: tuple[OpRecord, ...]
     reads: tuple[TensorRef, ...]
     writes: tuple[TensorRef, ...]
+    recomputed: tuple[OpRecord, ...] = ()
+    refusals: tuple[str, ...] = ()
 
     @property
     def tensor_flops(self) -> int:
@@ -45,7 +68,7 @@ class Kernel:
     @property
     def launches(self) -> int:
         """GPU launches: 1, or what a multi-launch library call (an RNN) stands for."""
-        return max(op.flops.launches for op in self.ops)
+        return max(op.flops.launches for op in (*self.ops, *self.recomputed))
 
     def bytes(self, float_bytes: int) -> int:
         """HBM bytes read plus written by this kernel at a float element size of ``float_bytes``."""
@@ -66,94 +89,603 @@ class Plan:
         return sum(kernel.launches for kernel in self.kernels)
 
 
-# --- Fusion rules --------------------------------------------------------------------------
-# Each rule states when a node may join a kernel and why Inductor does the same.
+# --- 1. FX passes ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Graph:
+    """The op list as the scheduler will see it, with the bookkeeping of its rewrites."""
+
+    ops: list[OpRecord]
+    kept: set[int]
+    #: value id → the values that stand for it (the slices of a ``ConcatKernel`` output)
+    renamed: dict[int, tuple[TensorRef, ...]] = field(default_factory=dict)
+    #: CSE (twin, duplicate) pairs: a duplicate runs in the kernel that computes its twin
+    duplicates: list[tuple[OpRecord, OpRecord]] = field(default_factory=list)
+    #: values a ``ConcatKernel`` needs stored (their producers write into its slices)
+    must_realize: set[int] = field(default_factory=set)
+    last_id: int = 0
+
+    def fresh_id(self) -> int:
+        """An id no traced value or storage has (traced ids are positive)."""
+        self.last_id -= 1
+        return self.last_id
+
+    def rename(self, refs: Iterable[TensorRef]) -> tuple[TensorRef, ...]:
+        return tuple(new for ref in refs for new in self.renamed.get(ref.value_id, (ref,)))
+
+    def readers(self) -> dict[int, list[OpRecord]]:
+        """Value id → the non-view ops that read it."""
+        readers: dict[int, list[OpRecord]] = {}
+        for op in self.ops:
+            if op.category is not Category.ZERO_COPY:
+                for value in {ref.value_id for ref in op.reads}:
+                    readers.setdefault(value, []).append(op)
+        return readers
+
+
+def _renamed_ref(ref: TensorRef, twin: TensorRef) -> TensorRef:
+    return replace(ref, value_id=twin.value_id, storage_id=twin.storage_id)
+
+
+def common_subexpressions(
+    ops: Sequence[OpRecord], kept_values: frozenset[int]
+) -> tuple[list[OpRecord], dict[int, TensorRef], list[tuple[OpRecord, OpRecord]]]:
+    """FX CSE (``torch.fx.passes.dialect.common.cse_pass``, run by AOTAutograd): a call equal
+    to an earlier one (same op, arguments and input values; not random, not in place) is the
+    earlier one. Returns the ops without duplicates (reads renamed), the renaming of the
+    duplicates' outputs, and the (twin, duplicate) pairs. A duplicate the model returns stays:
+    Inductor would return one buffer twice, but the bound charges every returned tensor."""
+    renamed: dict[int, TensorRef] = {}
+    seen: dict[tuple, OpRecord] = {}
+    kept_ops: list[OpRecord] = []
+    pairs: list[tuple[OpRecord, OpRecord]] = []
+    for op in ops:
+        if renamed:
+            op = replace(op, reads=tuple(
+                _renamed_ref(ref, renamed[ref.value_id]) if ref.value_id in renamed else ref
+                for ref in op.reads
+            ))
+        key = _cse_key(op, kept_values)
+        twin = seen.get(key) if key is not None else None
+        if twin is not None and len(twin.writes) == len(op.writes):
+            renamed.update({ref.value_id: new for ref, new in zip(op.writes, twin.writes,
+                                                                   strict=True)})
+            pairs.append((twin, op))
+            continue
+        if key is not None:
+            seen[key] = op
+        kept_ops.append(op)
+    return kept_ops, renamed, pairs
+
+
+def _cse_key(op: OpRecord, kept_values: frozenset[int]) -> tuple | None:
+    if not op.call_key or not op.writes or op.category is Category.ZERO_COPY:
+        return None
+    if any(ref.value_id in kept_values for ref in op.writes):
+        return None
+    key = (op.call_key, tuple(ref.value_id for ref in op.reads))
+    try:
+        hash(key)
+    except TypeError:  # an argument torch gives no hash: never merged
+        return None
+    return key
+
+
+#: ``addmm`` → the ``mm`` that remains when its bias add moves into its pointwise users.
+UNFUSED_BIAS_OPS = {"aten.addmm.default": "aten.mm.default"}
+#: Inductor keeps ``addmm`` whole in half precision (``config.keep_addmm_fused_for_half_dtypes``).
+_KEEP_ADDMM_DTYPES = frozenset({"float16", "bfloat16"})
+
+
+def unfuse_bias_add(graph: _Graph) -> None:
+    """``post_grad.unfuse_bias_add_to_pointwise``: on GPU, an ``addmm`` whose users are all
+    pointwise becomes ``mm`` plus a pointwise bias add, which the users then absorb (one
+    epilogue kernel reads the bias instead of cuBLAS). The bias add keeps ``addmm``'s FLOP
+    figure for it (``flop_counter`` counts none)."""
+    readers = graph.readers()
+    ops: list[OpRecord] = []
+    for op in graph.ops:
+        mm_name = UNFUSED_BIAS_OPS.get(op.name)
+        if mm_name is None or len(op.reads) != 3 or len(op.writes) != 1 or not _unfusable_addmm(
+            op, readers, graph.kept
+        ):
+            ops.append(op)
+            continue
+        bias, mat1, mat2 = op.reads
+        (out,) = op.writes
+        product = replace(out, value_id=graph.fresh_id(), storage_id=graph.fresh_id())
+        ops.append(replace(op, name=mm_name, reads=(mat1, mat2), writes=(product,), call_key=()))
+        ops.append(replace(op, name="aten.add.Tensor", category=Category.POINTWISE,
+                           fusible=True, flops=FlopCount(), reads=(bias, product), writes=(out,),
+                           call_key=()))
+    graph.ops = ops
+
+
+def _unfusable_addmm(op: OpRecord, readers: dict[int, list[OpRecord]], kept: set[int]) -> bool:
+    (out,) = op.writes
+    users = readers.get(out.value_id, [])
+    return (
+        out.dtype not in _KEEP_ADDMM_DTYPES
+        and out.value_id not in kept
+        and bool(users)
+        and all(_node_kind(user) is NodeKind.POINTWISE for user in users)
+    )
+
+
+# --- 2. Lowering: node kinds, cat, inlining --------------------------------------------------
+
+
+class NodeKind(str, Enum):
+    """Inductor's scheduler node classes."""
+
+    NOP = "nop"  #: ``NopKernelSchedulerNode``: views, ``ConcatKernel`` — no kernel
+    EXTERN = "extern"  #: ``ExternKernelSchedulerNode``: a library call; never fused
+    POINTWISE = "pointwise"  #: ``SchedulerNode`` over a pointwise loop
+    REDUCTION = "reduction"  #: ``SchedulerNode`` over a reduction loop
+    FUSED = "fused"  #: ``FusedSchedulerNode``: several nodes, one kernel
+
+
+def _node_kind(op: OpRecord) -> NodeKind:
+    if op.category is Category.ZERO_COPY:
+        return NodeKind.NOP
+    if not op.fusible:
+        return NodeKind.EXTERN
+    # gathers, pads, cat and resampling are pointwise loops with indexed loads in Inductor
+    return NodeKind.REDUCTION if op.category is Category.REDUCTION else NodeKind.POINTWISE
+
+
+#: Ops that Inductor lowers as a concatenation of their inputs along one dim.
+CAT_OPS = frozenset({"aten.cat.default", "aten.stack.default"})
+#: ``config.max_complex_pointwise_cat_inputs``: more inputs than this → ``ConcatKernel``.
+MAX_POINTWISE_CAT_INPUTS = 8
+
+
+def lower_cat(graph: _Graph) -> None:
+    """``lowering.cat``: a ``pointwise_cat`` when every input is a pointwise value with no other
+    reader or a graph input (one kernel loads each input where its slice lies), else a
+    ``ConcatKernel``: no kernel of its own; every input computed in the graph is written
+    straight into its slice of the output by its producer (pointwise kernels, reductions and
+    even extern GEMMs), and graph inputs or kept values are copied in by a pointwise kernel."""
+    readers = graph.readers()
+    producers = {ref.value_id: op for op in graph.ops for ref in op.writes}
+    ops: list[OpRecord] = []
+    for op in graph.ops:
+        if op.name not in CAT_OPS or len(op.writes) != 1 or _is_pointwise_cat(
+            op, readers, producers, graph.kept
+        ):
+            ops.append(op)
+            continue
+        (out,) = op.writes
+        parts: list[TensorRef] = []
+        for ref in largest_per_value(op.reads):
+            producer = producers.get(ref.value_id)
+            if producer is None or ref.value_id in graph.kept or _mutates(producer):
+                copy = replace(ref, value_id=graph.fresh_id(), storage_id=out.storage_id)
+                ops.append(replace(op, reads=(ref,), writes=(copy,), call_key=(),
+                                   category=Category.POINTWISE))
+                parts.append(copy)
+            else:
+                graph.must_realize.add(ref.value_id)
+                parts.append(ref)
+        graph.renamed[out.value_id] = tuple(parts)
+        if out.value_id in graph.kept:
+            graph.kept |= {part.value_id for part in parts}
+    graph.ops = [
+        replace(op, reads=graph.rename(op.reads))
+        if any(ref.value_id in graph.renamed for ref in op.reads) else op
+        for op in ops
+    ]
+
+
+def _mutates(op: OpRecord) -> bool:
+    """The op writes into storage one of its inputs lives in (an in-place op)."""
+    return bool({ref.storage_id for ref in op.writes} & {ref.storage_id for ref in op.reads})
+
+
+def _is_pointwise_cat(
+    op: OpRecord,
+    readers: dict[int, list[OpRecord]],
+    producers: dict[int, OpRecord],
+    kept: set[int],
+) -> bool:
+    inputs = largest_per_value(op.reads)
+    if len(inputs) > MAX_POINTWISE_CAT_INPUTS:
+        return False
+
+    def lowered_in_place(ref: TensorRef) -> bool:  # ``should_lower_cat_input``
+        producer = producers.get(ref.value_id)
+        return producer is None or (
+            _node_kind(producer) is NodeKind.POINTWISE and ref.value_id not in kept
+        )
+
+    if any(len(readers.get(ref.value_id, [])) > 1 for ref in inputs):
+        return False  # a shared input is realized once into its slice (no recomputation)
+    (out,) = op.writes
+    users = readers.get(out.value_id, [])
+    pointwise_use = bool(users) and out.value_id not in kept and all(
+        _node_kind(user) is NodeKind.POINTWISE for user in users
+    )
+    reduction_input = any(
+        _node_kind(producers[ref.value_id]) is NodeKind.REDUCTION
+        for ref in inputs
+        if ref.value_id in producers
+    )
+    lowered = [lowered_in_place(ref) for ref in inputs]
+    return (any(lowered) and pointwise_use) or (all(lowered) and not reduction_input)
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A scheduler node's ``group``: ``numel`` output points × ``rnumel`` reduced elements each;
+    ``order`` tells reductions over different dims of one input apart."""
+
+    numel: int
+    rnumel: int = 1
+    order: tuple = ()
+
+
+@dataclass(frozen=True)
+class SchedulerNode:
+    """One realized value and what computes it: its op, after the pointwise ops inlined into it
+    (in execution order). Extern nodes have no loop."""
+
+    kind: NodeKind
+    ops: tuple[OpRecord, ...]
+    loop: Loop | None
+
+    @property
+    def op(self) -> OpRecord:
+        return self.ops[-1]
+
+
+def _loop(op: OpRecord, kind: NodeKind) -> Loop | None:
+    if kind is NodeKind.EXTERN:
+        return None
+    written = max((ref.elements for ref in op.writes), default=0)
+    if kind is NodeKind.POINTWISE or not op.reads:
+        return Loop(written)
+    shape = op.reads[0].shape
+    total = math.prod(shape)
+    if op.reduced_dims is None:
+        points = max(min((ref.elements for ref in op.writes), default=1), 1)
+        return Loop(points, max(total // points, 1), (shape, None))
+    reduced = max(math.prod(shape[d] for d in op.reduced_dims), 1)
+    return Loop(total // reduced, reduced, (shape, op.reduced_dims))
+
+
+#: ``config.realize_reads_threshold``: a value with several users is stored, not recomputed,
+#: once its expression loads more buffers than this.
+REALIZE_READS_THRESHOLD = 4
+#: ``config.realize_acc_reads_threshold``: an expression loading more buffers is stored.
+REALIZE_ACC_READS_THRESHOLD = 8
+
+
+def _external_reads(ops: Sequence[OpRecord]) -> tuple[TensorRef, ...]:
+    produced = {ref.value_id for op in ops for ref in op.writes}
+    return largest_per_value(ref for op in ops for ref in op.reads if ref.value_id not in produced)
+
+
+def _inlined(op: OpRecord, expression: Sequence[OpRecord], graph: _Graph,
+             readers: dict[int, list[OpRecord]], kept_storages: set[int],
+             born: set[int]) -> bool:
+    """Whether Inductor's lowering leaves this pointwise value unrealized (``StorageBox`` not
+    stored), so every reader recomputes it: it is not kept, not mutated, not read by an extern
+    kernel, loads few enough buffers (``mark_reuse``, ``has_exceeded_max_reads``), and —
+    our addition, so that a plan never moves more than eager — recomputing it in each reader
+    loads no more than storing it once and loading it in each would."""
+    if len(op.writes) != 1:
+        return False
+    (out,) = op.writes
+    users = readers.get(out.value_id, [])
+    if (
+        not users
+        or out.value_id in graph.kept
+        or out.value_id in graph.must_realize
+        or out.storage_id in kept_storages
+        or out.storage_id in born
+        or any(_node_kind(user) is not NodeKind.POINTWISE
+               and _node_kind(user) is not NodeKind.REDUCTION for user in users)
+        or any(_mutates(user) and out.storage_id in {r.storage_id for r in user.writes}
+               for user in users)
+    ):
+        return False
+    loads = _external_reads(expression)
+    if len(loads) > REALIZE_ACC_READS_THRESHOLD:
+        return False
+    if len(users) == 1:
+        return True
+    loaded = sum(ref.elements for ref in loads)
+    return len(loads) <= REALIZE_READS_THRESHOLD and (
+        (len(users) - 1) * loaded <= (len(users) + 1) * out.elements
+    )
+
+
+def lower(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> tuple[list[SchedulerNode],
+                                                                         _Graph]:
+    """The scheduler nodes Inductor builds for ``ops``: FX passes, ``cat`` lowering, inlining."""
+    unique, _, duplicates = common_subexpressions(ops, kept_values)
+    graph = _Graph(ops=unique, kept=set(kept_values), duplicates=duplicates)
+    unfuse_bias_add(graph)
+    lower_cat(graph)
+    readers = graph.readers()
+    kept_storages = _kept_storages(graph.ops, graph.kept)
+    expressions: dict[int, tuple[OpRecord, ...]] = {}  # inlined value → its expression
+    born: set[int] = set()  # storages seen so far: a later write into one is a mutation
+    nodes: list[SchedulerNode] = []
+    for op in graph.ops:
+        kind = _node_kind(op)
+        inlined_inputs = (expressions.get(ref.value_id, ()) for ref in op.reads)
+        expression = tuple(dict.fromkeys(itertools.chain(*inlined_inputs, (op,))))
+        if kind is NodeKind.POINTWISE and _inlined(op, expression, graph, readers, kept_storages,
+                                                   born):
+            expressions[op.writes[0].value_id] = expression
+        elif kind is not NodeKind.NOP:
+            nodes.append(SchedulerNode(kind, expression, _loop(op, kind)))
+        born |= {ref.storage_id for ref in (*op.reads, *op.writes)}
+    return nodes, graph
+
+
+def _kept_storages(ops: Iterable[OpRecord], kept: set[int]) -> set[int]:
+    return {ref.storage_id for op in ops for ref in op.writes if ref.value_id in kept}
+
+
+# --- 3. Fusion rules ------------------------------------------------------------------------
+# Each rule returns why two nodes may not fuse (Inductor's ``WhyNoFuse`` text), or None.
 
 
 @dataclass
 class _Group:
-    """A kernel being built: its ops and the iteration sizes (elements) a new node can share."""
+    """A scheduler node while fusion runs: its members and its place in the dependency graph
+    (``ancestors``: bit i set when original node i must run before it)."""
 
-    index: int
-    ops: list[OpRecord]
-    category: Category
-    sizes: set[int] = field(default_factory=set)
+    members: list[int]
+    mask: int
+    ancestors: int
+    loop: Loop | None
+    extern: bool
+    first: int
+    last: int
+    used: dict[int, TensorRef]  #: values it loads or stores (``used_buffer_names``)
 
     @property
-    def fusible(self) -> bool:
-        return all(op.fusible for op in self.ops)
+    def reduction(self) -> bool:
+        return self.loop is not None and self.loop.order != ()
 
 
-def _output_elements(op: OpRecord) -> int:
-    return max((ref.elements for ref in op.writes), default=0)
+@dataclass
+class _Scheduler:
+    nodes: list[SchedulerNode]
+    groups: list[_Group]
+    group_of: list[int]  # original node → index of its group in ``groups``
+    live: set[int]  # indices of the groups not fused into another
+    bytes_of: Callable[[TensorRef], int]
+
+    def depends(self, later: _Group, earlier: _Group) -> bool:
+        return bool(later.ancestors & earlier.mask)
 
 
-def _input_elements(op: OpRecord) -> int:
-    return max((ref.elements for ref in op.reads), default=0)
+def extern_never_fuses(s: _Scheduler, a: _Group, b: _Group) -> str | None:
+    """``ExternKernelSchedulerNode`` (cuBLAS, cuDNN, attention, scatter, ops with no rule):
+    Inductor fuses no prologue or epilogue into a library call without max-autotune templates."""
+    if a.extern or b.extern:
+        return "extern kernel (library call) is never fused"
+    return None
 
 
-def extern_stays_alone(group: _Group, op: OpRecord) -> bool:
-    """Matmul-class ops and non-fusible data movement (scatter, sort, unknown ops) are extern
-    library calls or kernels Inductor does not fuse into (``ExternKernel``): they neither absorb
-    neighbours nor join them."""
-    return group.fusible and op.fusible
+def max_fusion_size(s: _Scheduler, a: _Group, b: _Group) -> str | None:
+    """``config.max_fusion_size``: at most 64 nodes in one kernel."""
+    if len(a.members) + len(b.members) > MAX_FUSION_SIZE:
+        return f"exceeds max fusion ({MAX_FUSION_SIZE} nodes)"
+    return None
 
 
-def same_iteration_space(group: _Group, op: OpRecord) -> bool:
-    """Inductor fuses nodes whose loops have the same size (``can_fuse_vertical`` compares
-    iteration ranges): a pointwise node over as many elements as the kernel's pointwise loop,
-    its reduction's input (prologue) or its reduction's output (epilogue); a reduction over the
-    kernel's element count (a persistent multi-reduction, e.g. softmax's max and sum)."""
-    if op.category is Category.REDUCTION:
-        return _input_elements(op) in group.sizes
-    return _output_elements(op) in group.sizes
+def shares_data(s: _Scheduler, a: _Group, b: _Group) -> str | None:
+    """``choices.can_fuse_horizontal``: two independent nodes fuse only for the bytes they both
+    load (``score_fusion_memory_threshold``) and when they are close in program order."""
+    if s.depends(a, b) or s.depends(b, a):
+        return None
+    if _shared_bytes(s, a, b) < SCORE_FUSION_MEMORY_THRESHOLD:
+        return "no shared data (score_fusion_memory_threshold)"
+    if max(abs(a.first - b.last), abs(b.first - a.last)) > MAX_FUSION_DISTANCE:
+        return "nodes are too far apart"
+    return None
 
 
-FUSION_RULES = (extern_stays_alone, same_iteration_space)
+def loops_match(s: _Scheduler, a: _Group, b: _Group) -> str | None:
+    """The Triton backend's ``can_fuse`` (``codegen/simd.py``): pointwise nodes fuse over the
+    same element count; reductions over the same ``(numel, rnumel)`` and the same reduced dims
+    (CUDA Inductor's mix-order reduction only pairs reductions over ≥ 5 M elements); a pointwise
+    node joins a reduction as a prologue or full-size epilogue (``numel × rnumel`` elements) or
+    as an epilogue on its output (``numel`` elements)."""
+    if a.loop is None or b.loop is None:
+        return None
+    if a.reduction and b.reduction:
+        if (a.loop.numel, a.loop.rnumel) != (b.loop.numel, b.loop.rnumel):
+            return "numel/rnumel mismatch (reduce)"
+        if a.loop.order != b.loop.order:
+            return "reductions over different dims"
+        return None
+    if not a.reduction and not b.reduction:
+        return None if a.loop.numel == b.loop.numel else "numel mismatch (non-reduce)"
+    pointwise, reduction = (a.loop, b.loop) if b.reduction else (b.loop, a.loop)
+    if pointwise.numel in (reduction.numel * reduction.rnumel, reduction.numel):
+        return None
+    return "numel/rnumel incompatibility (pointwise and reduction)"
 
 
-def can_fuse(group: _Group, op: OpRecord) -> bool:
-    """All rules of :data:`FUSION_RULES` hold."""
-    return all(rule(group, op) for rule in FUSION_RULES)
+def no_cycle(s: _Scheduler, a: _Group, b: _Group) -> str | None:
+    """``will_fusion_create_cycle`` / "intermediate nodes between node1 & node2": fusing must
+    not put a node that depends on one of the pair and feeds the other inside a loop."""
+    for src, dst in ((a, b), (b, a)):
+        # a node on such a path follows ``src``: nodes are numbered in a topological order
+        between = dst.ancestors & ~(src.mask | dst.mask) & ~((2 << src.first) - 1)
+        seen: set[int] = set()
+        while between:
+            low = between & -between
+            between ^= low
+            group_index = s.group_of[low.bit_length() - 1]
+            if group_index in seen:
+                continue
+            seen.add(group_index)
+            if s.groups[group_index].ancestors & src.mask:
+                return "will create cycle"
+    return None
 
 
-def _sizes_of(op: OpRecord) -> set[int]:
-    sizes = {_output_elements(op)}
-    if op.category is Category.REDUCTION:
-        sizes.add(_input_elements(op))
-    return sizes
+#: ``config.max_fusion_size``
+MAX_FUSION_SIZE = 64
+#: ``config.score_fusion_memory_threshold`` (bytes both nodes load, for horizontal fusion)
+SCORE_FUSION_MEMORY_THRESHOLD = 10
+#: ``Scheduler.are_long_distant_nodes``: 64 nodes apart in program order
+MAX_FUSION_DISTANCE = 64
+#: ``Scheduler.fuse_nodes``: at most this many rounds of ``fuse_nodes_once``
+FUSION_ROUNDS = 10
+
+Rule = Callable[[_Scheduler, _Group, _Group], "str | None"]
+#: The rules in the order Inductor's ``can_fuse`` applies them.
+FUSION_RULES: tuple[Rule, ...] = (
+    extern_never_fuses, max_fusion_size, loops_match, shares_data, no_cycle
+)
 
 
-def _group_ops(ops: Sequence[OpRecord]) -> list[_Group]:
-    groups: list[_Group] = []
-    producer: dict[int, int] = {}  # value id → index of the group that wrote it
-    readers: dict[int, list[int]] = {}  # value id → groups that read it (for horizontal fusion)
-    for op in ops:
-        if op.category is Category.ZERO_COPY:
+def refusal(s: _Scheduler, a: _Group, b: _Group) -> str | None:
+    """The first rule of :data:`FUSION_RULES` that refuses the pair (None: they fuse)."""
+    return next((reason for rule in FUSION_RULES if (reason := rule(s, a, b))), None)
+
+
+def _shared_bytes(s: _Scheduler, a: _Group, b: _Group) -> int:
+    return sum(s.bytes_of(a.used[v]) for v in a.used.keys() & b.used.keys())
+
+
+# --- 3. Scheduling: fuse_nodes ---------------------------------------------------------------
+
+
+def _dependencies(nodes: Sequence[SchedulerNode]) -> list[set[int]]:
+    """Node → nodes it must follow: producers of what it loads, and — for a node writing a new
+    version into existing storage — the readers and writers of the earlier versions."""
+    producer: dict[int, int] = {}
+    storage_users: dict[int, set[int]] = {}
+    deps: list[set[int]] = []
+    for index, node in enumerate(nodes):
+        produced = {ref.value_id for op in node.ops for ref in op.writes}
+        loads = {ref.value_id: ref for op in node.ops for ref in op.reads
+                 if ref.value_id not in produced}
+        mine = {producer[v] for v in loads if v in producer}
+        for ref in node.op.writes:
+            mine |= storage_users.get(ref.storage_id, set())
+        mine.discard(index)
+        deps.append(mine)
+        for ref in node.op.writes:
+            producer[ref.value_id] = index
+        for ref in (*loads.values(), *node.op.writes):
+            storage_users.setdefault(ref.storage_id, set()).add(index)
+    return deps
+
+
+def _node_values(node: SchedulerNode) -> dict[int, TensorRef]:
+    """Values a node loads from or stores to memory (Inductor's ``used_buffer_names``)."""
+    return {ref.value_id: ref for ref in (*_external_reads(node.ops), *node.op.writes)}
+
+
+def schedule(nodes: Sequence[SchedulerNode], bytes_of: Callable[[TensorRef], int]
+             ) -> tuple[list[list[int]], dict[tuple[int, int], str]]:
+    """Inductor's ``fuse_nodes``: groups of node indices, and why pairs of groups that share a
+    buffer stayed apart (by final group index)."""
+    deps = _dependencies(nodes)
+    ancestors: list[int] = []
+    for node_deps in deps:
+        mask = 0
+        for dep in node_deps:
+            mask |= ancestors[dep] | (1 << dep)
+        ancestors.append(mask)
+    s = _Scheduler(
+        nodes=list(nodes),
+        groups=[
+            _Group([i], 1 << i, ancestors[i], node.loop, node.kind is NodeKind.EXTERN, i, i,
+                   _node_values(node))
+            for i, node in enumerate(nodes)
+        ],
+        group_of=list(range(len(nodes))),
+        live=set(range(len(nodes))),
+        bytes_of=bytes_of,
+    )
+    refused: dict[frozenset[int], str] = {}
+    for _ in range(FUSION_ROUNDS):
+        if not _fuse_once(s, refused):
+            break
+    alive = sorted(s.live, key=lambda g: s.groups[g].first)
+    position = {g: k for k, g in enumerate(alive)}
+    reasons = {}
+    for pair, reason in refused.items():
+        first, second = sorted(position[s.group_of[i]] for i in pair)
+        if first != second:
+            reasons[(first, second)] = reason
+    return [sorted(s.groups[g].members) for g in alive], reasons
+
+
+def _candidates(s: _Scheduler) -> list[tuple[int, int]]:
+    """``get_possible_fusions``: pairs of live groups that load or store the same value, best
+    first (``score_fusion``: reduction pairs of the same kind, then shared bytes, then the
+    closer pair in program order)."""
+    by_value: dict[int, list[int]] = {}
+    for index in s.live:
+        for value in s.groups[index].used:
+            by_value.setdefault(value, []).append(index)
+    pairs = set()
+    for groups in by_value.values():
+        unique = sorted(groups, key=lambda g: s.groups[g].first)
+        for i, a in enumerate(unique):
+            pairs |= {(a, b) for b in unique[i + 1: i + 1 + MAX_FUSION_SIZE]}
+
+    def score(pair: tuple[int, int]) -> tuple:
+        a, b = s.groups[pair[0]], s.groups[pair[1]]
+        distance = max(abs(a.first - b.last), abs(b.first - a.last))
+        return (a.reduction == b.reduction, _shared_bytes(s, a, b), -distance, -a.first)
+
+    return sorted(pairs, key=score, reverse=True)
+
+
+def _fuse_once(s: _Scheduler, refused: dict[frozenset[int], str]) -> bool:
+    """``fuse_nodes_once``: try every candidate pair in score order on the current groups."""
+    fused = False
+    for first, second in _candidates(s):
+        a_index = s.group_of[s.groups[first].members[0]]
+        b_index = s.group_of[s.groups[second].members[0]]
+        if a_index == b_index:
             continue
-        read_ids = [ref.value_id for ref in op.reads]
-        newest_producer = max((producer.get(v, -1) for v in read_ids), default=-1)
-        candidates = {producer[v] for v in read_ids if v in producer}
-        candidates |= {g for v in read_ids for g in readers.get(v, ())}
-        target = next(
-            (
-                groups[g]
-                for g in sorted(candidates, reverse=True)
-                if g >= newest_producer and can_fuse(groups[g], op)
-            ),
-            None,
-        )
-        if target is None:
-            target = _Group(index=len(groups), ops=[], category=op.category)
-            groups.append(target)
-        target.ops.append(op)
-        target.sizes |= _sizes_of(op)
-        target.category = _dominant(target.category, op.category)
-        for value in read_ids:
-            readers.setdefault(value, []).append(target.index)
-        for ref in op.writes:
-            producer[ref.value_id] = target.index
-    return groups
+        a, b = s.groups[a_index], s.groups[b_index]
+        reason = refusal(s, a, b)
+        pair = frozenset((a.members[0], b.members[0]))
+        if reason:
+            refused[pair] = reason
+            continue
+        refused.pop(pair, None)
+        _merge(s, a_index, b_index)
+        fused = True
+    return fused
+
+
+def _merge(s: _Scheduler, keep: int, gone: int) -> None:
+    a, b = s.groups[keep], s.groups[gone]
+    a.members += b.members
+    a.mask |= b.mask
+    a.ancestors = (a.ancestors | b.ancestors) & ~a.mask
+    if a.loop is None or (b.reduction and not a.reduction):
+        a.loop = b.loop
+    a.first, a.last = min(a.first, b.first), max(a.last, b.last)
+    a.used = {**a.used, **b.used}
+    for member in b.members:
+        s.group_of[member] = keep
+    s.live.discard(gone)
+    for index in s.live - {keep}:
+        other = s.groups[index]
+        if other.ancestors & a.mask:
+            other.ancestors |= a.ancestors | a.mask
+            other.ancestors &= ~other.mask
+
+
+# --- 4. Kernel boundaries -------------------------------------------------------------------
 
 
 _CATEGORY_RANK = {
@@ -165,9 +697,10 @@ _CATEGORY_RANK = {
 }
 
 
-def _dominant(first: Category, second: Category) -> Category:
+def _category_of(ops: Sequence[OpRecord]) -> Category:
     """A kernel is named by its heaviest op kind: a pointwise chain with a sum is a reduction."""
-    return max(first, second, key=_CATEGORY_RANK.__getitem__)
+    return max((op.category for op in ops), key=_CATEGORY_RANK.__getitem__,
+               default=Category.ZERO_COPY)
 
 
 def uninitialised_values(ops: Sequence[OpRecord]) -> frozenset[int]:
@@ -180,51 +713,37 @@ def uninitialised_values(ops: Sequence[OpRecord]) -> frozenset[int]:
 
 
 def _boundary(
-    ops_by_group: Sequence[Sequence[OpRecord]],
-    kept_values: frozenset[int],
+    ops_by_kernel: Sequence[Sequence[OpRecord]],
+    kept_values: set[int],
     uninitialised: frozenset[int],
-) -> list[Kernel]:
-    """Kernels with the traffic crossing their boundaries."""
-    owner: dict[int, int] = {}
-    for index, group_ops in enumerate(ops_by_group):
-        for op in group_ops:
-            for ref in op.writes:
-                owner[ref.value_id] = index
-    read_elsewhere: set[int] = set()
-    for index, group_ops in enumerate(ops_by_group):
-        for op in group_ops:
-            read_elsewhere |= {r.value_id for r in op.reads if owner.get(r.value_id) != index}
-    kernels = []
-    for index, group_ops in enumerate(ops_by_group):
-        outside_reads = [
-            ref
-            for op in group_ops
-            for ref in op.reads
-            if owner.get(ref.value_id) != index and ref.value_id not in uninitialised
-        ]
-        writes = [
-            ref
-            for op in group_ops
-            for ref in op.writes
-            if ref.value_id in read_elsewhere or ref.value_id in kept_values
-        ]
-        kernels.append(
-            Kernel(
-                name=_kernel_name(group_ops),
-                category=_category_of(group_ops),
-                ops=tuple(group_ops),
-                reads=largest_per_value(outside_reads),
-                writes=tuple(writes),
-            )
+) -> list[tuple[tuple[TensorRef, ...], tuple[TensorRef, ...]]]:
+    """(reads, writes) of each kernel: values from outside it once each; values another kernel
+    reads or the model keeps; for a kept storage, the largest write any of its versions made in
+    the kernel (what every version wrote there must reach memory)."""
+    produced = [{ref.value_id for op in ops for ref in op.writes} for ops in ops_by_kernel]
+    loads = [
+        [ref for op in ops for ref in op.reads
+         if ref.value_id not in mine and ref.value_id not in uninitialised]
+        for ops, mine in zip(ops_by_kernel, produced, strict=True)
+    ]
+    loaded_elsewhere = {ref.value_id for refs in loads for ref in refs}
+    kept_storages = _kept_storages(itertools.chain(*ops_by_kernel), kept_values)
+    boundaries = []
+    for ops, refs in zip(ops_by_kernel, loads, strict=True):
+        stores = [ref for op in ops for ref in op.writes]
+        by_value = [ref for ref in stores if ref.storage_id not in kept_storages
+                    and ref.value_id in loaded_elsewhere]
+        by_storage: dict[int, TensorRef] = {}
+        for ref in stores:
+            if ref.storage_id in kept_storages and (
+                ref.storage_id not in by_storage
+                or ref.elements > by_storage[ref.storage_id].elements
+            ):
+                by_storage[ref.storage_id] = ref
+        boundaries.append(
+            (largest_per_value(refs), largest_per_value(by_value) + tuple(by_storage.values()))
         )
-    return kernels
-
-
-def _category_of(ops: Sequence[OpRecord]) -> Category:
-    category = Category.ZERO_COPY
-    for op in ops:
-        category = _dominant(category, op.category)
-    return category
+    return boundaries
 
 
 def _short_op_name(op: OpRecord) -> str:
@@ -243,8 +762,40 @@ def _kernel_name(ops: Sequence[OpRecord]) -> str:
 
 def fused_plan(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> Plan:
     """Inductor-style plan: see the module docstring and :data:`FUSION_RULES`."""
-    groups = _group_ops(ops)
-    return Plan(tuple(_boundary([g.ops for g in groups], kept_values, uninitialised_values(ops))))
+    nodes, graph = lower(ops, kept_values)
+    groups, refused = schedule(nodes, lambda ref: ref.elements * ref.itemsize)
+    run: list[list[OpRecord]] = []
+    charged: set[int] = set()  # ids of ops whose FLOPs a kernel already counts
+    owned: list[list[OpRecord]] = []
+    for members in groups:
+        kernel_ops = list(dict.fromkeys(op for m in members for op in nodes[m].ops))
+        kernel_ops.sort(key=lambda op: op.index)
+        run.append(kernel_ops)
+        owned.append([op for op in kernel_ops if id(op) not in charged])
+        charged |= {id(op) for op in kernel_ops}
+    for twin, duplicate in graph.duplicates:  # CSE: a duplicate runs where its twin runs
+        home = next((k for k, kernel_ops in enumerate(run) if twin in kernel_ops), None)
+        if home is not None:
+            owned[home].append(duplicate)
+    boundaries = _boundary(run, graph.kept, uninitialised_values(ops))
+    names = [_kernel_name(kernel_ops) for kernel_ops in run]
+    apart: list[list[str]] = [[] for _ in run]
+    for (first, second), reason in sorted(refused.items()):
+        apart[first].append(f"apart from kernel {second + 1} ({names[second]}): {reason}")
+        apart[second].append(f"apart from kernel {first + 1} ({names[first]}): {reason}")
+    kernels = []
+    for k, (kernel_ops, (reads, writes)) in enumerate(zip(run, boundaries, strict=True)):
+        mine_ids = {id(op) for op in owned[k]}
+        kernels.append(Kernel(
+            name=names[k],
+            category=_category_of(kernel_ops),
+            ops=tuple(owned[k]),
+            reads=reads,
+            writes=writes,
+            recomputed=tuple(op for op in kernel_ops if id(op) not in mine_ids),
+            refusals=tuple(apart[k]),
+        ))
+    return Plan(tuple(kernels))
 
 
 def eager_plan(ops: Sequence[OpRecord]) -> Plan:
@@ -275,9 +826,7 @@ def compulsory_refs(
     copied in) keeps what every version wrote there, so all of it must be written."""
     kernel_ops = [op for op in ops if op.category is not Category.ZERO_COPY]
     reads = [ref for op in kernel_ops for ref in op.reads if ref.value_id in input_values]
-    kept_storages = {
-        ref.storage_id for op in kernel_ops for ref in op.writes if ref.value_id in kept_values
-    }
+    kept_storages = _kept_storages(kernel_ops, set(kept_values))
     writes_by_storage: dict[int, list[TensorRef]] = {}
     for ref in (ref for op in kernel_ops for ref in op.writes):
         if ref.storage_id in kept_storages:
