@@ -16,7 +16,6 @@ from conftest import (
     H100_FP32,
     H100_L2_BYTES,
     H100_TF32,
-    LAUNCH_S,
     Fn,
     analyze,
     meta,
@@ -295,15 +294,14 @@ def test_warm_cache_charges_only_what_spills_past_l2() -> None:
     assert cold.memory_sol_s == pytest.approx(result.compulsory_bytes / H100_BANDWIDTH, rel=1e-12)
 
 
-def test_estimates_are_per_kernel_rooflines_plus_launches() -> None:
+def test_estimates_are_the_performance_model_never_below_sol() -> None:
     model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
     result = analyze(model, meta(32, 64), precision="bf16")
-    for kernels, estimate in ((result.kernels, result.fused_estimate_s),
-                              (result.eager_kernels, result.eager_estimate_s)):
-        expected = sum(
-            max(k.compute_s, k.bytes / H100_BANDWIDTH) + k.launches * LAUNCH_S for k in kernels
-        )
-        assert estimate == pytest.approx(expected, rel=1e-12)
+    modes = result.performance.modes
+    for name, estimate in (("fused", result.fused_estimate_s), ("eager", result.eager_estimate_s),
+                           ("cudagraph", result.cudagraph_estimate_s)):
+        assert estimate == max(modes[name].total_s, result.sol_s)
+        assert result.sol_s <= estimate
 
 
 def test_kernel_bound_and_intensity() -> None:
@@ -314,13 +312,14 @@ def test_kernel_bound_and_intensity() -> None:
     assert result.arithmetic_intensity == pytest.approx(result.flops / result.fused_bytes)
 
 
-def test_sol_at_most_fused_at_most_eager() -> None:
+def test_sol_at_most_every_estimate() -> None:
     model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.Flatten(),
                           nn.Linear(16 * 30 * 30, 10), nn.Softmax(-1))
     for precision in ("fp32", "bf16"):
         result = analyze(model, meta(8, 3, 32, 32), precision=precision)
         assert result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes
-        assert result.sol_s <= result.fused_estimate_s <= result.eager_estimate_s
+        assert result.sol_s <= min(result.fused_estimate_s, result.eager_estimate_s,
+                                   result.cudagraph_estimate_s)
         assert result.fused_kernel_count <= result.unfused_kernel_count
 
 
@@ -432,7 +431,8 @@ def test_to_dict_layout() -> None:
     assert data["arithmetic_intensity"] == pytest.approx(result.flops / result.fused_bytes)
     assert data["ridge_point"] == pytest.approx(H100_FP32 / H100_BANDWIDTH)
     assert set(data["time_ms"]) == {"compute_sol", "memory_sol", "memory_fused", "sol",
-                                    "fused_estimate", "eager_estimate"}
+                                    "fused_estimate", "eager_estimate", "cudagraph_estimate"}
+    assert set(data["estimate"]) == {"eager", "fused", "cudagraph"}
     assert data["time_ms"]["sol"] == pytest.approx(result.sol_s * 1e3)
     assert data["bottleneck"] in ("compute", "memory")
     assert len(data["kernels"]) == 2

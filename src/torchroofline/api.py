@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch.nn as nn
 
@@ -10,6 +10,9 @@ from .costs import cost_trace
 from .hardware import GPUSpec
 from .roofline import Result, price
 from .trace import REAL_FALLBACK_LIMIT_BYTES, trace_model
+
+if TYPE_CHECKING:
+    from .estimate import EstimateParams
 
 
 def analyze(
@@ -22,6 +25,7 @@ def analyze(
     actual_ms: float | None = None,
     real_fallback_limit_bytes: int = REAL_FALLBACK_LIMIT_BYTES,
     name: str | None = None,
+    estimate_params: EstimateParams | None = None,
 ) -> Result:
     """How fast could ``model(*inputs)`` run on ``gpu`` at ``precision``?
 
@@ -31,6 +35,8 @@ def analyze(
     or ``"warm"``. ``actual_ms`` sets a measured time (ms) against the bound. fp32 matmuls,
     convolutions and RNNs run where the torch switches set now allow (``allow_tf32``,
     ``torch.set_float32_matmul_precision``, ``torch.backends.cudnn.allow_tf32``).
+    ``estimate_params`` replaces the performance model's fitted constants (e.g. your own host
+    costs, :class:`~torchroofline.estimate.EstimateParams`).
     """
     from .hardware import get_gpu
     from .precision import MathSwitches, check_precision
@@ -41,4 +47,7 @@ def analyze(
     trace = trace_model(
         model, inputs, real_fallback_limit_bytes=real_fallback_limit_bytes, name=name
     )
-    return price(trace, cost_trace(trace), spec, precision, cache, actual_ms, switches=switches)
+    return price(
+        trace, cost_trace(trace), spec, precision, cache, actual_ms,
+        estimate_params=estimate_params, switches=switches,
+    )

@@ -162,7 +162,7 @@ def analyze_file(
 def load_timings(path: str | Path) -> dict[tuple[int | None, str], float]:
     """Mean times (ms) from a KernelBench timing JSON (``{"level1": {"file.py": {"mean": ms}}}``),
     keyed by (level, file name). A flat ``{"file.py": {"mean": ms}}`` or ``{"file.py": ms}`` gives
-    level ``None``."""
+    level ``None``. A ``null`` entry (a problem that was not timed) is left out."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -175,8 +175,9 @@ def load_timings(path: str | Path) -> dict[tuple[int | None, str], float]:
         match = _LEVEL_DIR.match(key)
         if match and isinstance(value, dict):
             for file, entry in value.items():
-                timings[(int(match.group(1)), file)] = _mean_ms(path, file, entry)
-        else:
+                if entry is not None:
+                    timings[(int(match.group(1)), file)] = _mean_ms(path, file, entry)
+        elif value is not None:
             timings[(None, key)] = _mean_ms(path, key, value)
     return timings
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ def result_to_dict(result: Result) -> dict[str, Any]:
         "arithmetic_intensity": _finite(result.arithmetic_intensity),
         "ridge_point": result.ridge_point,
         "time_ms": result.time_ms,
+        "estimate": result.performance.to_dict(result.sol_s) if result.performance else None,
         "bottleneck": result.bottleneck,
         "roofline": roofline_entry(result.gpu, result.roofs),
         "kernels": [kernel.to_dict() for kernel in result.kernels],
@@ -127,21 +129,44 @@ def format_result(result: Result, top: int = 5) -> str:
             human_ms(result.sol_ms),
             f"*** Bottleneck : {result.bottleneck.upper()} BOUND ***",
         ),
-        _line(
-            "Fused estimate",
-            human_ms(result.time_ms["fused_estimate"]),
-            "(sum of per-kernel rooflines)",
-        ),
-        _line("Eager estimate", human_ms(result.time_ms["eager_estimate"])),
+        "",
+        *estimate_lines(result),
     ]
     if result.actual is not None:
         lines += ["", *_actual_lines(result)]
     lines.append(rule)
     if top > 0 and result.kernels:
-        lines += ["", *kernel_table(result.top_kernels(top))]
+        lines += ["", *kernel_table(result.top_kernels(top), gpu_s=result.kernel_gpu_s)]
     if result.notes:
         lines += ["", "Notes:", *(f"  - {note}" for note in result.notes)]
     return "\n".join(lines)
+
+
+#: Estimate rows of the report: label, ``time_ms`` key, key of ``Result.performance.modes``.
+ESTIMATE_ROWS = (
+    ("Eager estimate", "eager_estimate", "eager"),
+    ("Compile estimate (fused)", "fused_estimate", "fused"),
+    ("CUDA-graph estimate", "cudagraph_estimate", "cudagraph"),
+)
+
+
+def _split(result: Result, mode: str) -> str:
+    """``GPU 1.2 ms, host 80% LAUNCH-BOUND``: how one estimate divides between the GPU's busy
+    time and the time the GPU waits for the host."""
+    estimate = result.performance.modes[mode]
+    verdict = " LAUNCH-BOUND" if estimate.launch_bound else ""
+    busy = human_ms(estimate.gpu_busy_s * 1e3)
+    return f"GPU {busy}, waits on host {estimate.host_bound_share:.0%}{verdict}"
+
+
+def estimate_lines(result: Result) -> list[str]:
+    """One line per estimate with its GPU / host split and the launch-bound verdict."""
+    if result.performance is None:
+        return [_line(label, human_ms(result.time_ms[key])) for label, key, _ in ESTIMATE_ROWS]
+    return [
+        _line(label, human_ms(result.time_ms[key]), _split(result, mode))
+        for label, key, mode in ESTIMATE_ROWS
+    ]
 
 
 def _actual_lines(result: Result) -> list[str]:
@@ -163,20 +188,27 @@ def _intensity(value: float) -> str:
     return "inf" if value == float("inf") else f"{value:.2f}"
 
 
-def kernel_table(kernels: list[KernelEstimate], name_width: int = 34) -> list[str]:
-    """Fixed-width table of kernels: name, FLOPs, bytes, intensity, time, bound. Names are never
-    cut (two kernels cut to one prefix would look alike): the column widens to the longest."""
+def kernel_table(
+    kernels: list[KernelEstimate],
+    name_width: int = 34,
+    gpu_s: Mapping[KernelEstimate, float] | None = None,
+) -> list[str]:
+    """Fixed-width table of kernels: name, FLOPs, bytes, intensity, roofline time at peak,
+    bound and, given ``gpu_s`` (kernel → seconds), the performance model's GPU time. Names are
+    never cut (two kernels cut to one prefix would look alike): the column widens to the longest."""
     name_width = max([name_width, *(len(kernel.name) for kernel in kernels)])
     header = (
         f"  {'kernel':<{name_width}} {'FLOPs':>11} {'bytes':>10} {'FLOP/B':>8} "
-        f"{'time':>11} {'bound':>7}"
+        f"{'time':>11} {'bound':>7}" + (f" {'est. GPU':>10}" if gpu_s is not None else "")
     )
     rows = [header, "  " + "-" * (len(header) - 2)]
     for kernel in kernels:
         name = kernel.name
+        estimate = f" {human_ms(gpu_s[kernel] * 1e3):>10}" if gpu_s is not None else ""
         rows.append(
             f"  {name:<{name_width}} {si(kernel.flops):>11} {human_bytes(kernel.bytes):>10} "
             f"{_intensity(kernel.intensity):>8} {human_ms(kernel.time_ms):>11} {kernel.bound:>7}"
+            + estimate
         )
     return rows
 
@@ -196,16 +228,21 @@ def format_prompt(result: Result, top: int = 3) -> str:
         f"- Speed of light: {human_ms(result.sol_ms)} ({result.bottleneck}-bound; compute "
         f"{human_ms(result.time_ms['compute_sol'])}, "
         f"memory {human_ms(result.time_ms['memory_sol'])})",
-        f"- Fused (torch.compile-like) estimate: {human_ms(result.time_ms['fused_estimate'])} in "
-        f"{result.fused_kernel_count} kernels; eager estimate "
-        f"{human_ms(result.time_ms['eager_estimate'])} in {result.unfused_kernel_count}",
+        f"- Estimates: eager {human_ms(result.time_ms['eager_estimate'])} "
+        f"({result.unfused_kernel_count} kernels), torch.compile "
+        f"{human_ms(result.time_ms['fused_estimate'])} ({result.fused_kernel_count} kernels), "
+        f"CUDA graphs {human_ms(result.time_ms['cudagraph_estimate'])}",
     ]
+    if result.performance is not None:
+        lines += [f"  {label.split(' estimate')[0].lower()}: {_split(result, mode)}"
+                  for label, _, mode in ESTIMATE_ROWS[:2]]
     kernels = result.top_kernels(top)
     if kernels:
-        lines.append("- Where the time goes (fused kernels):")
-        total = result.fused_estimate_s or 1.0
+        lines.append("- Where the GPU time goes (fused kernels, estimated):")
+        gpu_s = result.kernel_gpu_s
+        total = sum(gpu_s[k] for k in result.kernels) or 1.0
         lines += [
-            f"  {k.name}: {human_ms(k.time_ms)} ({k.time_s / total:.0%}), {k.bound}-bound, "
+            f"  {k.name}: {human_ms(gpu_s[k] * 1e3)} ({gpu_s[k] / total:.0%}), {k.bound}-bound, "
             f"{_intensity(k.intensity)} FLOP/B"
             for k in kernels
         ]

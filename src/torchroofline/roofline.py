@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .costs import (
     Category,
@@ -31,7 +31,10 @@ from .precision import (
     unit_for,
     unit_notes,
 )
-from .trace import TensorRef, Trace
+from .trace import Trace
+
+if TYPE_CHECKING:
+    from .estimate import EstimateParams, Performance
 
 CACHE_MODES = ("cold", "warm")
 
@@ -282,6 +285,8 @@ class Result:
     trace: Trace | None = field(default=None, repr=False, compare=False)
     #: the torch math switches read at analysis time; :meth:`on` keeps them
     switches: MathSwitches = TORCH_DEFAULTS
+    #: the performance model's prediction (estimate.py); the estimates below read it
+    performance: Performance | None = field(default=None, repr=False, compare=False)
 
     # -- derived figures --
     @property
@@ -305,13 +310,27 @@ class Result:
         """The prototype's memory figure: fused bytes / bandwidth."""
         return self.fused_bytes / self.gpu.memory_bandwidth_bytes_per_s
 
+    def _predicted_s(self, mode: str, kernels: Sequence[KernelEstimate]) -> float:
+        """A mode's predicted time from the performance model, never below the speed of light
+        (without a model: the per-kernel rooflines plus launches)."""
+        if self.performance is None:
+            return max(sum(kernel.time_s for kernel in kernels), self.sol_s)
+        return max(self.performance.modes[mode].total_s, self.sol_s)
+
     @property
     def fused_estimate_s(self) -> float:
-        return sum(kernel.time_s for kernel in self.kernels)
+        """``torch.compile`` (Inductor, no CUDA graphs): fused kernels plus host costs."""
+        return self._predicted_s("fused", self.kernels)
 
     @property
     def eager_estimate_s(self) -> float:
-        return sum(kernel.time_s for kernel in self.eager_kernels)
+        """Eager PyTorch: one kernel per op plus host costs."""
+        return self._predicted_s("eager", self.eager_kernels)
+
+    @property
+    def cudagraph_estimate_s(self) -> float:
+        """Inductor with CUDA graphs (``mode="reduce-overhead"``)."""
+        return self._predicted_s("cudagraph", self.kernels)
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -347,6 +366,7 @@ class Result:
             "sol": self.sol_s * 1e3,
             "fused_estimate": self.fused_estimate_s * 1e3,
             "eager_estimate": self.eager_estimate_s * 1e3,
+            "cudagraph_estimate": self.cudagraph_estimate_s * 1e3,
         }
 
     @property
@@ -356,8 +376,18 @@ class Result:
         ordered = sorted(kinds, key=list(MatmulKind).index)
         return roofs_for(self.gpu, self.precision, ordered, self.switches)
 
+    @property
+    def kernel_gpu_s(self) -> dict[KernelEstimate, float]:
+        """The performance model's GPU seconds of each fused kernel (the roofline time when
+        there is no model)."""
+        if self.performance is None:
+            return {kernel: kernel.time_s for kernel in self.kernels}
+        return dict(zip(self.kernels, self.performance.compile.kernel_gpu_s, strict=True))
+
     def top_kernels(self, count: int = 5) -> list[KernelEstimate]:
-        return sorted(self.kernels, key=lambda k: k.time_s, reverse=True)[:count]
+        """The fused kernels with the most estimated GPU time."""
+        gpu_s = self.kernel_gpu_s
+        return sorted(self.kernels, key=gpu_s.__getitem__, reverse=True)[:count]
 
     # -- output --
     def to_dict(self) -> dict[str, Any]:
@@ -395,19 +425,21 @@ class Result:
         return _replace(self, actual=_actual(actual_ms, self))
 
     def on(
-        self, gpu: str | GPUSpec, precision: str | None = None, cache: str | None = None
+        self,
+        gpu: str | GPUSpec,
+        precision: str | None = None,
+        cache: str | None = None,
+        estimate_params: EstimateParams | None = None,
     ) -> Result:
-        """The same trace priced on another GPU / precision / cache mode (no retrace), under the
-        torch math switches read when it was analysed."""
+        """The same trace priced on another GPU / precision / cache mode, or under other
+        performance-model parameters (no retrace)."""
         if self.trace is None:
             raise InputError("this result keeps no trace; analyze the model again")
+        if estimate_params is None and self.performance is not None:
+            estimate_params = self.performance.params
         return price(
-            self.trace,
-            self.ops,
-            gpu,
-            precision or self.precision,
-            cache or self.cache,
-            switches=self.switches,
+            self.trace, self.ops, gpu, precision or self.precision, cache or self.cache,
+            estimate_params=estimate_params, switches=self.switches,
         )
 
 
@@ -455,11 +487,15 @@ def price(
     precision: str,
     cache: str = "cold",
     actual_ms: float | None = None,
+    estimate_params: EstimateParams | None = None,
     *,
     switches: MathSwitches | None = None,
 ) -> Result:
-    """Turn costed ops into a :class:`Result` on ``gpu`` at ``precision``. ``switches``: the
-    torch math switches fp32 matmul-class work follows (default: as torch holds them now)."""
+    """Turn costed ops into a :class:`Result` on ``gpu`` at ``precision``; the performance
+    model (:mod:`torchroofline.estimate`) runs under ``estimate_params`` (default: fitted).
+    ``switches``: the torch math switches fp32 matmul-class work follows (default: as torch
+    holds them now)."""
+    from .estimate import performance
     gpu = get_gpu(gpu)
     precision = check_precision(precision)
     switches = switches or MathSwitches.current()
@@ -499,6 +535,10 @@ def price(
         unsupported_ops=_unsupported(ops),
         trace=trace,
         switches=switches,
+        performance=performance(
+            trace, ops, eager.kernels, fused.kernels, gpu, precision, float_bytes, cache,
+            estimate_params,
+        ),
     )
     return result.with_actual(actual_ms)
 

@@ -1,0 +1,565 @@
+"""Stage 5: a performance model — how long a forward call should take on a real GPU driven by
+real PyTorch, as opposed to the speed of light (how long it could take at best).
+
+The roofline stage keeps the bounds; this stage predicts. It has two parts:
+
+1. **Per kernel, GPU time** at *achievable* rates (:func:`kernel_gpu_s`): bytes at a fraction of
+   the datasheet bandwidth plus a fixed fill/drain latency (so a small kernel reaches a small
+   share of the bandwidth and no kernel takes less than that latency), FLOPs at a per-family
+   fraction of the unit's peak, GEMM-class kernels in whole waves of output tiles over the SMs
+   (wave quantization), eager row-per-block reductions limited by how many rows they have, and
+   recurrences latency-bound per step. Data a warm L2 holds is read at the L2's bandwidth.
+2. **Per mode, a host/launch pipeline** (:func:`timeline`): the host issues kernel *k* when it
+   has finished the CPU work before it; the GPU runs it when the GPU is free and the kernel has
+   been issued. When kernels are short the host is the bottleneck and the GPU waits: the same
+   rule gives both the launch-bound and the GPU-bound regime. Modes: ``eager`` (one kernel per
+   aten op, Python and dispatcher cost per op), ``compile`` (Inductor's fused kernels, a guard
+   check per call and a launch per kernel) and ``cudagraph`` (the fused kernels replayed as one
+   CUDA graph: one replay per call, a small gap between kernels on the GPU).
+
+Every constant is a field of :class:`EstimateParams` (GPU side) or :class:`HostCosts` (CPU side,
+one machine) with its source; the fitted ones come from ``benchmarks/calibrate.py``, which
+writes ``docs/calibration.md`` with the data, the fit and its error per GPU and per level.
+Times are seconds inside this module.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .costs import Category, MatmulKind, OpRecord
+from .fusion import Kernel
+from .hardware import GPUSpec
+from .roofline import work_of
+from .trace import Trace, TracedOp
+
+# --- Parameters ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    """CPU seconds of one forward call outside the GPU, on one machine (a host profile).
+
+    They differ between machines by about 2× across the calibration sets (CPU model, clock,
+    driver); ``docs/calibration.md`` lists the scale fitted for each. :meth:`scaled` gives a
+    profile for a faster or slower host from one measured ratio.
+    """
+
+    eager_call_s: float  #: Python call of the model (``nn.Module.__call__``, hooks check)
+    eager_op_s: float  #: one aten op that launches a kernel: Python, dispatcher, launch
+    eager_view_s: float  #: one view/metadata op (no kernel): Python and dispatcher only
+    eager_module_s: float  #: one submodule call in the forward (``nn.Module.__call__``)
+    launch_s: float  #: one extra kernel launch inside a library call (a cuDNN RNN's steps)
+    compile_call_s: float  #: ``torch.compile`` per call: guards, wrapper, output allocation
+    compile_kernel_s: float  #: one Triton or extern kernel launched by Inductor's wrapper
+    cudagraph_call_s: float  #: one CUDA-graph replay (``reduce-overhead``), with its checks
+    source: str = ""
+
+    def scaled(self, factor: float) -> HostCosts:
+        """Every CPU cost times ``factor`` (a host ``factor`` times slower)."""
+        costs = {
+            name: getattr(self, name) * factor
+            for name in self.__dataclass_fields__
+            if name.endswith("_s")
+        }
+        return replace(self, **costs, source=f"{self.source} ×{factor:.3g}")
+
+
+@dataclass(frozen=True)
+class EstimateParams:
+    """GPU-side constants of the model and the host profile; all fields documented in METHOD.md.
+
+    Fractions are of the datasheet figures of :class:`~torchroofline.hardware.GPUSpec`.
+    """
+
+    host: HostCosts
+    hbm_fraction: float  #: achievable share of the datasheet memory bandwidth (large streams)
+    fill_latency_s: float  #: per-kernel fill/drain time: minimum duration of any kernel
+    vector_fraction: float  #: achievable share of the CUDA-core peak for pointwise math
+    #: achievable share of the unit's peak per matmul-class family (see :data:`FAMILIES`)
+    matmul_fraction: Mapping[str, float] = field(hash=False)
+    #: extra HBM passes over a tensor-core convolution's input and output (NCHW ↔ NHWC)
+    conv_layout_passes: float = 0.0
+    tile_edges: tuple[int, ...] = (128, 64, 32)  #: GEMM output tiles cuBLAS/cuDNN pick from
+    split_k_depth: int = 512  #: reduction depth per split when a GEMM splits K over more SMs
+    row_bandwidth_bytes_per_s: float = 10e9  #: one thread block streaming one row (eager)
+    rnn_step_s: float = 10e-6  #: one recurrent step: a small GEMM plus gate math, in series
+    cudagraph_gap_s: float = 1e-6  #: GPU gap between kernels replayed from a CUDA graph
+    #: L2 bandwidth (bytes/s) by GPU key where a microbenchmark figure is published
+    l2_bandwidth_bytes_per_s: Mapping[str, float] = field(default_factory=dict, hash=False)
+    #: share of the L2 a warm kernel's data can occupy and still hit (the rest: other data)
+    l2_usable_fraction: float = 0.5
+    source: str = ""
+
+    def l2_bandwidth(self, gpu: GPUSpec) -> float | None:
+        return self.l2_bandwidth_bytes_per_s.get(gpu.key)
+
+    def with_host(self, host: HostCosts) -> EstimateParams:
+        return replace(self, host=host)
+
+
+#: Published L2 bandwidths (bytes/s), measured by microbenchmarks; used only by the warm
+#: *estimate*, never by the bound.
+L2_BANDWIDTH_BYTES_PER_S: dict[str, float] = {
+    # Jia, Maggioni, Staiger, Scarpazza, "Dissecting the NVIDIA Volta GPU Architecture via
+    # Microbenchmarking" (2018), L2 load throughput on V100: 2155 GB/s.
+    "v100": 2155e9,
+    # Jia, Maggioni, Smith, Scarpazza, "Dissecting the NVidia Turing T4 GPU via
+    # Microbenchmarking" (2019), L2 load throughput on T4: 1270 GB/s.
+    "t4": 1270e9,
+}
+
+
+# --- What one kernel asks of the GPU ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """The output grid of a GEMM-class kernel: ``batch`` independent ``m × n`` outputs, each
+    a reduction of depth ``k``."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+
+
+@dataclass(frozen=True)
+class KernelLoad:
+    """What one kernel asks of one GPU at one precision, at peak rates: the model's input.
+
+    Independent of :class:`EstimateParams`, so the calibration computes it once per problem
+    and GPU and re-prices it under many parameter sets.
+    """
+
+    name: str
+    family: str  #: a key of ``matmul_fraction`` for matmul-class kernels, else a category
+    matmul_s: float  #: matmul-class FLOPs at the peak of the unit that runs them
+    vector_s: float  #: other FLOPs at the CUDA-core peak
+    bytes: int  #: HBM bytes the plan charges this kernel
+    launches: int  #: GPU launches (a cuDNN RNN launches one per step)
+    gemm: GemmShape | None = None  #: output grid, for wave quantization
+    rows: int | None = None  #: rows of a row-per-block eager reduction (parallelism limit)
+    host_views: int = 0  #: view/metadata ops the host runs before this kernel (eager)
+    host_modules: int = 0  #: submodule calls that start before this kernel (eager)
+
+
+@dataclass(frozen=True)
+class ProgramLoad:
+    """Both plans of one analysis on one GPU, as the model sees them."""
+
+    gpu: GPUSpec
+    cache: str
+    eager: tuple[KernelLoad, ...]
+    fused: tuple[KernelLoad, ...]
+
+
+#: Matmul-class families with their own achievable fraction, and why they differ.
+FAMILIES: dict[str, str] = {
+    "gemm": "cuBLAS GEMM (fp32: SGEMM on the CUDA cores)",
+    "conv": "cuDNN 2D convolution (implicit GEMM on TF32 tensor cores)",
+    "conv3d": "cuDNN 3D convolution: fewer tuned kernels, more index math per MAC",
+    "conv_transposed": "cuDNN transposed convolution: a data-gradient kernel with scattered "
+    "accumulation",
+    "conv_grouped": "grouped/depthwise convolution: too little work per group for the tensor cores",
+    "attention": "fused SDPA kernels (flash / memory-efficient)",
+    "rnn": "cuDNN RNN: per-step GEMMs, small and serial",
+}
+
+
+def _conv_family(traced: TracedOp) -> str:
+    """``aten.convolution`` / ``_convolution``: (input, weight, bias, stride, padding,
+    dilation, transposed, output_padding, groups, …)."""
+    args = traced.args
+    transposed = bool(args[6]) if len(args) > 6 else False
+    groups = int(args[8]) if len(args) > 8 else 1
+    if groups > 1:
+        return "conv_grouped"
+    if transposed:
+        return "conv_transposed"
+    weight = args[1] if len(args) > 1 else None
+    return "conv3d" if getattr(weight, "dim", lambda: 4)() >= 5 else "conv"
+
+
+_FAMILY_OF_KIND: dict[MatmulKind, Callable[[TracedOp], str]] = {
+    MatmulKind.MATMUL: lambda traced: "gemm",
+    MatmulKind.CONV: _conv_family,
+    MatmulKind.ATTENTION: lambda traced: "attention",
+    MatmulKind.RNN: lambda traced: "rnn",
+}
+
+
+def _gemm_of(op: OpRecord) -> GemmShape | None:
+    """Output grid of a matmul-class op from its output shape; depth from its FLOPs
+    (2·batch·m·n·k). Convolutions are implicit GEMMs: m = images × output pixels, n = output
+    channels. Attention tiles over query blocks of each (batch, head)."""
+    if not op.writes or op.flops.kind is MatmulKind.RNN:
+        return None
+    shape = op.writes[0].shape
+    if op.flops.kind is MatmulKind.CONV and len(shape) >= 3:
+        batch, m, n = 1, shape[0] * math.prod(shape[2:]), shape[1]
+    elif len(shape) >= 2:
+        batch, m, n = math.prod(shape[:-2]), shape[-2], shape[-1]
+    else:
+        batch, m, n = 1, math.prod(shape), 1
+    outputs = max(batch * m * n, 1)
+    return GemmShape(max(batch, 1), max(m, 1), max(n, 1), max(op.flops.tensor // (2 * outputs), 1))
+
+
+def _layer_norm_rows(op: OpRecord, traced: TracedOp) -> int:
+    """``native_layer_norm`` writes (out, mean, rstd): one mean per row."""
+    return op.writes[1].elements if len(op.writes) > 1 else 1
+
+
+def _softmax_rows(op: OpRecord, traced: TracedOp) -> int | None:
+    """``_softmax(x, dim, …)`` over the last dim runs one block per row (``cunn_SoftMaxForward``);
+    over another dim it runs a spatial kernel parallel over the inner positions."""
+    source = traced.args[0]
+    dim = int(traced.args[1]) % max(source.dim(), 1)
+    if dim != source.dim() - 1:
+        return None
+    return source.numel() // max(source.shape[-1], 1)
+
+
+#: Eager kernels that give each row to one thread block, so a few long rows use a few SMs
+#: (PyTorch's ``RowwiseMomentsCUDAKernel`` for layer/group norm and ``cunn_SoftMaxForward``).
+#: Inductor splits such reductions across blocks, so the fused plan has no such limit.
+ROW_PER_BLOCK: dict[str, Callable[[OpRecord, TracedOp], int | None]] = {
+    "native_layer_norm": _layer_norm_rows,
+    "native_group_norm": _layer_norm_rows,
+    "_softmax": _softmax_rows,
+    "_log_softmax": _softmax_rows,
+}
+
+
+def kernel_load(
+    kernel: Kernel,
+    trace: Trace,
+    gpu: GPUSpec,
+    precision: str,
+    float_bytes: int,
+    *,
+    eager: bool,
+) -> KernelLoad:
+    """The model's view of one plan kernel on ``gpu``."""
+    work = work_of(kernel.ops, gpu, precision)
+    vector_s = kernel.vector_flops / gpu.vector_peak(precision)
+    matmul_op = next((op for op in kernel.ops if op.flops.tensor), None)
+    family = kernel.category.value
+    gemm = None
+    if matmul_op is not None and matmul_op.flops.kind is not None:
+        family = _FAMILY_OF_KIND[matmul_op.flops.kind](trace.ops[matmul_op.index])
+        gemm = _gemm_of(matmul_op)
+    gemm_like = matmul_op is not None
+    rows = None
+    if eager:
+        traced = trace.ops[kernel.ops[0].index]
+        rule = ROW_PER_BLOCK.get(traced.base)
+        rows = rule(kernel.ops[0], traced) if rule else None
+    return KernelLoad(
+        name=kernel.name,
+        family=family,
+        # fp32 GEMMs run on the CUDA cores: work_of counts them in its vector seconds
+        matmul_s=work.tensor_s + max(work.vector_s - vector_s, 0.0) if gemm_like else 0.0,
+        vector_s=vector_s if gemm_like else work.vector_s,
+        bytes=kernel.bytes(float_bytes),
+        launches=kernel.launches,
+        gemm=gemm,
+        rows=rows,
+    )
+
+
+def _with_host_work(loads: list[KernelLoad], kernels: Sequence[Kernel], ops: Sequence[OpRecord]
+                    ) -> tuple[KernelLoad, ...]:
+    """Attach to each eager kernel the view ops and submodule calls the host runs before it
+    (since the previous kernel): eager dispatches every aten op, kernel or not, in order."""
+    first_index = {kernel.ops[0].index: i for i, kernel in enumerate(kernels)}
+    views = [0] * len(loads)
+    modules = [0] * len(loads)
+    pending_views = pending_modules = 0
+    previous_module = None
+    for op in ops:
+        if op.module_path != previous_module:
+            pending_modules += op.module_path != ""
+            previous_module = op.module_path
+        position = first_index.get(op.index)
+        if position is None:
+            pending_views += op.category is Category.ZERO_COPY
+            continue
+        views[position], modules[position] = pending_views, pending_modules
+        pending_views = pending_modules = 0
+    return tuple(
+        replace(load, host_views=v, host_modules=m)
+        for load, v, m in zip(loads, views, modules, strict=True)
+    )
+
+
+def program_load(
+    trace: Trace,
+    ops: Sequence[OpRecord],
+    eager: Sequence[Kernel],
+    fused: Sequence[Kernel],
+    gpu: GPUSpec,
+    precision: str,
+    float_bytes: int,
+    cache: str,
+) -> ProgramLoad:
+    """Both plans' :class:`KernelLoad` on ``gpu``."""
+    eager_loads = [
+        kernel_load(k, trace, gpu, precision, float_bytes, eager=True) for k in eager
+    ]
+    return ProgramLoad(
+        gpu=gpu,
+        cache=cache,
+        eager=_with_host_work(eager_loads, eager, ops),
+        fused=tuple(
+            kernel_load(k, trace, gpu, precision, float_bytes, eager=False) for k in fused
+        ),
+    )
+
+
+# --- Per kernel: GPU time ------------------------------------------------------------------
+
+
+def wave_efficiency(gemm: GemmShape, sm_count: int, params: EstimateParams) -> float:
+    """Share of the GPU a GEMM-class kernel keeps busy: its work items (output tiles, times
+    the K splits of a deep reduction) run in whole waves of ``sm_count``.
+
+    Like cuBLAS's heuristics, the largest tile edge that still gives a full wave is taken;
+    with too few tiles even at the smallest edge, K is split (when deep enough) to fill it.
+    """
+    edges = params.tile_edges
+    for edge in edges:
+        tiles = gemm.batch * math.ceil(gemm.m / edge) * math.ceil(gemm.n / edge)
+        if tiles >= sm_count or edge == edges[-1]:
+            break
+    if tiles < sm_count:
+        splits = max(1, min(gemm.k // params.split_k_depth, math.ceil(sm_count / tiles)))
+        tiles *= splits
+    waves = math.ceil(tiles / sm_count)
+    return tiles / (waves * sm_count)
+
+
+def memory_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
+    """Bytes at the achievable bandwidth; with a warm cache the part that fits the usable L2
+    comes from L2 at its published bandwidth (HBM rate where none is published)."""
+    hbm = params.hbm_fraction * gpu.memory_bandwidth_bytes_per_s
+    l2_bandwidth = params.l2_bandwidth(gpu)
+    if cache != "warm" or l2_bandwidth is None or not load.bytes:
+        return load.bytes / hbm
+    from_l2 = min(load.bytes, params.l2_usable_fraction * gpu.l2_bytes)
+    return from_l2 / l2_bandwidth + (load.bytes - from_l2) / hbm
+
+
+def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
+    """GPU time of one kernel: the slower of its memory and compute times at achievable rates,
+    plus the fill/drain latency; a recurrence is at least its serial steps."""
+    moved = memory_s(load, gpu, params, cache)
+    if load.family.startswith("conv") and load.family != "conv_grouped":
+        moved *= 1 + params.conv_layout_passes
+    if load.rows is not None:
+        moved = max(moved, load.bytes / (load.rows * params.row_bandwidth_bytes_per_s))
+    compute = load.vector_s / params.vector_fraction
+    if load.matmul_s:
+        fraction = params.matmul_fraction[load.family]
+        if load.gemm is not None:
+            fraction *= wave_efficiency(load.gemm, gpu.sm_count, params)
+        compute += load.matmul_s / fraction
+    busy = max(moved, compute) + params.fill_latency_s
+    if load.family == "rnn":
+        busy = max(busy, load.launches * params.rnn_step_s)
+    return busy
+
+
+# --- Per mode: the host/launch pipeline ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModeEstimate:
+    """One mode's predicted time: the pipeline's end, the GPU's busy time within it, and each
+    kernel's GPU time (in plan order)."""
+
+    mode: str
+    total_s: float
+    gpu_busy_s: float
+    host_s: float  #: CPU time of the call (issue of the last kernel)
+    kernel_gpu_s: tuple[float, ...]
+
+    @property
+    def host_bound_share(self) -> float:
+        """Share of the time the GPU waits for the host (0: GPU-bound, →1: launch-bound)."""
+        return 1 - self.gpu_busy_s / self.total_s if self.total_s else 0.0
+
+    @property
+    def launch_bound(self) -> bool:
+        """The GPU idles more than half the call, waiting on the host."""
+        return self.host_bound_share > 0.5
+
+
+def timeline(mode: str, start_s: float, issue_s: Sequence[float], gpu_s: Sequence[float]
+             ) -> ModeEstimate:
+    """Kernel *k* is issued ``issue_s[k]`` after kernel *k−1* (the first after ``start_s``)
+    and runs when the GPU is free and it has been issued."""
+    issued = start_s
+    end = 0.0
+    for host, busy in zip(issue_s, gpu_s, strict=True):
+        issued += host
+        end = max(end, issued) + busy
+    return ModeEstimate(mode, max(end, issued), sum(gpu_s), issued, tuple(gpu_s))
+
+
+def _eager_issue(load: KernelLoad, host: HostCosts) -> float:
+    return (
+        host.eager_op_s
+        + load.host_views * host.eager_view_s
+        + load.host_modules * host.eager_module_s
+        + (load.launches - 1) * host.launch_s
+    )
+
+
+def estimate_modes(program: ProgramLoad, params: EstimateParams) -> Performance:
+    """The three modes' :class:`ModeEstimate` for one program."""
+    gpu, cache, host = program.gpu, program.cache, params.host
+    eager_gpu = [kernel_gpu_s(k, gpu, params, cache) for k in program.eager]
+    fused_gpu = [kernel_gpu_s(k, gpu, params, cache) for k in program.fused]
+    eager = timeline(
+        "eager", host.eager_call_s, [_eager_issue(k, host) for k in program.eager], eager_gpu
+    )
+    compiled = timeline(
+        "compile",
+        host.compile_call_s,
+        [host.compile_kernel_s + (k.launches - 1) * host.launch_s for k in program.fused],
+        fused_gpu,
+    )
+    replayed = timeline(
+        "cudagraph",
+        host.cudagraph_call_s,
+        [0.0] * len(fused_gpu),
+        [busy + params.cudagraph_gap_s for busy in fused_gpu],
+    )
+    return Performance(params, program, eager, compiled, replayed)
+
+
+@dataclass(frozen=True)
+class Performance:
+    """The model's prediction for one analysis: the parameters, its input and each mode."""
+
+    params: EstimateParams = field(repr=False)
+    program: ProgramLoad = field(repr=False)
+    eager: ModeEstimate
+    compile: ModeEstimate
+    cudagraph: ModeEstimate
+
+    @property
+    def modes(self) -> dict[str, ModeEstimate]:
+        """Result-facing names: ``eager``, ``fused`` (torch.compile) and ``cudagraph``."""
+        return {"eager": self.eager, "fused": self.compile, "cudagraph": self.cudagraph}
+
+    def loads(self, mode: str) -> tuple[KernelLoad, ...]:
+        """The kernels a mode runs (eager's plan, or the fused plan)."""
+        return self.program.eager if mode == "eager" else self.program.fused
+
+    def top_kernels(self, mode: str, count: int = 5) -> list[tuple[KernelLoad, float]]:
+        """A mode's kernels with the most estimated GPU time, with that time (s)."""
+        pairs = zip(self.loads(mode), self.modes[mode].kernel_gpu_s, strict=True)
+        return sorted(pairs, key=lambda pair: pair[1], reverse=True)[:count]
+
+    def gpu_s_by_family(self, mode: str) -> dict[str, float]:
+        """Estimated GPU seconds of a mode per kernel family, largest first."""
+        totals: dict[str, float] = {}
+        for load, busy in zip(self.loads(mode), self.modes[mode].kernel_gpu_s, strict=True):
+            totals[load.family] = totals.get(load.family, 0.0) + busy
+        return dict(sorted(totals.items(), key=lambda item: item[1], reverse=True))
+
+    def to_dict(self, floor_s: float, top: int = 5) -> dict[str, Any]:
+        """Per mode: total, GPU-busy and host ms, host-bound share, launch-bound verdict, GPU ms
+        per kernel family and the top kernels; a total is never below ``floor_s`` (the SoL)."""
+        return {
+            name: {
+                "total_ms": max(mode.total_s, floor_s) * 1e3,
+                "gpu_busy_ms": mode.gpu_busy_s * 1e3,
+                "host_ms": mode.host_s * 1e3,
+                "host_bound_share": mode.host_bound_share,
+                "launch_bound": mode.launch_bound,
+                "gpu_ms_by_family": {
+                    family: busy * 1e3 for family, busy in self.gpu_s_by_family(name).items()
+                },
+                "top_kernels": [
+                    {"name": load.name, "family": load.family, "gpu_ms": busy * 1e3}
+                    for load, busy in self.top_kernels(name, top)
+                ],
+            }
+            for name, mode in self.modes.items()
+        }
+
+
+# --- Defaults ------------------------------------------------------------------------------
+# Fitted by benchmarks/calibrate.py on the KernelBench timings of nine GPU setups; the fit, its
+# data and its error per GPU and level are in docs/calibration.md. Starting points and the
+# physical range of each constant are in METHOD.md ("Performance model").
+
+DEFAULT_HOST = HostCosts(
+    eager_call_s=5e-6,
+    eager_op_s=12e-6,
+    eager_view_s=3e-6,
+    eager_module_s=5e-6,
+    launch_s=4e-6,
+    compile_call_s=60e-6,
+    compile_kernel_s=15e-6,
+    cudagraph_call_s=60e-6,
+    source="fit: docs/calibration.md (geometric mean of the training hosts)",
+)
+
+DEFAULT_PARAMS = EstimateParams(
+    host=DEFAULT_HOST,
+    hbm_fraction=0.85,
+    fill_latency_s=2.5e-6,
+    vector_fraction=0.5,
+    matmul_fraction={
+        "gemm": 0.7,
+        "conv": 0.4,
+        "conv3d": 0.2,
+        "conv_transposed": 0.1,
+        "conv_grouped": 0.05,
+        "attention": 0.3,
+        "rnn": 0.2,
+    },
+    conv_layout_passes=1.0,
+    l2_bandwidth_bytes_per_s=L2_BANDWIDTH_BYTES_PER_S,
+    source="fit: docs/calibration.md",
+)
+
+
+def performance(
+    trace: Trace,
+    ops: Sequence[OpRecord],
+    eager: Sequence[Kernel],
+    fused: Sequence[Kernel],
+    gpu: GPUSpec,
+    precision: str,
+    float_bytes: int,
+    cache: str,
+    params: EstimateParams | None = None,
+) -> Performance:
+    """The roofline stage's hook: the model's prediction for one priced analysis."""
+    program = program_load(trace, ops, eager, fused, gpu, precision, float_bytes, cache)
+    return estimate_modes(program, params or DEFAULT_PARAMS)
+
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PARAMS",
+    "EstimateParams",
+    "HostCosts",
+    "KernelLoad",
+    "ModeEstimate",
+    "Performance",
+    "estimate_modes",
+    "kernel_gpu_s",
+    "performance",
+    "timeline",
+    "wave_efficiency",
+]
