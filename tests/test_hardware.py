@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from torchroofline import hardware
+from torchroofline import hardware, kernelbench_gpus
 from torchroofline.errors import PrecisionError, UnknownGPUError
-from torchroofline.hardware import GPUSpec, get_gpu, list_gpus, parse_kernelbench_specs
+from torchroofline.hardware import GPUSpec, get_gpu, list_gpus
+from torchroofline.kernelbench_gpus import parse_kernelbench_specs
 
 # A table in KernelBench's GPU_SPEC_INFO format (its spellings, typo "Tensore" included).
 KERNELBENCH_TABLE = {
@@ -217,6 +218,52 @@ def test_gpuspec_is_frozen_and_hashable() -> None:
     assert hash(spec) == hash(get_gpu("H100 SXM"))
 
 
+def test_peak_tables_are_read_only_and_specs_still_pickle() -> None:
+    import pickle
+
+    spec = dataclasses.replace(get_gpu("h100"), tensor_peak_flops_per_s={"fp16": 1e12})
+    with pytest.raises(TypeError):
+        spec.tensor_peak_flops_per_s["fp16"] = 2e12  # type: ignore[index]
+    with pytest.raises(TypeError):
+        get_gpu("h100").vector_peak_flops_per_s["fp32"] = 0.0  # type: ignore[index]
+    copy = pickle.loads(pickle.dumps(spec))  # batch workers receive specs pickled
+    assert copy == spec and copy.tensor_peak("fp16") == 1e12
+    with pytest.raises(TypeError):
+        copy.tensor_peak_flops_per_s["fp16"] = 2e12  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("variant", "base", "differs"),
+    [
+        ("h200", "h100-sxm", {"memory_bytes", "memory_bandwidth_bytes_per_s"}),
+        ("mi325x", "mi300x", {"memory_bytes", "memory_bandwidth_bytes_per_s"}),
+        ("a100-40gb", "a100-80gb", {"memory_bytes", "memory_bandwidth_bytes_per_s"}),
+        ("a100-pcie", "a100-80gb", {"memory_bandwidth_bytes_per_s"}),
+    ],
+)
+def test_variants_differ_from_their_base_only_in_memory(variant, base, differs) -> None:
+    # H200 = H100 SXM's GH100 with HBM3e; MI325X = MI300X's CDNA3 with 256 GB; the A100s share GA100
+    a, b = get_gpu(variant), get_gpu(base)
+    ignored = {"name", "aliases", "source"}
+    changed = {
+        f.name
+        for f in dataclasses.fields(GPUSpec)
+        if f.name not in ignored and getattr(a, f.name) != getattr(b, f.name)
+    }
+    assert changed == differs
+
+
+def test_lookup_indexes_the_table_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    hardware._index.cache_clear()
+    built = []
+    real = hardware._names
+    monkeypatch.setattr(hardware, "_names", lambda spec: built.append(spec) or real(spec))
+    for name in ("h100", "a100", "mi300x", "rtx 4090", "H200"):
+        get_gpu(name)
+    assert len(built) == len(list_gpus())  # every GPU's names read once, for the first lookup
+    hardware._index.cache_clear()
+
+
 def test_unknown_precision_key_is_rejected() -> None:
     with pytest.raises(ValueError, match="fp4"):
         dataclasses.replace(get_gpu("h100"), tensor_peak_flops_per_s={"fp4": 1.0})
@@ -261,9 +308,20 @@ def test_parse_kernelbench_specs() -> None:
     assert t4.tensor_peak_flops_per_s == {"fp16": pytest.approx(65e12), "int8": 130e12}
 
 
-def test_builtin_wins_on_collision(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def fresh_tables():
+    """The GPU tables are read once per process; these tests change what they read."""
+    caches = (hardware._all_gpus, hardware._index, kernelbench_gpus._kernelbench_specs)
+    for cache in caches:
+        cache.cache_clear()
+    yield
+    for cache in caches:
+        cache.cache_clear()
+
+
+def test_builtin_wins_on_collision(monkeypatch: pytest.MonkeyPatch, fresh_tables) -> None:
     parsed = parse_kernelbench_specs(KERNELBENCH_TABLE)
-    monkeypatch.setattr(hardware, "load_kernelbench_gpus", lambda: parsed)
+    monkeypatch.setattr(kernelbench_gpus, "load_kernelbench_gpus", lambda: parsed)
     assert get_gpu("H100").tensor_peak("bf16") == pytest.approx(989.4e12)  # not 989.5e12
     assert get_gpu("future gpu") is parsed["Future GPU"]
     keys = [spec.key for spec in list_gpus()]
@@ -272,16 +330,14 @@ def test_builtin_wins_on_collision(monkeypatch: pytest.MonkeyPatch) -> None:
     assert keys[-2:] == ["future-gpu", "t4-like"]
 
 
-def test_load_kernelbench_gpus_without_kernelbench(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_load_kernelbench_gpus_without_kernelbench(
+    monkeypatch: pytest.MonkeyPatch, fresh_tables
+) -> None:
     def missing(name: str) -> None:
         raise ModuleNotFoundError(name)
 
-    hardware._kernelbench_specs.cache_clear()
-    monkeypatch.setattr(hardware.importlib, "import_module", missing)
-    try:
-        assert hardware.load_kernelbench_gpus() == {}
-    finally:
-        hardware._kernelbench_specs.cache_clear()
+    monkeypatch.setattr(kernelbench_gpus.importlib, "import_module", missing)
+    assert kernelbench_gpus.load_kernelbench_gpus() == {}
 
 
 def test_every_gpus_sources_live_in_the_repository() -> None:

@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _target(args: argparse.Namespace) -> Any:
+def _target_gpu(args: argparse.Namespace) -> Any:
     """The GPU ``--gpu`` names, checked against ``--precision`` before any work; a short name
     that several parts share (``a100``) gets a one-line note saying which part it picks."""
     from .hardware import choice_note, get_gpu
@@ -165,7 +165,7 @@ def _plot_path(base: str, file: str, many: bool) -> str:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from .kernelbench import analyze_file, compare_kernelbench
 
-    gpu = _target(args)
+    gpu = _target_gpu(args)
     times = _actual_times(args.files, args.actual_ms)
     documents: list[dict[str, Any]] = []
     failed = 0
@@ -329,7 +329,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     from .kernelbench import discover, load_timings
     from .report import suite_markdown
 
-    gpu = _target(args)
+    gpu = _target_gpu(args)
     if args.out:
         _check_suffix(args.out)
     timings = load_timings(args.timings) if args.timings else None

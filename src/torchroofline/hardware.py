@@ -20,10 +20,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import importlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from torchroofline.errors import PrecisionError, UnknownGPUError
 
@@ -38,7 +38,7 @@ VECTOR_PRECISIONS = ("fp64", "fp32", "fp16")
 # That fallback is a lower ceiling than the packed-half2 rate, so in principle it could make a
 # compute "bound" too high; in practice pointwise work is nearly always memory-bound, so the
 # compute ceiling it sets is rarely the binding one.
-_VECTOR_SOURCES: dict[str, tuple[str, ...]] = {
+_VECTOR_RATES_BY_PRECISION: dict[str, tuple[str, ...]] = {
     "fp64": ("fp64",),
     "fp32": ("fp32",),
     "tf32": ("fp32",),  # TF32 is a tensor-core input format; pointwise TF32 work is FP32 work
@@ -92,7 +92,7 @@ class GPUSpec:
     GeForce parts run FP16-accumulate at twice that, kept in ``fp16_accumulate_fp16_flops_per_s``.
     ``unconfirmed`` names the figures not confirmed in two sources, or derived rather than printed
     ("tensor.fp16", "vector.fp32", or a field name such as "sm_count"); they are used, and
-    reports flag them.
+    reports flag them. The two peak tables are read-only mappings, whatever mapping is passed in.
     """
 
     name: str
@@ -112,13 +112,22 @@ class GPUSpec:
     unconfirmed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for table, allowed in (
-            (self.tensor_peak_flops_per_s, TENSOR_PRECISIONS),
-            (self.vector_peak_flops_per_s, VECTOR_PRECISIONS),
-        ):
+        for name, allowed in _PEAK_TABLES.items():
+            table = getattr(self, name)
             unknown = set(table) - set(allowed)
             if unknown:
                 raise ValueError(f"{self.name}: unknown precision keys {sorted(unknown)}")
+            # a fact stays a fact: nobody can change a GPU's peaks after the entry is made
+            object.__setattr__(self, name, MappingProxyType(dict(table)))
+
+    def __getstate__(self) -> dict:
+        """Pickle state (specs cross to batch workers): read-only mappings as plain dicts."""
+        return {**self.__dict__, **{name: dict(getattr(self, name)) for name in _PEAK_TABLES}}
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        self.__post_init__()
 
     @property
     def key(self) -> str:
@@ -149,25 +158,31 @@ class GPUSpec:
         "fp32"/"tf32" use the FP32 rate; "fp16"/"bf16"/"fp8" use the packed-FP16 rate where a
         figure is known and the FP32 rate otherwise; "fp64" uses the FP64 vector rate.
         """
-        sources = _VECTOR_SOURCES.get(precision.lower())
-        if sources is None:
+        rates = _VECTOR_RATES_BY_PRECISION.get(precision.lower())
+        if rates is None:
             raise PrecisionError(
                 f"unknown precision {precision!r} for vector work; "
-                f"use one of: {', '.join(_VECTOR_SOURCES)}"
+                f"use one of: {', '.join(_VECTOR_RATES_BY_PRECISION)}"
             )
-        for source in sources:
-            if source in self.vector_peak_flops_per_s:
-                return self.vector_peak_flops_per_s[source]
+        for rate in rates:
+            if rate in self.vector_peak_flops_per_s:
+                return self.vector_peak_flops_per_s[rate]
         raise PrecisionError(f"{self.name} has no published {precision} vector peak")
 
     def to_dict(self) -> dict:
         """JSON-serialisable form: every field plus ``key``; mappings become plain dicts."""
-        data = dataclasses.asdict(self)
-        data["tensor_peak_flops_per_s"] = dict(self.tensor_peak_flops_per_s)
-        data["vector_peak_flops_per_s"] = dict(self.vector_peak_flops_per_s)
+        data = {item.name: getattr(self, item.name) for item in dataclasses.fields(self)}
+        data.update({name: dict(data[name]) for name in _PEAK_TABLES})
         data["aliases"] = list(self.aliases)
         data["unconfirmed"] = list(self.unconfirmed)
         return {"key": self.key, **data}
+
+
+#: The peak tables of a GPUSpec and the precision keys each allows.
+_PEAK_TABLES = {
+    "tensor_peak_flops_per_s": TENSOR_PRECISIONS,
+    "vector_peak_flops_per_s": VECTOR_PRECISIONS,
+}
 
 
 # --- The built-in table (order = the order `torchroofline gpus` lists) ----------------------------
@@ -184,23 +199,63 @@ _H100_SOURCE = (
 # 78; the Hopper whitepaper H100 SXM 133.8); GA102 and Ada whitepapers print FP16 non-tensor equal
 # to FP32. Figures derived from those per-SM ratios rather than printed for the part are marked
 # unconfirmed. B200 and the AMD parts have no published FP16 vector figure: their half-precision
-# pointwise work is priced at the FP32 rate (see _VECTOR_SOURCES).
-_BUILTIN: tuple[GPUSpec, ...] = (
-    # H100 SXM5: datasheet prints TF32 989 / FP16 1979 / FP8 3958 "with sparsity"; the Hopper
-    # whitepaper gives the dense 494.7 / 989.4 / 1978.9 (132 SM x 4096 FLOP/clk x 1.83 GHz).
-    GPUSpec(
-        name="H100 SXM",
-        vendor="NVIDIA",
-        architecture="Hopper",
-        memory_bytes=int(80 * _GIGA),
-        memory_bandwidth_bytes_per_s=3350 * _GIGA,
-        l2_bytes=50 * _MIB,
-        sm_count=132,
-        tensor_peak_flops_per_s=_tera(tf32=494.7, fp16=989.4, bf16=989.4, fp8=1978.9, int8=1978.9),
-        vector_peak_flops_per_s=_tera(fp64=33.5, fp32=66.9, fp16=133.8),
-        aliases=("h100", "h100-sxm5"),
-        source=_H100_SOURCE,
+# pointwise work is priced at the FP32 rate (see _VECTOR_RATES_BY_PRECISION).
+
+# Base entries that other parts derive from (dataclasses.replace): a variant states only what
+# differs from its base.
+
+# H100 SXM5: datasheet prints TF32 989 / FP16 1979 / FP8 3958 "with sparsity"; the Hopper
+# whitepaper gives the dense 494.7 / 989.4 / 1978.9 (132 SM x 4096 FLOP/clk x 1.83 GHz).
+_H100_SXM = GPUSpec(
+    name="H100 SXM",
+    vendor="NVIDIA",
+    architecture="Hopper",
+    memory_bytes=int(80 * _GIGA),
+    memory_bandwidth_bytes_per_s=3350 * _GIGA,
+    l2_bytes=50 * _MIB,
+    sm_count=132,
+    tensor_peak_flops_per_s=_tera(tf32=494.7, fp16=989.4, bf16=989.4, fp8=1978.9, int8=1978.9),
+    vector_peak_flops_per_s=_tera(fp64=33.5, fp32=66.9, fp16=133.8),
+    aliases=("h100", "h100-sxm5"),
+    source=_H100_SOURCE,
+)
+
+# A100: the datasheet prints "dense | sparse" pairs; the dense first number is used.
+# FP16 non-tensor 78 from the A100 whitepaper. No FP8.
+_A100_80GB = GPUSpec(
+    name="A100 80GB",
+    vendor="NVIDIA",
+    architecture="Ampere",
+    memory_bytes=int(80 * _GIGA),
+    memory_bandwidth_bytes_per_s=2039 * _GIGA,
+    l2_bytes=40 * _MIB,
+    sm_count=108,
+    tensor_peak_flops_per_s=_tera(tf32=156, fp16=312, bf16=312, int8=624),
+    vector_peak_flops_per_s=_tera(fp64=9.7, fp32=19.5, fp16=78),
+    aliases=("a100", "a100-sxm", "a100-sxm4-80gb"),
+    source="NVIDIA A100 datasheet (r4); NVIDIA A100 (GA100) architecture whitepaper",
+)
+
+# MI300X: AMD prints dense and sparse separately; these are dense. FP32 163.4 is the vector
+# (dual-issue) rate. L2 = 8 XCDs x 4 MB; the 256 MB Infinity Cache is not counted.
+_MI300X = GPUSpec(
+    name="MI300X",
+    vendor="AMD",
+    architecture="CDNA3",
+    memory_bytes=int(192 * _GIGA),
+    memory_bandwidth_bytes_per_s=5300 * _GIGA,
+    l2_bytes=32 * _MIB,
+    sm_count=304,
+    tensor_peak_flops_per_s=_tera(
+        tf32=653.7, fp16=1307.4, bf16=1307.4, fp8=2614.9, int8=2614.9
     ),
+    vector_peak_flops_per_s=_tera(fp64=81.7, fp32=163.4),
+    source="AMD Instinct MI300X data sheet; ROCm GPU specifications table (CUs, L2)",
+)
+
+
+_BUILTIN: tuple[GPUSpec, ...] = (
+    _H100_SXM,
     # H100 PCIe: datasheet 756/1513/3026 with sparsity, halved. Bandwidth: the datasheet says
     # 2.0 TB/s, some tables 2039 GB/s (unconfirmed); we take the higher, as for every bound.
     GPUSpec(
@@ -222,16 +277,11 @@ _BUILTIN: tuple[GPUSpec, ...] = (
     ),
     # H200: the same GH100 compute as H100 SXM; only memory differs (141 GB HBM3e, 4.8 TB/s).
     # L2 50 MB is inferred from the identical die.
-    GPUSpec(
+    replace(
+        _H100_SXM,
         name="H200",
-        vendor="NVIDIA",
-        architecture="Hopper",
         memory_bytes=int(141 * _GIGA),
         memory_bandwidth_bytes_per_s=4800 * _GIGA,
-        l2_bytes=50 * _MIB,
-        sm_count=132,
-        tensor_peak_flops_per_s=_tera(tf32=494.7, fp16=989.4, bf16=989.4, fp8=1978.9, int8=1978.9),
-        vector_peak_flops_per_s=_tera(fp64=33.5, fp32=66.9, fp16=133.8),
         aliases=("h200-sxm",),
         source="NVIDIA H200 datasheet (memory); compute as H100 SXM: " + _H100_SOURCE,
     ),
@@ -257,44 +307,18 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         ),
         unconfirmed=("tensor.tf32", "vector.fp64", "vector.fp32", "l2_bytes"),
     ),
-    # A100: the datasheet prints "dense | sparse" pairs; the dense first number is used.
-    # FP16 non-tensor 78 from the A100 whitepaper. No FP8.
-    GPUSpec(
-        name="A100 80GB",
-        vendor="NVIDIA",
-        architecture="Ampere",
-        memory_bytes=int(80 * _GIGA),
-        memory_bandwidth_bytes_per_s=2039 * _GIGA,
-        l2_bytes=40 * _MIB,
-        sm_count=108,
-        tensor_peak_flops_per_s=_tera(tf32=156, fp16=312, bf16=312, int8=624),
-        vector_peak_flops_per_s=_tera(fp64=9.7, fp32=19.5, fp16=78),
-        aliases=("a100", "a100-sxm", "a100-sxm4-80gb"),
-        source="NVIDIA A100 datasheet (r4); NVIDIA A100 (GA100) architecture whitepaper",
-    ),
-    GPUSpec(
+    _A100_80GB,
+    replace(
+        _A100_80GB,
         name="A100 40GB",
-        vendor="NVIDIA",
-        architecture="Ampere",
         memory_bytes=int(40 * _GIGA),
         memory_bandwidth_bytes_per_s=1555 * _GIGA,
-        l2_bytes=40 * _MIB,
-        sm_count=108,
-        tensor_peak_flops_per_s=_tera(tf32=156, fp16=312, bf16=312, int8=624),
-        vector_peak_flops_per_s=_tera(fp64=9.7, fp32=19.5, fp16=78),
         aliases=("a100-sxm4-40gb",),
-        source="NVIDIA A100 datasheet (r4); NVIDIA A100 (GA100) architecture whitepaper",
     ),
-    GPUSpec(
+    replace(
+        _A100_80GB,
         name="A100 PCIe",
-        vendor="NVIDIA",
-        architecture="Ampere",
-        memory_bytes=int(80 * _GIGA),
         memory_bandwidth_bytes_per_s=1935 * _GIGA,
-        l2_bytes=40 * _MIB,
-        sm_count=108,
-        tensor_peak_flops_per_s=_tera(tf32=156, fp16=312, bf16=312, int8=624),
-        vector_peak_flops_per_s=_tera(fp64=9.7, fp32=19.5, fp16=78),
         aliases=("a100-pcie-80gb",),
         source="NVIDIA A100 datasheet (r4, 80GB PCIe); NVIDIA A100 (GA100) whitepaper",
     ),
@@ -497,35 +521,13 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "31.4: NVIDIA A100 (GA100) architecture whitepaper, Table 1 (V100 column)"
         ),
     ),
-    # MI300X: AMD prints dense and sparse separately; these are dense. FP32 163.4 is the vector
-    # (dual-issue) rate. L2 = 8 XCDs x 4 MB; the 256 MB Infinity Cache is not counted.
-    GPUSpec(
-        name="MI300X",
-        vendor="AMD",
-        architecture="CDNA3",
-        memory_bytes=int(192 * _GIGA),
-        memory_bandwidth_bytes_per_s=5300 * _GIGA,
-        l2_bytes=32 * _MIB,
-        sm_count=304,
-        tensor_peak_flops_per_s=_tera(
-            tf32=653.7, fp16=1307.4, bf16=1307.4, fp8=2614.9, int8=2614.9
-        ),
-        vector_peak_flops_per_s=_tera(fp64=81.7, fp32=163.4),
-        source="AMD Instinct MI300X data sheet; ROCm GPU specifications table (CUs, L2)",
-    ),
+    _MI300X,
     # MI325X: the same CDNA3 compute as MI300X with 256 GB at 6 TB/s.
-    GPUSpec(
+    replace(
+        _MI300X,
         name="MI325X",
-        vendor="AMD",
-        architecture="CDNA3",
         memory_bytes=int(256 * _GIGA),
         memory_bandwidth_bytes_per_s=6000 * _GIGA,
-        l2_bytes=32 * _MIB,
-        sm_count=304,
-        tensor_peak_flops_per_s=_tera(
-            tf32=653.7, fp16=1307.4, bf16=1307.4, fp8=2614.9, int8=2614.9
-        ),
-        vector_peak_flops_per_s=_tera(fp64=81.7, fp32=163.4),
         source="AMD Instinct MI325X specifications; ROCm GPU specifications table",
     ),
     # MI350X (CDNA4): no TF32 in hardware. FP16/BF16: AMD quotes 2307 (~2.3 PF), PyTorch's
@@ -558,150 +560,6 @@ _BUILTIN: tuple[GPUSpec, ...] = (
 )
 
 
-# --- KernelBench's table -------------------------------------------------------------------------
-# kernelbench.prompts.hardware.gpu_specs.GPU_SPEC_INFO maps a GPU name to a dict of strings, e.g.
-# {"Memory Bandwidth": "3.35 TB/s", "FP16 Tensor Core TFLOPS": "1979 with sparsity",
-#  "TF32 Tensor Core TFLOPS": "156 (312 with sparsity)", "GPU Memory": "80GB"}.
-
-_KERNELBENCH_MODULE = "kernelbench.prompts.hardware.gpu_specs"
-
-_NUMBER = r"(\d+(?:\.\d+)?)"
-_SPARSE_ONLY = re.compile(rf"^{_NUMBER}\s*with\s+sparsity", re.IGNORECASE)
-_LEADING_NUMBER = re.compile(rf"^{_NUMBER}")
-_WITH_UNIT = re.compile(rf"{_NUMBER}\s*([A-Za-z]+(?:/s)?)")
-
-_BANDWIDTH_UNITS = {"tb/s": 1e12, "gb/s": 1e9}
-_SIZE_UNITS = {"tb": 1e12, "gb": 1e9}
-_CACHE_UNITS = {"mb": _MIB, "kb": 2**10}
-
-# Precision named by a KernelBench key, tried in order (FP16 before FP32 so that
-# "Mixed-Precision (FP16/FP32) TFLOPS" reads as FP16; word boundaries keep "fp6" off "fp64").
-_KEY_PRECISIONS = (
-    ("fp64", re.compile(r"\bfp64\b|double")),
-    ("tf32", re.compile(r"\btf32\b")),
-    ("bf16", re.compile(r"\bbf16\b|bfloat16")),
-    ("fp8", re.compile(r"\bfp8\b")),
-    ("int8", re.compile(r"\bint8\b")),
-    ("fp16", re.compile(r"\bfp16\b|half|mixed-precision")),
-    ("fp32", re.compile(r"\bfp32\b|single")),
-)
-_TENSOR_KEY = re.compile(r"tensor|matrix|mixed-precision")  # KernelBench also spells "Tensore"
-_PEAK_KEY = re.compile(r"\bt(?:flops|ops)\b")  # peaks are given in TFLOPS / TOPS
-_IGNORED_KEY = re.compile(r"\bint4\b|\bfp[46]\b|mxfp|\brt core")
-_GFX_ARCHITECTURES = {"gfx942": "CDNA3", "gfx950": "CDNA4", "gfx90a": "CDNA2"}
-
-
-def _dense_tera(text: str) -> float | None:
-    """A KernelBench peak string in FLOP/s, dense: "156 (312 with sparsity)" -> 156e12,
-    "1979 with sparsity" (sparse only) -> 989.5e12, "19.5" -> 19.5e12; None if unparsable."""
-    text = text.strip().replace(",", "")
-    sparse = _SPARSE_ONLY.match(text)
-    if sparse:
-        return float(sparse[1]) / 2 * _TERA  # 2:4 structured sparsity doubles the printed peak
-    dense = _LEADING_NUMBER.match(text)
-    return float(dense[1]) * _TERA if dense else None
-
-
-def _with_unit(text: str, units: Mapping[str, float]) -> float | None:
-    """First "<number> <unit>" in ``text`` with a unit from ``units``, scaled; None if none."""
-    for number, unit in _WITH_UNIT.findall(text.replace(",", "")):
-        scale = units.get(unit.lower())
-        if scale is not None:
-            return float(number) * scale
-    return None
-
-
-def _peak_slot(key: str) -> tuple[str, str] | None:
-    """("tensor" | "vector", precision) that a KernelBench key describes, or None to ignore it."""
-    lowered = key.lower()
-    if not _PEAK_KEY.search(lowered) or _IGNORED_KEY.search(lowered):
-        return None
-    precision = next((p for p, pattern in _KEY_PRECISIONS if pattern.search(lowered)), None)
-    if precision is None:
-        return None
-    on_tensor = bool(_TENSOR_KEY.search(lowered)) or precision not in VECTOR_PRECISIONS
-    if on_tensor:
-        return ("tensor", precision) if precision in TENSOR_PRECISIONS else None
-    return "vector", precision
-
-
-def _parse_kernelbench_entry(name: str, entry: Mapping[str, str]) -> GPUSpec | None:
-    """One KernelBench entry as a GPUSpec; None without a bandwidth and an FP32 peak (a roofline
-    needs both). Missing sizes and counts become 0 and are listed in ``unconfirmed``."""
-    peaks: dict[str, dict[str, float]] = {"tensor": {}, "vector": {}}
-    for key, value in entry.items():
-        slot = _peak_slot(str(key))
-        peak = _dense_tera(value) if slot and isinstance(value, str) else None
-        if slot and peak is not None:
-            peaks[slot[0]].setdefault(slot[1], peak)
-
-    def text(label: str) -> str:
-        value = entry.get(label)
-        return value if isinstance(value, str) else ""
-
-    bandwidth = _with_unit(text("Memory Bandwidth"), _BANDWIDTH_UNITS)
-    if bandwidth is None or "fp32" not in peaks["vector"]:
-        return None
-    memory = _with_unit(text("GPU Memory"), _SIZE_UNITS)
-    l2 = _with_unit(text("L2 Cache"), _CACHE_UNITS)
-    units = _LEADING_NUMBER.match(text("Number of CU").strip() or text("Number of SM").strip())
-    missing = tuple(
-        label
-        for label, found in (("memory_bytes", memory), ("l2_bytes", l2), ("sm_count", units))
-        if found is None
-    )
-    architecture = text("GPU Architecture").strip() or "unknown"
-    architecture = _GFX_ARCHITECTURES.get(architecture.lower(), architecture)
-    amd = name.upper().startswith("MI") or architecture.startswith("CDNA")
-    return GPUSpec(
-        name=name,
-        vendor="AMD" if amd else "NVIDIA",
-        architecture=architecture,
-        memory_bytes=int(memory or 0),
-        memory_bandwidth_bytes_per_s=bandwidth,
-        l2_bytes=int(l2 or 0),
-        sm_count=int(float(units[1])) if units else 0,
-        tensor_peak_flops_per_s=peaks["tensor"],
-        vector_peak_flops_per_s=peaks["vector"],
-        source=f"KernelBench {_KERNELBENCH_MODULE}.GPU_SPEC_INFO[{name!r}]",
-        unconfirmed=missing,
-    )
-
-
-def parse_kernelbench_specs(table: Mapping[str, Mapping[str, str]]) -> dict[str, GPUSpec]:
-    """GPUSpecs from a table in KernelBench's ``GPU_SPEC_INFO`` format, keyed by its GPU names.
-
-    Peaks are read as dense: a figure printed only "with sparsity" is halved, and of
-    "156 (312 with sparsity)" the first (dense) number is taken. Bandwidth may be in TB/s or GB/s.
-    Unknown keys and unparsable values are skipped; entries without a memory bandwidth or an
-    FP32 peak are dropped.
-    """
-    specs = {}
-    for name, entry in table.items():
-        spec = _parse_kernelbench_entry(str(name), entry) if isinstance(entry, Mapping) else None
-        if spec is not None:
-            specs[str(name)] = spec
-    return specs
-
-
-@functools.cache
-def _kernelbench_specs() -> tuple[tuple[str, GPUSpec], ...]:
-    """KernelBench's installed table, parsed once; empty when KernelBench is not installed."""
-    try:
-        module = importlib.import_module(_KERNELBENCH_MODULE)
-    except ImportError:
-        return ()
-    table = getattr(module, "GPU_SPEC_INFO", None)
-    if not isinstance(table, Mapping):
-        return ()
-    return tuple(parse_kernelbench_specs(table).items())
-
-
-def load_kernelbench_gpus() -> dict[str, GPUSpec]:
-    """GPUs from the installed KernelBench's ``GPU_SPEC_INFO`` ({} if KernelBench is absent)."""
-    return dict(_kernelbench_specs())
-
-
 # --- Lookup --------------------------------------------------------------------------------------
 
 
@@ -713,13 +571,32 @@ def _names(spec: GPUSpec) -> tuple[str, ...]:
 def list_gpus() -> list[GPUSpec]:
     """All GPUs: the built-in table in order, then KernelBench's entries that the built-in table
     does not already know under any name (where both exist, the built-in entry wins)."""
+    return list(_all_gpus())
+
+
+@functools.cache
+def _all_gpus() -> tuple[GPUSpec, ...]:
+    # KernelBench's table is read beside the KernelBench code; imported here, when first needed,
+    # because that module builds on GPUSpec
+    from .kernelbench_gpus import load_kernelbench_gpus
+
     known = {_compact(name) for spec in _BUILTIN for name in _names(spec)}
     extra = [
         spec
         for spec in load_kernelbench_gpus().values()
         if not known & {_compact(spec.name), _compact(spec.key)}
     ]
-    return [*_BUILTIN, *extra]
+    return (*_BUILTIN, *extra)
+
+
+@functools.cache
+def _index() -> dict[str, GPUSpec]:
+    """Every lookup form of every name (see :func:`_compact`) → its GPU, built once."""
+    index: dict[str, GPUSpec] = {}
+    for spec in _all_gpus():
+        for known in _names(spec):
+            index.setdefault(_compact(known), spec)
+    return index
 
 
 def get_gpu(name: str | GPUSpec) -> GPUSpec:
@@ -730,10 +607,7 @@ def get_gpu(name: str | GPUSpec) -> GPUSpec:
     """
     if isinstance(name, GPUSpec):
         return name
-    index: dict[str, GPUSpec] = {}
-    for spec in list_gpus():
-        for known in _names(spec):
-            index.setdefault(_compact(known), spec)
+    index = _index()
     spec = index.get(_compact(name))
     if spec is not None:
         return spec
@@ -755,7 +629,7 @@ def choice_note(name: str | GPUSpec) -> str | None:
         return None
     others = [
         other.key
-        for other in list_gpus()
+        for other in _all_gpus()
         if other is not spec and any(_compact(n).startswith(wanted) for n in _names(other))
     ]
     if not others:
