@@ -124,6 +124,14 @@ def performance() -> str:
     return section.strip() + "\n"
 
 
+def fusion_rules() -> str:
+    from torchroofline.fusion import FUSION_RULES
+
+    rows = [[f"`{rule.__name__}`", " ".join((rule.__doc__ or "").split())] for rule in FUSION_RULES]
+    return _table(["rule (in the order tried)", "refuses a pair when — and the Inductor source"],
+                  rows)
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "quickstart": quickstart,
     "cli-matmul": lambda: _command(
@@ -147,6 +155,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "pointwise-flops": pointwise_flops,
     "reduction-flops": reduction_flops,
     "categories": categories,
+    "fusion-rules": fusion_rules,
 }
 
 

@@ -308,6 +308,12 @@ def test_cse_keeps_different_arguments_apart() -> None:
     assert [kernel_elements(k) for k in kernels] == [RC + 2 * RC]
 
 
+def test_dead_code_is_not_compiled() -> None:
+    # FX DCE: nothing reads x.cos(), so no kernel loads x
+    kernels, _ = plan_of(lambda x, y: (x.cos(), y * 2)[1], meta(R, C), meta(R, C))
+    assert [(k.name, kernel_elements(k)) for k in kernels] == [("mul", 2 * RC)]
+
+
 def test_addmm_bias_moves_into_its_pointwise_users() -> None:
     # post_grad.unfuse_bias_add_to_pointwise: addmm whose users are all pointwise → mm, and
     # bias + mm inlined into the relu kernel, which now reads the bias

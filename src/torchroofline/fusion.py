@@ -5,8 +5,9 @@ The fused plan follows what ``torch.compile`` (Inductor, CUDA backend, default s
 with the same graph, in its order:
 
 1. **FX passes**: common-subexpression elimination (two identical calls on the same input values
-   are computed once) and ``addmm`` unfusing (the bias add of an ``addmm`` whose users are all
-   pointwise becomes a pointwise op those users absorb: ``post_grad.unfuse_bias_add_to_pointwise``).
+   are computed once), dead-code elimination and ``addmm`` unfusing (the bias add of an
+   ``addmm`` whose users are all pointwise becomes a pointwise op those users absorb:
+   ``post_grad.unfuse_bias_add_to_pointwise``).
 2. **Lowering**: ``cat`` becomes either a pointwise kernel (``pointwise_cat``) or no kernel at all
    (``ConcatKernel``: each producer writes straight into its slice of the output); pointwise ops
    are *inlined* into the nodes that read them unless Inductor realizes them into a buffer
@@ -170,6 +171,19 @@ def _cse_key(op: OpRecord, kept_values: frozenset[int]) -> tuple | None:
     except TypeError:  # an argument torch gives no hash: never merged
         return None
     return key
+
+
+def eliminate_dead_code(ops: Sequence[OpRecord], kept_values: set[int]) -> list[OpRecord]:
+    """FX dead-code elimination: a pure call (see :attr:`OpRecord.call_key`) whose outputs
+    nothing reads and the model does not keep is not compiled."""
+    live = set(kept_values)
+    alive: list[OpRecord] = []
+    for op in reversed(ops):
+        if op.call_key and not any(ref.value_id in live for ref in op.writes):
+            continue
+        live |= {ref.value_id for ref in op.reads}
+        alive.append(op)
+    return alive[::-1]
 
 
 #: ``addmm`` → the ``mm`` that remains when its bias add moves into its pointwise users.
@@ -405,7 +419,8 @@ def lower(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> tuple[list[Sc
                                                                          _Graph]:
     """The scheduler nodes Inductor builds for ``ops``: FX passes, ``cat`` lowering, inlining."""
     unique, _, duplicates = common_subexpressions(ops, kept_values)
-    graph = _Graph(ops=unique, kept=set(kept_values), duplicates=duplicates)
+    graph = _Graph(ops=eliminate_dead_code(unique, set(kept_values)), kept=set(kept_values),
+                   duplicates=duplicates)
     unfuse_bias_add(graph)
     lower_cat(graph)
     readers = graph.readers()
@@ -431,7 +446,7 @@ def _kept_storages(ops: Iterable[OpRecord], kept: set[int]) -> set[int]:
 
 
 # --- 3. Fusion rules ------------------------------------------------------------------------
-# Each rule returns why two nodes may not fuse (Inductor's ``WhyNoFuse`` text), or None.
+# Each rule returns why two nodes may not fuse (after Inductor's ``WhyNoFuse`` texts), or None.
 
 
 @dataclass
@@ -455,7 +470,6 @@ class _Group:
 
 @dataclass
 class _Scheduler:
-    nodes: list[SchedulerNode]
     groups: list[_Group]
     group_of: list[int]  # original node → index of its group in ``groups``
     live: set[int]  # indices of the groups not fused into another
@@ -466,23 +480,25 @@ class _Scheduler:
 
 
 def extern_never_fuses(s: _Scheduler, a: _Group, b: _Group) -> str | None:
-    """``ExternKernelSchedulerNode`` (cuBLAS, cuDNN, attention, scatter, ops with no rule):
-    Inductor fuses no prologue or epilogue into a library call without max-autotune templates."""
+    """Either node is an extern kernel (cuBLAS, cuDNN, attention, scatter, ops without a rule):
+    without max-autotune templates Inductor fuses nothing into a library call
+    (``ExternKernelSchedulerNode``)."""
     if a.extern or b.extern:
         return "extern kernel (library call) is never fused"
     return None
 
 
 def max_fusion_size(s: _Scheduler, a: _Group, b: _Group) -> str | None:
-    """``config.max_fusion_size``: at most 64 nodes in one kernel."""
+    """More than 64 nodes in one kernel (``config.max_fusion_size``)."""
     if len(a.members) + len(b.members) > MAX_FUSION_SIZE:
         return f"exceeds max fusion ({MAX_FUSION_SIZE} nodes)"
     return None
 
 
 def shares_data(s: _Scheduler, a: _Group, b: _Group) -> str | None:
-    """``choices.can_fuse_horizontal``: two independent nodes fuse only for the bytes they both
-    load (``score_fusion_memory_threshold``) and when they are close in program order."""
+    """Two independent nodes load fewer than 10 bytes in common or lie more than 64 nodes
+    apart (``choices.can_fuse_horizontal``: ``score_fusion_memory_threshold``,
+    ``are_long_distant_nodes``): horizontal fusion exists to load shared inputs once."""
     if s.depends(a, b) or s.depends(b, a):
         return None
     if _shared_bytes(s, a, b) < SCORE_FUSION_MEMORY_THRESHOLD:
@@ -493,11 +509,11 @@ def shares_data(s: _Scheduler, a: _Group, b: _Group) -> str | None:
 
 
 def loops_match(s: _Scheduler, a: _Group, b: _Group) -> str | None:
-    """The Triton backend's ``can_fuse`` (``codegen/simd.py``): pointwise nodes fuse over the
-    same element count; reductions over the same ``(numel, rnumel)`` and the same reduced dims
-    (CUDA Inductor's mix-order reduction only pairs reductions over ≥ 5 M elements); a pointwise
-    node joins a reduction as a prologue or full-size epilogue (``numel × rnumel`` elements) or
-    as an epilogue on its output (``numel`` elements)."""
+    """The loops differ (``codegen/simd.py`` ``can_fuse``, one generated kernel has one loop
+    nest): pointwise nodes need the same element count; reductions the same ``(numel, rnumel)``
+    and the same reduced dims (mix-order reduction pairs other dims only from 5 M elements up);
+    a pointwise node joins a reduction over ``numel × rnumel`` elements (a prologue, or an
+    epilogue on a broadcast result as in softmax) or over ``numel`` (an epilogue)."""
     if a.loop is None or b.loop is None:
         return None
     if a.reduction and b.reduction:
@@ -515,8 +531,9 @@ def loops_match(s: _Scheduler, a: _Group, b: _Group) -> str | None:
 
 
 def no_cycle(s: _Scheduler, a: _Group, b: _Group) -> str | None:
-    """``will_fusion_create_cycle`` / "intermediate nodes between node1 & node2": fusing must
-    not put a node that depends on one of the pair and feeds the other inside a loop."""
+    """A node outside the pair depends on one and feeds the other: the fused kernel would have
+    to run both before and after it (``will_fusion_create_cycle``, "intermediate nodes between
+    node1 & node2")."""
     for src, dst in ((a, b), (b, a)):
         # a node on such a path follows ``src``: nodes are numbered in a topological order
         between = dst.ancestors & ~(src.mask | dst.mask) & ~((2 << src.first) - 1)
@@ -543,9 +560,9 @@ MAX_FUSION_DISTANCE = 64
 FUSION_ROUNDS = 10
 
 Rule = Callable[[_Scheduler, _Group, _Group], "str | None"]
-#: The rules in the order Inductor's ``can_fuse`` applies them.
+#: The rules in the order Inductor's ``can_fuse`` and ``_try_fusion_pairs`` apply them.
 FUSION_RULES: tuple[Rule, ...] = (
-    extern_never_fuses, max_fusion_size, loops_match, shares_data, no_cycle
+    extern_never_fuses, shares_data, max_fusion_size, loops_match, no_cycle
 )
 
 
@@ -558,7 +575,7 @@ def _shared_bytes(s: _Scheduler, a: _Group, b: _Group) -> int:
     return sum(s.bytes_of(a.used[v]) for v in a.used.keys() & b.used.keys())
 
 
-# --- 3. Scheduling: fuse_nodes ---------------------------------------------------------------
+# --- 4. Scheduling: fuse_nodes ---------------------------------------------------------------
 
 
 def _dependencies(nodes: Sequence[SchedulerNode]) -> list[set[int]]:
@@ -600,7 +617,6 @@ def schedule(nodes: Sequence[SchedulerNode], bytes_of: Callable[[TensorRef], int
             mask |= ancestors[dep] | (1 << dep)
         ancestors.append(mask)
     s = _Scheduler(
-        nodes=list(nodes),
         groups=[
             _Group([i], 1 << i, ancestors[i], node.loop, node.kind is NodeKind.EXTERN, i, i,
                    _node_values(node))
@@ -685,7 +701,7 @@ def _merge(s: _Scheduler, keep: int, gone: int) -> None:
             other.ancestors &= ~other.mask
 
 
-# --- 4. Kernel boundaries -------------------------------------------------------------------
+# --- 5. Kernel boundaries -------------------------------------------------------------------
 
 
 _CATEGORY_RANK = {
