@@ -23,12 +23,12 @@ def check_invariants(result: Result) -> None:
     assert result.fused_kernel_count <= result.unfused_kernel_count
     assert result.sol_s == max(result.compute_sol_s, result.memory_sol_s)
     assert result.sol_s <= result.fused_estimate_s * (1 + 1e-12)
-    assert result.fused_estimate_s <= result.eager_estimate_s * (1 + 1e-12)
+    assert result.sol_s <= min(result.eager_estimate_s, result.cudagraph_estimate_s)
     assert result.memory_sol_s <= result.memory_fused_s * (1 + 1e-12)
     assert result.flops == result.tensor_flops + result.vector_flops
     assert sum(k.bytes for k in result.kernels) == result.fused_bytes
     assert sum(k.bytes for k in result.eager_kernels) == result.unfused_bytes
-    assert sum(k.flops for k in result.kernels) == result.flops
+    assert sum(k.flops for k in result.kernels) >= result.flops  # moved ≥ necessary
     for figure in (result.flops, result.unfused_bytes, result.fused_bytes, result.compulsory_bytes):
         assert type(figure) is int
 
@@ -132,7 +132,9 @@ def test_precision_halves_float_bytes_only(rows: int, cols: int, warm: bool) -> 
     assert fp32.flops == bf16.flops
     int64_out = rows * 8  # argmax indices keep 8 bytes at every precision
     assert fp32.compulsory_bytes - int64_out == 2 * (bf16.compulsory_bytes - int64_out)
-    assert fp32.compulsory_bytes == (2 * rows * cols) * 4 + int64_out
+    # softmax and argmax over a size-1 dim are constants (1 and 0): x is then not needed
+    reads = 0 if cols == 1 else rows * cols
+    assert fp32.compulsory_bytes == (reads + rows * cols) * 4 + int64_out
     cold_s = fp32.compulsory_bytes / fp32.gpu.memory_bandwidth_bytes_per_s
     assert fp32.memory_sol_s == (0.0 if warm else cold_s)  # a few KB always fit in L2
 
@@ -157,7 +159,11 @@ def test_conv_block(batch: int, channels: int, size: int, kernel: int, stride: i
     result = analyze(model, meta(batch, cin, size, size))
     check_invariants(result)
     out = (size + 2 * padding - kernel) // stride + 1
-    assert result.tensor_flops == 2 * batch * out * out * cout * kernel * kernel * (cin // groups)
+    # taps that land on padding multiply zeros: only (output, tap) pairs inside the image count
+    pairs = sum(
+        1 for o in range(out) for k in range(kernel) if 0 <= o * stride - padding + k < size
+    )
+    assert result.tensor_flops == 2 * batch * cout * (cin // groups) * pairs * pairs
     assert result.vector_flops == batch * cout * out * out
     assert [k.category for k in result.kernels] == ["compute", "pointwise"]
 

@@ -328,7 +328,7 @@ class HoldsBranchy(nn.Module):
 
 def test_value_dependent_branch_falls_back_to_real_tensors() -> None:
     result = torchroofline.analyze(HoldsBranchy(), meta(4, 8))
-    [note] = result.notes
+    [note] = [note for note in result.notes if note.startswith("traced")]
     assert note.startswith("traced with real CPU tensors")
     assert "'block'" in note
     assert result.trace.device == "cpu"
@@ -453,7 +453,7 @@ def test_python_indexing_traces_on_fake_cuda() -> None:
         return y, z[torch.tensor([0, 1])]
 
     result = analyze(Fn(body), meta(4, 6, 8))
-    assert result.notes == ()
+    assert not any(note.startswith("traced") for note in result.notes)
     assert result.trace.device == "cuda"
     names = op_names(result)
     assert "aten.select.int" in names and "aten.index_put_.default" not in names

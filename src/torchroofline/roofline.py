@@ -19,10 +19,10 @@ from .costs import (
     OpRecord,
     float_element_bytes,
     op_precision,
-    tensor_bytes,
 )
+from .demand import necessary_work
 from .errors import InputError
-from .fusion import Kernel, Plan, compulsory_refs, eager_plan, fused_plan
+from .fusion import Kernel, Plan, eager_plan, fused_plan
 from .hardware import GPUSpec, get_gpu
 from .precision import (
     TORCH_DEFAULTS,
@@ -504,12 +504,12 @@ def price(
     float_bytes = float_element_bytes(precision)
     fused = fused_plan(ops, trace.output_value_ids)
     eager = eager_plan(ops)
-    compulsory = _refs_bytes(
-        compulsory_refs(ops, trace.input_value_ids, trace.output_value_ids), float_bytes
-    )
+    # the bound charges the necessary work (demand.py); plans and estimates the moved work
+    necessary = necessary_work(trace, ops)
+    compulsory = necessary.bytes(float_bytes)
     unfused_bytes = eager.bytes(float_bytes)
-    work = work_of(ops, gpu, precision, switches)
-    notes = [*trace.notes, *unit_notes(ops, gpu, precision, switches)]
+    work = work_of(necessary.ops, gpu, precision, switches)
+    notes = [*trace.notes, *unit_notes(ops, gpu, precision, switches), *necessary.notes]
     note = _unsupported_note(ops, float_bytes, unfused_bytes)
     if note:
         notes.append(note)
@@ -522,8 +522,8 @@ def price(
         ops=tuple(ops),
         kernels=_estimates(fused, gpu, precision, float_bytes, switches),
         eager_kernels=_estimates(eager, gpu, precision, float_bytes, switches),
-        tensor_flops=sum(op.flops.tensor for op in ops),
-        vector_flops=sum(op.flops.vector for op in ops),
+        tensor_flops=sum(op.flops.tensor for op in necessary.ops),
+        vector_flops=sum(op.flops.vector for op in necessary.ops),
         unfused_bytes=unfused_bytes,
         fused_bytes=fused.bytes(float_bytes),
         compulsory_bytes=compulsory,
@@ -541,10 +541,6 @@ def price(
         ),
     )
     return result.with_actual(actual_ms)
-
-
-def _refs_bytes(refs: Sequence[TensorRef], float_bytes: int) -> int:
-    return sum(tensor_bytes(ref, float_bytes) for ref in refs)
 
 
 def _estimates(

@@ -15,6 +15,7 @@ version of the buffer it writes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import inspect
@@ -42,6 +43,7 @@ from torch.utils._pytree import tree_map
 
 from ._cuda_bindings import SPELLINGS, UnsupportedIndex
 from .errors import DataDependentError, InputError, ModelError
+from .regions import united_elements
 
 #: Default ceiling on the real tensors the real-data fallback may build (bytes).
 REAL_FALLBACK_LIMIT_BYTES = 2 * 2**30
@@ -73,6 +75,11 @@ class TensorRef:
     elements: int
     is_float: bool
     itemsize: int
+    #: where the view sits in its storage (elements): the demand analysis maps views of one
+    #: storage onto common coordinates with these
+    offset: int = 0
+    strides: tuple[int, ...] = ()
+    storage_elements: int = 0
 
 
 @dataclass(frozen=True)
@@ -102,15 +109,24 @@ class Trace:
     params: int  #: parameter count (elements)
     notes: tuple[str, ...]
     device: str
+    #: the tensors the model returns, as the views it returns (not whole storages)
+    output_refs: tuple[TensorRef, ...] = ()
 
 
 def largest_per_value(refs: Iterable[TensorRef]) -> tuple[TensorRef, ...]:
-    """Each value once, at the largest view of it among ``refs`` (a value read twice costs once)."""
-    largest: dict[int, TensorRef] = {}
+    """Each value once (a value read twice costs once), at the largest view of it among
+    ``refs`` with the elements of all its views united (``x[:, :512] + x[:, 512:]`` reads all
+    of ``x``)."""
+    views: dict[int, list[TensorRef]] = {}
     for ref in refs:
-        if ref.value_id not in largest or ref.elements > largest[ref.value_id].elements:
-            largest[ref.value_id] = ref
-    return tuple(largest.values())
+        views.setdefault(ref.value_id, []).append(ref)
+    united = []
+    for group in views.values():
+        largest = max(group, key=lambda ref: ref.elements)
+        if len(group) > 1:
+            largest = dataclasses.replace(largest, elements=united_elements(group))
+        united.append(largest)
+    return tuple(united)
 
 
 def base_name(func: Any) -> str:
@@ -156,6 +172,11 @@ class _ValueTable:
     def current(self, tensor: torch.Tensor) -> int | None:
         return self._current.get(tensor.untyped_storage()._cdata)
 
+    def output_ref(self, tensor: torch.Tensor) -> TensorRef | None:
+        """The returned view ``tensor`` as a reference to its storage's current value."""
+        key = tensor.untyped_storage()._cdata
+        return _ref(tensor, self._current[key], key) if key in self._current else None
+
     def mutated_initial_values(self) -> set[int]:
         """Final values of storages that existed before the trace and were written in it."""
         return {
@@ -179,6 +200,7 @@ def _touched_elements(tensor: torch.Tensor) -> int:
 
 
 def _ref(tensor: torch.Tensor, value_id: int, storage_id: int) -> TensorRef:
+    itemsize = tensor.element_size()
     return TensorRef(
         value_id=value_id,
         storage_id=storage_id,
@@ -186,7 +208,10 @@ def _ref(tensor: torch.Tensor, value_id: int, storage_id: int) -> TensorRef:
         dtype=str(tensor.dtype).removeprefix("torch."),
         elements=_touched_elements(tensor),
         is_float=tensor.is_floating_point() or tensor.is_complex(),
-        itemsize=tensor.element_size(),
+        itemsize=itemsize,
+        offset=tensor.storage_offset(),
+        strides=tuple(tensor.stride()),
+        storage_elements=tensor.untyped_storage().nbytes() // max(itemsize, 1),
     )
 
 
@@ -783,6 +808,7 @@ def trace_model(
         )
         device = "cpu"
     outputs = {values.current(t) for t in _tensors(output)} - {None}
+    output_refs = tuple(ref for ref in map(values.output_ref, _tensors(output)) if ref)
     return Trace(
         model_name=model_name,
         ops=tuple(recorder.ops),
@@ -791,6 +817,7 @@ def trace_model(
         params=sum(p.numel() for p in model.parameters()),
         notes=tuple(notes),
         device=device,
+        output_refs=output_refs,
     )
 
 

@@ -1,0 +1,1062 @@
+"""Stage 3 (bound side): the *necessary* work — what the kept values need, walked backwards.
+
+The speed of light charges what any correct implementation must do, not what the traced program
+happens to touch. Starting from the kept values (the views the model returns and the parts of
+inputs or buffers it overwrites), every op maps the demanded elements of its outputs to the
+demanded elements of its inputs (:data:`DEMAND_RULES`), and counts FLOPs only for demanded output
+elements. An op whose outputs nobody demands costs nothing (dead code). Compulsory bytes are the
+demanded elements of graph inputs, read once (all views of one storage united, inputs that share
+a storage counted once), plus the kept elements, written once.
+
+Where the exact set cannot be known (data-dependent indices, views that are not index boxes) the
+rules charge *less*, never more: a bound may be loose, never wrong. The *moved* work (what eager
+or Inductor kernels really read and write) stays in :mod:`costs` and :mod:`fusion`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .costs import Category, FlopCount, MatmulKind, OpRecord, tensor_bytes
+from .regions import (
+    Box,
+    IndexSet,
+    Region,
+    Storages,
+    box_size,
+    fraction_of,
+    from_base,
+    full_box,
+    normalize,
+    positions_to_set,
+    range_intersection,
+    set_intersection,
+    set_size,
+)
+from .trace import TensorRef, Trace, TracedOp
+
+# --- Demand rules --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What one op needs: a region per read (aligned with ``TracedOp.reads``, in each read's view
+    coordinates), the necessary FLOPs, extra demand on other values (a structured operand's
+    source) and the name of the structure rule applied, if any."""
+
+    inputs: tuple[Region, ...]
+    flops: FlopCount
+    extra: tuple[tuple[TensorRef, Region], ...] = ()
+    structure: str | None = None
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What a rule may look at: the traced op, its costed record and the demanded outputs."""
+
+    op: TracedOp
+    record: OpRecord
+    outputs: tuple[Region, ...]
+    producers: dict[int, TracedOp] = field(repr=False)
+
+    @property
+    def fraction(self) -> float:
+        """Largest demanded share of any output (outputs of one op are computed together)."""
+        return max(
+            (
+                fraction_of(r, math.prod(w.shape))
+                for r, w in zip(self.outputs, self.op.writes, strict=False)
+            ),
+            default=0.0,
+        )
+
+    @property
+    def output(self) -> Region:
+        """Demand on the first output united with that of same-shaped others."""
+        shape = self.op.writes[0].shape
+        region = Region()
+        for demanded, ref in zip(self.outputs, self.op.writes, strict=True):
+            if ref.shape == shape:
+                region = region.union(demanded)
+        return region
+
+    def loaded(self, position: int) -> int:
+        """Elements of read ``position`` the moved cost rule says the op loads (0 for a
+        destination it overwrites, an ``out=`` buffer, a template it takes only the shape of)."""
+        if self.op.base in SHAPE_ONLY_FIRST_ARGUMENT and position == 0:
+            return 0
+        moved = self.record.reads
+        if len(moved) == len(self.op.reads):
+            return moved[position].elements
+        value_id = self.op.reads[position].value_id
+        return max((r.elements for r in moved if r.value_id == value_id), default=0)
+
+    def argument(self, name: str, default: Any = None) -> Any:
+        return argument(self.op, name, default)
+
+
+#: Ops that take only the shape, dtype and device of their first argument, never its data.
+SHAPE_ONLY_FIRST_ARGUMENT = frozenset(
+    {
+        "zeros_like",
+        "ones_like",
+        "full_like",
+        "empty_like",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "new_empty",
+        "new_empty_strided",
+    }
+)
+
+Rule = Callable[[_Context], Demand]
+DEMAND_RULES: dict[str, Rule] = {}
+
+
+def demand_rule(names: Sequence[str]) -> Callable[[Rule], Rule]:
+    """Decorator: register a demand rule for op base names (no name twice)."""
+
+    def decorate(rule: Rule) -> Rule:
+        for name in names:
+            if name in DEMAND_RULES:
+                raise ValueError(f"two demand rules for '{name}'")
+            DEMAND_RULES[name] = rule
+        return rule
+
+    return decorate
+
+
+def argument(op: TracedOp, name: str, default: Any = None) -> Any:
+    """An aten argument by schema name: keyword, position, or the schema's default."""
+    if name in op.kwargs:
+        return op.kwargs[name]
+    if op.func is None:
+        return default
+    for position, schema_argument in enumerate(op.func._schema.arguments):
+        if schema_argument.name == name:
+            if position < len(op.args):
+                return op.args[position]
+            if schema_argument.has_default_value():
+                return schema_argument.default_value
+            return default
+    return default
+
+
+def _scaled(flops: FlopCount, share: float) -> FlopCount:
+    return replace(flops, tensor=int(flops.tensor * share), vector=int(flops.vector * share))
+
+
+def _proportional(context: _Context) -> Demand:
+    """Default: a fully demanded output needs every loaded input element; a partly demanded one
+    an equal share of each (as a count with no position) and of the FLOPs."""
+    share = context.fraction
+    inputs = []
+    for position, ref in enumerate(context.op.reads):
+        loaded = context.loaded(position)
+        if share >= 1.0 and loaded >= ref.elements:
+            inputs.append(Region.of([full_box(ref.shape)]))
+        else:
+            inputs.append(Region(opaque=int(loaded * share)))
+    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+
+
+def _broadcast(region: Region, out_shape: Sequence[int], in_shape: Sequence[int]) -> Region | None:
+    """A demanded output region seen from a broadcast input (None: shapes do not broadcast)."""
+    lead = len(out_shape) - len(in_shape)
+    if lead < 0:
+        return None
+    for size, out_size in zip(in_shape, out_shape[lead:], strict=True):
+        if size not in (1, out_size):
+            return None
+    boxes = [
+        tuple((range(1),) if size == 1 else box[lead + dim] for dim, size in enumerate(in_shape))
+        for box in region.boxes
+    ]
+    out_elements = math.prod(out_shape)
+    return Region.of(boxes, region.opaque * math.prod(in_shape) // max(out_elements, 1))
+
+
+def pointwise_demand(context: _Context) -> Demand:
+    """Every pointwise op (the rule for Category.POINTWISE): element i of the output needs
+    element i of each (broadcast) input it loads — none of a destination it overwrites or a
+    template it takes only the shape of."""
+    region = context.output
+    out_shape = context.op.writes[0].shape
+    inputs = []
+    for position, ref in enumerate(context.op.reads):
+        if not context.loaded(position):
+            inputs.append(Region())
+            continue
+        mapped = _broadcast(region, out_shape, ref.shape)
+        if mapped is None:
+            return _proportional(context)
+        inputs.append(mapped)
+    share = fraction_of(region, math.prod(out_shape))
+    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+
+
+def _reduced_dims(dims: Any, rank: int) -> set[int]:
+    if dims is None or dims == [] or dims == ():
+        return set(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return {d % rank for d in dims} if rank else set()
+
+
+def _expand_reduced(box: Box, in_shape: Sequence[int], reduced: set[int], keepdim: bool) -> Box:
+    sets = []
+    remaining = iter(box)
+    for dim, size in enumerate(in_shape):
+        if dim in reduced:
+            if keepdim:
+                next(remaining)
+            sets.append((range(size),))
+        else:
+            sets.append(next(remaining))
+    return tuple(sets)
+
+
+#: Reductions whose result over a size-1 dimension is the input itself (no arithmetic) or a
+#: constant (no input at all). See :data:`STRUCTURE_RULES`.
+_IDENTITY_WHEN_SIZE_ONE = {"sum", "mean", "amax", "amin", "max", "min", "prod", "nansum"}
+
+
+@demand_rule(
+    [
+        "sum",
+        "mean",
+        "amax",
+        "amin",
+        "prod",
+        "any",
+        "all",
+        "var",
+        "std",
+        "var_mean",
+        "std_mean",
+        "argmax",
+        "argmin",
+        "linalg_vector_norm",
+        "logsumexp",
+        "nansum",
+        "max",
+        "min",
+        "norm",
+    ]
+)
+def reduction_demand(context: _Context) -> Demand:
+    """Each output element needs the input over the reduced dims at its own index elsewhere."""
+    source = context.op.reads[0]
+    if len(context.op.writes) == 0 or not source.shape:
+        return _proportional(context)
+    dims = context.argument("dim")
+    keepdim = bool(context.argument("keepdim", False))
+    reduced = _reduced_dims(dims, len(source.shape))
+    region = context.output
+    if not reduced or any(
+        len(box) != len(source.shape) - (0 if keepdim else len(reduced)) for box in region.boxes
+    ):
+        return _proportional(context)
+    share = fraction_of(region, math.prod(context.op.writes[0].shape))
+    if all(source.shape[d] == 1 for d in reduced):
+        base = context.op.base
+        if base in _IDENTITY_WHEN_SIZE_ONE:
+            boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
+            inputs = (Region.of(boxes, region.opaque), *[Region()] * (len(context.op.reads) - 1))
+            return Demand(inputs, FlopCount(), structure="size-1 reduction")
+        return Demand(
+            tuple(Region() for _ in context.op.reads), FlopCount(), structure="size-1 reduction"
+        )
+    boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
+    opaque = int(share * source.elements)
+    inputs = (Region.of(boxes, opaque), *[Region()] * (len(context.op.reads) - 1))
+    return Demand(inputs, _scaled(context.record.flops, share))
+
+
+_CONSTANT_WHEN_SIZE_ONE = {"_softmax", "softmax", "_safe_softmax", "_log_softmax", "log_softmax"}
+
+
+@demand_rule(
+    [
+        "_softmax",
+        "softmax",
+        "_safe_softmax",
+        "_log_softmax",
+        "log_softmax",
+        "cumsum",
+        "cumprod",
+        "logcumsumexp",
+        "cummax",
+        "cummin",
+        "sort",
+        "topk",
+        "kthvalue",
+        "median",
+        "mode",
+        "nanmedian",
+    ]
+)
+def along_dim_demand(context: _Context) -> Demand:
+    """Each output element needs the whole input line along ``dim`` through its index."""
+    source = context.op.reads[0]
+    rank = len(source.shape)
+    if not rank:
+        return _proportional(context)
+    dim = context.argument("dim", -1) % rank
+    if source.shape[dim] == 1 and context.op.base in _CONSTANT_WHEN_SIZE_ONE:
+        return Demand((Region(),), FlopCount(), structure="size-1 normalisation")
+    region = context.output
+    if any(len(box) != rank for box in region.boxes):
+        return _proportional(context)
+    boxes = [(*box[:dim], (range(source.shape[dim]),), *box[dim + 1 :]) for box in region.boxes]
+    share = fraction_of(region, math.prod(context.op.writes[0].shape))
+    inputs = (Region.of(boxes, int(share * source.elements)),)
+    return Demand(
+        inputs + tuple(Region() for _ in context.op.reads[1:]), _scaled(context.record.flops, share)
+    )
+
+
+# --- Matmul-class ------------------------------------------------------------------------------
+
+#: Producers whose output is a diagonal matrix built from a vector (offset 0).
+_DIAGONAL_BUILDERS = {"diag_embed", "diag", "diagflat"}
+
+
+def _diagonal_source(context: _Context, ref: TensorRef) -> TensorRef | None:
+    """The vector a diagonal matrix operand was built from, if ``ref`` is one."""
+    producer = context.producers.get(ref.value_id)
+    if producer is None or producer.base not in _DIAGONAL_BUILDERS or not producer.reads:
+        return None
+    vector = producer.reads[0]
+    offset = argument(producer, "offset", argument(producer, "diagonal", 0))
+    if len(vector.shape) != 1 or offset or ref.shape != (vector.shape[0], vector.shape[0]):
+        return None
+    return vector
+
+
+@demand_rule(["mm", "addmm", "bmm", "baddbmm"])
+def matmul_demand(context: _Context) -> Demand:
+    """out[..., i, j] needs row i of A and column j of B: 2·K FLOPs per demanded element. A
+    diagonal operand makes it a scaling; a batch both operands broadcast is computed once."""
+    op = context.op
+    *bias, left, right = op.reads
+    region = context.output
+    out_shape = op.writes[0].shape
+    if any(len(box) != len(out_shape) for box in region.boxes) or len(left.shape) != len(out_shape):
+        return _proportional(context)
+    reduction = left.shape[-1]
+    structured = _diagonal_matmul(context, region, left, right, bias)
+    if structured is not None:
+        return structured
+    lead = len(out_shape) - 2
+    left_boxes = [(*b[:lead], b[-2], (range(reduction),)) for b in region.boxes]
+    right_boxes = [(*b[:lead], (range(reduction),), b[-1]) for b in region.boxes]
+    inputs = [_broadcast(region, out_shape, ref.shape) or Region() for ref in bias]
+    opaque = region.opaque
+    inputs += [Region.of(left_boxes, opaque), Region.of(right_boxes, opaque)]
+    computed = region
+    structure = None
+    if lead and _broadcast_batch(left) and _broadcast_batch(right):
+        computed = Region.of(
+            [((range(1),), *b[1:]) for b in region.boxes], region.opaque // out_shape[0]
+        )
+        structure = "broadcast batch"
+    tensor = 2 * reduction * computed.count
+    flops = FlopCount(tensor=min(tensor, context.record.flops.tensor), kind=MatmulKind.MATMUL)
+    return Demand(tuple(inputs), flops, structure=structure)
+
+
+def _broadcast_batch(ref: TensorRef) -> bool:
+    return len(ref.strides) == len(ref.shape) and ref.shape[0] > 1 and ref.strides[0] == 0
+
+
+def _diagonal_matmul(
+    context: _Context, region: Region, left: TensorRef, right: TensorRef, bias: list[TensorRef]
+) -> Demand | None:
+    if len(context.op.writes[0].shape) != 2:
+        return None
+    for position, ref in ((0, left), (1, right)):
+        vector = _diagonal_source(context, ref)
+        if vector is None:
+            continue
+        other_region = region
+        # out[i, j] = d[i]·B[i, j] (diagonal on the left) or A[i, j]·d[j] (on the right)
+        picked = [(box[0] if position == 0 else box[1],) for box in region.boxes]
+        inputs = [_broadcast(region, context.op.writes[0].shape, b.shape) or Region() for b in bias]
+        pair = [Region(), other_region] if position == 0 else [other_region, Region()]
+        flops = FlopCount(vector=region.count)
+        extra = ((vector, Region.of(picked, min(region.opaque, vector.elements))),)
+        return Demand(tuple(inputs + pair), flops, extra, structure="diagonal matmul")
+    return None
+
+
+def _window(
+    out_set: IndexSet, in_size: int, kernel: int, stride: int, padding: int, dilation: int
+) -> tuple[IndexSet, int, IndexSet]:
+    """One spatial dim of a conv or pool: the input positions the demanded outputs read, the
+    (output, tap) pairs that land inside the input (taps on padding cost nothing) and the taps
+    used."""
+    positions: list[range] = []
+    pairs = 0
+    taps = []
+    for tap in range(kernel):
+        shift = tap * dilation - padding
+        low = -(shift // stride)  # first o with o·stride + shift ≥ 0 (ceil of −shift/stride)
+        high = (in_size - 1 - shift) // stride  # last o with o·stride + shift < in_size
+        valid = range(max(low, 0), high + 1)
+        used = False
+        for r in out_set:
+            hit = range_intersection(r, valid)
+            if hit:
+                used = True
+                pairs += len(hit)
+                positions.append(
+                    range(
+                        hit.start * stride + shift, hit[-1] * stride + shift + 1, hit.step * stride
+                    )
+                )
+        if used:
+            taps.append(tap)
+    return normalize(positions), pairs, positions_to_set(taps)
+
+
+def _spatial_dims(base: str) -> int:
+    """Spatial dims of a pooling or resampling op, from its name (``max_pool2d`` → 2)."""
+    return next((int(d) for d in "321" if f"{d}d" in base), 1)
+
+
+def _as_list(value: Any, count: int, default: int) -> list[int]:
+    if value is None or value == [] or value == ():
+        return [default] * count
+    if isinstance(value, int):
+        return [value] * count
+    values = list(value)
+    return values * count if len(values) == 1 else values
+
+
+@demand_rule(["convolution", "_convolution"])
+def convolution_demand(context: _Context) -> Demand:
+    """out[n, co, p] needs the input window of p in co's group and co's filter taps that land on
+    real input: FLOPs 2 · (Ci/groups) per (output, in-bounds tap) pair."""
+    op = context.op
+    if context.argument("transposed", False) or len(op.reads) < 2:
+        return _proportional(context)
+    source, weight, *bias = op.reads
+    spatial = len(source.shape) - 2
+    region = context.output
+    if spatial < 1 or any(len(box) != spatial + 2 for box in region.boxes):
+        return _proportional(context)
+    stride = _as_list(context.argument("stride"), spatial, 1)
+    padding = _as_list(context.argument("padding"), spatial, 0)
+    dilation = _as_list(context.argument("dilation"), spatial, 1)
+    groups = context.argument("groups", 1) or 1
+    out_channels, group_in = weight.shape[0], weight.shape[1]
+    per_group_out = out_channels // groups
+    in_boxes, weight_boxes, bias_boxes = [], [], []
+    flops = 0
+    sizes = 0
+    for box in region.boxes:
+        windows = [
+            _window(
+                box[2 + d],
+                source.shape[2 + d],
+                weight.shape[2 + d],
+                stride[d],
+                padding[d],
+                dilation[d],
+            )
+            for d in range(spatial)
+        ]
+        channels = normalize(
+            range(g * group_in, (g + 1) * group_in)
+            for g in sorted({c // per_group_out for r in box[1] for c in r})
+        )
+        in_boxes.append((box[0], channels, *(w[0] for w in windows)))
+        weight_boxes.append((box[1], (range(group_in),), *(w[2] for w in windows)))
+        bias_boxes.append((box[1],))
+        flops += (
+            2 * group_in * set_size(box[0]) * set_size(box[1]) * math.prod(w[1] for w in windows)
+        )
+        sizes += box_size(box)
+    share = region.count / sizes if sizes else 0.0
+    inputs = (Region.of(in_boxes), Region.of(weight_boxes), *(Region.of(bias_boxes) for _ in bias))
+    tensor = min(int(flops * share), context.record.flops.tensor)
+    return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.CONV))
+
+
+@demand_rule(
+    [
+        "max_pool1d",
+        "max_pool2d",
+        "max_pool3d",
+        "max_pool2d_with_indices",
+        "max_pool3d_with_indices",
+        "avg_pool1d",
+        "avg_pool2d",
+        "avg_pool3d",
+    ]
+)
+def pooling_demand(context: _Context) -> Demand:
+    """out[..., p] needs the input window of p; one compare or add per in-bounds tap."""
+    source = context.op.reads[0]
+    spatial = _spatial_dims(context.op.base)
+    kernel = _as_list(context.argument("kernel_size"), spatial, 1)
+    stride = _as_list(context.argument("stride"), spatial, 0)
+    stride = [s or k for s, k in zip(stride, kernel, strict=True)]
+    padding = _as_list(context.argument("padding"), spatial, 0)
+    dilation = _as_list(context.argument("dilation"), spatial, 1)
+    lead = len(source.shape) - spatial
+    region = context.output
+    if any(len(box) != len(source.shape) for box in region.boxes):
+        return _proportional(context)
+    boxes, taps, sizes = [], 0, 0
+    for box in region.boxes:
+        windows = [
+            _window(
+                box[lead + d], source.shape[lead + d], kernel[d], stride[d], padding[d], dilation[d]
+            )
+            for d in range(spatial)
+        ]
+        boxes.append((*box[:lead], *(w[0] for w in windows)))
+        taps += math.prod(set_size(s) for s in box[:lead]) * math.prod(w[1] for w in windows)
+        sizes += box_size(box)
+    share = region.count / sizes if sizes else 0.0
+    return Demand((Region.of(boxes),), FlopCount(vector=int(taps * share)))
+
+
+def _resampled(
+    context: _Context, source_positions: Callable[[int, int, int], Sequence[int]]
+) -> Demand:
+    """Resampling ops: per spatial dim, output o reads the source positions the mapping gives."""
+    source = context.op.reads[0]
+    out_shape = context.op.writes[0].shape
+    region = context.output
+    if len(out_shape) != len(source.shape) or any(len(b) != len(out_shape) for b in region.boxes):
+        return _proportional(context)
+    lead = len(out_shape) - _spatial_dims(context.op.base)
+    boxes = []
+    for box in region.boxes:
+        sets = list(box[:lead])
+        for dim in range(lead, len(out_shape)):
+            in_size, out_size = source.shape[dim], out_shape[dim]
+            demanded = [o for r in box[dim] for o in r]
+            if len(demanded) > 65536:
+                return _proportional(context)
+            sets.append(
+                positions_to_set(
+                    p
+                    for o in demanded
+                    for p in source_positions(o, in_size, out_size)
+                    if 0 <= p < in_size
+                )
+            )
+        boxes.append(tuple(sets))
+    share = fraction_of(region, math.prod(out_shape))
+    inputs = (Region.of(boxes),) + tuple(Region() for _ in context.op.reads[1:])
+    return Demand(inputs, _scaled(context.record.flops, share))
+
+
+@demand_rule(["upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d"])
+def nearest_demand(context: _Context) -> Demand:
+    """Nearest: output o reads floor(o · in / out)."""
+    return _resampled(context, lambda o, i, n: (o * i // n,))
+
+
+@demand_rule(
+    ["_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"]
+)
+def nearest_exact_demand(context: _Context) -> Demand:
+    """Nearest-exact: output o reads floor((o + ½) · in / out)."""
+    return _resampled(context, lambda o, i, n: ((2 * o + 1) * i // (2 * n),))
+
+
+def _linear_taps(extra_left: int, extra_right: int) -> Callable[..., Sequence[int]]:
+    def taps(context: _Context, o: int, i: int, n: int) -> Sequence[int]:
+        if context.argument("align_corners", False):
+            centre = o * (i - 1) / (n - 1) if n > 1 else 0.0
+        else:
+            centre = max((o + 0.5) * i / n - 0.5, 0.0)
+        base = math.floor(centre)
+        return [min(max(base + k, 0), i - 1) for k in range(-extra_left, 2 + extra_right)]
+
+    return taps
+
+
+@demand_rule(["upsample_bilinear2d", "upsample_linear1d", "upsample_trilinear3d"])
+def linear_demand(context: _Context) -> Demand:
+    """(Bi/tri)linear: output o reads the two source positions around its centre."""
+    taps = _linear_taps(0, 0)
+    return _resampled(context, lambda o, i, n: taps(context, o, i, n))
+
+
+@demand_rule(["upsample_bicubic2d"])
+def cubic_demand(context: _Context) -> Demand:
+    """Bicubic: output o reads the four source positions around its centre."""
+    taps = _linear_taps(1, 1)
+    return _resampled(context, lambda o, i, n: taps(context, o, i, n))
+
+
+@demand_rule(
+    [
+        "_adaptive_avg_pool2d",
+        "_adaptive_avg_pool3d",
+        "adaptive_avg_pool1d",
+        "adaptive_max_pool2d",
+        "adaptive_max_pool3d",
+        "adaptive_max_pool1d",
+    ]
+)
+def adaptive_pool_demand(context: _Context) -> Demand:
+    """Adaptive pooling: output o averages source [floor(o·in/out), ceil((o+1)·in/out))."""
+    return _resampled(context, lambda o, i, n: range(o * i // n, -(-((o + 1) * i) // n)))
+
+
+# --- Data movement -----------------------------------------------------------------------------
+
+
+@demand_rule(["cat"])
+def cat_demand(context: _Context) -> Demand:
+    """Each part of a concatenation needs only the slice of the output it lands in."""
+    out_shape = context.op.writes[0].shape
+    region = context.output
+    rank = len(out_shape)
+    dim = context.argument("dim", 0) % rank if rank else 0
+    inputs, offset = [], 0
+    for ref in context.op.reads:
+        if len(ref.shape) != rank:  # legacy empty 1-D inputs are skipped by cat
+            inputs.append(Region())
+            continue
+        size = ref.shape[dim]
+        part = (range(offset, offset + size),)
+        boxes = []
+        for box in region.boxes:
+            hit = set_intersection(box[dim], part)
+            if hit:
+                shifted = tuple(range(r.start - offset, r.stop - offset, r.step) for r in hit)
+                boxes.append((*box[:dim], shifted, *box[dim + 1 :]))
+        inputs.append(
+            Region.of(boxes, region.opaque * ref.elements // max(math.prod(out_shape), 1))
+        )
+        offset += size
+    return Demand(tuple(inputs), FlopCount())
+
+
+@demand_rule(["constant_pad_nd"])
+def pad_demand(context: _Context) -> Demand:
+    """Padding (or cropping, with negative pads) shifts each dim; padded elements need nothing."""
+    source = context.op.reads[0]
+    pads = list(context.argument("pad", []))
+    rank = len(source.shape)
+    shifts = [0] * rank
+    for index in range(0, len(pads), 2):
+        shifts[rank - 1 - index // 2] = pads[index]
+    boxes = []
+    for box in context.output.boxes:
+        sets = []
+        for dim, index_set in enumerate(box):
+            inside = set_intersection(
+                index_set, (range(shifts[dim], shifts[dim] + source.shape[dim]),)
+            )
+            sets.append(
+                tuple(range(r.start - shifts[dim], r.stop - shifts[dim], r.step) for r in inside)
+            )
+        if all(sets):
+            boxes.append(tuple(sets))
+    return Demand((Region.of(boxes),), FlopCount())
+
+
+#: Row bands a triangle is cut into: each band keeps the columns all its rows keep, so the
+#: demand is inside the triangle, short of it by at most 1/(2·bands) of its area.
+TRIANGLE_BANDS = 64
+
+
+@demand_rule(["tril", "triu"])
+def triangle_demand(context: _Context) -> Demand:
+    """``tril``/``triu`` keep one triangle of the last two dims; the rest needs no input."""
+    source = context.op.reads[0]
+    if len(source.shape) < 2:
+        return _proportional(context)
+    diagonal = context.argument("diagonal", 0)
+    lower = context.op.base == "tril"
+    boxes = []
+    for box in context.output.boxes:
+        rows = [i for r in box[-2] for i in r]
+        band = max(1, -(-len(rows) // TRIANGLE_BANDS))
+        for start in range(0, len(rows), band):
+            chunk = rows[start : start + band]
+            if lower:
+                keep = (range(0, max(chunk[0] + diagonal + 1, 0)),)
+            else:
+                keep = (range(max(chunk[-1] + diagonal, 0), source.shape[-1]),)
+            columns = set_intersection(box[-1], keep)
+            if columns:
+                boxes.append((*box[:-2], positions_to_set(chunk), columns))
+    return Demand((Region.of(boxes),), FlopCount())
+
+
+@demand_rule(["diag_embed", "diag", "diagflat", "diagonal_copy"])
+def diagonal_demand(context: _Context) -> Demand:
+    """Building a diagonal matrix from a vector needs the vector entries on demanded diagonal
+    positions; extracting a diagonal needs one element per demanded output (no index box)."""
+    source = context.op.reads[0]
+    region = context.output
+    offset = context.argument("offset", context.argument("diagonal", 0))
+    if len(source.shape) == 1 and not offset and len(context.op.writes[0].shape) == 2:
+        boxes = [(set_intersection(box[0], box[1]),) for box in region.boxes]
+        return Demand((Region.of([b for b in boxes if b[0]]),), FlopCount())
+    return Demand((Region(opaque=min(region.count, source.elements)),), FlopCount())
+
+
+#: Ops that write positions chosen by index or mask values; in place, only those change.
+DATA_CHOSEN_WRITES = frozenset(
+    {"scatter", "scatter_add", "scatter_reduce", "index_put", "index_add", "index_copy",
+     "masked_scatter", "index_fill", "masked_fill"}
+)
+
+
+def _data_chosen(count: int) -> int:
+    """Source elements chosen by index values: the data is unknown at analysis time and repeated
+    indices may all pick one element, so the bound charges one (a loose but safe minimum)."""
+    return 1 if count > 0 else 0
+
+
+@demand_rule(
+    [
+        "embedding",
+        "index_select",
+        "gather",
+        "index",
+        "_unsafe_index",
+        "take",
+        "_embedding_bag",
+        "_embedding_bag_forward_only",
+        "grid_sampler_2d",
+        "grid_sampler_3d",
+    ]
+)
+def gather_demand(context: _Context) -> Demand:
+    """A gather reads the index tensors for the demanded outputs and source elements chosen by
+    their values: see :func:`_data_chosen` (an embedding: one row)."""
+    source, *indices = context.op.reads
+    demanded = context.output.count
+    share = context.fraction
+    inputs = [Region(opaque=_data_chosen(demanded))]
+    inputs += [
+        Region(opaque=int(ref.elements * share)) if context.loaded(position) else Region()
+        for position, ref in enumerate(indices, start=1)
+    ]
+    if context.op.base == "embedding":  # (weight, indices): the indices are the second read
+        weight, index = context.op.reads[:2]
+        inputs = [
+            Region(opaque=_data_chosen(demanded) * weight.shape[-1]),
+            Region(opaque=int(index.elements * share)),
+        ]
+    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+
+
+@demand_rule(
+    [
+        "scatter",
+        "scatter_add",
+        "scatter_reduce",
+        "index_put",
+        "index_add",
+        "index_copy",
+        "masked_scatter",
+        "index_fill",
+    ]
+)
+def scatter_demand(context: _Context) -> Demand:
+    """A scatter's output is its destination with data-chosen positions replaced: the
+    destination is needed where no source lands (at least demanded − source elements), the
+    indices for the demanded outputs and the source as :func:`_data_chosen` says."""
+    destination, *rest = context.op.reads
+    demanded = context.output.count
+    share = context.fraction
+    source_elements = max((ref.elements for ref in rest), default=0)
+    inputs = [Region(opaque=max(0, demanded - source_elements))]
+    *indices, source = rest if rest else [None]
+    inputs += [Region(opaque=int(ref.elements * share)) for ref in indices]
+    inputs += [Region(opaque=_data_chosen(demanded))] if source is not None else []
+    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+
+
+@demand_rule(
+    [
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+    ]
+)
+def attention_demand(context: _Context) -> Demand:
+    """out[..., l, e] needs query row l, every key and value row (those a causal mask keeps):
+    2·(E + Ev) FLOPs per kept (row, key) pair over the demanded value columns."""
+    query, key, value, *rest = context.op.reads
+    out_shape = context.op.writes[0].shape
+    region = Region.of(context.outputs[0].boxes, context.outputs[0].opaque)
+    if (
+        not region.boxes
+        or any(len(b) != len(out_shape) for b in region.boxes)
+        or len(query.shape) != len(out_shape)
+    ):
+        return _proportional(context)
+    keys = key.shape[-2]
+    causal = bool(context.argument("is_causal", False))
+    embed = query.shape[-1]
+    flops, sizes = 0, 0
+    for box in region.boxes:
+        rows = sum(min(r + 1, keys) if causal else keys for rng in box[-2] for r in rng)
+        lead = math.prod(set_size(s) for s in box[:-2])
+        flops += 2 * lead * rows * (embed + set_size(box[-1]))
+        sizes += box_size(box)
+    share = region.count / sizes if sizes else 0.0
+    query_boxes = [(*b[:-1], (range(embed),)) for b in region.boxes]
+    kv_region = _broadcast(
+        Region.of([(*b[:-2], (range(keys),), (range(1),)) for b in region.boxes]),
+        (*out_shape[:-2], keys, 1),
+        (*key.shape[:-1], 1),
+    )
+    if kv_region is None:  # grouped-query heads: every key and value head
+        key_region = Region.of([full_box(key.shape)])
+        value_region = Region.of([full_box(value.shape)])
+    else:
+        key_region = Region.of([(*b[:-1], (range(embed),)) for b in kv_region.boxes])
+        value_region = Region.of(
+            [(*kb[:-1], vb[-1]) for kb, vb in zip(kv_region.boxes, region.boxes, strict=False)]
+        )
+    inputs = (
+        Region.of(query_boxes),
+        key_region,
+        value_region,
+        *(Region(opaque=int(r.elements * context.fraction)) for r in rest),
+    )
+    tensor = min(int(flops * share), context.record.flops.tensor)
+    return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.ATTENTION))
+
+
+# --- The walk --------------------------------------------------------------------------------
+
+#: Structured operands the demand rules recognise, with the cheapest standard implementation
+#: they price and why it computes the same function.
+STRUCTURE_RULES: dict[str, str] = {
+    "diagonal matmul": "diag(a) @ B (or A @ diag(b)), the diagonal built by diag/diag_embed: "
+    "priced as the row (column) scaling a[:, None] * B, one multiply per output element — the "
+    "off-diagonal zeros contribute nothing to any output",
+    "broadcast batch": "a batched matmul whose operands are both broadcast along the batch "
+    "(stride 0, e.g. x.expand(B, M, K) @ W): one GEMM, written B times — every batch entry is "
+    "the same product",
+    "size-1 reduction": "sum/mean/amax/… over dims of size 1 are the input itself (no "
+    "arithmetic); var/std/argmax over them are constants (no input needed)",
+    "size-1 normalisation": "softmax over a size-1 dim is 1 and log_softmax is 0 everywhere: "
+    "nothing upstream is needed",
+}
+
+
+@dataclass(frozen=True)
+class Necessary:
+    """The bound's work: each op with its necessary FLOPs, the demanded elements of each input
+    storage and the kept elements of each written storage (``TensorRef.elements``)."""
+
+    ops: tuple[OpRecord, ...]
+    input_refs: tuple[TensorRef, ...]
+    output_refs: tuple[TensorRef, ...]
+    structures: tuple[str, ...]
+    dead_ops: int
+
+    def bytes(self, float_bytes: int) -> int:
+        """Compulsory HBM bytes at a float element size of ``float_bytes``."""
+        return sum(tensor_bytes(ref, float_bytes) for ref in (*self.input_refs, *self.output_refs))
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        notes = [
+            f"structured operand: {name} ({STRUCTURE_RULES[name].split(':')[0]})"
+            for name in self.structures
+        ]
+        if self.dead_ops:
+            notes.append(
+                f"{self.dead_ops} op(s) feed no kept value (dead code or unused slices): "
+                "the bound charges them nothing"
+            )
+        return tuple(notes)
+
+
+def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
+    """Walk ``trace`` backwards from its kept values; see the module docstring."""
+    all_refs = [r for op in trace.ops for r in (*op.writes, *op.reads)] + list(trace.output_refs)
+    storages = Storages(all_refs)
+    producers = {w.value_id: op for op in trace.ops if not op.is_view for w in op.writes}
+    previous = _previous_versions(trace.ops)
+    demand: dict[int, Region] = {}
+
+    def add(value_id: int, region: Region) -> None:
+        if region:
+            demand[value_id] = demand.get(value_id, Region()).union(region)
+
+    kept = _kept_regions(trace, storages, producers)
+    for value_id, region in kept.items():
+        add(value_id, region)
+    necessary_records = list(records)
+    structures: list[str] = []
+    dead = 0
+    for index in range(len(trace.ops) - 1, -1, -1):
+        op = trace.ops[index]
+        if op.is_view or not op.writes:
+            continue
+        outputs = []
+        for write in op.writes:
+            wanted = demand.pop(write.value_id, Region())
+            written = storages.region_of(write)
+            if op.base in DATA_CHOSEN_WRITES:  # its rule splits old and new elements itself
+                outputs.append(from_base(storages.placement(write), write, wanted))
+                continue
+            if write.value_id in previous:
+                add(previous[write.value_id], _outside(wanted, written))
+            outputs.append(
+                from_base(storages.placement(write), write, _inside(wanted, written, write))
+            )
+        record = records[index]
+        if not any(outputs) or record.category is Category.ZERO_COPY:
+            dead += not any(outputs) and record.category is not Category.ZERO_COPY
+            necessary_records[index] = replace(record, flops=FlopCount())
+            continue
+        context = _Context(op, record, tuple(outputs), producers)
+        rule = DEMAND_RULES.get(op.base) or (
+            pointwise_demand if record.category is Category.POINTWISE else _proportional
+        )
+        result = rule(context)
+        for ref, region in zip(op.reads, result.inputs, strict=False):
+            add(ref.value_id, storages.region_of(ref, region))
+        for ref, region in result.extra:
+            add(ref.value_id, storages.region_of(ref, region))
+        if result.structure and result.structure not in structures:
+            structures.append(result.structure)
+        necessary_records[index] = replace(record, flops=result.flops)
+    return Necessary(
+        ops=tuple(necessary_records),
+        input_refs=_counted(trace, demand, all_refs),
+        output_refs=_kept_refs(kept, all_refs, storages),
+        structures=tuple(structures),
+        dead_ops=dead,
+    )
+
+
+def _inside(wanted: Region, written: Region, write: TensorRef) -> Region:
+    if not written.boxes:
+        return wanted
+    total = write.storage_elements or write.elements
+    result = Region()
+    for box in written.boxes:
+        result = result.union(wanted.intersect_box(box, box_size(box), total))
+    return result
+
+
+def _outside(wanted: Region, written: Region) -> Region:
+    if not written.boxes:
+        return Region(opaque=wanted.count - written.count)
+    result = wanted
+    for box in written.boxes:
+        result = result.minus_box(box)
+    return result
+
+
+def _previous_versions(ops: Sequence[TracedOp]) -> dict[int, int]:
+    """value id → the value of the same storage it overwrote (in-place and partial writes)."""
+    latest: dict[int, int] = {}
+    previous: dict[int, int] = {}
+    for op in ops:
+        for ref in op.reads:
+            latest[ref.storage_id] = ref.value_id
+        for ref in op.writes:
+            if ref.storage_id in latest and latest[ref.storage_id] != ref.value_id:
+                previous[ref.value_id] = latest[ref.storage_id]
+            latest[ref.storage_id] = ref.value_id
+    return previous
+
+
+def _kept_regions(
+    trace: Trace, storages: Storages, producers: dict[int, TracedOp]
+) -> dict[int, Region]:
+    """What must be in memory at the end: the returned views of values the model computed, and
+    every element the model overwrote in an input or buffer (what it left untouched is already
+    there)."""
+    kept: dict[int, Region] = {}
+    returned_values = set()
+    initial_storages = {
+        ref.storage_id
+        for op in trace.ops
+        for ref in op.reads
+        if ref.value_id in trace.input_value_ids
+    }
+    for ref in trace.output_refs:
+        returned_values.add(ref.value_id)
+        if ref.storage_id in initial_storages or ref.value_id not in producers:
+            continue  # an input (or what was overwritten in it, below) needs no other write
+        kept[ref.value_id] = kept.get(ref.value_id, Region()).union(storages.region_of(ref))
+    final_of_storage = {}
+    for op in trace.ops:
+        for ref in op.writes:
+            final_of_storage[ref.storage_id] = ref.value_id
+    for op in trace.ops:
+        for ref in op.writes:
+            if ref.storage_id in initial_storages:
+                final = final_of_storage[ref.storage_id]
+                changed = (
+                    Region(opaque=_data_chosen(ref.elements))
+                    if op.base in DATA_CHOSEN_WRITES
+                    else storages.region_of(ref)
+                )
+                kept[final] = kept.get(final, Region()).union(changed)
+    for value_id in trace.output_value_ids - returned_values - set(kept):
+        if value_id in producers:  # returned without a recorded view: all of its writes
+            writes = [w for w in producers[value_id].writes if w.value_id == value_id]
+            for ref in writes:
+                kept[value_id] = kept.get(value_id, Region()).union(storages.region_of(ref))
+    return kept
+
+
+def _representative(all_refs: Sequence[TensorRef]) -> dict[int, TensorRef]:
+    by_value: dict[int, TensorRef] = {}
+    for ref in all_refs:
+        by_value.setdefault(ref.value_id, ref)
+    return by_value
+
+
+def _counted(
+    trace: Trace, demand: dict[int, Region], all_refs: Sequence[TensorRef]
+) -> tuple[TensorRef, ...]:
+    """Each graph input storage once, with its demanded elements (all its views united)."""
+    by_value = _representative(all_refs)
+    refs = []
+    for value_id in sorted(trace.input_value_ids):
+        region = demand.get(value_id)
+        if region and value_id in by_value:
+            refs.append(replace(by_value[value_id], elements=region.count))
+    return tuple(refs)
+
+
+def _kept_refs(
+    kept: dict[int, Region], all_refs: Sequence[TensorRef], storages: Storages
+) -> tuple[TensorRef, ...]:
+    """Each kept storage once, with the elements that must be written to it."""
+    by_value = _representative(all_refs)
+    by_storage: dict[int, tuple[TensorRef, Region]] = {}
+    for value_id, region in kept.items():
+        ref = by_value.get(value_id)
+        if ref is None:
+            continue
+        if ref.storage_id in by_storage:
+            first, united = by_storage[ref.storage_id]
+            by_storage[ref.storage_id] = (first, united.union(region))
+        else:
+            by_storage[ref.storage_id] = (ref, region)
+    return tuple(replace(ref, elements=region.count) for ref, region in by_storage.values())

@@ -1,0 +1,544 @@
+"""Sets of tensor elements for the demand analysis: index boxes with strides, and their unions.
+
+A :data:`Box` holds, per dimension, a sorted tuple of disjoint Python ``range`` objects (so a
+strided slice, a conv's strided window positions or a crop are exact). A :class:`Region` is a
+union of boxes plus an ``opaque`` count: elements known to be needed but with no known position
+(a gather's rows, a diagonal). Every operation here *under*-approximates where it cannot be
+exact: the demand analysis feeds a lower bound, which may be loose but never too high.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # views are duck-typed: this module imports nothing of the package
+    from .trace import TensorRef
+
+IndexSet = tuple[range, ...]
+Box = tuple[IndexSet, ...]
+
+#: Boxes kept per region; beyond it the smallest are dropped (an under-approximation).
+MAX_BOXES = 96
+
+
+def set_size(index_set: IndexSet) -> int:
+    return sum(len(r) for r in index_set)
+
+
+def box_size(box: Box) -> int:
+    return math.prod(set_size(s) for s in box)
+
+
+def full_box(shape: Sequence[int]) -> Box:
+    return tuple((range(size),) for size in shape)
+
+
+def _crt(a: int, m: int, b: int, n: int) -> tuple[int, int] | None:
+    """x ≡ a (mod m), x ≡ b (mod n) → (x0, lcm) or None."""
+    g = math.gcd(m, n)
+    if (b - a) % g:
+        return None
+    lcm = m // g * n
+    # m·k ≡ b − a (mod n) → k = ((b − a)/g) · inv(m/g) mod n/g
+    reduced = n // g
+    k = ((b - a) // g) * pow(m // g, -1, reduced) % reduced if reduced > 1 else 0
+    return (a + m * k) % lcm, lcm
+
+
+def range_intersection(first: range, second: range) -> range:
+    """The elements of both (two arithmetic progressions with positive steps)."""
+    if not first or not second:
+        return range(0)
+    low = max(first.start, second.start)
+    high = min(first[-1], second[-1]) + 1
+    if low >= high:
+        return range(0)
+    if first.step == second.step:
+        if (second.start - first.start) % first.step:
+            return range(0)
+        start = low + (first.start - low) % first.step
+        return range(start, high, first.step)
+    solved = _crt(first.start, first.step, second.start, second.step)
+    if solved is None:
+        return range(0)
+    residue, step = solved
+    start = low + (residue - low) % step
+    return range(start, high, step)
+
+
+def set_intersection(first: IndexSet, second: IndexSet) -> IndexSet:
+    return tuple(r for a in first for b in second if (r := range_intersection(a, b)))
+
+
+def normalize(ranges: Iterable[range]) -> IndexSet:
+    """Disjoint ranges covering exactly the union of same-step ``ranges``; a range whose step
+    differs from an overlapping one's is dropped (an under-approximation)."""
+    kept: list[range] = []
+    for candidate in sorted((r for r in ranges if r), key=lambda r: (r.step, r.start)):
+        if (
+            kept
+            and kept[-1].step == candidate.step
+            and ((candidate.start - kept[-1].start) % candidate.step == 0)
+            and candidate.start <= kept[-1][-1] + candidate.step
+        ):
+            last = kept[-1]
+            kept[-1] = range(last.start, max(last[-1], candidate[-1]) + 1, last.step)
+            continue
+        if any(range_intersection(k, candidate) for k in kept):
+            continue  # overlaps a range of another step: keep the earlier, stay exact-or-under
+        kept.append(candidate)
+    return tuple(sorted(kept, key=lambda r: r.start))
+
+
+def positions_to_set(positions: Iterable[int]) -> IndexSet:
+    """Sorted distinct positions → ranges (runs of a common step)."""
+    ordered = sorted(set(positions))
+    runs: list[range] = []
+    index = 0
+    while index < len(ordered):
+        start = ordered[index]
+        if index + 1 == len(ordered):
+            runs.append(range(start, start + 1))
+            break
+        step = ordered[index + 1] - start
+        end = index + 1
+        while end + 1 < len(ordered) and ordered[end + 1] - ordered[end] == step:
+            end += 1
+        runs.append(range(start, ordered[end] + 1, step))
+        index = end + 1
+    return tuple(runs)
+
+
+def _set_difference(first: IndexSet, second: IndexSet) -> IndexSet:
+    """Elements of ``first`` not in ``second``; exact for step-1 ranges and small sets, an
+    under-approximation otherwise."""
+    removed = set_intersection(first, second)
+    if not removed:
+        return first
+    if set_size(removed) == set_size(first):
+        return ()
+    if set_size(first) <= 4096:
+        taken = {x for r in removed for x in r}
+        return positions_to_set(x for r in first for x in r if x not in taken)
+    result: list[range] = []
+    for part in first:
+        pieces = [part]
+        for cut in second:
+            next_pieces = []
+            for piece in pieces:
+                overlap = range_intersection(piece, cut)
+                if not overlap:
+                    next_pieces.append(piece)
+                elif piece.step == 1 and overlap.step == 1:
+                    next_pieces += [
+                        range(piece.start, overlap.start),
+                        range(overlap.stop, piece.stop),
+                    ]
+                # else: dropped (under-approximation)
+            pieces = [p for p in next_pieces if p]
+        result += pieces
+    return tuple(result)
+
+
+def box_intersection(first: Box, second: Box) -> Box | None:
+    sets = []
+    for a, b in zip(first, second, strict=True):
+        both = set_intersection(a, b)
+        if not both:
+            return None
+        sets.append(both)
+    return tuple(sets)
+
+
+def _contains(outer: Box, inner: Box) -> bool:
+    both = box_intersection(outer, inner)
+    return both is not None and box_size(both) == box_size(inner)
+
+
+def box_difference(first: Box, second: Box) -> list[Box]:
+    """``first`` minus ``second`` as disjoint boxes (slab by slab)."""
+    if box_intersection(first, second) is None:
+        return [first]
+    pieces = []
+    prefix: list[IndexSet] = []
+    for dim, (a, b) in enumerate(zip(first, second, strict=True)):
+        outside = _set_difference(a, b)
+        if outside:
+            pieces.append((*prefix, outside, *first[dim + 1 :]))
+        prefix.append(set_intersection(a, b))
+    return pieces
+
+
+@dataclass(frozen=True)
+class Region:
+    """A union of boxes plus ``opaque`` elements of unknown position; :attr:`count` is a lower
+    bound on the distinct elements (never more than the truth)."""
+
+    boxes: tuple[Box, ...] = ()
+    opaque: int = 0
+
+    @staticmethod
+    def of(boxes: Iterable[Box], opaque: int = 0) -> Region:
+        kept: list[Box] = []
+        for box in sorted((b for b in boxes if box_size(b)), key=box_size, reverse=True):
+            if any(_contains(big, box) for big in kept):
+                continue
+            kept.append(box)
+        return Region(tuple(kept[:MAX_BOXES]), max(0, int(opaque)))
+
+    @property
+    def count(self) -> int:
+        """Distinct elements: Bonferroni's lower bound Σ|Aᵢ| − Σ|Aᵢ∩Aⱼ| (exact for disjoint or
+        pairwise-overlapping boxes), never below the largest box or the opaque count."""
+        sizes = [box_size(box) for box in self.boxes]
+        total = sum(sizes)
+        for i, first in enumerate(self.boxes):
+            for second in self.boxes[i + 1 :]:
+                both = box_intersection(first, second)
+                if both is not None:
+                    total -= box_size(both)
+        return max(total, max(sizes, default=0), self.opaque)
+
+    def __bool__(self) -> bool:
+        return bool(self.boxes) or self.opaque > 0
+
+    def union(self, other: Region) -> Region:
+        if not other:
+            return self
+        if not self:
+            return other
+        return Region.of((*self.boxes, *other.boxes), max(self.opaque, other.opaque))
+
+    def intersect_box(self, box: Box, box_share: int, total: int) -> Region:
+        """The part inside ``box`` (``box_share`` of ``total`` elements): opaque elements are
+        counted there only as far as they cannot all lie outside."""
+        inside = [both for b in self.boxes if (both := box_intersection(b, box)) is not None]
+        return Region.of(inside, self.opaque - (total - box_share))
+
+    def minus_box(self, box: Box) -> Region:
+        outside = [piece for b in self.boxes for piece in box_difference(b, box)]
+        return Region.of(outside, self.opaque - box_size(box))
+
+
+def fraction_of(region: Region, total: int) -> float:
+    """Share (0..1) of ``total`` elements that ``region`` demands."""
+    return min(region.count / total, 1.0) if total else 0.0
+
+
+# --- Where a view sits in its storage ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Common coordinates of one storage: dense dims, outermost first (``strides`` descending)."""
+
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+def dense_layout(ref: TensorRef) -> Layout | None:
+    """The layout of a view that covers its whole storage densely (a fresh op output), if so."""
+    if ref.offset != 0 or len(ref.strides) != len(ref.shape):
+        return None
+    dims = sorted(
+        ((stride, size) for size, stride in zip(ref.shape, ref.strides, strict=True) if size > 1),
+        reverse=True,
+    )
+    expected = 1
+    for stride, size in reversed(dims):
+        if stride != expected:
+            return None
+        expected *= size
+    if expected != ref.storage_elements:
+        return None
+    return Layout(tuple(size for _, size in dims), tuple(stride for stride, _ in dims))
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """How one view dimension walks the layout: no base dim (size 1 or broadcast), one base dim
+    with a step, or several consecutive base dims merged (outermost first, step 1)."""
+
+    base_dims: tuple[int, ...]
+    step: int = 1
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A view as a box in its storage's layout: the base index of its first element and its axes."""
+
+    layout: Layout
+    origin: tuple[int, ...]
+    axes: tuple[_Axis, ...]
+    shape: tuple[int, ...]
+
+
+def place(ref: TensorRef, layout: Layout) -> Placement | None:
+    """``ref`` as an index box in ``layout``, or None when it is not one (a diagonal, an
+    overlapping window)."""
+    if len(ref.strides) != len(ref.shape) or 0 in layout.sizes:
+        return None
+    origin = tuple(
+        (ref.offset // stride) % size for size, stride in zip(*_dims(layout), strict=False)
+    )
+    if sum(i * s for i, s in zip(origin, layout.strides, strict=True)) != ref.offset:
+        return None
+    used: set[int] = set()
+    axes = []
+    for size, stride in zip(ref.shape, ref.strides, strict=True):
+        if size == 1 or stride == 0:
+            axes.append(_Axis(()))
+            continue
+        axis = _single_axis(layout, origin, used, size, stride) or _merged_axis(
+            layout, origin, used, size, stride
+        )
+        if axis is None:
+            return None
+        used.update(axis.base_dims)
+        axes.append(axis)
+    return Placement(layout, origin, tuple(axes), ref.shape)
+
+
+def _dims(layout: Layout) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return layout.sizes, layout.strides
+
+
+def _single_axis(
+    layout: Layout, origin: tuple[int, ...], used: set[int], size: int, stride: int
+) -> _Axis | None:
+    for dim, (base_size, base_stride) in enumerate(zip(*_dims(layout), strict=False)):
+        if dim in used or stride < base_stride or stride % base_stride:
+            continue
+        step = stride // base_stride
+        if origin[dim] + step * (size - 1) < base_size:
+            return _Axis((dim,), step)
+    return None
+
+
+def _merged_axis(
+    layout: Layout, origin: tuple[int, ...], used: set[int], size: int, stride: int
+) -> _Axis | None:
+    if stride not in layout.strides:
+        return None
+    inner = layout.strides.index(stride)
+    covered = 1
+    for outer in range(inner, -1, -1):
+        if outer in used or origin[outer]:
+            return None
+        covered *= layout.sizes[outer]
+        if covered == size:
+            return _Axis(tuple(range(outer, inner + 1)))
+        if covered > size:
+            return None
+    return None
+
+
+def _linear_boxes(start: int, stop: int, sizes: Sequence[int]) -> list[tuple[IndexSet, ...]]:
+    """The flat index range [start, stop) over dims ``sizes`` (outermost first) as boxes."""
+    if start >= stop:
+        return []
+    if len(sizes) == 1:
+        return [((range(start, stop),),)]
+    inner = math.prod(sizes[1:])
+    first_full, last_full = -(-start // inner), stop // inner
+    if first_full > last_full:
+        row = start // inner
+        rest = _linear_boxes(start - row * inner, stop - row * inner, sizes[1:])
+        return [((range(row, row + 1),), *box) for box in rest]
+    boxes = []
+    if start < first_full * inner:
+        row = first_full - 1
+        rest = _linear_boxes(start - row * inner, inner, sizes[1:])
+        boxes += [((range(row, row + 1),), *box) for box in rest]
+    if first_full < last_full:
+        boxes.append(((range(first_full, last_full),), *full_box(sizes[1:])))
+    if last_full * inner < stop:
+        rest = _linear_boxes(0, stop - last_full * inner, sizes[1:])
+        boxes += [((range(last_full, last_full + 1),), *box) for box in rest]
+    return boxes
+
+
+def _axis_pieces(
+    placement: Placement, axis: _Axis, index_set: IndexSet
+) -> list[dict[int, IndexSet]]:
+    """One view dim's index set as alternatives over the base dims it walks."""
+    if len(axis.base_dims) == 1:
+        (dim,) = axis.base_dims
+        start, step = placement.origin[dim], axis.step
+        mapped = tuple(
+            range(start + step * r.start, start + step * r[-1] + 1, step * r.step)
+            for r in index_set
+            if r
+        )
+        return [{dim: mapped}]
+    sizes = [placement.layout.sizes[d] for d in axis.base_dims]
+    pieces = []
+    for r in index_set:
+        if r.step != 1:
+            continue  # a strided walk over merged dims: dropped (under-approximation)
+        for box in _linear_boxes(r.start, r.stop, sizes):
+            pieces.append(dict(zip(axis.base_dims, box, strict=True)))
+    return pieces
+
+
+def to_base(placement: Placement | None, ref: TensorRef, region: Region) -> Region:
+    """A region in ``ref``'s view coordinates as a region of its storage's layout."""
+    if placement is None:
+        return Region(opaque=min(region.count, ref.elements))
+    boxes: list[Box] = []
+    for view_box in region.boxes:
+        partial: list[dict[int, IndexSet]] = [{}]
+        for axis, index_set in zip(placement.axes, view_box, strict=True):
+            if not index_set:
+                partial = []
+                break
+            if not axis.base_dims:
+                continue
+            pieces = _axis_pieces(placement, axis, index_set)
+            partial = [{**done, **piece} for done in partial for piece in pieces]
+        for assignment in partial:
+            boxes.append(
+                tuple(
+                    assignment.get(dim, (range(start, start + 1),))
+                    for dim, start in enumerate(placement.origin)
+                )
+            )
+    opaque = region.opaque * ref.elements // max(math.prod(ref.shape), 1)
+    return Region.of(boxes, opaque)
+
+
+def from_base(placement: Placement | None, ref: TensorRef, region: Region) -> Region:
+    """The part of a storage region that falls in view ``ref``, in the view's coordinates."""
+    storage = ref.storage_elements or ref.elements
+    if placement is None:
+        return Region(opaque=region.count - (storage - ref.elements))
+    boxes = []
+    for box in region.boxes:
+        mapped = _box_in_view(placement, box)
+        if mapped is not None:
+            boxes.append(mapped)
+    return Region.of(boxes, region.opaque - (storage - ref.elements))
+
+
+def _box_in_view(placement: Placement, box: Box) -> Box | None:
+    used = {d for axis in placement.axes for d in axis.base_dims}
+    for dim, start in enumerate(placement.origin):
+        if dim not in used and not set_intersection(box[dim], (range(start, start + 1),)):
+            return None
+    sets: list[IndexSet] = []
+    for axis, size in zip(placement.axes, placement.shape, strict=True):
+        if not axis.base_dims:
+            sets.append((range(size),))
+            continue
+        if len(axis.base_dims) == 1:
+            (dim,) = axis.base_dims
+            start, step = placement.origin[dim], axis.step
+            walk = range(start, start + step * size, step)
+            mapped = tuple(
+                range((hit.start - start) // step, (hit[-1] - start) // step + 1, hit.step // step)
+                for r in box[dim]
+                if (hit := range_intersection(r, walk))
+            )
+        else:
+            mapped = _merged_in_view(placement, axis, box)
+        if not mapped:
+            return None
+        sets.append(mapped)
+    return tuple(sets)
+
+
+def _merged_in_view(placement: Placement, axis: _Axis, box: Box) -> IndexSet:
+    """Flat positions of a box over merged dims; only boxes full on every inner dim map
+    (others are dropped: under-approximation)."""
+    outer, *inner_dims = axis.base_dims
+    inner = 1
+    for dim in inner_dims:
+        if set_size(box[dim]) != placement.layout.sizes[dim]:
+            return ()
+        inner *= placement.layout.sizes[dim]
+    return tuple(
+        range(r.start * inner, (r[-1] + 1) * inner) for r in box[outer] if r and r.step == 1
+    )
+
+
+class Storages:
+    """The layout of every storage, chosen from a view covering it densely (else flat)."""
+
+    def __init__(self, refs: Sequence[TensorRef]) -> None:
+        self._layouts: dict[int, Layout] = {}
+        self._placements: dict[tuple, Placement | None] = {}
+        for ref in refs:
+            if ref.storage_id not in self._layouts:
+                layout = dense_layout(ref)
+                if layout is not None:
+                    self._layouts[ref.storage_id] = layout
+        for ref in refs:
+            if ref.storage_id not in self._layouts:
+                self._layouts[ref.storage_id] = inferred_layout(ref)
+        strides: dict[int, set[int]] = {}
+        for ref in refs:
+            strides.setdefault(ref.storage_id, set()).update(
+                s for s, n in zip(ref.strides, ref.shape, strict=False) if s > 0 and n > 1
+            )
+        for storage_id, layout in self._layouts.items():
+            self._layouts[storage_id] = refined(layout, strides.get(storage_id, set()))
+
+    def placement(self, ref: TensorRef) -> Placement | None:
+        key = (ref.storage_id, ref.shape, ref.strides, ref.offset)
+        if key not in self._placements:
+            layout = self._layouts.get(ref.storage_id)
+            self._placements[key] = place(ref, layout) if layout else None
+        return self._placements[key]
+
+    def region_of(self, ref: TensorRef, region: Region | None = None) -> Region:
+        """``region`` (default: the whole view) of view ``ref`` in storage coordinates."""
+        if region is None:
+            region = Region.of([full_box(ref.shape)])
+        return to_base(self.placement(ref), ref, region)
+
+
+def refined(layout: Layout, view_strides: set[int]) -> Layout:
+    """``layout`` with its dims split at every stride some view walks (a (32, 64) matrix seen
+    as (2, 16, 64) by a reshape becomes (16, 2, 64)), so each view dim walks one layout dim;
+    unchanged when the strides do not nest."""
+    elements = math.prod(layout.sizes)
+    strides = sorted(set(layout.strides) | {s for s in view_strides if s < elements}, reverse=True)
+    if not strides or strides[-1] != 1 or elements % strides[0]:
+        return layout
+    if any(outer % inner for outer, inner in zip(strides, strides[1:], strict=False)):
+        return layout
+    sizes = [elements // strides[0]]
+    sizes += [outer // inner for outer, inner in zip(strides, strides[1:], strict=False)]
+    return Layout(tuple(sizes), tuple(strides))
+
+
+def inferred_layout(ref: TensorRef) -> Layout:
+    """A dense layout for a storage seen only through partial views: nested dims read off the
+    view's strides (``x[:, :512]`` of a 1024-wide matrix → 1024-wide rows), else flat."""
+    flat = Layout((max(ref.storage_elements, 1),), (1,))
+    strides = sorted(
+        {s for s, n in zip(ref.strides, ref.shape, strict=False) if s and n > 1}, reverse=True
+    )
+    if not strides or strides[-1] != 1 or ref.storage_elements % strides[0]:
+        return flat
+    if any(outer % inner for outer, inner in zip(strides, strides[1:], strict=False)):
+        return flat
+    sizes = [ref.storage_elements // strides[0]]
+    sizes += [outer // inner for outer, inner in zip(strides, strides[1:], strict=False)]
+    return Layout(tuple(sizes), tuple(strides))
+
+
+def united_elements(refs: Sequence[TensorRef]) -> int:
+    """Distinct elements of several views of one storage (two halves of a matrix: all of it;
+    the same view twice: once). A lower bound where views are not index boxes."""
+    distinct = {(r.shape, r.strides, r.offset): r for r in refs}
+    if len(distinct) == 1:
+        return next(iter(distinct.values())).elements
+    storages = Storages(list(distinct.values()))
+    region = Region()
+    for ref in distinct.values():
+        region = region.union(storages.region_of(ref))
+    return max(region.count, max(r.elements for r in refs))
