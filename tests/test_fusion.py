@@ -383,6 +383,14 @@ def test_refusals_name_the_rule_that_kept_kernels_apart() -> None:
                                    "never fused",)
 
 
+def test_refusals_reach_the_kernel_table() -> None:
+    result = analyze(Fn(lambda x, w: (x @ w).relu()), meta(R, C), meta(C, C))
+    assert [k["refusals"] for k in result.to_dict()["kernels"]] == [
+        ["apart from kernel 2 (relu): extern kernel (library call) is never fused"],
+        ["apart from kernel 1 (mm): extern kernel (library call) is never fused"],
+    ]
+
+
 def slice_update(x: torch.Tensor) -> torch.Tensor:
     y = x * 2
     t = y.sum(1)

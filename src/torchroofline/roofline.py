@@ -139,6 +139,8 @@ class KernelEstimate:
     memory_s: float
     launches: int
     launch_s: float
+    #: why the kernel stayed apart from kernels it shares a buffer with (fusion.Kernel.refusals)
+    refusals: tuple[str, ...] = ()
 
     @property
     def flops(self) -> int:
@@ -172,6 +174,7 @@ class KernelEstimate:
             "intensity": _finite(self.intensity),
             "time_ms": self.time_ms,
             "bound": self.bound,
+            "refusals": list(self.refusals),
         }
 
 
@@ -195,6 +198,7 @@ def _estimate(
         memory_s=kernel_bytes / gpu.memory_bandwidth_bytes_per_s,
         launches=kernel.launches,
         launch_s=gpu.launch_overhead_s,
+        refusals=kernel.refusals,
     )
 
 
