@@ -337,7 +337,7 @@ def wave_efficiency(gemm: GemmShape, sm_count: int, params: EstimateParams) -> f
         if tiles >= sm_count or edge == edges[-1]:
             break
     if tiles < sm_count:
-        splits = max(1, min(gemm.k // params.split_k_depth, math.ceil(sm_count / tiles)))
+        splits = max(1, min(gemm.k // params.split_k_depth, sm_count // tiles))
         tiles *= splits
     waves = math.ceil(tiles / sm_count)
     return tiles / (waves * sm_count)

@@ -1,0 +1,104 @@
+"""``torchroofline validate``: estimates and bounds against KernelBench-format timings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from torchroofline.cli import main
+from torchroofline.errors import InputError
+from torchroofline.validate import Accuracy, validate
+
+FIXTURES = Path(__file__).parent / "fixtures" / "kernelbench"
+TIMINGS = FIXTURES / "baseline_time_torch.json"
+#: The fixture problems the timing file names (its 40_LayerNorm time, 0.1 µs, is impossible).
+TIMED = [
+    FIXTURES / "level1" / "1_Square_matrix_multiplication_.py",
+    FIXTURES / "level1" / "23_Softmax.py",
+    FIXTURES / "level1" / "40_LayerNorm.py",
+    FIXTURES / "level2" / "1_Conv2D_ReLU_BiasAdd.py",
+]
+
+
+def test_accuracy_closed_form() -> None:
+    accuracy = Accuracy.of([1.0, 2.0, 4.0, 0.5, 1.25])
+    assert accuracy.count == 5
+    assert accuracy.median == pytest.approx(1.25)
+    assert accuracy.within_2x == pytest.approx(4 / 5)  # 4.0 is out
+    assert accuracy.within_1_5x == pytest.approx(2 / 5)  # 1.0 and 1.25
+    assert accuracy.median_abs_log2 == pytest.approx(1.0)  # of |log2|: 0, 1, 2, 1, 0.32
+    assert accuracy.p10 <= accuracy.median <= accuracy.p90
+    assert Accuracy.of([]) is None
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    return validate(TIMED, {"eager": TIMINGS}, "h100-sxm")
+
+
+def test_validate_reports_levels_and_the_impossible_time(report: dict) -> None:
+    assert set(report["summary"]) == {"all", "level1", "level2"}
+    assert report["summary"]["all"]["problems"] == 4
+    assert report["summary"]["all"]["impossible"] == 1
+    assert report["summary"]["level1"]["impossible"] == 1
+    accuracy = report["summary"]["all"]["accuracy"]["eager"]
+    assert accuracy["count"] == 4
+    assert 0 <= accuracy["within_2x"] <= 1
+    [layer_norm] = [p for p in report["problems"] if p["file"] == "40_LayerNorm.py"]
+    assert layer_norm["impossible"] == ["eager"]
+    worst = report["worst"][0]
+    assert worst["file"] == "40_LayerNorm.py"  # 0.1 µs measured: the furthest estimate
+    assert worst["ratio"] == pytest.approx(worst["estimate_ms"] / worst["measured_ms"])
+    assert worst["dominant"]
+
+
+def test_cli_exits_1_on_an_impossible_bound_and_writes_every_format(tmp_path, capsys) -> None:
+    paths = [str(p) for p in TIMED]
+    code = main(["validate", *paths, "--eager", str(TIMINGS), "--out", str(tmp_path / "v.md")])
+    assert code == 1
+    out = capsys.readouterr().out
+    assert "| all | eager | 4 | 1 |" in out
+    assert "worst estimates" in out
+    assert (tmp_path / "v.md").read_text().startswith("# torchroofline validate")
+    for suffix in (".csv", ".json"):
+        assert main(["validate", paths[0], "--eager", str(TIMINGS), "--out",
+                     str(tmp_path / f"v{suffix}")]) == 0
+    rows = (tmp_path / "v.csv").read_text().splitlines()
+    assert rows[0].startswith("level,file,sol_ms,eager_estimate_ms,eager_measured_ms")
+    assert len(rows) == 2
+    assert json.loads((tmp_path / "v.json").read_text())["summary"]["all"]["impossible"] == 0
+
+
+def test_plot_draws_estimate_against_measured(tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    picture = tmp_path / "v.png"
+    assert main(["validate", str(TIMED[0]), "--eager", str(TIMINGS), "--plot", str(picture)]) == 0
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "cannot read timings JSON"),
+        ('{"level1": {"1_Square_matrix_multiplication_.py": {"mean": -1}}}',
+         "no positive 'mean'"),
+        ('{"level1": {"1_Square_matrix_multiplication_.py": {"mean": 0}}}',
+         "no positive 'mean'"),
+        ('{"level1": {"999_Unknown.py": {"mean": 1.0}}}', "names none of the"),
+    ],
+)
+def test_bad_timings_give_one_clear_line(tmp_path, capsys, content: str, message: str) -> None:
+    bad = tmp_path / "times.json"
+    bad.write_text(content)
+    with pytest.raises(InputError, match=message):
+        validate([TIMED[0]], {"eager": bad}, "h100-sxm")
+    assert main(["validate", str(TIMED[0]), "--eager", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and "Traceback" not in err[0]
+
+
+def test_validate_needs_a_timing_file(capsys) -> None:
+    assert main(["validate", str(TIMED[0])]) == 2
+    assert "at least one timing JSON" in capsys.readouterr().err
