@@ -158,6 +158,10 @@ class GPUSpec:
         "fp32"/"tf32" use the FP32 rate; "fp16"/"bf16"/"fp8" use the packed-FP16 rate where a
         figure is known and the FP32 rate otherwise; "fp64" uses the FP64 vector rate.
         """
+        return self.vector_peak_flops_per_s[self.vector_key(precision)]
+
+    def vector_key(self, precision: str) -> str:
+        """The ``vector_peak_flops_per_s`` entry that prices vector work in ``precision``."""
         rates = _VECTOR_RATES_BY_PRECISION.get(precision.lower())
         if rates is None:
             raise PrecisionError(
@@ -166,7 +170,7 @@ class GPUSpec:
             )
         for rate in rates:
             if rate in self.vector_peak_flops_per_s:
-                return self.vector_peak_flops_per_s[rate]
+                return rate
         raise PrecisionError(f"{self.name} has no published {precision} vector peak")
 
     def to_dict(self) -> dict:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .breakdown import ModuleCost, module_costs, unconfirmed_figures
+
 if TYPE_CHECKING:
     from .roofline import KernelEstimate, Result
 
@@ -75,6 +77,8 @@ def result_to_dict(result: Result) -> dict[str, Any]:
         "op_count": len(result.ops),
         "unsupported_ops": dict(result.unsupported_ops),
         "notes": list(result.notes),
+        "unconfirmed_figures": unconfirmed_figures(result),
+        "modules": [cost.to_dict() for cost in module_costs(result)],
     }
     if result.actual is not None:
         data["actual"] = result.actual.to_dict()
@@ -98,6 +102,7 @@ def format_result(result: Result, top: int = 5) -> str:
         rule,
         f"  torchroofline — {result.model_name}",
         f"  GPU: {result.gpu.name}   Precision: {result.precision}   Cache: {result.cache}",
+        *_unconfirmed_line(result),
         rule,
         _line(
             "FLOPs",
@@ -137,6 +142,8 @@ def format_result(result: Result, top: int = 5) -> str:
     lines.append(rule)
     if top > 0 and result.kernels:
         lines += ["", *kernel_table(result.top_kernels(top), gpu_s=result.kernel_gpu_s)]
+    if top > 0 and result.ops:
+        lines += ["", *module_table(module_costs(result)[:top])]
     if result.notes:
         lines += ["", "Notes:", *(f"  - {note}" for note in result.notes)]
     return "\n".join(lines)
@@ -167,6 +174,30 @@ def estimate_lines(result: Result) -> list[str]:
         _line(label, human_ms(result.time_ms[key]), _split(result, mode))
         for label, key, mode in ESTIMATE_ROWS
     ]
+
+
+def _unconfirmed_line(result: Result) -> list[str]:
+    figures = unconfirmed_figures(result)
+    if not figures:
+        return []
+    return [f"  Unconfirmed GPU figures used: {', '.join(figures)} ('?' in torchroofline gpus)"]
+
+
+def module_table(costs: list[ModuleCost]) -> list[str]:
+    """The costliest modules: ops, FLOPs, eager bytes and eager roofline time (see
+    :class:`~torchroofline.breakdown.ModuleCost`)."""
+    width = max([len("module"), *(len(cost.path) for cost in costs)])
+    header = (
+        f"  {'module':<{width}} {'ops':>5} {'FLOPs':>11} {'bytes (eager)':>13} "
+        f"{'roofline':>11}"
+    )
+    rows = [header, "  " + "-" * (len(header) - 2)]
+    rows += [
+        f"  {cost.path:<{width}} {cost.ops:>5} {si(cost.flops):>11} "
+        f"{human_bytes(cost.bytes):>13} {human_ms(cost.time_ms):>11}"
+        for cost in costs
+    ]
+    return rows
 
 
 def _actual_lines(result: Result) -> list[str]:
