@@ -125,6 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("report", metavar="REPORT.json")
     plot.add_argument("--out", required=True, metavar="DIR", help="folder for the pictures")
     plot.add_argument("--per-problem", action="store_true", help="also one roofline each")
+
+    from .validate import add_arguments as validate_arguments
+
+    validate_arguments(_command(
+        commands, "validate", help="check bounds and estimates against measured times",
+        description="Set the speed of light and each estimate against KernelBench-format timing "
+        "JSONs (one per mode). Exits 1 if a measured time beats the speed of light.",
+    ))
     return parser
 
 
@@ -389,11 +397,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .validate import run
+
+    return run(args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "analyze": cmd_analyze,
     "gpus": cmd_gpus,
     "kernelbench": cmd_kernelbench,
     "plot": cmd_plot,
+    "validate": cmd_validate,
 }
 
 
