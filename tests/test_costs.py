@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn as nn
@@ -16,6 +18,7 @@ from torchroofline.costs import (
     MatmulKind,
     rule_for,
 )
+from torchroofline.trace import TracedOp
 
 # --- Matmul class ------------------------------------------------------------------------------
 
@@ -365,8 +368,8 @@ def test_registry_resolves_in_place_names() -> None:
 
 
 def test_rule_for_is_none_for_an_unregistered_untagged_op() -> None:
-    trace_op = analyze(Fn(lambda x: torch.linalg.qr(x)[0]), meta(8, 8)).trace.ops[0]
-    assert trace_op.base == "linalg_qr"
+    trace_op = analyze(Fn(lambda x: torch.linalg.matrix_exp(x)), meta(8, 8)).trace.ops[0]
+    assert trace_op.base == "linalg_matrix_exp"
     assert rule_for(trace_op) is None
 
 
@@ -474,3 +477,194 @@ def test_overlapping_view_reads_its_span_only() -> None:
     frames = (16000 - 400) // 160 + 1
     span = 7 * 16384 + (frames - 1) * 160 + 400  # first to last element touched, all 8 rows
     assert result.compulsory_bytes == span * 4 + 8 * frames * 4
+
+
+# --- Rules for ops that counted no FLOPs before (issue 9) --------------------------------------
+# Each closed form is derived in the rule's docstring in costs.py; these are the same formulas
+# written out by hand for small shapes.
+
+
+def test_addbmm_is_2bnmp() -> None:
+    b, n, m, p = 3, 5, 7, 4
+    result = analyze(Fn(torch.addbmm), meta(n, p), meta(b, n, m), meta(b, m, p))
+    assert result.tensor_flops == 2 * b * n * m * p
+
+
+def test_bilinear_takes_the_cheapest_contraction_order() -> None:
+    # y[n, o] = Σ_ab x1[n, a] W[o, a, b] x2[n, b]: outer product x1 ⊗ x2 (N·a·b multiplies),
+    # then contract with W (2·N·o·a·b); the other orders cost 2·N·o·a·b + 2·N·o·(a or b)
+    n, a, b, o = 8, 3, 4, 5
+    result = analyze(nn.Bilinear(a, b, o, bias=False), meta(n, a), meta(n, b))
+    assert result.tensor_flops == n * a * b + 2 * n * o * a * b
+    assert result.unsupported_ops == {}
+
+
+@pytest.mark.parametrize("mode", ["donot_use_mm_for_euclid_dist", "use_mm_for_euclid_dist"])
+def test_euclidean_cdist_is_a_product_form(mode: str) -> None:
+    # ‖x‖² + ‖y‖² − 2·x·y: 2·M FLOPs per pair on the matmul unit, two adds and a root per pair
+    batch, p, r, m = 2, 30, 40, 16
+    result = analyze(
+        Fn(lambda x, y: torch.cdist(x, y, compute_mode=mode)), meta(batch, p, m), meta(batch, r, m)
+    )
+    pairs = batch * p * r
+    assert result.tensor_flops == 2 * pairs * m
+    assert result.vector_flops == 3 * pairs
+    assert result.unsupported_ops == {}
+
+
+def test_manhattan_cdist_and_pdist() -> None:
+    batch, p, r, m = 2, 5, 6, 3
+    l1 = analyze(Fn(lambda x, y: torch.cdist(x, y, p=1.0)), meta(batch, p, m), meta(batch, r, m))
+    assert (l1.tensor_flops, l1.vector_flops) == (0, 3 * batch * p * r * m)  # sub, abs, add
+    rows = 10
+    pairs = rows * (rows - 1) // 2
+    pd = analyze(Fn(F.pdist), meta(rows, m))
+    assert (pd.tensor_flops, pd.vector_flops) == (2 * pairs * m, 3 * pairs)
+
+
+def test_lstm_cell_gate_math_is_one_fused_op() -> None:
+    batch, inputs, hidden = 4, 6, 8
+    result = analyze(nn.LSTMCell(inputs, hidden), meta(batch, inputs))
+    # two GEMMs, then per hidden unit RNN_CELL_FLOPS["lstm"] = 19 plus two bias adds per gate
+    assert result.tensor_flops == 2 * batch * 4 * hidden * (inputs + hidden)
+    assert result.vector_flops == batch * hidden * 19 + 2 * batch * 4 * hidden
+    assert result.unsupported_ops == {}
+
+
+def test_gru_cell_gate_math() -> None:
+    # a CPU build cannot trace the fused GRU cell (CUDA only): the rule on shapes alone
+    batch, hidden = 4, 8
+    gates = torch.empty(batch, 3 * hidden, device="meta")
+    state = torch.empty(batch, hidden, device="meta")
+    bias = torch.empty(3 * hidden, device="meta")
+    op = TracedOp("aten._thnn_fused_gru_cell.default", "_thnn_fused_gru_cell", None,
+                  (gates, gates, state, bias, bias), {}, (state, gates), (), (), "", False)
+    # RNN_CELL_FLOPS["gru"] = 16 per hidden unit, plus two bias adds per gate pre-activation
+    assert rule_for(op).flops(op).vector == batch * hidden * 16 + 2 * batch * 3 * hidden
+
+
+def _fft_bound(points: int, coefficient: float, linear: int) -> int:
+    """⌊c·N·log2 N⌋ − linear·N: the lowest published FFT counts, rounded down (costs.py)."""
+    return int(coefficient * points * math.log2(points)) - linear * points
+
+
+def test_fft_counts() -> None:
+    batch, n = 4, 1024
+    complex_ = analyze(Fn(torch.fft.fft), meta(batch, n, dtype=torch.complex64))
+    assert complex_.vector_flops == batch * _fft_bound(n, 34 / 9, 5)
+    assert complex_.tensor_flops == 0  # cuFFT: no tensor-core work
+    assert complex_.vector_flops < batch * 5 * n * 10  # below radix-2's 5·N·log2 N
+    real = analyze(Fn(torch.fft.rfft), meta(batch, n))
+    assert real.vector_flops == batch * _fft_bound(n, 17 / 9, 4)
+    inverse = analyze(Fn(lambda x: torch.fft.irfft(x, n=n)), meta(batch, n // 2 + 1,
+                                                                  dtype=torch.complex64))
+    assert inverse.vector_flops == real.vector_flops
+    rows, cols = 16, 8  # 2-D: a 1-D FFT along each dimension in turn
+    grid = analyze(Fn(torch.fft.fft2), meta(rows, cols, dtype=torch.complex64))
+    assert grid.vector_flops == cols * _fft_bound(rows, 34 / 9, 5) + rows * _fft_bound(
+        cols, 34 / 9, 5
+    )
+
+
+N_LINALG, K_RHS, BATCH = 64, 3, 2
+_LU = (4 * N_LINALG**3 - 3 * N_LINALG**2 + 5 * N_LINALG) // 6  # 2n³/3 − n²/2 + 5n/6, exact
+
+
+@pytest.mark.parametrize(
+    ("fn", "shapes", "flops"),
+    [
+        (lambda a: torch.linalg.lu_factor(a), [(N_LINALG, N_LINALG)], _LU),
+        (lambda a: torch.linalg.det(a), [(N_LINALG, N_LINALG)], _LU),
+        # LU, then 2n²k − nk of forward and back substitution
+        (torch.linalg.solve, [(N_LINALG, N_LINALG), (N_LINALG, K_RHS)],
+         _LU + 2 * N_LINALG**2 * K_RHS - N_LINALG * K_RHS),
+        # getrf + getri: 2n³ − 3n²/2 + 5n/2
+        (torch.linalg.inv, [(N_LINALG, N_LINALG)],
+         2 * N_LINALG**3 - 3 * N_LINALG**2 // 2 + 5 * N_LINALG // 2),
+        # n³/3 + n²/2 + n/6 = n(n + 1)(2n + 1)/6
+        (torch.linalg.cholesky, [(N_LINALG, N_LINALG)],
+         N_LINALG * (N_LINALG + 1) * (2 * N_LINALG + 1) // 6),
+        (lambda a, b: torch.linalg.solve_triangular(a, b, upper=True),
+         [(N_LINALG, N_LINALG), (N_LINALG, K_RHS)], N_LINALG**2 * K_RHS),
+        (lambda b, a: torch.triangular_solve(b, a, unitriangular=True),
+         [(N_LINALG, K_RHS), (N_LINALG, N_LINALG)], N_LINALG * (N_LINALG - 1) * K_RHS),
+        # Householder QR of m×n: 2mn² − 2n³/3
+        (lambda a: torch.linalg.qr(a), [(2 * N_LINALG, N_LINALG)],
+         2 * 2 * N_LINALG**3 - (2 * N_LINALG**3) // 3),
+        (lambda a: torch.linalg.eigh(a), [(N_LINALG, N_LINALG)], (4 * N_LINALG**3) // 3),
+        # bidiagonalisation of a square matrix: 4n³ − 4n³/3, less the n² lower-order margin
+        (lambda a: torch.linalg.svdvals(a), [(N_LINALG, N_LINALG)],
+         4 * N_LINALG**3 - (4 * N_LINALG**3) // 3 - N_LINALG**2),
+    ],
+)
+def test_linalg_standard_counts(fn, shapes, flops: int) -> None:  # noqa: ANN001
+    single = analyze(Fn(fn), *(meta(*shape) for shape in shapes))
+    assert single.tensor_flops == flops
+    assert single.unsupported_ops == {}
+    batched = analyze(Fn(fn), *(meta(BATCH, *shape) for shape in shapes))
+    assert batched.tensor_flops == BATCH * flops
+
+
+def test_small_generators_and_searches() -> None:
+    n = 1000
+    space = analyze(Fn(lambda x: torch.linspace(0, 1, n, device=x.device) + x), meta(n))
+    assert space.vector_flops == 2 * n + n  # multiply-add per element, then the add
+    log = analyze(Fn(lambda x: torch.logspace(0, 1, n, device=x.device) + x), meta(n))
+    assert log.vector_flops == 3 * n + n
+    boundaries = 15  # 16 outcomes: 4 comparisons per element
+    search = analyze(Fn(torch.bucketize), meta(n), meta(boundaries))
+    assert search.vector_flops == 4 * n
+    total = analyze(Fn(torch.nansum), meta(32, 32))
+    assert total.vector_flops == 2 * 32 * 32  # isnan, accumulate
+    for fn in (torch.triu_indices, torch.tril_indices):
+        made = analyze(Fn(lambda x, fn=fn: fn(8, 8, device=x.device)), meta(1))
+        assert made.unsupported_ops == {} and made.flops == 0
+
+
+def test_affine_grid_is_two_flops_per_spatial_input_per_coordinate() -> None:
+    batch, height, width = 2, 16, 24
+    grid = analyze(
+        Fn(lambda theta: F.affine_grid(theta, [batch, 3, height, width], align_corners=False)),
+        meta(batch, 2, 3),
+    )
+    # x' = θ00·x + θ01·y + θ02 per output coordinate: 2 multiply-adds (4 FLOPs), 2 coordinates
+    assert grid.tensor_flops == batch * height * width * 2 * 4
+
+
+def test_diagonal_copy_reads_only_the_diagonal() -> None:
+    n = 512
+    result = analyze(Fn(torch.diagonal_copy), meta(n, n))
+    assert result.unfused_bytes == 2 * n * 4
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [torch.zeros_like, torch.ones_like, torch.empty_like, torch.rand_like, torch.randn_like,
+     lambda t: torch.full_like(t, 2.0), lambda t: torch.randint_like(t, 10),
+     lambda t: t.new_zeros(64, 64), lambda t: t.new_ones(64, 64),
+     lambda t: t.new_full((64, 64), 2.0), lambda t: t.new_empty(64, 64)],
+)
+def test_templates_are_not_read(fn) -> None:  # noqa: ANN001
+    # a 50257×768 embedding table as the template: the op writes its output and reads nothing
+    result = analyze(Fn(fn), meta(50257, 768))
+    made = result.ops[0]
+    assert made.reads == ()
+    written = 0 if made.category is Category.ZERO_COPY else made.writes[0].elements * 4
+    assert result.unfused_bytes == written
+
+
+def test_in_place_masked_fill_loads_only_the_mask() -> None:
+    n = 4096
+
+    class Fill(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("x", torch.empty(n, device="meta"))
+
+        def forward(self, mask: torch.Tensor) -> torch.Tensor:
+            return self.x.masked_fill_(mask, 0.0)
+
+    result = analyze(Fill(), torch.empty(n, dtype=torch.bool, device="meta"))
+    [op] = result.ops
+    assert op.bytes_read(4) == n  # the bool mask; positions are data, the buffer is not loaded
+    assert op.bytes_written(4) == n * 4

@@ -220,19 +220,43 @@ def _per_input_element(flops_per_element: int) -> FlopFormula:
     return lambda op: FlopCount(vector=flops_per_element * _input_numel(op))
 
 
+#: Ops that take a tensor only for its shape, dtype and device (``zeros_like(x)``,
+#: ``x.new_full(...)``): their kernels never load it, so their reads leave it out.
+SHAPE_ONLY_TEMPLATES = frozenset(
+    {"zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
+     "randint_like", "new_zeros", "new_ones", "new_full", "new_empty", "new_empty_strided"}
+)
+
+
+def _template_unread(op: TracedOp) -> tuple[TensorRef, ...]:
+    """The template is the only tensor argument of these ops: nothing is read."""
+    return ()
+
+
+def _template_reads(name: str) -> Callable[[TracedOp], tuple[TensorRef, ...]] | None:
+    return _template_unread if name in SHAPE_ONLY_TEMPLATES else None
+
+
 # --- Zero-copy: views, aliases, metadata, allocation without a write --------------------------
 
 register(
     [
         "view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "squeeze",
         "unsqueeze", "slice", "select", "alias", "detach", "as_strided", "unbind", "split",
-        "split_with_sizes", "chunk", "narrow", "view_as_real", "view_as_complex", "unfold",
-        "diagonal", "movedim", "lift_fresh", "empty", "empty_strided", "empty_like", "new_empty",
-        "new_empty_strided", "_reshape_alias", "unflatten", "flatten", "expand_as", "view_as",
-        "resize", "set", "sym_size", "sym_stride", "sym_numel", "_local_scalar_dense",
+        "split_with_sizes", "chunk", "unsafe_split", "unsafe_split_with_sizes",
+        "narrow", "view_as_real", "view_as_complex", "unfold", "diagonal", "movedim",
+        "lift_fresh", "empty", "empty_strided", "_reshape_alias", "unflatten", "flatten",
+        "expand_as", "view_as", "resize", "set", "sym_size", "sym_stride", "sym_numel",
+        "_local_scalar_dense",
     ],
     Category.ZERO_COPY,
     fusible=False,
+)(_no_flops)
+register(
+    ["empty_like", "new_empty", "new_empty_strided"],
+    Category.ZERO_COPY,
+    fusible=False,
+    reads=_template_unread,
 )(_no_flops)
 
 # --- Pointwise: FLOPs per output element, the minimum a kernel must do ------------------------
@@ -245,6 +269,9 @@ POINTWISE_FLOPS_PER_ELEMENT: dict[str, int] = {
     "zeros": 0, "ones": 0, "full": 0, "zeros_like": 0, "ones_like": 0, "full_like": 0,
     "new_zeros": 0, "new_ones": 0, "new_full": 0, "scalar_tensor": 0, "arange": 0,
     "masked_fill": 0, "where": 0, "tril": 0, "triu": 0, "lift": 0,
+    "triu_indices": 0, "tril_indices": 0,  # index generators, counted like arange
+    "linspace": 2,  # start + i·step: one multiply-add
+    "logspace": 3,  # base ** (start + i·step): a multiply-add and a power
     # one instruction each
     "add": 1, "sub": 1, "rsub": 1, "mul": 1, "div": 1, "neg": 1, "abs": 1, "relu": 1,
     "exp": 1, "exp2": 1, "log": 1, "log2": 1, "log10": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1,
@@ -286,7 +313,9 @@ POINTWISE_FLOPS_PER_ELEMENT: dict[str, int] = {
 }
 
 for _name, _flops in POINTWISE_FLOPS_PER_ELEMENT.items():
-    register([_name], Category.POINTWISE, fusible=True)(_per_output_element(_flops))
+    register([_name], Category.POINTWISE, fusible=True, reads=_template_reads(_name))(
+        _per_output_element(_flops)
+    )
 
 #: Fallback for ops that PyTorch itself tags ``pointwise`` but that have no entry above.
 _TAGGED_POINTWISE = CostRule(Category.POINTWISE, _per_output_element(1), fusible=True)
@@ -295,6 +324,7 @@ _TAGGED_POINTWISE = CostRule(Category.POINTWISE, _per_output_element(1), fusible
 
 REDUCTION_FLOPS_PER_INPUT_ELEMENT: dict[str, int] = {
     "sum": 1, "prod": 1, "amax": 1, "amin": 1, "max": 1, "min": 1, "argmax": 1, "argmin": 1,
+    "nansum": 2,  # isnan compare, accumulate (the select of 0 is no arithmetic)
     "any": 1, "all": 1, "cumsum": 1, "cumprod": 1, "logcumsumexp": 3, "cummax": 1, "cummin": 1,
     "mean": 1,  # sum, then one divide per output (folded into the element count: negligible)
     "var": 3, "std": 3, "var_mean": 3, "std_mean": 3,  # sub mean, square, accumulate
@@ -404,6 +434,74 @@ def vector_product_flops(op: TracedOp) -> FlopCount:
     return FlopCount(tensor=2 * largest, kind=MatmulKind.MATMUL)
 
 
+@register(["addbmm"], Category.COMPUTE, fusible=False)
+def addbmm_flops(op: TracedOp) -> FlopCount:
+    """``addbmm(c, A, B) = β·c + α·Σ_b A[b] @ B[b]`` with A (b, n, m), B (b, m, p): the batch sum
+    is one GEMM over the concatenated inner dimension, b·n·m·p multiply-adds = 2·b·n·m·p FLOPs
+    (the bias add is not counted, as flop_counter's addmm does not)."""
+    batch, rows, inner = op.args[1].shape
+    return FlopCount(tensor=2 * batch * rows * inner * op.args[2].shape[-1], kind=MatmulKind.MATMUL)
+
+
+@register(["_trilinear"], Category.COMPUTE, fusible=False)
+def trilinear_flops(op: TracedOp) -> FlopCount:
+    """``_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim)`` (``nn.Bilinear``): the sum over
+    ``sumdim`` of the product of three tensors, each unsqueezed at its ``expand`` dims. The
+    cheapest standard evaluation contracts two of them first, then the third (as einsum path
+    optimisers do); charged is the cheapest of the three orders. A pairwise step costs 2 FLOPs
+    per element of the joint index space where it sums a dimension away, 1 where it only
+    multiplies. For ``nn.Bilinear`` (x1 (N, a), W (o, a, b), x2 (N, b)) the cheapest order is the
+    outer product x1 ⊗ x2 (N·a·b) then the weight contraction (2·N·o·a·b)."""
+    tensors = op.args[:3]
+    expands = op.args[3:6]
+    summed = set(op.args[6])
+    rank = tensors[0].dim() + len(expands[0])
+    dims, size = [], {}
+    for tensor, expand in zip(tensors, expands, strict=True):
+        present = [d for d in range(rank) if d not in expand]
+        size.update(zip(present, tensor.shape, strict=True))
+        dims.append(set(present))
+    kept = set(range(rank)) - summed
+
+    def step(left: set[int], right: set[int], later: set[int]) -> tuple[int, set[int]]:
+        joint = left | right
+        result = {d for d in joint if d in later or d in kept}
+        per_element = 2 if joint - result else 1
+        return per_element * math.prod(size[d] for d in joint), result
+
+    costs = []
+    for first, second, third in ((0, 1, 2), (0, 2, 1), (1, 2, 0)):
+        pair_flops, pair = step(dims[first], dims[second], dims[third])
+        last_flops, _ = step(pair, dims[third], set())
+        costs.append(pair_flops + last_flops)
+    return FlopCount(tensor=min(costs), kind=MatmulKind.MATMUL)
+
+
+def _distance_flops(pairs: int, coordinates: int, p: float) -> FlopCount:
+    """Distances between ``pairs`` pairs of points with ``coordinates`` each. p = 2 has a
+    matrix-product form, ‖x‖² + ‖y‖² − 2·x·y (torch.cdist's ``use_mm_for_euclid_dist``): 2 FLOPs
+    per coordinate of each pair on the matmul unit, then two adds and a square root per pair.
+    Other p: a difference, an absolute value (or power) and an accumulate per coordinate."""
+    if p == 2:
+        return FlopCount(tensor=2 * pairs * coordinates, vector=3 * pairs, kind=MatmulKind.MATMUL)
+    return FlopCount(vector=3 * pairs * coordinates)
+
+
+@register(["_cdist_forward", "_euclidean_dist"], Category.COMPUTE, fusible=False)
+def cdist_flops(op: TracedOp) -> FlopCount:
+    """``cdist(x1 (…, P, M), x2 (…, R, M))``: all P·R pairs per batch (``_euclidean_dist`` is
+    its p = 2 matrix-product path)."""
+    p = _argument(op, "p") if op.base == "_cdist_forward" else 2.0
+    return _distance_flops(_numel(op.output), op.args[0].shape[-1], p)
+
+
+@register(["_pdist_forward"], Category.COMPUTE, fusible=False)
+def pdist_flops(op: TracedOp) -> FlopCount:
+    """``pdist(x (N, M))``: the N·(N − 1)/2 pairs of distinct rows, one output each."""
+    p = _argument(op, "p")
+    return _distance_flops(_numel(op.output), op.args[0].shape[-1], 2.0 if p is None else p)
+
+
 @register(
     # the intercepted call, and the backends it decomposes into where interception cannot reach
     # (SDPA called inside another torch function such as F.multi_head_attention_forward)
@@ -490,6 +588,201 @@ def rnn_flops(op: TracedOp) -> FlopCount:
     )
 
 
+def _fused_cell_flops(cell: str) -> FlopFormula:
+    """A fused recurrent cell (``nn.LSTMCell``/``nn.GRUCell`` on CUDA: the two GEMMs are separate
+    ``mm`` ops, then one kernel does the gate math): :data:`RNN_CELL_FLOPS` per hidden unit of
+    the ``cx``/``hx`` argument, plus an add per gate pre-activation for each bias passed."""
+
+    def formula(op: TracedOp) -> FlopCount:
+        input_gates, _, state, *biases = op.args
+        bias_adds = sum(b is not None for b in biases) * input_gates.numel()
+        return FlopCount(vector=state.numel() * RNN_CELL_FLOPS[cell] + bias_adds)
+
+    return formula
+
+
+register(["_thnn_fused_lstm_cell"], Category.POINTWISE, fusible=False)(_fused_cell_flops("lstm"))
+register(["_thnn_fused_gru_cell"], Category.POINTWISE, fusible=False)(_fused_cell_flops("gru"))
+
+
+# --- FFTs: cuFFT, vector work ------------------------------------------------------------------
+
+
+def complex_fft_flops(points: int) -> int:
+    """FLOPs of one complex FFT of ``points`` points, kept below every published count. The
+    radix-2 Cooley–Tukey count, 5·N·log2 N (Cooley & Tukey 1965; the figure FFTW's benchmarks
+    report, fftw.org/speed/method.html), is not the least: split radix needs 4·N·log2 N − 6·N + 8
+    (Yavne 1968) and the lowest known count is (34/9)·N·log2 N − (124/27)·N − O(log N) (Johnson &
+    Frigo, IEEE Trans. Signal Process. 55(1), 2007). A bound takes the lowest, with the linear
+    term rounded to −5·N so the charge stays below it at every size."""
+    if points < 2:
+        return 0
+    return max(0, math.floor(34 / 9 * points * math.log2(points)) - 5 * points)
+
+
+def real_fft_flops(points: int) -> int:
+    """FLOPs of one real-input (or real-output) FFT of ``points`` points: half the complex
+    count's leading term, (17/9)·N·log2 N (Johnson & Frigo 2007 give the real-data count with
+    this leading term), with the linear term rounded down to −4·N."""
+    if points < 2:
+        return 0
+    return max(0, math.floor(17 / 9 * points * math.log2(points)) - 4 * points)
+
+
+def _fft_flops(
+    per_signal: Callable[[int], int], signal_shape: Callable[[TracedOp], Any]
+) -> FlopFormula:
+    """A multi-dimensional FFT is a 1-D FFT along each transformed dimension in turn: along
+    dimension d of length n, numel/n transforms of n points. Real transforms are charged as
+    real along every dimension, below what the complex passes over the half spectrum cost."""
+
+    def formula(op: TracedOp) -> FlopCount:
+        shape = signal_shape(op)
+        total = math.prod(shape)
+        flops = sum(total // shape[d] * per_signal(shape[d]) for d in op.args[1] if shape[d])
+        return FlopCount(vector=flops)
+
+    return formula
+
+
+# c2r transforms the output's real signal (last dim ``last_dim_size``); the others their input
+register(["_fft_c2c"], Category.COMPUTE, fusible=False)(
+    _fft_flops(complex_fft_flops, lambda op: op.args[0].shape)
+)
+register(["_fft_r2c"], Category.COMPUTE, fusible=False)(
+    _fft_flops(real_fft_flops, lambda op: op.args[0].shape)
+)
+register(["_fft_c2r"], Category.COMPUTE, fusible=False)(
+    _fft_flops(real_fft_flops, lambda op: op.output.shape)
+)
+
+
+# --- Dense linear algebra: cuSOLVER / MAGMA ---------------------------------------------------
+# FLOPs are LAPACK Working Note 41's operation counts (Dongarra et al., "Installation guide for
+# LAPACK", Appendix C), multiplications plus additions; where methods differ the lower count.
+# Blocked factorisations do their O(n³) work in GEMM updates, so the FLOPs are charged at the
+# matmul unit: the faster unit keeps a bound.
+
+
+def _matrices(tensor: torch.Tensor) -> tuple[int, int, int]:
+    """(batch, rows, columns) of a (…, m, n) matrix argument."""
+    rows, columns = tensor.shape[-2:]
+    return math.prod(tensor.shape[:-2]), rows, columns
+
+
+def lu_flops(rows: int, columns: int) -> int:
+    """getrf of an m×n matrix, k = min(m, n), M = max(m, n): M·k² − k³/3 − k²/2 + 5k/6."""
+    k, big = min(rows, columns), max(rows, columns)
+    return (6 * big * k * k - 2 * k**3 - 3 * k * k + 5 * k) // 6
+
+
+def lu_solve_flops(n: int, rhs: int) -> int:
+    """getrs: forward and back substitution with the LU factors, 2·n²·k − n·k."""
+    return 2 * n * n * rhs - n * rhs
+
+
+def _linalg(formula: Callable[[TracedOp], int]) -> FlopFormula:
+    return lambda op: FlopCount(tensor=formula(op), kind=MatmulKind.MATMUL)
+
+
+def _rhs(op: TracedOp) -> int:
+    """Right-hand sides per system of a solve with A (…, n, n) and B (…, n, k) or (…, n);
+    (…, k, n) for ``left=False`` (X·A = B)."""
+    matrix, rhs = op.args[0], op.args[1]
+    if rhs.dim() == matrix.dim() - 1:
+        return 1
+    return rhs.shape[-2] if _argument(op, "left") is False else rhs.shape[-1]
+
+
+@register(["linalg_lu_factor_ex", "linalg_lu", "_linalg_det", "_linalg_slogdet"],
+          Category.COMPUTE, fusible=False)
+@_linalg
+def lu_factor_flops(op: TracedOp) -> int:
+    """LU with partial pivoting (a determinant is its diagonal's product: n more multiplies,
+    not counted)."""
+    batch, rows, columns = _matrices(op.args[0])
+    return batch * lu_flops(rows, columns)
+
+
+@register(["_linalg_solve_ex"], Category.COMPUTE, fusible=False)
+@_linalg
+def solve_flops(op: TracedOp) -> int:
+    """gesv: LU of A then substitution for each right-hand side."""
+    batch, n, _ = _matrices(op.args[0])
+    return batch * (lu_flops(n, n) + lu_solve_flops(n, _rhs(op)))
+
+
+@register(["linalg_inv_ex"], Category.COMPUTE, fusible=False)
+@_linalg
+def inverse_flops(op: TracedOp) -> int:
+    """getrf + getri (inverse from the LU factors): 2·n³ − 3n²/2 + 5n/2 in all, less than
+    solving against the identity (8n³/3)."""
+    batch, n, _ = _matrices(op.args[0])
+    return batch * ((4 * n**3 - 3 * n * n + 5 * n) // 2)
+
+
+@register(["linalg_cholesky_ex"], Category.COMPUTE, fusible=False)
+@_linalg
+def cholesky_flops(op: TracedOp) -> int:
+    """potrf: n³/3 + n²/2 + n/6."""
+    batch, n, _ = _matrices(op.args[0])
+    return batch * ((2 * n**3 + 3 * n * n + n) // 6)
+
+
+@register(["triangular_solve", "linalg_solve_triangular"], Category.COMPUTE, fusible=False)
+@_linalg
+def triangular_solve_flops(op: TracedOp) -> int:
+    """trsm: n²·k for an n×n triangle and k right-hand sides (n·(n − 1)·k when unitriangular:
+    no divides). Every right-hand-side column (or row, ``left=False``) costs the same, so the
+    count is n (or n − 1) per element of the solution."""
+    triangle = op.args[1] if op.base == "triangular_solve" else op.args[0]
+    n = triangle.shape[-1]
+    per_element = n - 1 if _argument(op, "unitriangular") else n
+    solution = op.output[0] if isinstance(op.output, (tuple, list)) else op.output
+    return solution.numel() * per_element
+
+
+@register(["linalg_qr"], Category.COMPUTE, fusible=False)
+@_linalg
+def qr_flops(op: TracedOp) -> int:
+    """geqrf, Householder QR of an m×n matrix: 2·M·k² − 2k³/3 (k = min, M = max; the lower-order
+    terms are positive). Forming Q explicitly costs more and is not counted."""
+    batch, rows, columns = _matrices(op.args[0])
+    k, big = min(rows, columns), max(rows, columns)
+    return batch * (2 * big * k * k - (2 * k**3) // 3)
+
+
+@register(["_linalg_eigh"], Category.COMPUTE, fusible=False)
+@_linalg
+def eigh_flops(op: TracedOp) -> int:
+    """Symmetric eigendecomposition: every dense method first reduces to tridiagonal form, sytrd,
+    4n³/3 (eigenvectors cost more and are not counted)."""
+    batch, n, _ = _matrices(op.args[0])
+    return batch * (4 * n**3) // 3
+
+
+@register(["_linalg_svd"], Category.COMPUTE, fusible=False)
+@_linalg
+def svd_flops(op: TracedOp) -> int:
+    """SVD: reduction to bidiagonal form, the cheaper of gebrd on the m×n matrix (4·M·k² −
+    4k³/3) and a QR first then gebrd on the k×k factor (2·M·k² + 2k³), less M·k for the
+    negative lower-order term of gebrd; singular vectors are not counted."""
+    batch, rows, columns = _matrices(op.args[0])
+    k, big = min(rows, columns), max(rows, columns)
+    direct = 4 * big * k * k - (4 * k**3) // 3
+    qr_first = 2 * big * k * k + 2 * k**3
+    return batch * max(0, min(direct, qr_first) - big * k)
+
+
+@register(["affine_grid_generator"], Category.COMPUTE, fusible=False)
+def affine_grid_flops(op: TracedOp) -> FlopCount:
+    """Each grid point is θ (2×3 or 3×4) times (x, y[, z], 1): per output coordinate one multiply-
+    add per spatial input and one add for the translation, 2·s FLOPs for s spatial dims (4 in
+    2-D). Run as a batched matmul in PyTorch, so charged at the matmul unit."""
+    spatial = op.output.shape[-1]
+    return FlopCount(tensor=2 * spatial * _numel(op.output), kind=MatmulKind.MATMUL)
+
+
 # --- Data movement: bytes, no FLOPs ----------------------------------------------------------
 
 def gathered_reads(op: TracedOp) -> tuple[TensorRef, ...]:
@@ -505,7 +798,7 @@ register(
     ["gather", "index", "index_select", "embedding", "take", "_unsafe_index", "_embedding_bag",
      "_embedding_bag_forward_only", "upsample_nearest1d", "upsample_nearest2d",
      "upsample_nearest3d", "_upsample_nearest_exact1d", "_upsample_nearest_exact2d",
-     "_upsample_nearest_exact3d"],
+     "_upsample_nearest_exact3d", "diagonal_copy"],
     Category.DATA_MOVEMENT,
     fusible=True,
     reads=gathered_reads,
@@ -528,10 +821,27 @@ register(
 
 register(
     ["scatter", "scatter_add", "scatter_reduce", "index_put", "index_add", "index_copy",
-     "masked_scatter", "nonzero", "unique", "_unique2", "bincount", "histc", "searchsorted"],
+     "masked_scatter", "nonzero", "unique", "_unique2", "bincount", "histc",
+     # a linalg op's error check: reads one int32 status per matrix, no arithmetic
+     "_linalg_check_errors"],
     Category.DATA_MOVEMENT,
     fusible=False,
 )(_no_flops)
+
+
+def _binary_search_flops(sorted_position: int) -> FlopFormula:
+    """A search of each element among ``b`` sorted boundaries: ⌈log2(b + 1)⌉ comparisons, the
+    fewest any comparison search needs to tell ``b + 1`` outcomes apart."""
+
+    def formula(op: TracedOp) -> FlopCount:
+        boundaries = op.args[sorted_position].shape[-1]
+        return FlopCount(vector=_numel(op.output) * math.ceil(math.log2(boundaries + 1)))
+
+    return formula
+
+
+register(["searchsorted"], Category.DATA_MOVEMENT, fusible=False)(_binary_search_flops(0))
+register(["bucketize"], Category.DATA_MOVEMENT, fusible=False)(_binary_search_flops(1))
 
 #: Ops with no rule: conservative default — input and output bytes, no FLOPs, own kernel.
 UNSUPPORTED_RULE = CostRule(Category.DATA_MOVEMENT, _no_flops, fusible=False)
@@ -544,9 +854,11 @@ def cost_trace(trace: Trace) -> tuple[OpRecord, ...]:
 
 #: In-place ops that overwrite their destination without loading it (``copy_``, fills, in-place
 #: random generators): the trace sees the destination as an argument, the GPU never reads it.
+#: ``masked_fill_`` loads only its mask and stores the value where the mask is true; which
+#: positions those are is data, so its write stays the whole destination.
 OVERWRITES_DESTINATION = frozenset(
     {"copy", "fill", "zero", "uniform", "normal", "bernoulli", "random", "exponential",
-     "cauchy", "log_normal", "geometric"}
+     "cauchy", "log_normal", "geometric", "masked_fill"}
 )
 #: In-place ops that store only the positions their source (last tensor argument) names;
 #: accumulating ones also load those positions, the others load nothing of the destination.

@@ -602,6 +602,7 @@ class _Converter:
         self.fake_mode = fake_mode
         self.device = device
         self._done: dict[int, torch.Tensor] = {}
+        self._storages: dict[tuple[int, torch.dtype], torch.Tensor] = {}
 
     def __call__(self, tensor: torch.Tensor) -> torch.Tensor:
         if id(tensor) not in self._done:
@@ -613,9 +614,17 @@ class _Converter:
             if isinstance(tensor, FakeTensor) or tensor.is_meta:
                 return _random_like(tensor)
             return tensor.detach()
+        # views of one storage (two inputs sliced from one tensor, tied weights) stay views of
+        # one fake storage, so the bound reads shared elements once
+        key = (tensor.untyped_storage()._cdata, tensor.dtype)
         with self.fake_mode:
-            return torch.empty_strided(
-                tensor.shape, tensor.stride(), dtype=tensor.dtype, device=self.device
+            if key not in self._storages:
+                elements = tensor.untyped_storage().nbytes() // max(tensor.element_size(), 1)
+                self._storages[key] = torch.empty(
+                    elements, dtype=tensor.dtype, device=self.device
+                )
+            return self._storages[key].as_strided(
+                tensor.shape, tensor.stride(), tensor.storage_offset()
             )
 
 
