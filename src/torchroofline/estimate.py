@@ -33,6 +33,7 @@ from typing import Any
 from .costs import Category, MatmulKind, OpRecord
 from .fusion import Kernel
 from .hardware import GPUSpec
+from .precision import MathSwitches
 from .roofline import work_of
 from .trace import Trace, TracedOp
 
@@ -243,9 +244,10 @@ def kernel_load(
     float_bytes: int,
     *,
     eager: bool,
+    switches: MathSwitches | None = None,
 ) -> KernelLoad:
-    """The model's view of one plan kernel on ``gpu``."""
-    work = work_of(kernel.ops, gpu, precision)
+    """The model's view of one plan kernel on ``gpu`` (units as ``switches`` put them)."""
+    work = work_of(kernel.ops, gpu, precision, switches)
     vector_s = kernel.vector_flops / gpu.vector_peak(precision)
     matmul_op = next((op for op in kernel.ops if op.flops.tensor), None)
     family = kernel.category.value
@@ -306,17 +308,20 @@ def program_load(
     precision: str,
     float_bytes: int,
     cache: str,
+    switches: MathSwitches | None = None,
 ) -> ProgramLoad:
     """Both plans' :class:`KernelLoad` on ``gpu``."""
     eager_loads = [
-        kernel_load(k, trace, gpu, precision, float_bytes, eager=True) for k in eager
+        kernel_load(k, trace, gpu, precision, float_bytes, eager=True, switches=switches)
+        for k in eager
     ]
     return ProgramLoad(
         gpu=gpu,
         cache=cache,
         eager=_with_host_work(eager_loads, eager, ops),
         fused=tuple(
-            kernel_load(k, trace, gpu, precision, float_bytes, eager=False) for k in fused
+            kernel_load(k, trace, gpu, precision, float_bytes, eager=False, switches=switches)
+            for k in fused
         ),
     )
 
@@ -543,9 +548,10 @@ def performance(
     float_bytes: int,
     cache: str,
     params: EstimateParams | None = None,
+    switches: MathSwitches | None = None,
 ) -> Performance:
     """The roofline stage's hook: the model's prediction for one priced analysis."""
-    program = program_load(trace, ops, eager, fused, gpu, precision, float_bytes, cache)
+    program = program_load(trace, ops, eager, fused, gpu, precision, float_bytes, cache, switches)
     return estimate_modes(program, params or DEFAULT_PARAMS)
 
 

@@ -541,7 +541,7 @@ def price(
         switches=switches,
         performance=performance(
             trace, ops, eager.kernels, fused.kernels, gpu, precision, float_bytes, cache,
-            estimate_params,
+            estimate_params, switches,
         ),
     )
     return result.with_actual(actual_ms)
