@@ -346,6 +346,12 @@ def test_reductions_over_different_dims_are_separate_kernels(rows: int) -> None:
     assert reason in kernels[0].refusals[0]
 
 
+def test_a_reduction_through_a_transposed_view_is_the_same_loop() -> None:
+    # x.t().sum(1) folds the same storage dim as x.sum(0): the loads match, one kernel
+    kernels, _ = plan_of(lambda x: (x.sum(0), x.t().sum(1) * 2), meta(64, 64))
+    assert [kernel_elements(k) for k in kernels] == [64 * 64 + 2 * 64]
+
+
 def test_reductions_over_the_same_dims_share_one_kernel() -> None:
     # horizontal fusion: same loop, shared x → one kernel loads x once, stores both results
     kernels, _ = plan_of(lambda x: (x.sum(1), x.amax(1)), meta(R, C))
@@ -360,6 +366,14 @@ def test_cheap_value_with_two_readers_is_recomputed_in_each() -> None:
     assert [kernel_elements(k) for k in kernels] == [n * n + n, n * n + n]
     assert [op.name for op in kernels[1].recomputed] == ["aten.cos.default"]
     assert kernels[1].vector_flops == n * n  # cos FLOPs count once, in the first kernel
+
+
+def test_inlined_value_read_through_a_slice_loads_only_that_slice() -> None:
+    # cos is inlined into the add, which loads x.cos()[:, :4]: the kernel loads x[:, :4] only,
+    # and computes cos on those R·4 elements
+    kernels, _ = plan_of(lambda x: x.cos()[:, :4] + 1, meta(R, C))
+    assert [kernel_elements(k) for k in kernels] == [R * 4 + R * 4]
+    assert kernels[0].vector_flops == 2 * R * 4
 
 
 def test_fusion_that_would_create_a_cycle_is_refused() -> None:

@@ -332,11 +332,12 @@ def _is_pointwise_cat(
 @dataclass(frozen=True)
 class Loop:
     """A scheduler node's ``group``: ``numel`` output points × ``rnumel`` reduced elements each;
-    ``order`` tells reductions over different dims of one input apart."""
+    a reduction's ``order`` tells reductions over different dims of one input apart (None: a
+    pointwise loop)."""
 
     numel: int
     rnumel: int = 1
-    order: tuple = ()
+    order: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -365,7 +366,14 @@ def _loop(op: OpRecord, kind: NodeKind) -> Loop | None:
         points = max(min((ref.elements for ref in op.writes), default=1), 1)
         return Loop(points, max(total // points, 1), (shape, None))
     reduced = max(math.prod(shape[d] for d in op.reduced_dims), 1)
-    return Loop(total // reduced, reduced, (shape, op.reduced_dims))
+    return Loop(total // reduced, reduced, _reduced_layout(op.reads[0], op.reduced_dims))
+
+
+def _reduced_layout(ref: TensorRef, dims: tuple[int, ...]) -> tuple:
+    """The (size, stride) of each reduced dim: ``x.sum(0)`` and ``x.t().sum(1)`` load ``x``
+    in the same order (one loop), ``x.sum(0)`` and ``x.sum(1)`` do not."""
+    strides = ref.strides or (None,) * len(ref.shape)
+    return tuple(sorted(((ref.shape[d], strides[d]) for d in dims), key=repr))
 
 
 #: ``config.realize_reads_threshold``: a value with several users is stored, not recomputed,
@@ -415,6 +423,47 @@ def _inlined(op: OpRecord, expression: Sequence[OpRecord], graph: _Graph,
     )
 
 
+@dataclass
+class _Expressions:
+    """What a node computes for its op: the inlined producers of what it loads, each narrowed
+    to the share of its output the reader loads (``x.cos()[:, :4]`` loads a quarter of ``x``),
+    then the op itself."""
+
+    inlined: dict[int, OpRecord] = field(default_factory=dict)  # inlined value → its op
+    _memo: dict[tuple[int, float], tuple[OpRecord, ...]] = field(default_factory=dict)
+
+    def __call__(self, op: OpRecord, share: float = 1.0) -> tuple[OpRecord, ...]:
+        key = (id(op), share)
+        if key not in self._memo:
+            op = _narrowed(op, share)
+            parts: list[OpRecord] = []
+            for ref in largest_per_value(op.reads):
+                producer = self.inlined.get(ref.value_id)
+                if producer is not None:
+                    produced = max(producer.writes[0].elements, 1)
+                    parts.extend(self(producer, min(ref.elements / produced, 1.0)))
+            self._memo[key] = tuple(dict.fromkeys((*parts, op)))
+        return self._memo[key]
+
+
+def _narrowed(op: OpRecord, share: float) -> OpRecord:
+    """A pointwise op computing ``share`` of its output: it loads that share of each input of
+    its output's shape (a broadcast input stays whole) and does that share of its FLOPs."""
+    if share >= 1.0:
+        return op
+    out_shape = op.writes[0].shape
+
+    def part(ref: TensorRef) -> TensorRef:
+        if ref.shape != out_shape:
+            return ref
+        return replace(ref, elements=math.ceil(ref.elements * share))
+
+    flops = replace(op.flops, vector=math.ceil(op.flops.vector * share),
+                    tensor=math.ceil(op.flops.tensor * share))
+    return replace(op, reads=tuple(map(part, op.reads)), writes=tuple(map(part, op.writes)),
+                   flops=flops)
+
+
 def lower(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> tuple[list[SchedulerNode],
                                                                          _Graph]:
     """The scheduler nodes Inductor builds for ``ops``: FX passes, ``cat`` lowering, inlining."""
@@ -425,18 +474,16 @@ def lower(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> tuple[list[Sc
     lower_cat(graph)
     readers = graph.readers()
     kept_storages = _kept_storages(graph.ops, graph.kept)
-    expressions: dict[int, tuple[OpRecord, ...]] = {}  # inlined value → its expression
+    expression = _Expressions()
     born: set[int] = set()  # storages seen so far: a later write into one is a mutation
     nodes: list[SchedulerNode] = []
     for op in graph.ops:
         kind = _node_kind(op)
-        inlined_inputs = (expressions.get(ref.value_id, ()) for ref in op.reads)
-        expression = tuple(dict.fromkeys(itertools.chain(*inlined_inputs, (op,))))
-        if kind is NodeKind.POINTWISE and _inlined(op, expression, graph, readers, kept_storages,
-                                                   born):
-            expressions[op.writes[0].value_id] = expression
+        if kind is NodeKind.POINTWISE and _inlined(op, expression(op), graph, readers,
+                                                   kept_storages, born):
+            expression.inlined[op.writes[0].value_id] = op
         elif kind is not NodeKind.NOP:
-            nodes.append(SchedulerNode(kind, expression, _loop(op, kind)))
+            nodes.append(SchedulerNode(kind, expression(op), _loop(op, kind)))
         born |= {ref.storage_id for ref in (*op.reads, *op.writes)}
     return nodes, graph
 
@@ -465,7 +512,7 @@ class _Group:
 
     @property
     def reduction(self) -> bool:
-        return self.loop is not None and self.loop.order != ()
+        return self.loop is not None and self.loop.order is not None
 
 
 @dataclass
