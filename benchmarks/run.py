@@ -45,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import suite  # noqa: E402 — benchmarks/ is not a package
+from models import deep_stack, gpt  # noqa: E402 — benchmark models live as files
 
 #: Targets from the issue, shown next to the figures.
 TARGET_70B_S = 10.0
@@ -196,100 +197,15 @@ def _timed(step: Callable[[], Any]) -> tuple[Any, _Step]:
 
 # --- Models for the scale and per-op sections ------------------------------------------------
 
-#: name → (vocab, width, layers, heads, kv heads, MLP width, SwiGLU MLP, tied embeddings).
-#: GPT-2 small (124 M, tied LM head), Llama-2-7B's and Llama-2-70B's shapes (GQA 8 KV heads).
+#: name → (vocab, width, layers, heads, kv heads, MLP width, SwiGLU MLP, tied embeddings), the
+#: arguments of benchmarks/models/gpt.py before the context length. GPT-2 small (124 M, tied LM
+#: head), Llama-2-7B's and Llama-2-70B's shapes (GQA 8 KV heads).
 GPT_SHAPES: dict[str, tuple] = {
     "GPT-2 small": (50257, 768, 12, 12, 12, 3072, False, True),
     "7B": (32000, 4096, 32, 32, 32, 11008, True, False),
     "70B": (32000, 8192, 80, 64, 8, 28672, True, False),
 }
 SCALE_BATCH, SCALE_TOKENS = 8, 2048
-
-
-def gpt(vocab: int, width: int, layers: int, heads: int, kv_heads: int, mlp: int,
-        swiglu: bool, tied: bool, context: int) -> Any:
-    """A decoder-only transformer: token + position embedding, ``layers`` pre-norm blocks of
-    LayerNorm + causal SDPA attention (grouped-query when ``kv_heads < heads``) + MLP (GELU, or
-    SwiGLU), a final LayerNorm and the LM head. Built where the caller's device context says."""
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.head_dim = width // heads
-            self.ln1 = nn.LayerNorm(width)
-            self.q = nn.Linear(width, width, bias=False)
-            self.kv = nn.Linear(width, 2 * kv_heads * self.head_dim, bias=False)
-            self.o = nn.Linear(width, width, bias=False)
-            self.ln2 = nn.LayerNorm(width)
-            self.up = nn.Linear(width, (2 if swiglu else 1) * mlp, bias=False)
-            self.down = nn.Linear(mlp, width, bias=False)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            batch, length, _ = x.shape
-            y = self.ln1(x)
-            q = self.q(y).view(batch, length, heads, self.head_dim).transpose(1, 2)
-            kv = self.kv(y).view(batch, length, 2, kv_heads, self.head_dim)
-            k, v = kv.permute(2, 0, 3, 1, 4)
-            a = F.scaled_dot_product_attention(
-                q, k, v, is_causal=True, enable_gqa=kv_heads != heads
-            )
-            x = x + self.o(a.transpose(1, 2).reshape(batch, length, width))
-            u = self.up(self.ln2(x))
-            u = F.silu(u[..., :mlp]) * u[..., mlp:] if swiglu else F.gelu(u)
-            return x + self.down(u)
-
-    class GPT(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.tok = nn.Embedding(vocab, width)
-            self.pos = nn.Embedding(context, width)
-            self.blocks = nn.ModuleList(Block() for _ in range(layers))
-            self.ln = nn.LayerNorm(width)
-            self.head = nn.Linear(width, vocab, bias=False)
-            if tied:
-                self.head.weight = self.tok.weight
-
-        def forward(self, ids: torch.Tensor) -> torch.Tensor:
-            x = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
-            for block in self.blocks:
-                x = block(x)
-            return self.head(self.ln(x))
-
-    return GPT()
-
-
-def deep_stack(depth: int) -> Any:
-    """``depth`` small transformer blocks (width 64, 4 heads, attention written out so a bare
-    FakeTensorMode run executes exactly the same aten ops): 49 aten ops a block."""
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    class TinyBlock(nn.Module):
-        def __init__(self, width: int = 64, heads: int = 4) -> None:
-            super().__init__()
-            self.heads = heads
-            self.ln1 = nn.LayerNorm(width)
-            self.qkv = nn.Linear(width, 3 * width)
-            self.proj = nn.Linear(width, width)
-            self.ln2 = nn.LayerNorm(width)
-            self.fc1 = nn.Linear(width, 4 * width)
-            self.fc2 = nn.Linear(4 * width, width)
-
-        def forward(self, x: Any) -> Any:
-            b, t, d = x.shape
-            q, k, v = (
-                z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
-                for z in self.qkv(self.ln1(x)).chunk(3, dim=-1)
-            )
-            att = (q @ k.transpose(-2, -1)) * (d // self.heads) ** -0.5
-            y = (att.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, t, d)
-            x = x + self.proj(y)
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-
-    return nn.Sequential(*(TinyBlock() for _ in range(depth)))
 
 
 # --- Children ------------------------------------------------------------------------------
@@ -315,7 +231,7 @@ def child_scale(name: str) -> dict:
 
     def build() -> tuple:
         with torch.device("meta"):
-            model = gpt(*shape, context=SCALE_TOKENS)
+            model = gpt.Model(*shape, context=SCALE_TOKENS)
             ids = torch.zeros(SCALE_BATCH, SCALE_TOKENS, dtype=torch.long)
         return model, ids
 
@@ -382,7 +298,7 @@ def child_perop(depth: str, repeats: str, layers: str) -> dict:
     _warm_up_ours()
     count = int(repeats)
     with torch.device("meta"):
-        model = deep_stack(int(depth))
+        model = deep_stack.Model(int(depth))
         x = torch.empty(2, 16, 64)
     _bare_fake_run(model, x)  # first-call costs of this model's ops
     bare_s = min(_bare_fake_run(model, x) for _ in range(count))

@@ -25,7 +25,7 @@ class Spec:
 
     level: int
     name: str  #: file stem without the number KernelBench puts in front
-    source: str  #: the file's text after the imports
+    source: str  #: the file's whole text
     proto: bool = False  #: in the prototype comparison subset (runs for real on a CPU)
     quick: bool = False  #: in the ``--quick`` suite
 
@@ -43,7 +43,7 @@ def _net(level: int, name: str, body: str, inputs: list[str], init: str = "[]", 
         + _inputs(inputs)
         + f"\n\ndef get_init_inputs():\n    return {init}\n"
     )
-    return Spec(level, name, source, **flags)
+    return Spec(level, name, HEADER + source, **flags)
 
 
 def _fn(level: int, name: str, expr: str, inputs: list[str], args: str = "x", *,
@@ -427,7 +427,7 @@ def _chain(base: tuple, chain: tuple, **flags) -> Spec:
         f"{_inputs([_r(*shape)])}\n\n"
         "def get_init_inputs():\n    return []\n"
     )
-    return Spec(2, f"{label}_{name}", source, **flags)
+    return Spec(2, f"{label}_{name}", HEADER + source, **flags)
 
 
 _PROTO_CHAINS = {("Conv2d", "ReLU_BiasAdd"), ("Gemm", "GELU_GroupNorm"),
@@ -635,29 +635,20 @@ class Model(nn.Module):
         return self.classifier(F.adaptive_avg_pool2d(self.features(x), 1).flatten(1))
 """
 
-#: The bundled example's GPT block (examples/kernelbench/level3/mini_gpt_block.py), reused as
-#: a level-3 problem of its own and as the block of the whole GPT models below.
+#: Models that live as files: benchmarks/models/ (also built by run.py) and the bundled example.
+_MODELS = Path(__file__).resolve().parent / "models"
 _EXAMPLE = Path(__file__).resolve().parent.parent / "examples/kernelbench/level3/mini_gpt_block.py"
-_GPT_BLOCK = _EXAMPLE.read_text().split("\n\n\n")[1].strip()
-
-_GPT = _GPT_BLOCK.replace("class Model", "class Block") + """
 
 
-class Model(nn.Module):
-    def __init__(self, vocab, embed, heads, layers, length):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, embed)
-        self.pos = nn.Embedding(length, embed)
-        self.blocks = nn.ModuleList(Block(embed, heads) for _ in range(layers))
-        self.ln = nn.LayerNorm(embed)
-        self.head = nn.Linear(embed, vocab, bias=False)
+def _file(level: int, name: str, path: Path, inputs: list[str] | None = None, init: str = "[]",
+          **flags) -> Spec:
+    """A problem whose code is a file, written whole: a complete problem file (no ``inputs``),
+    or a model file followed by ``get_inputs``/``get_init_inputs``."""
+    source = path.read_text(encoding="utf-8")
+    if inputs is not None:
+        source += f"\n\n{_inputs(inputs)}\n\ndef get_init_inputs():\n    return {init}\n"
+    return Spec(level, name, source, **flags)
 
-    def forward(self, ids):
-        x = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln(x))
-"""
 
 _MIN_GPT_ATTENTION = """
 class Model(nn.Module):
@@ -971,12 +962,12 @@ def _level3() -> list[Spec]:
                 def forward(self, x):
                     return self.layer(x)
             """, [_r(16, 512, 512)], "[512, 8]", proto=True),
-        _net(3, "mini_gpt_block", _GPT_BLOCK,
-             [_r(8, 1024, 768)], "[768, 12]", quick=True),
-        _net(3, "GPT_4_layers", _GPT, ["torch.randint(0, 50257, (8, 1024))"],
-             "[50257, 768, 12, 4, 1024]"),
-        _net(3, "GPT_tiny", _GPT, ["torch.randint(0, 4096, (4, 256))"],
-             "[4096, 256, 4, 4, 256]", proto=True),
+        _file(3, "mini_gpt_block", _EXAMPLE, quick=True),
+        # (vocab, width, layers, heads, kv heads, MLP width, SwiGLU, tied head, context)
+        _file(3, "GPT_4_layers", _MODELS / "gpt.py", ["torch.randint(0, 50257, (8, 1024))"],
+              "[50257, 768, 4, 12, 12, 3072, False, False, 1024]"),
+        _file(3, "GPT_tiny", _MODELS / "gpt.py", ["torch.randint(0, 4096, (4, 256))"],
+              "[4096, 256, 4, 4, 4, 1024, False, False, 256]", proto=True),
         _net(3, "MinGPTCausalAttention", _MIN_GPT_ATTENTION, [_r(16, 512, 768)],
              "[768, 12, 512]", proto=True),
         _rnn("LSTM", "lstm", 6, False, True, True),
@@ -1039,7 +1030,7 @@ def write_suite(root: str | Path, *, quick: bool = False) -> list[Path]:
         folder = root / f"level{spec.level}"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{counters[spec.level]}_{spec.name}.py"
-        path.write_text(HEADER + spec.source, encoding="utf-8")
+        path.write_text(spec.source, encoding="utf-8")
         written.append(path)
     return written
 
