@@ -117,6 +117,20 @@ def categories() -> str:
     return _table(["category", "ops", "names"], rows)
 
 
+def rule_coverage() -> str:
+    from torchroofline.costs import rule_coverage as coverage_of
+
+    coverage = coverage_of()
+    names = ", ".join(f"`{name}`" for name in coverage.unsupported)
+    return (
+        f"**{coverage.total} aten ops have a cost rule**: {coverage.registered} registered in "
+        f"`costs.py` and {coverage.tagged_pointwise} more that PyTorch tags pointwise (1 FLOP per "
+        f"element). {len(coverage.unsupported)} ops a forward model may meet have none; they are "
+        "charged their input and output bytes with no FLOPs and named in `notes` and "
+        f"`unsupported_ops`: {names}.\n"
+    )
+
+
 def performance() -> str:
     """The headline table of benchmarks/RESULTS.md (written by ``python benchmarks/run.py``)."""
     results = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
@@ -149,6 +163,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
         "--gen-timings", f"{SUITE}/generated_time.json", "-j", "2",
     ),
     "performance": performance,
+    "rule-coverage": rule_coverage,
     "unit-rules": unit_rules,
     "fp32-switches": fp32_switches,
     "fallback-units": fallback_units,

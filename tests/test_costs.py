@@ -16,6 +16,7 @@ from torchroofline.costs import (
     RNN_CELL_FLOPS,
     Category,
     MatmulKind,
+    rule_coverage,
     rule_for,
 )
 from torchroofline.trace import TracedOp
@@ -592,6 +593,13 @@ _LU = (4 * N_LINALG**3 - 3 * N_LINALG**2 + 5 * N_LINALG) // 6  # 2n³/3 − n²/
         (lambda a: torch.linalg.qr(a), [(2 * N_LINALG, N_LINALG)],
          2 * 2 * N_LINALG**3 - (2 * N_LINALG**3) // 3),
         (lambda a: torch.linalg.eigh(a), [(N_LINALG, N_LINALG)], (4 * N_LINALG**3) // 3),
+        # factors given: substitution only, 2n²k − nk
+        (lambda lu, b: torch.linalg.lu_solve(lu, torch.zeros(lu.shape[:-1], dtype=torch.int32,
+                                                             device=lu.device), b),
+         [(N_LINALG, N_LINALG), (N_LINALG, K_RHS)],
+         2 * N_LINALG**2 * K_RHS - N_LINALG * K_RHS),
+        (torch.cholesky_solve, [(N_LINALG, K_RHS), (N_LINALG, N_LINALG)],
+         2 * N_LINALG**2 * K_RHS - N_LINALG * K_RHS),
         # bidiagonalisation of a square matrix: 4n³ − 4n³/3, less the n² lower-order margin
         (lambda a: torch.linalg.svdvals(a), [(N_LINALG, N_LINALG)],
          4 * N_LINALG**3 - (4 * N_LINALG**3) // 3 - N_LINALG**2),
@@ -668,3 +676,20 @@ def test_in_place_masked_fill_loads_only_the_mask() -> None:
     [op] = result.ops
     assert op.bytes_read(4) == n  # the bool mask; positions are data, the buffer is not loaded
     assert op.bytes_written(4) == n * 4
+
+
+def test_rule_coverage() -> None:
+    coverage = rule_coverage()
+    assert coverage.total == coverage.registered + coverage.tagged_pointwise
+    assert set(coverage.unsupported).isdisjoint(_RULES)
+    newly_covered = ["_cdist_forward", "_euclidean_dist", "_trilinear", "addbmm",
+                     "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "_fft_r2c", "_fft_c2r",
+                     "_fft_c2c", "_linalg_solve_ex", "linalg_lu_factor_ex", "linalg_cholesky_ex",
+                     "_linalg_eigh", "linalg_qr", "_linalg_svd", "linalg_inv_ex", "_linalg_det",
+                     "triangular_solve", "linalg_solve_triangular", "nansum", "linspace",
+                     "logspace", "bucketize", "affine_grid_generator", "triu_indices",
+                     "tril_indices", "diagonal_copy"]
+    assert set(newly_covered) <= set(_RULES)
+    # an op that decomposes before dispatch (CompositeImplicitAutograd) never reaches a trace
+    assert "linalg_solve_ex" not in coverage.unsupported
+    assert "linalg_matrix_exp" in coverage.unsupported

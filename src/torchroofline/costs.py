@@ -11,6 +11,7 @@ take the target precision's element size, integer and bool tensors keep their ow
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -20,7 +21,7 @@ import torch
 from torch.utils.flop_counter import flop_registry, sdpa_flop_count
 
 from .errors import PrecisionError
-from .trace import TensorRef, Trace, TracedOp, largest_per_value
+from .trace import TensorRef, Trace, TracedOp, base_name, largest_per_value
 
 
 class Category(str, Enum):
@@ -184,6 +185,58 @@ def registered_ops() -> dict[str, list[str]]:
     return by_category
 
 
+#: aten ops a dense forward model on a GPU does not reach: backward and optimiser kernels,
+#: sparse, quantized and nested layouts, other backends' private variants, internal helpers.
+_NOT_MET_IN_FORWARD = re.compile(
+    r"backward|^_?foreach|^_fused_(adam|sgd|adagrad)|sparse|quantiz|^q_|^_?fake_quant|mkldnn|"
+    r"miopen|cudnn|mps|vulkan|xnnpack|onednn|fbgemm|nnpack|nested|jagged|padded|coo|csr|csc|"
+    r"bsr|bsc|coalesce|_nnz|dense_dim|^_?dim[IV]$|^(values|indices|ccol_indices|crow_indices)|"
+    r"int4pack|_dyn_quant|^_(assert|print|test|foobar|validate|has_|is_|make_|sym|fw_primal|"
+    r"unpack_dual|amp_|cufft|efficientzerotensor|pin|to_cpu|copy_from|functional|propagate|"
+    r"lazy_clone|local_scalar|philox|triton|fused_sdp_choice|new_zeros_with)|^__|"
+    r"^sym_constrain|^record_stream|^is_|^qscheme|^from_file|_functional$|_copy$|indices$|"
+    r"values$|int_repr|obs_fq|cslt|^_?sp(diags|solve|addmm)$|^hspmm$|"
+    r"^(allclose|equal|is_same_size|is_set_to|hash_tensor)$|_cpu_fallback|^slow_conv"
+)
+
+
+@dataclass(frozen=True)
+class RuleCoverage:
+    """Which aten ops the cost rules cover (README's figures come from :func:`rule_coverage`)."""
+
+    registered: int  #: aten op names with a registered rule
+    tagged_pointwise: int  #: further aten op names PyTorch tags pointwise (the fallback rule)
+    unsupported: tuple[str, ...]  #: ops a forward model may meet that have no rule
+
+    @property
+    def total(self) -> int:
+        return self.registered + self.tagged_pointwise
+
+
+def rule_coverage() -> RuleCoverage:
+    """Count the aten op names (in-place and out-of-place share one) with a cost rule, and list
+    those without one that a traced forward model can meet: an op whose every overload is
+    CompositeImplicitAutograd decomposes before the trace sees it, so it never needs a rule."""
+    registered, tagged, traceable = set(), set(), set()
+    for qualified in torch._C._dispatch_get_all_op_names():
+        namespace, _, name = qualified.partition("::")
+        packet_name, _, overload_name = name.partition(".")
+        packet = getattr(torch.ops.aten, packet_name, None) if namespace == "aten" else None
+        overload = getattr(packet, overload_name or "default", None)
+        if overload is None:
+            continue
+        base = base_name(overload)
+        if base in _RULES:
+            registered.add(base)
+        elif torch.Tag.pointwise in overload.tags:
+            tagged.add(base)
+        elif not torch._C._dispatch_has_kernel_for_dispatch_key(
+            qualified, "CompositeImplicitAutograd"
+        ) and not _NOT_MET_IN_FORWARD.search(base):
+            traceable.add(base)
+    return RuleCoverage(len(registered), len(tagged), tuple(sorted(traceable - tagged)))
+
+
 def rule_for(op: TracedOp) -> CostRule | None:
     """The registered rule, else the pointwise rule for an op PyTorch tags pointwise."""
     rule = _RULES.get(op.base)
@@ -246,8 +299,8 @@ register(
         "split_with_sizes", "chunk", "unsafe_split", "unsafe_split_with_sizes",
         "narrow", "view_as_real", "view_as_complex", "unfold", "diagonal", "movedim",
         "lift_fresh", "empty", "empty_strided", "_reshape_alias", "unflatten", "flatten",
-        "expand_as", "view_as", "resize", "set", "sym_size", "sym_stride", "sym_numel",
-        "_local_scalar_dense",
+        "expand_as", "view_as", "resize", "resize_as", "_resize_output", "set", "sym_size",
+        "sym_stride", "sym_numel", "_local_scalar_dense", "empty_permuted", "_conj", "_neg_view",
     ],
     Category.ZERO_COPY,
     fusible=False,
@@ -269,7 +322,9 @@ POINTWISE_FLOPS_PER_ELEMENT: dict[str, int] = {
     "zeros": 0, "ones": 0, "full": 0, "zeros_like": 0, "ones_like": 0, "full_like": 0,
     "new_zeros": 0, "new_ones": 0, "new_full": 0, "scalar_tensor": 0, "arange": 0,
     "masked_fill": 0, "where": 0, "tril": 0, "triu": 0, "lift": 0,
-    "triu_indices": 0, "tril_indices": 0,  # index generators, counted like arange
+    "triu_indices": 0, "tril_indices": 0, "eye": 0, "range": 0,  # generators, like arange
+    "fft_fftfreq": 0, "fft_rfftfreq": 0, "complex": 0,
+    "_add_relu": 2,
     "linspace": 2,  # start + i·step: one multiply-add
     "logspace": 3,  # base ** (start + i·step): a multiply-add and a power
     # one instruction each
@@ -309,7 +364,8 @@ POINTWISE_FLOPS_PER_ELEMENT: dict[str, int] = {
     # random number generation (Philox): counted as one FLOP per element, the minimal figure
     "rand": 1, "randn": 1, "rand_like": 1, "randn_like": 1, "normal": 1, "uniform": 1,
     "bernoulli": 1, "randint": 1, "randint_like": 1, "native_dropout": 2, "dropout": 2,
-    "exponential": 1, "random": 1,
+    "exponential": 1, "random": 1, "cauchy": 1, "log_normal": 1, "geometric": 1,
+    "_fused_dropout": 2, "_masked_scale": 1,
 }
 
 for _name, _flops in POINTWISE_FLOPS_PER_ELEMENT.items():
@@ -325,10 +381,15 @@ _TAGGED_POINTWISE = CostRule(Category.POINTWISE, _per_output_element(1), fusible
 REDUCTION_FLOPS_PER_INPUT_ELEMENT: dict[str, int] = {
     "sum": 1, "prod": 1, "amax": 1, "amin": 1, "max": 1, "min": 1, "argmax": 1, "argmin": 1,
     "nansum": 2,  # isnan compare, accumulate (the select of 0 is no arithmetic)
+    "count_nonzero": 2,  # compare, accumulate
+    "aminmax": 2, "_aminmax": 2,  # two compares
     "any": 1, "all": 1, "cumsum": 1, "cumprod": 1, "logcumsumexp": 3, "cummax": 1, "cummin": 1,
+    "_logcumsumexp": 3, "_cummax_helper": 1, "_cummin_helper": 1,
+    "dist": 3,  # sub, abs (or square), accumulate
     "mean": 1,  # sum, then one divide per output (folded into the element count: negligible)
     "var": 3, "std": 3, "var_mean": 3, "std_mean": 3,  # sub mean, square, accumulate
     "_softmax": 5, "softmax": 5, "_safe_softmax": 5,  # max, sub, exp, sum, div
+    "_masked_softmax": 5,
     "_log_softmax": 5, "log_softmax": 5,  # max, sub, exp, sum, sub (log once per row)
     "logsumexp": 4,  # max, sub, exp, sum
     "linalg_vector_norm": 2, "norm": 2,  # square (or abs), accumulate
@@ -342,6 +403,7 @@ REDUCTION_FLOPS_PER_INPUT_ELEMENT: dict[str, int] = {
     "triplet_margin_loss": 8, "margin_ranking_loss": 3, "hinge_embedding_loss": 3,
     "mode": 1, "median": 1, "nanmedian": 1, "sort": 1, "topk": 1, "kthvalue": 1,
     "_adaptive_avg_pool2d": 1, "_adaptive_avg_pool3d": 1, "adaptive_avg_pool1d": 1,
+    "adaptive_avg_pool2d": 1, "adaptive_avg_pool3d": 1,
     "adaptive_max_pool2d": 1, "adaptive_max_pool3d": 1, "adaptive_max_pool1d": 1,
 }
 
@@ -712,6 +774,17 @@ def solve_flops(op: TracedOp) -> int:
     return batch * (lu_flops(n, n) + lu_solve_flops(n, _rhs(op)))
 
 
+@register(["linalg_lu_solve", "cholesky_solve", "_cholesky_solve_helper"],
+          Category.COMPUTE, fusible=False)
+@_linalg
+def factored_solve_flops(op: TracedOp) -> int:
+    """A solve with factors already computed (LU or Cholesky): forward and back substitution,
+    2·n²·k − n·k per system (the factor is the argument that is not the right-hand side)."""
+    factor, rhs = (op.args[0], op.args[2]) if op.base == "linalg_lu_solve" else op.args[1::-1]
+    n = factor.shape[-1]
+    return math.prod(rhs.shape) // n * lu_solve_flops(n, 1)
+
+
 @register(["linalg_inv_ex"], Category.COMPUTE, fusible=False)
 @_linalg
 def inverse_flops(op: TracedOp) -> int:
@@ -721,7 +794,7 @@ def inverse_flops(op: TracedOp) -> int:
     return batch * ((4 * n**3 - 3 * n * n + 5 * n) // 2)
 
 
-@register(["linalg_cholesky_ex"], Category.COMPUTE, fusible=False)
+@register(["linalg_cholesky_ex", "cholesky"], Category.COMPUTE, fusible=False)
 @_linalg
 def cholesky_flops(op: TracedOp) -> int:
     """potrf: n³/3 + n²/2 + n/6."""
@@ -742,7 +815,7 @@ def triangular_solve_flops(op: TracedOp) -> int:
     return solution.numel() * per_element
 
 
-@register(["linalg_qr"], Category.COMPUTE, fusible=False)
+@register(["linalg_qr", "geqrf"], Category.COMPUTE, fusible=False)
 @_linalg
 def qr_flops(op: TracedOp) -> int:
     """geqrf, Householder QR of an m×n matrix: 2·M·k² − 2k³/3 (k = min, M = max; the lower-order
@@ -806,22 +879,24 @@ register(
 
 register(
     [
-        "cat", "stack", "constant_pad_nd", "pad", "reflection_pad1d", "reflection_pad2d",
+        "cat", "stack", "_stack", "_chunk_cat", "lu_unpack", "constant_pad_nd", "pad",
+        "reflection_pad1d", "reflection_pad2d",
         "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d",
         "repeat", "roll", "flip", "narrow_copy", "slice_scatter", "select_scatter",
         "as_strided_scatter", "diagonal_scatter",
         "upsample_bilinear2d", "_upsample_bilinear2d_aa", "upsample_linear1d", "upsample_bicubic2d",
         "upsample_trilinear3d", "pixel_shuffle", "pixel_unshuffle", "im2col", "col2im",
         "masked_select", "repeat_interleave", "channel_shuffle", "grid_sampler_2d", "unfold_copy",
-        "diag_embed", "diag", "diagflat",
+        "diag_embed", "diag", "diagflat", "rot90", "block_diag",
     ],
     Category.DATA_MOVEMENT,
     fusible=True,
 )(_no_flops)
 
 register(
-    ["scatter", "scatter_add", "scatter_reduce", "index_put", "index_add", "index_copy",
-     "masked_scatter", "nonzero", "unique", "_unique2", "bincount", "histc",
+    ["scatter", "scatter_add", "scatter_reduce", "index_put", "_index_put_impl",
+     "_unsafe_index_put", "index_add", "index_copy", "index_fill", "masked_scatter", "nonzero",
+     "unique", "_unique2", "bincount", "histc",
      # a linalg op's error check: reads one int32 status per matrix, no arithmetic
      "_linalg_check_errors"],
     Category.DATA_MOVEMENT,
@@ -863,7 +938,8 @@ OVERWRITES_DESTINATION = frozenset(
 #: In-place ops that store only the positions their source (last tensor argument) names;
 #: accumulating ones also load those positions, the others load nothing of the destination.
 STORES_SOURCE_POSITIONS = {
-    "index_put": False, "scatter": False, "index_copy": False, "masked_scatter": False,
+    "index_put": False, "_index_put_impl": False, "_unsafe_index_put": False, "scatter": False,
+    "index_copy": False, "masked_scatter": False,
     "index_fill": False, "scatter_add": True, "index_add": True, "scatter_reduce": True,
 }
 

@@ -814,10 +814,9 @@ def _short_op_name(op: OpRecord) -> str:
 
 
 def _kernel_name(ops: Sequence[OpRecord]) -> str:
-    """``module: op1+op2+…``; long chains keep their first two ops and a count."""
-    names = [_short_op_name(op) for op in ops]
-    if len(names) > 3:
-        names = [*names[:2], f"…{len(names) - 2} more"]
+    """``module: op1+op2+…``: every distinct op in order of first use, never cut (as Inductor
+    names a kernel ``triton_poi_fused_add_mul_…``), so kernels of different ops never read alike."""
+    names = list(dict.fromkeys(_short_op_name(op) for op in ops))
     module = next((op.module_path for op in ops if op.module_path), "")
     label = "+".join(names)
     return f"{module}: {label}" if module else label
