@@ -302,6 +302,21 @@ def test_cse_computes_a_duplicate_subexpression_once() -> None:
     assert kernels[0].vector_flops == 2 * n * n
 
 
+def test_cse_leaves_values_that_are_written_again() -> None:
+    # FX CSE sees a functional graph: clones whose storage is then updated in place are two
+    # buffers, and the returned one is written in full (x in, both columns' sums, y out)
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(2):
+            y = x.clone()
+            y[:, 0] += x.sum(1)
+        return y
+
+    result = analyze(Fn(fn), meta(R, C))
+    assert result.compulsory_bytes <= result.fused_bytes
+    kept = [k for k in result.kernels if k.bytes >= 2 * RC * FP32]
+    assert len(kept) == 1 and kept[0].bytes == 2 * RC * FP32
+
+
 def test_cse_keeps_different_arguments_apart() -> None:
     # x * 2 and x * 3 read the same value with different scalars: two values, both returned
     kernels, _ = plan_of(lambda x: (x * 2, x * 3), meta(R, C))

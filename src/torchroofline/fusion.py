@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -141,13 +142,17 @@ def common_subexpressions(
     seen: dict[tuple, OpRecord] = {}
     kept_ops: list[OpRecord] = []
     pairs: list[tuple[OpRecord, OpRecord]] = []
+    # FX CSE runs on a functional graph: a value whose storage is written again is not pure
+    writers = Counter(ref.storage_id for op in ops for ref in op.writes)
     for op in ops:
         if renamed:
             op = replace(op, reads=tuple(
                 _renamed_ref(ref, renamed[ref.value_id]) if ref.value_id in renamed else ref
                 for ref in op.reads
             ))
-        key = _cse_key(op, kept_values)
+        key = None if any(writers[ref.storage_id] > 1 for ref in op.writes) else _cse_key(
+            op, kept_values
+        )
         twin = seen.get(key) if key is not None else None
         if twin is not None and len(twin.writes) == len(op.writes):
             renamed.update({ref.value_id: new for ref, new in zip(op.writes, twin.writes,
@@ -272,9 +277,10 @@ def lower_cat(graph: _Graph) -> None:
             continue
         (out,) = op.writes
         parts: list[TensorRef] = []
-        for ref in largest_per_value(op.reads):
+        for ref in op.reads:
             producer = producers.get(ref.value_id)
-            if producer is None or ref.value_id in graph.kept or _mutates(producer):
+            if (producer is None or ref.value_id in graph.kept or _mutates(producer)
+                    or ref.value_id in graph.must_realize):  # a repeated input is copied
                 copy = replace(ref, value_id=graph.fresh_id(), storage_id=out.storage_id)
                 ops.append(replace(op, reads=(ref,), writes=(copy,), call_key=(),
                                    category=Category.POINTWISE))
@@ -836,7 +842,8 @@ def fused_plan(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> Plan:
         owned.append([op for op in kernel_ops if id(op) not in charged])
         charged |= {id(op) for op in kernel_ops}
     for twin, duplicate in graph.duplicates:  # CSE: a duplicate runs where its twin runs
-        home = next((k for k, kernel_ops in enumerate(run) if twin in kernel_ops), None)
+        home = next((k for k, kernel_ops in enumerate(run)
+                     if any(op.index == twin.index for op in kernel_ops)), None)
         if home is not None:
             owned[home].append(duplicate)
     boundaries = _boundary(run, graph.kept, uninitialised_values(ops))
