@@ -20,8 +20,9 @@ from conftest import (
     analyze,
     meta,
 )
-from torchroofline import get_gpu
+from torchroofline import analyze_file, get_gpu
 from torchroofline.errors import InputError, PrecisionError
+from torchroofline.precision import restoring_switches
 
 M, K, N = 256, 512, 128
 MATMUL_FLOPS = 2 * M * N * K
@@ -138,28 +139,12 @@ def test_unknown_precision_is_refused_before_tracing() -> None:
 
 # --- The user's torch switches (read at analysis time) ------------------------------------------
 
-_NEW_API = ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn")
-
-
-def _backend(path: str):
-    backend = torch.backends
-    for part in filter(None, path.split(".")):
-        backend = getattr(backend, part)
-    return backend
-
 
 @pytest.fixture
 def switches():
-    """Restores every TF32 switch afterwards: the legacy ones first, then the per-backend
-    ``fp32_precision`` settings they also write (restoring in this order leaves both readable)."""
-    matmul = torch.get_float32_matmul_precision()
-    cudnn = torch.backends.cudnn.allow_tf32
-    new = [_backend(path).fp32_precision for path in _NEW_API]
-    yield torch.backends
-    torch.set_float32_matmul_precision(matmul)
-    torch.backends.cudnn.allow_tf32 = cudnn
-    for path, value in zip(_NEW_API, new, strict=True):
-        _backend(path).fp32_precision = value
+    """``torch.backends``, with every TF32 switch put back afterwards."""
+    with restoring_switches():
+        yield torch.backends
 
 
 @pytest.mark.parametrize(
@@ -207,6 +192,23 @@ def test_switches_do_not_touch_requested_precisions(switches) -> None:
     tf32 = analyze(*_conv(), precision="tf32")
     assert tf32.compute_sol_s == pytest.approx(CONV_FLOPS / H100_TF32, rel=1e-12)
     assert not tf32.notes
+
+
+def test_problem_file_switches_count_for_that_file_only(tmp_path) -> None:  # noqa: ANN001
+    # KernelBench files (generated ones above all) often switch TF32 on at import
+    problem = tmp_path / "tf32_matmul.py"
+    problem.write_text(
+        "import torch\n"
+        "torch.backends.cuda.matmul.allow_tf32 = True\n\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, a, b):\n"
+        "        return a @ b\n\n"
+        f"def get_inputs():\n    return [torch.randn({M}, {K}), torch.randn({K}, {N})]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    result = analyze_file(problem, "h100", "fp32")
+    assert result.compute_sol_s == pytest.approx(MATMUL_FLOPS / H100_TF32, rel=1e-12)
+    assert not torch.backends.cuda.matmul.allow_tf32  # the next file starts from the default
 
 
 def test_switches_are_read_once_and_kept_by_on(switches) -> None:

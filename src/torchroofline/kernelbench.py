@@ -22,6 +22,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from .api import analyze
 from .errors import InputError, ProblemFileError, TorchrooflineError
 from .hardware import GPUSpec
+from .precision import restoring_switches
 from .roofline import Actual, Result
 
 _LEVEL_DIR = re.compile(r"^level(\d+)$")
@@ -147,12 +148,14 @@ def analyze_file(
     cache: str = "cold",
     class_name: str = "Model",
 ) -> Result:
-    """Load, build (on fake tensors) and analyze one KernelBench problem file."""
-    problem = load_problem(path, class_name=class_name)
-    model, inputs, notes = build_problem(problem)
-    result = analyze(
-        model, inputs, gpu, precision, cache=cache, actual_ms=actual_ms, name=problem.name
-    )
+    """Load, build (on fake tensors) and analyze one KernelBench problem file. TF32 switches the
+    file sets at import count for its own analysis and are put back afterwards."""
+    with restoring_switches():
+        problem = load_problem(path, class_name=class_name)
+        model, inputs, notes = build_problem(problem)
+        result = analyze(
+            model, inputs, gpu, precision, cache=cache, actual_ms=actual_ms, name=problem.name
+        )
     return result.with_notes(notes) if notes else result
 
 

@@ -10,7 +10,8 @@ fastest unit that can run it, named in a note). :func:`unit_for` applies them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,35 @@ def _float32_matmul_precision() -> str:
     except RuntimeError:
         tf32 = _fp32_precision(torch.backends.cuda.matmul) == "tf32"
         return "high" if tf32 else "highest"
+
+
+#: The per-backend ``fp32_precision`` settings (PyTorch's newer spelling of the TF32 switches).
+_FP32_PRECISION_LEVELS = ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn")
+
+
+def _backend(path: str) -> Any:
+    backend = torch.backends
+    for part in filter(None, path.split(".")):
+        backend = getattr(backend, part)
+    return backend
+
+
+@contextlib.contextmanager
+def restoring_switches() -> Iterator[None]:
+    """Put every TF32 switch back as it was on exit: code run inside (a problem file's import)
+    may set them for its own analysis without changing the next one's. The legacy switches
+    are restored first, then the per-backend settings they also write; in that order both
+    spellings stay readable."""
+    matmul = _float32_matmul_precision()
+    cudnn = _fp32_precision(torch.backends.cudnn.conv, torch.backends.cudnn) == "tf32"
+    levels = [_backend(path).fp32_precision for path in _FP32_PRECISION_LEVELS]
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(matmul)
+        torch.backends.cudnn.allow_tf32 = cudnn
+        for path, value in zip(_FP32_PRECISION_LEVELS, levels, strict=True):
+            _backend(path).fp32_precision = value
 
 
 @dataclass(frozen=True)
