@@ -271,3 +271,42 @@ def test_equivalent_rewrites_never_raise_the_bound(m, k, n) -> None:  # noqa: AN
     sliced = bound(lambda x, w: (x @ w)[:, :n], meta(m, k), meta(k, 64))
     direct = bound(lambda x, w: x @ w[:, :n], meta(m, k), meta(k, 64))
     assert sliced.sol_s <= direct.sol_s * (1 + 1e-9)
+
+
+def test_in_place_masked_fill_of_a_kept_input_reads_the_mask_only() -> None:
+    # x.masked_fill_(m, 0) returned: unchanged elements are already in x; which change is data
+    def fill(x, m):  # noqa: ANN001, ANN202
+        x.masked_fill_(m, 0.0)
+        return x
+
+    mask = meta(1024, 1024, dtype=torch.bool)
+    result = bound(fill, meta(1024, 1024), mask)
+    assert result.compulsory_bytes == 1024 * 1024  # one byte per mask element
+
+    def fill_then_sum(x, m):  # noqa: ANN001, ANN202
+        x.masked_fill_(m, 0.0)
+        return x.sum()
+
+    # a later reader needs the unchanged elements: x and the mask are read
+    result = bound(fill_then_sum, meta(1024, 1024), mask)
+    assert result.compulsory_bytes == 1024 * 1024 * (FP32 + 1) + FP32
+
+
+def test_im2col_with_a_long_stride_reads_only_its_windows() -> None:
+    # kernel 2, stride 4 on 64: 16 windows × 2 positions = 32 of 64 per dim
+    result = bound(lambda x: F.unfold(x, 2, stride=4), meta(1, 3, 64, 64))
+    assert result.compulsory_bytes == (3 * 32 * 32 + 3 * 4 * 16 * 16) * FP32
+
+
+def test_identity_matmul_is_a_copy() -> None:
+    result = bound(lambda b: torch.eye(512, device=b.device) @ b, meta(512, 512))
+    assert result.flops == 0
+    assert result.compulsory_bytes == 2 * 512 * 512 * FP32
+
+
+def test_batch_norm_training_writes_its_running_statistics() -> None:
+    bn = torch.nn.BatchNorm2d(16, device="meta")
+    result = analyze(bn, (meta(8, 16, 32, 32),))
+    activations = 2 * 8 * 16 * 32 * 32 * FP32  # read x, write y
+    running = 2 * 16 * FP32 + 8  # running mean and var, num_batches_tracked (int64)
+    assert result.compulsory_bytes >= activations + running

@@ -61,6 +61,9 @@ class _Context:
     record: OpRecord
     outputs: tuple[Region, ...]
     producers: dict[int, TracedOp] = field(repr=False)
+    #: the op writes in place and only the kept buffer wants its result (no later op reads it):
+    #: what it leaves unchanged is already there, so its old contents are not needed
+    kept_only: bool = False
 
     @property
     def fraction(self) -> float:
@@ -329,16 +332,20 @@ def along_dim_demand(context: _Context) -> Demand:
 _DIAGONAL_BUILDERS = {"diag_embed", "diag", "diagflat"}
 
 
-def _diagonal_source(context: _Context, ref: TensorRef) -> TensorRef | None:
-    """The vector a diagonal matrix operand was built from, if ``ref`` is one."""
+def _diagonal_source(context: _Context, ref: TensorRef) -> tuple[bool, TensorRef | None]:
+    """(is ``ref`` a square diagonal matrix, the vector it was built from — None for ``eye``)."""
     producer = context.producers.get(ref.value_id)
-    if producer is None or producer.base not in _DIAGONAL_BUILDERS or not producer.reads:
-        return None
+    if producer is None or len(ref.shape) != 2 or ref.shape[0] != ref.shape[1]:
+        return False, None
+    if producer.base == "eye":
+        return True, None
+    if producer.base not in _DIAGONAL_BUILDERS or not producer.reads:
+        return False, None
     vector = producer.reads[0]
     offset = argument(producer, "offset", argument(producer, "diagonal", 0))
     if len(vector.shape) != 1 or offset or ref.shape != (vector.shape[0], vector.shape[0]):
-        return None
-    return vector
+        return False, None
+    return True, vector
 
 
 @demand_rule(["mm", "addmm", "bmm", "baddbmm"])
@@ -383,16 +390,18 @@ def _diagonal_matmul(
     if len(context.op.writes[0].shape) != 2:
         return None
     for position, ref in ((0, left), (1, right)):
-        vector = _diagonal_source(context, ref)
-        if vector is None:
+        diagonal, vector = _diagonal_source(context, ref)
+        if not diagonal:
             continue
-        other_region = region
-        # out[i, j] = d[i]·B[i, j] (diagonal on the left) or A[i, j]·d[j] (on the right)
+        # out[i, j] = d[i]·B[i, j] (diagonal on the left) or A[i, j]·d[j] (on the right); an
+        # identity (eye) is a copy
         picked = [(box[0] if position == 0 else box[1],) for box in region.boxes]
         inputs = [_broadcast(region, context.op.writes[0].shape, b.shape) or Region() for b in bias]
-        pair = [Region(), other_region] if position == 0 else [other_region, Region()]
-        flops = FlopCount(vector=region.count)
+        pair = [Region(), region] if position == 0 else [region, Region()]
+        if vector is None:
+            return Demand(tuple(inputs + pair), FlopCount(), structure="diagonal matmul")
         extra = ((vector, Region.of(picked, min(region.opaque, vector.elements))),)
+        flops = FlopCount(vector=region.count)
         return Demand(tuple(inputs + pair), flops, extra, structure="diagonal matmul")
     return None
 
@@ -529,6 +538,29 @@ def pooling_demand(context: _Context) -> Demand:
         sizes += box_size(box)
     share = region.count / sizes if sizes else 0.0
     return Demand((Region.of(boxes),), FlopCount(vector=int(taps * share)))
+
+
+@demand_rule(["im2col"])
+def im2col_demand(context: _Context) -> Demand:
+    """``F.unfold``: the whole output needs the input positions some window covers (a stride
+    longer than the window skips the rest); a partial output its share, with no position."""
+    source = context.op.reads[0]
+    if context.fraction < 1.0 or len(source.shape) < 3:
+        return _proportional(context)
+    kernel = _as_list(context.argument("kernel_size"), 2, 1)
+    dilation = _as_list(context.argument("dilation"), 2, 1)
+    padding = _as_list(context.argument("padding"), 2, 0)
+    stride = _as_list(context.argument("stride"), 2, 1)
+    lead = len(source.shape) - 2
+    windows = []
+    for d in range(2):
+        size = source.shape[lead + d]
+        out = (size + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) // stride[d] + 1
+        windows.append(
+            _window((range(max(out, 0)),), size, kernel[d], stride[d], padding[d], dilation[d])[0]
+        )
+    box = (*full_box(source.shape[:lead]), *windows)
+    return Demand((Region.of([box]),), FlopCount())
 
 
 def _resampled(
@@ -716,9 +748,32 @@ def diagonal_demand(context: _Context) -> Demand:
 
 #: Ops that write positions chosen by index or mask values; in place, only those change.
 DATA_CHOSEN_WRITES = frozenset(
-    {"scatter", "scatter_add", "scatter_reduce", "index_put", "index_add", "index_copy",
-     "masked_scatter", "index_fill", "masked_fill"}
+    {
+        "scatter",
+        "scatter_add",
+        "scatter_reduce",
+        "index_put",
+        "index_add",
+        "index_copy",
+        "masked_scatter",
+        "index_fill",
+        "masked_fill",
+    }
 )
+
+
+@demand_rule(["masked_fill"])
+def masked_fill_demand(context: _Context) -> Demand:
+    """Pointwise over (self, mask, value); in place into a buffer only kept, the unchanged
+    elements are already there, so only the mask and the fill value are needed."""
+    region = context.output
+    out_shape = context.op.writes[0].shape
+    inputs = [_broadcast(region, out_shape, ref.shape) for ref in context.op.reads]
+    if any(mapped is None for mapped in inputs):
+        return _proportional(context)
+    if context.kept_only:
+        inputs[0] = Region()
+    return Demand(tuple(inputs), _scaled(context.record.flops, context.fraction))
 
 
 def _data_chosen(count: int) -> int:
@@ -781,7 +836,8 @@ def scatter_demand(context: _Context) -> Demand:
     demanded = context.output.count
     share = context.fraction
     source_elements = max((ref.elements for ref in rest), default=0)
-    inputs = [Region(opaque=max(0, demanded - source_elements))]
+    untouched = 0 if context.kept_only else max(0, demanded - source_elements)
+    inputs = [Region(opaque=untouched)]
     *indices, source = rest if rest else [None]
     inputs += [Region(opaque=int(ref.elements * share)) for ref in indices]
     inputs += [Region(opaque=_data_chosen(demanded))] if source is not None else []
@@ -850,7 +906,7 @@ def attention_demand(context: _Context) -> Demand:
 STRUCTURE_RULES: dict[str, str] = {
     "diagonal matmul": "diag(a) @ B (or A @ diag(b)), the diagonal built by diag/diag_embed: "
     "priced as the row (column) scaling a[:, None] * B, one multiply per output element — the "
-    "off-diagonal zeros contribute nothing to any output",
+    "off-diagonal zeros contribute nothing to any output; eye(n) @ B is a copy of B",
     "broadcast batch": "a batched matmul whose operands are both broadcast along the batch "
     "(stride 0, e.g. x.expand(B, M, K) @ W): one GEMM, written B times — every batch entry is "
     "the same product",
@@ -897,14 +953,17 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
     producers = {w.value_id: op for op in trace.ops if not op.is_view for w in op.writes}
     previous = _previous_versions(trace.ops)
     demand: dict[int, Region] = {}
+    kept, kept_writes = _kept_regions(trace, storages, producers)
+    kept_only = set(kept)  # values only the end state wants (no op reads them later)
 
-    def add(value_id: int, region: Region) -> None:
+    def add(value_id: int, region: Region, kept_demand: bool = False) -> None:
         if region:
             demand[value_id] = demand.get(value_id, Region()).union(region)
+            if not kept_demand:
+                kept_only.discard(value_id)
 
-    kept = _kept_regions(trace, storages, producers)
     for value_id, region in kept.items():
-        add(value_id, region)
+        add(value_id, region, kept_demand=True)
     necessary_records = list(records)
     structures: list[str] = []
     dead = 0
@@ -920,7 +979,13 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
                 outputs.append(from_base(storages.placement(write), write, wanted))
                 continue
             if write.value_id in previous:
-                add(previous[write.value_id], _outside(wanted, written))
+                add(
+                    previous[write.value_id],
+                    _outside(wanted, written),
+                    kept_demand=write.value_id in kept_only,
+                )
+                if write.value_id in kept_only:
+                    kept_only.add(previous[write.value_id])
             outputs.append(
                 from_base(storages.placement(write), write, _inside(wanted, written, write))
             )
@@ -929,7 +994,13 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
             dead += not any(outputs) and record.category is not Category.ZERO_COPY
             necessary_records[index] = replace(record, flops=FlopCount())
             continue
-        context = _Context(op, record, tuple(outputs), producers)
+        context = _Context(
+            op,
+            record,
+            tuple(outputs),
+            producers,
+            kept_only=all(w.value_id in kept_only for w in op.writes),
+        )
         rule = DEMAND_RULES.get(op.base) or (
             pointwise_demand if record.category is Category.POINTWISE else _proportional
         )
@@ -944,7 +1015,7 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
     return Necessary(
         ops=tuple(necessary_records),
         input_refs=_counted(trace, demand, all_refs),
-        output_refs=_kept_refs(kept, all_refs, storages),
+        output_refs=_kept_refs(kept_writes, all_refs, storages),
         structures=tuple(structures),
         dead_ops=dead,
     )
@@ -985,11 +1056,13 @@ def _previous_versions(ops: Sequence[TracedOp]) -> dict[int, int]:
 
 def _kept_regions(
     trace: Trace, storages: Storages, producers: dict[int, TracedOp]
-) -> dict[int, Region]:
-    """What must be in memory at the end: the returned views of values the model computed, and
-    every element the model overwrote in an input or buffer (what it left untouched is already
-    there)."""
+) -> tuple[dict[int, Region], dict[int, Region]]:
+    """What must be in memory at the end, per final value: the returned views of values the
+    model computed, and every element the model overwrote in an input or buffer (what it left
+    untouched is already there). Returns (the demand to walk back from, the elements that must
+    be written: positions chosen by data may be none)."""
     kept: dict[int, Region] = {}
+    written: dict[int, Region] = {}
     returned_values = set()
     initial_storages = {
         ref.storage_id
@@ -1002,6 +1075,7 @@ def _kept_regions(
         if ref.storage_id in initial_storages or ref.value_id not in producers:
             continue  # an input (or what was overwritten in it, below) needs no other write
         kept[ref.value_id] = kept.get(ref.value_id, Region()).union(storages.region_of(ref))
+        written[ref.value_id] = kept[ref.value_id]
     final_of_storage = {}
     for op in trace.ops:
         for ref in op.writes:
@@ -1010,18 +1084,17 @@ def _kept_regions(
         for ref in op.writes:
             if ref.storage_id in initial_storages:
                 final = final_of_storage[ref.storage_id]
-                changed = (
-                    Region(opaque=_data_chosen(ref.elements))
-                    if op.base in DATA_CHOSEN_WRITES
-                    else storages.region_of(ref)
-                )
-                kept[final] = kept.get(final, Region()).union(changed)
+                region = storages.region_of(ref)
+                kept[final] = kept.get(final, Region()).union(region)
+                if op.base not in DATA_CHOSEN_WRITES:
+                    written[final] = written.get(final, Region()).union(region)
     for value_id in trace.output_value_ids - returned_values - set(kept):
         if value_id in producers:  # returned without a recorded view: all of its writes
             writes = [w for w in producers[value_id].writes if w.value_id == value_id]
             for ref in writes:
                 kept[value_id] = kept.get(value_id, Region()).union(storages.region_of(ref))
-    return kept
+            written[value_id] = kept[value_id]
+    return kept, written
 
 
 def _representative(all_refs: Sequence[TensorRef]) -> dict[int, TensorRef]:
