@@ -15,6 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torchroofline
+from torchroofline.batch_report import BatchReport
 from torchroofline.viz import plot_gpus, plot_result, plot_suite
 
 IMG_DIR = Path(__file__).resolve().parent / "img"
@@ -81,9 +82,9 @@ SUITE = (
 )
 
 
-def suite_report() -> dict:
-    """A KernelBench batch report (the layout `torchroofline kernelbench` writes) over SUITE,
-    with illustrative measured times and one failed problem."""
+def suite_report() -> BatchReport:
+    """A KernelBench batch report (the JSON layout `torchroofline kernelbench` writes, read back)
+    over SUITE, with illustrative measured times and one failed problem."""
     problems = []
     for level, file, model, inputs, factor in SUITE:
         result = torchroofline.analyze(model.eval(), inputs, GPU, PRECISION)
@@ -114,7 +115,7 @@ def suite_report() -> dict:
             "speedup": None,
         }
     )
-    return {"gpu": GPU, "precision": PRECISION, "problems": problems, "summary": {}}
+    return BatchReport.from_dict({"gpu": GPU, "precision": PRECISION, "problems": problems})
 
 
 def main(out_dir: str | Path = IMG_DIR) -> list[Path]:

@@ -213,12 +213,15 @@ def test_batch_report_figures(suite_report):
 
 
 def test_batch_report_formats(suite_report, tmp_path):
+    from torchroofline.batch_report import BatchReport
     from torchroofline.cli import write_report
 
-    _, report = suite_report
+    _, data = suite_report
+    report = BatchReport.from_dict(data)
+    assert report.to_dict() == data  # the JSON reads back to the same report
     write_report(report, str(tmp_path / "r.csv"))
     rows = list(csv.DictReader(io.StringIO((tmp_path / "r.csv").read_text())))
-    assert len(rows) == len(report["problems"])
+    assert len(rows) == len(report.problems)
     matmul = next(r for r in rows if r["problem"] == "1_Square_matrix_multiplication_.py")
     assert int(matmul["flops"]) == 2 * 2048**3
     write_report(report, str(tmp_path / "r.md"))

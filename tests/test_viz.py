@@ -3,6 +3,7 @@ overlapping labels, and the one-line error without matplotlib."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import itertools
 import json
@@ -16,6 +17,7 @@ import torch.nn as nn
 
 import torchroofline
 from torchroofline import api, viz
+from torchroofline.batch_report import BatchReport
 from torchroofline.errors import InputError, TorchrooflineError
 from torchroofline.hardware import get_gpu
 from torchroofline.viz.gpus import FUSED_PARTS
@@ -366,7 +368,6 @@ def _problem(level, file, result=None, measured_ms=None, status="ok"):
     data = result.to_dict() if result is not None else None
     if data is not None:
         data.pop("actual", None)
-    fraction = result.sol_ms / measured_ms if result is not None and measured_ms else None
     return {
         "level": level,
         "file": file,
@@ -375,13 +376,11 @@ def _problem(level, file, result=None, measured_ms=None, status="ok"):
         "result": data,
         "measured_ms": measured_ms,
         "gen_ms": None,
-        "sol_fraction": fraction,
-        "speedup": None,
     }
 
 
 @pytest.fixture(scope="module")
-def report(conv_result) -> dict:
+def report(conv_result) -> BatchReport:
     matmul = torchroofline.analyze(nn.Linear(256, 256), meta(512, 256), "h100-sxm", "fp32")
     copy = torchroofline.analyze(Transpose(), meta(512, 512), "h100-sxm", "fp32")
     problems = [
@@ -392,15 +391,15 @@ def report(conv_result) -> dict:
         _problem(2, "5_Unmeasured.py", conv_result, None),
         _problem(3, "6_Broken.py", status="failed"),
     ]
-    return {"gpu": "h100-sxm", "precision": "fp32", "problems": problems, "summary": {}}
+    return BatchReport.from_dict({"gpu": "h100-sxm", "precision": "fp32", "problems": problems})
 
 
 def test_impossible_ring_marks_exactly_the_problems_below_sol(report):
     fig = viz.plot_suite_scatter(report)
     expected = [
-        (p["result"]["time_ms"]["sol"], p["measured_ms"])
-        for p in report["problems"]
-        if p["measured_ms"] and p["measured_ms"] < p["result"]["time_ms"]["sol"]
+        (p.sol_ms, p.measured_ms)
+        for p in report.problems
+        if p.measured_ms and p.measured_ms < p.sol_ms
     ]
     assert len(expected) == 2
     assert sorted(offsets(one(fig, "impossible"))) == approx_points(expected)
@@ -413,7 +412,9 @@ def test_impossible_ring_marks_exactly_the_problems_below_sol(report):
 
 
 def test_suite_pictures_without_measured_times_say_so(report):
-    unmeasured = {**report, "problems": [{**p, "measured_ms": None} for p in report["problems"]]}
+    unmeasured = dataclasses.replace(
+        report, problems=tuple(dataclasses.replace(p, measured_ms=None) for p in report.problems)
+    )
     for draw in (viz.plot_suite_scatter, viz.plot_suite_histogram):
         (note,) = by_gid(draw(unmeasured), "note:empty")
         assert "--timings" in note.get_text()
@@ -456,12 +457,12 @@ def test_plot_suite_writes_pngs(report, tmp_path):
 
 
 def test_per_problem_roofline_uses_the_reported_measured_time(report):
-    problem = report["problems"][0]
+    problem = report.problems[0]
     fig = viz.plot_result_dict(with_measured(problem))
-    flops = problem["result"]["flops"]["total"]
+    flops = problem.result["flops"]["total"]
     (point,) = offsets(one(fig, "model:measured"))
-    assert point[1] == pytest.approx(flops / (problem["measured_ms"] * 1e-3))
-    assert with_measured(report["problems"][4]).get("actual") is None
+    assert point[1] == pytest.approx(flops / (problem.measured_ms * 1e-3))
+    assert with_measured(report.problems[4]).get("actual") is None
 
 
 # --- Without matplotlib ----------------------------------------------------------------------

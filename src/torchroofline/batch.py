@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import statistics
 import sys
 import time
 import traceback
@@ -21,6 +20,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from .batch_report import BatchReport, ProblemReport
 from .kernelbench import level_of, lookup_time, run_name
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -211,74 +211,30 @@ def analyze_batch(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
     on_done: Callable[[Outcome], None] = lambda outcome: None,
-) -> dict[str, Any]:
-    """Analyze every problem in worker processes; returns the JSON report (see the README)."""
+) -> BatchReport:
+    """Analyze every problem in worker processes; ``.to_dict()`` is the JSON report (README)."""
     from .hardware import get_gpu
 
     spec = get_gpu(gpu)
     tasks = [Task(i, str(path), spec, precision, cache) for i, path in enumerate(paths)]
     pool = _Pool(jobs=max(1, jobs), timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes)
     outcomes = pool.run(tasks, on_done) if tasks else []
-    problems = [_problem_entry(o, timings or {}, gen_timings or {}) for o in outcomes]
-    return {
-        "gpu": spec.name,
-        "gpu_key": spec.key,
-        "precision": precision,
-        "cache": cache,
-        "problems": problems,
-        "summary": summarize(problems),
-    }
+    problems = tuple(_problem_report(o, timings or {}, gen_timings or {}) for o in outcomes)
+    return BatchReport(spec.name, spec.key, precision, cache, problems)
 
 
-def _problem_entry(outcome: Outcome, timings: dict, gen_timings: dict) -> dict[str, Any]:
+def _problem_report(outcome: Outcome, timings: dict, gen_timings: dict) -> ProblemReport:
     path = Path(outcome.path)
     level = level_of(path)
-    measured = lookup_time(timings, level, path.name)
-    generated = lookup_time(gen_timings, level, path.name)
-    sol_ms = outcome.result["time_ms"]["sol"] if outcome.result else None
-    return {
-        "level": level,
-        "file": path.name,
-        "path": str(path),
-        "name": run_name(path),
-        "status": outcome.status,
-        "error": outcome.error,
-        "seconds": outcome.seconds,
-        "result": outcome.result,
-        "measured_ms": measured,
-        "gen_ms": generated,
-        "sol_fraction": sol_ms / measured if sol_ms is not None and measured else None,
-        "gen_sol_fraction": sol_ms / generated if sol_ms is not None and generated else None,
-        "speedup": measured / generated if measured and generated else None,
-        "impossible": bool(sol_ms is not None and measured and measured < sol_ms),
-        "gen_impossible": bool(sol_ms is not None and generated and generated < sol_ms),
-    }
-
-
-def summarize(problems: Sequence[dict]) -> dict[str, Any]:
-    """Per level (and ``"all"``): analyzed/failed counts, median % of SoL, bottleneck counts,
-    problems whose measured time beats SoL."""
-    groups: dict[str, list[dict]] = {"all": list(problems)}
-    for problem in problems:
-        key = f"level{problem['level']}" if problem["level"] is not None else "unknown"
-        groups.setdefault(key, []).append(problem)
-    return {key: _summary_of(group) for key, group in groups.items()}
-
-
-def _summary_of(problems: Sequence[dict]) -> dict[str, Any]:
-    ok = [p for p in problems if p["status"] == "ok"]
-    fractions = [p["sol_fraction"] for p in ok if p["sol_fraction"] is not None]
-    gen_fractions = [p["gen_sol_fraction"] for p in ok if p["gen_sol_fraction"] is not None]
-    speedups = [p["speedup"] for p in ok if p["speedup"] is not None]
-    return {
-        "problems": len(problems),
-        "analyzed": len(ok),
-        "failed": len(problems) - len(ok),
-        "compute_bound": sum(p["result"]["bottleneck"] == "compute" for p in ok),
-        "memory_bound": sum(p["result"]["bottleneck"] == "memory" for p in ok),
-        "median_sol_fraction": statistics.median(fractions) if fractions else None,
-        "median_gen_sol_fraction": statistics.median(gen_fractions) if gen_fractions else None,
-        "median_speedup": statistics.median(speedups) if speedups else None,
-        "impossible": sum(p["impossible"] for p in ok),
-        "gen_impossible": sum(p["gen_impossible"] for p in ok),
-    }
+    return ProblemReport(
+        level=level,
+        file=path.name,
+        path=str(path),
+        name=run_name(path),
+        status=outcome.status,
+        error=outcome.error,
+        seconds=outcome.seconds,
+        result=outcome.result,
+        measured_ms=lookup_time(timings, level, path.name),
+        gen_ms=lookup_time(gen_timings, level, path.name),
+    )

@@ -13,9 +13,12 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import InputError, PrecisionError, TorchrooflineError, UnknownGPUError
+
+if TYPE_CHECKING:
+    from .batch_report import BatchReport
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: Errors that mean the command itself was wrong, not one problem.
@@ -303,14 +306,14 @@ def _levels(text: str | None) -> set[int] | None:
         raise _UsageError(f"--level takes numbers like 1,2, got '{text}'") from None
 
 
-def write_report(report: dict, path: str) -> None:
+def write_report(report: BatchReport, path: str) -> None:
     """Write the batch report as Markdown, CSV or JSON by ``path``'s extension."""
     from .report import suite_csv, suite_markdown
 
     writers = {
         ".md": suite_markdown,
         ".csv": suite_csv,
-        ".json": lambda data: json.dumps(data, indent=2) + "\n",
+        ".json": lambda data: json.dumps(data.to_dict(), indent=2) + "\n",
     }
     _check_suffix(path)
     Path(path).write_text(writers[Path(path).suffix.lower()](report), encoding="utf-8")
@@ -355,7 +358,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     if args.out:
         write_report(report, args.out)
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report.to_dict(), indent=2))
     elif not args.out:
         print(suite_markdown(report))
     if args.plot_dir:
@@ -364,7 +367,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
         _warn_if_unmeasured(report)
         for picture in plot_suite(report, args.plot_dir, per_problem=args.per_problem):
             _note(f"wrote {picture}")
-    return EXIT_FAILED if report["summary"]["all"]["failed"] else EXIT_OK
+    return EXIT_FAILED if report.failed else EXIT_OK
 
 
 def _check_suffix(path: str) -> None:
@@ -372,10 +375,10 @@ def _check_suffix(path: str) -> None:
         raise _UsageError(f"--out must end in .md, .csv or .json, got '{path}'")
 
 
-def _warn_if_unmeasured(report: dict) -> None:
+def _warn_if_unmeasured(report: BatchReport) -> None:
     from .viz import problem_points
 
-    if report["problems"] and not problem_points(report):
+    if report.problems and not problem_points(report):
         _note(
             "no analyzed problem has a measured time, so the suite scatter and histogram are "
             "empty; pass --timings (KernelBench's baseline_time_torch.json)"
@@ -383,14 +386,16 @@ def _warn_if_unmeasured(report: dict) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    from .batch_report import BatchReport
     from .viz import plot_suite
 
     try:
-        report = json.loads(Path(args.report).read_text())
+        data = json.loads(Path(args.report).read_text())
     except (OSError, ValueError) as error:
         raise _UsageError(f"{args.report}: not a readable report JSON ({error})") from None
-    if not isinstance(report, dict) or "problems" not in report:
+    if not isinstance(data, dict) or "problems" not in data:
         raise _UsageError(f"{args.report}: not a 'torchroofline kernelbench' JSON report")
+    report = BatchReport.from_dict(data)
     _warn_if_unmeasured(report)
     for path in plot_suite(report, args.out, per_problem=args.per_problem):
         print(path)

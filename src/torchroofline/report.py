@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .breakdown import ModuleCost, module_costs, unconfirmed_figures
 
 if TYPE_CHECKING:
+    from .batch_report import BatchReport, ProblemReport
     from .roofline import KernelEstimate, Result
 
 SCHEMA_VERSION = 1
@@ -294,9 +295,9 @@ def format_prompt(result: Result, top: int = 3) -> str:
 
 #: Columns of the per-problem table: header → how to read it from a report's problem entry.
 SUITE_COLUMNS: dict[str, Any] = {
-    "level": lambda p: p["level"],
-    "problem": lambda p: p["file"],
-    "status": lambda p: p["status"],
+    "level": lambda p: p.level,
+    "problem": lambda p: p.file,
+    "status": lambda p: p.status,
     "flops": lambda p: _from_result(p, lambda r: r["flops"]["total"]),
     "bytes_unfused": lambda p: _from_result(p, lambda r: r["bytes"]["unfused"]),
     "bytes_fused": lambda p: _from_result(p, lambda r: r["bytes"]["fused"]),
@@ -305,24 +306,24 @@ SUITE_COLUMNS: dict[str, Any] = {
     "fused_estimate_ms": lambda p: _from_result(p, lambda r: r["time_ms"]["fused_estimate"]),
     "eager_estimate_ms": lambda p: _from_result(p, lambda r: r["time_ms"]["eager_estimate"]),
     "bottleneck": lambda p: _from_result(p, lambda r: r["bottleneck"]),
-    "measured_ms": lambda p: p["measured_ms"],
-    "gen_ms": lambda p: p["gen_ms"],
-    "sol_fraction": lambda p: p["sol_fraction"],
-    "speedup": lambda p: p["speedup"],
-    "error": lambda p: p["error"],
+    "measured_ms": lambda p: p.measured_ms,
+    "gen_ms": lambda p: p.gen_ms,
+    "sol_fraction": lambda p: p.sol_fraction,
+    "speedup": lambda p: p.speedup,
+    "error": lambda p: p.error,
 }
 
 
-def _from_result(problem: dict, read: Any) -> Any:
-    return read(problem["result"]) if problem.get("result") else None
+def _from_result(problem: ProblemReport, read: Any) -> Any:
+    return read(problem.result) if problem.result else None
 
 
-def suite_rows(report: dict) -> list[dict[str, Any]]:
+def suite_rows(report: BatchReport) -> list[dict[str, Any]]:
     """One flat dict per problem, keyed by :data:`SUITE_COLUMNS`."""
-    return [{name: read(p) for name, read in SUITE_COLUMNS.items()} for p in report["problems"]]
+    return [{name: read(p) for name, read in SUITE_COLUMNS.items()} for p in report.problems]
 
 
-def suite_csv(report: dict) -> str:
+def suite_csv(report: BatchReport) -> str:
     import csv
     import io
 
@@ -351,16 +352,16 @@ def _cell(name: str, value: Any) -> str:
     return str(value)
 
 
-def suite_markdown(report: dict) -> str:
+def suite_markdown(report: BatchReport) -> str:
     """Summary per level, then one row per problem."""
     lines = [
-        f"# torchroofline KernelBench report — {report['gpu']}, {report['precision']}",
+        f"# torchroofline KernelBench report — {report.gpu}, {report.precision}",
         "",
         "| level | problems | analyzed | failed | compute-bound | memory-bound "
         "| median % of SoL | median speedup | measured < SoL |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for level, row in report["summary"].items():
+    for level, row in report.summary.items():
         median = row["median_sol_fraction"]
         speedup = row["median_speedup"]
         lines.append(

@@ -223,7 +223,9 @@ def validate(
     if not problems:
         raise InputError(f"no problem files under {' '.join(map(str, paths))}")
     check_timings_match(timings, problems, timing_paths)
-    report = analyze_batch(problems, spec, precision, cache=cache, jobs=jobs, on_done=on_done)
+    report = analyze_batch(
+        problems, spec, precision, cache=cache, jobs=jobs, on_done=on_done
+    ).to_dict()
     checks = checks_from_report(report, timings)
     return {
         "gpu": spec.name,

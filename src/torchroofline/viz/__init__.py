@@ -2,7 +2,8 @@
 
 - :mod:`.rooflines`: the roofline of one result (:func:`plot_result`, :func:`plot_result_dict`);
 - :mod:`.gpus`: one workload's speed of light and fused estimate across GPUs (:func:`plot_gpus`);
-- :mod:`.suite`: a KernelBench batch report (:func:`plot_suite` and its scatter and histogram);
+- :mod:`.suite`: a KernelBench batch report, a :class:`~torchroofline.batch_report.BatchReport`
+  (:func:`plot_suite` and its scatter and histogram);
 - :mod:`.labels`: the label placer they share; :mod:`.canvas`: figures, saving, colours.
 
 Pictures draw from results (or their dictionary form) and never trace a model.
@@ -20,13 +21,7 @@ from .canvas import (
 )
 from .gpus import DEFAULT_GPUS, plot_gpus
 from .rooflines import KernelPoint, describe_roof, kernel_points, plot_result, plot_result_dict
-from .suite import (
-    ProblemPoint,
-    plot_suite,
-    plot_suite_histogram,
-    plot_suite_scatter,
-    problem_points,
-)
+from .suite import plot_suite, plot_suite_histogram, plot_suite_scatter, problem_points
 
 __all__ = [
     "BOUND_COLOURS",
@@ -38,7 +33,6 @@ __all__ = [
     "IMPOSSIBLE_COLOUR",
     "SUITE_FIGSIZE_IN",
     "KernelPoint",
-    "ProblemPoint",
     "Roof",
     "describe_roof",
     "kernel_points",

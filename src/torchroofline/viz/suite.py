@@ -4,10 +4,10 @@ roofline per problem."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..batch_report import level_name
 from .canvas import (
     IMPOSSIBLE_COLOUR,
     SUITE_FIGSIZE_IN,
@@ -25,41 +25,20 @@ from .rooflines import plot_result_dict
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-
-@dataclass(frozen=True)
-class ProblemPoint:
-    """One problem of a batch report with a bound and a measured time."""
-
-    level: int | None
-    file: str
-    sol_ms: float
-    measured_ms: float
-
-    @property
-    def impossible(self) -> bool:
-        """Measured faster than the speed of light."""
-        return self.measured_ms < self.sol_ms
-
-    @property
-    def percent_of_sol(self) -> float:
-        return 100 * self.sol_ms / self.measured_ms
+    from ..batch_report import BatchReport, ProblemReport
 
 
-def problem_points(report: dict[str, Any]) -> list[ProblemPoint]:
-    """Problems with status "ok", a result and a positive measured time."""
-    points = []
-    for problem in report.get("problems", ()):
-        result, measured = problem.get("result"), problem.get("measured_ms")
-        if problem.get("status") != "ok" or not result or not measured or measured <= 0:
-            continue
-        points.append(
-            ProblemPoint(problem.get("level"), problem["file"], result["time_ms"]["sol"], measured)
-        )
-    return points
+def problem_points(report: BatchReport) -> list[ProblemReport]:
+    """The problems a suite picture can place: analyzed, with a positive measured time."""
+    return [p for p in report.problems if p.ok and p.measured_ms and p.measured_ms > 0]
+
+
+def _percent_of_sol(problem: ProblemReport) -> float:
+    return 100 * problem.sol_fraction
 
 
 def plot_suite(
-    report: dict[str, Any], out_dir: str | Path, *, per_problem: bool = False
+    report: BatchReport, out_dir: str | Path, *, per_problem: bool = False
 ) -> list[Path]:
     """Pictures of a KernelBench batch report in ``out_dir``; returns the paths written (PNG).
 
@@ -76,49 +55,41 @@ def plot_suite(
     plot_suite_histogram(report, written[1])
     if per_problem:
         (out_dir / "problems").mkdir(exist_ok=True)
-        for problem in report.get("problems", ()):
-            if problem.get("result"):
-                name = f"{_level_name(problem.get('level'))}_{Path(problem['file']).stem}.png"
+        for problem in report.problems:
+            if problem.result:
+                name = f"{level_name(problem.level)}_{Path(problem.file).stem}.png"
                 path = out_dir / "problems" / name
                 plot_result_dict(with_measured(problem), path, title=_problem_title(problem))
                 written.append(path)
     return written
 
 
-def with_measured(problem: dict[str, Any]) -> dict[str, Any]:
+def with_measured(problem: ProblemReport) -> dict[str, Any]:
     """The problem's result dict, with its measured time as ``actual`` when it has none."""
-    data = problem["result"]
-    if data.get("actual") is None and problem.get("measured_ms"):
-        data = {**data, "actual": {"ms": problem["measured_ms"]}}
+    data = problem.result
+    if data.get("actual") is None and problem.measured_ms:
+        data = {**data, "actual": {"ms": problem.measured_ms}}
     return data
 
 
-def _problem_title(problem: dict[str, Any]) -> str:
-    data = problem["result"]
-    return f"{problem['file']} on {data['gpu']}, {data['precision']}"
+def _problem_title(problem: ProblemReport) -> str:
+    return f"{problem.file} on {problem.result['gpu']}, {problem.result['precision']}"
 
 
-def _level_name(level: int | None) -> str:
-    return "no-level" if level is None else f"level{level}"
-
-
-def _levels(points: Sequence[ProblemPoint]) -> dict[int | None, str]:
+def _levels(points: Sequence[ProblemReport]) -> dict[int | None, str]:
     """Level → colour, levels in order, "no level" last."""
     levels = sorted({p.level for p in points}, key=lambda level: (level is None, level or 0))
     palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22")
     return {level: palette[i % len(palette)] for i, level in enumerate(levels)}
 
 
-def _suite_title(report: dict[str, Any], points: Sequence[ProblemPoint], what: str) -> str:
-    skipped = len(report.get("problems", ())) - len(points)
+def _suite_title(report: BatchReport, points: Sequence[ProblemReport], what: str) -> str:
+    skipped = len(report.problems) - len(points)
     tail = f"; {skipped} failed or unmeasured, not shown" if skipped else ""
-    return (
-        f"{what} — {len(points)} problems on {report.get('gpu', '?')}, "
-        f"{report.get('precision', '?')}{tail}"
-    )
+    return f"{what} — {len(points)} problems on {report.gpu}, {report.precision}{tail}"
 
 
-def plot_suite_scatter(report: dict[str, Any], path: str | Path | None = None) -> Figure:
+def plot_suite_scatter(report: BatchReport, path: str | Path | None = None) -> Figure:
     """Measured time against SoL per problem of a batch report, log–log, coloured by level,
     with y = x: points below it are impossible (measured faster than light), ringed in red and
     named. Problems without a result or a measured time are counted in the title."""
@@ -209,7 +180,7 @@ _PERCENT_EDGES = tuple(10 ** (e / 4) for e in range(-4, 9))
 _IMPOSSIBLE_BIN = (100.0, 10**2.25)
 
 
-def plot_suite_histogram(report: dict[str, Any], path: str | Path | None = None) -> Figure:
+def plot_suite_histogram(report: BatchReport, path: str | Path | None = None) -> Figure:
     """How many problems reach each % of SoL (SoL / measured), stacked by level, on log bins;
     impossible ones (>100 %) in their own hatched bar."""
     target = save_target(path)
@@ -219,7 +190,7 @@ def plot_suite_histogram(report: dict[str, Any], path: str | Path | None = None)
     levels = _levels(points)
     floor = _PERCENT_EDGES[0] * 1.0001
     stacks = [
-        [max(p.percent_of_sol, floor) for p in points if p.level == level and not p.impossible]
+        [max(_percent_of_sol(p), floor) for p in points if p.level == level and not p.impossible]
         for level in levels
     ]
     if stacks:
@@ -245,7 +216,7 @@ def plot_suite_histogram(report: dict[str, Any], path: str | Path | None = None)
         gid="bars:impossible",
     )
     # from the bin holding the lowest value (at most 1 %, at least the first edge) to the end
-    lowest = min((p.percent_of_sol for p in points), default=100.0)
+    lowest = min((_percent_of_sol(p) for p in points), default=100.0)
     ax.set_xlim(
         max([e for e in _PERCENT_EDGES if e <= min(lowest, 1.0)] or [_PERCENT_EDGES[0]]),
         _IMPOSSIBLE_BIN[1],
@@ -261,7 +232,7 @@ def plot_suite_histogram(report: dict[str, Any], path: str | Path | None = None)
     return save(fig, target)
 
 
-def _say_if_empty(ax: Any, points: Sequence[ProblemPoint]) -> None:
+def _say_if_empty(ax: Any, points: Sequence[ProblemReport]) -> None:
     """A picture without points says why, in the picture: no problem had a measured time."""
     if not points:
         ax.text(
