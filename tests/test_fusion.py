@@ -455,3 +455,9 @@ def test_fused_between_compulsory_and_unfused(name: str) -> None:
     result = analyze(Fn(fn), *(meta(*shape) for shape in shapes))
     assert result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes
     assert result.fused_kernel_count <= result.unfused_kernel_count
+    # the plan is a schedule: every value a kernel loads was stored by an earlier kernel
+    kernels, trace = plan_of(fn, *(meta(*shape) for shape in shapes))
+    stored: set[int] = set(trace.input_value_ids)
+    for kernel in kernels:
+        assert {ref.value_id for ref in kernel.reads} <= stored
+        stored |= {ref.value_id for ref in kernel.writes}

@@ -27,6 +27,7 @@ buffer) — a kept storage in full, whatever part of it the kernel's last write 
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from collections import Counter
@@ -242,7 +243,6 @@ class NodeKind(str, Enum):
     EXTERN = "extern"  #: ``ExternKernelSchedulerNode``: a library call; never fused
     POINTWISE = "pointwise"  #: ``SchedulerNode`` over a pointwise loop
     REDUCTION = "reduction"  #: ``SchedulerNode`` over a reduction loop
-    FUSED = "fused"  #: ``FusedSchedulerNode``: several nodes, one kernel
 
 
 def _node_kind(op: OpRecord) -> NodeKind:
@@ -504,8 +504,9 @@ def _kept_storages(ops: Iterable[OpRecord], kept: set[int]) -> set[int]:
 
 @dataclass
 class _Group:
-    """A scheduler node while fusion runs: its members and its place in the dependency graph
-    (``ancestors``: bit i set when original node i must run before it)."""
+    """A scheduler node while fusion runs — one node, or a ``FusedSchedulerNode`` of several —
+    with its place in the dependency graph (``ancestors``: bit i set when original node i must
+    run before it)."""
 
     members: list[int]
     mask: int
@@ -683,7 +684,7 @@ def schedule(nodes: Sequence[SchedulerNode], bytes_of: Callable[[TensorRef], int
     for _ in range(FUSION_ROUNDS):
         if not _fuse_once(s, refused):
             break
-    alive = sorted(s.live, key=lambda g: s.groups[g].first)
+    alive = _topological(s, deps)
     position = {g: k for k, g in enumerate(alive)}
     reasons = {}
     for pair, reason in refused.items():
@@ -691,6 +692,30 @@ def schedule(nodes: Sequence[SchedulerNode], bytes_of: Callable[[TensorRef], int
         if first != second:
             reasons[(first, second)] = reason
     return [sorted(s.groups[g].members) for g in alive], reasons
+
+
+def _topological(s: _Scheduler, deps: Sequence[set[int]]) -> list[int]:
+    """The live groups in an order that runs every producer first, the earliest first
+    (``topological_sort_schedule``)."""
+    successors: dict[int, set[int]] = {g: set() for g in s.live}
+    waiting = dict.fromkeys(s.live, 0)
+    for node, node_deps in enumerate(deps):
+        for dep in node_deps:
+            before, after = s.group_of[dep], s.group_of[node]
+            if before != after and after not in successors[before]:
+                successors[before].add(after)
+                waiting[after] += 1
+    ready = [(s.groups[g].first, g) for g, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, group = heapq.heappop(ready)
+        order.append(group)
+        for after in successors[group]:
+            waiting[after] -= 1
+            if not waiting[after]:
+                heapq.heappush(ready, (s.groups[after].first, after))
+    return order
 
 
 def _candidates(s: _Scheduler) -> list[tuple[int, int]]:
@@ -787,8 +812,9 @@ def _boundary(
     uninitialised: frozenset[int],
 ) -> list[tuple[tuple[TensorRef, ...], tuple[TensorRef, ...]]]:
     """(reads, writes) of each kernel: values from outside it once each; values another kernel
-    reads or the model keeps; for a kept storage, the largest write any of its versions made in
-    the kernel (what every version wrote there must reach memory)."""
+    reads or the model keeps; for a kept storage, its last version in the kernel at the size of
+    the largest write any of its versions made there (what every version wrote must reach
+    memory)."""
     produced = [{ref.value_id for op in ops for ref in op.writes} for ops in ops_by_kernel]
     loads = [
         [ref for op in ops for ref in op.reads
@@ -802,16 +828,15 @@ def _boundary(
         stores = [ref for op in ops for ref in op.writes]
         by_value = [ref for ref in stores if ref.storage_id not in kept_storages
                     and ref.value_id in loaded_elsewhere]
-        by_storage: dict[int, TensorRef] = {}
+        versions: dict[int, list[TensorRef]] = {}
         for ref in stores:
-            if ref.storage_id in kept_storages and (
-                ref.storage_id not in by_storage
-                or ref.elements > by_storage[ref.storage_id].elements
-            ):
-                by_storage[ref.storage_id] = ref
-        boundaries.append(
-            (largest_per_value(refs), largest_per_value(by_value) + tuple(by_storage.values()))
+            if ref.storage_id in kept_storages:
+                versions.setdefault(ref.storage_id, []).append(ref)
+        in_full = (
+            replace(max(refs, key=lambda r: r.elements), value_id=refs[-1].value_id)
+            for refs in versions.values()
         )
+        boundaries.append((largest_per_value(refs), largest_per_value(by_value) + tuple(in_full)))
     return boundaries
 
 
