@@ -66,29 +66,6 @@ def tensor_bytes(ref: TensorRef, float_bytes: int) -> int:
     return ref.elements * min(float_bytes, ref.itemsize)
 
 
-#: Traced dtype → the precision whose units run it, for dtypes narrower than fp32.
-NARROW_DTYPE_PRECISION = {
-    "float16": "fp16",
-    "bfloat16": "bf16",
-    "float8_e4m3fn": "fp8",
-    "float8_e5m2": "fp8",
-    "float8_e4m3fnuz": "fp8",
-    "float8_e5m2fnuz": "fp8",
-}
-
-
-def op_precision(op: OpRecord, precision: str) -> str:
-    """The precision an op runs at: the target, unless the model itself computes it in a
-    narrower float dtype (then that dtype's tensor cores are the ones that can run it)."""
-    narrow = next(
-        (NARROW_DTYPE_PRECISION[r.dtype] for r in op.reads if r.dtype in NARROW_DTYPE_PRECISION),
-        None,
-    )
-    if narrow is None or FLOAT_ELEMENT_BYTES[narrow] >= FLOAT_ELEMENT_BYTES[precision]:
-        return precision
-    return narrow
-
-
 @dataclass(frozen=True)
 class FlopCount:
     """FLOPs of one op: ``tensor`` (matmul-class, of family ``kind``) and ``vector`` (the rest)."""

@@ -17,9 +17,34 @@ from typing import Any
 
 import torch
 
-from .costs import MatmulKind, OpRecord, float_element_bytes, op_precision
+from .costs import FLOAT_ELEMENT_BYTES, MatmulKind, OpRecord, float_element_bytes
 from .errors import PrecisionError
 from .hardware import GPUSpec
+
+# --- The precision an op runs at ----------------------------------------------------------------
+
+#: Traced dtype → the precision whose units run it, for dtypes narrower than fp32.
+NARROW_DTYPE_PRECISION = {
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "float8_e4m3fnuz": "fp8",
+    "float8_e5m2fnuz": "fp8",
+}
+
+
+def op_precision(op: OpRecord, precision: str) -> str:
+    """The precision an op runs at: the target, unless the model itself computes it in a
+    narrower float dtype (then that dtype's tensor cores are the ones that can run it)."""
+    narrow = next(
+        (NARROW_DTYPE_PRECISION[r.dtype] for r in op.reads if r.dtype in NARROW_DTYPE_PRECISION),
+        None,
+    )
+    if narrow is None or FLOAT_ELEMENT_BYTES[narrow] >= FLOAT_ELEMENT_BYTES[precision]:
+        return precision
+    return narrow
+
 
 # --- The user's switches ------------------------------------------------------------------------
 

@@ -18,7 +18,6 @@ from .costs import (
     MatmulKind,
     OpRecord,
     float_element_bytes,
-    op_precision,
 )
 from .demand import necessary_work
 from .errors import InputError
@@ -28,6 +27,7 @@ from .precision import (
     TORCH_DEFAULTS,
     MathSwitches,
     check_precision,
+    op_precision,
     unit_for,
     unit_notes,
 )
