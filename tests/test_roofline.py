@@ -218,6 +218,9 @@ def test_switches_are_read_once_and_kept_by_on(switches) -> None:
     # A100 80GB TF32 tensor cores: 156 TFLOP/s dense (A100 datasheet)
     assert result.on("a100").compute_sol_s == pytest.approx(MATMUL_FLOPS / 156e12, rel=1e-12)
     assert result.ridge_point == pytest.approx(H100_TF32 / H100_BANDWIDTH, rel=1e-12)
+    assert result.to_dict()["math_switches"] == {
+        "matmul": "high", "cudnn_conv": "tf32", "cudnn_rnn": "tf32"
+    }
 
 
 def test_precision_is_case_insensitive() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,7 @@ def result_to_dict(result: Result) -> dict[str, Any]:
         "gpu": result.gpu.name,
         "gpu_key": result.gpu.key,
         "precision": result.precision,
+        "math_switches": dataclasses.asdict(result.switches),
         "cache": result.cache,
         "params": result.params,
         "flops": {
