@@ -234,6 +234,7 @@ GPU_COLUMNS: dict[str, Callable[[Any], str]] = {
     + ("?" if "memory_bandwidth_bytes_per_s" in g.unconfirmed else ""),
     "L2 MB": lambda g: f"{g.l2_bytes / 2**20:.0f}" + ("?" if "l2_bytes" in g.unconfirmed else ""),
     "FP32": lambda g: _tflops(g, "fp32", False),
+    "FP16 vec": lambda g: _tflops(g, "fp16", False),
     "TF32": lambda g: _tflops(g, "tf32", True),
     "FP16": lambda g: _tflops(g, "fp16", True),
     "BF16": lambda g: _tflops(g, "bf16", True),
@@ -254,7 +255,11 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
-    print("Dense peaks in TFLOP/s (no sparsity). '?' = not confirmed in two sources.")
+    print(
+        "Dense peaks in TFLOP/s (no sparsity); FP32 and FP16 vec on the CUDA cores / vector ALUs "
+        "(FP16 vec: packed half2; '—': priced at FP32), the rest on tensor cores. '?' = not "
+        "confirmed in two sources or derived; sources: docs/gpu_sources.md."
+    )
     return EXIT_OK
 
 
