@@ -186,6 +186,30 @@ def test_cudnn_allow_tf32_false_puts_conv_and_rnn_on_cuda_cores(switches) -> Non
     assert rnn.compute_sol_s == pytest.approx(rnn.flops / H100_FP32, rel=1e-12)
 
 
+class _AllFamilies(nn.Module):
+    """A matmul, a convolution, attention and a cuDNN RNN: every family a switch governs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(16, 16, 3, padding=1)
+        self.rnn = nn.GRU(64, 64)
+
+    def forward(self, image: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        attention = F.scaled_dot_product_attention(q, q, q)
+        return self.conv(image), attention, self.rnn(q[0])[0], q[0, 0] @ q[0, 0].mT
+
+
+def test_more_permissive_switches_never_raise_the_bound(switches) -> None:
+    inputs = (meta(8, 16, 64, 64), meta(2, 4, 256, 64))
+    compute_s = []
+    for precision in ("highest", "high", "medium"):
+        torch.set_float32_matmul_precision(precision)
+        compute_s.append(analyze(_AllFamilies(), *inputs, precision="fp32").compute_sol_s)
+    assert compute_s[0] > compute_s[1] > compute_s[2]
+    switches.cudnn.allow_tf32 = False  # convolutions and RNNs back on the CUDA cores
+    assert analyze(_AllFamilies(), *inputs, precision="fp32").compute_sol_s > compute_s[2]
+
+
 def test_switches_do_not_touch_requested_precisions(switches) -> None:
     switches.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("medium")
