@@ -594,13 +594,13 @@ def _all_gpus() -> tuple[GPUSpec, ...]:
 
 
 @functools.cache
-def _index() -> dict[str, GPUSpec]:
+def _index() -> Mapping[str, GPUSpec]:
     """Every lookup form of every name (see :func:`_compact`) → its GPU, built once."""
     index: dict[str, GPUSpec] = {}
     for spec in _all_gpus():
         for known in _names(spec):
             index.setdefault(_compact(known), spec)
-    return index
+    return MappingProxyType(index)
 
 
 def get_gpu(name: str | GPUSpec) -> GPUSpec:
