@@ -693,3 +693,21 @@ def test_rule_coverage() -> None:
     # an op that decomposes before dispatch (CompositeImplicitAutograd) never reaches a trace
     assert "linalg_solve_ex" not in coverage.unsupported
     assert "linalg_matrix_exp" in coverage.unsupported
+
+
+def test_more_linalg_and_small_families() -> None:
+    n = 32
+    eig = analyze(Fn(torch.linalg.eig), meta(n, n))
+    assert eig.tensor_flops == 10 * n**3 // 3  # Hessenberg reduction, 10n³/3
+    inverse = analyze(Fn(torch.cholesky_inverse), meta(n, n))
+    assert inverse.tensor_flops == (4 * n**3 + 3 * n**2 + 5 * n) // 6  # potri
+    rows = 100
+    cross = analyze(Fn(torch.linalg.cross), meta(rows, 3), meta(rows, 3))
+    assert cross.vector_flops == 3 * rows * 3  # a·b − c·d per component
+    polar = analyze(Fn(torch.polar), meta(rows), meta(rows))
+    assert polar.vector_flops == 4 * rows
+    trace = analyze(Fn(torch.trace), meta(n, 2 * n))
+    assert trace.vector_flops == n
+    assert trace.compulsory_bytes == n * 4 + 4  # the diagonal in, a scalar out
+    for result in (eig, inverse, cross, polar, trace):
+        assert result.unsupported_ops == {}

@@ -307,6 +307,8 @@ POINTWISE_FLOPS_PER_ELEMENT: dict[str, int] = {
     "triu_indices": 0, "tril_indices": 0, "eye": 0, "range": 0,  # generators, like arange
     "fft_fftfreq": 0, "fft_rfftfreq": 0, "complex": 0,
     "_add_relu": 2,
+    "linalg_cross": 3,  # each component a·b − c·d
+    "polar": 4,  # r·cos θ, r·sin θ per complex output
     "linspace": 2,  # start + i·step: one multiply-add
     "logspace": 3,  # base ** (start + i·step): a multiply-add and a power
     # one instruction each
@@ -368,6 +370,9 @@ REDUCTION_FLOPS_PER_INPUT_ELEMENT: dict[str, int] = {
     "any": 1, "all": 1, "cumsum": 1, "cumprod": 1, "logcumsumexp": 3, "cummax": 1, "cummin": 1,
     "_logcumsumexp": 3, "_cummax_helper": 1, "_cummin_helper": 1,
     "dist": 3,  # sub, abs (or square), accumulate
+    "_weight_norm_interface": 3,  # square and accumulate for ‖v‖, then scale v by g/‖v‖
+    "multi_margin_loss": 4, "multilabel_margin_loss_forward": 4,  # sub, add, max, accumulate
+    "native_norm": 2,
     "mean": 1,  # sum, then one divide per output (folded into the element count: negligible)
     "var": 3, "std": 3, "var_mean": 3, "std_mean": 3,  # sub mean, square, accumulate
     "_softmax": 5, "softmax": 5, "_safe_softmax": 5,  # max, sub, exp, sum, div
@@ -408,6 +413,18 @@ def _picked_by_target(op: TracedOp) -> tuple[TensorRef, ...]:
 def nll_loss_flops(op: TracedOp) -> FlopCount:
     """One negate-and-accumulate per target element."""
     return FlopCount(vector=_numel(op.args[1]))
+
+
+def _diagonal_reads(op: TracedOp) -> tuple[TensorRef, ...]:
+    """``trace`` loads the diagonal of its matrix, min(m, n) elements."""
+    (matrix,) = op.reads
+    return (replace(matrix, elements=min(op.args[0].shape)),)
+
+
+@register(["trace"], Category.REDUCTION, fusible=True, reads=_diagonal_reads)
+def trace_flops(op: TracedOp) -> FlopCount:
+    """One add per diagonal element."""
+    return FlopCount(vector=min(op.args[0].shape))
 
 
 @register(
@@ -767,6 +784,23 @@ def factored_solve_flops(op: TracedOp) -> int:
     return math.prod(rhs.shape) // n * lu_solve_flops(n, 1)
 
 
+@register(["cholesky_inverse"], Category.COMPUTE, fusible=False)
+@_linalg
+def cholesky_inverse_flops(op: TracedOp) -> int:
+    """potri, the inverse from a Cholesky factor: 2n³/3 + n²/2 + 5n/6."""
+    batch, n, _ = _matrices(op.args[0])
+    return batch * ((4 * n**3 + 3 * n * n + 5 * n) // 6)
+
+
+@register(["linalg_eig"], Category.COMPUTE, fusible=False)
+@_linalg
+def eig_flops(op: TracedOp) -> int:
+    """General eigendecomposition: every dense method first reduces to Hessenberg form, gehrd,
+    10n³/3 (Golub & Van Loan §7.4.3; the QR iterations and eigenvectors are not counted)."""
+    batch, n, _ = _matrices(op.args[0])
+    return batch * (10 * n**3) // 3
+
+
 @register(["linalg_inv_ex"], Category.COMPUTE, fusible=False)
 @_linalg
 def inverse_flops(op: TracedOp) -> int:
@@ -797,11 +831,12 @@ def triangular_solve_flops(op: TracedOp) -> int:
     return solution.numel() * per_element
 
 
-@register(["linalg_qr", "geqrf"], Category.COMPUTE, fusible=False)
+@register(["linalg_qr", "geqrf", "linalg_lstsq"], Category.COMPUTE, fusible=False)
 @_linalg
 def qr_flops(op: TracedOp) -> int:
     """geqrf, Householder QR of an m×n matrix: 2·M·k² − 2k³/3 (k = min, M = max; the lower-order
-    terms are positive). Forming Q explicitly costs more and is not counted."""
+    terms are positive). Forming Q explicitly costs more and is not counted; a least-squares
+    solve (``linalg_lstsq``) is charged its QR alone."""
     batch, rows, columns = _matrices(op.args[0])
     k, big = min(rows, columns), max(rows, columns)
     return batch * (2 * big * k * k - (2 * k**3) // 3)
@@ -867,6 +902,7 @@ register(
         "repeat", "roll", "flip", "narrow_copy", "slice_scatter", "select_scatter",
         "as_strided_scatter", "diagonal_scatter",
         "upsample_bilinear2d", "_upsample_bilinear2d_aa", "upsample_linear1d", "upsample_bicubic2d",
+        "_upsample_bicubic2d_aa", "_upsample_lanczos2d_aa", "grid_sampler_3d",
         "upsample_trilinear3d", "pixel_shuffle", "pixel_unshuffle", "im2col", "col2im",
         "masked_select", "repeat_interleave", "channel_shuffle", "grid_sampler_2d", "unfold_copy",
         "diag_embed", "diag", "diagflat", "rot90", "block_diag",
@@ -878,7 +914,8 @@ register(
 register(
     ["scatter", "scatter_add", "scatter_reduce", "index_put", "_index_put_impl",
      "_unsafe_index_put", "index_add", "index_copy", "index_fill", "masked_scatter", "nonzero",
-     "unique", "_unique2", "bincount", "histc",
+     "unique", "_unique2", "_unique", "unique_consecutive", "unique_dim", "unique_dim_consecutive",
+     "bincount", "histc", "nonzero_static", "max_unpool2d", "max_unpool3d", "put", "index_reduce",
      # a linalg op's error check: reads one int32 status per matrix, no arithmetic
      "_linalg_check_errors"],
     Category.DATA_MOVEMENT,
@@ -921,7 +958,7 @@ OVERWRITES_DESTINATION = frozenset(
 #: accumulating ones also load those positions, the others load nothing of the destination.
 STORES_SOURCE_POSITIONS = {
     "index_put": False, "_index_put_impl": False, "_unsafe_index_put": False, "scatter": False,
-    "index_copy": False, "masked_scatter": False,
+    "index_copy": False, "masked_scatter": False, "put": False, "index_reduce": True,
     "index_fill": False, "scatter_add": True, "index_add": True, "scatter_reduce": True,
 }
 

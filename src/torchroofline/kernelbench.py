@@ -39,10 +39,6 @@ class Problem:
     get_inputs: Callable[[], Sequence[Any]]
     get_init_inputs: Callable[[], Sequence[Any]]
 
-    @property
-    def file(self) -> str:
-        return self.path.name
-
 
 def level_of(path: Path) -> int | None:
     """The N of the nearest ``levelN`` folder above ``path``, else ``None``."""
