@@ -254,7 +254,10 @@ def unit_for(
     key, throughput = unit_rule.tensor_key, unit_rule.throughput
     while key is not None and not gpu.has_tensor(key):
         fallback, why = FALLBACK_UNITS[key]
-        reasons.append(f"the {gpu.name} has no {key} tensor cores: fastest unit instead ({why})")
+        reasons.append(
+            f"the {gpu.name} has no {key} tensor cores; priced on the fastest unit that can run "
+            f"them ({why})"
+        )
         key, throughput = fallback, 1.0
     if key is None:
         return Unit("vector", gpu.vector_peak(math), _CUDA_CORES, tuple(reasons))
