@@ -101,7 +101,7 @@ def test_fp32_rnn_uses_tf32() -> None:
 
 
 def _fallback_note(result) -> str:
-    (note,) = [note for note in result.notes if "tensor cores:" in note]
+    (note,) = [note for note in result.notes if "priced on the fastest unit" in note]
     return note
 
 
