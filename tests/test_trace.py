@@ -290,17 +290,17 @@ def test_batch_norm_training_traces() -> None:
 
 
 def test_op_without_a_rule_is_counted_and_named() -> None:
-    qr = torch.ops.aten.linalg_qr.default
-    assert "linalg_qr" not in _RULES and torch.Tag.pointwise not in qr.tags  # precondition
-    result = analyze(Fn(lambda x: torch.linalg.qr(x)[0] + 1), meta(8, 8))
-    assert result.unsupported_ops == {"aten.linalg_qr.default": 1}
+    exp = torch.ops.aten.linalg_matrix_exp.default
+    assert "linalg_matrix_exp" not in _RULES and torch.Tag.pointwise not in exp.tags  # precondition
+    result = analyze(Fn(lambda x: torch.linalg.matrix_exp(x) + 1), meta(8, 8))
+    assert result.unsupported_ops == {"aten.linalg_matrix_exp.default": 1}
     [note] = [note for note in result.notes if "no cost rule" in note]
-    assert "aten.linalg_qr.default ×1" in note
-    # costed conservatively: its input and outputs (Q and R) as a kernel of its own, no FLOPs
-    qr_op = next(op for op in result.ops if not op.has_rule)
-    assert qr_op.total_flops == 0
-    assert qr_op.category is Category.DATA_MOVEMENT and not qr_op.fusible
-    assert result.to_dict()["unsupported_ops"] == {"aten.linalg_qr.default": 1}
+    assert "aten.linalg_matrix_exp.default ×1" in note
+    # costed conservatively: its input and output as a kernel of its own, no FLOPs
+    exp_op = next(op for op in result.ops if not op.has_rule)
+    assert exp_op.total_flops == 0
+    assert exp_op.category is Category.DATA_MOVEMENT and not exp_op.fusible
+    assert result.to_dict()["unsupported_ops"] == {"aten.linalg_matrix_exp.default": 1}
 
 
 # --- Data-dependent models ---------------------------------------------------------------------
