@@ -31,7 +31,7 @@ CATEGORY_COLOURS = {
     "pointwise": "#2ca02c",
     "data-movement": "#7f7f7f",
 }
-BOUND_COLOURS = {"compute": "#1f77b4", "memory": "#ff7f0e", "launch": "#9e9e9e", "other": "#d9d9d9"}
+BOUND_COLOURS = {"compute": "#1f77b4", "memory": "#ff7f0e", "host": "#bdbdbd"}
 IMPOSSIBLE_COLOUR = "#d62728"
 ROOF_COLOUR = "#333333"
 

@@ -33,8 +33,8 @@ def plot_gpus(
     of ``gpus`` at ``precision`` (default: its own) with ``Result.on``, which does not trace
     again; given several Results, they are drawn as they are, in order.
     Left: SoL per GPU, coloured by bottleneck. Right: the fused estimate split into time in
-    compute-bound kernels, in memory-bound kernels, launch floors, and the rest of the estimate
-    (host-side costs where the performance model adds them).
+    compute-bound kernels and in memory-bound kernels (each kernel's estimated GPU time), and the
+    time the GPU waits on the host (launches).
     """
     target = save_target(path)
     results = _priced(results, gpus, precision)
@@ -67,7 +67,7 @@ def plot_gpus(
 
     for ax, heading, widest in (
         (sol_ax, "speed of light (bottleneck)", max(sol)),
-        (fused_ax, "fused estimate (kernel time by bound, launches, rest)", max(left)),
+        (fused_ax, "fused estimate (GPU time by kernel bound, host)", max(left)),
     ):
         ax.set_title(heading, fontsize=10)
         ax.set_xlabel("time")
@@ -79,8 +79,7 @@ def plot_gpus(
         handles=[
             Patch(color=BOUND_COLOURS["compute"], label="compute bound"),
             Patch(color=BOUND_COLOURS["memory"], label="memory bound"),
-            Patch(color=BOUND_COLOURS["launch"], label="launch floors"),
-            Patch(color=BOUND_COLOURS["other"], label="rest of the estimate"),
+            Patch(color=BOUND_COLOURS["host"], label="waiting on the host"),
         ],
         loc="outside lower center",
         ncols=3,
@@ -115,17 +114,16 @@ def _priced(
 
 
 #: The fused estimate's parts, in drawing order.
-FUSED_PARTS = ("compute", "memory", "launch", "other")
+FUSED_PARTS = ("compute", "memory", "host")
 
 
 def _fused_parts_ms(result: Result) -> dict[str, float]:
-    """The fused estimate (ms) split into its kernels' roofline time by bound, their launch
-    floors, and what the estimate adds beyond them ("other": host costs, never negative)."""
-    kernels = result.kernels
+    """The fused estimate (ms) split into its kernels' estimated GPU time by bound
+    (``Result.kernel_gpu_s``) and the rest, the time the GPU waits on the host."""
+    gpu_s = result.kernel_gpu_s
     parts = {
-        bound: sum(max(k.compute_s, k.memory_s) for k in kernels if k.bound == bound) * 1e3
+        bound: sum(s for kernel, s in gpu_s.items() if kernel.bound == bound) * 1e3
         for bound in ("compute", "memory")
     }
-    parts["launch"] = sum(k.launches * k.launch_s for k in kernels) * 1e3
-    parts["other"] = max(result.time_ms["fused_estimate"] - sum(parts.values()), 0.0)
+    parts["host"] = max(result.time_ms["fused_estimate"] - sum(parts.values()), 0.0)
     return parts
