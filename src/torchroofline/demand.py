@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .costs import Category, FlopCount, MatmulKind, OpRecord, tensor_bytes
+from .costs import SHAPE_ONLY_TEMPLATES, Category, FlopCount, MatmulKind, OpRecord, tensor_bytes
 from .regions import (
     Box,
     IndexSet,
@@ -89,7 +89,7 @@ class _Context:
     def loaded(self, position: int) -> int:
         """Elements of read ``position`` the moved cost rule says the op loads (0 for a
         destination it overwrites, an ``out=`` buffer, a template it takes only the shape of)."""
-        if self.op.base in SHAPE_ONLY_FIRST_ARGUMENT and position == 0:
+        if self.op.base in SHAPE_ONLY_TEMPLATES and position == 0:
             return 0
         moved = self.record.reads
         if len(moved) == len(self.op.reads):
@@ -100,24 +100,6 @@ class _Context:
     def argument(self, name: str, default: Any = None) -> Any:
         return argument(self.op, name, default)
 
-
-#: Ops that take only the shape, dtype and device of their first argument, never its data.
-SHAPE_ONLY_FIRST_ARGUMENT = frozenset(
-    {
-        "zeros_like",
-        "ones_like",
-        "full_like",
-        "empty_like",
-        "rand_like",
-        "randn_like",
-        "randint_like",
-        "new_zeros",
-        "new_ones",
-        "new_full",
-        "new_empty",
-        "new_empty_strided",
-    }
-)
 
 Rule = Callable[[_Context], Demand]
 DEMAND_RULES: dict[str, Rule] = {}
