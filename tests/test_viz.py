@@ -196,6 +196,18 @@ def test_model_points_and_measured(conv_result):
     assert "IMPOSSIBLE" not in label
 
 
+def test_every_model_point_gets_its_label():
+    # the README picture's block: the measured point sits right under the SoL point on a crowded
+    # plot; both labels must find a place (the measured one is placed first)
+    spec = importlib.util.spec_from_file_location("make_images", ROOT / "docs" / "make_images.py")
+    images = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(images)
+    result = torchroofline.analyze(images.TransformerBlock().eval(), meta(8, 512, 512))
+    fig = result.with_actual(result.sol_ms * 2.7).plot()
+    for key in ("sol", "fused", "measured"):
+        assert len(by_gid(fig, f"label:model:{key}")) == 1, key
+
+
 def test_measured_faster_than_light_is_flagged(conv_result):
     fast = conv_result.with_actual(conv_result.sol_ms / 2)
     fig = fast.plot()

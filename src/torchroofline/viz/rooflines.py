@@ -259,7 +259,9 @@ def plot_result_dict(
         )
         labeller.block_marker(roof.ridge(bandwidth), roof.peak_flops_per_s, _RIDGE_MARKER_PT2)
     _label_roofs(ax, labeller, data, bandwidth, roofs, (x_lo, x_hi), y_lo)
-    for key, (x, y, text) in model.items():
+    # the measured point first: it sits right under the SoL point, whose label has more room
+    for key in sorted(model, key=lambda key: key != "measured"):
+        x, y, text = model[key]
         labeller.place(
             x,
             y,
