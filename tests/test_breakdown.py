@@ -87,3 +87,22 @@ def test_a_derived_tensor_roof_flags_its_table_figure():
 
     priced = torchroofline.analyze(Attention(), q, "b200")
     assert "tensor.tf32" in unconfirmed_figures(priced)
+
+
+class Layer(TwoLayers):
+    def __init__(self) -> None:
+        super().__init__()
+        self.narrow = nn.Linear(256, 64, bias=False)  # back to the input width: layers stack
+
+
+def test_depth_sums_a_layer_s_modules():
+    layers = nn.Sequential(Layer(), Layer())
+    result = torchroofline.analyze(layers, torch.empty(128, 64, device="meta"))
+    leaves = {cost.path: cost for cost in module_costs(result)}
+    assert {"0.wide", "0.narrow", "1.wide", "1.narrow", "0", "1"} == set(leaves)
+    by_layer = {cost.path: cost for cost in module_costs(result, depth=1)}
+    assert set(by_layer) == {"0", "1"}
+    for layer in ("0", "1"):  # the layer's own forward (the * 2.0) plus its two Linears
+        parts = [leaves[layer], leaves[f"{layer}.wide"], leaves[f"{layer}.narrow"]]
+        assert by_layer[layer].flops == sum(part.flops for part in parts)
+        assert by_layer[layer].bytes == sum(part.bytes for part in parts)

@@ -44,13 +44,16 @@ class ModuleCost:
         }
 
 
-def module_costs(result: Result) -> list[ModuleCost]:
+def module_costs(result: Result, depth: int | None = None) -> list[ModuleCost]:
     """The roll-up by module path (``OpRecord.module_path``, the innermost module that ran the
-    op), costliest first. Views are free and count as ops only."""
+    op), costliest first. Views are free and count as ops only. With ``depth``, paths are cut to
+    their first ``depth`` names, so ``depth=2`` sums ``blocks.3.attn.qkv`` and every other
+    module of ``blocks.3`` into ``blocks.3``: which layer costs most."""
     kernels = iter(result.eager_kernels)  # one per op that is not a view, in op order
     totals: dict[str, list[float]] = {}
     for op in result.ops:
-        row = totals.setdefault(op.module_path or TOP_LEVEL, [0, 0, 0, 0.0])
+        path = ".".join(op.module_path.split(".")[:depth]) if op.module_path else TOP_LEVEL
+        row = totals.setdefault(path, [0, 0, 0, 0.0])
         row[0] += 1
         row[1] += op.total_flops
         if op.category is not Category.ZERO_COPY:
