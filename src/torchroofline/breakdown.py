@@ -49,15 +49,17 @@ def module_costs(result: Result, depth: int | None = None) -> list[ModuleCost]:
     op), costliest first. Views are free and count as ops only. With ``depth``, paths are cut to
     their first ``depth`` names, so ``depth=2`` sums ``blocks.3.attn.qkv`` and every other
     module of ``blocks.3`` into ``blocks.3``: which layer costs most."""
-    kernels = iter(result.eager_kernels)  # one per op that is not a view, in op order
+    # the eager plan is one kernel per op that is not a view, in op order (fusion.eager_plan)
+    non_views = [op for op in result.ops if op.category is not Category.ZERO_COPY]
+    eager = dict(zip(map(id, non_views), result.eager_kernels, strict=True))
     totals: dict[str, list[float]] = {}
     for op in result.ops:
         path = ".".join(op.module_path.split(".")[:depth]) if op.module_path else TOP_LEVEL
         row = totals.setdefault(path, [0, 0, 0, 0.0])
         row[0] += 1
         row[1] += op.total_flops
-        if op.category is not Category.ZERO_COPY:
-            kernel = next(kernels)
+        kernel = eager.get(id(op))
+        if kernel is not None:
             row[2] += kernel.bytes
             row[3] += max(kernel.compute_s, kernel.memory_s) * 1e3
     costs = [
