@@ -33,7 +33,7 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """``--help`` shows each option's default where there is one to show (not None/False)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default in (None, False):
+        if action.default is None or action.default is False:  # identity: 0 is a default
             return action.help
         return super()._get_help_string(action)
 
