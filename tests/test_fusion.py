@@ -373,6 +373,36 @@ def test_reductions_over_the_same_dims_share_one_kernel() -> None:
     assert [kernel_elements(k) for k in kernels] == [RC + 2 * R]
 
 
+def test_normalize_is_recomputed_by_a_reader_over_other_dims() -> None:
+    # softmax = row statistics (max, sum) + a pointwise normalize; the column sum cannot share
+    # the row kernel, so it recomputes exp(x - max) / sum from x and the statistics:
+    # statistics kernel x in, R out; column kernel x and R in, C out
+    kernels, _ = plan_of(lambda x: torch.softmax(x, -1).sum(0), meta(R, C))
+    assert [kernel_elements(k) for k in kernels] == [RC + R, RC + R + C]
+
+
+def test_batch_norm_in_training_is_statistics_then_a_pointwise_kernel() -> None:
+    # the statistics fold the outer dims (N, H, W per channel): the normalize + relu epilogue
+    # cannot run in the reduction's kernel, so it loads x again with the statistics
+    n, c, hw = 2, 8, 16 * 16
+    params = 4 * c  # weight, bias, running mean and variance
+    model = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU())
+    kernels, _ = plan_of(model, meta(n, c, 16, 16))
+    stats, normalize = [k for k in kernels if "native_batch_norm" in k.name]
+    assert kernel_elements(stats) == n * c * hw + params + c
+    assert kernel_elements(normalize) == n * c * hw + params + c + n * c * hw
+    assert "reduction over outer dims" in " ".join(normalize.refusals)
+
+
+def test_batch_norm_in_eval_is_pointwise() -> None:
+    # eval batch norm scales and shifts with the running statistics: one pointwise kernel
+    # with the relu (x, four parameter vectors in; y out)
+    n, c = 2, 8
+    model = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU()).eval()
+    kernels, _ = plan_of(model, meta(n, c, 16, 16))
+    assert [kernel_elements(k) for k in kernels] == [2 * n * c * 256 + 4 * c]
+
+
 def test_cheap_value_with_two_readers_is_recomputed_in_each() -> None:
     # y = x.cos() has two users but loads one buffer (≤ realize_reads_threshold): Inductor does
     # not store it; each reduction kernel recomputes cos from x

@@ -1043,11 +1043,15 @@ def _layout_key(tree: Any) -> Any:
 
 def _reduced_dims(op: TracedOp) -> tuple[int, ...] | None:
     """The ``dim`` argument (none given: every dim), a layer norm's trailing
-    ``normalized_shape`` dims, every dim of a full reduction; None otherwise."""
+    ``normalized_shape`` dims, every dim but the channels of a batch norm in training (none in
+    eval: it only scales and shifts), every dim of a full reduction; None otherwise."""
     if op.func is None or not op.reads:
         return None
     rank = len(op.reads[0].shape)
     names = {argument.name for argument in op.func._schema.arguments}
+    if "running_mean" in names:
+        training = "training" in names and _argument(op, "training")
+        return tuple(d for d in range(rank) if d != 1) if training else ()
     if "normalized_shape" in names:
         return tuple(range(rank - len(_argument(op, "normalized_shape")), rank))
     if "dim" not in names:

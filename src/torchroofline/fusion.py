@@ -250,8 +250,11 @@ def _node_kind(op: OpRecord) -> NodeKind:
         return NodeKind.NOP
     if not op.fusible:
         return NodeKind.EXTERN
-    # gathers, pads, cat and resampling are pointwise loops with indexed loads in Inductor
-    return NodeKind.REDUCTION if op.category is Category.REDUCTION else NodeKind.POINTWISE
+    # gathers, pads, cat and resampling are pointwise loops with indexed loads in Inductor; a
+    # "reduction" that folds no dim (batch norm in eval) only scales and shifts
+    if op.category is Category.REDUCTION and op.reduced_dims != ():
+        return NodeKind.REDUCTION
+    return NodeKind.POINTWISE
 
 
 #: Ops that Inductor lowers as a concatenation of their inputs along one dim.
@@ -335,6 +338,37 @@ def _is_pointwise_cat(
     return (any(lowered) and pointwise_use) or (all(lowered) and not reduction_input)
 
 
+#: Ops Inductor decomposes into statistics (a reduction) and a pointwise normalize that reads
+#: the input again: softmaxes and the norms (``torch/_decomp``, ``torch/_refs``).
+NORMALIZATIONS = frozenset({
+    "_softmax", "softmax", "_safe_softmax", "_log_softmax", "log_softmax", "native_layer_norm",
+    "native_group_norm", "native_batch_norm", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_functional", "cudnn_batch_norm", "miopen_batch_norm",
+    "_fused_rms_norm", "rms_norm",
+})
+
+
+def split_normalizations(graph: _Graph) -> None:
+    """Each normalization becomes its statistics reduction (all its FLOPs, its small outputs,
+    a statistics value of one element per normalized row) and a pointwise normalize that reads
+    the input and the statistics and writes the normalized output; the normalize is then inlined
+    or fused like any pointwise value (into a row-wise statistics kernel, or recomputed by a
+    reader over other dims)."""
+    ops: list[OpRecord] = []
+    for op in graph.ops:
+        if _short_op_name(op) not in NORMALIZATIONS or _node_kind(op) is not NodeKind.REDUCTION:
+            ops.append(op)
+            continue
+        loop = _loop(op, NodeKind.REDUCTION)
+        out, *small = op.writes
+        stats = replace(out, value_id=graph.fresh_id(), storage_id=graph.fresh_id(),
+                        shape=(loop.numel,), elements=loop.numel)
+        ops.append(replace(op, writes=(stats, *small)))
+        ops.append(replace(op, category=Category.POINTWISE, reads=(*op.reads, stats),
+                           writes=(out,), flops=FlopCount(), call_key=(), reduced_dims=None))
+    graph.ops = ops
+
+
 @dataclass(frozen=True)
 class Loop:
     """A scheduler node's ``group``: ``numel`` output points × ``rnumel`` reduced elements each;
@@ -344,6 +378,8 @@ class Loop:
     numel: int
     rnumel: int = 1
     order: tuple | None = None
+    #: the reduction folds the innermost dims of its input (rows, not columns)
+    inner: bool = True
 
 
 @dataclass(frozen=True)
@@ -366,13 +402,22 @@ def _loop(op: OpRecord, kind: NodeKind) -> Loop | None:
     written = max((ref.elements for ref in op.writes), default=0)
     if kind is NodeKind.POINTWISE or not op.reads:
         return Loop(written)
-    shape = op.reads[0].shape
-    total = math.prod(shape)
+    source = op.reads[0]
+    total = math.prod(source.shape)
     if op.reduced_dims is None:
         points = max(min((ref.elements for ref in op.writes), default=1), 1)
-        return Loop(points, max(total // points, 1), (shape, None))
-    reduced = max(math.prod(shape[d] for d in op.reduced_dims), 1)
-    return Loop(total // reduced, reduced, _reduced_layout(op.reads[0], op.reduced_dims))
+        return Loop(points, max(total // points, 1), (source.shape, None))
+    reduced = max(math.prod(source.shape[d] for d in op.reduced_dims), 1)
+    return Loop(total // reduced, reduced, _reduced_layout(source, op.reduced_dims),
+                _folds_innermost(source, op.reduced_dims))
+
+
+def _folds_innermost(ref: TensorRef, dims: tuple[int, ...]) -> bool:
+    """Every reduced dim lies inside every kept dim in memory (size-1 dims aside)."""
+    strides = ref.strides or tuple(math.prod(ref.shape[d + 1:]) for d in range(len(ref.shape)))
+    reduced = [strides[d] for d in dims if ref.shape[d] > 1]
+    kept = [strides[d] for d in range(len(ref.shape)) if d not in dims and ref.shape[d] > 1]
+    return not reduced or not kept or max(reduced) < min(kept)
 
 
 def _reduced_layout(ref: TensorRef, dims: tuple[int, ...]) -> tuple:
@@ -478,6 +523,7 @@ def lower(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> tuple[list[Sc
                    duplicates=duplicates)
     unfuse_bias_add(graph)
     lower_cat(graph)
+    split_normalizations(graph)
     readers = graph.readers()
     kept_storages = _kept_storages(graph.ops, graph.kept)
     expression = _Expressions()
@@ -566,8 +612,10 @@ def loops_match(s: _Scheduler, a: _Group, b: _Group) -> str | None:
     """The loops differ (``codegen/simd.py`` ``can_fuse``, one generated kernel has one loop
     nest): pointwise nodes need the same element count; reductions the same ``(numel, rnumel)``
     and the same reduced dims (mix-order reduction pairs other dims only from 5 M elements up);
-    a pointwise node joins a reduction over ``numel × rnumel`` elements (a prologue, or an
-    epilogue on a broadcast result as in softmax) or over ``numel`` (an epilogue)."""
+    a pointwise node joins a reduction over ``numel`` elements (an epilogue) or over
+    ``numel × rnumel`` (a prologue; or an epilogue on a broadcast result as in softmax, only
+    when the reduction folds the innermost dims — a column reduction completes no point
+    before the end)."""
     if a.loop is None or b.loop is None:
         return None
     if a.reduction and b.reduction:
@@ -578,10 +626,16 @@ def loops_match(s: _Scheduler, a: _Group, b: _Group) -> str | None:
         return None
     if not a.reduction and not b.reduction:
         return None if a.loop.numel == b.loop.numel else "numel mismatch (non-reduce)"
-    pointwise, reduction = (a.loop, b.loop) if b.reduction else (b.loop, a.loop)
-    if pointwise.numel in (reduction.numel * reduction.rnumel, reduction.numel):
+    (pointwise, p), (reduction, r) = ((a.loop, a), (b.loop, b)) if b.reduction else (
+        (b.loop, b), (a.loop, a))
+    if pointwise.numel == reduction.numel:
         return None
-    return "numel/rnumel incompatibility (pointwise and reduction)"
+    if pointwise.numel != reduction.numel * reduction.rnumel:
+        return "numel/rnumel incompatibility (pointwise and reduction)"
+    if s.depends(p, r) and not reduction.inner:
+        # each point of the epilogue needs a whole column of the reduction first
+        return "full-size epilogue on a reduction over outer dims"
+    return None
 
 
 def no_cycle(s: _Scheduler, a: _Group, b: _Group) -> str | None:
