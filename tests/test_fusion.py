@@ -276,6 +276,18 @@ def test_concat_kernel_copies_a_graph_input_into_its_slice() -> None:
     assert [kernel_elements(kern) for kern in kernels] == [R * k + k * C + RC, RC + RC]
 
 
+def test_cat_of_a_convolution_output_is_a_pointwise_copy() -> None:
+    # a convolution allocates its own output (ExternKernelAlloc): it cannot be realized into a
+    # slice, so it needs a copy anyway — every input lowers in place → pointwise_cat, which the
+    # relu absorbs: one kernel loads the conv output and y, and stores the result
+    conv = nn.Conv2d(3, 4, 1, bias=False)
+    n, hw = 2, 8 * 8
+    kernels, _ = plan_of(lambda x, y: torch.cat([conv(x), y], 1).relu(),
+                         meta(n, 3, 8, 8), meta(n, 4, 8, 8))
+    assert [k.name for k in kernels] == ["Conv2d: convolution", "cat+relu"]
+    assert kernel_elements(kernels[1]) == 2 * n * 4 * hw + 2 * n * 4 * hw
+
+
 def test_reduction_epilogue_reads_another_input() -> None:
     # b.cos() is inlined into the add; the add's loop (R points) is the sum's output loop, so
     # it is the reduction's epilogue (simd can_fuse: numel1 == numel2): a, b in, R out

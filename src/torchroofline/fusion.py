@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from .costs import Category, FlopCount, OpRecord, tensor_bytes
+from .costs import Category, FlopCount, MatmulKind, OpRecord, tensor_bytes
 from .trace import TensorRef, largest_per_value
 
 
@@ -265,10 +265,10 @@ MAX_POINTWISE_CAT_INPUTS = 8
 
 def lower_cat(graph: _Graph) -> None:
     """``lowering.cat``: a ``pointwise_cat`` when every input is a pointwise value with no other
-    reader or a graph input (one kernel loads each input where its slice lies), else a
-    ``ConcatKernel``: no kernel of its own; every input computed in the graph is written
-    straight into its slice of the output by its producer (pointwise kernels, reductions and
-    even extern GEMMs), and graph inputs or kept values are copied in by a pointwise kernel."""
+    reader or a value that would need a copy anyway (one kernel loads each input where its
+    slice lies), else a ``ConcatKernel``: no kernel of its own; inputs computed in the graph are
+    written straight into their slices by their producers (pointwise kernels, reductions and
+    even extern GEMMs), others are copied in by a pointwise kernel (see :func:`_into_slice`)."""
     readers = graph.readers()
     producers = {ref.value_id: op for op in graph.ops for ref in op.writes}
     ops: list[OpRecord] = []
@@ -281,9 +281,7 @@ def lower_cat(graph: _Graph) -> None:
         (out,) = op.writes
         parts: list[TensorRef] = []
         for ref in op.reads:
-            producer = producers.get(ref.value_id)
-            if (producer is None or ref.value_id in graph.kept or _mutates(producer)
-                    or ref.value_id in graph.must_realize):  # a repeated input is copied
+            if not _into_slice(ref, producers, graph.kept) or ref.value_id in graph.must_realize:
                 copy = replace(ref, value_id=graph.fresh_id(), storage_id=out.storage_id)
                 ops.append(replace(op, reads=(ref,), writes=(copy,), call_key=(),
                                    category=Category.POINTWISE))
@@ -299,6 +297,26 @@ def lower_cat(graph: _Graph) -> None:
         if any(ref.value_id in graph.renamed for ref in op.reads) else op
         for op in ops
     ]
+
+
+def _into_slice(ref: TensorRef, producers: dict[int, OpRecord], kept: set[int]) -> bool:
+    """Whether the producer of ``ref`` can write it straight into a slice of a ``ConcatKernel``
+    (``can_realize_into_without_copy``): not a graph input, a kept value or an in-place write,
+    and not an extern call other than a GEMM (a convolution or attention allocates its own
+    output, ``ExternKernelAlloc``)."""
+    producer = producers.get(ref.value_id)
+    return (
+        producer is not None
+        and ref.value_id not in kept
+        and not _mutates(producer)
+        and (_node_kind(producer) is not NodeKind.EXTERN
+             or producer.flops.kind is MatmulKind.MATMUL)
+    )
+
+
+def _pointwise_use(op: OpRecord) -> bool:
+    """``is_pointwise_use``: a pointwise op reads it (a ``cat`` is not one)."""
+    return _node_kind(op) is NodeKind.POINTWISE and op.name not in CAT_OPS
 
 
 def _mutates(op: OpRecord) -> bool:
@@ -318,17 +336,21 @@ def _is_pointwise_cat(
 
     def lowered_in_place(ref: TensorRef) -> bool:  # ``should_lower_cat_input``
         producer = producers.get(ref.value_id)
-        return producer is None or (
-            _node_kind(producer) is NodeKind.POINTWISE and ref.value_id not in kept
+        unrealized = producer is not None and _node_kind(producer) is NodeKind.POINTWISE
+        return (unrealized and ref.value_id not in kept) or not _into_slice(ref, producers, kept)
+
+    def shared(ref: TensorRef) -> bool:  # ``any_input_has_multi_consumers``
+        others = [user for user in readers.get(ref.value_id, []) if user is not op]
+        producer = producers.get(ref.value_id)
+        return any(_pointwise_use(user) for user in others) or bool(others) and (
+            producer is not None and _node_kind(producer) is NodeKind.POINTWISE
         )
 
-    if any(len(readers.get(ref.value_id, [])) > 1 for ref in inputs):
-        return False  # a shared input is realized once into its slice (no recomputation)
+    if any(map(shared, inputs)):
+        return False  # realized once into its slice rather than recomputed by each reader
     (out,) = op.writes
     users = readers.get(out.value_id, [])
-    pointwise_use = bool(users) and out.value_id not in kept and all(
-        _node_kind(user) is NodeKind.POINTWISE for user in users
-    )
+    pointwise_use = bool(users) and out.value_id not in kept and all(map(_pointwise_use, users))
     reduction_input = any(
         _node_kind(producers[ref.value_id]) is NodeKind.REDUCTION
         for ref in inputs
