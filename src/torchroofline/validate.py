@@ -340,10 +340,14 @@ def write(report: dict[str, Any], path: str | Path) -> None:
 
 
 def plot_estimates(
-    points: Sequence[tuple[str, float, float]], path: str | Path, *, title: str = ""
+    points: Sequence[tuple[str, float, float]],
+    path: str | Path,
+    *,
+    title: str = "",
+    unit: str = "ms",
 ) -> Path:
-    """Estimate vs measured, log-log, one point per (group, estimate, measured) in any time
-    unit, coloured by group, with the y = x line and the 2× band. Needs the ``viz`` extra."""
+    """Estimate vs measured, log-log, one point per (group, estimate, measured) in ``unit``,
+    coloured by group, with the y = x line and the 2× band. Needs the ``viz`` extra."""
     from .errors import TorchrooflineError
 
     try:
@@ -366,7 +370,7 @@ def plot_estimates(
         mine = [(m, e) for g, e, m in points if g == group]
         ax.scatter(*zip(*mine, strict=True), s=10, alpha=0.7, label=group)
     ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high),
-           xlabel="measured", ylabel="estimate", title=title)
+           xlabel=f"measured ({unit})", ylabel=f"estimate ({unit})", title=title)
     ax.legend(fontsize=7, loc="upper left")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -419,5 +423,5 @@ def run(args: Any) -> int:
             for mode in report["modes"]
             if f"{mode}_measured_ms" in p
         ]
-        plot_estimates(points, args.plot, title=f"estimate vs measured, {report['gpu']} (ms)")
+        plot_estimates(points, args.plot, title=f"estimate vs measured, {report['gpu']}")
     return 1 if impossible_count(report) else 0
