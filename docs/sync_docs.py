@@ -146,6 +146,39 @@ def fusion_rules() -> str:
                   rows)
 
 
+def _constant_value(params: object, name: str) -> str:
+    """A DEFAULT_PARAMS field by its CONSTANT_NOTES name, in readable units."""
+    owner, _, field = name.rpartition(".")
+    if owner == "host":
+        params, name = params.host, field
+    if name == "matmul_fraction.*":
+        return ", ".join(f"{k} {v:.3g}" for k, v in params.matmul_fraction.items())
+    value = getattr(params, name)
+    if name.endswith("bytes_per_s") and isinstance(value, dict):
+        return ", ".join(f"{k} {v / 1e9:.0f} GB/s" for k, v in value.items())
+    if name.endswith("bytes_per_s"):
+        return f"{value / 1e9:.3g} GB/s"
+    if name.endswith("_s"):
+        return f"{value * 1e6:.3g} µs"
+    return str(value) if isinstance(value, tuple) else f"{value:.3g}"
+
+
+def estimate_constants() -> str:
+    """Every constant of the performance model, its value and its source."""
+    from torchroofline.estimate import CONSTANT_NOTES, DEFAULT_PARAMS
+
+    rows = [[f"`{name}`", _constant_value(DEFAULT_PARAMS, name), note]
+            for name, note in CONSTANT_NOTES.items()]
+    return _table(["constant", "value", "meaning; source"], rows)
+
+
+def estimate_accuracy() -> str:
+    """The per-setup accuracy table of docs/calibration.md (written by benchmarks/calibrate.py)."""
+    text = (ROOT / "docs" / "calibration.md").read_text(encoding="utf-8")
+    section = text.split("## Accuracy per setup, each host's speed fitted\n", 1)[1]
+    return section.split("\n## ", 1)[0].strip() + "\n"
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "quickstart": quickstart,
     "cli-matmul": lambda: _command(
@@ -164,6 +197,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     ),
     "performance": performance,
     "rule-coverage": rule_coverage,
+    "estimate-constants": estimate_constants,
+    "estimate-accuracy": estimate_accuracy,
     "unit-rules": unit_rules,
     "fp32-switches": fp32_switches,
     "fallback-units": fallback_units,
