@@ -20,7 +20,8 @@ from typing import Any
 
 from .errors import InputError
 
-#: Timing mode → (CLI option, the Result.time_ms key of the estimate it checks, label).
+#: Timing mode (also its CLI option, ``--eager`` …) → (the ``time_ms`` key of the estimate it
+#: checks, what was timed).
 MODES: dict[str, tuple[str, str]] = {
     "eager": ("eager_estimate", "eager PyTorch"),
     "compile": ("fused_estimate", "torch.compile (Inductor default)"),
@@ -84,7 +85,7 @@ class Check:
     dominant: dict[str, str]  #: mode → what dominates the estimate
 
     @property
-    def impossible(self) -> list[str]:
+    def impossible_modes(self) -> list[str]:
         """Modes whose measured time is below the speed of light."""
         return [mode for mode, ms in self.measured_ms.items() if ms < self.sol_ms]
 
@@ -175,7 +176,7 @@ def summarise(checks: Sequence[Check]) -> dict[str, Any]:
         }
         summary[key] = {
             "problems": len(group),
-            "impossible": sum(bool(c.impossible) for c in group),
+            "impossible": sum(bool(c.impossible_modes) for c in group),
             "accuracy": {m: a.to_dict() for m, a in accuracy.items() if a is not None},
         }
     return summary
@@ -247,7 +248,7 @@ def validate(
                 **{f"{m}_estimate_ms": c.estimates_ms[m] for m in c.measured_ms},
                 **{f"{m}_measured_ms": c.measured_ms[m] for m in c.measured_ms},
                 **{f"{m}_dominant": c.dominant[m] for m in c.measured_ms},
-                "impossible": c.impossible,
+                "impossible": c.impossible_modes,
             }
             for c in checks
         ],
