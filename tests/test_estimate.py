@@ -176,3 +176,15 @@ def test_json_has_each_mode_with_its_split() -> None:
         assert entry["total_ms"] == pytest.approx(data["time_ms"][f"{mode}_estimate"])
         assert 0.0 <= entry["host_bound_share"] <= 1.0
         assert math.isclose(sum(entry["gpu_ms_by_family"].values()), entry["gpu_busy_ms"])
+
+
+def test_per_gpu_entries_replace_a_constant_on_that_gpu_only() -> None:
+    params = replace(DEFAULT_PARAMS, per_gpu={"h100-sxm": {"hbm_fraction": 0.5}})
+    result = analyze(Fn(torch.relu), meta(2**26), estimate_params=params)
+    [kernel] = result.eager_kernels
+    expected = kernel.bytes / (0.5 * H100_BANDWIDTH) + DEFAULT_PARAMS.fill_latency_s
+    assert result.performance.eager.kernel_gpu_s[0] == pytest.approx(expected, rel=1e-12)
+    a100 = result.on("a100-80gb").performance.eager.kernel_gpu_s[0]
+    assert a100 == pytest.approx(
+        kernel.bytes / (DEFAULT_PARAMS.hbm_fraction * 2039e9) + DEFAULT_PARAMS.fill_latency_s
+    )

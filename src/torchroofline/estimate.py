@@ -93,7 +93,14 @@ class EstimateParams:
     l2_bandwidth_bytes_per_s: Mapping[str, float] = field(default_factory=dict, hash=False)
     #: share of the L2 a warm kernel's data can occupy and still hit (the rest: other data)
     l2_usable_fraction: float = 0.5
+    #: per-GPU replacements of any field above, by GPU key (e.g. a measured ``hbm_fraction``)
+    per_gpu: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     source: str = ""
+
+    def for_gpu(self, gpu: GPUSpec) -> EstimateParams:
+        """These parameters with ``gpu``'s entries of :attr:`per_gpu` applied."""
+        changes = self.per_gpu.get(gpu.key)
+        return replace(self, **changes) if changes else self
 
     def l2_bandwidth(self, gpu: GPUSpec) -> float | None:
         return self.l2_bandwidth_bytes_per_s.get(gpu.key)
@@ -103,7 +110,9 @@ class EstimateParams:
 
 
 #: Published L2 bandwidths (bytes/s), measured by microbenchmarks; used only by the warm
-#: *estimate*, never by the bound.
+#: *estimate*, never by the bound. Vendor peaks (bytes per clock × clock: A100 7.2 TB/s, H100
+#: 9.0 TB/s) are not achieved rates: priced at them, the A100 and H100 estimates of the
+#: calibration set got worse, so a GPU without a measured figure reads warm data at HBM rates.
 L2_BANDWIDTH_BYTES_PER_S: dict[str, float] = {
     # Jia, Maggioni, Staiger, Scarpazza, "Dissecting the NVIDIA Volta GPU Architecture via
     # Microbenchmarking" (2018), L2 load throughput on V100: 2155 GB/s.
@@ -449,9 +458,11 @@ def _eager_issue(load: KernelLoad, host: HostCosts) -> float:
 
 def estimate_modes(program: ProgramLoad, params: EstimateParams) -> Performance:
     """The three modes' :class:`ModeEstimate` for one program."""
-    gpu, cache, host = program.gpu, program.cache, params.host
-    eager_gpu = [kernel_gpu_s(k, gpu, params, cache) for k in program.eager]
-    fused_gpu = [kernel_gpu_s(k, gpu, params, cache) for k in program.fused]
+    gpu, cache = program.gpu, program.cache
+    on_gpu = params.for_gpu(gpu)
+    host = on_gpu.host
+    eager_gpu = [kernel_gpu_s(k, gpu, on_gpu, cache) for k in program.eager]
+    fused_gpu = [kernel_gpu_s(k, gpu, on_gpu, cache) for k in program.fused]
     eager = timeline(
         "eager", host.eager_call_s, [_eager_issue(k, host) for k in program.eager], eager_gpu
     )
@@ -465,7 +476,7 @@ def estimate_modes(program: ProgramLoad, params: EstimateParams) -> Performance:
         "cudagraph",
         host.cudagraph_call_s,
         [0.0] * len(fused_gpu),
-        [busy + params.cudagraph_gap_s for busy in fused_gpu],
+        [busy + on_gpu.cudagraph_gap_s for busy in fused_gpu],
     )
     return Performance(params, program, eager, compiled, replayed)
 
