@@ -111,8 +111,9 @@ class EstimateParams:
 
 #: Published L2 bandwidths (bytes/s), measured by microbenchmarks; used only by the warm
 #: *estimate*, never by the bound. Vendor peaks (bytes per clock × clock: A100 7.2 TB/s, H100
-#: 9.0 TB/s) are not achieved rates: priced at them, the A100 and H100 estimates of the
-#: calibration set got worse, so a GPU without a measured figure reads warm data at HBM rates.
+#: 9.0 TB/s, tabulated in doi:10.1016/j.ultsonch.2023.106546, Table 3) are not achieved rates:
+#: priced at them, the A100 and H100 estimates of the calibration set got worse, so a GPU
+#: without a measured figure reads warm data at HBM rates.
 L2_BANDWIDTH_BYTES_PER_S: dict[str, float] = {
     # Jia, Maggioni, Staiger, Scarpazza, "Dissecting the NVIDIA Volta GPU Architecture via
     # Microbenchmarking" (2018), L2 load throughput on V100: 2155 GB/s.
