@@ -9,9 +9,10 @@ with the same graph, in its order:
    ``addmm`` whose users are all pointwise becomes a pointwise op those users absorb:
    ``post_grad.unfuse_bias_add_to_pointwise``).
 2. **Lowering**: ``cat`` becomes either a pointwise kernel (``pointwise_cat``) or no kernel at all
-   (``ConcatKernel``: each producer writes straight into its slice of the output); pointwise ops
-   are *inlined* into the nodes that read them unless Inductor realizes them into a buffer
-   (graph outputs, inputs of extern kernels, mutated buffers, values with many reads).
+   (``ConcatKernel``: each producer writes straight into its slice of the output); softmaxes and
+   norms become statistics plus a pointwise normalize; pointwise ops are *inlined* into the
+   nodes that read them unless Inductor realizes them into a buffer (graph outputs, inputs of
+   extern kernels, mutated buffers, values with many reads).
 3. **Scheduling**: the realized values define scheduler nodes — ``nop`` (views, no kernel),
    ``extern`` (library calls: cuBLAS, cuDNN, attention, scatter and ops without a rule), and
    ``pointwise`` / ``reduction`` nodes with a loop of ``(numel, rnumel)`` elements. Pairs of nodes
@@ -371,24 +372,27 @@ NORMALIZATIONS = frozenset({
 
 
 def split_normalizations(graph: _Graph) -> None:
-    """Each normalization becomes its statistics reduction (all its FLOPs, its small outputs,
-    a statistics value of one element per normalized row) and a pointwise normalize that reads
-    the input and the statistics and writes the normalized output; the normalize is then inlined
-    or fused like any pointwise value (into a row-wise statistics kernel, or recomputed by a
-    reader over other dims)."""
-    ops: list[OpRecord] = []
-    for op in graph.ops:
-        if _short_op_name(op) not in NORMALIZATIONS or _node_kind(op) is not NodeKind.REDUCTION:
-            ops.append(op)
-            continue
-        loop = _loop(op, NodeKind.REDUCTION)
-        out, *small = op.writes
-        stats = replace(out, value_id=graph.fresh_id(), storage_id=graph.fresh_id(),
-                        shape=(loop.numel,), elements=loop.numel)
-        ops.append(replace(op, writes=(stats, *small)))
-        ops.append(replace(op, category=Category.POINTWISE, reads=(*op.reads, stats),
-                           writes=(out,), flops=FlopCount(), call_key=(), reduced_dims=None))
-    graph.ops = ops
+    """Each normalization becomes its statistics reduction and a pointwise normalize (see
+    :func:`split_normalization`); the normalize is then inlined or fused like any pointwise value
+    (into a row-wise statistics kernel, or recomputed by a reader over other dims)."""
+    graph.ops = [part for op in graph.ops for part in split_normalization(op, graph.fresh_id)]
+
+
+def split_normalization(op: OpRecord, fresh_id: Callable[[], int]) -> tuple[OpRecord, ...]:
+    """``(statistics, normalize)`` for a normalization, else ``(op,)``: the statistics
+    reduction keeps the op's FLOPs and small outputs and stores one value per normalized row;
+    the normalize reads the input and the statistics and writes the normalized output."""
+    if _short_op_name(op) not in NORMALIZATIONS or _node_kind(op) is not NodeKind.REDUCTION:
+        return (op,)
+    loop = _loop(op, NodeKind.REDUCTION)
+    out, *small = op.writes
+    stats = replace(out, value_id=fresh_id(), storage_id=fresh_id(), shape=(loop.numel,),
+                    strides=(1,), offset=0, storage_elements=loop.numel, elements=loop.numel)
+    return (
+        replace(op, writes=(stats, *small)),
+        replace(op, category=Category.POINTWISE, reads=(*op.reads, stats), writes=(out,),
+                flops=FlopCount(), call_key=(), reduced_dims=None),
+    )
 
 
 @dataclass(frozen=True)
@@ -499,42 +503,44 @@ def _inlined(op: OpRecord, expression: Sequence[OpRecord], graph: _Graph,
 @dataclass
 class _Expressions:
     """What a node computes for its op: the inlined producers of what it loads, each narrowed
-    to the share of its output the reader loads (``x.cos()[:, :4]`` loads a quarter of ``x``),
-    then the op itself."""
+    to the view of its output the reader loads (``x.cos()[:, :4]`` loads ``x[:, :4]``), then the
+    op itself."""
 
     inlined: dict[int, OpRecord] = field(default_factory=dict)  # inlined value → its op
-    _memo: dict[tuple[int, float], tuple[OpRecord, ...]] = field(default_factory=dict)
+    _memo: dict[tuple, tuple[OpRecord, ...]] = field(default_factory=dict)
 
-    def __call__(self, op: OpRecord, share: float = 1.0) -> tuple[OpRecord, ...]:
-        key = (id(op), share)
+    def __call__(self, op: OpRecord, view: TensorRef | None = None) -> tuple[OpRecord, ...]:
+        key = (id(op), view and (view.shape, view.strides, view.offset, view.elements))
         if key not in self._memo:
-            op = _narrowed(op, share)
+            op = _narrowed(op, view) if view is not None else op
             parts: list[OpRecord] = []
             for ref in largest_per_value(op.reads):
                 producer = self.inlined.get(ref.value_id)
                 if producer is not None:
-                    produced = max(producer.writes[0].elements, 1)
-                    parts.extend(self(producer, min(ref.elements / produced, 1.0)))
+                    parts.extend(self(producer, ref))
             self._memo[key] = tuple(dict.fromkeys((*parts, op)))
         return self._memo[key]
 
 
-def _narrowed(op: OpRecord, share: float) -> OpRecord:
-    """A pointwise op computing ``share`` of its output: it loads that share of each input of
-    its output's shape (a broadcast input stays whole) and does that share of its FLOPs."""
-    if share >= 1.0:
+def _narrowed(op: OpRecord, view: TensorRef) -> OpRecord:
+    """A pointwise op computing only ``view`` of its output: each input laid out as the output
+    is loaded through the same view (a broadcast or differently strided input stays whole), and
+    FLOPs shrink in proportion."""
+    out = op.writes[0]
+    if view.elements >= out.elements or not view.strides or not out.strides:
         return op
-    out_shape = op.writes[0].shape
 
-    def part(ref: TensorRef) -> TensorRef:
-        if ref.shape != out_shape:
+    def through_view(ref: TensorRef) -> TensorRef:
+        if (ref.shape, ref.strides) != (out.shape, out.strides):
             return ref
-        return replace(ref, elements=math.ceil(ref.elements * share))
+        return replace(ref, shape=view.shape, strides=view.strides, elements=view.elements,
+                       offset=ref.offset + view.offset - out.offset)
 
+    share = view.elements / out.elements
     flops = replace(op.flops, vector=math.ceil(op.flops.vector * share),
                     tensor=math.ceil(op.flops.tensor * share))
-    return replace(op, reads=tuple(map(part, op.reads)), writes=tuple(map(part, op.writes)),
-                   flops=flops)
+    return replace(op, reads=tuple(map(through_view, op.reads)),
+                   writes=(replace(view, value_id=out.value_id), *op.writes[1:]), flops=flops)
 
 
 def lower(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> tuple[list[SchedulerNode],
@@ -970,21 +976,30 @@ def fused_plan(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> Plan:
 
 def eager_plan(ops: Sequence[OpRecord]) -> Plan:
     """One kernel per non-view op; each reads its distinct inputs (except uninitialised
-    memory, see :func:`uninitialised_values`) and writes all its outputs."""
+    memory, see :func:`uninitialised_values`) and writes all its outputs. A normalization over
+    outer dims (batch norm in training) is two kernels, as ATen runs it: statistics, then
+    normalize (``batch_norm_stats`` and ``batch_norm_elemt``)."""
     uninitialised = uninitialised_values(ops)
+    fresh = itertools.count(-1, -1)
     return Plan(
         tuple(
             Kernel(
                 name=_kernel_name([op]),
                 category=op.category,
-                ops=(op,),
-                reads=tuple(r for r in op.distinct_reads if r.value_id not in uninitialised),
-                writes=op.writes,
+                ops=(part,),
+                reads=tuple(r for r in part.distinct_reads if r.value_id not in uninitialised),
+                writes=part.writes,
             )
             for op in ops
             if op.category is not Category.ZERO_COPY
+            for part in _eager_parts(op, fresh.__next__)
         )
     )
+
+
+def _eager_parts(op: OpRecord, fresh_id: Callable[[], int]) -> tuple[OpRecord, ...]:
+    loop = _loop(op, _node_kind(op))
+    return (op,) if loop is None or loop.inner else split_normalization(op, fresh_id)
 
 
 def compulsory_refs(
