@@ -406,6 +406,19 @@ def test_batch_norm_in_training_is_statistics_then_a_pointwise_kernel() -> None:
     assert "reduction over outer dims" in " ".join(normalize.refusals)
 
 
+def test_eager_batch_norm_in_training_is_two_kernels() -> None:
+    # ATen's CUDA batch norm runs batch_norm_stats then batch_norm_elemt: eager loads x twice,
+    # as the fused plan does
+    n, c, hw = 2, 8, 16 * 16
+    result = analyze(nn.BatchNorm2d(c), meta(n, c, 16, 16))
+    stats, normalize = [k for k in result.eager_kernels if "native_batch_norm" in k.name]
+    # statistics: x and four parameter vectors in; statistics, saved mean and saved inverse
+    # standard deviation out (eager writes every output)
+    assert stats.bytes == (n * c * hw + 4 * c + 3 * c) * FP32
+    assert normalize.bytes == (n * c * hw + 4 * c + c + n * c * hw) * FP32
+    assert result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes
+
+
 def test_batch_norm_in_eval_is_pointwise() -> None:
     # eval batch norm scales and shifts with the running statistics: one pointwise kernel
     # with the relu (x, four parameter vectors in; y out)
@@ -431,6 +444,17 @@ def test_inlined_value_read_through_a_slice_loads_only_that_slice() -> None:
     kernels, _ = plan_of(lambda x: x.cos()[:, :4] + 1, meta(R, C))
     assert [kernel_elements(k) for k in kernels] == [R * 4 + R * 4]
     assert kernels[0].vector_flops == 2 * R * 4
+
+
+def test_two_readers_of_different_slices_load_both() -> None:
+    # each reader recomputes cos on its own half of x; the halves fuse (shared x): x in once,
+    # both halves out — what any implementation must move
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x.cos()
+        return y[:, :4] + 1, y[:, 4:] * 2
+
+    result = analyze(Fn(fn), meta(R, 8))
+    assert result.fused_bytes == result.compulsory_bytes == (R * 8 + R * 8) * FP32
 
 
 def test_fusion_that_would_create_a_cycle_is_refused() -> None:
