@@ -127,8 +127,13 @@ def test_transposed_conv_flops(dims, cin, cout, k, s, p, g, size) -> None:  # no
     conv = conv_class(cin, cout, k, stride=s, padding=p, groups=g, bias=False)
     batch = 3
     result = analyze(conv, meta(batch, cin, *[size] * dims))
-    # the adjoint of a conv: every INPUT element scatters into kernel volume × out/groups outputs
-    assert result.tensor_flops == batch * size**dims * cin * k**dims * (cout // g) * 2
+    # the adjoint of a conv: input i and tap t land on output i·s − p + t; taps that land in the
+    # cropped padding (outside the output) add nothing to a kept element
+    out = (size - 1) * s - 2 * p + k
+    pairs = sum(1 for i in range(size) for t in range(k) if 0 <= i * s - p + t < out)
+    assert result.tensor_flops == batch * pairs**dims * cin * (cout // g) * 2
+    if p == 0:  # no cropping: every input element scatters into kernel volume × Co/g outputs
+        assert result.tensor_flops == batch * size**dims * cin * k**dims * (cout // g) * 2
 
 
 def test_conv_flops_do_not_depend_on_bias() -> None:

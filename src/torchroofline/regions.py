@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # views are duck-typed: this module imports nothing of the package
@@ -451,17 +451,41 @@ def _box_in_view(placement: Placement, box: Box) -> Box | None:
 
 
 def _merged_in_view(placement: Placement, axis: _Axis, box: Box) -> IndexSet:
-    """Flat positions of a box over merged dims; only boxes full on every inner dim map
-    (others are dropped: under-approximation)."""
-    outer, *inner_dims = axis.base_dims
-    inner = 1
-    for dim in inner_dims:
-        if set_size(box[dim]) != placement.layout.sizes[dim]:
-            return ()
-        inner *= placement.layout.sizes[dim]
-    return tuple(
-        range(r.start * inner, (r[-1] + 1) * inner) for r in box[outer] if r and r.step == 1
-    )
+    """Flat positions of a box over merged dims (``(x @ w)[::2]`` of a matrix whose rows were
+    split at stride 2 is every other row)."""
+    flat = box[axis.base_dims[-1]]
+    block = placement.layout.sizes[axis.base_dims[-1]]
+    for dim in reversed(axis.base_dims[:-1]):
+        flat = _combine(box[dim], flat, block)
+        block *= placement.layout.sizes[dim]
+    return flat
+
+
+#: Positions enumerated at most when flattening a box that no closed form covers.
+_ENUMERATION_LIMIT = 1 << 16
+
+
+def _combine(outer: IndexSet, inner: IndexSet, block: int) -> IndexSet:
+    """{o·block + i : o ∈ outer, i ∈ inner} (inner positions below ``block``)."""
+    pieces: list[range] = []
+    for out_range in outer:
+        for in_range in inner:
+            if not out_range or not in_range:
+                continue
+            if len(in_range) == 1:  # one position per outer index: a stride of block·step
+                start = out_range.start * block + in_range.start
+                pieces.append(
+                    range(start, out_range[-1] * block + in_range.start + 1, out_range.step * block)
+                )
+            elif len(out_range) == 1:
+                shift = out_range.start * block
+                pieces.append(range(in_range.start + shift, in_range.stop + shift, in_range.step))
+            elif in_range.step == 1 and len(in_range) == block and out_range.step == 1:
+                pieces.append(range(out_range.start * block, (out_range[-1] + 1) * block))
+            elif len(out_range) * len(in_range) <= _ENUMERATION_LIMIT:
+                pieces += positions_to_set(o * block + i for o in out_range for i in in_range)
+            # else: dropped (an under-approximation)
+    return normalize(pieces)
 
 
 class Storages:
@@ -469,17 +493,21 @@ class Storages:
 
     def __init__(self, refs: Sequence[TensorRef]) -> None:
         self._layouts: dict[int, Layout] = {}
+        self._units: dict[int, int] = {}
         self._placements: dict[tuple, Placement | None] = {}
         for ref in refs:
             if ref.storage_id not in self._layouts:
                 layout = dense_layout(ref)
                 if layout is not None:
                     self._layouts[ref.storage_id] = layout
+                    self._units[ref.storage_id] = ref.itemsize
         for ref in refs:
             if ref.storage_id not in self._layouts:
                 self._layouts[ref.storage_id] = inferred_layout(ref)
+                self._units[ref.storage_id] = ref.itemsize
         strides: dict[int, set[int]] = {}
         for ref in refs:
+            ref, _ = _in_units(ref, Region(), self._units[ref.storage_id])
             strides.setdefault(ref.storage_id, set()).update(
                 s for s, n in zip(ref.strides, ref.shape, strict=False) if s > 0 and n > 1
             )
@@ -493,11 +521,71 @@ class Storages:
             self._placements[key] = place(ref, layout) if layout else None
         return self._placements[key]
 
+    def unit(self, storage_id: int) -> int:
+        """Bytes of the storage's elements as its layout counts them."""
+        return self._units.get(storage_id, 0)
+
     def region_of(self, ref: TensorRef, region: Region | None = None) -> Region:
         """``region`` (default: the whole view) of view ``ref`` in storage coordinates."""
         if region is None:
             region = Region.of([full_box(ref.shape)])
+        ref, region = _in_units(ref, region, self.unit(ref.storage_id))
         return to_base(self.placement(ref), ref, region)
+
+    def in_view(self, ref: TensorRef, region: Region) -> Region:
+        """The part of a storage region that view ``ref`` covers, in the view's coordinates."""
+        unit = self.unit(ref.storage_id)
+        if not unit or ref.itemsize == unit:
+            return from_base(self.placement(ref), ref, region)
+        canonical, _ = _in_units(ref, Region(), unit)
+        if canonical is ref:
+            return Region(opaque=region.count - (ref.storage_elements - ref.elements))
+        mapped = from_base(self.placement(canonical), canonical, region)
+        if ref.itemsize < unit:  # a float view of complex data: both parts of each element
+            parts = unit // ref.itemsize
+            return Region.of(
+                [(*box, (range(parts),)) for box in mapped.boxes], mapped.opaque * parts
+            )
+        return Region.of(
+            [box[:-1] for box in mapped.boxes], mapped.opaque // (ref.itemsize // unit)
+        )
+
+
+def _in_units(ref: TensorRef, region: Region, unit: int) -> tuple[TensorRef, Region]:
+    """A view and a region of it restated in elements of ``unit`` bytes (``view_as_real`` of
+    complex data: pairs of floats become one complex element; ``view_as_complex`` the
+    reverse). Unchanged where the view cannot be restated (then it places as no box)."""
+    if not unit or ref.itemsize == unit or not ref.shape:
+        return ref, region
+    if ref.itemsize < unit:
+        parts = unit // ref.itemsize
+        if ref.shape[-1] != parts or ref.strides[-1] != 1:
+            return ref, region
+        if any(s % parts for s in ref.strides[:-1]) or ref.offset % parts:
+            return ref, region
+        boxes = [box[:-1] for box in region.boxes if set_size(box[-1]) == parts]
+        narrowed = replace(
+            ref,
+            shape=ref.shape[:-1],
+            strides=tuple(s // parts for s in ref.strides[:-1]),
+            offset=ref.offset // parts,
+            storage_elements=ref.storage_elements // parts,
+            elements=ref.elements // parts,
+            itemsize=unit,
+        )
+        return narrowed, Region.of(boxes, region.opaque // parts)
+    parts = ref.itemsize // unit
+    widened = replace(
+        ref,
+        shape=(*ref.shape, parts),
+        strides=(*(s * parts for s in ref.strides), 1),
+        offset=ref.offset * parts,
+        storage_elements=ref.storage_elements * parts,
+        elements=ref.elements * parts,
+        itemsize=unit,
+    )
+    boxes = [(*box, (range(parts),)) for box in region.boxes]
+    return widened, Region.of(boxes, region.opaque * parts)
 
 
 def refined(layout: Layout, view_strides: set[int]) -> Layout:
