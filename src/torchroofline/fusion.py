@@ -134,11 +134,11 @@ def _renamed_ref(ref: TensorRef, twin: TensorRef) -> TensorRef:
 
 def common_subexpressions(
     ops: Sequence[OpRecord], kept_values: frozenset[int]
-) -> tuple[list[OpRecord], dict[int, TensorRef], list[tuple[OpRecord, OpRecord]]]:
+) -> tuple[list[OpRecord], list[tuple[OpRecord, OpRecord]]]:
     """FX CSE (``torch.fx.passes.dialect.common.cse_pass``, run by AOTAutograd): a call equal
     to an earlier one (same op, arguments and input values; not random, not in place) is the
-    earlier one. Returns the ops without duplicates (reads renamed), the renaming of the
-    duplicates' outputs, and the (twin, duplicate) pairs. A duplicate the model returns stays:
+    earlier one. Returns the ops without duplicates (later reads renamed to the twin's outputs)
+    and the (twin, duplicate) pairs. A duplicate the model returns stays:
     Inductor would return one buffer twice, but the bound charges every returned tensor."""
     renamed: dict[int, TensorRef] = {}
     seen: dict[tuple, OpRecord] = {}
@@ -164,7 +164,7 @@ def common_subexpressions(
         if key is not None:
             seen[key] = op
         kept_ops.append(op)
-    return kept_ops, renamed, pairs
+    return kept_ops, pairs
 
 
 def _cse_key(op: OpRecord, kept_values: frozenset[int]) -> tuple | None:
@@ -208,8 +208,8 @@ def unfuse_bias_add(graph: _Graph) -> None:
     ops: list[OpRecord] = []
     for op in graph.ops:
         mm_name = UNFUSED_BIAS_OPS.get(op.name)
-        if mm_name is None or len(op.reads) != 3 or len(op.writes) != 1 or not _unfusable_addmm(
-            op, readers, graph.kept
+        if mm_name is None or len(op.reads) != 3 or len(op.writes) != 1 or not (
+            _prefers_unfused_addmm(op, readers, graph.kept)
         ):
             ops.append(op)
             continue
@@ -223,7 +223,9 @@ def unfuse_bias_add(graph: _Graph) -> None:
     graph.ops = ops
 
 
-def _unfusable_addmm(op: OpRecord, readers: dict[int, list[OpRecord]], kept: set[int]) -> bool:
+def _prefers_unfused_addmm(op: OpRecord, readers: dict[int, list[OpRecord]],
+                           kept: set[int]) -> bool:
+    """``should_prefer_unfused_addmm``: every user is pointwise (the output is not returned)."""
     (out,) = op.writes
     users = readers.get(out.value_id, [])
     return (
@@ -546,7 +548,7 @@ def _narrowed(op: OpRecord, view: TensorRef) -> OpRecord:
 def lower(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> tuple[list[SchedulerNode],
                                                                          _Graph]:
     """The scheduler nodes Inductor builds for ``ops``: FX passes, ``cat`` lowering, inlining."""
-    unique, _, duplicates = common_subexpressions(ops, kept_values)
+    unique, duplicates = common_subexpressions(ops, kept_values)
     graph = _Graph(ops=eliminate_dead_code(unique, set(kept_values)), kept=set(kept_values),
                    duplicates=duplicates)
     unfuse_bias_add(graph)
