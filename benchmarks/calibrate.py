@@ -355,7 +355,7 @@ def constants_lines(fit: Fit) -> list[str]:
 
 def write_report(samples: list[Sample], fit: Fit, held_scale: dict[str, float], out: Path,
                  seconds: float) -> None:
-    train = [s for s in SETUPS if s not in HELD_OUT]
+    train, held_out = list(fit.host_scale), list(held_scale)
     default = lambda setup: fit.params  # noqa: E731
     own_host = lambda setup: fit.for_setup(setup) if setup in fit.host_scale else (  # noqa: E731
         fit.params.with_host(fit.params.host.scaled(held_scale[setup])))
@@ -369,7 +369,7 @@ def write_report(samples: list[Sample], fit: Fit, held_scale: dict[str, float], 
             for s in samples if mode in s.measured_s
         ]
         plot_estimates(points, images / f"calibration_{mode}.png",
-                       title=f"{MODES[mode][1]}: estimate vs measured (nine setups)")
+                       title=f"{MODES[mode][1]}: estimate vs measured", unit="ms")
     lines = [
         "# Calibration of the performance model",
         "",
@@ -384,7 +384,7 @@ def write_report(samples: list[Sample], fit: Fit, held_scale: dict[str, float], 
         "`torch.compile` default → `fused_estimate`; `cudagraph` = `mode=\"reduce-overhead\"` → "
         "`cudagraph_estimate` (two setups only).",
         "",
-        f"Fitted on {', '.join(train)}; held out: {', '.join(HELD_OUT)}.",
+        f"Fitted on {', '.join(train)}; held out: {', '.join(held_out)}.",
         "",
         "## Fitted constants",
         "",
@@ -425,14 +425,20 @@ def main() -> int:
     parser.add_argument("--data", type=Path, required=True, help="the calibration data folder")
     parser.add_argument("--rounds", type=int, default=4, help="step sizes of the descent (1-5)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "calibration.md")
+    parser.add_argument("--hold-out", default=",".join(HELD_OUT),
+                        help="setups left out of the fit, comma-separated")
     args = parser.parse_args()
+    held_out = [s for s in args.hold_out.split(",") if s]
+    unknown = set(held_out) - set(SETUPS)
+    if unknown:
+        parser.error(f"unknown setup(s) {', '.join(sorted(unknown))}; use {', '.join(SETUPS)}")
     started = time.perf_counter()
     samples = load_samples(args.data)
-    train = [s for s in SETUPS if s not in HELD_OUT]
+    train = [s for s in SETUPS if s not in held_out]
     fit = fit_constants([s for s in samples if s.setup in train], train, args.rounds)
     held_scale = {
         setup: host_scale_only([s for s in samples if s.setup == setup], fit.params)
-        for setup in HELD_OUT
+        for setup in held_out
     }
     write_report(samples, fit, held_scale, args.out, time.perf_counter() - started)
     print("# fitted constants for estimate.py (DEFAULT_HOST / DEFAULT_PARAMS), 3 digits:")

@@ -371,7 +371,8 @@ def plot_estimates(
         mine = [(m, e) for g, e, m in points if g == group]
         ax.scatter(*zip(*mine, strict=True), s=10, alpha=0.7, label=group)
     ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high),
-           xlabel=f"measured ({unit})", ylabel=f"estimate ({unit})", title=title)
+           xlabel=f"measured ({unit})", ylabel=f"estimate ({unit})")
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
