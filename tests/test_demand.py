@@ -319,3 +319,57 @@ def test_batch_norm_training_writes_its_running_statistics() -> None:
     activations = 2 * 8 * 16 * 32 * 32 * FP32  # read x, write y
     running = 2 * 16 * FP32 + 8  # running mean and var, num_batches_tracked (int64)
     assert result.compulsory_bytes >= activations + running
+
+
+def test_strided_rows_of_a_product() -> None:
+    # (x @ W)[::2]: every other row of x, all of W, half the product
+    result = bound(lambda x, w: (x @ w)[::2], meta(256, 512), meta(512, 1024))
+    assert result.tensor_flops == 2 * 128 * 1024 * 512
+    assert result.compulsory_bytes == (128 * 512 + 512 * 1024 + 128 * 1024) * FP32
+
+
+def test_reduction_of_a_product_reads_each_operand_once() -> None:
+    # (x @ W).sum(1): the whole product is needed, each operand read once
+    result = bound(lambda x, w: (x @ w).sum(1), meta(256, 512), meta(512, 4096))
+    assert result.compulsory_bytes == (256 * 512 + 512 * 4096 + 256) * FP32
+
+
+def test_a_scan_needs_only_its_prefix() -> None:
+    result = bound(lambda x: x.cumsum(1)[:, :10], meta(64, 4096))
+    assert result.compulsory_bytes == 2 * 64 * 10 * FP32
+
+
+def test_causal_attention_rows_read_the_keys_they_attend_to() -> None:
+    # the first 16 query rows of a causal (top-left) attention see keys 0..15
+    b, h, length, e = 1, 2, 1024, 64
+
+    def first_rows(q, k, v):  # noqa: ANN001, ANN202
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)[:, :, :16]
+
+    result = bound(first_rows, meta(b, h, length, e), meta(b, h, length, e), meta(b, h, length, e))
+    assert result.compulsory_bytes == 4 * (b * h * 16 * e) * FP32  # q, k, v rows and the output
+    pairs = 16 * 17 // 2
+    assert result.tensor_flops == 2 * b * h * pairs * (e + e)
+
+
+def test_conv_over_an_explicit_zero_pad_is_priced_as_implicit_padding() -> None:
+    # F.pad(x, 1) then a 3×3 conv on a 1×1 image: only the centre tap sees data
+    def padded(x, w):  # noqa: ANN001, ANN202
+        return F.conv2d(F.pad(x, (1, 1, 1, 1)), w)
+
+    result = bound(padded, meta(8, 64, 1, 1), meta(64, 64, 3, 3))
+    assert result.tensor_flops == 2 * 8 * 64 * 64
+    assert any("explicit padding" in note for note in result.notes)
+
+
+def test_reduction_over_a_broadcast_dim_is_one_op_per_output() -> None:
+    result = bound(lambda x: x.expand(4096, 4096).sum(0), meta(4096))
+    assert result.vector_flops == 4096
+    assert result.compulsory_bytes == 2 * 4096 * FP32
+
+
+def test_transposed_conv_taps_in_the_cropped_border_cost_nothing() -> None:
+    # 5×5, padding 2 on a 1×1 input: output 1×1, only the centre tap lands on it
+    conv = torch.nn.ConvTranspose2d(4, 4, 5, padding=2, bias=False, device="meta")
+    result = analyze(conv, (meta(1, 4, 1, 1),))
+    assert result.tensor_flops == 2 * 4 * 4

@@ -285,6 +285,12 @@ def reduction_demand(context: _Context) -> Demand:
             tuple(Region() for _ in context.op.reads), FlopCount(), structure="size-1 reduction"
         )
     boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
+    if context.op.base in _IDENTITY_WHEN_SIZE_ONE and all(
+        len(source.strides) == len(source.shape) and source.strides[d] == 0 for d in reduced
+    ):
+        # every reduced element is the same one (x.expand(n, m).sum(0) = n·x): one op each
+        inputs = (Region.of(boxes), *[Region()] * (len(context.op.reads) - 1))
+        return Demand(inputs, FlopCount(vector=region.count), structure="broadcast reduction")
     # c outputs with no position need at least c whole reduced lines
     line = math.prod(source.shape[d] for d in reduced)
     inputs = (Region.of(boxes, region.opaque * line), *[Region()] * (len(context.op.reads) - 1))
@@ -502,6 +508,28 @@ def _as_list(value: Any, count: int, default: int) -> list[int]:
     return values * count if len(values) == 1 else values
 
 
+def _unpadded(
+    context: _Context, source: TensorRef, spatial: int, fill: float
+) -> tuple[TensorRef, list[int]] | None:
+    """(the tensor before an explicit ``constant_pad_nd`` with value ``fill`` on the spatial
+    dims, the left pad of each dim), when ``source`` is that pad's output as it is: a conv over
+    zeros (a max-pool over −inf) is the same window op with implicit padding, whose taps on the
+    padding cost nothing. ``padding='same'`` with an even kernel pads this way."""
+    producer = context.producers.get(source.value_id)
+    if producer is None or producer.base != "constant_pad_nd" or not producer.reads:
+        return None
+    written = producer.writes[0]
+    if (source.shape, source.strides) != (written.shape, written.strides):
+        return None
+    pads = list(argument(producer, "pad", []))
+    if argument(producer, "value", 0) != fill or len(pads) > 2 * spatial or min(pads) < 0:
+        return None
+    left = [0] * spatial
+    for index in range(0, len(pads), 2):
+        left[spatial - 1 - index // 2] = pads[index]
+    return producer.reads[0], left
+
+
 @demand_rule(["convolution", "_convolution"])
 def convolution_demand(context: _Context) -> Demand:
     """out[n, co, p] needs the input window of p in co's group and co's filter taps that land on
@@ -519,6 +547,11 @@ def convolution_demand(context: _Context) -> Demand:
     stride = _as_list(context.argument("stride"), spatial, 1)
     padding = _as_list(context.argument("padding"), spatial, 0)
     dilation = _as_list(context.argument("dilation"), spatial, 1)
+    padded_source = source
+    unpadded = _unpadded(context, source, spatial, 0)
+    if unpadded is not None:
+        source, left = unpadded
+        padding = [p + extra for p, extra in zip(padding, left, strict=True)]
     groups = context.argument("groups", 1) or 1
     out_channels, group_in = weight.shape[0], weight.shape[1]
     per_group_out = out_channels // groups
@@ -549,9 +582,13 @@ def convolution_demand(context: _Context) -> Demand:
         )
         sizes += box_size(box)
     share = region.count / sizes if sizes else 0.0
-    inputs = (Region.of(in_boxes), Region.of(weight_boxes), *(Region.of(bias_boxes) for _ in bias))
     tensor = min(int(flops * share), context.record.flops.tensor)
-    return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.CONV))
+    flop_count = FlopCount(tensor=tensor, kind=MatmulKind.CONV)
+    rest = (Region.of(weight_boxes), *(Region.of(bias_boxes) for _ in bias))
+    if source is padded_source:
+        return Demand((Region.of(in_boxes), *rest), flop_count)
+    extra = ((source, Region.of(in_boxes)),)
+    return Demand((Region(), *rest), flop_count, extra, structure="explicit padding")
 
 
 def _transposed_window(
@@ -693,6 +730,11 @@ def pooling_demand(context: _Context) -> Demand:
     region = context.output
     if any(len(box) != len(source.shape) for box in region.boxes):
         return _proportional(context)
+    padded_source = source
+    unpadded = _unpadded(context, source, spatial, -math.inf) if "max" in context.op.base else None
+    if unpadded is not None:
+        source, left = unpadded
+        padding = [p + extra for p, extra in zip(padding, left, strict=True)]
     boxes, taps, sizes = [], 0, 0
     for box in region.boxes:
         windows = [
@@ -705,7 +747,10 @@ def pooling_demand(context: _Context) -> Demand:
         taps += math.prod(set_size(s) for s in box[:lead]) * math.prod(w[1] for w in windows)
         sizes += box_size(box)
     share = region.count / sizes if sizes else 0.0
-    return Demand((Region.of(boxes),), FlopCount(vector=int(taps * share)))
+    flops = FlopCount(vector=int(taps * share))
+    if source is padded_source:
+        return Demand((Region.of(boxes),), flops)
+    return Demand((Region(),), flops, ((source, Region.of(boxes)),), structure="explicit padding")
 
 
 @demand_rule(["im2col"])
@@ -975,6 +1020,13 @@ def selection_demand(context: _Context) -> Demand:
     return Demand(tuple(inputs), _scaled(context.record.flops, context.fraction))
 
 
+def _row_part(region: Region, width: int) -> int:
+    """Elements of one looked-up row that demanded outputs use (their last-dim positions)."""
+    if region.boxes:
+        return min(width, max(set_size(box[-1]) for box in region.boxes if box))
+    return min(width, region.count)
+
+
 def _data_chosen(count: int) -> int:
     """Source elements chosen by index values: the data is unknown at analysis time and repeated
     indices may all pick one element, so the bound charges one (a loose but safe minimum)."""
@@ -1011,7 +1063,7 @@ def gather_demand(context: _Context) -> Demand:
     if context.op.base == "embedding":  # (weight, indices): the indices are the second read
         weight, index = context.op.reads[:2]
         inputs = [
-            Region(opaque=_data_chosen(demanded) * min(weight.shape[-1], demanded)),
+            Region(opaque=_data_chosen(demanded) * _row_part(context.output, weight.shape[-1])),
             Region(opaque=int(index.elements * share)),
         ]
     return Demand(tuple(inputs), _scaled(context.record.flops, share))
@@ -1143,6 +1195,12 @@ STRUCTURE_RULES: dict[str, str] = {
     "arithmetic); var/std/argmax over them are constants (no input needed)",
     "size-1 normalisation": "softmax over a size-1 dim is 1 and log_softmax is 0 everywhere: "
     "nothing upstream is needed",
+    "broadcast reduction": "a reduction over dims the input is broadcast along (stride 0, "
+    "x.expand(n, m).sum(0)): every reduced element is the same, so one multiply (n·x) or copy "
+    "per output",
+    "explicit padding": "a convolution over F.pad(x, value=0) (a max-pool over value=−inf), as "
+    "padding='same' with an even kernel builds it: priced as the same op with implicit padding, "
+    "so taps on the padding cost nothing — they multiply zeros (compare −inf)",
 }
 
 
