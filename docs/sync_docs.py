@@ -146,6 +146,25 @@ def fusion_rules() -> str:
                   rows)
 
 
+def demand_rules() -> str:
+    from torchroofline import demand
+
+    rules = {demand.pointwise_demand: ["every op of category pointwise"]}
+    for name, rule in demand.DEMAND_RULES.items():
+        rules.setdefault(rule, []).append(f"`{name}`")
+    rows = [
+        [", ".join(names), " ".join((rule.__doc__ or "").split())] for rule, names in rules.items()
+    ]
+    return _table(["ops", "what a demanded output element needs, and the FLOPs"], rows)
+
+
+def structure_rules() -> str:
+    from torchroofline.demand import STRUCTURE_RULES
+
+    rows = [[f"`{name}`", text] for name, text in STRUCTURE_RULES.items()]
+    return _table(["rule", "pattern, cheapest implementation priced, and why it is the same"], rows)
+
+
 def _constant_value(params: object, name: str) -> str:
     """A DEFAULT_PARAMS field by its CONSTANT_NOTES name, in readable units."""
     owner, _, field = name.rpartition(".")
@@ -206,6 +225,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "reduction-flops": reduction_flops,
     "categories": categories,
     "fusion-rules": fusion_rules,
+    "demand-rules": demand_rules,
+    "structure-rules": structure_rules,
 }
 
 
