@@ -12,10 +12,10 @@ import torch.nn.functional as F
 from conftest import Fn, analyze, meta, op_names
 from torchroofline.costs import (
     _RULES,
-    POINTWISE_FLOPS_PER_ELEMENT,
-    RNN_CELL_FLOPS,
     Category,
     MatmulKind,
+    add_rules,
+    flops_on_shapes,
     rule_coverage,
     rule_for,
 )
@@ -255,8 +255,11 @@ def test_rnn_flops(cls: type, layers: int, bidirectional: bool, batch_first: boo
     gates = RNN_GATES[cls]
     assert result.tensor_flops == _rnn_tensor_flops(gates, inp, hidden, layers, dirs, t, b)
     # the gate math: per unit per step per layer-direction, the cell's pointwise FLOPs
-    name = {nn.GRU: "gru", nn.LSTM: "lstm", nn.RNN: "rnn_tanh"}[cls]
-    assert result.vector_flops == layers * dirs * t * b * hidden * RNN_CELL_FLOPS[name]
+    # LSTM: 4 gate adds + 3 sigmoids (3 each) + 2 tanh + c = f·c + i·g (3) + h = o·tanh(c) (1)
+    # = 19; GRU: 3 adds + 2 sigmoids (6) + n = tanh(xn + r·hn) (3) + (1 − z)·n + z·h (4) = 16;
+    # tanh RNN: one add, one tanh = 2
+    per_unit = {nn.GRU: 16, nn.LSTM: 19, nn.RNN: 2}[cls]
+    assert result.vector_flops == layers * dirs * t * b * hidden * per_unit
     # one input GEMM per layer-direction plus one step kernel per time step
     [rnn_kernel] = [k for k in result.kernels if k.category == "compute"]
     assert rnn_kernel.launches == layers * dirs * (1 + t)
@@ -290,14 +293,17 @@ def test_deep_bidirectional_gru_is_a_handful_of_ops() -> None:
 # --- Pointwise and reductions ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("fn", "name"), [
-    (torch.relu, "relu"), (torch.sigmoid, "sigmoid"), (F.gelu, "gelu"), (F.silu, "silu"),
-    (torch.exp, "exp"), (torch.tanh, "tanh"),
+@pytest.mark.parametrize(("fn", "per_element"), [
+    (torch.relu, 1),  # max(x, 0)
+    (torch.sigmoid, 3),  # 1 / (1 + exp(−x)): exp, add, divide
+    (F.gelu, 4),  # x · 0.5 · (1 + erf(x/√2)), constants folded: multiply, erf, add, multiply
+    (F.silu, 4),  # x · sigmoid(x): the sigmoid's 3 and a multiply
+    (torch.exp, 1), (torch.tanh, 1),
 ])
-def test_pointwise_flops_per_element(fn, name: str) -> None:  # noqa: ANN001
+def test_pointwise_flops_per_element(fn, per_element: int) -> None:  # noqa: ANN001
     n = 3 * 17
     result = analyze(Fn(fn), meta(3, 17))
-    assert result.vector_flops == n * POINTWISE_FLOPS_PER_ELEMENT[name]
+    assert result.vector_flops == n * per_element
     assert all(op.category is Category.POINTWISE for op in result.ops)
 
 
@@ -309,7 +315,8 @@ def test_in_place_variant_shares_the_rule() -> None:
 
 
 def test_op_tagged_pointwise_without_an_entry_gets_one_flop_per_element() -> None:
-    assert "atan2" not in _RULES  # precondition: only PyTorch's pointwise tag covers it
+    # precondition: only PyTorch's pointwise tag covers it
+    assert torch.ops.aten.atan2 not in _RULES
     result = analyze(Fn(torch.atan2), meta(8, 8), meta(8, 8))
     [op] = result.ops
     assert op.has_rule and op.category is Category.POINTWISE and op.fusible
@@ -686,7 +693,7 @@ def test_in_place_masked_fill_loads_only_the_mask() -> None:
 def test_rule_coverage() -> None:
     coverage = rule_coverage()
     assert coverage.total == coverage.registered + coverage.tagged_pointwise
-    assert set(coverage.unsupported).isdisjoint(_RULES)
+    assert {getattr(torch.ops.aten, name, None) for name in coverage.unsupported}.isdisjoint(_RULES)
     newly_covered = ["_cdist_forward", "_euclidean_dist", "_trilinear", "addbmm",
                      "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "_fft_r2c", "_fft_c2r",
                      "_fft_c2c", "_linalg_solve_ex", "linalg_lu_factor_ex", "linalg_cholesky_ex",
@@ -694,7 +701,7 @@ def test_rule_coverage() -> None:
                      "triangular_solve", "linalg_solve_triangular", "nansum", "linspace",
                      "logspace", "bucketize", "affine_grid_generator", "triu_indices",
                      "tril_indices", "diagonal_copy"]
-    assert set(newly_covered) <= set(_RULES)
+    assert {getattr(torch.ops.aten, name) for name in newly_covered} <= set(_RULES)
     # an op that decomposes before dispatch (CompositeImplicitAutograd) never reaches a trace
     assert "linalg_solve_ex" not in coverage.unsupported
     assert "linalg_matrix_exp" in coverage.unsupported
@@ -716,3 +723,61 @@ def test_more_linalg_and_small_families() -> None:
     assert trace.compulsory_bytes == n * 4 + 4  # the diagonal in, a scalar out
     for result in (eig, inverse, cross, polar, trace):
         assert result.unsupported_ops == {}
+
+
+# --- The registry: keyed by aten ops, one rule per key; formulas on shapes alone ----------------
+
+aten = torch.ops.aten
+S = torch.Size
+
+
+def test_registry_refuses_a_second_rule_for_one_op() -> None:
+    table: dict = {}
+    add_rules(table, [aten.add], "first", "test")
+    assert table == {aten.add: "first", aten.add_: "first"}  # the in-place twin shares it
+    with pytest.raises(ValueError, match="two test rules for aten.add"):
+        add_rules(table, [aten.add], "second", "test")
+    with pytest.raises(ValueError, match="aten.add_"):
+        add_rules(table, [aten.add_], "second", "test")
+
+
+def test_every_registry_key_is_an_aten_op() -> None:
+    from torchroofline.demand import DEMAND_RULES
+
+    for key in (*_RULES, *DEMAND_RULES):
+        assert isinstance(key, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)), key
+
+
+def test_max_of_two_tensors_is_pointwise_and_max_of_one_a_reduction() -> None:
+    # torch.max(a, b) (aten.max.other) is element-wise: one compare per output element, and a
+    # broadcast (4, 1) with (1, 5) has 20 outputs — a rule per input element would say 4
+    assert flops_on_shapes(aten.max.other, S((4, 1)), S((1, 5))).vector == 4 * 5
+    # x.max() and x.max(dim) compare every input element once: 4·5 = 20, however many outputs
+    assert flops_on_shapes(aten.max.default, S((4, 5))).vector == 20
+    assert flops_on_shapes(aten.max.dim, S((4, 5)), 1).vector == 20
+    pairwise = analyze(Fn(torch.max), meta(4, 1), meta(1, 5))
+    assert [op.category for op in pairwise.ops] == [Category.POINTWISE]
+    assert pairwise.vector_flops == 20
+    reduced = analyze(Fn(lambda x: x.max()), meta(4, 5))
+    assert [op.category for op in reduced.ops] == [Category.REDUCTION]
+    assert reduced.vector_flops == 20
+
+
+def test_formulas_on_shapes_alone() -> None:
+    # mm (4, 5) @ (5, 6): 4·6 outputs, 5 multiply-adds each: 2·4·5·6 = 240
+    assert flops_on_shapes(aten.mm.default, S((4, 5)), S((5, 6))).tensor == 240
+    # addr(M (3, 4), u (3), v (4)): one multiply per output element, 12
+    assert flops_on_shapes(aten.addr.default, S((3, 4)), S((3,)), S((4,))).tensor == 12
+    # sum over all or one dim: one add per input element, 20 either way
+    assert flops_on_shapes(aten.sum.default, S((4, 5))).vector == 20
+    assert flops_on_shapes(aten.sum.dim_IntList, S((4, 5)), [1]).vector == 20
+    # var over dim 1 of (4, 5): subtract the mean, square, accumulate: 3 · 20 = 60
+    assert flops_on_shapes(aten.var.correction, S((4, 5)), [1]).vector == 60
+    # round to 2 decimals: scale by 100, round, scale back: 3 per element; plain round 1
+    assert flops_on_shapes(aten.round.decimals, S((7,)), decimals=2).vector == 21
+    assert flops_on_shapes(aten.round.default, S((7,))).vector == 7
+    # floor division: divide, then floor: 2 per element
+    x = S((6,))
+    assert flops_on_shapes(aten.div.Tensor_mode, x, x, rounding_mode="floor").vector == 12
+    # cholesky (n = 4): n³/3 + n²/2 + n/6 = 64/3 + 8 + 2/3 = 30
+    assert flops_on_shapes(aten.linalg_cholesky_ex.default, S((4, 4))).tensor == 30

@@ -1,8 +1,12 @@
 """Stage 2: the cost of each traced op — category, FLOPs, which unit runs them, bytes.
 
-One registry maps an op's base name (``aten.add_.Tensor`` → ``"add"``; in-place and out-of-place
-variants share a rule) to a :class:`CostRule`. Adding an op is adding one entry next to its
-relatives. Matmul-class FLOPs reuse ``torch.utils.flop_counter``'s registered formulas.
+One registry maps aten ops to a :class:`CostRule`, keyed as ``torch.utils.flop_counter`` keys its
+formulas: by overload packet (``aten.add``: every overload and the ``out=`` spellings; the in-place
+packet ``aten.add_`` shares the rule), or by single overload where overloads of one packet mean
+different things (``aten.max.dim`` reduces, ``aten.max.other`` is element-wise). Registering a key
+twice is an error. Adding an op is adding one entry next to its relatives. Matmul-class FLOPs
+reuse ``torch.utils.flop_counter``'s registered formulas, and every formula can be called on
+shapes alone (:func:`flops_on_shapes`).
 
 FLOPs never depend on precision; a multiply-add is 2 FLOPs. Bytes do: floating-point tensors
 take the target precision's element size, integer and bool tensors keep their own.
@@ -18,10 +22,14 @@ from enum import Enum
 from typing import Any
 
 import torch
+from torch._ops import OpOverload, OpOverloadPacket
+from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import flop_registry, sdpa_flop_count
 
 from .errors import PrecisionError
-from .trace import TensorRef, Trace, TracedOp, base_name, largest_per_value
+from .trace import RNN_GATES, TensorRef, Trace, TracedOp, base_name, largest_per_value
+
+aten = torch.ops.aten
 
 
 class Category(str, Enum):
@@ -136,31 +144,81 @@ class OpRecord:
         return self.bytes_read(float_bytes) + self.bytes_written(float_bytes)
 
 
-_RULES: dict[str, CostRule] = {}
+#: A registry key: an aten overload packet (all its overloads) or one overload.
+OpKey = OpOverloadPacket | OpOverload
+
+#: Library calls the trace records above the dispatcher, with ``func=None`` (by ``TracedOp.base``):
+#: each is keyed by the aten packet it binds (``F.scaled_dot_product_attention`` calls
+#: ``aten::scaled_dot_product_attention``, ``torch._VF.lstm`` calls ``aten::lstm``). Those are
+#: CompositeImplicitAutograd, so no dispatched op ever carries the same key.
+INTERCEPTED_KEYS: dict[str, OpOverloadPacket] = {
+    name: getattr(aten, name) for name in ("scaled_dot_product_attention", *RNN_GATES)
+}
+
+
+def _with_in_place(key: OpKey) -> tuple[OpKey, ...]:
+    """``key`` and its in-place twin (``aten.add`` → ``aten.add_``, ``aten.div.Tensor_mode`` →
+    ``aten.div_.Tensor_mode``): the same values written into the first argument, whose accesses
+    :func:`in_place_accesses` corrects."""
+    if isinstance(key, OpOverload):
+        twin = getattr(getattr(aten, key.overloadpacket.__name__ + "_", None), key._overloadname,
+                       None)
+    else:
+        twin = getattr(aten, key.__name__ + "_", None)
+    return (key,) if twin is None else (key, twin)
+
+
+def add_rules(table: dict[OpKey, Any], ops: Iterable[OpKey], rule: Any, what: str) -> None:
+    """Enter ``rule`` for every op of ``ops`` (and its in-place twin) into ``table``; a key
+    entered twice is a programming error, raised at import."""
+    for op in ops:
+        for key in _with_in_place(op):
+            if key in table:
+                raise ValueError(f"two {what} rules for {key}; keep one of them")
+            table[key] = rule
+
+
+def op_keys(op: TracedOp) -> tuple[OpKey, ...]:
+    """The keys ``op`` is looked up by, most specific first: its overload, then its packet. An
+    op recorded without its overload (``func=None``: a call intercepted above the dispatcher,
+    :data:`INTERCEPTED_KEYS`) is keyed by the aten packet its base name names."""
+    if op.func is None:
+        packet = getattr(aten, op.base, None)
+        return () if packet is None else (packet,)
+    return (op.func, op.func.overloadpacket)
+
+
+def lookup(table: dict[OpKey, Any], op: TracedOp) -> Any:
+    """The entry of ``table`` for ``op`` under its most specific key (None if none)."""
+    return next((table[key] for key in op_keys(op) if key in table), None)
+
+
+_RULES: dict[OpKey, CostRule] = {}
 
 
 def register(
-    names: Iterable[str],
+    ops: Iterable[OpKey],
     category: Category,
     *,
     fusible: bool,
     reads: Callable[[TracedOp], tuple[TensorRef, ...]] | None = None,
 ) -> Callable:
-    """Decorator: register ``formula`` as the FLOP rule of every op in ``names``."""
+    """Decorator: register ``formula`` as the FLOP rule of every op in ``ops``."""
 
     def decorate(formula: FlopFormula) -> FlopFormula:
-        for name in names:
-            _RULES[name] = CostRule(category, formula, fusible, reads)
+        add_rules(_RULES, ops, CostRule(category, formula, fusible, reads), "cost")
         return formula
 
     return decorate
 
 
 def registered_ops() -> dict[str, list[str]]:
-    """Category name → the op base names registered under it (for METHOD.md)."""
+    """Category name → the ops registered under it, in-place twins left out (for METHOD.md)."""
+    twins = {twin for key in _RULES for twin in _with_in_place(key)[1:]}
     by_category: dict[str, list[str]] = {}
-    for name, rule in _RULES.items():
-        by_category.setdefault(rule.category.value, []).append(name)
+    for key, rule in _RULES.items():
+        if key not in twins:
+            by_category.setdefault(rule.category.value, []).append(str(key))
     return by_category
 
 
@@ -206,7 +264,7 @@ def rule_coverage() -> RuleCoverage:
         if overload is None:
             continue
         base = base_name(overload)
-        if base in _RULES:
+        if overload in _RULES or packet in _RULES:
             registered.add(base)
         elif torch.Tag.pointwise in overload.tags:
             tagged.add(base)
@@ -223,10 +281,30 @@ def rule_coverage() -> RuleCoverage:
 
 def rule_for(op: TracedOp) -> CostRule | None:
     """The registered rule, else the pointwise rule for an op PyTorch tags pointwise."""
-    rule = _RULES.get(op.base)
+    rule = lookup(_RULES, op)
     if rule is None and op.func is not None and torch.Tag.pointwise in op.func.tags:
         return _TAGGED_POINTWISE
     return rule
+
+
+def flops_on_shapes(func: OpOverload, *args: Any, **kwargs: Any) -> FlopCount:
+    """The FLOPs the rule for ``func`` charges a call with these arguments, each ``torch.Size``
+    standing for a float32 tensor of that shape: no model, no trace, no data (as
+    ``torch.utils.flop_counter``'s formulas take shapes). ``func`` runs on meta tensors for its
+    output shape. Raises ``KeyError`` for an op with no rule."""
+
+    def tensor(leaf: Any) -> Any:
+        return torch.empty(leaf, device="meta") if isinstance(leaf, torch.Size) else leaf
+
+    args, kwargs = tree_map(tensor, (args, kwargs), is_leaf=lambda x: isinstance(x, torch.Size))
+    op = TracedOp(
+        name=str(func), base=base_name(func), func=func, args=args, kwargs=kwargs,
+        output=func(*args, **kwargs), reads=(), writes=(), module_path="", is_view=func.is_view,
+    )
+    rule = rule_for(op)
+    if rule is None:
+        raise KeyError(f"no cost rule for {func}")
+    return rule.flops(op)
 
 
 # --- Helpers for formulas --------------------------------------------------------------------
@@ -260,8 +338,9 @@ def _per_input_element(flops_per_element: int) -> FlopFormula:
 #: Ops that take a tensor only for its shape, dtype and device (``zeros_like(x)``,
 #: ``x.new_full(...)``): their kernels never load it, so their reads leave it out.
 SHAPE_ONLY_TEMPLATES = frozenset(
-    {"zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
-     "randint_like", "new_zeros", "new_ones", "new_full", "new_empty", "new_empty_strided"}
+    {aten.zeros_like, aten.ones_like, aten.full_like, aten.empty_like, aten.rand_like,
+     aten.randn_like, aten.randint_like, aten.new_zeros, aten.new_ones, aten.new_full,
+     aten.new_empty, aten.new_empty_strided}
 )
 
 
@@ -270,27 +349,33 @@ def _template_unread(op: TracedOp) -> tuple[TensorRef, ...]:
     return ()
 
 
-def _template_reads(name: str) -> Callable[[TracedOp], tuple[TensorRef, ...]] | None:
-    return _template_unread if name in SHAPE_ONLY_TEMPLATES else None
+def _template_reads(key: OpKey) -> Callable[[TracedOp], tuple[TensorRef, ...]] | None:
+    return _template_unread if key in SHAPE_ONLY_TEMPLATES else None
 
 
 # --- Zero-copy: views, aliases, metadata, allocation without a write --------------------------
 
 register(
     [
-        "view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "squeeze",
-        "unsqueeze", "slice", "select", "alias", "detach", "as_strided", "unbind", "split",
-        "split_with_sizes", "chunk", "unsafe_split", "unsafe_split_with_sizes",
-        "narrow", "view_as_real", "view_as_complex", "unfold", "diagonal", "movedim",
-        "lift_fresh", "empty", "empty_strided", "_reshape_alias", "unflatten", "flatten",
-        "expand_as", "view_as", "resize", "resize_as", "_resize_output", "set", "sym_size",
-        "sym_stride", "sym_numel", "_local_scalar_dense", "empty_permuted", "_conj", "_neg_view",
+        aten.view, aten._unsafe_view, aten.reshape, aten.permute, aten.transpose, aten.t,
+        aten.expand, aten.squeeze,
+        aten.unsqueeze, aten.slice, aten.select, aten.alias, aten.detach, aten.as_strided,
+        aten.unbind, aten.split,
+        aten.split_with_sizes, aten.chunk, aten.unsafe_split, aten.unsafe_split_with_sizes,
+        aten.narrow, aten.view_as_real, aten.view_as_complex, aten.unfold, aten.diagonal,
+        aten.movedim,
+        aten.lift_fresh, aten.empty, aten.empty_strided, aten._reshape_alias, aten.unflatten,
+        aten.flatten,
+        aten.expand_as, aten.view_as, aten.resize, aten.resize_as, aten._resize_output, aten.set,
+        aten.sym_size,
+        aten.sym_stride, aten.sym_numel, aten._local_scalar_dense, aten.empty_permuted, aten._conj,
+        aten._neg_view,
     ],
     Category.ZERO_COPY,
     fusible=False,
 )(_no_flops)
 register(
-    ["empty_like", "new_empty", "new_empty_strided"],
+    [aten.empty_like, aten.new_empty, aten.new_empty_strided],
     Category.ZERO_COPY,
     fusible=False,
     reads=_template_unread,
@@ -300,58 +385,70 @@ register(
 # 1 FLOP for each basic arithmetic, comparison or transcendental instruction; composites are
 # the sum of their parts. A bound needs the minimum, so nothing is counted twice.
 
-POINTWISE_FLOPS_PER_ELEMENT: dict[str, int] = {
+POINTWISE_FLOPS_PER_ELEMENT: dict[OpKey, int] = {
     # casts, copies and fills move data and do no arithmetic
-    "_to_copy": 0, "to": 0, "copy": 0, "clone": 0, "contiguous": 0, "fill": 0, "zero": 0,
-    "zeros": 0, "ones": 0, "full": 0, "zeros_like": 0, "ones_like": 0, "full_like": 0,
-    "new_zeros": 0, "new_ones": 0, "new_full": 0, "scalar_tensor": 0, "arange": 0,
-    "masked_fill": 0, "where": 0, "tril": 0, "triu": 0, "lift": 0,
-    "triu_indices": 0, "tril_indices": 0, "eye": 0, "range": 0,  # generators, like arange
-    "fft_fftfreq": 0, "fft_rfftfreq": 0, "complex": 0,
-    "_add_relu": 2,
-    "linalg_cross": 3,  # each component a·b − c·d
-    "polar": 4,  # r·cos θ, r·sin θ per complex output
-    "linspace": 2,  # start + i·step: one multiply-add
-    "logspace": 3,  # base ** (start + i·step): a multiply-add and a power
+    aten._to_copy: 0, aten.to: 0, aten.copy: 0, aten.clone: 0, aten.contiguous: 0, aten.fill: 0,
+    aten.zero: 0, aten.zeros: 0, aten.ones: 0, aten.full: 0, aten.zeros_like: 0,
+    aten.ones_like: 0, aten.full_like: 0, aten.new_zeros: 0, aten.new_ones: 0, aten.new_full: 0,
+    aten.scalar_tensor: 0, aten.arange: 0,
+    aten.masked_fill: 0, aten.where: 0, aten.tril: 0, aten.triu: 0, aten.lift: 0,
+    # generators, like arange
+    aten.triu_indices: 0, aten.tril_indices: 0, aten.eye: 0, aten.range: 0,
+    aten.fft_fftfreq: 0, aten.fft_rfftfreq: 0, aten.complex: 0,
+    aten._add_relu: 2,
+    aten.linalg_cross: 3,  # each component a·b − c·d
+    aten.polar: 4,  # r·cos θ, r·sin θ per complex output
+    aten.linspace: 2,  # start + i·step: one multiply-add
+    aten.logspace: 3,  # base ** (start + i·step): a multiply-add and a power
     # one instruction each
-    "add": 1, "sub": 1, "rsub": 1, "mul": 1, "div": 1, "neg": 1, "abs": 1, "relu": 1,
-    "exp": 1, "exp2": 1, "log": 1, "log2": 1, "log10": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1,
-    "erf": 1, "erfc": 1, "sin": 1, "cos": 1, "tan": 1, "reciprocal": 1, "pow": 1, "square": 1,
-    "sign": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1, "frac": 1, "maximum": 1,
-    "minimum": 1, "clamp": 1, "clamp_min": 1, "clamp_max": 1, "remainder": 1, "fmod": 1,
-    "eq": 1, "ne": 1, "lt": 1, "le": 1, "gt": 1, "ge": 1, "logical_not": 1, "logical_and": 1,
-    "logical_or": 1, "bitwise_and": 1, "bitwise_or": 1, "bitwise_not": 1, "isnan": 1,
-    "threshold": 1, "hardtanh": 1, "relu6": 1, "expm1": 1, "log1p": 1, "atan": 1, "floor_divide": 1,
+    aten.add: 1, aten.sub: 1, aten.rsub: 1, aten.mul: 1, aten.div: 1, aten.neg: 1, aten.abs: 1,
+    aten.relu: 1,
+    aten.exp: 1, aten.exp2: 1, aten.log: 1, aten.log2: 1, aten.log10: 1, aten.sqrt: 1,
+    aten.rsqrt: 1, aten.tanh: 1,
+    aten.erf: 1, aten.erfc: 1, aten.sin: 1, aten.cos: 1, aten.tan: 1, aten.reciprocal: 1,
+    aten.pow: 1, aten.square: 1,
+    aten.sign: 1, aten.floor: 1, aten.ceil: 1, aten.round: 1,
+    aten.round.decimals: 3,  # x·10^d, round, ÷10^d
+    aten.div.Tensor_mode: 2, aten.div.Scalar_mode: 2,  # divide, then floor or trunc
+    aten.trunc: 1, aten.frac: 1, aten.maximum: 1,
+    aten.minimum: 1, aten.clamp: 1, aten.clamp_min: 1, aten.clamp_max: 1, aten.remainder: 1,
+    aten.fmod: 1,
+    aten.eq: 1, aten.ne: 1, aten.lt: 1, aten.le: 1, aten.gt: 1, aten.ge: 1, aten.logical_not: 1,
+    aten.logical_and: 1,
+    aten.logical_or: 1, aten.bitwise_and: 1, aten.bitwise_or: 1, aten.bitwise_not: 1, aten.isnan: 1,
+    aten.threshold: 1, aten.hardtanh: 1, aten.relu6: 1, aten.expm1: 1, aten.log1p: 1, aten.atan: 1,
+    aten.floor_divide: 1,
     # composites: sum of parts
-    "sigmoid": 3,  # exp + add + div
-    "silu": 4,  # x · sigmoid(x)
-    "hardsigmoid": 3,  # add, div, clamp
-    "hardswish": 4,  # hardsigmoid + mul
-    "softplus": 3,  # exp, add, log
-    "mish": 6,  # softplus + tanh + mul
-    "elu": 3,  # compare, exp, sub·mul (one select)
-    "selu": 4,
-    "celu": 3,
-    "leaky_relu": 2,  # compare + mul
-    "prelu": 2,
-    "_prelu_kernel": 2,
-    "gelu": 4,  # erf form: x · 0.5 · (1 + erf(x/√2)) → mul, erf, add, mul (constants folded)
-    "lerp": 2,
-    "addcmul": 2,
-    "addcdiv": 2,
-    "logit": 3,
-    "hardshrink": 2,
-    "softshrink": 2,
-    "tanhshrink": 2,
-    "logsigmoid": 4, "log_sigmoid_forward": 4,
-    "glu": 4,  # sigmoid of one half times the other, per output element
-    "xlogy": 2,
-    "sigmoid_backward": 2,
+    aten.sigmoid: 3,  # exp + add + div
+    aten.silu: 4,  # x · sigmoid(x)
+    aten.hardsigmoid: 3,  # add, div, clamp
+    aten.hardswish: 4,  # hardsigmoid + mul
+    aten.softplus: 3,  # exp, add, log
+    aten.mish: 6,  # softplus + tanh + mul
+    aten.elu: 3,  # compare, exp, sub·mul (one select)
+    aten.selu: 4,
+    aten.celu: 3,
+    aten.leaky_relu: 2,  # compare + mul
+    aten.prelu: 2,
+    aten._prelu_kernel: 2,
+    aten.gelu: 4,  # erf form: x · 0.5 · (1 + erf(x/√2)) → mul, erf, add, mul (constants folded)
+    aten.lerp: 2,
+    aten.addcmul: 2,
+    aten.addcdiv: 2,
+    aten.logit: 3,
+    aten.hardshrink: 2,
+    aten.softshrink: 2,
+    aten.log_sigmoid_forward: 4,
+    aten.glu: 4,  # sigmoid of one half times the other, per output element
+    aten.xlogy: 2,
+    aten.sigmoid_backward: 2,
     # random number generation (Philox): counted as one FLOP per element, the minimal figure
-    "rand": 1, "randn": 1, "rand_like": 1, "randn_like": 1, "normal": 1, "uniform": 1,
-    "bernoulli": 1, "randint": 1, "randint_like": 1, "native_dropout": 2, "dropout": 2,
-    "exponential": 1, "random": 1, "cauchy": 1, "log_normal": 1, "geometric": 1,
-    "_fused_dropout": 2, "_masked_scale": 1,
+    aten.rand: 1, aten.randn: 1, aten.rand_like: 1, aten.randn_like: 1, aten.normal: 1,
+    aten.uniform: 1,
+    aten.bernoulli: 1, aten.randint: 1, aten.randint_like: 1, aten.native_dropout: 2,
+    aten.dropout: 2,
+    aten.exponential: 1, aten.random: 1, aten.cauchy: 1, aten.log_normal: 1, aten.geometric: 1,
+    aten._fused_dropout: 2, aten._masked_scale: 1,
 }
 
 for _name, _flops in POINTWISE_FLOPS_PER_ELEMENT.items():
@@ -364,36 +461,42 @@ _TAGGED_POINTWISE = CostRule(Category.POINTWISE, _per_output_element(1), fusible
 
 # --- Reductions: 1 FLOP per input element plus documented extras ------------------------------
 
-REDUCTION_FLOPS_PER_INPUT_ELEMENT: dict[str, int] = {
-    "sum": 1, "prod": 1, "amax": 1, "amin": 1, "max": 1, "min": 1, "argmax": 1, "argmin": 1,
-    "nansum": 2,  # isnan compare, accumulate (the select of 0 is no arithmetic)
-    "count_nonzero": 2,  # compare, accumulate
-    "aminmax": 2, "_aminmax": 2,  # two compares
-    "any": 1, "all": 1, "cumsum": 1, "cumprod": 1, "logcumsumexp": 3, "cummax": 1, "cummin": 1,
-    "_logcumsumexp": 3, "_cummax_helper": 1, "_cummin_helper": 1,
-    "dist": 3,  # sub, abs (or square), accumulate
-    "_weight_norm_interface": 3,  # square and accumulate for ‖v‖, then scale v by g/‖v‖
-    "multi_margin_loss": 4, "multilabel_margin_loss_forward": 4,  # sub, add, max, accumulate
-    "native_norm": 2,
-    "mean": 1,  # sum, then one divide per output (folded into the element count: negligible)
-    "var": 3, "std": 3, "var_mean": 3, "std_mean": 3,  # sub mean, square, accumulate
-    "_softmax": 5, "softmax": 5, "_safe_softmax": 5,  # max, sub, exp, sum, div
-    "_masked_softmax": 5,
-    "_log_softmax": 5, "log_softmax": 5,  # max, sub, exp, sum, sub (log once per row)
-    "logsumexp": 4,  # max, sub, exp, sum
-    "linalg_vector_norm": 2, "norm": 2,  # square (or abs), accumulate
-    "native_layer_norm": 8,  # mean 1 + var 3 + normalise 2 + affine 2
-    "native_group_norm": 8,
-    "_native_batch_norm_legit_no_training": 4,  # eval: scale and shift only (see batch_norm_flops)
-    "instance_norm": 8, "_fused_rms_norm": 5, "rms_norm": 5,  # square, sum, rsqrt·mul, affine
-    "mse_loss": 3, "l1_loss": 3, "smooth_l1_loss": 4, "huber_loss": 4, "soft_margin_loss": 4,
-    "binary_cross_entropy": 6, "binary_cross_entropy_with_logits": 8, "kl_div": 3,
-    "cosine_similarity": 6,
-    "triplet_margin_loss": 8, "margin_ranking_loss": 3, "hinge_embedding_loss": 3,
-    "mode": 1, "median": 1, "nanmedian": 1, "sort": 1, "topk": 1, "kthvalue": 1,
-    "_adaptive_avg_pool2d": 1, "_adaptive_avg_pool3d": 1, "adaptive_avg_pool1d": 1,
-    "adaptive_avg_pool2d": 1, "adaptive_avg_pool3d": 1,
-    "adaptive_max_pool2d": 1, "adaptive_max_pool3d": 1, "adaptive_max_pool1d": 1,
+REDUCTION_FLOPS_PER_INPUT_ELEMENT: dict[OpKey, int] = {
+    aten.sum: 1, aten.prod: 1, aten.amax: 1, aten.amin: 1, aten.argmax: 1, aten.argmin: 1,
+    # by overload: max.other/min.other are element-wise (the pointwise tag's rule covers them)
+    aten.max.default: 1, aten.max.dim: 1, aten.min.default: 1, aten.min.dim: 1,
+    aten.nansum: 2,  # isnan compare, accumulate (the select of 0 is no arithmetic)
+    aten.count_nonzero: 2,  # compare, accumulate
+    aten.aminmax: 2, aten._aminmax: 2,  # two compares
+    aten.any: 1, aten.all: 1, aten.cumsum: 1, aten.cumprod: 1, aten.logcumsumexp: 3, aten.cummax: 1,
+    aten.cummin: 1,
+    aten._logcumsumexp: 3, aten._cummax_helper: 1, aten._cummin_helper: 1,
+    aten.dist: 3,  # sub, abs (or square), accumulate
+    aten._weight_norm_interface: 3,  # square and accumulate for ‖v‖, then scale v by g/‖v‖
+    aten.multi_margin_loss: 4, aten.multilabel_margin_loss_forward: 4,  # sub, add, max, accumulate
+    aten.native_norm: 2,
+    aten.mean: 1,  # sum, then one divide per output (folded into the element count: negligible)
+    aten.var: 3, aten.std: 3, aten.var_mean: 3, aten.std_mean: 3,  # sub mean, square, accumulate
+    aten._softmax: 5, aten.softmax: 5, aten._safe_softmax: 5,  # max, sub, exp, sum, div
+    aten._masked_softmax: 5,
+    aten._log_softmax: 5, aten.log_softmax: 5,  # max, sub, exp, sum, sub (log once per row)
+    aten.logsumexp: 4,  # max, sub, exp, sum
+    aten.linalg_vector_norm: 2, aten.norm: 2,  # square (or abs), accumulate
+    aten.native_layer_norm: 8,  # mean 1 + var 3 + normalise 2 + affine 2
+    aten.native_group_norm: 8,
+    # eval: scale and shift only (see batch_norm_flops)
+    aten._native_batch_norm_legit_no_training: 4,
+    # square, sum, rsqrt·mul, affine
+    aten.instance_norm: 8, aten._fused_rms_norm: 5, aten.rms_norm: 5,
+    aten.mse_loss: 3, aten.l1_loss: 3, aten.smooth_l1_loss: 4, aten.huber_loss: 4,
+    aten.soft_margin_loss: 4,
+    aten.binary_cross_entropy: 6, aten.binary_cross_entropy_with_logits: 8, aten.kl_div: 3,
+    aten.cosine_similarity: 6,
+    aten.triplet_margin_loss: 8, aten.margin_ranking_loss: 3, aten.hinge_embedding_loss: 3,
+    aten.mode: 1, aten.median: 1, aten.nanmedian: 1, aten.sort: 1, aten.topk: 1, aten.kthvalue: 1,
+    aten._adaptive_avg_pool2d: 1, aten._adaptive_avg_pool3d: 1, aten.adaptive_avg_pool1d: 1,
+    aten.adaptive_avg_pool2d: 1, aten.adaptive_avg_pool3d: 1,
+    aten.adaptive_max_pool2d: 1, aten.adaptive_max_pool3d: 1, aten.adaptive_max_pool1d: 1,
 }
 
 for _name, _flops in REDUCTION_FLOPS_PER_INPUT_ELEMENT.items():
@@ -407,7 +510,7 @@ def _picked_by_target(op: TracedOp) -> tuple[TensorRef, ...]:
 
 
 @register(
-    ["nll_loss_forward", "nll_loss", "nll_loss2d_forward"],
+    [aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward],
     Category.REDUCTION,
     fusible=True,
     reads=_picked_by_target,
@@ -423,15 +526,16 @@ def _diagonal_reads(op: TracedOp) -> tuple[TensorRef, ...]:
     return (replace(matrix, elements=min(op.args[0].shape)),)
 
 
-@register(["trace"], Category.REDUCTION, fusible=True, reads=_diagonal_reads)
+@register([aten.trace], Category.REDUCTION, fusible=True, reads=_diagonal_reads)
 def trace_flops(op: TracedOp) -> FlopCount:
     """One add per diagonal element."""
     return FlopCount(vector=min(op.args[0].shape))
 
 
 @register(
-    ["native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
-     "cudnn_batch_norm", "miopen_batch_norm"],
+    [ aten.native_batch_norm, aten._native_batch_norm_legit,
+     aten._native_batch_norm_legit_functional,
+     aten.cudnn_batch_norm, aten.miopen_batch_norm],
     Category.REDUCTION,
     fusible=True,
 )
@@ -444,8 +548,8 @@ def batch_norm_flops(op: TracedOp) -> FlopCount:
 
 @register(
     [
-        "max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices",
-        "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d", "lp_pool2d",
+        aten.max_pool1d, aten.max_pool2d, aten.max_pool3d, aten.max_pool2d_with_indices,
+        aten.max_pool3d_with_indices, aten.avg_pool1d, aten.avg_pool2d, aten.avg_pool3d,
     ],
     Category.REDUCTION,
     fusible=True,
@@ -471,33 +575,40 @@ def _flop_counter_formula(kind: MatmulKind) -> FlopFormula:
     return formula
 
 
-register(["mm", "addmm", "bmm", "baddbmm", "_scaled_mm"], Category.COMPUTE, fusible=False)(
+register(
+    [aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten._scaled_mm], Category.COMPUTE, fusible=False
+)(
     _flop_counter_formula(MatmulKind.MATMUL)
 )
 register(
-    ["convolution", "_convolution", "cudnn_convolution", "convolution_overrideable",
-     "_slow_conv2d_forward"],
+    [aten.convolution, aten._convolution, aten.cudnn_convolution, aten.convolution_overrideable,
+     aten._slow_conv2d_forward],
     Category.COMPUTE,
     fusible=False,
 )(_flop_counter_formula(MatmulKind.CONV))
 register(
-    ["_efficient_attention_forward", "_flash_attention_forward"],  # (batch, length, heads, E)
+    [aten._efficient_attention_forward, aten._flash_attention_forward],  # (batch, length, heads, E)
     Category.COMPUTE,
     fusible=False,
 )(_flop_counter_formula(MatmulKind.ATTENTION))
 
 
-@register(["mv", "addmv", "dot", "vdot", "outer", "addr", "ger"], Category.COMPUTE, fusible=False)
+@register([aten.mv, aten.addmv, aten.dot, aten.vdot], Category.COMPUTE, fusible=False)
 def vector_product_flops(op: TracedOp) -> FlopCount:
-    """Matrix-vector and vector products: 2 FLOPs per multiply-add of the product."""
-    matrix_or_vector = [a for a in op.args if isinstance(a, torch.Tensor)]
-    if op.base in ("outer", "addr", "ger"):
-        return FlopCount(tensor=_numel(op.output), kind=MatmulKind.MATMUL)
-    largest = max(t.numel() for t in matrix_or_vector)
+    """Matrix-vector and dot products: 2 FLOPs per multiply-add, one per element of the largest
+    operand."""
+    largest = max(a.numel() for a in op.args if isinstance(a, torch.Tensor))
     return FlopCount(tensor=2 * largest, kind=MatmulKind.MATMUL)
 
 
-@register(["addbmm"], Category.COMPUTE, fusible=False)
+# torch.outer and torch.ger decompose into mul before the trace sees them (pointwise)
+@register([aten.addr], Category.COMPUTE, fusible=False)
+def outer_product_flops(op: TracedOp) -> FlopCount:
+    """``addr(M, u, v) = β·M + α·u ⊗ v``: one multiply per output element."""
+    return FlopCount(tensor=_numel(op.output), kind=MatmulKind.MATMUL)
+
+
+@register([aten.addbmm], Category.COMPUTE, fusible=False)
 def addbmm_flops(op: TracedOp) -> FlopCount:
     """``addbmm(c, A, B) = β·c + α·Σ_b A[b] @ B[b]`` with A (b, n, m), B (b, m, p): the batch sum
     is one GEMM over the concatenated inner dimension, b·n·m·p multiply-adds = 2·b·n·m·p FLOPs
@@ -506,7 +617,7 @@ def addbmm_flops(op: TracedOp) -> FlopCount:
     return FlopCount(tensor=2 * batch * rows * inner * op.args[2].shape[-1], kind=MatmulKind.MATMUL)
 
 
-@register(["_trilinear"], Category.COMPUTE, fusible=False)
+@register([aten._trilinear], Category.COMPUTE, fusible=False)
 def trilinear_flops(op: TracedOp) -> FlopCount:
     """``_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim)`` (``nn.Bilinear``): the sum over
     ``sumdim`` of the product of three tensors, each unsqueezed at its ``expand`` dims. The
@@ -550,15 +661,15 @@ def _distance_flops(pairs: int, coordinates: int, p: float) -> FlopCount:
     return FlopCount(vector=3 * pairs * coordinates)
 
 
-@register(["_cdist_forward", "_euclidean_dist"], Category.COMPUTE, fusible=False)
+@register([aten._cdist_forward, aten._euclidean_dist], Category.COMPUTE, fusible=False)
 def cdist_flops(op: TracedOp) -> FlopCount:
     """``cdist(x1 (…, P, M), x2 (…, R, M))``: all P·R pairs per batch (``_euclidean_dist`` is
     its p = 2 matrix-product path)."""
-    p = _argument(op, "p") if op.base == "_cdist_forward" else 2.0
-    return _distance_flops(_numel(op.output), op.args[0].shape[-1], p)
+    p = _argument(op, "p")  # _euclidean_dist takes none
+    return _distance_flops(_numel(op.output), op.args[0].shape[-1], 2.0 if p is None else p)
 
 
-@register(["_pdist_forward"], Category.COMPUTE, fusible=False)
+@register([aten._pdist_forward], Category.COMPUTE, fusible=False)
 def pdist_flops(op: TracedOp) -> FlopCount:
     """``pdist(x (N, M))``: the N·(N − 1)/2 pairs of distinct rows, one output each."""
     p = _argument(op, "p")
@@ -568,9 +679,9 @@ def pdist_flops(op: TracedOp) -> FlopCount:
 @register(
     # the intercepted call, and the backends it decomposes into where interception cannot reach
     # (SDPA called inside another torch function such as F.multi_head_attention_forward)
-    ["scaled_dot_product_attention", "_scaled_dot_product_efficient_attention",
-     "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention",
-     "_scaled_dot_product_flash_attention_for_cpu"],
+    [aten.scaled_dot_product_attention, aten._scaled_dot_product_efficient_attention,
+     aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_cudnn_attention,
+     aten._scaled_dot_product_flash_attention_for_cpu],
     Category.COMPUTE,
     fusible=False,
 )
@@ -623,7 +734,7 @@ RNN_CELL_FLOPS = {
 }
 
 
-@register(list(RNN_CELL_FLOPS), Category.COMPUTE, fusible=False)
+@register([INTERCEPTED_KEYS[cell] for cell in RNN_CELL_FLOPS], Category.COMPUTE, fusible=False)
 def rnn_flops(op: TracedOp) -> FlopCount:
     """A cuDNN RNN: per layer and direction one input GEMM over all steps, one recurrent GEMM
     and the gate math per step. Launches: one input GEMM plus one step kernel per time step."""
@@ -664,8 +775,8 @@ def _fused_cell_flops(cell: str) -> FlopFormula:
     return formula
 
 
-register(["_thnn_fused_lstm_cell"], Category.POINTWISE, fusible=False)(_fused_cell_flops("lstm"))
-register(["_thnn_fused_gru_cell"], Category.POINTWISE, fusible=False)(_fused_cell_flops("gru"))
+register([aten._thnn_fused_lstm_cell], Category.POINTWISE, fusible=False)(_fused_cell_flops("lstm"))
+register([aten._thnn_fused_gru_cell], Category.POINTWISE, fusible=False)(_fused_cell_flops("gru"))
 
 
 # --- FFTs: cuFFT, vector work ------------------------------------------------------------------
@@ -709,13 +820,13 @@ def _fft_flops(
 
 
 # c2r transforms the output's real signal (last dim ``last_dim_size``); the others their input
-register(["_fft_c2c"], Category.COMPUTE, fusible=False)(
+register([aten._fft_c2c], Category.COMPUTE, fusible=False)(
     _fft_flops(complex_fft_flops, lambda op: op.args[0].shape)
 )
-register(["_fft_r2c"], Category.COMPUTE, fusible=False)(
+register([aten._fft_r2c], Category.COMPUTE, fusible=False)(
     _fft_flops(real_fft_flops, lambda op: op.args[0].shape)
 )
-register(["_fft_c2r"], Category.COMPUTE, fusible=False)(
+register([aten._fft_c2r], Category.COMPUTE, fusible=False)(
     _fft_flops(real_fft_flops, lambda op: op.output.shape)
 )
 
@@ -757,7 +868,7 @@ def _rhs(op: TracedOp) -> int:
     return rhs.shape[-2] if _argument(op, "left") is False else rhs.shape[-1]
 
 
-@register(["linalg_lu_factor_ex", "linalg_lu", "_linalg_det", "_linalg_slogdet"],
+@register([aten.linalg_lu_factor_ex, aten.linalg_lu, aten._linalg_det, aten._linalg_slogdet],
           Category.COMPUTE, fusible=False)
 @_linalg
 def lu_factor_flops(op: TracedOp) -> int:
@@ -767,7 +878,7 @@ def lu_factor_flops(op: TracedOp) -> int:
     return batch * lu_flops(rows, columns)
 
 
-@register(["_linalg_solve_ex"], Category.COMPUTE, fusible=False)
+@register([aten._linalg_solve_ex], Category.COMPUTE, fusible=False)
 @_linalg
 def solve_flops(op: TracedOp) -> int:
     """gesv: LU of A then substitution for each right-hand side."""
@@ -775,18 +886,28 @@ def solve_flops(op: TracedOp) -> int:
     return batch * (lu_flops(n, n) + lu_solve_flops(n, _rhs(op)))
 
 
-@register(["linalg_lu_solve", "cholesky_solve", "_cholesky_solve_helper"],
-          Category.COMPUTE, fusible=False)
-@_linalg
-def factored_solve_flops(op: TracedOp) -> int:
+def _substitution_flops(factor: torch.Tensor, rhs: torch.Tensor) -> int:
     """A solve with factors already computed (LU or Cholesky): forward and back substitution,
-    2·n²·k − n·k per system (the factor is the argument that is not the right-hand side)."""
-    factor, rhs = (op.args[0], op.args[2]) if op.base == "linalg_lu_solve" else op.args[1::-1]
+    2·n²·k − n·k per system."""
     n = factor.shape[-1]
     return math.prod(rhs.shape) // n * lu_solve_flops(n, 1)
 
 
-@register(["cholesky_inverse"], Category.COMPUTE, fusible=False)
+@register([aten.linalg_lu_solve], Category.COMPUTE, fusible=False)
+@_linalg
+def lu_factored_solve_flops(op: TracedOp) -> int:
+    """``linalg_lu_solve(LU, pivots, B)``: substitution with the LU factors."""
+    return _substitution_flops(op.args[0], op.args[2])
+
+
+@register([aten.cholesky_solve, aten._cholesky_solve_helper], Category.COMPUTE, fusible=False)
+@_linalg
+def cholesky_factored_solve_flops(op: TracedOp) -> int:
+    """``cholesky_solve(B, L)``: substitution with the Cholesky factor."""
+    return _substitution_flops(op.args[1], op.args[0])
+
+
+@register([aten.cholesky_inverse], Category.COMPUTE, fusible=False)
 @_linalg
 def cholesky_inverse_flops(op: TracedOp) -> int:
     """potri, the inverse from a Cholesky factor: 2n³/3 + n²/2 + 5n/6."""
@@ -794,7 +915,7 @@ def cholesky_inverse_flops(op: TracedOp) -> int:
     return batch * ((4 * n**3 + 3 * n * n + 5 * n) // 6)
 
 
-@register(["linalg_eig"], Category.COMPUTE, fusible=False)
+@register([aten.linalg_eig], Category.COMPUTE, fusible=False)
 @_linalg
 def eig_flops(op: TracedOp) -> int:
     """General eigendecomposition: every dense method first reduces to Hessenberg form, gehrd,
@@ -803,7 +924,7 @@ def eig_flops(op: TracedOp) -> int:
     return batch * (10 * n**3) // 3
 
 
-@register(["linalg_inv_ex"], Category.COMPUTE, fusible=False)
+@register([aten.linalg_inv_ex], Category.COMPUTE, fusible=False)
 @_linalg
 def inverse_flops(op: TracedOp) -> int:
     """getrf + getri (inverse from the LU factors): 2·n³ − 3n²/2 + 5n/2 in all, less than
@@ -812,7 +933,7 @@ def inverse_flops(op: TracedOp) -> int:
     return batch * ((4 * n**3 - 3 * n * n + 5 * n) // 2)
 
 
-@register(["linalg_cholesky_ex", "cholesky"], Category.COMPUTE, fusible=False)
+@register([aten.linalg_cholesky_ex, aten.cholesky], Category.COMPUTE, fusible=False)
 @_linalg
 def cholesky_flops(op: TracedOp) -> int:
     """potrf: n³/3 + n²/2 + n/6."""
@@ -820,20 +941,21 @@ def cholesky_flops(op: TracedOp) -> int:
     return batch * ((2 * n**3 + 3 * n * n + n) // 6)
 
 
-@register(["triangular_solve", "linalg_solve_triangular"], Category.COMPUTE, fusible=False)
+@register([aten.triangular_solve, aten.linalg_solve_triangular], Category.COMPUTE, fusible=False)
 @_linalg
 def triangular_solve_flops(op: TracedOp) -> int:
     """trsm: n²·k for an n×n triangle and k right-hand sides (n·(n − 1)·k when unitriangular:
     no divides). Every right-hand-side column (or row, ``left=False``) costs the same, so the
     count is n (or n − 1) per element of the solution."""
-    triangle = op.args[1] if op.base == "triangular_solve" else op.args[0]
+    triangle = _argument(op, "A")  # triangular_solve(B, A); linalg_solve_triangular(A, B)
+    triangle = op.args[0] if triangle is None else triangle
     n = triangle.shape[-1]
     per_element = n - 1 if _argument(op, "unitriangular") else n
     solution = op.output[0] if isinstance(op.output, (tuple, list)) else op.output
     return solution.numel() * per_element
 
 
-@register(["linalg_qr", "geqrf", "linalg_lstsq"], Category.COMPUTE, fusible=False)
+@register([aten.linalg_qr, aten.geqrf, aten.linalg_lstsq], Category.COMPUTE, fusible=False)
 @_linalg
 def qr_flops(op: TracedOp) -> int:
     """geqrf, Householder QR of an m×n matrix: 2·M·k² − 2k³/3 (k = min, M = max; the lower-order
@@ -844,7 +966,7 @@ def qr_flops(op: TracedOp) -> int:
     return batch * (2 * big * k * k - (2 * k**3) // 3)
 
 
-@register(["_linalg_eigh"], Category.COMPUTE, fusible=False)
+@register([aten._linalg_eigh], Category.COMPUTE, fusible=False)
 @_linalg
 def eigh_flops(op: TracedOp) -> int:
     """Symmetric eigendecomposition: every dense method first reduces to tridiagonal form, sytrd,
@@ -853,7 +975,7 @@ def eigh_flops(op: TracedOp) -> int:
     return batch * (4 * n**3) // 3
 
 
-@register(["_linalg_svd"], Category.COMPUTE, fusible=False)
+@register([aten._linalg_svd], Category.COMPUTE, fusible=False)
 @_linalg
 def svd_flops(op: TracedOp) -> int:
     """SVD: reduction to bidiagonal form, the cheaper of gebrd on the m×n matrix (4·M·k² −
@@ -866,7 +988,7 @@ def svd_flops(op: TracedOp) -> int:
     return batch * max(0, min(direct, qr_first) - big * k)
 
 
-@register(["affine_grid_generator"], Category.COMPUTE, fusible=False)
+@register([aten.affine_grid_generator], Category.COMPUTE, fusible=False)
 def affine_grid_flops(op: TracedOp) -> FlopCount:
     """Each grid point is θ (2×3 or 3×4) times (x, y[, z], 1): per output coordinate one multiply-
     add per spatial input and one add for the translation, 2·s FLOPs for s spatial dims (4 in
@@ -887,10 +1009,11 @@ def gathered_reads(op: TracedOp) -> tuple[TensorRef, ...]:
 
 
 register(
-    ["gather", "index", "index_select", "embedding", "take", "_unsafe_index", "_embedding_bag",
-     "_embedding_bag_forward_only", "upsample_nearest1d", "upsample_nearest2d",
-     "upsample_nearest3d", "_upsample_nearest_exact1d", "_upsample_nearest_exact2d",
-     "_upsample_nearest_exact3d", "diagonal_copy"],
+    [ aten.gather, aten.index, aten.index_select, aten.embedding, aten.take, aten._unsafe_index,
+     aten._embedding_bag,
+     aten._embedding_bag_forward_only, aten.upsample_nearest1d, aten.upsample_nearest2d,
+     aten.upsample_nearest3d, aten._upsample_nearest_exact1d, aten._upsample_nearest_exact2d,
+     aten._upsample_nearest_exact3d, aten.diagonal_copy],
     Category.DATA_MOVEMENT,
     fusible=True,
     reads=gathered_reads,
@@ -898,28 +1021,37 @@ register(
 
 register(
     [
-        "cat", "stack", "_stack", "_chunk_cat", "lu_unpack", "constant_pad_nd", "pad",
-        "reflection_pad1d", "reflection_pad2d",
-        "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d",
-        "repeat", "roll", "flip", "narrow_copy", "slice_scatter", "select_scatter",
-        "as_strided_scatter", "diagonal_scatter",
-        "upsample_bilinear2d", "_upsample_bilinear2d_aa", "upsample_linear1d", "upsample_bicubic2d",
-        "_upsample_bicubic2d_aa", "_upsample_lanczos2d_aa", "grid_sampler_3d",
-        "upsample_trilinear3d", "pixel_shuffle", "pixel_unshuffle", "im2col", "col2im",
-        "masked_select", "repeat_interleave", "channel_shuffle", "grid_sampler_2d", "unfold_copy",
-        "diag_embed", "diag", "diagflat", "rot90", "block_diag",
+        aten.cat, aten.stack, aten._stack, aten._chunk_cat, aten.lu_unpack, aten.constant_pad_nd,
+        aten.pad,
+        aten.reflection_pad1d, aten.reflection_pad2d,
+        aten.reflection_pad3d, aten.replication_pad1d, aten.replication_pad2d,
+        aten.replication_pad3d,
+        aten.repeat, aten.roll, aten.flip, aten.narrow_copy, aten.slice_scatter,
+        aten.select_scatter,
+        aten.as_strided_scatter, aten.diagonal_scatter,
+        aten.upsample_bilinear2d, aten._upsample_bilinear2d_aa, aten.upsample_linear1d,
+        aten.upsample_bicubic2d,
+        aten._upsample_bicubic2d_aa, aten._upsample_lanczos2d_aa, aten.grid_sampler_3d,
+        aten.upsample_trilinear3d, aten.pixel_shuffle, aten.pixel_unshuffle, aten.im2col,
+        aten.col2im,
+        aten.masked_select, aten.repeat_interleave, aten.channel_shuffle, aten.grid_sampler_2d,
+        aten.unfold_copy,
+        aten.diag_embed, aten.diag, aten.diagflat, aten.rot90, aten.block_diag,
     ],
     Category.DATA_MOVEMENT,
     fusible=True,
 )(_no_flops)
 
 register(
-    ["scatter", "scatter_add", "scatter_reduce", "index_put", "_index_put_impl",
-     "_unsafe_index_put", "index_add", "index_copy", "index_fill", "masked_scatter", "nonzero",
-     "unique", "_unique2", "_unique", "unique_consecutive", "unique_dim", "unique_dim_consecutive",
-     "bincount", "histc", "nonzero_static", "max_unpool2d", "max_unpool3d", "put", "index_reduce",
+    [aten.scatter, aten.scatter_add, aten.scatter_reduce, aten.index_put, aten._index_put_impl,
+     aten._unsafe_index_put, aten.index_add, aten.index_copy, aten.index_fill, aten.masked_scatter,
+     aten.nonzero,
+     aten._unique2, aten._unique, aten.unique_consecutive, aten.unique_dim,
+     aten.unique_dim_consecutive,
+     aten.bincount, aten.histc, aten.nonzero_static, aten.max_unpool2d, aten.max_unpool3d, aten.put,
+     aten.index_reduce,
      # a linalg op's error check: reads one int32 status per matrix, no arithmetic
-     "_linalg_check_errors"],
+     aten._linalg_check_errors],
     Category.DATA_MOVEMENT,
     fusible=False,
 )(_no_flops)
@@ -936,8 +1068,8 @@ def _binary_search_flops(sorted_position: int) -> FlopFormula:
     return formula
 
 
-register(["searchsorted"], Category.DATA_MOVEMENT, fusible=False)(_binary_search_flops(0))
-register(["bucketize"], Category.DATA_MOVEMENT, fusible=False)(_binary_search_flops(1))
+register([aten.searchsorted], Category.DATA_MOVEMENT, fusible=False)(_binary_search_flops(0))
+register([aten.bucketize], Category.DATA_MOVEMENT, fusible=False)(_binary_search_flops(1))
 
 #: Ops with no rule: conservative default — input and output bytes, no FLOPs, own kernel.
 UNSUPPORTED_RULE = CostRule(Category.DATA_MOVEMENT, _no_flops, fusible=False)

@@ -20,7 +20,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .costs import SHAPE_ONLY_TEMPLATES, Category, FlopCount, MatmulKind, OpRecord, tensor_bytes
+from .costs import (
+    SHAPE_ONLY_TEMPLATES,
+    Category,
+    FlopCount,
+    MatmulKind,
+    OpKey,
+    OpRecord,
+    add_rules,
+    aten,
+    lookup,
+    op_keys,
+    tensor_bytes,
+)
 from .regions import (
     Box,
     IndexSet,
@@ -88,7 +100,7 @@ class _Context:
     def loaded(self, position: int) -> int:
         """Elements of read ``position`` the moved cost rule says the op loads (0 for a
         destination it overwrites, an ``out=`` buffer, a template it takes only the shape of)."""
-        if self.op.base in SHAPE_ONLY_TEMPLATES and position == 0:
+        if position == 0 and not SHAPE_ONLY_TEMPLATES.isdisjoint(op_keys(self.op)):
             return 0
         moved = self.record.reads
         if len(moved) == len(self.op.reads):
@@ -101,17 +113,15 @@ class _Context:
 
 
 Rule = Callable[[_Context], Demand]
-DEMAND_RULES: dict[str, Rule] = {}
+#: Keyed as the cost registry is (:func:`costs.add_rules`): aten packets or single overloads.
+DEMAND_RULES: dict[OpKey, Rule] = {}
 
 
-def demand_rule(names: Sequence[str]) -> Callable[[Rule], Rule]:
-    """Decorator: register a demand rule for op base names (no name twice)."""
+def demand_rule(ops: Sequence[OpKey]) -> Callable[[Rule], Rule]:
+    """Decorator: register a demand rule for ``ops`` (no key twice)."""
 
     def decorate(rule: Rule) -> Rule:
-        for name in names:
-            if name in DEMAND_RULES:
-                raise ValueError(f"two demand rules for '{name}'")
-            DEMAND_RULES[name] = rule
+        add_rules(DEMAND_RULES, ops, rule, "demand")
         return rule
 
     return decorate
@@ -240,25 +250,25 @@ _IDENTITY_WHEN_SIZE_ONE = {
 
 @demand_rule(
     [
-        "sum",
-        "mean",
-        "amax",
-        "amin",
-        "prod",
-        "any",
-        "all",
-        "var",
-        "std",
-        "var_mean",
-        "std_mean",
-        "argmax",
-        "argmin",
-        "linalg_vector_norm",
-        "logsumexp",
-        "nansum",
-        "max",
-        "min",
-        "norm",
+        aten.sum,
+        aten.mean,
+        aten.amax,
+        aten.amin,
+        aten.prod,
+        aten.any,
+        aten.all,
+        aten.var,
+        aten.std,
+        aten.var_mean,
+        aten.std_mean,
+        aten.argmax,
+        aten.argmin,
+        aten.linalg_vector_norm,
+        aten.logsumexp,
+        aten.nansum,
+        aten.max.default, aten.max.dim,
+        aten.min.default, aten.min.dim,
+        aten.norm,
     ]
 )
 def reduction_demand(context: _Context) -> Demand:
@@ -313,22 +323,22 @@ _SCANS = {"cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"}
 
 @demand_rule(
     [
-        "_softmax",
-        "softmax",
-        "_safe_softmax",
-        "_log_softmax",
-        "log_softmax",
-        "cumsum",
-        "cumprod",
-        "logcumsumexp",
-        "cummax",
-        "cummin",
-        "sort",
-        "topk",
-        "kthvalue",
-        "median",
-        "mode",
-        "nanmedian",
+        aten._softmax,
+        aten.softmax,
+        aten._safe_softmax,
+        aten._log_softmax,
+        aten.log_softmax,
+        aten.cumsum,
+        aten.cumprod,
+        aten.logcumsumexp,
+        aten.cummax,
+        aten.cummin,
+        aten.sort,
+        aten.topk,
+        aten.kthvalue,
+        aten.median,
+        aten.mode,
+        aten.nanmedian,
     ]
 )
 def along_dim_demand(context: _Context) -> Demand:
@@ -396,7 +406,7 @@ def _diagonal_source(context: _Context, ref: TensorRef) -> tuple[bool, TensorRef
 _SCALINGS = {"mul", "div"}
 
 
-@demand_rule(["mm", "addmm", "bmm", "baddbmm"])
+@demand_rule([aten.mm, aten.addmm, aten.bmm, aten.baddbmm])
 def matmul_demand(context: _Context) -> Demand:
     """out[..., i, j] needs row i of A and column j of B: 2·K FLOPs per demanded element. A
     diagonal operand makes it a scaling; a batch both operands broadcast is computed once."""
@@ -530,7 +540,7 @@ def _unpadded(
     return producer.reads[0], left
 
 
-@demand_rule(["convolution", "_convolution"])
+@demand_rule([aten.convolution, aten._convolution])
 def convolution_demand(context: _Context) -> Demand:
     """out[n, co, p] needs the input window of p in co's group and co's filter taps that land on
     real input: FLOPs 2 · (Ci/groups) per (output, in-bounds tap) pair."""
@@ -667,7 +677,7 @@ def _transposed_convolution(context: _Context) -> Demand:
     return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.CONV))
 
 
-@demand_rule(["_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"])
+@demand_rule([aten._thnn_fused_lstm_cell, aten._thnn_fused_gru_cell])
 def cell_demand(context: _Context) -> Demand:
     """A fused LSTM/GRU cell is row-wise: batch row b of its outputs needs row b of the gate
     pre-activations and of the previous state (and all of a bias)."""
@@ -686,7 +696,7 @@ def cell_demand(context: _Context) -> Demand:
     return Demand(inputs, _scaled(context.record.flops, share))
 
 
-@demand_rule(["nll_loss_forward", "nll_loss", "nll_loss2d_forward"])
+@demand_rule([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
 def nll_loss_demand(context: _Context) -> Demand:
     """Negative log-likelihood picks one score per target: every target, and one class position
     in each target's row. Which class is data; the bound places it at class 0, so a softmax
@@ -707,14 +717,14 @@ def nll_loss_demand(context: _Context) -> Demand:
 
 @demand_rule(
     [
-        "max_pool1d",
-        "max_pool2d",
-        "max_pool3d",
-        "max_pool2d_with_indices",
-        "max_pool3d_with_indices",
-        "avg_pool1d",
-        "avg_pool2d",
-        "avg_pool3d",
+        aten.max_pool1d,
+        aten.max_pool2d,
+        aten.max_pool3d,
+        aten.max_pool2d_with_indices,
+        aten.max_pool3d_with_indices,
+        aten.avg_pool1d,
+        aten.avg_pool2d,
+        aten.avg_pool3d,
     ]
 )
 def pooling_demand(context: _Context) -> Demand:
@@ -753,7 +763,7 @@ def pooling_demand(context: _Context) -> Demand:
     return Demand((Region(),), flops, ((source, Region.of(boxes)),), structure="explicit padding")
 
 
-@demand_rule(["im2col"])
+@demand_rule([aten.im2col])
 def im2col_demand(context: _Context) -> Demand:
     """``F.unfold``: the whole output needs the input positions some window covers (a stride
     longer than the window skips the rest); a partial output its share, with no position."""
@@ -826,14 +836,14 @@ def _resampled(
     return Demand(inputs, _scaled(context.record.flops, share))
 
 
-@demand_rule(["upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d"])
+@demand_rule([aten.upsample_nearest1d, aten.upsample_nearest2d, aten.upsample_nearest3d])
 def nearest_demand(context: _Context) -> Demand:
     """Nearest: output o reads floor(o · ratio), ratio = in/out or 1/scale_factor."""
     return _resampled(context, lambda o, i, n, ratio: (min(math.floor(o * ratio), i - 1),))
 
 
 @demand_rule(
-    ["_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"]
+    [aten._upsample_nearest_exact1d, aten._upsample_nearest_exact2d, aten._upsample_nearest_exact3d]
 )
 def nearest_exact_demand(context: _Context) -> Demand:
     """Nearest-exact: output o reads floor((o + ½) · ratio)."""
@@ -857,14 +867,14 @@ def _linear_taps(extra_left: int, extra_right: int) -> Callable[..., Sequence[in
     return taps
 
 
-@demand_rule(["upsample_bilinear2d", "upsample_linear1d", "upsample_trilinear3d"])
+@demand_rule([aten.upsample_bilinear2d, aten.upsample_linear1d, aten.upsample_trilinear3d])
 def linear_demand(context: _Context) -> Demand:
     """(Bi/tri)linear: output o reads the two source positions around its centre."""
     taps = _linear_taps(0, 0)
     return _resampled(context, lambda o, i, n, ratio: taps(context, o, i, n, ratio))
 
 
-@demand_rule(["upsample_bicubic2d"])
+@demand_rule([aten.upsample_bicubic2d])
 def cubic_demand(context: _Context) -> Demand:
     """Bicubic: output o reads the four source positions around its centre."""
     taps = _linear_taps(1, 1)
@@ -873,12 +883,12 @@ def cubic_demand(context: _Context) -> Demand:
 
 @demand_rule(
     [
-        "_adaptive_avg_pool2d",
-        "_adaptive_avg_pool3d",
-        "adaptive_avg_pool1d",
-        "adaptive_max_pool2d",
-        "adaptive_max_pool3d",
-        "adaptive_max_pool1d",
+        aten._adaptive_avg_pool2d,
+        aten._adaptive_avg_pool3d,
+        aten.adaptive_avg_pool1d,
+        aten.adaptive_max_pool2d,
+        aten.adaptive_max_pool3d,
+        aten.adaptive_max_pool1d,
     ]
 )
 def adaptive_pool_demand(context: _Context) -> Demand:
@@ -889,7 +899,7 @@ def adaptive_pool_demand(context: _Context) -> Demand:
 # --- Data movement -----------------------------------------------------------------------------
 
 
-@demand_rule(["cat"])
+@demand_rule([aten.cat])
 def cat_demand(context: _Context) -> Demand:
     """Each part of a concatenation needs only the slice of the output it lands in."""
     out_shape = context.op.writes[0].shape
@@ -916,7 +926,7 @@ def cat_demand(context: _Context) -> Demand:
     return Demand(tuple(inputs), FlopCount())
 
 
-@demand_rule(["constant_pad_nd"])
+@demand_rule([aten.constant_pad_nd])
 def pad_demand(context: _Context) -> Demand:
     """Padding (or cropping, with negative pads) shifts each dim; padded elements need nothing."""
     source = context.op.reads[0]
@@ -945,7 +955,7 @@ def pad_demand(context: _Context) -> Demand:
 TRIANGLE_BANDS = 64
 
 
-@demand_rule(["tril", "triu"])
+@demand_rule([aten.tril, aten.triu])
 def triangle_demand(context: _Context) -> Demand:
     """``tril``/``triu`` keep one triangle of the last two dims; the rest needs no input."""
     source = context.op.reads[0]
@@ -969,7 +979,7 @@ def triangle_demand(context: _Context) -> Demand:
     return Demand((Region.of(boxes),), FlopCount())
 
 
-@demand_rule(["diag_embed", "diag", "diagflat", "diagonal_copy"])
+@demand_rule([aten.diag_embed, aten.diag, aten.diagflat, aten.diagonal_copy])
 def diagonal_demand(context: _Context) -> Demand:
     """Building a diagonal matrix from a vector needs the vector entries on demanded diagonal
     positions; extracting a diagonal needs one element per demanded output (no index box)."""
@@ -999,7 +1009,7 @@ DATA_CHOSEN_WRITES = frozenset(
 )
 
 
-@demand_rule(["masked_fill", "where"])
+@demand_rule([aten.masked_fill, aten.where])
 def selection_demand(context: _Context) -> Demand:
     """``masked_fill(x, mask, v)`` and ``where(mask, a, b)`` pick each element by the mask's
     value, which is data: the mask is needed, but any one tensor it picks from may be picked
@@ -1035,16 +1045,16 @@ def _data_chosen(count: int) -> int:
 
 @demand_rule(
     [
-        "embedding",
-        "index_select",
-        "gather",
-        "index",
-        "_unsafe_index",
-        "take",
-        "_embedding_bag",
-        "_embedding_bag_forward_only",
-        "grid_sampler_2d",
-        "grid_sampler_3d",
+        aten.embedding,
+        aten.index_select,
+        aten.gather,
+        aten.index,
+        aten._unsafe_index,
+        aten.take,
+        aten._embedding_bag,
+        aten._embedding_bag_forward_only,
+        aten.grid_sampler_2d,
+        aten.grid_sampler_3d,
     ]
 )
 def gather_demand(context: _Context) -> Demand:
@@ -1088,15 +1098,15 @@ def _covered(context: _Context) -> int:
 
 @demand_rule(
     [
-        "scatter",
-        "scatter_add",
-        "scatter_reduce",
-        "index_put",
-        "index_add",
-        "index_copy",
-        "masked_scatter",
-        "index_fill",
-        "embedding_renorm",
+        aten.scatter,
+        aten.scatter_add,
+        aten.scatter_reduce,
+        aten.index_put,
+        aten.index_add,
+        aten.index_copy,
+        aten.masked_scatter,
+        aten.index_fill,
+        aten.embedding_renorm,
     ]
 )
 def scatter_demand(context: _Context) -> Demand:
@@ -1116,11 +1126,11 @@ def scatter_demand(context: _Context) -> Demand:
 
 @demand_rule(
     [
-        "scaled_dot_product_attention",
-        "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_cudnn_attention",
-        "_scaled_dot_product_flash_attention_for_cpu",
+        aten.scaled_dot_product_attention,
+        aten._scaled_dot_product_efficient_attention,
+        aten._scaled_dot_product_flash_attention,
+        aten._scaled_dot_product_cudnn_attention,
+        aten._scaled_dot_product_flash_attention_for_cpu,
     ]
 )
 def attention_demand(context: _Context) -> Demand:
@@ -1294,7 +1304,7 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
             producers,
             kept_only=all(w.value_id in kept_only for w in op.writes),
         )
-        rule = DEMAND_RULES.get(op.base) or (
+        rule = lookup(DEMAND_RULES, op) or (
             pointwise_demand if record.category is Category.POINTWISE else _proportional
         )
         result = rule(context)

@@ -289,6 +289,9 @@ class _Recorder(TorchDispatchMode):
         self.ops: list[TracedOp] = []
         self.current_op = ""
         self.paused = False
+        #: ops that raised "not linked with CUDA" once in this trace: later calls go straight to
+        #: meta (training batch norm otherwise runs its whole decomposition twice per call)
+        self.meta_only: set[Any] = set()
         # fake tensors hold no data, so records may keep them; real ones become meta copies
         self._shape_only = (lambda tree: tree) if fake else _shape_only_tree
 
@@ -300,7 +303,7 @@ class _Recorder(TorchDispatchMode):
         _check_operand_dtypes(func, args)
         in_tensors = _tensors((args, kwargs))
         reads = self._reads(in_tensors)
-        output = _call(func, args, kwargs)
+        output = _call(func, args, kwargs, self.meta_only)
         is_alias = func.is_view or _aliases_input(func, in_tensors, output)
         mutated = _mutated_arguments(func, args, kwargs, output)
         self.record(name, base_name(func), func, args, kwargs, output, reads, is_alias, mutated)
@@ -366,22 +369,18 @@ def _check_operand_dtypes(func: Any, args: tuple) -> None:
         )
 
 
-#: Ops that raised "not linked with CUDA" once: later calls go straight to meta (training
-#: batch norm otherwise runs its whole decomposition twice per call).
-_META_ONLY: set[Any] = set()
-
-
-def _call(func: Any, args: tuple, kwargs: dict) -> Any:
+def _call(func: Any, args: tuple, kwargs: dict, meta_only: set[Any]) -> Any:
     """Run ``func``; a CUDA op that a CPU-only build cannot fake (e.g. ``native_batch_norm``)
-    is run on meta tensors instead and its outputs re-made as fake CUDA tensors."""
-    if func in _META_ONLY and any(t.is_cuda for t in _tensors(args)):
+    is run on meta tensors instead and its outputs re-made as fake CUDA tensors. ``meta_only``
+    (the trace's own) remembers such ops, so each fails once per trace."""
+    if func in meta_only and any(t.is_cuda for t in _tensors(args)):
         return _call_on_meta(func, args, kwargs)
     try:
         return func(*args, **kwargs)
     except RuntimeError as error:
         if _NO_CUDA_TEXT not in str(error):
             raise
-        _META_ONLY.add(func)
+        meta_only.add(func)
         return _call_on_meta(func, args, kwargs)
 
 
