@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from .costs import Category, FlopCount, MatmulKind, OpRecord, tensor_bytes
+from .regions import united_elements
 from .trace import TensorRef, largest_per_value
 
 
@@ -890,6 +891,41 @@ def uninitialised_values(ops: Sequence[OpRecord]) -> frozenset[int]:
     )
 
 
+def _untouched_loads(
+    ops: Sequence[OpRecord], mine: set[int], uninitialised: frozenset[int]
+) -> list[TensorRef]:
+    """Loads of what partial writes inside a kernel leave untouched: ``c[:, 10] = k`` then
+    ``c[:, :12].sum()`` in one kernel still loads the old ``c[:, :10]``. A read of a version
+    made here by writes smaller than the read loads the rest from the version before them."""
+    latest: dict[int, int] = {}
+    previous: dict[int, int] = {}
+    written_here: dict[int, int] = {}  # storage → elements the kernel's writes there cover
+    refs_by_value: dict[int, TensorRef] = {}
+    for op in ops:
+        for ref in op.reads:
+            latest.setdefault(ref.storage_id, ref.value_id)
+            refs_by_value.setdefault(ref.value_id, ref)
+        for ref in op.writes:
+            if ref.storage_id in latest:
+                previous[ref.value_id] = latest[ref.storage_id]
+            latest[ref.storage_id] = ref.value_id
+            written_here[ref.storage_id] = written_here.get(ref.storage_id, 0) + ref.elements
+    loads = []
+    for op in ops:
+        for ref in op.reads:
+            if ref.value_id not in mine or ref.value_id not in previous:
+                continue
+            before = previous[ref.value_id]
+            while before in mine and before in previous:
+                before = previous[before]
+            if before in mine or before in uninitialised or before not in refs_by_value:
+                continue
+            untouched = ref.elements - written_here.get(ref.storage_id, 0)
+            if untouched > 0:
+                loads.append(replace(refs_by_value[before], elements=untouched))
+    return loads
+
+
 def _boundary(
     ops_by_kernel: Sequence[Sequence[OpRecord]],
     kept_values: set[int],
@@ -903,6 +939,7 @@ def _boundary(
     loads = [
         [ref for op in ops for ref in op.reads
          if ref.value_id not in mine and ref.value_id not in uninitialised]
+        + _untouched_loads(ops, mine, uninitialised)
         for ops, mine in zip(ops_by_kernel, produced, strict=True)
     ]
     loaded_elsewhere = {ref.value_id for refs in loads for ref in refs}
@@ -917,7 +954,8 @@ def _boundary(
             if ref.storage_id in kept_storages:
                 versions.setdefault(ref.storage_id, []).append(ref)
         in_full = (
-            replace(max(refs, key=lambda r: r.elements), value_id=refs[-1].value_id)
+            replace(max(refs, key=lambda r: r.elements), value_id=refs[-1].value_id,
+                    elements=united_elements(refs))
             for refs in versions.values()
         )
         boundaries.append((largest_per_value(refs), largest_per_value(by_value) + tuple(in_full)))
