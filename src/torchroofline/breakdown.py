@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .costs import Category
 from .precision import UNIT_RULES
 
 if TYPE_CHECKING:
@@ -49,19 +48,21 @@ def module_costs(result: Result, depth: int | None = None) -> list[ModuleCost]:
     op), costliest first. Views are free and count as ops only. With ``depth``, paths are cut to
     their first ``depth`` names, so ``depth=2`` sums ``blocks.3.attn.qkv`` and every other
     module of ``blocks.3`` into ``blocks.3``: which layer costs most."""
-    # the eager plan is one kernel per op that is not a view, in op order (fusion.eager_plan)
-    non_views = [op for op in result.ops if op.category is not Category.ZERO_COPY]
-    eager = dict(zip(map(id, non_views), result.eager_kernels, strict=True))
+    def cut(path: str) -> str:
+        return ".".join(path.split(".")[:depth]) if path else TOP_LEVEL
+
     totals: dict[str, list[float]] = {}
     for op in result.ops:
-        path = ".".join(op.module_path.split(".")[:depth]) if op.module_path else TOP_LEVEL
-        row = totals.setdefault(path, [0, 0, 0, 0.0])
+        row = totals.setdefault(cut(op.module_path), [0, 0, 0, 0.0])
         row[0] += 1
         row[1] += op.total_flops
-        kernel = eager.get(id(op))
-        if kernel is not None:
-            row[2] += kernel.bytes
-            row[3] += max(kernel.compute_s, kernel.memory_s) * 1e3
+    # eager kernels are named "module: op" (fusion._kernel_name); an op may run as several
+    # kernels (batch norm in training), so kernels are summed by their own module
+    for kernel in result.eager_kernels:
+        path = kernel.name.split(": ", 1)[0] if ": " in kernel.name else ""
+        row = totals.setdefault(cut(path), [0, 0, 0, 0.0])
+        row[2] += kernel.bytes
+        row[3] += max(kernel.compute_s, kernel.memory_s) * 1e3
     costs = [
         ModuleCost(path, int(ops), int(flops), int(nbytes), time_ms)
         for path, (ops, flops, nbytes, time_ms) in totals.items()
