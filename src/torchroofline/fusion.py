@@ -906,7 +906,7 @@ def _untouched_loads(
             latest.setdefault(ref.storage_id, ref.value_id)
             refs_by_value.setdefault(ref.value_id, ref)
         for ref in op.writes:
-            if ref.storage_id in latest:
+            if latest.get(ref.storage_id, ref.value_id) != ref.value_id:
                 previous[ref.value_id] = latest[ref.storage_id]
             latest[ref.storage_id] = ref.value_id
             written_here[ref.storage_id] = written_here.get(ref.storage_id, 0) + ref.elements
@@ -915,8 +915,9 @@ def _untouched_loads(
         for ref in op.reads:
             if ref.value_id not in mine or ref.value_id not in previous:
                 continue
-            before = previous[ref.value_id]
-            while before in mine and before in previous:
+            before, seen = previous[ref.value_id], {ref.value_id}
+            while before in mine and before in previous and before not in seen:
+                seen.add(before)
                 before = previous[before]
             if before in mine or before in uninitialised or before not in refs_by_value:
                 continue
