@@ -266,8 +266,10 @@ _IDENTITY_WHEN_SIZE_ONE = {
         aten.linalg_vector_norm,
         aten.logsumexp,
         aten.nansum,
-        aten.max.default, aten.max.dim,
-        aten.min.default, aten.min.dim,
+        aten.max.default,
+        aten.max.dim,
+        aten.min.default,
+        aten.min.dim,
         aten.norm,
     ]
 )
@@ -518,6 +520,23 @@ def _as_list(value: Any, count: int, default: int) -> list[int]:
     return values * count if len(values) == 1 else values
 
 
+def _spatial_windows(
+    window: Callable[..., tuple[IndexSet, int, IndexSet]],
+    box: Box,
+    source: TensorRef,
+    weight: TensorRef,
+    geometry: tuple[list[int], list[int], list[int]],
+) -> list[tuple[IndexSet, int, IndexSet]]:
+    """``window`` (conv or transposed conv) over each spatial dim of an (N, C, …) output box."""
+    stride, padding, dilation = geometry
+    return [
+        window(
+            box[2 + d], source.shape[2 + d], weight.shape[2 + d], stride[d], padding[d], dilation[d]
+        )
+        for d in range(len(source.shape) - 2)
+    ]
+
+
 def _unpadded(
     context: _Context, source: TensorRef, spatial: int, fill: float
 ) -> tuple[TensorRef, list[int]] | None:
@@ -569,17 +588,7 @@ def convolution_demand(context: _Context) -> Demand:
     flops = 0
     sizes = 0
     for box in region.boxes:
-        windows = [
-            _window(
-                box[2 + d],
-                source.shape[2 + d],
-                weight.shape[2 + d],
-                stride[d],
-                padding[d],
-                dilation[d],
-            )
-            for d in range(spatial)
-        ]
+        windows = _spatial_windows(_window, box, source, weight, (stride, padding, dilation))
         channels = normalize(
             range(g * group_in, (g + 1) * group_in)
             for g in sorted({c // per_group_out for r in box[1] for c in r})
@@ -644,17 +653,9 @@ def _transposed_convolution(context: _Context) -> Demand:
     in_boxes, weight_boxes, bias_boxes = [], [], []
     flops, sizes = 0, 0
     for box in region.boxes:
-        windows = [
-            _transposed_window(
-                box[2 + d],
-                source.shape[2 + d],
-                weight.shape[2 + d],
-                stride[d],
-                padding[d],
-                dilation[d],
-            )
-            for d in range(spatial)
-        ]
+        windows = _spatial_windows(
+            _transposed_window, box, source, weight, (stride, padding, dilation)
+        )
         out_channels = [c for r in box[1] for c in r]
         groups_used = sorted({c // per_group_out for c in out_channels})
         channels = normalize(range(g * group_in, (g + 1) * group_in) for g in groups_used)
