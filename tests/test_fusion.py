@@ -256,24 +256,35 @@ def test_pointwise_cat_fuses_into_its_consumer() -> None:
     assert kernel_elements(kernels[0]) == RC + RC + 2 * RC
 
 
-def test_concat_kernel_lets_gemms_write_their_slices() -> None:
-    # the inputs are extern (mm) outputs, which ConcatKernel realizes in place: each GEMM
-    # writes straight into its half of the output and no kernel copies anything
+def test_cat_of_gemm_outputs_copies_them() -> None:
+    # an extern mm's output has a FixedLayout (ExternKernelOut), so can_realize_into_without_copy
+    # refuses it: every input lowers in place and none is a reduction → pointwise_cat, one kernel
+    # that loads both GEMM outputs (R·C each) and stores the (R, 2C) result
     k = 16
     kernels, _ = plan_of(lambda x, w1, w2: torch.cat([x @ w1, x @ w2], 1),
                          meta(R, k), meta(k, C), meta(k, C))
-    assert [kern.name for kern in kernels] == ["mm", "mm"]
-    assert [kernel_elements(kern) for kern in kernels] == [R * k + k * C + R * C] * 2
+    assert [kern.name for kern in kernels] == ["mm", "mm", "cat"]
+    assert [kernel_elements(kern) for kern in kernels] == [
+        R * k + k * C + R * C, R * k + k * C + R * C, 2 * RC + 2 * RC
+    ]
 
 
-def test_concat_kernel_copies_a_graph_input_into_its_slice() -> None:
-    # a GEMM output and a graph input, returned: no pointwise user and not every input is a
-    # pointwise value → ConcatKernel; the GEMM writes its slice, the input is copied into its own
+def test_concat_kernel_copies_a_graph_input_and_a_gemm_output() -> None:
+    # a GEMM output and a graph input, returned: both need a copy, so one pointwise_cat kernel
+    # loads both (R·C each) and stores the (R, 2C) result
     k = 16
     kernels, _ = plan_of(lambda x, w, y: torch.cat([x @ w, y], 1),
                          meta(R, k), meta(k, C), meta(R, C))
     assert [kern.name for kern in kernels] == ["mm", "cat"]
-    assert [kernel_elements(kern) for kern in kernels] == [R * k + k * C + RC, RC + RC]
+    assert [kernel_elements(kern) for kern in kernels] == [R * k + k * C + RC, 4 * RC]
+
+
+def test_concat_kernel_lets_a_reduction_write_its_slice() -> None:
+    # a reduction's output buffer is still flexible: ConcatKernel realizes it into its slice
+    # (no copy); the graph input y is copied into its own slice by a pointwise kernel
+    kernels, _ = plan_of(lambda x, y: torch.cat([x.sum(1), y]), meta(R, C), meta(R))
+    assert [kern.name for kern in kernels] == ["sum", "cat"]
+    assert [kernel_elements(kern) for kern in kernels] == [RC + R, R + R]
 
 
 def test_cat_of_a_convolution_output_is_a_pointwise_copy() -> None:

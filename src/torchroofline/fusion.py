@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from .costs import Category, FlopCount, MatmulKind, OpRecord, tensor_bytes
+from .costs import Category, FlopCount, OpRecord, tensor_bytes
 from .regions import united_elements
 from .trace import TensorRef, largest_per_value
 
@@ -271,8 +271,9 @@ def lower_cat(graph: _Graph) -> None:
     """``lowering.cat``: a ``pointwise_cat`` when every input is a pointwise value with no other
     reader or a value that would need a copy anyway (one kernel loads each input where its
     slice lies), else a ``ConcatKernel``: no kernel of its own; inputs computed in the graph are
-    written straight into their slices by their producers (pointwise kernels, reductions and
-    even extern GEMMs), others are copied in by a pointwise kernel (see :func:`_into_slice`)."""
+    written straight into their slices by their producers (pointwise kernels and reductions),
+    others (graph inputs, extern outputs) are copied in by a pointwise kernel
+    (see :func:`_into_slice`)."""
     readers = graph.readers()
     producers = {ref.value_id: op for op in graph.ops for ref in op.writes}
     ops: list[OpRecord] = []
@@ -305,16 +306,17 @@ def lower_cat(graph: _Graph) -> None:
 
 def _into_slice(ref: TensorRef, producers: dict[int, OpRecord], kept: set[int]) -> bool:
     """Whether the producer of ``ref`` can write it straight into a slice of a ``ConcatKernel``
-    (``can_realize_into_without_copy``): not a graph input, a kept value or an in-place write,
-    and not an extern call other than a GEMM (a convolution or attention allocates its own
-    output, ``ExternKernelAlloc``)."""
+    (``ConcatKernel.can_realize_into_without_copy``: a buffer whose layout is still flexible):
+    not a graph input, a kept value or an in-place write, and not an extern call — a GEMM's
+    ``ExternKernelOut`` has a fixed layout and a convolution or attention allocates its own
+    output (``ExternKernelAlloc``), so their outputs are copied in (without max-autotune's
+    ``MultiTemplateBuffer``)."""
     producer = producers.get(ref.value_id)
     return (
         producer is not None
         and ref.value_id not in kept
         and not _mutates(producer)
-        and (_node_kind(producer) is not NodeKind.EXTERN
-             or producer.flops.kind is MatmulKind.MATMUL)
+        and _node_kind(producer) is not NodeKind.EXTERN
     )
 
 
