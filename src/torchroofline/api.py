@@ -1,4 +1,4 @@
-"""The public entry point: trace → costs → fusion/roofline in one call."""
+"""The public entry point: trace → costs → plans → price, in one call."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch.nn as nn
 
-from .costs import cost_trace
 from .hardware import GPUSpec
+from .plans import make_plans
 from .roofline import Result, price
 from .trace import REAL_FALLBACK_LIMIT_BYTES, trace_model
 
@@ -48,6 +48,6 @@ def analyze(
         model, inputs, real_fallback_limit_bytes=real_fallback_limit_bytes, name=name
     )
     return price(
-        trace, cost_trace(trace), spec, precision, cache, actual_ms,
+        make_plans(trace), spec, precision, cache, actual_ms,
         estimate_params=estimate_params, switches=switches,
     )

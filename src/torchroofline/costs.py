@@ -27,7 +27,7 @@ from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import flop_registry, sdpa_flop_count
 
 from .errors import PrecisionError
-from .trace import RNN_GATES, TensorRef, Trace, TracedOp, base_name, largest_per_value
+from .trace import RNN_CALLS, TensorRef, Trace, TracedOp, base_name, largest_per_value
 
 aten = torch.ops.aten
 
@@ -84,6 +84,32 @@ class FlopCount:
     vector: int = 0
     kind: MatmulKind | None = None
     launches: int = 1  #: GPU kernel launches the op stands for (an RNN is many)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The work and traffic of some ops or kernels, added with ``+``: FLOPs on the matmul units
+    (``tensor_flops``) and on the vector units (``vector_flops``), and HBM bytes (``bytes``)."""
+
+    tensor_flops: int = 0
+    vector_flops: int = 0
+    bytes: int = 0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(
+            self.tensor_flops + other.tensor_flops,
+            self.vector_flops + other.vector_flops,
+            self.bytes + other.bytes,
+        )
+
+    @property
+    def flops(self) -> int:
+        return self.tensor_flops + self.vector_flops
+
+
+def total_cost(costs: Iterable[Cost]) -> Cost:
+    """The sum of ``costs`` (zero when empty)."""
+    return sum(costs, Cost())
 
 
 FlopFormula = Callable[[TracedOp], FlopCount]
@@ -152,7 +178,7 @@ OpKey = OpOverloadPacket | OpOverload
 #: ``aten::scaled_dot_product_attention``, ``torch._VF.lstm`` calls ``aten::lstm``). Those are
 #: CompositeImplicitAutograd, so no dispatched op ever carries the same key.
 INTERCEPTED_KEYS: dict[str, OpOverloadPacket] = {
-    name: getattr(aten, name) for name in ("scaled_dot_product_attention", *RNN_GATES)
+    name: getattr(aten, name) for name in ("scaled_dot_product_attention", *RNN_CALLS)
 }
 
 
@@ -734,25 +760,31 @@ RNN_CELL_FLOPS = {
 }
 
 
+#: Gates per hidden unit of each recurrent cell: the rows of its input weight are gates × hidden.
+RNN_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+
+
 @register([INTERCEPTED_KEYS[cell] for cell in RNN_CELL_FLOPS], Category.COMPUTE, fusible=False)
 def rnn_flops(op: TracedOp) -> FlopCount:
     """A cuDNN RNN: per layer and direction one input GEMM over all steps, one recurrent GEMM
-    and the gate math per step. Launches: one input GEMM plus one step kernel per time step."""
-    input_ = op.args[0]
-    options = op.kwargs
-    time_dim = 1 if options["batch_first"] and input_.dim() == 3 else 0
+    and the gate math per step. Launches: one input GEMM plus one step kernel per time step.
+    ``op.args`` are the ``torch._VF`` call's: input, state, flat weights, has_biases,
+    num_layers, dropout, train, bidirectional, batch_first."""
+    input_, _state, weights, _biases, num_layers, _dropout, _train, bidirectional, batch_first = (
+        op.args
+    )
+    layers_and_directions = num_layers * (2 if bidirectional else 1)
+    per_layer = len(weights) // layers_and_directions  # w_ih, w_hh[, b_ih, b_hh][, w_hr]
+    time_dim = 1 if batch_first and input_.dim() == 3 else 0
     steps = input_.shape[time_dim]
     batch = input_.numel() // (steps * input_.shape[-1])
     tensor = 0
-    per_layer = options["weights_per_layer"]
-    for index in range(0, len(options["weight_shapes"]), per_layer):
-        w_ih, w_hh = options["weight_shapes"][index : index + 2]
-        tensor += 2 * steps * batch * w_ih[0] * w_ih[1] + 2 * steps * batch * w_hh[0] * w_hh[1]
+    for index in range(0, len(weights), per_layer):
+        w_ih, w_hh = weights[index : index + 2]
+        tensor += 2 * steps * batch * (w_ih.numel() + w_hh.numel())
         if per_layer in (3, 5):  # LSTM projection weight w_hr: (proj, hidden)
-            w_hr = options["weight_shapes"][index + per_layer - 1]
-            tensor += 2 * steps * batch * w_hr[0] * w_hr[1]
-    layers_and_directions = len(options["weight_shapes"]) // per_layer
-    hidden = options["weight_shapes"][0][0] // options["gates"]
+            tensor += 2 * steps * batch * weights[index + per_layer - 1].numel()
+    hidden = weights[0].shape[0] // RNN_GATES[op.base]
     vector = layers_and_directions * steps * batch * hidden * RNN_CELL_FLOPS[op.base]
     return FlopCount(
         tensor=tensor,

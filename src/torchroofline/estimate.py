@@ -33,8 +33,8 @@ from typing import Any
 from .costs import Category, MatmulKind, OpRecord, tensor_bytes
 from .fusion import Kernel
 from .hardware import GPUSpec
-from .precision import MathSwitches
-from .roofline import work_of
+from .plans import Plans
+from .precision import MathSwitches, unit_seconds
 from .trace import Trace, TracedOp
 
 # --- Parameters ----------------------------------------------------------------------------
@@ -274,7 +274,7 @@ def kernel_load(
     switches: MathSwitches | None = None,
 ) -> KernelLoad:
     """The model's view of one plan kernel on ``gpu`` (units as ``switches`` put them)."""
-    work = work_of(kernel.ops, gpu, precision, switches)
+    work = unit_seconds(kernel.ops, gpu, precision, switches)
     vector_s = kernel.vector_flops / gpu.vector_peak(precision)
     matmul_op = next((op for op in kernel.ops if op.flops.tensor), None)
     family = kernel.category.value
@@ -294,7 +294,7 @@ def kernel_load(
     return KernelLoad(
         name=kernel.name,
         family=family,
-        # fp32 GEMMs run on the CUDA cores: work_of counts them in its vector seconds
+        # fp32 GEMMs run on the CUDA cores: unit_seconds counts them in its vector seconds
         matmul_s=work.tensor_s + max(work.vector_s - vector_s, 0.0) if gemm_like else 0.0,
         vector_s=vector_s if gemm_like else work.vector_s,
         bytes=kernel.bytes(float_bytes),
@@ -331,10 +331,7 @@ def _with_host_work(loads: list[KernelLoad], kernels: Sequence[Kernel], ops: Seq
 
 
 def program_load(
-    trace: Trace,
-    ops: Sequence[OpRecord],
-    eager: Sequence[Kernel],
-    fused: Sequence[Kernel],
+    plans: Plans,
     gpu: GPUSpec,
     precision: str,
     float_bytes: int,
@@ -342,6 +339,8 @@ def program_load(
     switches: MathSwitches | None = None,
 ) -> ProgramLoad:
     """Both plans' :class:`KernelLoad` on ``gpu``."""
+    trace = plans.trace
+    eager = plans.eager.kernels
     eager_loads = [
         kernel_load(k, trace, gpu, precision, float_bytes, eager=True, switches=switches)
         for k in eager
@@ -349,10 +348,10 @@ def program_load(
     return ProgramLoad(
         gpu=gpu,
         cache=cache,
-        eager=_with_host_work(eager_loads, eager, ops),
+        eager=_with_host_work(eager_loads, eager, plans.ops),
         fused=tuple(
             kernel_load(k, trace, gpu, precision, float_bytes, eager=False, switches=switches)
-            for k in fused
+            for k in plans.fused.kernels
         ),
     )
 
@@ -616,10 +615,7 @@ DEFAULT_PARAMS = EstimateParams(
 
 
 def performance(
-    trace: Trace,
-    ops: Sequence[OpRecord],
-    eager: Sequence[Kernel],
-    fused: Sequence[Kernel],
+    plans: Plans,
     gpu: GPUSpec,
     precision: str,
     float_bytes: int,
@@ -627,8 +623,8 @@ def performance(
     params: EstimateParams | None = None,
     switches: MathSwitches | None = None,
 ) -> Performance:
-    """The roofline stage's hook: the model's prediction for one priced analysis."""
-    program = program_load(trace, ops, eager, fused, gpu, precision, float_bytes, cache, switches)
+    """The model's prediction for ``plans`` priced on ``gpu``."""
+    program = program_load(plans, gpu, precision, float_bytes, cache, switches)
     return estimate_modes(program, params or DEFAULT_PARAMS)
 
 

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from .costs import Category, FlopCount, OpRecord, tensor_bytes
+from .costs import Category, Cost, FlopCount, OpRecord, tensor_bytes
 from .regions import united_elements
 from .trace import TensorRef, largest_per_value
 
@@ -78,6 +78,10 @@ class Kernel:
     def bytes(self, float_bytes: int) -> int:
         """HBM bytes read plus written by this kernel at a float element size of ``float_bytes``."""
         return sum(tensor_bytes(ref, float_bytes) for ref in (*self.reads, *self.writes))
+
+    def cost(self, float_bytes: int) -> Cost:
+        """This kernel's FLOPs and HBM bytes at a float element size of ``float_bytes``."""
+        return Cost(self.tensor_flops, self.vector_flops, self.bytes(float_bytes))
 
 
 @dataclass(frozen=True)
@@ -1043,21 +1047,3 @@ def eager_plan(ops: Sequence[OpRecord]) -> Plan:
 def _eager_parts(op: OpRecord, fresh_id: Callable[[], int]) -> tuple[OpRecord, ...]:
     loop = _loop(op, _node_kind(op))
     return (op,) if loop is None or loop.inner else split_normalization(op, fresh_id)
-
-
-def compulsory_refs(
-    ops: Sequence[OpRecord], input_values: frozenset[int], kept_values: frozenset[int]
-) -> tuple[TensorRef, ...]:
-    """Perfect fusion: every graph input (parameter, buffer, model input) that a kernel reads,
-    at the largest view read of it, plus every kept value (outputs, mutated buffers), once each,
-    at the largest write to its storage: an output assembled in place (``zeros``, then a slice
-    copied in) keeps what every version wrote there, so all of it must be written."""
-    kernel_ops = [op for op in ops if op.category is not Category.ZERO_COPY]
-    reads = [ref for op in kernel_ops for ref in op.reads if ref.value_id in input_values]
-    kept_storages = _kept_storages(kernel_ops, set(kept_values))
-    writes_by_storage: dict[int, list[TensorRef]] = {}
-    for ref in (ref for op in kernel_ops for ref in op.writes):
-        if ref.storage_id in kept_storages:
-            writes_by_storage.setdefault(ref.storage_id, []).append(ref)
-    largest_writes = (max(refs, key=lambda r: r.elements) for refs in writes_by_storage.values())
-    return largest_per_value(reads) + tuple(largest_writes)

@@ -265,6 +265,42 @@ def unit_for(
     return Unit("tensor", gpu.tensor_peak(key) * throughput, label, tuple(reasons))
 
 
+@dataclass(frozen=True)
+class UnitSeconds:
+    """Seconds some work takes on each unit at its peak; the units overlap, so its compute time
+    is the larger of the two."""
+
+    tensor_s: float
+    vector_s: float
+
+    @property
+    def compute_s(self) -> float:
+        return max(self.tensor_s, self.vector_s)
+
+
+def unit_seconds(
+    ops: Iterable[OpRecord],
+    gpu: GPUSpec,
+    precision: str,
+    switches: MathSwitches | None = None,
+) -> UnitSeconds:
+    """Tensor-core and CUDA-core seconds of ``ops``: FLOPs / the peak of the unit running them
+    (:func:`unit_for` under the user's ``switches``; default: as torch holds them now)."""
+    switches = switches or MathSwitches.current()
+    vector_peak = gpu.vector_peak(precision)
+    tensor_s = 0.0
+    vector_s = 0.0
+    for op in ops:
+        vector_s += op.flops.vector / vector_peak
+        if op.flops.tensor:
+            unit = unit_for(gpu, op_precision(op, precision), op.flops.kind, switches)
+            if unit.name == "tensor":
+                tensor_s += op.flops.tensor / unit.peak_flops_per_s
+            else:
+                vector_s += op.flops.tensor / unit.peak_flops_per_s
+    return UnitSeconds(tensor_s, vector_s)
+
+
 #: How notes name each family's work.
 KIND_LABELS = {
     MatmulKind.MATMUL: "matmuls",

@@ -1,78 +1,40 @@
-"""Stage 4: divide work by the GPU's peaks — speed of light, bottleneck, per-kernel estimates.
+"""Stage 5: price the plans on a GPU — speed of light, bottleneck, per-kernel rooflines — and
+gather everything one analysis found into a :class:`Result`.
 
-Which unit runs a matmul-class op at each precision is the precision policy of
-:mod:`torchroofline.precision` (the user's torch switches, the unit table, fallbacks). Times are
-seconds inside this module and milliseconds at the API (``*_ms``).
+The plans (:mod:`torchroofline.plans`) do not depend on the GPU; :func:`price` divides their
+work by ``gpu``'s peaks under the precision policy of :mod:`torchroofline.precision` and runs the
+performance model (:mod:`torchroofline.estimate`) on them. Every total a :class:`Result` shows
+is derived from its plans and kernels, so no two figures can disagree. Times are seconds inside
+this module and milliseconds at the API (``*_ms``).
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .costs import (
-    Category,
-    MatmulKind,
-    OpRecord,
-    float_element_bytes,
-)
-from .demand import necessary_work
+from .costs import Category, Cost, MatmulKind, OpRecord, float_element_bytes, total_cost
 from .errors import InputError
-from .fusion import Kernel, Plan, eager_plan, fused_plan
+from .estimate import EstimateParams, Performance, performance
+from .fusion import Kernel, Plan
 from .hardware import GPUSpec, get_gpu
+from .plans import Plans
 from .precision import (
     TORCH_DEFAULTS,
     MathSwitches,
     check_precision,
-    op_precision,
     unit_for,
     unit_notes,
+    unit_seconds,
 )
-from .trace import Trace
 
 if TYPE_CHECKING:
-    from .estimate import EstimateParams, Performance
+    from .trace import Trace
 
 CACHE_MODES = ("cold", "warm")
-
-
-@dataclass(frozen=True)
-class Work:
-    """Seconds of one piece of work on each unit; compute time is the larger (units overlap)."""
-
-    tensor_s: float
-    vector_s: float
-
-    @property
-    def compute_s(self) -> float:
-        return max(self.tensor_s, self.vector_s)
-
-
-def work_of(
-    ops: Sequence[OpRecord],
-    gpu: GPUSpec,
-    precision: str,
-    switches: MathSwitches | None = None,
-) -> Work:
-    """Tensor-core and CUDA-core seconds of ``ops``: FLOPs / the peak of the unit running them
-    (:func:`~torchroofline.precision.unit_for` under the user's ``switches``; default: as torch
-    holds them now)."""
-    switches = switches or MathSwitches.current()
-    vector_peak = gpu.vector_peak(precision)
-    tensor_s = 0.0
-    vector_s = 0.0
-    for op in ops:
-        vector_s += op.flops.vector / vector_peak
-        if op.flops.tensor:
-            unit = unit_for(gpu, op_precision(op, precision), op.flops.kind, switches)
-            if unit.name == "tensor":
-                tensor_s += op.flops.tensor / unit.peak_flops_per_s
-            else:
-                vector_s += op.flops.tensor / unit.peak_flops_per_s
-    return Work(tensor_s, vector_s)
 
 
 @dataclass(frozen=True)
@@ -132,9 +94,7 @@ class KernelEstimate:
     name: str
     category: str
     op_names: tuple[str, ...]
-    tensor_flops: int
-    vector_flops: int
-    bytes: int
+    cost: Cost  #: the kernel's FLOPs and HBM bytes
     compute_s: float
     memory_s: float
     launches: int
@@ -144,7 +104,12 @@ class KernelEstimate:
 
     @property
     def flops(self) -> int:
-        return self.tensor_flops + self.vector_flops
+        return self.cost.flops
+
+    @property
+    def bytes(self) -> int:
+        """HBM bytes read plus written."""
+        return self.cost.bytes
 
     @property
     def intensity(self) -> float:
@@ -185,17 +150,14 @@ def _finite(value: float) -> float | None:
 def _estimate(
     kernel: Kernel, gpu: GPUSpec, precision: str, float_bytes: int, switches: MathSwitches
 ) -> KernelEstimate:
-    work = work_of(kernel.ops, gpu, precision, switches)
-    kernel_bytes = kernel.bytes(float_bytes)
+    cost = kernel.cost(float_bytes)
     return KernelEstimate(
         name=kernel.name,
         category=kernel.category.value,
         op_names=tuple(op.name for op in kernel.ops),
-        tensor_flops=kernel.tensor_flops,
-        vector_flops=kernel.vector_flops,
-        bytes=kernel_bytes,
-        compute_s=work.compute_s,
-        memory_s=kernel_bytes / gpu.memory_bandwidth_bytes_per_s,
+        cost=cost,
+        compute_s=unit_seconds(kernel.ops, gpu, precision, switches).compute_s,
+        memory_s=cost.bytes / gpu.memory_bandwidth_bytes_per_s,
         launches=kernel.launches,
         launch_s=gpu.launch_overhead_s,
         refusals=kernel.refusals,
@@ -264,38 +226,118 @@ class Actual:
 
 @dataclass(frozen=True)
 class Result:
-    """Everything one analysis found. FLOPs and bytes are ints; ``*_s`` seconds, ``*_ms`` ms."""
+    """Everything one analysis found: the GPU-independent ``plans`` priced on ``gpu``. FLOPs and
+    bytes are ints; ``*_s`` seconds, ``*_ms`` ms. Totals are derived from the plans and kernels."""
 
-    model_name: str
+    plans: Plans = field(repr=False, compare=False)
     gpu: GPUSpec
     precision: str
     cache: str
-    params: int
-    ops: tuple[OpRecord, ...]
     kernels: tuple[KernelEstimate, ...]  #: the fused plan, in execution order
     eager_kernels: tuple[KernelEstimate, ...]
-    tensor_flops: int
-    vector_flops: int
-    unfused_bytes: int
-    fused_bytes: int
-    compulsory_bytes: int
-    unfused_kernel_count: int
-    fused_kernel_count: int
-    compute_sol_s: float
-    memory_sol_s: float
     notes: tuple[str, ...]
-    unsupported_ops: dict[str, int]
     actual: Actual | None = None
-    trace: Trace | None = field(default=None, repr=False, compare=False)
     #: the torch math switches read at analysis time; :meth:`on` keeps them
     switches: MathSwitches = TORCH_DEFAULTS
     #: the performance model's prediction (estimate.py); the estimates below read it
     performance: Performance | None = field(default=None, repr=False, compare=False)
 
+    # -- facts of the traced program --
+    @property
+    def trace(self) -> Trace:
+        return self.plans.trace
+
+    @property
+    def model_name(self) -> str:
+        return self.plans.trace.model_name
+
+    @property
+    def params(self) -> int:
+        """Parameter count (elements)."""
+        return self.plans.trace.params
+
+    @property
+    def ops(self) -> tuple[OpRecord, ...]:
+        return self.plans.ops
+
+    @property
+    def unsupported_ops(self) -> dict[str, int]:
+        return self.plans.unsupported_ops
+
     # -- derived figures --
     @property
+    def float_bytes(self) -> int:
+        """Bytes of one float element at this precision."""
+        return float_element_bytes(self.precision)
+
+    @cached_property
+    def necessary_cost(self) -> Cost:
+        """What the bound charges: the necessary FLOPs and the compulsory bytes."""
+        ops = self.plans.necessary.ops
+        return Cost(
+            tensor_flops=sum(op.flops.tensor for op in ops),
+            vector_flops=sum(op.flops.vector for op in ops),
+            bytes=self.plans.necessary.bytes(self.float_bytes),
+        )
+
+    @cached_property
+    def fused_cost(self) -> Cost:
+        """FLOPs and HBM bytes of the fused plan's kernels."""
+        return total_cost(kernel.cost for kernel in self.kernels)
+
+    @cached_property
+    def eager_cost(self) -> Cost:
+        """FLOPs and HBM bytes of the eager plan's kernels."""
+        return total_cost(kernel.cost for kernel in self.eager_kernels)
+
+    @property
+    def tensor_flops(self) -> int:
+        """Necessary matmul-class FLOPs."""
+        return self.necessary_cost.tensor_flops
+
+    @property
+    def vector_flops(self) -> int:
+        """Necessary FLOPs on the vector units."""
+        return self.necessary_cost.vector_flops
+
+    @property
     def flops(self) -> int:
-        return self.tensor_flops + self.vector_flops
+        return self.necessary_cost.flops
+
+    @property
+    def compulsory_bytes(self) -> int:
+        """HBM bytes any implementation must move: the inputs the kept outputs need, and them."""
+        return self.necessary_cost.bytes
+
+    @property
+    def fused_bytes(self) -> int:
+        return self.fused_cost.bytes
+
+    @property
+    def unfused_bytes(self) -> int:
+        return self.eager_cost.bytes
+
+    @property
+    def fused_kernel_count(self) -> int:
+        """GPU launches of the fused plan."""
+        return sum(kernel.launches for kernel in self.kernels)
+
+    @property
+    def unfused_kernel_count(self) -> int:
+        """GPU launches of the eager plan."""
+        return sum(kernel.launches for kernel in self.eager_kernels)
+
+    @cached_property
+    def compute_sol_s(self) -> float:
+        """The necessary FLOPs on their units at peak (seconds)."""
+        return unit_seconds(
+            self.plans.necessary.ops, self.gpu, self.precision, self.switches
+        ).compute_s
+
+    @property
+    def memory_sol_s(self) -> float:
+        """The compulsory bytes at the memory system's speed (seconds; see :func:`memory_sol_s`)."""
+        return memory_sol_s(self.compulsory_bytes, self.gpu, self.cache)
 
     @property
     def sol_s(self) -> float:
@@ -422,11 +464,11 @@ class Result:
 
     def with_notes(self, notes: Sequence[str]) -> Result:
         """The same analysis with ``notes`` added in front (e.g. how a problem was built)."""
-        return _replace(self, notes=(*notes, *self.notes))
+        return replace(self, notes=(*notes, *self.notes))
 
     def with_actual(self, actual_ms: float | None) -> Result:
         """The same analysis set against a measured time (ms)."""
-        return _replace(self, actual=_actual(actual_ms, self))
+        return replace(self, actual=_actual(actual_ms, self))
 
     def on(
         self,
@@ -435,22 +477,14 @@ class Result:
         cache: str | None = None,
         estimate_params: EstimateParams | None = None,
     ) -> Result:
-        """The same trace priced on another GPU / precision / cache mode, or under other
-        performance-model parameters (no retrace)."""
-        if self.trace is None:
-            raise InputError("this result keeps no trace; analyze the model again")
+        """The same plans priced on another GPU / precision / cache mode, or under other
+        performance-model parameters (no retrace, no re-planning)."""
         if estimate_params is None and self.performance is not None:
             estimate_params = self.performance.params
         return price(
-            self.trace, self.ops, gpu, precision or self.precision, cache or self.cache,
+            self.plans, gpu, precision or self.precision, cache or self.cache,
             estimate_params=estimate_params, switches=self.switches,
         )
-
-
-def _replace(result: Result, **changes: Any) -> Result:
-    from dataclasses import replace
-
-    return replace(result, **changes)
 
 
 def _actual(actual_ms: float | None, result: Result) -> Actual | None:
@@ -467,26 +501,8 @@ def _actual(actual_ms: float | None, result: Result) -> Actual | None:
     )
 
 
-def _unsupported(ops: Sequence[OpRecord]) -> dict[str, int]:
-    return dict(Counter(op.name for op in ops if not op.has_rule))
-
-
-def _unsupported_note(ops: Sequence[OpRecord], float_bytes: int, unfused_bytes: int) -> str | None:
-    missing = [op for op in ops if not op.has_rule]
-    if not missing:
-        return None
-    share = sum(op.eager_bytes(float_bytes) for op in missing) / max(unfused_bytes, 1)
-    counts = Counter(op.name for op in missing)
-    names = ", ".join(f"{name} ×{count}" for name, count in counts.items())
-    return (
-        f"no cost rule for {names}: costed as their input+output bytes with no FLOPs "
-        f"({share:.1%} of unfused bytes)"
-    )
-
-
 def price(
-    trace: Trace,
-    ops: Sequence[OpRecord],
+    plans: Plans,
     gpu: str | GPUSpec,
     precision: str,
     cache: str = "cold",
@@ -495,53 +511,35 @@ def price(
     *,
     switches: MathSwitches | None = None,
 ) -> Result:
-    """Turn costed ops into a :class:`Result` on ``gpu`` at ``precision``; the performance
-    model (:mod:`torchroofline.estimate`) runs under ``estimate_params`` (default: fitted).
-    ``switches``: the torch math switches fp32 matmul-class work follows (default: as torch
-    holds them now)."""
-    from .estimate import performance
+    """Price ``plans`` on ``gpu`` at ``precision``: per-kernel rooflines of both plans, the
+    notes, and the performance model (:mod:`torchroofline.estimate`) under ``estimate_params``
+    (default: fitted). ``switches``: the torch math switches fp32 matmul-class work follows
+    (default: as torch holds them now)."""
     gpu = get_gpu(gpu)
     precision = check_precision(precision)
     switches = switches or MathSwitches.current()
     if cache not in CACHE_MODES:
         raise InputError(f"cache must be 'cold' or 'warm', got {cache!r}")
     float_bytes = float_element_bytes(precision)
-    fused = fused_plan(ops, trace.output_value_ids)
-    eager = eager_plan(ops)
-    # the bound charges the necessary work (demand.py); plans and estimates the moved work
-    necessary = necessary_work(trace, ops)
-    compulsory = necessary.bytes(float_bytes)
-    unfused_bytes = eager.bytes(float_bytes)
-    work = work_of(necessary.ops, gpu, precision, switches)
-    notes = [*trace.notes, *unit_notes(ops, gpu, precision, switches), *necessary.notes]
-    note = _unsupported_note(ops, float_bytes, unfused_bytes)
-    if note:
-        notes.append(note)
+    notes = [
+        *plans.trace.notes,
+        *unit_notes(plans.ops, gpu, precision, switches),
+        *plans.necessary.notes,
+    ]
+    unsupported = plans.unsupported_note(float_bytes)
+    if unsupported:
+        notes.append(unsupported)
     result = Result(
-        model_name=trace.model_name,
+        plans=plans,
         gpu=gpu,
         precision=precision,
         cache=cache,
-        params=trace.params,
-        ops=tuple(ops),
-        kernels=_estimates(fused, gpu, precision, float_bytes, switches),
-        eager_kernels=_estimates(eager, gpu, precision, float_bytes, switches),
-        tensor_flops=sum(op.flops.tensor for op in necessary.ops),
-        vector_flops=sum(op.flops.vector for op in necessary.ops),
-        unfused_bytes=unfused_bytes,
-        fused_bytes=fused.bytes(float_bytes),
-        compulsory_bytes=compulsory,
-        unfused_kernel_count=eager.kernel_count,
-        fused_kernel_count=fused.kernel_count,
-        compute_sol_s=work.compute_s,
-        memory_sol_s=memory_sol_s(compulsory, gpu, cache),
+        kernels=_estimates(plans.fused, gpu, precision, float_bytes, switches),
+        eager_kernels=_estimates(plans.eager, gpu, precision, float_bytes, switches),
         notes=tuple(notes),
-        unsupported_ops=_unsupported(ops),
-        trace=trace,
         switches=switches,
         performance=performance(
-            trace, ops, eager.kernels, fused.kernels, gpu, precision, float_bytes, cache,
-            estimate_params, switches,
+            plans, gpu, precision, float_bytes, cache, estimate_params, switches
         ),
     )
     return result.with_actual(actual_ms)

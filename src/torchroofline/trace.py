@@ -473,12 +473,14 @@ def _intercept_sdpa(recorder: _Recorder, args: tuple, kwargs: dict) -> torch.Ten
     return output
 
 
-#: torch._VF RNN entry points: name → number of gates per hidden unit.
-RNN_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+#: torch._VF RNN entry points, recorded as one cuDNN RNN call each.
+RNN_CALLS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 
 
 def _intercept_rnn(recorder: _Recorder, name: str, args: tuple, kwargs: dict) -> Any:
-    """``torch._VF.lstm/gru/rnn_*`` (padded input) → one cuDNN RNN call.
+    """``torch._VF.lstm/gru/rnn_*`` (padded input) → one cuDNN RNN call, recorded with the
+    call's own arguments (input, state, flat weights, has_biases, num_layers, dropout, train,
+    bidirectional, batch_first).
 
     Returns ``NotImplemented`` for packed sequences, which then trace by decomposition.
     """
@@ -486,35 +488,16 @@ def _intercept_rnn(recorder: _Recorder, name: str, args: tuple, kwargs: dict) ->
     packed = isinstance(args[1], torch.Tensor) if is_lstm else isinstance(args[2], torch.Tensor)
     if packed:
         return NotImplemented
-    input_, hx, params, has_biases, num_layers, _dropout, _train, bidirectional, batch_first = args
+    input_, hx, params, _biases, _layers, _dropout, _train, bidirectional, _batch_first = args
     hidden_states = list(hx) if is_lstm else [hx]
     directions = 2 if bidirectional else 1
-    per_layer = len(params) // (num_layers * directions)
-    w_hh = params[1]
-    hidden_out = w_hh.shape[1]  # proj_size when an LSTM has a projection, else hidden size
+    hidden_out = params[1].shape[1]  # w_hh: proj_size when an LSTM has a projection, else hidden
     reads = recorder._reads([input_, *hidden_states, *params])
     with _paused(recorder):
         output = input_.new_empty((*input_.shape[:-1], directions * hidden_out))
         new_states = tuple(state.new_empty(state.shape) for state in hidden_states)
     result = (output, *new_states)
-    recorder.record(
-        f"aten.{name}.input",
-        name,
-        None,
-        (input_, *hidden_states),
-        {
-            "num_layers": num_layers,
-            "directions": directions,
-            "batch_first": batch_first,
-            "gates": RNN_GATES[name],
-            "weights_per_layer": per_layer,
-            "has_biases": has_biases,
-            "weight_shapes": tuple(tuple(p.shape) for p in params),
-        },
-        result,
-        reads,
-        False,
-    )
+    recorder.record(f"aten.{name}.input", name, None, args, kwargs, result, reads, False)
     return result
 
 
@@ -539,7 +522,7 @@ class _Interceptor(TorchFunctionMode):
                 recorder, a, k
             ),
         }
-        for name in RNN_GATES:
+        for name in RNN_CALLS:
             self._handlers[getattr(torch._VF, name)] = self._rnn_handler(name)
 
     def _rnn_handler(self, name: str) -> Callable[[tuple, dict], Any]:
