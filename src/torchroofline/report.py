@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .breakdown import ModuleCost, module_costs, unconfirmed_figures
@@ -144,7 +145,10 @@ def format_result(result: Result, top: int = 5) -> str:
         lines += ["", *_actual_lines(result)]
     lines.append(rule)
     if top > 0 and result.kernels:
-        lines += ["", *kernel_table(result.top_kernels(top), gpu_s=result.kernel_gpu_s)]
+        kernels = result.kernels
+        gpu_s = result.kernel_gpu_s
+        shown = ranked_kernels(kernels, gpu_s, top)
+        lines += ["", *kernel_table(shown, gpu_s=gpu_s), *refusal_lines(shown, kernels)]
     if top > 0 and result.ops:
         lines += ["", *module_table(module_costs(result)[:top])]
     if result.notes:
@@ -222,29 +226,78 @@ def _intensity(value: float) -> str:
     return "inf" if value == float("inf") else f"{value:.2f}"
 
 
+def ranked_kernels(
+    kernels: Sequence[KernelEstimate], gpu_s: Mapping[KernelEstimate, float], count: int
+) -> list[tuple[int, KernelEstimate]]:
+    """The ``count`` kernels with the most GPU time (``gpu_s``: kernel → seconds), each with
+    its number in execution order, from 1: the number ``KernelEstimate.refusals`` names."""
+    numbered = list(enumerate(kernels, 1))
+    return sorted(numbered, key=lambda pair: gpu_s[pair[1]], reverse=True)[:count]
+
+
 def kernel_table(
-    kernels: list[KernelEstimate],
+    kernels: Sequence[tuple[int, KernelEstimate]],
     name_width: int = 34,
     gpu_s: Mapping[KernelEstimate, float] | None = None,
 ) -> list[str]:
-    """Fixed-width table of kernels: name, FLOPs, bytes, intensity, roofline time at peak,
-    bound and, given ``gpu_s`` (kernel → seconds), the performance model's GPU time. Names are
-    never cut (two kernels cut to one prefix would look alike): the column widens to the longest."""
-    name_width = max([name_width, *(len(kernel.name) for kernel in kernels)])
+    """Fixed-width table of numbered kernels (see :func:`ranked_kernels`): number, name,
+    FLOPs, bytes, intensity, roofline time at peak, bound and, given ``gpu_s`` (kernel →
+    seconds), the performance model's GPU time. Names are never cut (two kernels cut to one
+    prefix would look alike): the column widens to the longest."""
+    name_width = max([name_width, *(len(kernel.name) for _, kernel in kernels)])
+    number_width = max(len(f"#{number}") for number, _ in kernels)
     header = (
-        f"  {'kernel':<{name_width}} {'FLOPs':>11} {'bytes':>10} {'FLOP/B':>8} "
-        f"{'time':>11} {'bound':>7}" + (f" {'est. GPU':>10}" if gpu_s is not None else "")
+        f"  {'#':<{number_width}} {'kernel':<{name_width}} {'FLOPs':>11} {'bytes':>10} "
+        f"{'FLOP/B':>8} {'time':>11} {'bound':>7}"
+        + (f" {'est. GPU':>10}" if gpu_s is not None else "")
     )
     rows = [header, "  " + "-" * (len(header) - 2)]
-    for kernel in kernels:
-        name = kernel.name
+    for number, kernel in kernels:
         estimate = f" {human_ms(gpu_s[kernel] * 1e3):>10}" if gpu_s is not None else ""
         rows.append(
-            f"  {name:<{name_width}} {si(kernel.flops):>11} {human_bytes(kernel.bytes):>10} "
-            f"{_intensity(kernel.intensity):>8} {human_ms(kernel.time_ms):>11} {kernel.bound:>7}"
-            + estimate
+            f"  {f'#{number}':<{number_width}} {kernel.name:<{name_width}} {si(kernel.flops):>11} "
+            f"{human_bytes(kernel.bytes):>10} {_intensity(kernel.intensity):>8} "
+            f"{human_ms(kernel.time_ms):>11} {kernel.bound:>7}" + estimate
         )
     return rows
+
+
+#: ``fusion`` writes each refusal as "apart from kernel N (name): reason"
+_REFUSAL = re.compile(r"apart from kernel (\d+) \(.*?\): (.+)")
+#: pairs shown per fusion rule under the kernel table; the JSON keeps every refusal
+PAIRS_PER_REASON = 3
+
+
+def refusal_lines(
+    shown: Sequence[tuple[int, KernelEstimate]],
+    kernels: Sequence[KernelEstimate],
+    pairs_per_reason: int = PAIRS_PER_REASON,
+) -> list[str]:
+    """Why the kernels of the table stayed apart from kernels they share a buffer with,
+    grouped by the fusion rule's reason: each pair once (both kernels list it), the costliest
+    shown kernel first, at most ``pairs_per_reason`` pairs per reason with a count of the rest.
+    Pairs are written with both kernels' numbers and full names, since a neighbour may not be
+    in the table."""
+    pairs: dict[str, dict[frozenset[int], tuple[int, int]]] = {}
+    for number, kernel in shown:
+        for refusal in kernel.refusals:
+            match = _REFUSAL.fullmatch(refusal)
+            assert match, f"unexpected refusal format: {refusal!r}"
+            other, reason = int(match[1]), match[2]
+            pairs.setdefault(reason, {}).setdefault(frozenset((number, other)), (number, other))
+    if not pairs:
+        return []
+    lines = ["", "  Why kernels that share a buffer stayed apart (#: execution order):"]
+    for reason, found in pairs.items():
+        count = len(found)
+        lines.append(f"    {reason} ({count} pair{'s' if count > 1 else ''}):")
+        lines += [
+            f"      #{a} {kernels[a - 1].name} — #{b} {kernels[b - 1].name}"
+            for a, b in list(found.values())[:pairs_per_reason]
+        ]
+        if count > pairs_per_reason:
+            lines.append(f"      … {count - pairs_per_reason} more (JSON: kernels[].refusals)")
+    return lines
 
 
 # --- Compact prompt block --------------------------------------------------------------------

@@ -1,0 +1,70 @@
+"""The text report's kernel table: kernels numbered in execution order, and why kernels that
+share a buffer stayed apart."""
+
+from __future__ import annotations
+
+import torch
+
+from conftest import Fn, analyze, meta
+from torchroofline.report import format_result, ranked_kernels, refusal_lines
+
+N = 1024  # large enough that a GEMM's 2·N³ FLOPs outweigh any pointwise kernel's time
+
+
+def _gemm_relu_chain(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    for _ in range(3):
+        x = (x @ w).relu()
+    return x
+
+
+def test_refusals_print_under_the_kernel_table() -> None:
+    # the GEMM is an extern kernel (a cuBLAS call), so Inductor cannot fuse the relu into it:
+    # kernel 1 (mm) and kernel 2 (relu) share mm's output and stay apart
+    text = format_result(analyze(Fn(lambda x, w: (x @ w).relu()), meta(N, N), meta(N, N)))
+    table = text.split("\n  #  kernel", 1)[1].split("\n\n  module", 1)[0]
+    rows = table.splitlines()[2:]
+    assert [row.split()[:2] for row in rows[:2]] == [["#1", "mm"], ["#2", "relu"]]
+    assert rows[2:] == [
+        "",
+        "  Why kernels that share a buffer stayed apart (#: execution order):",
+        "    extern kernel (library call) is never fused (1 pair):",
+        "      #1 mm — #2 relu",
+    ]
+
+
+def test_each_pair_once_and_at_most_three_per_reason() -> None:
+    # kernels: 1 mm, 2 relu, 3 mm, 4 relu, 5 mm, 6 relu. Pairs sharing a buffer: each producer
+    # with its consumer (1-2, 2-3, 3-4, 4-5, 5-6) and the three GEMMs that all load w (1-3,
+    # 1-5, 3-5): 8 pairs, every one with a GEMM in it. The GEMMs are the costliest (2·N³
+    # FLOPs each, equal, so they rank in execution order); kernel 1 lists 2, 3 and 5.
+    result = analyze(Fn(_gemm_relu_chain), meta(N, N), meta(N, N))
+    shown = ranked_kernels(result.kernels, result.kernel_gpu_s, 6)
+    assert [number for number, _ in shown[:3]] == [1, 3, 5]
+    assert refusal_lines(shown, result.kernels)[1:] == [
+        "  Why kernels that share a buffer stayed apart (#: execution order):",
+        "    extern kernel (library call) is never fused (8 pairs):",
+        "      #1 mm — #2 relu",
+        "      #1 mm — #3 mm",
+        "      #1 mm — #5 mm",
+        "      … 5 more (JSON: kernels[].refusals)",
+    ]
+    every = refusal_lines(shown, result.kernels, pairs_per_reason=100)[3:]
+    pairs = [frozenset(int(part.split()[0][1:]) for part in line.split(" — ")) for line in every]
+    assert len(set(pairs)) == len(pairs) == 8
+
+
+def test_only_pairs_with_a_kernel_of_the_table_are_listed() -> None:
+    result = analyze(Fn(_gemm_relu_chain), meta(N, N), meta(N, N))
+    shown = ranked_kernels(result.kernels, result.kernel_gpu_s, 1)
+    assert refusal_lines(shown, result.kernels)[2:] == [
+        "    extern kernel (library call) is never fused (3 pairs):",
+        "      #1 mm — #2 relu",
+        "      #1 mm — #3 mm",
+        "      #1 mm — #5 mm",
+    ]
+
+
+def test_no_refusal_block_when_everything_fused() -> None:
+    text = format_result(analyze(Fn(lambda x: x.cos().sin()), meta(N, N)))
+    assert "#1 cos+sin" in text
+    assert "stayed apart" not in text
