@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from torchroofline import hardware, kernelbench_gpus
+from torchroofline import gpu_spec, hardware, kernelbench_gpus
 from torchroofline.errors import PrecisionError, UnknownGPUError
 from torchroofline.hardware import GPUSpec, get_gpu, list_gpus
 from torchroofline.kernelbench_gpus import parse_kernelbench_specs
@@ -197,7 +197,7 @@ def test_table_invariants(spec: GPUSpec) -> None:
     if spec.fp16_accumulate_fp16_flops_per_s is not None:
         assert spec.fp16_accumulate_fp16_flops_per_s > spec.tensor_peak("fp16")
     assert spec.l2_bandwidth_bytes_per_s is None
-    assert spec.launch_overhead_s == hardware.DEFAULT_LAUNCH_OVERHEAD_S
+    assert spec.launch_overhead_s == gpu_spec.DEFAULT_LAUNCH_OVERHEAD_S
     assert spec.source
     labels = {f"tensor.{p}" for p in spec.tensor_peak_flops_per_s}
     labels |= {f"vector.{p}" for p in spec.vector_peak_flops_per_s}

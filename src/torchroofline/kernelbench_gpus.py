@@ -12,7 +12,7 @@ import importlib
 import re
 from collections.abc import Mapping
 
-from .hardware import TENSOR_PRECISIONS, VECTOR_PRECISIONS, GPUSpec
+from .gpu_spec import TENSOR_PRECISIONS, VECTOR_PRECISIONS, GPUSpec
 
 _TERA = 1e12
 _MIB = 2**20
