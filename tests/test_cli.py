@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import H100_FP32
 from torchroofline.cli import main
 
 SUITE = Path(__file__).parent / "fixtures" / "kernelbench"
@@ -204,7 +205,9 @@ def test_batch_report_figures(suite_report):
     assert matmul["measured_ms"] == 0.392
     assert matmul["gen_ms"] == 0.196
     assert matmul["speedup"] == pytest.approx(2.0)
-    assert matmul["sol_fraction"] == pytest.approx(matmul["result"]["time_ms"]["sol"] / 0.392)
+    # fp32 GEMM on the H100's CUDA cores: 2·2048³ FLOPs / 66.9 TFLOP/s = 0.257 ms of SoL
+    sol_ms = 2 * 2048**3 / H100_FP32 * 1e3
+    assert matmul["sol_fraction"] == pytest.approx(sol_ms / 0.392, rel=1e-12)
     layer_norm = _by_file(report)["40_LayerNorm.py"]
     assert layer_norm["impossible"]  # 0.0001 ms is below its speed of light
     summary = report["summary"]
