@@ -691,14 +691,14 @@ def _distance_flops(pairs: int, coordinates: int, p: float) -> FlopCount:
 def cdist_flops(op: TracedOp) -> FlopCount:
     """``cdist(x1 (…, P, M), x2 (…, R, M))``: all P·R pairs per batch (``_euclidean_dist`` is
     its p = 2 matrix-product path)."""
-    p = _argument(op, "p")  # _euclidean_dist takes none
+    p = op.argument("p")  # _euclidean_dist takes none
     return _distance_flops(_numel(op.output), op.args[0].shape[-1], 2.0 if p is None else p)
 
 
 @register([aten._pdist_forward], Category.COMPUTE, fusible=False)
 def pdist_flops(op: TracedOp) -> FlopCount:
     """``pdist(x (N, M))``: the N·(N − 1)/2 pairs of distinct rows, one output each."""
-    p = _argument(op, "p")
+    p = op.argument("p")
     return _distance_flops(_numel(op.output), op.args[0].shape[-1], 2.0 if p is None else p)
 
 
@@ -718,20 +718,11 @@ def attention_flops(op: TracedOp) -> FlopCount:
     k_shape = _as_4d(key.shape)
     v_shape = _as_4d(value.shape)
     flops = sdpa_flop_count(q_shape, k_shape, v_shape)
-    if _argument(op, "is_causal"):
+    if op.argument("is_causal"):
         query_len, key_len = q_shape[2], k_shape[2]
         # integer arithmetic: both matmuls' FLOPs are a multiple of L·S, so this is exact
         flops = flops * _causal_kept(query_len, key_len) // (query_len * key_len)
     return FlopCount(tensor=int(flops), kind=MatmulKind.ATTENTION)
-
-
-def _argument(op: TracedOp, name: str) -> Any:
-    """An aten argument by schema name, passed by keyword or by position (None if absent)."""
-    if name in op.kwargs or op.func is None:
-        return op.kwargs.get(name)
-    names = [argument.name for argument in op.func._schema.arguments]
-    position = names.index(name) if name in names else len(op.args)
-    return op.args[position] if position < len(op.args) else None
 
 
 def _as_4d(shape: torch.Size) -> tuple[int, int, int, int]:
@@ -897,7 +888,7 @@ def _rhs(op: TracedOp) -> int:
     matrix, rhs = op.args[0], op.args[1]
     if rhs.dim() == matrix.dim() - 1:
         return 1
-    return rhs.shape[-2] if _argument(op, "left") is False else rhs.shape[-1]
+    return rhs.shape[-2] if op.argument("left") is False else rhs.shape[-1]
 
 
 @register([aten.linalg_lu_factor_ex, aten.linalg_lu, aten._linalg_det, aten._linalg_slogdet],
@@ -979,10 +970,10 @@ def triangular_solve_flops(op: TracedOp) -> int:
     """trsm: n²·k for an n×n triangle and k right-hand sides (n·(n − 1)·k when unitriangular:
     no divides). Every right-hand-side column (or row, ``left=False``) costs the same, so the
     count is n (or n − 1) per element of the solution."""
-    triangle = _argument(op, "A")  # triangular_solve(B, A); linalg_solve_triangular(A, B)
+    triangle = op.argument("A")  # triangular_solve(B, A); linalg_solve_triangular(A, B)
     triangle = op.args[0] if triangle is None else triangle
     n = triangle.shape[-1]
-    per_element = n - 1 if _argument(op, "unitriangular") else n
+    per_element = n - 1 if op.argument("unitriangular") else n
     solution = op.output[0] if isinstance(op.output, (tuple, list)) else op.output
     return solution.numel() * per_element
 
@@ -1130,13 +1121,11 @@ STORES_SOURCE_POSITIONS = {
 
 
 def _has_out_argument(op: TracedOp) -> bool:
-    arguments = op.func._schema.arguments if op.func is not None else ()
-    return any(a.name == "out" and a.alias_info and a.alias_info.is_write for a in arguments)
+    return any(name == "out" for _, name in op.written_arguments)
 
 
 def _writes_first_argument(op: TracedOp) -> bool:
-    arguments = op.func._schema.arguments if op.func is not None else ()
-    return bool(arguments) and bool(arguments[0].alias_info and arguments[0].alias_info.is_write)
+    return any(position == 0 for position, _ in op.written_arguments)
 
 
 def in_place_accesses(
@@ -1214,14 +1203,14 @@ def _reduced_dims(op: TracedOp) -> tuple[int, ...] | None:
     if op.func is None or not op.reads:
         return None
     rank = len(op.reads[0].shape)
-    names = {argument.name for argument in op.func._schema.arguments}
+    names = set(op.argument_names)
     if "running_mean" in names:
-        training = "training" in names and _argument(op, "training")
+        training = "training" in names and op.argument("training")
         return tuple(d for d in range(rank) if d != 1) if training else ()
     if "normalized_shape" in names:
-        return tuple(range(rank - len(_argument(op, "normalized_shape")), rank))
+        return tuple(range(rank - len(op.argument("normalized_shape")), rank))
     if "dim" not in names:
         return tuple(range(rank)) if _numel(op.output) == 1 else None
-    dim = _argument(op, "dim")
+    dim = op.argument("dim")
     dims = [dim] if isinstance(dim, int) else list(dim or range(rank))
     return tuple(sorted({d % rank for d in dims})) if rank else ()

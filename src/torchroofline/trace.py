@@ -97,6 +97,33 @@ class TracedOp:
     module_path: str
     is_view: bool
 
+    def argument(self, name: str, default: Any = None) -> Any:
+        """An argument by its schema name: passed by keyword or by position, else the schema's
+        default; ``default`` where the schema has none (or the op is an intercepted call with
+        no aten schema, whose options are its kwargs)."""
+        if name in self.kwargs:
+            return self.kwargs[name]
+        if self.func is None:
+            return default
+        for position, schema_argument in enumerate(self.func._schema.arguments):
+            if schema_argument.name == name:
+                if position < len(self.args):
+                    return self.args[position]
+                if schema_argument.has_default_value():
+                    return schema_argument.default_value
+                return default
+        return default
+
+    @property
+    def argument_names(self) -> tuple[str, ...]:
+        """The names of the op's schema arguments (none for an intercepted call)."""
+        return () if self.func is None else _argument_names(self.func)
+
+    @property
+    def written_arguments(self) -> tuple[tuple[int, str], ...]:
+        """(position, name) of the arguments the schema marks as written in place."""
+        return () if self.func is None else _written_arguments(self.func)
+
 
 @dataclass(frozen=True)
 class Trace:
@@ -407,6 +434,11 @@ def _call_on_meta(func: Any, args: tuple, kwargs: dict) -> Any:
         return torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device=device)
 
     return tree_map(back, meta_output)
+
+
+@functools.cache
+def _argument_names(func: Any) -> tuple[str, ...]:
+    return tuple(argument.name for argument in func._schema.arguments)
 
 
 @functools.cache
