@@ -1,6 +1,6 @@
 """Fit the performance model's constants on real KernelBench timings and write docs/calibration.md.
 
-    python benchmarks/calibrate.py --data /work/shared/calibration [--rounds 4] [--no-write]
+    python benchmarks/calibrate.py --data DIR [--rounds 4] [--out FILE] [--hold-out SETUPS]
 
 The data (not in this repository; never copied into it): ``problems/level{1,2,3}/*.py`` (the
 KernelBench problem files at the revision that was timed) and ``timings/<set>/baseline_time_
