@@ -39,3 +39,36 @@ def test_ci_runs_the_readme_commands():
         assert command in readme and command in ci
     example = next(line for line in ci.splitlines() if line.startswith("torchroofline analyze"))
     assert example.split(" --")[0] in readme
+
+
+def _fences_outside_generated_blocks(text: str) -> list[str]:
+    """Code fences of program output (``text``, or ``console`` with a ``$`` prompt) that lie
+    outside a ``<!-- BEGIN … -->`` … ``<!-- END … -->`` block."""
+    found, inside_block, fence = [], False, None
+    for line in text.splitlines():
+        if line.startswith("<!-- BEGIN "):
+            inside_block = True
+        elif line.startswith("<!-- END "):
+            inside_block = False
+        elif line.startswith("```") and fence is None:
+            fence = [line]
+        elif line.startswith("```"):
+            body = fence[1:]
+            # a console fence shows output after a "$ " prompt; bare lines are commands to type
+            shows_output = fence[0] == "```text" or (
+                fence[0] == "```console" and any(row.startswith("$ ") for row in body)
+            )
+            if shows_output and not inside_block:
+                found.append("\n".join(fence))
+            fence = None
+        elif fence is not None:
+            fence.append(line)
+    return found
+
+
+def test_program_output_in_the_docs_is_generated():
+    # a report line pasted by hand goes stale silently; generated blocks are checked above
+    for name in ("README.md", "METHOD.md"):
+        assert _fences_outside_generated_blocks((ROOT / name).read_text()) == [], name
+    pasted = "intro\n```text\n  Eager estimate : 64.5 µs\n```\n"
+    assert _fences_outside_generated_blocks(pasted) == ["```text\n  Eager estimate : 64.5 µs"]
