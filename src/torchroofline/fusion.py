@@ -42,6 +42,20 @@ from .trace import TensorRef, largest_per_value
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """Why a kernel stayed apart from another kernel it shares a buffer with: the other
+    kernel's number in execution order (from 1) and name, and the reason the first fusion rule
+    that refused the pair gave (:data:`FUSION_RULES`)."""
+
+    kernel: int
+    name: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"apart from kernel {self.kernel} ({self.name}): {self.reason}"
+
+
+@dataclass(frozen=True)
 class Kernel:
     """One GPU kernel of a plan: the ops it runs and the tensors crossing its boundary.
 
@@ -56,7 +70,7 @@ class Kernel:
     reads: tuple[TensorRef, ...]
     writes: tuple[TensorRef, ...]
     recomputed: tuple[OpRecord, ...] = ()
-    refusals: tuple[str, ...] = ()
+    refusals: tuple[Refusal, ...] = ()
 
     @property
     def tensor_flops(self) -> int:
@@ -1002,10 +1016,10 @@ def fused_plan(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> Plan:
             owned[home].append(duplicate)
     boundaries = _boundary(run, graph.kept, uninitialised_values(ops))
     names = [_kernel_name(kernel_ops) for kernel_ops in run]
-    apart: list[list[str]] = [[] for _ in run]
+    apart: list[list[Refusal]] = [[] for _ in run]
     for (first, second), reason in sorted(refused.items()):
-        apart[first].append(f"apart from kernel {second + 1} ({names[second]}): {reason}")
-        apart[second].append(f"apart from kernel {first + 1} ({names[first]}): {reason}")
+        apart[first].append(Refusal(second + 1, names[second], reason))
+        apart[second].append(Refusal(first + 1, names[first], reason))
     kernels = []
     for k, (kernel_ops, (reads, writes)) in enumerate(zip(run, boundaries, strict=True)):
         mine_ids = {id(op) for op in owned[k]}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -262,8 +261,6 @@ def kernel_table(
     return rows
 
 
-#: ``fusion`` writes each refusal as "apart from kernel N (name): reason"
-_REFUSAL = re.compile(r"apart from kernel (\d+) \(.*?\): (.+)")
 #: pairs shown per fusion rule under the kernel table; the JSON keeps every refusal
 PAIRS_PER_REASON = 3
 
@@ -281,10 +278,8 @@ def refusal_lines(
     pairs: dict[str, dict[frozenset[int], tuple[int, int]]] = {}
     for number, kernel in shown:
         for refusal in kernel.refusals:
-            match = _REFUSAL.fullmatch(refusal)
-            assert match, f"unexpected refusal format: {refusal!r}"
-            other, reason = int(match[1]), match[2]
-            pairs.setdefault(reason, {}).setdefault(frozenset((number, other)), (number, other))
+            pair = (number, refusal.kernel)
+            pairs.setdefault(refusal.reason, {}).setdefault(frozenset(pair), pair)
     if not pairs:
         return []
     lines = ["", "  Why kernels that share a buffer stayed apart (#: execution order):"]

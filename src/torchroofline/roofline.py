@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .costs import Category, Cost, MatmulKind, OpRecord, float_element_bytes, total_cost
 from .errors import InputError
 from .estimate import EstimateParams, Performance, performance
-from .fusion import Kernel, Plan
+from .fusion import Kernel, Plan, Refusal
 from .hardware import GPUSpec, get_gpu
 from .plans import Plans
 from .precision import (
@@ -100,7 +100,7 @@ class KernelEstimate:
     launches: int
     launch_s: float
     #: why the kernel stayed apart from kernels it shares a buffer with (fusion.Kernel.refusals)
-    refusals: tuple[str, ...] = ()
+    refusals: tuple[Refusal, ...] = ()
 
     @property
     def flops(self) -> int:
@@ -139,7 +139,7 @@ class KernelEstimate:
             "intensity": _finite(self.intensity),
             "time_ms": self.time_ms,
             "bound": self.bound,
-            "refusals": list(self.refusals),
+            "refusals": [str(refusal) for refusal in self.refusals],
         }
 
 
