@@ -373,3 +373,57 @@ def test_transposed_conv_taps_in_the_cropped_border_cost_nothing() -> None:
     conv = torch.nn.ConvTranspose2d(4, 4, 5, padding=2, bias=False, device="meta")
     result = analyze(conv, (meta(1, 4, 1, 1),))
     assert result.tensor_flops == 2 * 4 * 4
+
+
+def test_offset_diagonal_matmul_is_a_shifted_row_scaling() -> None:
+    # diag(v, 1) @ B with v of n − 1: out[i] = v[i]·B[i + 1] for i < n − 1, the last row is 0;
+    # reads v and rows 1.. of B, one multiply per nonzero output, writes n² (no GEMM)
+    n = 2048
+    result = bound(lambda v, b: torch.diag(v, 1) @ b, meta(n - 1), meta(n, n))
+    assert (result.tensor_flops, result.vector_flops) == (0, (n - 1) * n)
+    assert result.compulsory_bytes == ((n - 1) + (n - 1) * n + n * n) * FP32
+    assert any("diagonal matmul" in note for note in result.notes)
+
+
+def test_sliced_diagonal_matmul_scales_the_rows_it_keeps() -> None:
+    # diag(a)[:, :k] @ B[:k]: rows i < k are a[i]·B[i], rows ≥ k are 0 (their column was cut)
+    n, k, m = 4096, 512, 4096
+    result = bound(lambda a, b: torch.diag(a)[:, :k] @ b[:k], meta(n), meta(n, m))
+    assert (result.tensor_flops, result.vector_flops) == (0, k * m)
+    assert result.compulsory_bytes == (k + k * m + n * m) * FP32
+
+
+def test_transposed_diagonal_on_the_right() -> None:
+    # B @ diag(v, -2).T = B @ diag(v, 2): out[:, j] = B[:, j − 2]·v[j − 2] for j ≥ 2
+    n, rows = 64, 32
+    result = bound(lambda v, b: b @ torch.diag(v, -2).T, meta(n - 2), meta(rows, n))
+    assert result.vector_flops == rows * (n - 2)
+    assert result.compulsory_bytes == ((n - 2) + rows * (n - 2) + rows * n) * FP32
+
+
+def test_block_diagonal_matmul_skips_the_zero_blocks() -> None:
+    # block_diag(A1, A2) @ x = [A1 @ x[:p]; A2 @ x[p:]]: 2·(p² + q²)·r FLOPs, not 2·(p + q)²·r
+    p, q, r = 32, 48, 16
+    result = bound(
+        lambda a, b, x: torch.block_diag(a, b) @ x, meta(p, p), meta(q, q), meta(p + q, r)
+    )
+    assert result.tensor_flops == 2 * (p * p + q * q) * r
+    assert result.compulsory_bytes == (p * p + q * q + 2 * (p + q) * r) * FP32
+    assert any("block-diagonal matmul" in note for note in result.notes)
+
+
+def test_block_diagonal_slice_reads_the_blocks_it_covers() -> None:
+    # block_diag(a (3×2), b (2×4)) is 5×6, a at rows 0..2 × columns 0..1, b at rows 3..4 ×
+    # columns 2..5: its [2:4, 1:3] holds a[2, 1] and b[0, 0], the other two are zeros
+    result = bound(lambda a, b: torch.block_diag(a, b)[2:4, 1:3] * 1, meta(3, 2), meta(2, 4))
+    assert result.compulsory_bytes == (2 + 4) * FP32
+
+
+def test_partial_diagonal_builders_read_the_entries_they_place() -> None:
+    # diag_embed(d)[..., 0]: column 0 of each matrix holds d[:, 0] only
+    b, n = 8, 256
+    result = bound(lambda d: torch.diag_embed(d)[..., 0], meta(b, n))
+    assert result.compulsory_bytes == (b + b * n) * FP32
+    # diag(v, 1)[:1]: row 0 of the (n + 1)² matrix holds v[0] at column 1
+    result = bound(lambda v: torch.diag(v, 1)[:1] * 1, meta(n))
+    assert result.compulsory_bytes == (1 + (n + 1)) * FP32

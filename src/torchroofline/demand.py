@@ -41,6 +41,7 @@ from .regions import (
     box_size,
     fraction_of,
     full_box,
+    mapped_set,
     normalize,
     positions_to_set,
     range_intersection,
@@ -109,7 +110,7 @@ class _Context:
         return max((r.elements for r in moved if r.value_id == value_id), default=0)
 
     def argument(self, name: str, default: Any = None) -> Any:
-        return argument(self.op, name, default)
+        return self.op.argument(name, default)
 
 
 Rule = Callable[[_Context], Demand]
@@ -125,22 +126,6 @@ def demand_rule(ops: Sequence[OpKey]) -> Callable[[Rule], Rule]:
         return rule
 
     return decorate
-
-
-def argument(op: TracedOp, name: str, default: Any = None) -> Any:
-    """An aten argument by schema name: keyword, position, or the schema's default."""
-    if name in op.kwargs:
-        return op.kwargs[name]
-    if op.func is None:
-        return default
-    for position, schema_argument in enumerate(op.func._schema.arguments):
-        if schema_argument.name == name:
-            if position < len(op.args):
-                return op.args[position]
-            if schema_argument.has_default_value():
-                return schema_argument.default_value
-            return default
-    return default
 
 
 def _scaled(flops: FlopCount, share: float) -> FlopCount:
@@ -370,62 +355,346 @@ def along_dim_demand(context: _Context) -> Demand:
 
 # --- Matmul-class ------------------------------------------------------------------------------
 
-#: Producers whose output is a diagonal matrix built from a vector (offset 0).
-_DIAGONAL_BUILDERS = {"diag_embed", "diag", "diagflat"}
+
+@dataclass(frozen=True)
+class _Walk:
+    """One axis of a matmul operand seen as a view of a builder's matrix: operand index i sits
+    at coordinate ``origin + i·step`` of the builder's axis ``axis`` (0: rows, 1: columns)."""
+
+    axis: int
+    origin: int
+    step: int
+    size: int
+
+    def indices(self, low: int, high: int) -> IndexSet:
+        """The operand indices whose coordinate lies in [low, high)."""
+        first = max(-(-(low - self.origin) // self.step), 0)
+        last = min(-(-(high - self.origin) // self.step), self.size)
+        return (range(first, last),) if first < last else ()
 
 
-def _diagonal_source(context: _Context, ref: TensorRef) -> tuple[bool, TensorRef | None]:
-    """(is ``ref`` a (batch of) square diagonal matrices, the vectors they were built from —
-    None for ``eye`` or when a scale was applied). The operand is the builder's output as it
-    is or transposed (a diagonal is its own transpose), possibly times a scalar."""
+@dataclass(frozen=True)
+class _MatrixView:
+    """A matmul operand as a strided view (a slice, a transpose, a broadcast batch) of the
+    matrices an op built: its free axis (rows of a left operand, columns of a right one) and
+    its contracted axis each walk one axis of the builder's matrices; ``batch`` leading
+    broadcast dims come before the builder's own batch dims."""
+
+    free: _Walk
+    contracted: _Walk
+    batch: int
+
+
+def _matrix_view(ref: TensorRef, written: TensorRef, free_dim: int) -> _MatrixView | None:
+    """``ref`` as a view of ``written`` (a contiguous (batch of) matrices), or None if it is not
+    one whose two matrix axes each walk one axis of ``written``'s matrices."""
+    rank = len(written.shape)
+    batch = len(ref.shape) - rank
+    if rank < 2 or batch < 0 or len(ref.strides) != len(ref.shape):
+        return None
+    height, width = written.shape[-2:]
+    same_batch = ref.shape[batch:-2] == written.shape[:-2] and ref.strides[batch:-2] == (
+        written.strides[:-2]
+    )
+    start = ref.offset - written.offset
+    if (
+        not same_batch
+        or any(ref.strides[:batch])
+        or written.strides[-2:] != (width, 1)
+        or not 0 <= start < height * width
+    ):
+        return None
+    steps: list[tuple[int, int] | None] = []
+    for size, stride in zip(ref.shape[-2:], ref.strides[-2:], strict=True):
+        if size == 1:
+            steps.append(None)  # its step is never taken: the other axis decides
+        elif stride > 0 and stride % width == 0:
+            steps.append((0, stride // width))
+        elif 0 < stride < width:
+            steps.append((1, stride))
+        else:
+            return None
+    free_step, other_step = steps if free_dim == -2 else steps[::-1]
+    free_axis = free_step[0] if free_step else 1 - other_step[0] if other_step else 0
+    other_axis = other_step[0] if other_step else 1 - free_axis
+    if free_axis == other_axis:
+        return None
+    origin = divmod(start, width)
+    free_size, other_size = ref.shape[free_dim], ref.shape[-1 if free_dim == -2 else -2]
+    walks = (
+        _Walk(free_axis, origin[free_axis], free_step[1] if free_step else 1, free_size),
+        _Walk(other_axis, origin[other_axis], other_step[1] if other_step else 1, other_size),
+    )
+    if any(w.origin + (w.size - 1) * w.step >= (height, width)[w.axis] for w in walks):
+        return None
+    return _MatrixView(*walks, batch)
+
+
+@dataclass(frozen=True)
+class _Diagonal:
+    """An operand with at most one nonzero per row and column, a diagonal of some offset:
+    free index f pairs with contracted index ``pairs[f][0]``, whose value is element
+    ``pairs[f][1]`` along the last dim of ``vector`` (None: ``eye``, or a scaled diagonal whose
+    vector is charged nothing — less). ``complete``: every free index has a partner."""
+
+    pairs: dict[int, tuple[int, int]]
+    vector: TensorRef | None
+    complete: bool
+
+    def unsourced(self) -> _Diagonal:
+        return replace(self, vector=None)
+
+    def product(self, context: _Context, region: Region, position: int) -> Demand:
+        """out[i, j] = d[i]·B[partner(i), j] (left) or A[i, partner(j)]·d[j] (right), zero for
+        an index with no partner: one multiply per nonzero output (none for ``eye``)."""
+        lead = len(context.op.writes[0].shape) - 2
+        free_dim = lead + position
+        other_boxes, vector_boxes, products = [], [], 0
+        for box in region.boxes:
+            hits = [f for r in box[free_dim] for f in r if f in self.pairs]
+            if not hits:
+                continue
+            partners = positions_to_set(self.pairs[f][0] for f in hits)
+            kept = box[lead + 1 - position]  # the other operand's free positions
+            other_boxes.append(
+                (*box[:lead], partners, kept) if position == 0 else (*box[:lead], kept, partners)
+            )
+            batch = box[lead + 1 - len(self.vector.shape) : lead] if self.vector else ()
+            vector_boxes.append((*batch, positions_to_set(self.pairs[f][1] for f in hits)))
+            products += len(hits) * set_size(kept) * math.prod(set_size(s) for s in box[:lead])
+        # an output with no position may lie where the diagonal has no partner: only a full
+        # diagonal maps c of them to c elements of the other operand
+        opaque = region.opaque if self.complete else 0
+        operands = [Region(), Region.of(other_boxes, opaque)][:: 1 - 2 * position]
+        if self.vector is None:
+            return Demand((*_biases(context, region), *operands), FlopCount(), structure=_DIAGONAL)
+        picked = Region.of(vector_boxes, min(opaque, self.vector.elements))
+        flops = FlopCount(vector=products + opaque)
+        extra = ((self.vector, picked),)
+        return Demand((*_biases(context, region), *operands), flops, extra, structure=_DIAGONAL)
+
+
+def _diagonal(view: _MatrixView, offset: int, vector: TensorRef | None) -> _Diagonal:
+    """Builder element (r, c) is nonzero only where c − r = ``offset``; its value is vector
+    element min(r, c) (diag_embed's ``out[..., i, i + offset] = v[..., i]``, and for a
+    negative offset ``out[..., i − offset, i] = v[..., i]``)."""
+    free, contracted = view.free, view.contracted
+    pairs = {}
+    for f in range(free.size):
+        coordinate = free.origin + f * free.step
+        target = coordinate + offset if free.axis == 0 else coordinate - offset
+        partner, remainder = divmod(target - contracted.origin, contracted.step)
+        if not remainder and 0 <= partner < contracted.size:
+            pairs[f] = (partner, min(coordinate, target))
+    return _Diagonal(pairs, vector, len(pairs) == free.size)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A dense block of a block-diagonal operand: the operand's free and contracted positions
+    inside it, and where operand positions fall in its ``source`` (read ``position`` of the
+    builder): ``origin + i·step`` along the builder axis ``free_axis`` or the other one."""
+
+    free: IndexSet
+    contracted: IndexSet
+    source: TensorRef
+    position: int
+    free_axis: int
+    free_walk: tuple[int, int]
+    contracted_walk: tuple[int, int]
+
+    def source_box(self, hits: IndexSet, contracted: IndexSet | None = None) -> Box:
+        """The source elements the free positions ``hits`` need, at the contracted positions
+        ``contracted`` (all of the block's by default); a 1-D source is one row of the
+        matrix, a 0-d one a single element."""
+        free = mapped_set(hits, *self.free_walk)
+        other = mapped_set(self.contracted if contracted is None else contracted,
+                           *self.contracted_walk)
+        box = (free, other) if self.free_axis == 0 else (other, free)
+        return box[2 - len(self.source.shape) :]
+
+
+@dataclass(frozen=True)
+class _BlockDiagonal:
+    """An operand whose nonzeros are dense blocks on its diagonal (``torch.block_diag``)."""
+
+    blocks: tuple[_Block, ...]
+    charged: bool = True
+
+    def unsourced(self) -> _BlockDiagonal:
+        return replace(self, charged=False)
+
+    def product(self, context: _Context, region: Region, position: int) -> Demand:
+        """Each block multiplies only the other operand's slice facing it: 2·(block width)
+        FLOPs per output element in the block's rows (columns); the zero blocks cost nothing."""
+        lead = len(context.op.writes[0].shape) - 2
+        free_dim = lead + position
+        other_boxes, tensor = [], 0
+        sources: dict[int, tuple[TensorRef, list[Box]]] = {}  # by builder read position
+        for box in region.boxes:
+            kept = box[lead + 1 - position]
+            for block in self.blocks:
+                hits = set_intersection(box[free_dim], block.free)
+                if not hits:
+                    continue
+                other_boxes.append(
+                    (*box[:lead], block.contracted, kept)
+                    if position == 0
+                    else (*box[:lead], kept, block.contracted)
+                )
+                sources.setdefault(block.position, (block.source, []))[1].append(
+                    block.source_box(hits)
+                )
+                tensor += (
+                    2 * set_size(block.contracted) * set_size(hits) * set_size(kept)
+                    * math.prod(set_size(s) for s in box[:lead])
+                )
+        operands = [Region(), Region.of(other_boxes)][:: 1 - 2 * position]
+        extra = tuple((ref, Region.of(boxes)) for ref, boxes in sources.values())
+        flops = FlopCount(tensor=tensor, kind=MatmulKind.MATMUL)
+        inputs = (*_biases(context, region), *operands)
+        extra = extra if self.charged else ()
+        return Demand(inputs, flops, extra, structure="block-diagonal matmul")
+
+
+def _block_diagonal(view: _MatrixView, sources: Sequence[TensorRef]) -> _BlockDiagonal:
+    """``block_diag(A₁, A₂, …)``: Aₖ (a 1-D tensor is one row, a 0-d one 1×1) sits at the rows
+    and columns after the blocks before it."""
+    blocks, corner = [], [0, 0]
+    free, contracted = view.free, view.contracted
+    for position, source in enumerate(sources):
+        size = (*(1,) * (2 - len(source.shape)), *source.shape)
+        low, other_low = corner[free.axis], corner[contracted.axis]
+        free_positions = free.indices(low, low + size[free.axis])
+        contracted_positions = contracted.indices(other_low, other_low + size[contracted.axis])
+        if free_positions and contracted_positions:
+            blocks.append(
+                _Block(
+                    free_positions,
+                    contracted_positions,
+                    source,
+                    position,
+                    free.axis,
+                    (free.origin - low, free.step),
+                    (contracted.origin - other_low, contracted.step),
+                )
+            )
+        corner = [corner[0] + size[0], corner[1] + size[1]]
+    return _BlockDiagonal(tuple(blocks))
+
+
+_Structure = _Diagonal | _BlockDiagonal
+_DIAGONAL = "diagonal matmul"
+#: Ops that build matrices of known structure, keyed as the other registries: (the traced
+#: builder, the operand's view of its output) → the structure, or None.
+MATRIX_BUILDERS: dict[OpKey, Callable[[_Context, TracedOp, _MatrixView], _Structure | None]] = {}
+
+
+def matrix_builder(ops: Sequence[OpKey]) -> Callable:
+    """Decorator: register a structured-matrix builder for ``ops`` (no key twice)."""
+
+    def decorate(builder: Callable) -> Callable:
+        add_rules(MATRIX_BUILDERS, ops, builder, "matrix-builder")
+        return builder
+
+    return decorate
+
+
+def _built_offset(builder: TracedOp) -> int | None:
+    """The offset of the diagonal that ``builder`` (diag_embed, diag, diagflat) writes on the
+    last two dims of its output from a vector; None when it extracts a diagonal instead (its
+    output has fewer dims than its input) or writes on other dims."""
+    rank = len(builder.writes[0].shape)
+    if rank < 2 or not builder.reads or len(builder.reads[0].shape) >= rank:
+        return None
+    dims = (builder.argument("dim1", -2) % rank, builder.argument("dim2", -1) % rank)
+    if dims != (rank - 2, rank - 1):
+        return None
+    return builder.argument("offset", builder.argument("diagonal", 0))
+
+
+def _boxed_vector(builder: TracedOp) -> TensorRef | None:
+    """The vector a diagonal builder reads, if a vector index is a position along its last dim
+    (diagflat flattens a tensor of any rank: its index has no box there)."""
+    vector = builder.reads[0]
+    return vector if len(vector.shape) == len(builder.writes[0].shape) - 1 else None
+
+
+@matrix_builder([aten.diag_embed, aten.diag, aten.diagflat])
+def _built_diagonal(context: _Context, builder: TracedOp, view: _MatrixView) -> _Diagonal | None:
+    offset = _built_offset(builder)
+    return None if offset is None else _diagonal(view, offset, _boxed_vector(builder))
+
+
+@matrix_builder([aten.eye])
+def _built_identity(context: _Context, builder: TracedOp, view: _MatrixView) -> _Diagonal:
+    return _diagonal(view, 0, None)
+
+
+@matrix_builder([aten.block_diag])
+def _built_blocks(context: _Context, builder: TracedOp, view: _MatrixView) -> _BlockDiagonal:
+    return _block_diagonal(view, builder.reads)
+
+
+def _scaling(dividend_only: bool) -> Callable[[_Context, TracedOp, _MatrixView], _Structure | None]:
+    """A structured matrix times (or, as the dividend, over) a scalar keeps its zeros; its
+    source is then charged nothing (less)."""
+
+    def built(context: _Context, builder: TracedOp, view: _MatrixView) -> _Structure | None:
+        matrices = [r for r in builder.reads if math.prod(r.shape) > 1]
+        if len(matrices) != 1 or (dividend_only and builder.reads[0] is not matrices[0]):
+            return None
+        inner = context.producers.get(matrices[0].value_id)
+        if inner is None or not inner.writes or not _as_written(matrices[0], inner.writes[0]):
+            return None
+        written = builder.writes[0]
+        if (written.shape, written.strides) != (inner.writes[0].shape, inner.writes[0].strides):
+            return None
+        builder_of = lookup(MATRIX_BUILDERS, inner)
+        structure = builder_of(context, inner, view) if builder_of else None
+        return structure.unsourced() if structure else None
+
+    return built
+
+
+matrix_builder([aten.mul])(_scaling(dividend_only=False))
+matrix_builder([aten.div])(_scaling(dividend_only=True))
+
+
+def _as_written(ref: TensorRef, written: TensorRef) -> bool:
+    return (ref.shape, ref.strides, ref.offset) == (written.shape, written.strides, written.offset)
+
+
+def _structure(context: _Context, ref: TensorRef, free_dim: int) -> _Structure | None:
+    """The known structure of a matmul operand, if an op in :data:`MATRIX_BUILDERS` built it."""
     producer = context.producers.get(ref.value_id)
-    if producer is None or len(ref.shape) < 2 or ref.shape[-1] != ref.shape[-2]:
-        return False, None
-    written = producer.writes[0]
-    transposed = (*written.strides[:-2], written.strides[-1], written.strides[-2])
-    if ref.shape != written.shape or ref.strides not in (written.strides, transposed):
-        return False, None
-    if producer.base in _SCALINGS:
-        matrices = [r for r in producer.reads if math.prod(r.shape) > 1]
-        if len(matrices) != 1 or matrices[0].shape != ref.shape:
-            return False, None
-        diagonal, _ = _diagonal_source(context, matrices[0])
-        return diagonal, None
-    if producer.base == "eye":
-        return True, None
-    if producer.base not in _DIAGONAL_BUILDERS or not producer.reads:
-        return False, None
-    vector = producer.reads[0]
-    offset = argument(producer, "offset", argument(producer, "diagonal", 0))
-    if offset or ref.shape != (*vector.shape, vector.shape[-1]):
-        return False, None
-    if producer.base != "diag_embed" and len(vector.shape) != 1:
-        return False, None
-    return True, vector
-
-
-#: A diagonal matrix times (or over) a scalar is still diagonal.
-_SCALINGS = {"mul", "div"}
+    builder = lookup(MATRIX_BUILDERS, producer) if producer is not None else None
+    if builder is None or not producer.writes:
+        return None
+    view = _matrix_view(ref, producer.writes[0], free_dim)
+    return builder(context, producer, view) if view is not None else None
 
 
 @demand_rule([aten.mm, aten.addmm, aten.bmm, aten.baddbmm])
 def matmul_demand(context: _Context) -> Demand:
     """out[..., i, j] needs row i of A and column j of B: 2·K FLOPs per demanded element. A
-    diagonal operand makes it a scaling; a batch both operands broadcast is computed once."""
+    structured operand (a diagonal, a block diagonal) needs only its nonzeros; a batch both
+    operands broadcast is computed once."""
     op = context.op
     *bias, left, right = op.reads
     region = context.output
     out_shape = op.writes[0].shape
     if any(len(box) != len(out_shape) for box in region.boxes) or len(left.shape) != len(out_shape):
         return _proportional(context)
+    for position, ref in ((0, left), (1, right)):
+        structure = _structure(context, ref, -2 if position == 0 else -1)
+        if structure is not None:
+            return structure.product(context, region, position)
     reduction = left.shape[-1]
-    structured = _diagonal_matmul(context, region, left, right, bias)
-    if structured is not None:
-        return structured
     lead = len(out_shape) - 2
     left_boxes = [(*b[:lead], b[-2], (range(reduction),)) for b in region.boxes]
     right_boxes = [(*b[:lead], (range(reduction),), b[-1]) for b in region.boxes]
-    inputs = [_bias_demand(context, region, out_shape, ref) for ref in bias]
+    inputs = list(_biases(context, region))
     # c outputs with no position span at least ⌈c/N⌉ rows of A and ⌈c/M⌉ columns of B
     rows, columns = out_shape[-2], out_shape[-1]
     left_opaque = -(-region.opaque // max(columns, 1)) * reduction
@@ -443,37 +712,17 @@ def matmul_demand(context: _Context) -> Demand:
     return Demand(tuple(inputs), flops, structure=structure)
 
 
-def _bias_demand(context: _Context, region: Region, out_shape: tuple, ref: TensorRef) -> Region:
+def _biases(context: _Context, region: Region) -> tuple[Region, ...]:
     """The added input of addmm/baddbmm, broadcast; none when ``beta`` is 0 (torch ignores it)."""
+    *bias, _, _ = context.op.reads
     if context.argument("beta", 1) == 0:
-        return Region()
-    return _broadcast(region, out_shape, ref.shape) or Region()
+        return tuple(Region() for _ in bias)
+    out_shape = context.op.writes[0].shape
+    return tuple(_broadcast(region, out_shape, ref.shape) or Region() for ref in bias)
 
 
 def _broadcast_batch(ref: TensorRef) -> bool:
     return len(ref.strides) == len(ref.shape) and ref.shape[0] > 1 and ref.strides[0] == 0
-
-
-def _diagonal_matmul(
-    context: _Context, region: Region, left: TensorRef, right: TensorRef, bias: list[TensorRef]
-) -> Demand | None:
-    out_shape = context.op.writes[0].shape
-    lead = len(out_shape) - 2
-    for position, ref in ((0, left), (1, right)):
-        diagonal, vector = _diagonal_source(context, ref)
-        if not diagonal:
-            continue
-        # out[i, j] = d[i]·B[i, j] (diagonal on the left) or A[i, j]·d[j] (on the right); an
-        # identity (eye) is a copy
-        picked = [(*box[:lead], box[lead + position]) for box in region.boxes]
-        inputs = [_bias_demand(context, region, out_shape, b) for b in bias]
-        pair = [Region(), region] if position == 0 else [region, Region()]
-        if vector is None:  # eye, or a scaled diagonal: its vector is charged nothing (less)
-            return Demand(tuple(inputs + pair), FlopCount(), structure="diagonal matmul")
-        extra = ((vector, Region.of(picked, min(region.opaque, vector.elements))),)
-        flops = FlopCount(vector=region.count)
-        return Demand(tuple(inputs + pair), flops, extra, structure="diagonal matmul")
-    return None
 
 
 def _window(
@@ -550,8 +799,8 @@ def _unpadded(
     written = producer.writes[0]
     if (source.shape, source.strides) != (written.shape, written.strides):
         return None
-    pads = list(argument(producer, "pad", []))
-    if argument(producer, "value", 0) != fill or len(pads) > 2 * spatial or min(pads) < 0:
+    pads = list(producer.argument("pad", []))
+    if producer.argument("value", 0) != fill or len(pads) > 2 * spatial or min(pads) < 0:
         return None
     left = [0] * spatial
     for index in range(0, len(pads), 2):
@@ -790,8 +1039,7 @@ def im2col_demand(context: _Context) -> Demand:
 def _scale_ratios(context: _Context, spatial: int) -> list[float | None]:
     """Source steps per output step that the op was given (``scale_factor`` → 1/scale), per
     spatial dim; None where torch derives it from the sizes (in/out)."""
-    schema = context.op.func._schema.arguments if context.op.func is not None else []
-    names = [a.name for a in schema if a.name.startswith("scales")]
+    names = [name for name in context.op.argument_names if name.startswith("scales")]
     if len(names) == 1 and spatial > 1:  # upsample_*.vec: one list for all dims
         given = context.argument(names[0])
         given = list(given) if isinstance(given, (list, tuple)) else [given] * spatial
@@ -918,8 +1166,7 @@ def cat_demand(context: _Context) -> Demand:
         for box in region.boxes:
             hit = set_intersection(box[dim], part)
             if hit:
-                shifted = tuple(range(r.start - offset, r.stop - offset, r.step) for r in hit)
-                boxes.append((*box[:dim], shifted, *box[dim + 1 :]))
+                boxes.append((*box[:dim], mapped_set(hit, -offset), *box[dim + 1 :]))
         inputs.append(
             Region.of(boxes, region.opaque * ref.elements // max(math.prod(out_shape), 1))
         )
@@ -943,9 +1190,7 @@ def pad_demand(context: _Context) -> Demand:
             inside = set_intersection(
                 index_set, (range(shifts[dim], shifts[dim] + source.shape[dim]),)
             )
-            sets.append(
-                tuple(range(r.start - shifts[dim], r.stop - shifts[dim], r.step) for r in inside)
-            )
+            sets.append(mapped_set(inside, -shifts[dim]))
         if all(sets):
             boxes.append(tuple(sets))
     return Demand((Region.of(boxes),), FlopCount())
@@ -982,15 +1227,41 @@ def triangle_demand(context: _Context) -> Demand:
 
 @demand_rule([aten.diag_embed, aten.diag, aten.diagflat, aten.diagonal_copy])
 def diagonal_demand(context: _Context) -> Demand:
-    """Building a diagonal matrix from a vector needs the vector entries on demanded diagonal
-    positions; extracting a diagonal needs one element per demanded output (no index box)."""
+    """Building a diagonal matrix from a vector (any offset, a batch of vectors) needs the vector
+    entries on demanded diagonal positions, and nothing for the zeros; extracting a diagonal
+    needs one element per demanded output (no index box)."""
     source = context.op.reads[0]
     region = context.output
-    offset = context.argument("offset", context.argument("diagonal", 0))
-    if len(source.shape) == 1 and not offset and len(context.op.writes[0].shape) == 2:
-        boxes = [(set_intersection(box[0], box[1]),) for box in region.boxes]
-        return Demand((Region.of([b for b in boxes if b[0]]),), FlopCount())
-    return Demand((Region(opaque=min(region.count, source.elements)),), FlopCount())
+    offset = _built_offset(context.op)
+    if offset is None:
+        return Demand((Region(opaque=min(region.count, source.elements)),), FlopCount())
+    # builder element (r, c) holds v[min(r, c)] where c − r = offset: the demanded columns
+    # c of some demanded row c − offset, and the vector index c − max(offset, 0)
+    columns = [set_intersection(mapped_set(box[-2], offset), box[-1]) for box in region.boxes]
+    if _boxed_vector(context.op) is None:
+        return Demand((Region(opaque=sum(map(set_size, columns))),), FlopCount())
+    boxes = [
+        (*box[:-2], mapped_set(hit, -max(offset, 0)))
+        for box, hit in zip(region.boxes, columns, strict=True)
+        if hit
+    ]
+    return Demand((Region.of(boxes),), FlopCount())
+
+
+@demand_rule([aten.block_diag])
+def block_diagonal_demand(context: _Context) -> Demand:
+    """Each block of ``block_diag`` needs the demanded elements that fall in it; the zeros
+    around the blocks need nothing."""
+    rows, columns = context.op.writes[0].shape
+    whole = _MatrixView(_Walk(0, 0, 1, rows), _Walk(1, 0, 1, columns), 0)
+    boxes: list[list[Box]] = [[] for _ in context.op.reads]
+    for block in _block_diagonal(whole, context.op.reads).blocks:
+        for box in context.output.boxes:
+            hits = set_intersection(box[0], block.free)
+            used = set_intersection(box[1], block.contracted)
+            if hits and used:
+                boxes[block.position].append(block.source_box(hits, used))
+    return Demand(tuple(Region.of(b) for b in boxes), FlopCount())
 
 
 #: Ops that write positions chosen by index or mask values; in place, only those change.
@@ -1196,9 +1467,12 @@ def _heads(lead: Sequence[IndexSet], out_lead: Sequence[int], kv_lead: Sequence[
 #: Structured operands the demand rules recognise, with the cheapest standard implementation
 #: they price and why it computes the same function.
 STRUCTURE_RULES: dict[str, str] = {
-    "diagonal matmul": "diag(a) @ B (or A @ diag(b)), the diagonal built by diag/diag_embed: "
-    "priced as the row (column) scaling a[:, None] * B, one multiply per output element — the "
-    "off-diagonal zeros contribute nothing to any output; eye(n) @ B is a copy of B",
+    "diagonal matmul": "diag(a, k) @ B (or A @ diag(b, k)), the diagonal built by diag, "
+    "diag_embed, diagflat or eye, of any offset, sliced or transposed: priced as the row "
+    "(column) scaling a[:, None] * B[k:], one multiply per output element with a nonzero on its "
+    "row (column) — the zeros contribute nothing to any output; eye(n) @ B is a copy of B",
+    "block-diagonal matmul": "block_diag(A₁, A₂, …) @ x (or x @ block_diag(…)): priced as one "
+    "product per block, Aₖ @ x[rows of block k] — the zero blocks contribute nothing",
     "broadcast batch": "a batched matmul whose operands are both broadcast along the batch "
     "(stride 0, e.g. x.expand(B, M, K) @ W): one GEMM, written B times — every batch entry is "
     "the same product",

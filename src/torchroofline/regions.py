@@ -112,6 +112,16 @@ def positions_to_set(positions: Iterable[int]) -> IndexSet:
     return tuple(runs)
 
 
+def mapped_set(index_set: IndexSet, origin: int, step: int = 1) -> IndexSet:
+    """The positions ``origin + i·step`` for i in ``index_set`` (``step`` > 0): a shift, or a
+    view's walk through the coordinates of the tensor it views."""
+    return tuple(
+        range(origin + r.start * step, origin + (r[-1] + 1) * step, r.step * step)
+        for r in index_set
+        if r
+    )
+
+
 def _set_difference(first: IndexSet, second: IndexSet) -> IndexSet:
     """Elements of ``first`` not in ``second``; exact for step-1 ranges and small sets, an
     under-approximation otherwise."""
