@@ -9,7 +9,7 @@ import pytest
 
 from torchroofline.cli import main
 from torchroofline.errors import InputError
-from torchroofline.validate import Accuracy, validate
+from torchroofline.validate import Accuracy, format_markdown, validate
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kernelbench"
 TIMINGS = FIXTURES / "baseline_time_torch.json"
@@ -52,6 +52,20 @@ def test_validate_reports_levels_and_the_impossible_time(report: dict) -> None:
     assert worst["file"] == "40_LayerNorm.py"  # 0.1 µs measured: the furthest estimate
     assert worst["ratio"] == pytest.approx(worst["estimate_ms"] / worst["measured_ms"])
     assert worst["dominant"]
+
+
+def test_markdown_counts_the_problems_timed_in_each_mode(tmp_path) -> None:
+    # the compile file times 2 of the 4 problems: its rows count 2, eager's 4
+    times = json.loads(TIMINGS.read_text())
+    level1 = times["level1"]
+    kept = {"1_Square_matrix_multiplication_.py": level1["1_Square_matrix_multiplication_.py"],
+            "23_Softmax.py": level1["23_Softmax.py"]}
+    compile_times = tmp_path / "compile.json"
+    compile_times.write_text(json.dumps({"level1": kept}))
+    both = validate(TIMED, {"eager": TIMINGS, "compile": compile_times}, "h100-sxm")
+    rows = [line.split(" | ")[:3] for line in format_markdown(both).splitlines()
+            if line.startswith("| all |")]
+    assert rows == [["| all", "eager", "4"], ["| all", "compile", "2"]]
 
 
 def test_cli_exits_1_on_an_impossible_bound_and_writes_every_format(tmp_path, capsys) -> None:

@@ -283,14 +283,15 @@ def format_markdown(report: dict[str, Any]) -> str:
         "Ratio = estimate / measured mean time. Impossible = measured faster than the speed of "
         "light (must be 0).",
         "",
-        "| group | mode | problems | impossible | median ratio | p10–p90 | within 2× "
+        "| group | mode | timed problems | impossible | median ratio | p10–p90 | within 2× "
         "| within 1.5× | median \\|log2\\| |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for group, row in report["summary"].items():
         for mode in report["modes"]:
             accuracy = row["accuracy"].get(mode)
-            cells = [group, mode, str(row["problems"]), str(row["impossible"])]
+            timed = accuracy["count"] if accuracy else 0  # problems with a time in this mode
+            cells = [group, mode, str(timed), str(row["impossible"])]
             lines.append("| " + " | ".join(cells + _accuracy_cells(accuracy)) + " |")
     lines += [
         "",
