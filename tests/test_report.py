@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from conftest import Fn, analyze, meta
-from torchroofline.report import format_result, ranked_kernels, refusal_lines
+from torchroofline.report import format_result, refusal_lines
 
 N = 1024  # large enough that a GEMM's 2·N³ FLOPs outweigh any pointwise kernel's time
 
@@ -38,7 +38,7 @@ def test_each_pair_once_and_at_most_three_per_reason() -> None:
     # 1-5, 3-5): 8 pairs, every one with a GEMM in it. The GEMMs are the costliest (2·N³
     # FLOPs each, equal, so they rank in execution order); kernel 1 lists 2, 3 and 5.
     result = analyze(Fn(_gemm_relu_chain), meta(N, N), meta(N, N))
-    shown = ranked_kernels(result.kernels, result.kernel_gpu_s, 6)
+    shown = result.top_kernels(6)
     assert [number for number, _ in shown[:3]] == [1, 3, 5]
     assert refusal_lines(shown, result.kernels)[1:] == [
         "  Why kernels that share a buffer stayed apart (#: execution order):",
@@ -55,7 +55,7 @@ def test_each_pair_once_and_at_most_three_per_reason() -> None:
 
 def test_only_pairs_with_a_kernel_of_the_table_are_listed() -> None:
     result = analyze(Fn(_gemm_relu_chain), meta(N, N), meta(N, N))
-    shown = ranked_kernels(result.kernels, result.kernel_gpu_s, 1)
+    shown = result.top_kernels(1)
     assert refusal_lines(shown, result.kernels)[2:] == [
         "    extern kernel (library call) is never fused (3 pairs):",
         "      #1 mm — #2 relu",

@@ -144,10 +144,12 @@ def format_result(result: Result, top: int = 5) -> str:
         lines += ["", *_actual_lines(result)]
     lines.append(rule)
     if top > 0 and result.kernels:
-        kernels = result.kernels
-        gpu_s = result.kernel_gpu_s
-        shown = ranked_kernels(kernels, gpu_s, top)
-        lines += ["", *kernel_table(shown, gpu_s=gpu_s), *refusal_lines(shown, kernels)]
+        shown = result.top_kernels(top)
+        lines += [
+            "",
+            *kernel_table(shown, gpu_s=result.kernel_gpu_s),
+            *refusal_lines(shown, result.kernels),
+        ]
     if top > 0 and result.ops:
         lines += ["", *module_table(module_costs(result)[:top])]
     if result.notes:
@@ -225,21 +227,12 @@ def _intensity(value: float) -> str:
     return "inf" if value == float("inf") else f"{value:.2f}"
 
 
-def ranked_kernels(
-    kernels: Sequence[KernelEstimate], gpu_s: Mapping[KernelEstimate, float], count: int
-) -> list[tuple[int, KernelEstimate]]:
-    """The ``count`` kernels with the most GPU time (``gpu_s``: kernel → seconds), each with
-    its number in execution order, from 1: the number ``KernelEstimate.refusals`` names."""
-    numbered = list(enumerate(kernels, 1))
-    return sorted(numbered, key=lambda pair: gpu_s[pair[1]], reverse=True)[:count]
-
-
 def kernel_table(
     kernels: Sequence[tuple[int, KernelEstimate]],
     name_width: int = 34,
     gpu_s: Mapping[KernelEstimate, float] | None = None,
 ) -> list[str]:
-    """Fixed-width table of numbered kernels (see :func:`ranked_kernels`): number, name,
+    """Fixed-width table of numbered kernels (see ``Result.top_kernels``): number, name,
     FLOPs, bytes, intensity, roofline time at peak, bound and, given ``gpu_s`` (kernel →
     seconds), the performance model's GPU time. Names are never cut (two kernels cut to one
     prefix would look alike): the column widens to the longest."""
@@ -326,7 +319,7 @@ def format_prompt(result: Result, top: int = 3) -> str:
         lines += [
             f"  {k.name}: {human_ms(gpu_s[k] * 1e3)} ({gpu_s[k] / total:.0%}), {k.bound}-bound, "
             f"{_intensity(k.intensity)} FLOP/B"
-            for k in kernels
+            for _, k in kernels
         ]
     if result.actual is not None:
         actual = result.actual

@@ -430,10 +430,13 @@ class Result:
             return {kernel: kernel.time_s for kernel in self.kernels}
         return dict(zip(self.kernels, self.performance.compile.kernel_gpu_s, strict=True))
 
-    def top_kernels(self, count: int = 5) -> list[KernelEstimate]:
-        """The fused kernels with the most estimated GPU time."""
+    def top_kernels(self, count: int = 5) -> list[tuple[int, KernelEstimate]]:
+        """The ``count`` fused kernels with the most estimated GPU time, each with its number
+        in execution order, from 1 (the number a :class:`~torchroofline.fusion.Refusal`
+        names)."""
         gpu_s = self.kernel_gpu_s
-        return sorted(self.kernels, key=gpu_s.__getitem__, reverse=True)[:count]
+        numbered = list(enumerate(self.kernels, 1))
+        return sorted(numbered, key=lambda pair: gpu_s[pair[1]], reverse=True)[:count]
 
     # -- output --
     def to_dict(self) -> dict[str, Any]:
