@@ -427,3 +427,51 @@ def test_partial_diagonal_builders_read_the_entries_they_place() -> None:
     # diag(v, 1)[:1]: row 0 of the (n + 1)² matrix holds v[0] at column 1
     result = bound(lambda v: torch.diag(v, 1)[:1] * 1, meta(n))
     assert result.compulsory_bytes == (1 + (n + 1)) * FP32
+
+
+def test_embedding_renorm_reads_the_indices_and_one_row() -> None:
+    # max_norm renormalises, in place, the rows the indices pick whose norm is too large —
+    # data: none may change. The lookup then needs the indices (8 × int64) and one row (16);
+    # the output is 8 × 16
+    embedding = torch.nn.Embedding(100, 16, max_norm=1.0, device="meta")
+    result = analyze(embedding, (meta(8, dtype=torch.long),))
+    assert result.compulsory_bytes == 8 * 8 + (16 + 8 * 16) * FP32
+
+
+def test_a_host_scalar_is_a_kernel_argument() -> None:
+    # x.index_put((idx,), torch.tensor(0.0)): the 0-d CPU value is passed by value, not read
+    # from GPU memory; x is needed where the 16 indexed rows do not land, the output written
+    n, d, k = 1024, 64, 16
+    result = bound(
+        lambda x, i: x.index_put((i,), torch.tensor(0.0)), meta(n, d), meta(k, dtype=torch.long)
+    )
+    assert result.compulsory_bytes == k * 8 + ((n - k) * d + n * d) * FP32
+
+
+def test_outputs_sized_by_data_may_be_empty() -> None:
+    # nonzero and boolean-mask indexing size their output by values (the trace drew random
+    # ones): any input may leave it empty, but finding out reads every element of x
+    result = bound(lambda x: torch.nonzero(x), meta(64, 64))
+    assert result.compulsory_bytes == 64 * 64 * FP32
+    result = bound(lambda x: x[x > 0], meta(16, 16))
+    assert result.compulsory_bytes == 16 * 16 * FP32
+    assert result.tensor_flops == 0 and result.vector_flops == 16 * 16  # the comparison only
+
+
+def test_an_in_place_metadata_op_passes_its_demand_on() -> None:
+    # transpose_ makes a new version of the same elements: x * 2 is still needed in full
+    result = bound(lambda x: (x * 2).transpose_(0, 1), meta(64, 32))
+    assert result.vector_flops == 64 * 32
+    assert result.compulsory_bytes == 2 * 64 * 32 * FP32
+
+
+def test_a_downsampled_read_and_a_slice_of_one_input_are_united_by_what_they_touch() -> None:
+    # nearest ×0.35 on 10×10 keeps source rows/columns 0, 2, 5: its [1, 1] is x[2, 2], which the
+    # add also reads — one element read, one written. Fused, the kernel reads 9 + 1 elements of
+    # x at most, no more than the two eager kernels
+    def body(x):  # noqa: ANN001, ANN202
+        return F.interpolate(x, scale_factor=0.35)[..., 1:2, 1:2] + x[..., 2:3, 2:3]
+
+    result = bound(body, meta(1, 1, 10, 10))
+    assert result.compulsory_bytes == 2 * FP32
+    assert result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes

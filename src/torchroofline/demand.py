@@ -20,6 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import torch
+from torch.utils._pytree import tree_leaves
+
 from .costs import (
     SHAPE_ONLY_TEMPLATES,
     Category,
@@ -73,9 +76,10 @@ class _Context:
     record: OpRecord
     outputs: tuple[Region, ...]
     producers: dict[int, TracedOp] = field(repr=False)
-    #: the op writes in place and only the kept buffer wants its result (no later op reads it):
-    #: what it leaves unchanged is already there, so its old contents are not needed
-    kept_only: bool = False
+    #: the part of ``outputs`` that later ops read or the model returns, as opposed to the end
+    #: state of an input or buffer wanting it: what the op leaves unchanged there is already in
+    #: memory, so only this part needs the old contents
+    read: tuple[Region, ...] = ()
 
     @property
     def fraction(self) -> float:
@@ -1378,22 +1382,39 @@ def _covered(context: _Context) -> int:
         aten.index_copy,
         aten.masked_scatter,
         aten.index_fill,
-        aten.embedding_renorm,
     ]
 )
 def scatter_demand(context: _Context) -> Demand:
     """A scatter's output is its destination with data-chosen positions replaced: the
-    destination is needed where no source lands (at least demanded − source elements), the
+    destination is needed where no source lands (at least read − source elements: the kept
+    end state of an input or buffer is already in memory where the scatter leaves it), the
     indices for the demanded outputs and the source as :func:`_data_chosen` says."""
     destination, *rest = context.op.reads
     demanded = context.output.count
     share = context.fraction
-    untouched = 0 if context.kept_only else max(0, demanded - _covered(context))
+    read = sum(region.count for region in context.read)
+    untouched = max(0, read - _covered(context))
     inputs = [Region(opaque=untouched)]
     *indices, source = rest if rest else [None]
     inputs += [Region(opaque=int(ref.elements * share)) for ref in indices]
     inputs += [Region(opaque=_data_chosen(demanded))] if source is not None else []
     return Demand(tuple(inputs), _scaled(context.record.flops, share))
+
+
+@demand_rule([aten.embedding_renorm])
+def renorm_demand(context: _Context) -> Demand:
+    """``embedding_renorm_`` rescales the rows its indices pick whose norm exceeds
+    ``max_norm``: out[r, c] is old[r, c] times a factor of row r, so a read element needs its
+    own old element (and, if renormed, its row — data), and every index, since any may pick
+    its row. Which rows change is data; none may, so a kept weight nobody reads needs only the
+    indices and one picked row — enough to find out."""
+    weight, indices = context.op.reads[:2]
+    read = Region()
+    for region in context.read:
+        read = read.union(region)
+    picked = read if read else Region(opaque=_data_chosen(indices.elements) * weight.shape[-1])
+    rest = tuple(Region() for _ in context.op.reads[2:])
+    return Demand((picked, Region.of([full_box(indices.shape)]), *rest), FlopCount())
 
 
 @demand_rule(
@@ -1525,25 +1546,23 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
     producers = {w.value_id: op for op in trace.ops if not op.is_view for w in op.writes}
     previous = _previous_versions(trace.ops)
     demand: dict[int, Region] = {}
+    #: the part of each value's demand that an op reads or the model returns (see _Context.read)
+    read: dict[int, Region] = {}
     kept, kept_writes = _kept_regions(trace, storages, producers)
+    sized_by_data = _sized_by_data(trace.ops)
+
+    def add(value_id: int, region: Region, read_part: Region) -> None:
+        if region:
+            demand[value_id] = demand.get(value_id, Region()).union(region)
+        if read_part:
+            read[value_id] = read.get(value_id, Region()).union(read_part)
+
     # final values of inputs and buffers the model overwrote: until an op reads them, only the
     # end state wants them, and what an op leaves unchanged there is already in memory
     input_storages = {r.storage_id for r in all_refs if r.value_id in trace.input_value_ids}
-    kept_only = {
-        ref.value_id
-        for op in trace.ops
-        for ref in op.writes
-        if ref.value_id in kept and ref.storage_id in input_storages
-    }
-
-    def add(value_id: int, region: Region, kept_demand: bool = False) -> None:
-        if region:
-            demand[value_id] = demand.get(value_id, Region()).union(region)
-            if not kept_demand:
-                kept_only.discard(value_id)
-
+    in_place = {w.value_id for op in trace.ops for w in op.writes if w.storage_id in input_storages}
     for value_id, region in kept.items():
-        add(value_id, region, kept_demand=True)
+        add(value_id, region, Region() if value_id in in_place else region)
     necessary_records = list(records)
     structures: list[str] = []
     dead = 0
@@ -1551,52 +1570,139 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
         op = trace.ops[index]
         if op.is_view or not op.writes:
             continue
-        outputs = []
-        for write in op.writes:
-            wanted = demand.pop(write.value_id, Region())
-            written = storages.region_of(write)
-            if op.base in DATA_CHOSEN_WRITES:  # its rule splits old and new elements itself
-                outputs.append(storages.in_view(write, wanted))
-                continue
-            if write.value_id in previous:
-                add(
-                    previous[write.value_id],
-                    _outside(wanted, written),
-                    kept_demand=write.value_id in kept_only,
-                )
-                if write.value_id in kept_only:
-                    kept_only.add(previous[write.value_id])
-            outputs.append(storages.in_view(write, _inside(wanted, written, write)))
         record = records[index]
-        if not any(outputs) or record.category is Category.ZERO_COPY:
-            dead += not any(outputs) and record.category is not Category.ZERO_COPY
+        if record.category is Category.ZERO_COPY:
+            # an in-place metadata op (transpose_, unsqueeze_…) makes a new version of the
+            # same elements: what is demanded of it is demanded of the version before
+            for write in op.writes:
+                wanted = demand.pop(write.value_id, Region())
+                read_wanted = read.pop(write.value_id, Region())
+                if write.value_id in previous:
+                    add(previous[write.value_id], wanted, read_wanted)
             necessary_records[index] = replace(record, flops=FlopCount())
             continue
-        context = _Context(
-            op,
-            record,
-            tuple(outputs),
-            producers,
-            kept_only=all(w.value_id in kept_only for w in op.writes),
-        )
-        rule = lookup(DEMAND_RULES, op) or (
-            pointwise_demand if record.category is Category.POINTWISE else _proportional
-        )
-        result = rule(context)
-        for ref, region in zip(op.reads, result.inputs, strict=False):
-            add(ref.value_id, storages.region_of(ref, region))
+        outputs, read_outputs = [], []
+        for write in op.writes:
+            wanted = demand.pop(write.value_id, Region())
+            read_wanted = read.pop(write.value_id, Region())
+            written = storages.region_of(write)
+            if op.base not in DATA_CHOSEN_WRITES:  # those rules split old and new elements
+                if write.value_id in previous:
+                    add(
+                        previous[write.value_id],
+                        _outside(wanted, written),
+                        _outside(read_wanted, written),
+                    )
+                wanted = _inside(wanted, written, write)
+                read_wanted = _inside(read_wanted, written, write)
+            outputs.append(storages.in_view(write, wanted))
+            read_outputs.append(storages.in_view(write, read_wanted))
+        if not any(outputs):
+            dead += 1
+            necessary_records[index] = replace(record, flops=FlopCount())
+            continue
+        context = _Context(op, record, tuple(outputs), producers, tuple(read_outputs))
+        result = _rule(op, record, sized_by_data)(context)
+        flops = result.flops
+        if any(ref.value_id in sized_by_data for ref in (*op.reads, *op.writes)):
+            flops = FlopCount()  # on data-sized values, which any input may leave empty
+        host = _host_scalars(op)
+        for position, (ref, region) in enumerate(zip(op.reads, result.inputs, strict=False)):
+            if position not in host:
+                add(ref.value_id, storages.region_of(ref, region), storages.region_of(ref, region))
         for ref, region in result.extra:
-            add(ref.value_id, storages.region_of(ref, region))
+            add(ref.value_id, storages.region_of(ref, region), storages.region_of(ref, region))
         if result.structure and result.structure not in structures:
             structures.append(result.structure)
-        necessary_records[index] = replace(record, flops=result.flops)
+        necessary_records[index] = replace(record, flops=flops)
+    written_by_model = {v: r for v, r in kept_writes.items() if v not in sized_by_data}
     return Necessary(
         ops=tuple(necessary_records),
         input_refs=_counted(trace, demand, all_refs, storages),
-        output_refs=_kept_refs(kept_writes, all_refs, storages),
+        output_refs=_kept_refs(written_by_model, all_refs, storages),
         structures=tuple(structures),
         dead_ops=dead,
     )
+
+
+def _rule(op: TracedOp, record: OpRecord, sized_by_data: dict[int, set[int]]) -> Rule:
+    """The demand rule of ``op``: its own, the data-sized rule when its output sizes come from
+    values, else the pointwise rule or :func:`_proportional` by category."""
+    if any(w.value_id in sized_by_data for w in op.writes) and not any(
+        r.value_id in sized_by_data for r in op.reads
+    ):
+        return data_sized_demand
+    return lookup(DEMAND_RULES, op) or (
+        pointwise_demand if record.category is Category.POINTWISE else _proportional
+    )
+
+
+#: Ops torch tags ``dynamic_output_shape`` that size their output by values only when an index
+#: is a boolean mask (integer indices give a size known from shapes).
+_DATA_SIZED_ONLY_WITH_MASKS = frozenset({aten.index})
+
+
+def _sizes_outputs_by_data(op: TracedOp) -> bool:
+    """Whether the op's output sizes depend on tensor values (nonzero, masked_select, unique,
+    bincount, boolean-mask indexing…), which torch tags ``dynamic_output_shape``."""
+    if op.func is None or torch.Tag.dynamic_output_shape not in op.func.tags:
+        return False
+    masks = any(ref.dtype == "bool" for ref in op.reads[1:])
+    return masks or op.func.overloadpacket not in _DATA_SIZED_ONLY_WITH_MASKS
+
+
+def _sized_by_data(ops: Sequence[TracedOp]) -> dict[int, set[int]]:
+    """value id → the sizes of its dims that tensor values chose. The trace ran such ops on
+    random data (the real-data fallback), so their sizes are one draw: any input may make them
+    empty. A size chosen by data stays so in every later value with a dim of that size that an
+    op computes from it (``x[x > 0] * 2``); a reduction over it (``.sum()``) ends it."""
+    sized: dict[int, set[int]] = {}
+    for op in ops:
+        if op.is_view:
+            continue
+        if _sizes_outputs_by_data(op):
+            fixed = {n for ref in op.reads for n in ref.shape}
+            carried = {n for ref in op.writes for n in ref.shape} - fixed
+        else:
+            carried = set().union(*(sized.get(ref.value_id, set()) for ref in op.reads))
+        for ref in op.writes:
+            if dims := carried & set(ref.shape):
+                sized[ref.value_id] = dims
+    return sized
+
+
+def data_sized_demand(context: _Context) -> Demand:
+    """An op whose output sizes depend on values: any input may leave its output empty, so the
+    values it picks are needed nowhere, but finding out which it picks needs its deciding
+    inputs (its boolean masks, or every input when none is one): all of them for the whole
+    output, one each for c kept outputs (a position must be examined for each). No FLOPs."""
+    reads = context.op.reads
+    deciding = [ref.dtype == "bool" for ref in reads]
+    deciding = deciding if any(deciding) else [True] * len(reads)
+    whole = context.fraction >= 1.0
+    count = context.output.count
+    inputs = tuple(
+        Region()
+        if not decides
+        else Region.of([full_box(ref.shape)])
+        if whole
+        else Region(opaque=min(count, ref.elements))
+        for ref, decides in zip(reads, deciding, strict=True)
+    )
+    return Demand(inputs, FlopCount())
+
+
+def _host_scalars(op: TracedOp) -> set[int]:
+    """Positions of the reads that are 0-d CPU tensors: a CUDA kernel takes them by value as an
+    argument (TensorIterator's CPU scalars), not from GPU memory."""
+    tensors = [leaf for leaf in tree_leaves((op.args, op.kwargs)) if isinstance(leaf, torch.Tensor)]
+    if len(tensors) != len(op.reads):  # an intercepted call: its reads are not its arguments
+        return set()
+    return {
+        position
+        for position, tensor in enumerate(tensors)
+        if tensor.dim() == 0 and tensor.device.type == "cpu"
+    }
 
 
 def _inside(wanted: Region, written: Region, write: TensorRef) -> Region:

@@ -632,11 +632,19 @@ def inferred_layout(ref: TensorRef) -> Layout:
 def united_elements(refs: Sequence[TensorRef]) -> int:
     """Distinct elements of several views of one storage (two halves of a matrix: all of it;
     the same view twice: once). A lower bound where views are not index boxes."""
-    distinct = {(r.shape, r.strides, r.offset): r for r in refs}
+    distinct: dict[tuple, TensorRef] = {}
+    for ref in refs:  # one view read twice: the read that touches more of it
+        key = (ref.shape, ref.strides, ref.offset)
+        if key not in distinct or ref.elements > distinct[key].elements:
+            distinct[key] = ref
     if len(distinct) == 1:
         return next(iter(distinct.values())).elements
     storages = Storages(list(distinct.values()))
-    region = Region()
+    spans, touched = Region(), Region()
     for ref in distinct.values():
-        region = region.union(storages.region_of(ref))
-    return max(region.count, max(r.elements for r in refs))
+        span = storages.region_of(ref)
+        spans = spans.union(span)
+        # a view that touches fewer elements than it spans (a strided downsampling, a gather's
+        # source) holds them at unknown positions inside its span
+        touched = touched.union(span if ref.elements >= span.count else Region(opaque=ref.elements))
+    return max(min(spans.count, touched.count), max(r.elements for r in refs))
