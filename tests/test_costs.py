@@ -742,9 +742,11 @@ def test_registry_refuses_a_second_rule_for_one_op() -> None:
 
 
 def test_every_registry_key_is_an_aten_op() -> None:
-    from torchroofline.demand import DEMAND_RULES
+    from torchroofline.costs import DESTINATION_ACCESS
+    from torchroofline.demand import DEMAND_RULES, MATRIX_BUILDERS, SLICE_PER_INDEX
 
-    for key in (*_RULES, *DEMAND_RULES):
+    tables = (_RULES, DEMAND_RULES, DESTINATION_ACCESS, MATRIX_BUILDERS, SLICE_PER_INDEX)
+    for key in (key for table in tables for key in table):
         assert isinstance(key, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)), key
 
 

@@ -1103,21 +1103,53 @@ def cost_trace(trace: Trace) -> tuple[OpRecord, ...]:
     return tuple(_cost_op(index, op) for index, op in enumerate(trace.ops))
 
 
-#: In-place ops that overwrite their destination without loading it (``copy_``, fills, in-place
-#: random generators): the trace sees the destination as an argument, the GPU never reads it.
-#: ``masked_fill_`` loads only its mask and stores the value where the mask is true; which
-#: positions those are is data, so its write stays the whole destination.
-OVERWRITES_DESTINATION = frozenset(
-    {"copy", "fill", "zero", "uniform", "normal", "bernoulli", "random", "exponential",
-     "cauchy", "log_normal", "geometric", "masked_fill"}
+class DestinationAccess(Enum):
+    """What an op does with the destination it writes (its first argument, in place). The trace
+    sees the destination as an argument; the GPU loads and stores only what the access says.
+    All but ``OVERWRITTEN`` write positions chosen by index or mask values (data)."""
+
+    #: every element stored, none loaded: ``copy_``, fills, in-place random generators
+    OVERWRITTEN = "overwritten"
+    #: the value stored where the mask is true, only the mask loaded (``masked_fill_``); which
+    #: positions those are is data, so the moved write stays the whole destination
+    MASKED = "stored where a mask is true"
+    #: only the positions its source (last tensor argument) names are stored, none loaded
+    STORED_AT_INDICES = "stored at indices"
+    #: the positions its source names are loaded and stored (accumulating scatters)
+    ACCUMULATED_AT_INDICES = "accumulated at indices"
+    #: the rows its indices pick are rescaled where their norm is too large (data); moved as a
+    #: whole read and write
+    RENORMED_ROWS = "renormed rows"
+
+    @property
+    def data_chosen(self) -> bool:
+        return self is not DestinationAccess.OVERWRITTEN
+
+
+#: One declaration per op (its in-place twin shared) of how it accesses its destination.
+DESTINATION_ACCESS: dict[OpKey, DestinationAccess] = {}
+
+
+def _destinations(ops: Iterable[OpKey], access: DestinationAccess) -> None:
+    add_rules(DESTINATION_ACCESS, ops, access, "destination-access")
+
+
+_destinations(
+    [aten.copy, aten.fill, aten.zero, aten.uniform, aten.normal, aten.bernoulli, aten.random,
+     aten.exponential, aten.cauchy, aten.log_normal, aten.geometric],
+    DestinationAccess.OVERWRITTEN,
 )
-#: In-place ops that store only the positions their source (last tensor argument) names;
-#: accumulating ones also load those positions, the others load nothing of the destination.
-STORES_SOURCE_POSITIONS = {
-    "index_put": False, "_index_put_impl": False, "_unsafe_index_put": False, "scatter": False,
-    "index_copy": False, "masked_scatter": False, "put": False, "index_reduce": True,
-    "index_fill": False, "scatter_add": True, "index_add": True, "scatter_reduce": True,
-}
+_destinations([aten.masked_fill], DestinationAccess.MASKED)
+_destinations(
+    [aten.index_put, aten._index_put_impl, aten._unsafe_index_put, aten.scatter, aten.index_copy,
+     aten.masked_scatter, aten.put, aten.index_fill],
+    DestinationAccess.STORED_AT_INDICES,
+)
+_destinations(
+    [aten.index_reduce, aten.scatter_add, aten.index_add, aten.scatter_reduce],
+    DestinationAccess.ACCUMULATED_AT_INDICES,
+)
+_destinations([aten.embedding_renorm], DestinationAccess.RENORMED_ROWS)
 
 
 def _has_out_argument(op: TracedOp) -> bool:
@@ -1131,10 +1163,11 @@ def _writes_first_argument(op: TracedOp) -> bool:
 def in_place_accesses(
     op: TracedOp, reads: tuple[TensorRef, ...]
 ) -> tuple[tuple[TensorRef, ...], tuple[TensorRef, ...]]:
-    """(reads, writes) of an op, with the destination of the in-place ops above charged only
-    for what the GPU really loads and stores. A destination that is not loaded stays a read of
-    zero elements: what the op leaves untouched is still the previous version's data, so that
-    version must exist (a ``zeros`` then ``y[:, :k] = x`` writes all of ``y``)."""
+    """(reads, writes) of an op, with the destination of an in-place op charged only for what
+    the GPU really loads and stores (:data:`DESTINATION_ACCESS`). A destination that is not
+    loaded stays a read of zero elements: what the op leaves untouched is still the previous
+    version's data, so that version must exist (a ``zeros`` then ``y[:, :k] = x`` writes all of
+    ``y``)."""
     if not op.writes or not reads:
         return reads, op.writes
     if _has_out_argument(op):
@@ -1144,13 +1177,15 @@ def in_place_accesses(
     if not _writes_first_argument(op):
         return reads, op.writes
     destination, *rest = reads
-    if op.base in OVERWRITES_DESTINATION:
+    access = lookup(DESTINATION_ACCESS, op)
+    if access in (DestinationAccess.OVERWRITTEN, DestinationAccess.MASKED):
         return (replace(destination, elements=0), *rest), op.writes
-    if op.base in STORES_SOURCE_POSITIONS and rest:
+    indexed = (DestinationAccess.STORED_AT_INDICES, DestinationAccess.ACCUMULATED_AT_INDICES)
+    if access in indexed and rest:
         # a broadcast scalar value stores one element per index, not one in all
         stored = min(max(ref.elements for ref in rest), destination.elements)
         writes = tuple(replace(ref, elements=min(ref.elements, stored)) for ref in op.writes)
-        loaded = stored if STORES_SOURCE_POSITIONS[op.base] else 0
+        loaded = stored if access is DestinationAccess.ACCUMULATED_AT_INDICES else 0
         return (replace(destination, elements=loaded), *rest), writes
     return reads, op.writes
 

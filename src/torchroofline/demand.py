@@ -24,8 +24,10 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from .costs import (
+    DESTINATION_ACCESS,
     SHAPE_ONLY_TEMPLATES,
     Category,
+    DestinationAccess,
     FlopCount,
     MatmulKind,
     OpKey,
@@ -51,7 +53,7 @@ from .regions import (
     set_intersection,
     set_size,
 )
-from .trace import TensorRef, Trace, TracedOp
+from .trace import RNN_CALLS, TensorRef, Trace, TracedOp
 
 # --- Demand rules --------------------------------------------------------------------------
 
@@ -132,12 +134,24 @@ def demand_rule(ops: Sequence[OpKey]) -> Callable[[Rule], Rule]:
     return decorate
 
 
+def _op_set(ops: Sequence[OpKey]) -> frozenset[OpKey]:
+    """``ops`` keyed as the registries key them (each with its in-place twin)."""
+    table: dict[OpKey, bool] = {}
+    add_rules(table, ops, True, "op-set")
+    return frozenset(table)
+
+
+def _one_of(op: TracedOp, keys: frozenset[OpKey]) -> bool:
+    """Whether ``op`` is one of ``keys`` (by its overload or its packet)."""
+    return not keys.isdisjoint(op_keys(op))
+
+
 def _scaled(flops: FlopCount, share: float) -> FlopCount:
     return replace(flops, tensor=int(flops.tensor * share), vector=int(flops.vector * share))
 
 
 #: Recurrences: any output needs every step, so any demand needs all of the inputs.
-RECURRENT = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
+RECURRENT = _op_set([getattr(aten, name) for name in RNN_CALLS])
 
 
 def _proportional(context: _Context) -> Demand:
@@ -146,7 +160,7 @@ def _proportional(context: _Context) -> Demand:
     reduction or normalisation (category reduction) needs the same share of each input, as a
     count with no position; for other ops (pads, folds…) which inputs a part needs is unknown,
     so none are charged — only the same share of the FLOPs."""
-    share = 1.0 if context.op.base in RECURRENT else context.fraction
+    share = 1.0 if _one_of(context.op, RECURRENT) else context.fraction
     row_wise = context.record.category is Category.REDUCTION
     inputs = []
     for position, ref in enumerate(context.op.reads):
@@ -218,23 +232,27 @@ def _expand_reduced(box: Box, in_shape: Sequence[int], reduced: set[int], keepdi
 
 #: Reductions whose result over a size-1 dimension is the input itself (no arithmetic) or a
 #: constant (no input at all). See :data:`STRUCTURE_RULES`.
-_IDENTITY_WHEN_SIZE_ONE = {
-    "sum",
-    "mean",
-    "amax",
-    "amin",
-    "max",
-    "min",
-    "prod",
-    "nansum",
-    "any",
-    "all",
-    "logsumexp",
-    "linalg_vector_norm",
-    "norm",
-    "var_mean",
-    "std_mean",
-}
+_IDENTITY_WHEN_SIZE_ONE = _op_set(
+    [
+        aten.sum,
+        aten.mean,
+        aten.amax,
+        aten.amin,
+        aten.max.default,
+        aten.max.dim,
+        aten.min.default,
+        aten.min.dim,
+        aten.prod,
+        aten.nansum,
+        aten.any,
+        aten.all,
+        aten.logsumexp,
+        aten.linalg_vector_norm,
+        aten.norm,
+        aten.var_mean,
+        aten.std_mean,
+    ]
+)
 
 
 @demand_rule(
@@ -277,8 +295,7 @@ def reduction_demand(context: _Context) -> Demand:
         return _proportional(context)
     share = fraction_of(region, math.prod(context.op.writes[0].shape))
     if all(source.shape[d] == 1 for d in reduced):
-        base = context.op.base
-        if base in _IDENTITY_WHEN_SIZE_ONE:
+        if _one_of(context.op, _IDENTITY_WHEN_SIZE_ONE):
             boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
             inputs = (Region.of(boxes, region.opaque), *[Region()] * (len(context.op.reads) - 1))
             return Demand(inputs, FlopCount(), structure="size-1 reduction")
@@ -286,7 +303,7 @@ def reduction_demand(context: _Context) -> Demand:
             tuple(Region() for _ in context.op.reads), FlopCount(), structure="size-1 reduction"
         )
     boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
-    if context.op.base in _IDENTITY_WHEN_SIZE_ONE and all(
+    if _one_of(context.op, _IDENTITY_WHEN_SIZE_ONE) and all(
         len(source.strides) == len(source.shape) and source.strides[d] == 0 for d in reduced
     ):
         # every reduced element is the same one (x.expand(n, m).sum(0) = n·x): one op each
@@ -298,18 +315,18 @@ def reduction_demand(context: _Context) -> Demand:
     return Demand(inputs, _scaled(context.record.flops, share))
 
 
-_CONSTANT_WHEN_SIZE_ONE = {"_softmax", "softmax", "_safe_softmax", "_log_softmax", "log_softmax"}
+_CONSTANT_WHEN_SIZE_ONE = _op_set(
+    [aten._softmax, aten.softmax, aten._safe_softmax, aten._log_softmax, aten.log_softmax]
+)
+_SCANS = _op_set([aten.cumsum, aten.cumprod, aten.logcumsumexp, aten.cummax, aten.cummin])
 
 
-def _line_needed(base: str, demanded: IndexSet, line: int) -> IndexSet:
+def _line_needed(op: TracedOp, demanded: IndexSet, line: int) -> IndexSet:
     """Positions along ``dim`` that demanded outputs need: a scan (cumsum, cummax…) the prefix
     up to the last demanded position, everything else the whole line."""
-    if base in _SCANS and demanded:
+    if _one_of(op, _SCANS) and demanded:
         return (range(0, max(r[-1] for r in demanded if r) + 1),)
     return (range(line),)
-
-
-_SCANS = {"cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"}
 
 
 @demand_rule(
@@ -339,14 +356,14 @@ def along_dim_demand(context: _Context) -> Demand:
     if not rank:
         return _proportional(context)
     dim = context.argument("dim", -1) % rank
-    if source.shape[dim] == 1 and context.op.base in _CONSTANT_WHEN_SIZE_ONE:
+    if source.shape[dim] == 1 and _one_of(context.op, _CONSTANT_WHEN_SIZE_ONE):
         return Demand((Region(),), FlopCount(), structure="size-1 normalisation")
     region = context.output
     if any(len(box) != rank for box in region.boxes):
         return _proportional(context)
     line = source.shape[dim]
     boxes = [
-        (*box[:dim], _line_needed(context.op.base, box[dim], line), *box[dim + 1 :])
+        (*box[:dim], _line_needed(context.op, box[dim], line), *box[dim + 1 :])
         for box in region.boxes
     ]
     share = fraction_of(region, math.prod(context.op.writes[0].shape))
@@ -798,7 +815,7 @@ def _unpadded(
     zeros (a max-pool over −inf) is the same window op with implicit padding, whose taps on the
     padding cost nothing. ``padding='same'`` with an even kernel pads this way."""
     producer = context.producers.get(source.value_id)
-    if producer is None or producer.base != "constant_pad_nd" or not producer.reads:
+    if producer is None or aten.constant_pad_nd not in op_keys(producer) or not producer.reads:
         return None
     written = producer.writes[0]
     if (source.shape, source.strides) != (written.shape, written.strides):
@@ -969,18 +986,16 @@ def nll_loss_demand(context: _Context) -> Demand:
     return Demand(inputs, context.record.flops)
 
 
-@demand_rule(
-    [
-        aten.max_pool1d,
-        aten.max_pool2d,
-        aten.max_pool3d,
-        aten.max_pool2d_with_indices,
-        aten.max_pool3d_with_indices,
-        aten.avg_pool1d,
-        aten.avg_pool2d,
-        aten.avg_pool3d,
-    ]
+_MAX_POOLS = (
+    aten.max_pool1d,
+    aten.max_pool2d,
+    aten.max_pool3d,
+    aten.max_pool2d_with_indices,
+    aten.max_pool3d_with_indices,
 )
+
+
+@demand_rule([*_MAX_POOLS, aten.avg_pool1d, aten.avg_pool2d, aten.avg_pool3d])
 def pooling_demand(context: _Context) -> Demand:
     """out[..., p] needs the input window of p; one compare or add per in-bounds tap."""
     source = context.op.reads[0]
@@ -995,7 +1010,8 @@ def pooling_demand(context: _Context) -> Demand:
     if any(len(box) != len(source.shape) for box in region.boxes):
         return _proportional(context)
     padded_source = source
-    unpadded = _unpadded(context, source, spatial, -math.inf) if "max" in context.op.base else None
+    maximum = _one_of(context.op, frozenset(_MAX_POOLS))
+    unpadded = _unpadded(context, source, spatial, -math.inf) if maximum else None
     if unpadded is not None:
         source, left = unpadded
         padding = [p + extra for p, extra in zip(padding, left, strict=True)]
@@ -1212,7 +1228,7 @@ def triangle_demand(context: _Context) -> Demand:
     if len(source.shape) < 2:
         return _proportional(context)
     diagonal = context.argument("diagonal", 0)
-    lower = context.op.base == "tril"
+    lower = _one_of(context.op, _op_set([aten.tril]))
     boxes = []
     for box in context.output.boxes:
         rows = [i for r in box[-2] for i in r]
@@ -1268,21 +1284,11 @@ def block_diagonal_demand(context: _Context) -> Demand:
     return Demand(tuple(Region.of(b) for b in boxes), FlopCount())
 
 
-#: Ops that write positions chosen by index or mask values; in place, only those change.
-DATA_CHOSEN_WRITES = frozenset(
-    {
-        "scatter",
-        "scatter_add",
-        "scatter_reduce",
-        "index_put",
-        "index_add",
-        "index_copy",
-        "masked_scatter",
-        "index_fill",
-        "masked_fill",
-        "embedding_renorm",
-    }
-)
+def _data_chosen_write(op: TracedOp) -> bool:
+    """Whether ``op`` writes positions chosen by index or mask values (in place, only those
+    change): :data:`costs.DESTINATION_ACCESS` declares it."""
+    access = lookup(DESTINATION_ACCESS, op)
+    return access is not None and access.data_chosen
 
 
 @demand_rule([aten.masked_fill, aten.where])
@@ -1298,7 +1304,8 @@ def selection_demand(context: _Context) -> Demand:
     inputs = [_broadcast(region, out_shape, ref.shape) for ref in context.op.reads]
     if any(mapped is None for mapped in inputs):
         return _proportional(context)
-    mask_position = 1 if context.op.base == "masked_fill" else 0
+    masked = lookup(DESTINATION_ACCESS, context.op) is DestinationAccess.MASKED
+    mask_position = 1 if masked else 0  # masked_fill(x, mask, v), where(mask, a, b)
     elements = math.prod(out_shape)
     for position, ref in enumerate(context.op.reads):
         if position != mask_position and ref.elements * 2 > elements:
@@ -1319,6 +1326,9 @@ def _data_chosen(count: int) -> int:
     return 1 if count > 0 else 0
 
 
+_GRID_SAMPLERS = frozenset({aten.grid_sampler_2d, aten.grid_sampler_3d})
+
+
 @demand_rule(
     [
         aten.embedding,
@@ -1329,8 +1339,7 @@ def _data_chosen(count: int) -> int:
         aten.take,
         aten._embedding_bag,
         aten._embedding_bag_forward_only,
-        aten.grid_sampler_2d,
-        aten.grid_sampler_3d,
+        *_GRID_SAMPLERS,
     ]
 )
 def gather_demand(context: _Context) -> Demand:
@@ -1340,13 +1349,13 @@ def gather_demand(context: _Context) -> Demand:
     demanded = context.output.count
     share = context.fraction
     # a grid sample may land on padding only, reading nothing of its source
-    chosen = 0 if context.op.base.startswith("grid_sampler") else _data_chosen(demanded)
+    chosen = 0 if _one_of(context.op, _GRID_SAMPLERS) else _data_chosen(demanded)
     inputs = [Region(opaque=chosen)]
     inputs += [
         Region(opaque=int(ref.elements * share)) if context.loaded(position) else Region()
         for position, ref in enumerate(indices, start=1)
     ]
-    if context.op.base == "embedding":  # (weight, indices): the indices are the second read
+    if aten.embedding in op_keys(context.op):  # (weight, indices): indices are the 2nd read
         weight, index = context.op.reads[:2]
         inputs = [
             Region(opaque=_data_chosen(demanded) * _row_part(context.output, weight.shape[-1])),
@@ -1355,21 +1364,40 @@ def gather_demand(context: _Context) -> Demand:
     return Demand(tuple(inputs), _scaled(context.record.flops, share))
 
 
+def _slice_along_dim(context: _Context, destination: TensorRef) -> int:
+    """``index_fill``: each index replaces a whole slice along ``dim``."""
+    dim = context.argument("dim", 0) % len(destination.shape)
+    return destination.elements // max(destination.shape[dim], 1)
+
+
+def _slice_after_indexed(context: _Context, destination: TensorRef) -> int:
+    """``index_put``: each index tuple replaces the slice over the dims it does not index."""
+    indexed = len(context.argument("indices", ()) or ())
+    return math.prod(destination.shape[indexed:])
+
+
+#: Scatters whose every index replaces a slice of the destination, not one element.
+SLICE_PER_INDEX: dict[OpKey, Callable[[_Context, TensorRef], int]] = {}
+add_rules(SLICE_PER_INDEX, [aten.index_fill], _slice_along_dim, "slice-per-index")
+add_rules(
+    SLICE_PER_INDEX,
+    [aten.index_put, aten._index_put_impl, aten._unsafe_index_put],
+    _slice_after_indexed,
+    "slice-per-index",
+)
+
+
 def _covered(context: _Context) -> int:
-    """Most destination elements a scatter can overwrite: each index of ``index_put`` or
-    ``index_fill`` replaces a whole slice, each element of a scatter's index one element."""
+    """Most destination elements a scatter can overwrite: each index of an op in
+    :data:`SLICE_PER_INDEX` replaces a whole slice, each element of other scatters' indices one
+    element."""
     destination, *rest = context.op.reads
     if not rest:
         return 0
     largest = max(ref.elements for ref in rest)
-    if context.op.base == "index_fill" and destination.shape:
-        dim = context.argument("dim", 0) % len(destination.shape)
-        return min(destination.elements, largest * destination.elements // destination.shape[dim])
-    if context.op.base == "index_put":
-        indexed = len(context.argument("indices", ()) or ())
-        slice_elements = math.prod(destination.shape[indexed:])
-        return min(destination.elements, largest * slice_elements)
-    return min(destination.elements, largest)
+    per_index = lookup(SLICE_PER_INDEX, context.op)
+    slice_elements = per_index(context, destination) if per_index and destination.shape else 1
+    return min(destination.elements, largest * slice_elements)
 
 
 @demand_rule(
@@ -1378,8 +1406,12 @@ def _covered(context: _Context) -> int:
         aten.scatter_add,
         aten.scatter_reduce,
         aten.index_put,
+        aten._index_put_impl,
+        aten._unsafe_index_put,
         aten.index_add,
         aten.index_copy,
+        aten.index_reduce,
+        aten.put,
         aten.masked_scatter,
         aten.index_fill,
     ]
@@ -1586,7 +1618,7 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
             wanted = demand.pop(write.value_id, Region())
             read_wanted = read.pop(write.value_id, Region())
             written = storages.region_of(write)
-            if op.base not in DATA_CHOSEN_WRITES:  # those rules split old and new elements
+            if not _data_chosen_write(op):  # those rules split old and new elements themselves
                 if write.value_id in previous:
                     add(
                         previous[write.value_id],
@@ -1770,7 +1802,7 @@ def _kept_regions(
                 final = final_of_storage[ref.storage_id]
                 region = storages.region_of(ref)
                 kept[final] = kept.get(final, Region()).union(region)
-                if op.base not in DATA_CHOSEN_WRITES:
+                if not _data_chosen_write(op):
                     written[final] = written.get(final, Region()).union(region)
     for value_id in trace.output_value_ids - returned_values - set(kept):
         if value_id in producers:  # returned without a recorded view: all of its writes
