@@ -475,3 +475,14 @@ def test_a_downsampled_read_and_a_slice_of_one_input_are_united_by_what_they_tou
     result = bound(body, meta(1, 1, 10, 10))
     assert result.compulsory_bytes == 2 * FP32
     assert result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes
+
+
+def test_convolution_of_a_broadcast_batch_is_one_convolution() -> None:
+    # conv(x.expand(64, …)): 64 equal images, one 3×3 conv (pad 1) of 64 → 64 channels on
+    # 32×32, written 64 times. In-bounds taps per dim on 32 with pad 1: 3·32 − 2 = 94
+    def body(x, w):  # noqa: ANN001, ANN202
+        return F.conv2d(x.expand(64, 64, 32, 32), w, padding=1)
+
+    result = bound(body, meta(1, 64, 32, 32), meta(64, 64, 3, 3))
+    assert result.tensor_flops == 2 * 64 * 64 * 94 * 94
+    assert result.compulsory_bytes == (64 * 1024 + 64 * 64 * 9 + 64 * 64 * 1024) * FP32

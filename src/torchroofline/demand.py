@@ -857,6 +857,8 @@ def convolution_demand(context: _Context) -> Demand:
     in_boxes, weight_boxes, bias_boxes = [], [], []
     flops = 0
     sizes = 0
+    # an input broadcast along the batch (x.expand(B, …)) gives B equal images: one conv
+    broadcast = _broadcast_batch(source)
     for box in region.boxes:
         windows = _spatial_windows(_window, box, source, weight, (stride, padding, dilation))
         channels = normalize(
@@ -866,16 +868,16 @@ def convolution_demand(context: _Context) -> Demand:
         in_boxes.append((box[0], channels, *(w[0] for w in windows)))
         weight_boxes.append((box[1], (range(group_in),), *(w[2] for w in windows)))
         bias_boxes.append((box[1],))
-        flops += (
-            2 * group_in * set_size(box[0]) * set_size(box[1]) * math.prod(w[1] for w in windows)
-        )
+        images = min(set_size(box[0]), 1) if broadcast else set_size(box[0])
+        flops += 2 * group_in * images * set_size(box[1]) * math.prod(w[1] for w in windows)
         sizes += box_size(box)
     share = region.count / sizes if sizes else 0.0
     tensor = min(int(flops * share), context.record.flops.tensor)
     flop_count = FlopCount(tensor=tensor, kind=MatmulKind.CONV)
     rest = (Region.of(weight_boxes), *(Region.of(bias_boxes) for _ in bias))
     if source is padded_source:
-        return Demand((Region.of(in_boxes), *rest), flop_count)
+        structure = "broadcast batch" if broadcast else None
+        return Demand((Region.of(in_boxes), *rest), flop_count, structure=structure)
     extra = ((source, Region.of(in_boxes)),)
     return Demand((Region(), *rest), flop_count, extra, structure="explicit padding")
 
@@ -1527,8 +1529,8 @@ STRUCTURE_RULES: dict[str, str] = {
     "block-diagonal matmul": "block_diag(A₁, A₂, …) @ x (or x @ block_diag(…)): priced as one "
     "product per block, Aₖ @ x[rows of block k] — the zero blocks contribute nothing",
     "broadcast batch": "a batched matmul whose operands are both broadcast along the batch "
-    "(stride 0, e.g. x.expand(B, M, K) @ W): one GEMM, written B times — every batch entry is "
-    "the same product",
+    "(stride 0, e.g. x.expand(B, M, K) @ W), or a convolution of an input broadcast along it: "
+    "one GEMM (one convolution), written B times — every batch entry is the same product",
     "size-1 reduction": "sum/mean/amax/… over dims of size 1 are the input itself (no "
     "arithmetic); var/std/argmax over them are constants (no input needed)",
     "size-1 normalisation": "softmax over a size-1 dim is 1 and log_softmax is 0 everywhere: "
