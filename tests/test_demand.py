@@ -486,3 +486,32 @@ def test_convolution_of_a_broadcast_batch_is_one_convolution() -> None:
     result = bound(body, meta(1, 64, 32, 32), meta(64, 64, 3, 3))
     assert result.tensor_flops == 2 * 64 * 64 * 94 * 94
     assert result.compulsory_bytes == (64 * 1024 + 64 * 64 * 9 + 64 * 64 * 1024) * FP32
+
+
+def test_flip_roll_and_repeat_read_the_positions_they_move() -> None:
+    # flip(x @ W, [0])[:k] is rows n − k.. of the product: k rows of x, all of W (K = 4)
+    n, k, m = 4096, 1024, 4096
+    result = bound(lambda x, w: torch.flip(x @ w, [0])[:k], meta(n, 4), meta(4, m))
+    assert result.tensor_flops == 2 * 4 * k * m
+    assert result.compulsory_bytes == (k * 4 + 4 * m + k * m) * FP32
+    # roll(x, 1, 0)[1:]: output rows 1.. are input rows 0..n − 2
+    result = bound(lambda x: torch.roll(x, 1, 0)[1:], meta(64, 512))
+    assert result.compulsory_bytes == 2 * 63 * 512 * FP32
+    # x.repeat(4, 1)[:10]: rows 0..9 of the first copy; (3, 6).repeat(1, 3)[:, ::4] reads
+    # columns 0, 4, 8 → 2, 12 → 0, 16 → 4 of 6: {0, 2, 4}, writes 5 columns
+    result = bound(lambda x: x.repeat(4, 1)[:10], meta(256, 512))
+    assert result.compulsory_bytes == 2 * 10 * 512 * FP32
+    result = bound(lambda x: x.repeat(1, 3)[:, ::4] * 1, meta(3, 6))
+    assert result.compulsory_bytes == (3 * 3 + 3 * 5) * FP32
+
+
+def test_stack_and_addbmm_read_what_their_kept_slices_need() -> None:
+    # stack([a, b])[1] is b
+    result = bound(lambda a, b: torch.stack([a, b])[1] * 1, meta(100, 64), meta(100, 64))
+    assert result.compulsory_bytes == 2 * 100 * 64 * FP32
+    # addbmm(c, A, B)[:1]: c[0], row 0 of every A[b] (16 × 32), all of every B[b]
+    result = bound(
+        lambda c, a, b: torch.addbmm(c, a, b)[:1], meta(64, 64), meta(16, 64, 32), meta(16, 32, 64)
+    )
+    assert result.tensor_flops == 2 * 16 * 32 * 64
+    assert result.compulsory_bytes == (64 + 16 * 32 + 16 * 32 * 64 + 64) * FP32

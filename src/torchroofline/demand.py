@@ -733,6 +733,32 @@ def matmul_demand(context: _Context) -> Demand:
     return Demand(tuple(inputs), flops, structure=structure)
 
 
+@demand_rule([aten.addbmm])
+def batch_sum_matmul_demand(context: _Context) -> Demand:
+    """``addbmm``: out[i, j] = β·c[i, j] + α·Σ_b A[b, i, :] @ B[b, :, j] needs row i of every
+    A[b] and column j of every B[b]: 2·batch·K FLOPs per demanded element."""
+    *_, left, right = context.op.reads
+    region = context.output
+    if len(left.shape) != 3 or any(len(box) != 2 for box in region.boxes):
+        return _proportional(context)
+    batch, rows, reduction = left.shape
+    columns = right.shape[-1]
+    every = ((range(batch),), (range(reduction),))
+    left_boxes = [(every[0], box[0], every[1]) for box in region.boxes]
+    right_boxes = [(every[0], every[1], box[1]) for box in region.boxes]
+    # c outputs with no position span at least ⌈c/N⌉ rows of each A[b], ⌈c/M⌉ columns of B[b]
+    per_line = batch * reduction
+    left_opaque = -(-region.opaque // max(columns, 1)) * per_line
+    right_opaque = -(-region.opaque // max(rows, 1)) * per_line
+    inputs = (
+        *_biases(context, region),
+        Region.of(left_boxes, left_opaque),
+        Region.of(right_boxes, right_opaque),
+    )
+    tensor = min(2 * per_line * region.count, context.record.flops.tensor)
+    return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.MATMUL))
+
+
 def _biases(context: _Context, region: Region) -> tuple[Region, ...]:
     """The added input of addmm/baddbmm, broadcast; none when ``beta`` is 0 (torch ignores it)."""
     *bias, _, _ = context.op.reads
@@ -1193,6 +1219,108 @@ def cat_demand(context: _Context) -> Demand:
             Region.of(boxes, region.opaque * ref.elements // max(math.prod(out_shape), 1))
         )
         offset += size
+    return Demand(tuple(inputs), FlopCount())
+
+
+def _per_dim(context: _Context, positions: Callable[[int, IndexSet], IndexSet]) -> Demand:
+    """Data movement where each output dim reads the same dim of the input: ``positions(dim,
+    demanded)`` gives the input positions along ``dim`` that demanded output positions read.
+    Output dims the input lacks (leading dims of ``repeat``) read no dim of their own; c outputs
+    with no position read at least c·(input size / output size) elements."""
+    source = context.op.reads[0]
+    rank, out_shape = len(source.shape), context.op.writes[0].shape
+    region = context.output
+    lead = len(out_shape) - rank
+    if lead < 0 or any(len(box) != len(out_shape) for box in region.boxes):
+        return _proportional(context)
+    boxes = [
+        tuple(normalize(positions(d, box[lead + d])) for d in range(rank)) for box in region.boxes
+    ]
+    opaque = -(-region.opaque * source.elements // max(math.prod(out_shape), 1))
+    rest = tuple(Region() for _ in context.op.reads[1:])
+    return Demand((Region.of(boxes, opaque), *rest), FlopCount())
+
+
+def _reversed(index_set: IndexSet, size: int) -> IndexSet:
+    return tuple(range(size - 1 - r[-1], size - r.start, r.step) for r in index_set if r)
+
+
+@demand_rule([aten.flip])
+def flip_demand(context: _Context) -> Demand:
+    """``flip``: output position p of a flipped dim of size n reads input position n − 1 − p."""
+    shape = context.op.reads[0].shape
+    flipped = {d % len(shape) for d in context.argument("dims", ())} if shape else set()
+    return _per_dim(
+        context, lambda d, s: _reversed(s, shape[d]) if d in flipped else s
+    )
+
+
+def _rolled(index_set: IndexSet, size: int, shift: int) -> IndexSet:
+    """Positions p − shift (mod size): the part at or past the shift moves down, the rest wraps
+    around to the end."""
+    shift %= size
+    moved = mapped_set(set_intersection(index_set, (range(shift, size),)), -shift)
+    wrapped = mapped_set(set_intersection(index_set, (range(shift),)), size - shift)
+    return (*moved, *wrapped)
+
+
+@demand_rule([aten.roll])
+def roll_demand(context: _Context) -> Demand:
+    """``roll``: output position p of a rolled dim reads input position (p − shift) mod n; a
+    roll with no dims rolls the flattened tensor (its share, with no position)."""
+    shape = context.op.reads[0].shape
+    shifts, dims = list(context.argument("shifts", ())), list(context.argument("dims", ()))
+    if not dims or len(dims) != len(shifts):
+        return _proportional(context)
+    by_dim: dict[int, int] = {}
+    for dim, shift in zip(dims, shifts, strict=True):
+        by_dim[dim % len(shape)] = by_dim.get(dim % len(shape), 0) + shift
+    return _per_dim(
+        context, lambda d, s: _rolled(s, shape[d], by_dim[d]) if by_dim.get(d) else s
+    )
+
+
+def _residues(index_set: IndexSet, size: int) -> IndexSet:
+    """Positions p mod ``size``: a range of step s long enough to go round covers every residue
+    of its start modulo gcd(s, size); a shorter one is enumerated."""
+    parts: list[range] = []
+    for r in index_set:
+        common = math.gcd(r.step, size)
+        if len(r) >= size // common:
+            parts.append(range(r.start % common, size, common))
+        else:
+            parts.extend(positions_to_set(p % size for p in r))
+    return tuple(parts)
+
+
+@demand_rule([aten.repeat])
+def repeat_demand(context: _Context) -> Demand:
+    """``repeat``: output position p of a dim of input size n reads input position p mod n;
+    leading dims it adds read every input element once more."""
+    shape = context.op.reads[0].shape
+    return _per_dim(context, lambda d, s: _residues(s, shape[d]))
+
+
+@demand_rule([aten.stack])
+def stack_demand(context: _Context) -> Demand:
+    """``stack``: part k is output index k along the new dim; it needs the demanded elements
+    there, that dim dropped."""
+    out_shape = context.op.writes[0].shape
+    dim = context.argument("dim", 0) % len(out_shape)
+    region = context.output
+    parts = context.op.reads
+    # c outputs with no position read c elements, spread over the parts as they may be —
+    # unless one tensor is stacked twice, when two outputs may read one element
+    distinct = len({ref.value_id for ref in parts}) == len(parts)
+    opaque = region.opaque // len(parts) if distinct else 0
+    inputs = []
+    for part in range(len(parts)):
+        boxes = [
+            (*box[:dim], *box[dim + 1 :])
+            for box in region.boxes
+            if set_intersection(box[dim], (range(part, part + 1),))
+        ]
+        inputs.append(Region.of(boxes, opaque))
     return Demand(tuple(inputs), FlopCount())
 
 
