@@ -18,6 +18,9 @@ import torch
 
 aten = torch.ops.aten
 
+#: What a CPU-only build raises when a binding needs a CUDA device guard.
+NO_CUDA_TEXT = "not linked with support for cuda"
+
 
 class UnsupportedIndex(Exception):
     """An index expression these helpers do not spell out (the caller keeps the first error)."""

@@ -27,7 +27,8 @@ from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import flop_registry, sdpa_flop_count
 
 from .errors import PrecisionError
-from .trace import RNN_CALLS, TensorRef, Trace, TracedOp, base_name, largest_per_value
+from .intercept import RNN_CALLS
+from .trace import TensorRef, Trace, TracedOp, base_name, largest_per_value
 
 aten = torch.ops.aten
 

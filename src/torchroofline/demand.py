@@ -38,6 +38,7 @@ from .costs import (
     op_keys,
     tensor_bytes,
 )
+from .intercept import RNN_CALLS
 from .regions import (
     Box,
     IndexSet,
@@ -53,7 +54,7 @@ from .regions import (
     set_intersection,
     set_size,
 )
-from .trace import RNN_CALLS, TensorRef, Trace, TracedOp
+from .trace import TensorRef, Trace, TracedOp
 
 # --- Demand rules --------------------------------------------------------------------------
 

@@ -18,18 +18,16 @@ import contextlib
 import dataclasses
 import functools
 import gc
-import inspect
 import logging
 import math
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -37,12 +35,12 @@ from torch._subclasses.fake_tensor import (
     FakeTensorMode,
     unset_fake_temporarily,
 )
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
-from ._cuda_bindings import SPELLINGS, UnsupportedIndex
+from ._cuda_bindings import NO_CUDA_TEXT
 from .errors import DataDependentError, InputError, ModelError
+from .intercept import Interceptor
 from .regions import united_elements
 
 #: Default ceiling on the real tensors the real-data fallback may build (bytes).
@@ -51,7 +49,6 @@ REAL_FALLBACK_LIMIT_BYTES = 2 * 2**30
 #: Error texts that mean "this op needs real data"; the real-data fallback handles them.
 _DATA_DEPENDENT_ERRORS = (DataDependentOutputException, DynamicOutputShapeException)
 #: A CPU-only build raises this for the few CUDA ops that have no fake/meta kernel (e.g. nonzero).
-_NO_CUDA_TEXT = "not linked with support for cuda"
 #: Python-level checks in torch (nested tensors, cuDNN CTC) that say the same thing.
 _NO_CUDA_ASSERT_TEXT = "Torch not compiled with CUDA enabled"
 #: A meta kernel that needs a value (boolean-mask indexing calls nonzero) raises this.
@@ -405,7 +402,7 @@ def _call(func: Any, args: tuple, kwargs: dict, meta_only: set[Any]) -> Any:
     try:
         return func(*args, **kwargs)
     except RuntimeError as error:
-        if _NO_CUDA_TEXT not in str(error):
+        if NO_CUDA_TEXT not in str(error):
             raise
         meta_only.add(func)
         return _call_on_meta(func, args, kwargs)
@@ -478,115 +475,6 @@ def _aliases_input(func: Any, in_tensors: list[torch.Tensor], output: Any) -> bo
 
 def _shape_only_tree(tree: Any) -> Any:
     return tree_map(lambda x: _shape_only(x) if isinstance(x, torch.Tensor) else x, tree)
-
-
-# --- Library calls recorded as the one kernel a GPU runs -------------------------------------
-
-
-def _intercept_sdpa(recorder: _Recorder, args: tuple, kwargs: dict) -> torch.Tensor:
-    """``F.scaled_dot_product_attention`` → one attention kernel (flash / memory-efficient)."""
-    query, key, value = args[:3]
-    mask = args[3] if len(args) > 3 else kwargs.get("attn_mask")
-    inputs = [t for t in (query, key, value, mask) if isinstance(t, torch.Tensor)]
-    reads = recorder._reads(inputs)
-    with _paused(recorder):
-        output = query.new_empty((*query.shape[:-1], value.shape[-1]))
-    is_causal = kwargs.get("is_causal", args[5] if len(args) > 5 else False)
-    recorder.record(
-        "aten.scaled_dot_product_attention",
-        "scaled_dot_product_attention",
-        None,
-        (query, key, value),
-        {"is_causal": bool(is_causal), "has_mask": mask is not None},
-        output,
-        reads,
-        False,
-    )
-    return output
-
-
-#: torch._VF RNN entry points, recorded as one cuDNN RNN call each.
-RNN_CALLS = ("lstm", "gru", "rnn_tanh", "rnn_relu")
-
-
-def _intercept_rnn(recorder: _Recorder, name: str, args: tuple, kwargs: dict) -> Any:
-    """``torch._VF.lstm/gru/rnn_*`` (padded input) → one cuDNN RNN call, recorded with the
-    call's own arguments (input, state, flat weights, has_biases, num_layers, dropout, train,
-    bidirectional, batch_first).
-
-    Returns ``NotImplemented`` for packed sequences, which then trace by decomposition.
-    """
-    is_lstm = name == "lstm"
-    packed = isinstance(args[1], torch.Tensor) if is_lstm else isinstance(args[2], torch.Tensor)
-    if packed:
-        return NotImplemented
-    input_, hx, params, _biases, _layers, _dropout, _train, bidirectional, _batch_first = args
-    hidden_states = list(hx) if is_lstm else [hx]
-    directions = 2 if bidirectional else 1
-    hidden_out = params[1].shape[1]  # w_hh: proj_size when an LSTM has a projection, else hidden
-    reads = recorder._reads([input_, *hidden_states, *params])
-    with _paused(recorder):
-        output = input_.new_empty((*input_.shape[:-1], directions * hidden_out))
-        new_states = tuple(state.new_empty(state.shape) for state in hidden_states)
-    result = (output, *new_states)
-    recorder.record(f"aten.{name}.input", name, None, args, kwargs, result, reads, False)
-    return result
-
-
-@contextlib.contextmanager
-def _paused(recorder: _Recorder) -> Iterator[None]:
-    recorder.paused = True
-    try:
-        yield
-    finally:
-        recorder.paused = False
-
-
-class _Interceptor(TorchFunctionMode):
-    """Catches library calls above the dispatcher, before they decompose."""
-
-    def __init__(self, recorder: _Recorder) -> None:
-        super().__init__()
-        self.recorder = recorder
-        self._handlers: dict[Any, Callable[[tuple, dict], Any]] = {
-            F.scaled_dot_product_attention: lambda a, k: _intercept_sdpa(recorder, a, k),
-            torch._C._nn.scaled_dot_product_attention: lambda a, k: _intercept_sdpa(
-                recorder, a, k
-            ),
-        }
-        for name in RNN_CALLS:
-            self._handlers[getattr(torch._VF, name)] = self._rnn_handler(name)
-
-    def _rnn_handler(self, name: str) -> Callable[[tuple, dict], Any]:
-        return lambda a, k: _intercept_rnn(self.recorder, name, a, k)
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        kwargs = kwargs or {}
-        handler = self._handlers.get(func)
-        if handler is not None and not self.recorder.paused:
-            self.recorder.current_op = getattr(func, "__name__", str(func))
-            result = handler(args, kwargs)
-            if result is not NotImplemented:
-                return result
-        try:
-            if inspect.isfunction(func) and func.__module__ == "torch.nn.functional":
-                # a Python-level functional (F.multi_head_attention_forward): keep this mode on
-                # inside it, so the attention and indexing it calls are caught too
-                with self:
-                    return torch.overrides.redispatch_function(func, types, args, kwargs)
-            return func(*args, **kwargs)
-        except RuntimeError as error:
-            if _NO_CUDA_TEXT not in str(error):
-                raise
-            # raised above the dispatcher, so no op was recorded: spell it in aten ops
-            spelling = SPELLINGS.get(func)
-            if spelling is not None:
-                try:
-                    return spelling(*args, **kwargs)
-                except UnsupportedIndex:
-                    pass
-            self.recorder.current_op = getattr(func, "__name__", str(func))
-            raise
 
 
 # --- Converting the model and inputs ---------------------------------------------------------
@@ -721,7 +609,7 @@ def _run(
         outer,
         modules.active(),
         recorder,
-        _Interceptor(recorder),
+        Interceptor(recorder),
     ):
         warnings.simplefilter("ignore")  # CPU-build warnings (no cuDNN) are not the user's
         try:
@@ -756,7 +644,7 @@ class _TraceFailure(Exception):
         text = str(self.error)
         if isinstance(self.error, NotImplementedError):
             return any(needle in text for needle in _META_NEEDS_DATA_TEXTS)
-        return isinstance(self.error, _DATA_DEPENDENT_ERRORS) or _NO_CUDA_TEXT in text
+        return isinstance(self.error, _DATA_DEPENDENT_ERRORS) or NO_CUDA_TEXT in text
 
     @property
     def device_mismatch(self) -> bool:
@@ -772,7 +660,7 @@ class _TraceFailure(Exception):
             return None
         if self.device_mismatch:
             return f"the model mixes devices on '{device}'"
-        if _NO_CUDA_TEXT in str(self.error) or _NO_CUDA_ASSERT_TEXT in str(self.error):
+        if NO_CUDA_TEXT in str(self.error) or _NO_CUDA_ASSERT_TEXT in str(self.error):
             return "this CPU-only PyTorch build cannot run it on fake CUDA tensors"
         return None
 
