@@ -400,11 +400,12 @@ def test_reductions_over_the_same_dims_share_one_kernel() -> None:
 
 
 def test_normalize_is_recomputed_by_a_reader_over_other_dims() -> None:
-    # softmax = row statistics (max, sum) + a pointwise normalize; the column sum cannot share
-    # the row kernel, so it recomputes exp(x - max) / sum from x and the statistics:
-    # statistics kernel x in, R out; column kernel x and R in, C out
+    # softmax = row statistics (the amax and sum buffers of its decomposition) + a pointwise
+    # normalize; the column sum cannot share the row kernel, so it recomputes
+    # exp(x - max) / sum from x and the statistics:
+    # statistics kernel x in, 2R out; column kernel x and 2R in, C out
     kernels, _ = plan_of(lambda x: torch.softmax(x, -1).sum(0), meta(R, C))
-    assert [kernel_elements(k) for k in kernels] == [RC + R, RC + R + C]
+    assert [kernel_elements(k) for k in kernels] == [RC + 2 * R, RC + 2 * R + C]
 
 
 def test_batch_norm_in_training_is_statistics_then_a_pointwise_kernel() -> None:
@@ -415,8 +416,9 @@ def test_batch_norm_in_training_is_statistics_then_a_pointwise_kernel() -> None:
     model = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU())
     kernels, _ = plan_of(model, meta(n, c, 16, 16))
     stats, normalize = [k for k in kernels if "native_batch_norm" in k.name]
-    assert kernel_elements(stats) == n * c * hw + params + c
-    assert kernel_elements(normalize) == n * c * hw + params + c + n * c * hw
+    # statistics: the saved mean and inverse standard deviation (c each)
+    assert kernel_elements(stats) == n * c * hw + params + 2 * c
+    assert kernel_elements(normalize) == n * c * hw + params + 2 * c + n * c * hw
     assert "reduction over outer dims" in " ".join(map(str, normalize.refusals))
 
 
@@ -426,10 +428,10 @@ def test_eager_batch_norm_in_training_is_two_kernels() -> None:
     n, c, hw = 2, 8, 16 * 16
     result = analyze(nn.BatchNorm2d(c), meta(n, c, 16, 16))
     stats, normalize = [k for k in result.eager_kernels if "native_batch_norm" in k.name]
-    # statistics: x and four parameter vectors in; statistics, saved mean and saved inverse
-    # standard deviation out (eager writes every output)
-    assert stats.bytes == (n * c * hw + 4 * c + 3 * c) * FP32
-    assert normalize.bytes == (n * c * hw + 4 * c + c + n * c * hw) * FP32
+    # statistics: x and four parameter vectors in; the saved mean and inverse standard
+    # deviation out (batch_norm_stats' mean and invstd), which the normalize reads
+    assert stats.bytes == (n * c * hw + 4 * c + 2 * c) * FP32
+    assert normalize.bytes == (n * c * hw + 4 * c + 2 * c + n * c * hw) * FP32
     assert result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes
 
 
@@ -517,6 +519,79 @@ def test_kept_buffer_is_written_in_full() -> None:
     assert result.fused_bytes == (RC + RC) * FP32
     assert result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes
 
+
+
+# --- More patterns (test/inductor/test_perf.py's count_numel figures where it has them) ----
+
+
+def test_reduction_over_fewer_than_8_elements_is_unrolled() -> None:
+    # ir.Reduction.create: a reduction over fewer than config.unroll_reductions_threshold (8)
+    # elements per output is a Pointwise; the squared-distance sum over 4 is inlined into the
+    # amax: one kernel loads a and b (40 each) and stores 10 (test_perf test_neighbor: 90)
+    kernels, _ = plan_of(lambda a, b: ((a - b) ** 2).sum(dim=-1).amax(dim=1),
+                         meta(10, 1, 4), meta(1, 10, 4))
+    assert [kernel_elements(k) for k in kernels] == [10 * 4 + 10 * 4 + 10]
+    # over 8 elements it is a reduction of its own loop (100 × 8), which the amax's (10 × 10)
+    # does not match: its 10 × 10 result is stored and loaded again
+    kernels, _ = plan_of(lambda a, b: ((a - b) ** 2).sum(dim=-1).amax(dim=1),
+                         meta(10, 1, 8), meta(1, 10, 8))
+    assert [kernel_elements(k) for k in kernels] == [80 + 80 + 100, 100 + 10]
+
+
+def test_outer_dim_softmax_stores_its_statistics() -> None:
+    # the row max and sum fold dim 0 (a column reduction): the normalize cannot be their
+    # epilogue, so both statistics (amax, sum: C each) are stored and the normalize loads x again
+    kernels, _ = plan_of(lambda x: torch.softmax(x, dim=0), meta(R, C))
+    assert [kernel_elements(k) for k in kernels] == [RC + 2 * C, RC + 2 * C + RC]
+
+
+def test_group_norm_normalize_is_a_kernel_of_its_own() -> None:
+    # the statistics are per (n, group); the normalize loop runs over (n, c, h·w) and reads them
+    # at n·G + c // (C/G), not a prefix of its loop, so Scheduler.fusable_read_and_write cannot
+    # match that load with the statistics' store: the normalize loads x again with the mean and
+    # rstd (N·G each) and the weight and bias (C each)
+    n, c, groups, hw = 2, 16, 4, 8 * 8
+    kernels, _ = plan_of(nn.GroupNorm(groups, c), meta(n, c, 8, 8))
+    x, stats = n * c * hw, 2 * n * groups
+    assert [kernel_elements(k) for k in kernels] == [x + 2 * c + stats, x + 2 * c + stats + x]
+    # one group is a layer norm over (C, H, W): its statistics index a prefix, one kernel
+    kernels, _ = plan_of(nn.GroupNorm(1, c), meta(n, c, 8, 8))
+    assert [kernel_elements(k) for k in kernels] == [x + 2 * c + x]
+
+
+def test_cat_of_softmaxes_with_a_pointwise_user_is_a_pointwise_cat() -> None:
+    # lowering.cat: each input is a softmax's normalize, an unrealized pointwise value; the
+    # cos is a pointwise use, so pointwise_cat (fuse_pointwise_use) even though the inputs read
+    # reductions: each statistics kernel loads its input (100) and stores amax and sum (10
+    # each); the cat+cos kernel loads both inputs and statistics and stores 200
+    # (test_perf test_cat_pointwise: 680)
+    kernels, _ = plan_of(
+        lambda a, b: torch.cat([torch.softmax(a, dim=-1), torch.softmax(b, dim=-1)]).cos(),
+        meta(10, 10), meta(10, 10),
+    )
+    assert [kernel_elements(k) for k in kernels] == [120, 120, 2 * 120 + 200]
+    # returned as it is, the inputs read reductions (can_fuse_reduction): a ConcatKernel, and
+    # each softmax kernel writes its slice (test_perf: 400)
+    kernels, _ = plan_of(
+        lambda a, b: torch.cat([torch.softmax(a, dim=-1), torch.softmax(b, dim=-1)]),
+        meta(10, 10), meta(10, 10),
+    )
+    assert [kernel_elements(k) for k in kernels] == [200, 200]
+
+
+def test_convolution_bias_is_a_pointwise_add() -> None:
+    # kernel/conv.py convolution: on GPU the bias is peeled off ("cudnn is slower with it") into
+    # an add, which a pointwise user absorbs (the relu kernel reads the 8 biases)…
+    conv = nn.Conv2d(3, 8, 3)
+    n, x, w, y = 2, 2 * 3 * 16 * 16, 8 * 3 * 3 * 3, 2 * 8 * 14 * 14
+    kernels, _ = plan_of(lambda inp: conv(inp).relu(), meta(n, 3, 16, 16))
+    assert [k.name for k in kernels] == ["Conv2d: convolution", "Conv2d: add+relu"]
+    assert [kernel_elements(k) for k in kernels] == [x + w + y, y + 8 + y]
+    # …and, returned, is a kernel of its own — as in eager, where cuDNN has no bias and ATen
+    # runs output.add_(bias) after it (Convolution.cpp): both plans move the same bytes
+    result = analyze(conv, meta(n, 3, 16, 16))
+    assert [k.bytes // FP32 for k in result.kernels] == [x + w + y, y + 8 + y]
+    assert [k.bytes // FP32 for k in result.eager_kernels] == [x + w + y, y + 8 + y]
 
 PATTERNS = {
     "joined": (lambda a, b, c: (a.cos(), b.sin() + c.sin()), [(R, C)] * 3),

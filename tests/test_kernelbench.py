@@ -50,9 +50,10 @@ def test_conv_relu_bias_closed_form():
     assert result.tensor_flops == 2 * out_elements * c_in * k * k
     conv, tail = result.kernels
     assert conv.category == "compute"
-    assert tail.op_names == ("aten.relu.default", "aten.add.Tensor")
-    # relu + bias fused: read the conv output and the bias once, write the result once
-    assert tail.bytes == (2 * out_elements + c_out) * 4
+    # Inductor peels the conv's own bias into an add (kernel/conv.py), fused with relu + bias:
+    # read the conv output and both biases once, write the result once
+    assert tail.op_names == ("aten.add.Tensor", "aten.relu.default", "aten.add.Tensor")
+    assert tail.bytes == (2 * out_elements + 2 * c_out) * 4
 
 
 def test_softmax_of_six_gigabytes_allocates_nothing():

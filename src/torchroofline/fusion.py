@@ -212,39 +212,74 @@ def eliminate_dead_code(ops: Sequence[OpRecord], kept_values: set[int]) -> list[
     return alive[::-1]
 
 
-#: ``addmm`` → the ``mm`` that remains when its bias add moves into its pointwise users.
-UNFUSED_BIAS_OPS = {"aten.addmm.default": "aten.mm.default"}
+@dataclass(frozen=True)
+class SeparateBias:
+    """An op whose bias add runs as a pointwise add after a library call without the bias:
+    ``library_op`` is the call that remains, ``bias_position`` the bias's place in its reads."""
+
+    library_op: str
+    bias_position: int
+    #: Inductor moves the bias out only when every user is pointwise (else it stays in the call)
+    only_before_pointwise: bool
+    #: eager ATen runs the bias add as a kernel of its own too
+    in_eager: bool
+
+
+#: Ops whose bias add Inductor (and for convolutions eager ATen) runs apart from the library call:
+#: ``addmm`` → ``mm`` + add (``post_grad.unfuse_bias_add_to_pointwise``: on GPU, when every user
+#: is pointwise); a convolution always, on GPU (``kernel/conv.py`` ``convolution``: "peel off the
+#: bias, cudnn is slower with it") — and eager cuDNN has no bias either (``Convolution.cpp``:
+#: ``cudnn_convolution`` then ``output.add_(reshape_bias(…))``).
+SEPARATE_BIAS = {
+    "aten.addmm.default": SeparateBias("aten.mm.default", 0, only_before_pointwise=True,
+                                       in_eager=False),
+    "aten.convolution.default": SeparateBias("aten.convolution.default", 2,
+                                             only_before_pointwise=False, in_eager=True),
+}
 #: Inductor keeps ``addmm`` whole in half precision (``config.keep_addmm_fused_for_half_dtypes``).
 _KEEP_ADDMM_DTYPES = frozenset({"float16", "bfloat16"})
 
 
 def unfuse_bias_add(graph: _Graph) -> None:
-    """``post_grad.unfuse_bias_add_to_pointwise``: on GPU, an ``addmm`` whose users are all
-    pointwise becomes ``mm`` plus a pointwise bias add, which the users then absorb (one
-    epilogue kernel reads the bias instead of cuBLAS). The bias add keeps ``addmm``'s FLOP
-    figure for it (``flop_counter`` counts none)."""
+    """Each op of :data:`SEPARATE_BIAS` that Inductor splits becomes its library call and a
+    pointwise bias add (see :func:`split_bias`), which the users then absorb: one epilogue
+    kernel reads the bias instead of cuBLAS or cuDNN."""
     readers = graph.readers()
-    ops: list[OpRecord] = []
-    for op in graph.ops:
-        mm_name = UNFUSED_BIAS_OPS.get(op.name)
-        if mm_name is None or len(op.reads) != 3 or len(op.writes) != 1 or not (
-            _prefers_unfused_addmm(op, readers, graph.kept)
-        ):
-            ops.append(op)
-            continue
-        bias, mat1, mat2 = op.reads
-        (out,) = op.writes
-        product = replace(out, value_id=graph.fresh_id(), storage_id=graph.fresh_id())
-        ops.append(replace(op, name=mm_name, reads=(mat1, mat2), writes=(product,), call_key=()))
-        ops.append(replace(op, name="aten.add.Tensor", category=Category.POINTWISE,
-                           fusible=True, flops=FlopCount(), reads=(bias, product), writes=(out,),
-                           call_key=()))
-    graph.ops = ops
+    graph.ops = [
+        part for op in graph.ops
+        for part in (split_bias(op, graph.fresh_id)
+                     if _inductor_splits_bias(op, readers, graph.kept) else (op,))
+    ]
 
 
-def _prefers_unfused_addmm(op: OpRecord, readers: dict[int, list[OpRecord]],
-                           kept: set[int]) -> bool:
-    """``should_prefer_unfused_addmm``: every user is pointwise (the output is not returned)."""
+def split_bias(op: OpRecord, fresh_id: Callable[[], int]) -> tuple[OpRecord, ...]:
+    """``(library call, bias add)`` for an op of :data:`SEPARATE_BIAS` given a bias, else
+    ``(op,)``. The library call keeps the op's FLOPs; the add (which ``flop_counter`` does not
+    count) reads the bias and the call's product and writes the op's output."""
+    rule = SEPARATE_BIAS.get(op.name)
+    if rule is None or len(op.reads) <= rule.bias_position or len(op.writes) != 1:
+        return (op,)
+    bias = op.reads[rule.bias_position]
+    (out,) = op.writes
+    product = replace(out, value_id=fresh_id(), storage_id=fresh_id())
+    operands = tuple(ref for k, ref in enumerate(op.reads) if k != rule.bias_position)
+    return (
+        replace(op, name=rule.library_op, reads=operands, writes=(product,), call_key=()),
+        replace(op, name="aten.add.Tensor", category=Category.POINTWISE, fusible=True,
+                flops=FlopCount(), reads=(bias, product), writes=(out,), call_key=(),
+                reduced_dims=None),
+    )
+
+
+def _inductor_splits_bias(op: OpRecord, readers: dict[int, list[OpRecord]],
+                          kept: set[int]) -> bool:
+    """``should_prefer_unfused_addmm`` for ``addmm`` (every user pointwise, the output not
+    returned; not in half precision); always for a convolution."""
+    rule = SEPARATE_BIAS.get(op.name)
+    if rule is None or len(op.writes) != 1:
+        return False
+    if not rule.only_before_pointwise:
+        return True
     (out,) = op.writes
     users = readers.get(out.value_id, [])
     return (
@@ -273,10 +308,20 @@ def _node_kind(op: OpRecord) -> NodeKind:
     if not op.fusible:
         return NodeKind.EXTERN
     # gathers, pads, cat and resampling are pointwise loops with indexed loads in Inductor; a
-    # "reduction" that folds no dim (batch norm in eval) only scales and shifts
-    if op.category is Category.REDUCTION and op.reduced_dims != ():
+    # "reduction" that folds no dim (batch norm in eval) only scales and shifts, and one that
+    # folds fewer than 8 elements per output is unrolled into a pointwise expression
+    if (
+        op.category is Category.REDUCTION
+        and op.reduced_dims != ()
+        and _reduced_loop(op).rnumel >= UNROLL_REDUCTIONS_THRESHOLD
+    ):
         return NodeKind.REDUCTION
     return NodeKind.POINTWISE
+
+
+#: ``config.unroll_reductions_threshold``: ``Reduction.create`` lowers a reduction over fewer
+#: elements per output than this as a ``Pointwise`` (on GPU even a full reduction).
+UNROLL_REDUCTIONS_THRESHOLD = 8
 
 
 #: Ops that Inductor lowers as a concatenation of their inputs along one dim.
@@ -375,13 +420,24 @@ def _is_pointwise_cat(
     (out,) = op.writes
     users = readers.get(out.value_id, [])
     pointwise_use = bool(users) and out.value_id not in kept and all(map(_pointwise_use, users))
-    reduction_input = any(
-        _node_kind(producers[ref.value_id]) is NodeKind.REDUCTION
-        for ref in inputs
-        if ref.value_id in producers
-    )
     lowered = [lowered_in_place(ref) for ref in inputs]
-    return (any(lowered) and pointwise_use) or (all(lowered) and not reduction_input)
+    return (any(lowered) and pointwise_use) or (
+        all(lowered) and not any(_reads_a_reduction(ref, producers) for ref in inputs)
+    )
+
+
+def _reads_a_reduction(ref: TensorRef, producers: dict[int, OpRecord]) -> bool:
+    """``cat``'s ``can_fuse_reduction``: the value is a reduction's output, or a pointwise value
+    computed from one (a softmax's normalize reads its statistics). A ``pointwise_cat`` of it
+    would recompute its expression for every output element, so a ``cat`` with no pointwise
+    user keeps such inputs in their own kernels (``ConcatKernel``)."""
+    producer = producers.get(ref.value_id)
+    if producer is None or producer.name in CAT_OPS:
+        return False
+    kind = _node_kind(producer)
+    return kind is NodeKind.REDUCTION or kind is NodeKind.POINTWISE and any(
+        _reads_a_reduction(read, producers) for read in largest_per_value(producer.reads)
+    )
 
 
 #: Ops Inductor decomposes into statistics (a reduction) and a pointwise normalize that reads
@@ -403,17 +459,22 @@ def split_normalizations(graph: _Graph) -> None:
 
 def split_normalization(op: OpRecord, fresh_id: Callable[[], int]) -> tuple[OpRecord, ...]:
     """``(statistics, normalize)`` for a normalization, else ``(op,)``: the statistics
-    reduction keeps the op's FLOPs and small outputs and stores one value per normalized row;
-    the normalize reads the input and the statistics and writes the normalized output."""
+    reduction keeps the op's FLOPs and writes the per-row statistics — a norm's own small
+    outputs (mean and rstd; an RMS norm's rstd), a softmax's row max and row sum (the buffers
+    its decomposition stores: ``amax``, then ``sum(exp(x - amax))``); the normalize reads the
+    input and the statistics and writes the normalized output."""
     if _short_op_name(op) not in NORMALIZATIONS or _node_kind(op) is not NodeKind.REDUCTION:
         return (op,)
-    loop = _loop(op, NodeKind.REDUCTION)
+    rows = _loop(op, NodeKind.REDUCTION).numel
     out, *small = op.writes
-    stats = replace(out, value_id=fresh_id(), storage_id=fresh_id(), shape=(loop.numel,),
-                    strides=(1,), offset=0, storage_elements=loop.numel, elements=loop.numel)
+    stats = tuple(small) or tuple(
+        replace(out, value_id=fresh_id(), storage_id=fresh_id(), shape=(rows,), strides=(1,),
+                offset=0, storage_elements=rows, elements=rows)
+        for _ in ("max", "sum")
+    )
     return (
-        replace(op, writes=(stats, *small)),
-        replace(op, category=Category.POINTWISE, reads=(*op.reads, stats), writes=(out,),
+        replace(op, writes=stats),
+        replace(op, category=Category.POINTWISE, reads=(*op.reads, *stats), writes=(out,),
                 flops=FlopCount(), call_key=(), reduced_dims=None),
     )
 
@@ -448,17 +509,33 @@ class SchedulerNode:
 def _loop(op: OpRecord, kind: NodeKind) -> Loop | None:
     if kind is NodeKind.EXTERN:
         return None
-    written = max((ref.elements for ref in op.writes), default=0)
-    if kind is NodeKind.POINTWISE or not op.reads:
-        return Loop(written)
+    if kind is NodeKind.POINTWISE:
+        return Loop(max((ref.elements for ref in op.writes), default=0))
+    return _reduced_loop(op)
+
+
+def _reduced_loop(op: OpRecord) -> Loop:
+    """The loop of a reduction op: its output points × the elements each folds."""
+    if not op.reads:
+        return Loop(max((ref.elements for ref in op.writes), default=0))
     source = op.reads[0]
     total = math.prod(source.shape)
     if op.reduced_dims is None:
         points = max(min((ref.elements for ref in op.writes), default=1), 1)
-        return Loop(points, max(total // points, 1), (source.shape, None))
+        return Loop(points, max(total // points, 1), (source.shape, None),
+                    _points_are_outer_dims(source.shape, points))
     reduced = max(math.prod(source.shape[d] for d in op.reduced_dims), 1)
     return Loop(total // reduced, reduced, _reduced_layout(source, op.reduced_dims),
                 _folds_innermost(source, op.reduced_dims))
+
+
+def _points_are_outer_dims(shape: Sequence[int], points: int) -> bool:
+    """Whether a reduction of ``shape`` to ``points`` outputs keeps whole outer dims. A group
+    norm's (N, G) statistics over (N, C, …) do not (1 < G < C): its normalize loop reads them at
+    ``n·G + c // (C/G)``, an index that is not a prefix of its own loop, so the scheduler cannot
+    match it with the statistics' store (``Scheduler.fusable_read_and_write``) and the
+    normalize stays a kernel of its own."""
+    return any(math.prod(shape[:k]) == points for k in range(len(shape) + 1))
 
 
 def _folds_innermost(ref: TensorRef, dims: tuple[int, ...]) -> bool:
@@ -573,8 +650,8 @@ def lower(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> tuple[list[Sc
     graph = _Graph(ops=eliminate_dead_code(unique, set(kept_values)), kept=set(kept_values),
                    duplicates=duplicates)
     unfuse_bias_add(graph)
-    lower_cat(graph)
     split_normalizations(graph)
+    lower_cat(graph)
     readers = graph.readers()
     kept_storages = _kept_storages(graph.ops, graph.kept)
     expression = _Expressions()
@@ -1038,8 +1115,9 @@ def fused_plan(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> Plan:
 def eager_plan(ops: Sequence[OpRecord]) -> Plan:
     """One kernel per non-view op; each reads its distinct inputs (except uninitialised
     memory, see :func:`uninitialised_values`) and writes all its outputs. A normalization over
-    outer dims (batch norm in training) is two kernels, as ATen runs it: statistics, then
-    normalize (``batch_norm_stats`` and ``batch_norm_elemt``)."""
+    outer dims (batch norm in training, group norm) is two kernels, as ATen runs it: statistics,
+    then normalize (``batch_norm_stats`` and ``batch_norm_elemt``); a convolution with a bias is
+    the cuDNN call and an in-place bias add (:data:`SEPARATE_BIAS`)."""
     uninitialised = uninitialised_values(ops)
     fresh = itertools.count(-1, -1)
     return Plan(
@@ -1059,5 +1137,8 @@ def eager_plan(ops: Sequence[OpRecord]) -> Plan:
 
 
 def _eager_parts(op: OpRecord, fresh_id: Callable[[], int]) -> tuple[OpRecord, ...]:
+    rule = SEPARATE_BIAS.get(op.name)
+    if rule is not None and rule.in_eager:
+        return split_bias(op, fresh_id)
     loop = _loop(op, _node_kind(op))
     return (op,) if loop is None or loop.inner else split_normalization(op, fresh_id)
