@@ -593,6 +593,20 @@ def test_convolution_bias_is_a_pointwise_add() -> None:
     assert [k.bytes // FP32 for k in result.kernels] == [x + w + y, y + 8 + y]
     assert [k.bytes // FP32 for k in result.eager_kernels] == [x + w + y, y + 8 + y]
 
+
+def test_matmul_over_an_inner_dim_of_1_is_pointwise() -> None:
+    # decomposition.py addmm/mm/bmm: on GPU a product over K = 1 is a broadcast multiply, a
+    # pointwise value the relu (and the bias add) absorb: one kernel loads x (R), w (C) and
+    # b (C) and stores the R·C result
+    kernels, _ = plan_of(lambda x, w, b: F.linear(x, w, b).relu(), meta(R, 1), meta(C, 1),
+                         meta(C))
+    assert [kernel_elements(k) for k in kernels] == [R + C + C + RC]
+    kernels, _ = plan_of(lambda a, b: torch.bmm(a, b) * 2, meta(4, R, 1), meta(4, 1, C))
+    assert [kernel_elements(k) for k in kernels] == [4 * R + 4 * C + 4 * RC]
+    # a single row times a single column (mm's M = 1) stays a cuBLAS call
+    kernels, _ = plan_of(lambda a, b: (a @ b).relu(), meta(1, 1), meta(1, C))
+    assert [k.name for k in kernels] == ["mm", "relu"]
+
 PATTERNS = {
     "joined": (lambda a, b, c: (a.cos(), b.sin() + c.sin()), [(R, C)] * 3),
     "cat": (lambda x, y: torch.cat([x.cos(), y.sin()]).relu(), [(R, C)] * 2),

@@ -305,7 +305,7 @@ class NodeKind(str, Enum):
 def _node_kind(op: OpRecord) -> NodeKind:
     if op.category is Category.ZERO_COPY:
         return NodeKind.NOP
-    if not op.fusible:
+    if not op.fusible and not _is_outer_product(op):
         return NodeKind.EXTERN
     # gathers, pads, cat and resampling are pointwise loops with indexed loads in Inductor; a
     # "reduction" that folds no dim (batch norm in eval) only scales and shifts, and one that
@@ -317,6 +317,27 @@ def _node_kind(op: OpRecord) -> NodeKind:
     ):
         return NodeKind.REDUCTION
     return NodeKind.POINTWISE
+
+
+#: Matmuls Inductor's decompositions (``decomposition.py`` ``mm``, ``addmm``, ``bmm``) turn into
+#: a broadcast multiply on GPU when the inner dim is 1: op → (positions of the two matrices
+#: among its reads, whether a single-row or single-column product stays a matmul).
+OUTER_PRODUCTS = {
+    "aten.mm.default": (0, 1, True),
+    "aten.addmm.default": (1, 2, True),
+    "aten.bmm.default": (0, 1, False),
+}
+
+
+def _is_outer_product(op: OpRecord) -> bool:
+    """A matmul over an inner dim of 1 (see :data:`OUTER_PRODUCTS`): a pointwise node."""
+    rule = OUTER_PRODUCTS.get(op.name)
+    if rule is None or len(op.reads) <= max(rule[:2]):
+        return False
+    a, b = op.reads[rule[0]].shape, op.reads[rule[1]].shape
+    if len(a) < 2 or len(b) < 2 or a[-1] != 1:
+        return False
+    return not rule[2] or (a[-2] != 1 and b[-1] != 1)
 
 
 #: ``config.unroll_reductions_threshold``: ``Reduction.create`` lowers a reduction over fewer
