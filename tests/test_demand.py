@@ -456,6 +456,16 @@ def test_outputs_sized_by_data_may_be_empty() -> None:
     result = bound(lambda x: x[x > 0], meta(16, 16))
     assert result.compulsory_bytes == 16 * 16 * FP32
     assert result.tensor_flops == 0 and result.vector_flops == 16 * 16  # the comparison only
+    # what is computed from it may be empty too, and need nothing else (y, W); a sum of it is
+    # one element however many it has; a part of nonzero's rows may come from its first element
+    result = bound(lambda x, y: torch.cat([x[x > 0] + y[:1], y]), meta(16, 16), meta(100))
+    assert result.compulsory_bytes == 16 * 16 * FP32
+    result = bound(lambda x, w: x[x > 0][:, None] @ w, meta(16, 16), meta(1, 64))
+    assert result.compulsory_bytes == 16 * 16 * FP32 and result.tensor_flops == 0
+    result = bound(lambda x: x[x > 0].sum(), meta(16, 16))
+    assert result.compulsory_bytes == (16 * 16 + 1) * FP32
+    result = bound(lambda x: torch.nonzero(x)[:5], meta(64, 64))
+    assert result.compulsory_bytes == 1 * FP32
 
 
 def test_an_in_place_metadata_op_passes_its_demand_on() -> None:

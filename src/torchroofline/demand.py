@@ -1769,12 +1769,18 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
         flops = result.flops
         if any(ref.value_id in sized_by_data for ref in (*op.reads, *op.writes)):
             flops = FlopCount()  # on data-sized values, which any input may leave empty
+        # an op computing a data-sized value (x[x > 0] + y) may compute nothing: its other
+        # inputs may be needed nowhere (the data-sized ones lead back to what decides the size)
+        may_be_empty = any(w.value_id in sized_by_data for w in op.writes) and any(
+            r.value_id in sized_by_data for r in op.reads
+        )
         host = _host_scalars(op)
         for position, (ref, region) in enumerate(zip(op.reads, result.inputs, strict=False)):
-            if position not in host:
+            if position not in host and (ref.value_id in sized_by_data or not may_be_empty):
                 add(ref.value_id, storages.region_of(ref, region), storages.region_of(ref, region))
         for ref, region in result.extra:
-            add(ref.value_id, storages.region_of(ref, region), storages.region_of(ref, region))
+            if ref.value_id in sized_by_data or not may_be_empty:
+                add(ref.value_id, storages.region_of(ref, region), storages.region_of(ref, region))
         if result.structure and result.structure not in structures:
             structures.append(result.structure)
         necessary_records[index] = replace(record, flops=flops)
@@ -1817,19 +1823,17 @@ def _sizes_outputs_by_data(op: TracedOp) -> bool:
 def _sized_by_data(ops: Sequence[TracedOp]) -> dict[int, set[int]]:
     """value id → the sizes of its dims that tensor values chose. The trace ran such ops on
     random data (the real-data fallback), so their sizes are one draw: any input may make them
-    empty. A size chosen by data stays so in every later value with a dim of that size that an
-    op computes from it (``x[x > 0] * 2``); a reduction over it (``.sum()``) ends it."""
+    empty. A size chosen by data stays so in every later value an op computes from it with a
+    dim of that size (``x[x > 0] * 2``) or of a size no other input has (``cat([x[x > 0], y])``);
+    a reduction over it (``.sum()``) ends it."""
     sized: dict[int, set[int]] = {}
     for op in ops:
-        if op.is_view:
+        chosen = set().union(*(sized.get(ref.value_id, set()) for ref in op.reads))
+        if op.is_view or not (chosen or _sizes_outputs_by_data(op)):
             continue
-        if _sizes_outputs_by_data(op):
-            fixed = {n for ref in op.reads for n in ref.shape}
-            carried = {n for ref in op.writes for n in ref.shape} - fixed
-        else:
-            carried = set().union(*(sized.get(ref.value_id, set()) for ref in op.reads))
+        fixed = {n for ref in op.reads for n in ref.shape} - chosen
         for ref in op.writes:
-            if dims := carried & set(ref.shape):
+            if dims := {n for n in ref.shape if n in chosen or n not in fixed}:
                 sized[ref.value_id] = dims
     return sized
 
@@ -1838,18 +1842,18 @@ def data_sized_demand(context: _Context) -> Demand:
     """An op whose output sizes depend on values: any input may leave its output empty, so the
     values it picks are needed nowhere, but finding out which it picks needs its deciding
     inputs (its boolean masks, or every input when none is one): all of them for the whole
-    output, one each for c kept outputs (a position must be examined for each). No FLOPs."""
+    output — an empty one is known only after every element — and for part of it at least one
+    element each (the first positions examined may already yield that part). No FLOPs."""
     reads = context.op.reads
     deciding = [ref.dtype == "bool" for ref in reads]
     deciding = deciding if any(deciding) else [True] * len(reads)
     whole = context.fraction >= 1.0
-    count = context.output.count
     inputs = tuple(
         Region()
         if not decides
         else Region.of([full_box(ref.shape)])
         if whole
-        else Region(opaque=min(count, ref.elements))
+        else Region(opaque=min(1, ref.elements))
         for ref, decides in zip(reads, deciding, strict=True)
     )
     return Demand(inputs, FlopCount())
