@@ -259,27 +259,40 @@ def test_pointwise_cat_fuses_into_its_consumer() -> None:
     assert kernel_elements(kernels[0]) == RC + RC + 2 * RC
 
 
-def test_cat_of_gemm_outputs_copies_them() -> None:
-    # an extern mm's output has a FixedLayout (ExternKernelOut), so can_realize_into_without_copy
-    # refuses it: every input lowers in place and none is a reduction → pointwise_cat, one kernel
-    # that loads both GEMM outputs (R·C each) and stores the (R, 2C) result
+def test_cat_of_gemm_outputs_is_written_by_the_gemms() -> None:
+    # without max-autotune mm and addmm keep a FlexibleLayout (choices._need_to_fix_layout:
+    # "the historical implementation for mm and addmm allowed flexible layouts"), so
+    # can_realize_into_without_copy accepts them: no input lowers in place → ConcatKernel, and
+    # each cuBLAS call writes its (R, C) slice of the (R, 2C) result — no cat kernel
     k = 16
     kernels, _ = plan_of(lambda x, w1, w2: torch.cat([x @ w1, x @ w2], 1),
                          meta(R, k), meta(k, C), meta(k, C))
-    assert [kern.name for kern in kernels] == ["mm", "mm", "cat"]
-    assert [kernel_elements(kern) for kern in kernels] == [
-        R * k + k * C + R * C, R * k + k * C + R * C, 2 * RC + 2 * RC
-    ]
+    assert [kern.name for kern in kernels] == ["mm", "mm"]
+    assert [kernel_elements(kern) for kern in kernels] == [R * k + k * C + RC] * 2
+    # test_perf test_cat: cat([mm(a, a), b.sin()]) moves 400 elements (mm 200, sin 200)
+    kernels, _ = plan_of(lambda a, b: torch.cat([torch.mm(a, a), b.sin()]),
+                         meta(10, 10), meta(10, 10))
+    assert [kernel_elements(kern) for kern in kernels] == [200, 200]
 
 
-def test_concat_kernel_copies_a_graph_input_and_a_gemm_output() -> None:
-    # a GEMM output and a graph input, returned: both need a copy, so one pointwise_cat kernel
-    # loads both (R·C each) and stores the (R, 2C) result
+def test_cat_of_bmm_outputs_copies_them() -> None:
+    # bmm's layout is fixed (_need_to_fix_layout: only mm and addmm stay flexible): its output
+    # needs a copy anyway, every input lowers in place and none reads a reduction →
+    # pointwise_cat, one kernel that loads both products and stores the result
+    kernels, _ = plan_of(lambda a, b: torch.cat([torch.bmm(a, b), torch.bmm(b, a)], 1),
+                         meta(2, 8, 8), meta(2, 8, 8))
+    assert [kern.name for kern in kernels] == ["bmm", "bmm", "cat"]
+    assert [kernel_elements(kern) for kern in kernels] == [3 * 128, 3 * 128, 2 * 128 + 256]
+
+
+def test_concat_kernel_copies_a_graph_input_and_a_gemm_writes_its_slice() -> None:
+    # a graph input needs a copy (it lowers in place) but the GEMM output does not, and nothing
+    # pointwise reads the cat: ConcatKernel — mm writes its slice, a pointwise kernel copies y
     k = 16
     kernels, _ = plan_of(lambda x, w, y: torch.cat([x @ w, y], 1),
                          meta(R, k), meta(k, C), meta(R, C))
     assert [kern.name for kern in kernels] == ["mm", "cat"]
-    assert [kernel_elements(kern) for kern in kernels] == [R * k + k * C + RC, 4 * RC]
+    assert [kernel_elements(kern) for kern in kernels] == [R * k + k * C + RC, 2 * RC]
 
 
 def test_concat_kernel_lets_a_reduction_write_its_slice() -> None:

@@ -391,17 +391,24 @@ def lower_cat(graph: _Graph) -> None:
 def _into_slice(ref: TensorRef, producers: dict[int, OpRecord], kept: set[int]) -> bool:
     """Whether the producer of ``ref`` can write it straight into a slice of a ``ConcatKernel``
     (``ConcatKernel.can_realize_into_without_copy``: a buffer whose layout is still flexible):
-    not a graph input, a kept value or an in-place write, and not an extern call — a GEMM's
+    not a graph input, a kept value or an in-place write, and not an extern call other than
+    ``mm`` and ``addmm`` (see :data:`FLEXIBLE_LAYOUT_EXTERNS`) — a batched GEMM's
     ``ExternKernelOut`` has a fixed layout and a convolution or attention allocates its own
-    output (``ExternKernelAlloc``), so their outputs are copied in (without max-autotune's
-    ``MultiTemplateBuffer``)."""
+    output (``ExternKernelAlloc``), so their outputs are copied in."""
     producer = producers.get(ref.value_id)
     return (
         producer is not None
         and ref.value_id not in kept
         and not _mutates(producer)
-        and _node_kind(producer) is not NodeKind.EXTERN
+        and (_node_kind(producer) is not NodeKind.EXTERN
+             or producer.name in FLEXIBLE_LAYOUT_EXTERNS)
     )
+
+
+#: Library calls whose output layout Inductor leaves flexible without max-autotune
+#: (``InductorChoices._need_to_fix_layout``: "the historical implementation for mm and addmm
+#: allowed flexible layouts"), so a ``ConcatKernel`` has cuBLAS write them into their slices.
+FLEXIBLE_LAYOUT_EXTERNS = frozenset({"aten.mm.default", "aten.addmm.default"})
 
 
 def _pointwise_use(op: OpRecord) -> bool:
