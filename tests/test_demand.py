@@ -466,6 +466,9 @@ def test_outputs_sized_by_data_may_be_empty() -> None:
     assert result.compulsory_bytes == (16 * 16 + 1) * FP32
     result = bound(lambda x: torch.nonzero(x)[:5], meta(64, 64))
     assert result.compulsory_bytes == 1 * FP32
+    # a mask input (filled with zeros by the fallback) picks nothing, yet showing that reads it
+    result = bound(lambda x, m: x[m], meta(16, 16), meta(16, 16, dtype=torch.bool))
+    assert result.compulsory_bytes == 16 * 16  # one byte per bool
 
 
 def test_an_in_place_metadata_op_passes_its_demand_on() -> None:

@@ -1729,6 +1729,8 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
     necessary_records = list(records)
     structures: list[str] = []
     dead = 0
+    #: values a live op reads or the model keeps, however few of their elements
+    used = set(trace.output_value_ids) | {ref.value_id for ref in trace.output_refs}
     for index in range(len(trace.ops) - 1, -1, -1):
         op = trace.ops[index]
         if op.is_view or not op.writes:
@@ -1760,10 +1762,18 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
                 read_wanted = _inside(read_wanted, written, write)
             outputs.append(storages.in_view(write, wanted))
             read_outputs.append(storages.in_view(write, read_wanted))
-        if not any(outputs):
+        # an empty output sized by data (the fallback's zero-filled masks pick nothing) still
+        # needs its deciding inputs when anything uses it: only they show it is empty
+        empty_but_used = (
+            op.writes[0].value_id in used
+            and op.writes[0].value_id in sized_by_data
+            and not any(math.prod(w.shape) for w in op.writes)
+        )
+        if not any(outputs) and not empty_but_used:
             dead += 1
             necessary_records[index] = replace(record, flops=FlopCount())
             continue
+        used.update(ref.value_id for ref in op.reads)
         context = _Context(op, record, tuple(outputs), producers, tuple(read_outputs))
         result = _rule(op, record, sized_by_data)(context)
         flops = result.flops
@@ -1847,7 +1857,7 @@ def data_sized_demand(context: _Context) -> Demand:
     reads = context.op.reads
     deciding = [ref.dtype == "bool" for ref in reads]
     deciding = deciding if any(deciding) else [True] * len(reads)
-    whole = context.fraction >= 1.0
+    whole = context.fraction >= 1.0 or not any(math.prod(w.shape) for w in context.op.writes)
     inputs = tuple(
         Region()
         if not decides
