@@ -620,6 +620,37 @@ def test_matmul_over_an_inner_dim_of_1_is_pointwise() -> None:
     kernels, _ = plan_of(lambda a, b: (a @ b).relu(), meta(1, 1), meta(1, C))
     assert [k.name for k in kernels] == ["mm", "relu"]
 
+
+def unfusible(x: torch.Tensor) -> torch.Tensor:
+    """A library call (no rule, no lowering): Inductor falls back to eager for it."""
+    return torch.ops.aten._lazy_clone(x)
+
+
+@pytest.mark.parametrize("noop", [
+    lambda a: a.clone(),
+    lambda a: torch.cat([a]),
+    lambda a: torch.pow(a, 1),
+    lambda a: a.repeat(1),
+    lambda a: F.pad(a, (0, 0)),
+    lambda a: torch.ops.aten.slice_scatter(a, a),
+    lambda a: torch.ops.prims.convert_element_type(a, torch.float32),
+])
+def test_noop_ops_are_removed(noop) -> None:  # noqa: ANN001
+    # post_grad.remove_noop_ops: an op that returns its input unchanged (same size, strides and
+    # dtype) is its input: the library call loads a itself (test_perf NoopTests: 20)
+    kernels, _ = plan_of(lambda a: unfusible(noop(a)), meta(10))
+    assert [kernel_elements(k) for k in kernels] == [20]
+
+
+def test_noop_that_would_alias_an_input_with_an_output_stays() -> None:
+    # "don't introduce new aliasing between inputs and outputs": a returned clone of an input is
+    # a copy kernel (10 + 10), and the library call reads it (test_perf test_noop_clones: 40)
+    kernels, _ = plan_of(lambda a: (lambda b: (b, unfusible(b)))(a.clone()), meta(10))
+    assert [kernel_elements(k) for k in kernels] == [20, 20]
+    # a clone that changes the strides is a real copy
+    kernels, _ = plan_of(lambda a: unfusible(a.t().contiguous()), meta(10, 10))
+    assert [kernel_elements(k) for k in kernels] == [200, 200]
+
 PATTERNS = {
     "joined": (lambda a, b, c: (a.cos(), b.sin() + c.sin()), [(R, C)] * 3),
     "cat": (lambda x, y: torch.cat([x.cos(), y.sin()]).relu(), [(R, C)] * 2),

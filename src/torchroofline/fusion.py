@@ -5,14 +5,17 @@ The fused plan follows what ``torch.compile`` (Inductor, CUDA backend, default s
 with the same graph, in its order:
 
 1. **FX passes**: common-subexpression elimination (two identical calls on the same input values
-   are computed once), dead-code elimination and ``addmm`` unfusing (the bias add of an
-   ``addmm`` whose users are all pointwise becomes a pointwise op those users absorb:
+   are computed once), no-op removal (a clone, a one-input ``cat``, ``pow(x, 1)``… is its input:
+   ``post_grad.remove_noop_ops``), dead-code elimination and ``addmm`` unfusing (the bias add of
+   an ``addmm`` whose users are all pointwise becomes a pointwise op those users absorb:
    ``post_grad.unfuse_bias_add_to_pointwise``).
-2. **Lowering**: ``cat`` becomes either a pointwise kernel (``pointwise_cat``) or no kernel at all
-   (``ConcatKernel``: each producer writes straight into its slice of the output); softmaxes and
-   norms become statistics plus a pointwise normalize; pointwise ops are *inlined* into the
-   nodes that read them unless Inductor realizes them into a buffer (graph outputs, inputs of
-   extern kernels, mutated buffers, values with many reads).
+2. **Lowering**: a convolution's bias becomes a pointwise add (``kernel/conv.py``); a matmul over
+   an inner dim of 1 and a reduction over fewer than 8 elements become pointwise; ``cat``
+   becomes either a pointwise kernel (``pointwise_cat``) or no kernel at all (``ConcatKernel``:
+   each producer writes straight into its slice of the output); softmaxes and norms become
+   statistics plus a pointwise normalize; pointwise ops are *inlined* into the nodes that read
+   them unless Inductor realizes them into a buffer (graph outputs, inputs of extern kernels,
+   mutated buffers, values with many reads).
 3. **Scheduling**: the realized values define scheduler nodes — ``nop`` (views, no kernel),
    ``extern`` (library calls: cuBLAS, cuDNN, attention, scatter and ops without a rule), and
    ``pointwise`` / ``reduction`` nodes with a loop of ``(numel, rnumel)`` elements. Pairs of nodes
@@ -197,6 +200,95 @@ def _cse_key(op: OpRecord, kept_values: frozenset[int]) -> tuple | None:
     except TypeError:  # an argument torch gives no hash: never merged
         return None
     return key
+
+
+def _call_arguments(op: OpRecord) -> tuple:
+    """The call's positional arguments as :attr:`OpRecord.call_key` keeps them (tensors as
+    their layouts); ``()`` when it keeps none."""
+    return op.call_key[1][0] if len(op.call_key) == 2 and op.call_key[1] else ()
+
+
+def _scalar_argument_is(position: int, value: int) -> Callable[[OpRecord], bool]:
+    def check(op: OpRecord) -> bool:
+        arguments = _call_arguments(op)
+        argument = arguments[position] if len(arguments) > position else None
+        return type(argument) is int and argument == value
+    return check
+
+
+def _every_argument_is(position: int, value: int) -> Callable[[OpRecord], bool]:
+    def check(op: OpRecord) -> bool:
+        arguments = _call_arguments(op)
+        return len(arguments) > position and all(v == value for v in arguments[position])
+    return check
+
+
+def _integer_input(op: OpRecord) -> bool:
+    return not op.reads[0].is_float
+
+
+@dataclass(frozen=True)
+class NoOp:
+    """An op that returns one of its inputs unchanged under a condition: ``source`` is that
+    input's position among the op's reads."""
+
+    source: int
+    when: Callable[[OpRecord], bool] = lambda op: True
+
+
+#: ``post_grad.remove_noop_ops``' registry (``register_noop_decomp``): ops that return an input
+#: unchanged — always when the result has the input's size, strides and dtype (``same_meta``),
+#: or under the condition given.
+NOOPS = {
+    "aten.clone.default": NoOp(0),
+    "aten.alias.default": NoOp(0),
+    "aten.copy.default": NoOp(1),
+    # decomposed into prims.convert_element_type: a no-op to the same dtype
+    "aten._to_copy.default": NoOp(0),
+    "prims.convert_element_type.default": NoOp(0),
+    "aten.slice_scatter.default": NoOp(1),
+    "aten.cat.default": NoOp(0, lambda op: len(op.reads) == 1),
+    "aten.pow.Tensor_Scalar": NoOp(0, _scalar_argument_is(1, 1)),
+    "aten.repeat.default": NoOp(0, _every_argument_is(1, 1)),
+    "aten.constant_pad_nd.default": NoOp(0, _every_argument_is(1, 0)),
+    **{f"aten.{name}.default": NoOp(0, _integer_input)
+       for name in ("ceil", "floor", "round", "trunc")},
+}
+
+
+def remove_noop_ops(ops: Sequence[OpRecord], kept: set[int]) -> list[OpRecord]:
+    """``post_grad.remove_noop_ops``: an op of :data:`NOOPS` whose result has its source's
+    metadata is its source — unless that would make a returned tensor alias a graph input or
+    another returned tensor ("don't introduce new aliasing between inputs and outputs"). Later
+    reads (and ``kept``, updated in place) name the source instead. FX sees a functional graph:
+    a value whose storage is written again is not a copy of anything."""
+    producers = {ref.value_id for op in ops for ref in op.writes}
+    writers = Counter(ref.storage_id for op in ops for ref in op.writes)
+    inputs = {ref.storage_id for op in ops for ref in op.reads if ref.value_id not in producers}
+    outputs = {ref.storage_id for op in ops for ref in op.writes if ref.value_id in kept}
+    renamed: dict[int, TensorRef] = {}
+    remaining: list[OpRecord] = []
+    for op in ops:
+        if renamed:
+            op = replace(op, reads=tuple(renamed.get(ref.value_id, ref) for ref in op.reads))
+        rule = NOOPS.get(op.name)
+        if rule is None or len(op.writes) != 1 or len(op.reads) <= rule.source:
+            remaining.append(op)
+            continue
+        (out,), src = op.writes, op.reads[rule.source]
+        same_meta = (out.shape, out.strides, out.dtype) == (src.shape, src.strides, src.dtype)
+        rewritten = writers[out.storage_id] > 1 or writers[src.storage_id] > (
+            src.value_id in producers)
+        aliases = out.storage_id in outputs and src.storage_id in inputs | outputs
+        if not same_meta or rewritten or aliases or not rule.when(op):
+            remaining.append(op)
+            continue
+        renamed[out.value_id] = src
+        if out.value_id in kept:
+            kept.discard(out.value_id)
+            kept.add(src.value_id)
+            outputs.add(src.storage_id)
+    return remaining
 
 
 def eliminate_dead_code(ops: Sequence[OpRecord], kept_values: set[int]) -> list[OpRecord]:
@@ -675,8 +767,9 @@ def lower(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> tuple[list[Sc
                                                                          _Graph]:
     """The scheduler nodes Inductor builds for ``ops``: FX passes, ``cat`` lowering, inlining."""
     unique, duplicates = common_subexpressions(ops, kept_values)
-    graph = _Graph(ops=eliminate_dead_code(unique, set(kept_values)), kept=set(kept_values),
-                   duplicates=duplicates)
+    kept = set(kept_values)
+    unique = remove_noop_ops(unique, kept)
+    graph = _Graph(ops=eliminate_dead_code(unique, kept), kept=kept, duplicates=duplicates)
     unfuse_bias_add(graph)
     split_normalizations(graph)
     lower_cat(graph)
