@@ -528,3 +528,18 @@ def test_stack_and_addbmm_read_what_their_kept_slices_need() -> None:
     )
     assert result.tensor_flops == 2 * 16 * 32 * 64
     assert result.compulsory_bytes == (64 + 16 * 32 + 16 * 32 * 64 + 64) * FP32
+
+
+def test_a_strided_window_reads_every_position_its_taps_cover() -> None:
+    # 3×3, stride 2 on 7×7: outputs 0..2 read rows 0..2, 2..4, 4..6 — all 7 (taps 0 and 2 read
+    # the even rows, tap 1 the odd ones); output channel 1 needs weight[1] only
+    result = bound(lambda x, w: F.conv2d(x, w, stride=2)[:, 1], meta(2, 3, 7, 7), meta(4, 3, 3, 3))
+    assert result.compulsory_bytes == (2 * 3 * 49 + 27 + 2 * 9) * FP32
+
+
+def test_matrix_vector_rows() -> None:
+    # (A @ v)[:10]: rows 0..9 of A, all of v, 2·K FLOPs per kept element
+    n = 4096
+    result = bound(lambda a, v: (a @ v)[:10], meta(n, n), meta(n))
+    assert result.tensor_flops == 2 * n * 10
+    assert result.compulsory_bytes == (10 * n + n + 10) * FP32

@@ -734,6 +734,22 @@ def matmul_demand(context: _Context) -> Demand:
     return Demand(tuple(inputs), flops, structure=structure)
 
 
+@demand_rule([aten.mv, aten.addmv])
+def matrix_vector_demand(context: _Context) -> Demand:
+    """out[i] = (β·c[i] +) α·A[i, :] @ v needs row i of A and all of v: 2·K FLOPs per demanded
+    element."""
+    *_, matrix, vector = context.op.reads
+    region = context.output
+    if len(matrix.shape) != 2 or any(len(box) != 1 for box in region.boxes):
+        return _proportional(context)
+    reduction = matrix.shape[1]
+    every = (range(reduction),)
+    rows = Region.of([(box[0], every) for box in region.boxes], region.opaque * reduction)
+    inputs = (*_biases(context, region), rows, Region.of([(every,)]) if region else Region())
+    tensor = min(2 * reduction * region.count, context.record.flops.tensor)
+    return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.MATMUL))
+
+
 @demand_rule([aten.addbmm])
 def batch_sum_matmul_demand(context: _Context) -> Demand:
     """``addbmm``: out[i, j] = β·c[i, j] + α·Σ_b A[b, i, :] @ B[b, :, j] needs row i of every

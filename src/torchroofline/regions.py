@@ -78,19 +78,30 @@ def normalize(ranges: Iterable[range]) -> IndexSet:
     differs from an overlapping one's is dropped (an under-approximation)."""
     kept: list[range] = []
     for candidate in sorted((r for r in ranges if r), key=lambda r: (r.step, r.start)):
-        if (
-            kept
-            and kept[-1].step == candidate.step
-            and ((candidate.start - kept[-1].start) % candidate.step == 0)
-            and candidate.start <= kept[-1][-1] + candidate.step
-        ):
-            last = kept[-1]
-            kept[-1] = range(last.start, max(last[-1], candidate[-1]) + 1, last.step)
+        if _merged_into(kept, candidate):
             continue
         if any(range_intersection(k, candidate) for k in kept):
             continue  # overlaps a range of another step: keep the earlier, stay exact-or-under
         kept.append(candidate)
     return tuple(sorted(kept, key=lambda r: r.start))
+
+
+def _merged_into(kept: list[range], candidate: range) -> bool:
+    """Extend the kept range of ``candidate``'s step and residue that it overlaps or continues
+    (ranges come sorted by start, so only the latest of that residue can), unless the union
+    would overlap a kept range of another step."""
+    for index, other in enumerate(kept):
+        if (
+            other.step == candidate.step
+            and (candidate.start - other.start) % other.step == 0
+            and candidate.start <= other[-1] + other.step
+        ):
+            union = range(other.start, max(other[-1], candidate[-1]) + 1, other.step)
+            if any(range_intersection(o, union) for j, o in enumerate(kept) if j != index):
+                return False
+            kept[index] = union
+            return True
+    return False
 
 
 def positions_to_set(positions: Iterable[int]) -> IndexSet:
