@@ -275,6 +275,17 @@ def test_cat_of_gemm_outputs_is_written_by_the_gemms() -> None:
     assert [kernel_elements(kern) for kern in kernels] == [200, 200]
 
 
+def test_linear_feeding_a_cat_keeps_its_bias_and_writes_its_slice() -> None:
+    # should_prefer_unfused_addmm: a cat is no pointwise use (is_pointwise_use wants
+    # Tag.pointwise), so addmm stays whole; its flexible layout lets the ConcatKernel have it
+    # write its (R, C) slice, and the graph input y is copied into the other one
+    k = 16
+    kernels, _ = plan_of(lambda x, w, b, y: torch.cat([F.linear(x, w, b), y], 1),
+                         meta(R, k), meta(C, k), meta(C), meta(R, C))
+    assert [kern.name for kern in kernels] == ["addmm", "cat"]
+    assert [kernel_elements(kern) for kern in kernels] == [C + R * k + C * k + RC, 2 * RC]
+
+
 def test_cat_of_bmm_outputs_copies_them() -> None:
     # bmm's layout is fixed (_need_to_fix_layout: only mm and addmm stay flexible): its output
     # needs a copy anyway, every input lowers in place and none reads a reduction →

@@ -378,7 +378,7 @@ def _inductor_splits_bias(op: OpRecord, readers: dict[int, list[OpRecord]],
         out.dtype not in _KEEP_ADDMM_DTYPES
         and out.value_id not in kept
         and bool(users)
-        and all(_node_kind(user) is NodeKind.POINTWISE for user in users)
+        and all(map(_pointwise_use, users))
     )
 
 
@@ -504,8 +504,14 @@ FLEXIBLE_LAYOUT_EXTERNS = frozenset({"aten.mm.default", "aten.addmm.default"})
 
 
 def _pointwise_use(op: OpRecord) -> bool:
-    """``is_pointwise_use``: a pointwise op reads it (a ``cat`` is not one)."""
-    return _node_kind(op) is NodeKind.POINTWISE and op.name not in CAT_OPS
+    """``is_pointwise_use``: an elementwise op (``Tag.pointwise``: our pointwise cost category)
+    reads it — not a gather, pad, resampling or ``cat``, though Inductor lowers those as
+    pointwise loops too."""
+    return _node_kind(op) is NodeKind.POINTWISE and op.category is Category.POINTWISE
+
+
+#: ``cat``'s ``additional_pointwise_ops``: users that count as pointwise for ``pointwise_cat``.
+CAT_POINTWISE_USERS = CAT_OPS | {"aten.constant_pad_nd.default"}
 
 
 def _mutates(op: OpRecord) -> bool:
@@ -539,7 +545,9 @@ def _is_pointwise_cat(
         return False  # realized once into its slice rather than recomputed by each reader
     (out,) = op.writes
     users = readers.get(out.value_id, [])
-    pointwise_use = bool(users) and out.value_id not in kept and all(map(_pointwise_use, users))
+    pointwise_use = bool(users) and out.value_id not in kept and all(
+        _pointwise_use(user) or user.name in CAT_POINTWISE_USERS for user in users
+    )
     lowered = [lowered_in_place(ref) for ref in inputs]
     return (any(lowered) and pointwise_use) or (
         all(lowered) and not any(_reads_a_reduction(ref, producers) for ref in inputs)
