@@ -559,13 +559,19 @@ def _reads_a_reduction(ref: TensorRef, producers: dict[int, OpRecord]) -> bool:
     computed from one (a softmax's normalize reads its statistics). A ``pointwise_cat`` of it
     would recompute its expression for every output element, so a ``cat`` with no pointwise
     user keeps such inputs in their own kernels (``ConcatKernel``)."""
-    producer = producers.get(ref.value_id)
-    if producer is None or producer.name in CAT_OPS:
-        return False
-    kind = _node_kind(producer)
-    return kind is NodeKind.REDUCTION or kind is NodeKind.POINTWISE and any(
-        _reads_a_reduction(read, producers) for read in largest_per_value(producer.reads)
-    )
+    pending, seen = [ref.value_id], {ref.value_id}
+    while pending:
+        producer = producers.get(pending.pop())
+        if producer is None or producer.name in CAT_OPS:
+            continue
+        kind = _node_kind(producer)
+        if kind is NodeKind.REDUCTION:
+            return True
+        if kind is NodeKind.POINTWISE:
+            fresh = {read.value_id for read in producer.reads} - seen
+            seen |= fresh
+            pending.extend(fresh)
+    return False
 
 
 #: Ops Inductor decomposes into statistics (a reduction) and a pointwise normalize that reads
@@ -746,7 +752,8 @@ class _Expressions:
                 producer = self.inlined.get(ref.value_id)
                 if producer is not None:
                     parts.extend(self(producer, ref))
-            self._memo[key] = tuple(dict.fromkeys((*parts, op)))
+            # each op once, in first-use order (by identity: hashing records is slow)
+            self._memo[key] = tuple({id(part): part for part in (*parts, op)}.values())
         return self._memo[key]
 
 
