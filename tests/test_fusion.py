@@ -687,3 +687,16 @@ def test_fused_between_compulsory_and_unfused(name: str) -> None:
     for kernel in kernels:
         assert {ref.value_id for ref in kernel.reads} <= stored
         stored |= {ref.value_id for ref in kernel.writes}
+
+
+def test_a_value_returned_through_an_in_place_transpose_is_stored() -> None:
+    # stft returns its FFT's output after transpose_ (zero-copy, yet a new version): the FFT
+    # must still store it. x: (4, 4096) fp32, n_fft 64, hop 16, centre-padded by 32 a side to
+    # 4160; 257 frames × 33 bins, complex64 (8 B) out
+    padded = 4 * 4160 * 4
+    out = 4 * 33 * 257 * 8
+    result = analyze(Fn(lambda x: torch.stft(x, 64, return_complex=True)), meta(4, 4096))
+    assert [k.name for k in result.kernels] == ["reflection_pad1d", "_fft_r2c"]
+    assert [k.bytes for k in result.kernels] == [4 * 4096 * 4 + padded, padded + out]
+    assert result.compulsory_bytes == 4 * 4096 * 4 + out  # read x, write the spectrum
+    assert result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes

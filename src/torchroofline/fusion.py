@@ -778,9 +778,21 @@ def _narrowed(op: OpRecord, view: TensorRef) -> OpRecord:
                    writes=(replace(view, value_id=out.value_id), *op.writes[1:]), flops=flops)
 
 
+def _kept_through_metadata_ops(ops: Sequence[OpRecord], kept: frozenset[int]) -> frozenset[int]:
+    """``kept`` plus what an in-place metadata op (``transpose_``, ``unsqueeze_``: zero-copy, yet
+    recorded as a new version) made a kept value from: that version's data is what is kept
+    (stft returns its FFT's output transposed in place)."""
+    grown = set(kept)
+    for op in reversed(ops):
+        if op.category is Category.ZERO_COPY and any(ref.value_id in grown for ref in op.writes):
+            grown |= {ref.value_id for ref in op.reads}
+    return frozenset(grown)
+
+
 def lower(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> tuple[list[SchedulerNode],
                                                                          _Graph]:
     """The scheduler nodes Inductor builds for ``ops``: FX passes, ``cat`` lowering, inlining."""
+    kept_values = _kept_through_metadata_ops(ops, kept_values)
     unique, duplicates = common_subexpressions(ops, kept_values)
     kept = set(kept_values)
     unique = remove_noop_ops(unique, kept)
