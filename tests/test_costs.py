@@ -452,6 +452,29 @@ def test_index_put_stores_only_the_indexed_rows() -> None:
     assert result.compulsory_bytes < rows * width * 4 / 10
 
 
+@pytest.mark.parametrize(
+    ("store", "positions"),
+    [
+        # a[:, cols] = 1: 2 index entries × the 10 rows left whole
+        (lambda a, rows, cols: a.__setitem__((slice(None), cols), 1.0), 10 * 2),
+        # a[rows, cols] = 1: the two 2-entry indices broadcast to 2 positions
+        (lambda a, rows, cols: a.__setitem__((rows, cols), 1.0), 2),
+        # index_fill_ along dim 1: 2 columns × the 10 rows
+        (lambda a, rows, cols: a.index_fill_(1, cols, 1.0), 10 * 2),
+    ],
+)
+def test_a_broadcast_value_is_stored_at_every_indexed_position(store, positions: int) -> None:
+    def fn(a: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        store(a, rows, cols)
+        return a
+
+    index = torch.zeros(2, dtype=torch.int64, device="meta")
+    result = analyze(Fn(fn), meta(10, 10), index, index)
+    stores = ("aten.index_put_", "aten.index_fill_")
+    [written] = [op for op in result.ops if op.name.startswith(stores)]
+    assert sum(ref.elements for ref in written.writes) == positions
+
+
 def test_reads_of_picked_elements_only() -> None:
     """EmbeddingBag, NLL loss and nearest downsampling load what they pick, not their input."""
     bag = nn.EmbeddingBag(1_000_000, 128, device="meta")

@@ -1161,6 +1161,31 @@ def _writes_first_argument(op: TracedOp) -> bool:
     return any(position == 0 for position, _ in op.written_arguments)
 
 
+def _indexed_positions(op: TracedOp) -> int | None:
+    """Destination positions an indexed store touches, where the shapes say (None where it
+    depends on data, a boolean mask, or the source's size says it): ``x[i, :, j] = v`` touches
+    the broadcast index shape times every dim left whole; ``index_fill(dim, index)`` the index
+    times every other dim."""
+    destination = op.args[0]
+    indices = op.argument("indices")
+    if indices is not None:
+        tensors = [index for index in indices if index is not None]
+        if not tensors or any(index.dtype == torch.bool for index in tensors):
+            return None
+        whole = [size for dim, size in enumerate(destination.shape)
+                 if dim >= len(indices) or indices[dim] is None]
+        broadcast = torch.broadcast_shapes(*(index.shape for index in tensors))
+        return math.prod(broadcast) * math.prod(whole)
+    index, dim = op.argument("index"), op.argument("dim")
+    if lookup(DESTINATION_ACCESS, op) is DestinationAccess.STORED_AT_INDICES and (
+        op.argument("source") is None and op.argument("src") is None
+        and isinstance(index, torch.Tensor) and isinstance(dim, int)
+    ):  # index_fill
+        others = math.prod(destination.shape) // max(destination.shape[dim], 1)
+        return index.numel() * others
+    return None
+
+
 def in_place_accesses(
     op: TracedOp, reads: tuple[TensorRef, ...]
 ) -> tuple[tuple[TensorRef, ...], tuple[TensorRef, ...]]:
@@ -1183,8 +1208,9 @@ def in_place_accesses(
         return (replace(destination, elements=0), *rest), op.writes
     indexed = (DestinationAccess.STORED_AT_INDICES, DestinationAccess.ACCUMULATED_AT_INDICES)
     if access in indexed and rest:
-        # a broadcast scalar value stores one element per index, not one in all
-        stored = min(max(ref.elements for ref in rest), destination.elements)
+        # a broadcast scalar value stores one element per indexed position, not one in all
+        positions = _indexed_positions(op) or max(ref.elements for ref in rest)
+        stored = min(positions, destination.elements)
         writes = tuple(replace(ref, elements=min(ref.elements, stored)) for ref in op.writes)
         loaded = stored if access is DestinationAccess.ACCUMULATED_AT_INDICES else 0
         return (replace(destination, elements=loaded), *rest), writes
