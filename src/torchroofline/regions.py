@@ -382,10 +382,56 @@ def _linear_boxes(start: int, stop: int, sizes: Sequence[int]) -> list[tuple[Ind
     return boxes
 
 
+#: A strided walk over merged dims that touches more rows than this, with no pattern shared by
+#: its rows, is counted rather than placed (see :func:`_strided_boxes`).
+MAX_ROWS_SPLIT = 64
+
+
+def _strided_boxes(walk: range, sizes: Sequence[int]) -> list[tuple[IndexSet, ...]] | None:
+    """The flat positions of ``walk`` (any step) over dims ``sizes`` as boxes, exactly; None
+    where that would take a box per row of more than :data:`MAX_ROWS_SPLIT` rows."""
+    if not walk:
+        return []
+    if walk.step == 1:
+        return _linear_boxes(walk.start, walk.stop, sizes)
+    if len(sizes) == 1:
+        return [((walk,),)]
+    inner = math.prod(sizes[1:])
+    first_row, last_row = walk.start // inner, walk[-1] // inner
+    if walk.step % inner == 0:  # the same position in every step-th row
+        offset = walk.start % inner
+        rows = range(first_row, last_row + 1, walk.step // inner)
+        return [((rows,), *box) for box in _linear_boxes(offset, offset + 1, sizes[1:])]
+    rows_walked = []
+    for row in range(first_row, last_row + 1):
+        low, high = max(walk.start, row * inner), min(walk[-1] + 1, (row + 1) * inner)
+        first = low + (walk.start - low) % walk.step
+        if first < high:
+            rows_walked.append((row, range(first - row * inner, high - row * inner, walk.step)))
+    if inner % walk.step == 0 and len(rows_walked) > 2:  # full rows share one pattern
+        (head, head_walk), *middle, (tail, tail_walk) = rows_walked
+        inner_boxes = _strided_boxes(middle[0][1], sizes[1:])
+        if inner_boxes is None:
+            return None
+        boxes = [((range(middle[0][0], tail),), *box) for box in inner_boxes]
+        rows_walked = [(head, head_walk), (tail, tail_walk)]
+    elif len(rows_walked) > MAX_ROWS_SPLIT:
+        return None
+    else:
+        boxes = []
+    for row, row_walk in rows_walked:
+        inner_boxes = _strided_boxes(row_walk, sizes[1:])
+        if inner_boxes is None:
+            return None
+        boxes += [((range(row, row + 1),), *box) for box in inner_boxes]
+    return boxes
+
+
 def _axis_pieces(
     placement: Placement, axis: _Axis, index_set: IndexSet
-) -> list[dict[int, IndexSet]]:
-    """One view dim's index set as alternatives over the base dims it walks."""
+) -> list[dict[int, IndexSet]] | None:
+    """One view dim's index set as alternatives over the base dims it walks (None where a
+    strided walk over merged dims cannot be placed: the caller counts it instead)."""
     if len(axis.base_dims) == 1:
         (dim,) = axis.base_dims
         start, step = placement.origin[dim], axis.step
@@ -397,11 +443,11 @@ def _axis_pieces(
         return [{dim: mapped}]
     sizes = [placement.layout.sizes[d] for d in axis.base_dims]
     pieces = []
-    for r in index_set:
-        if r.step != 1:
-            continue  # a strided walk over merged dims: dropped (under-approximation)
-        for box in _linear_boxes(r.start, r.stop, sizes):
-            pieces.append(dict(zip(axis.base_dims, box, strict=True)))
+    for walk in index_set:
+        boxes = _strided_boxes(walk, sizes)
+        if boxes is None:
+            return None
+        pieces += [dict(zip(axis.base_dims, box, strict=True)) for box in boxes]
     return pieces
 
 
@@ -410,6 +456,7 @@ def to_base(placement: Placement | None, ref: TensorRef, region: Region) -> Regi
     if placement is None:
         return Region(opaque=min(region.count, ref.elements))
     boxes: list[Box] = []
+    counted = 0  # elements of a view box that could not be placed
     for view_box in region.boxes:
         partial: list[dict[int, IndexSet]] = [{}]
         for axis, index_set in zip(placement.axes, view_box, strict=True):
@@ -419,6 +466,10 @@ def to_base(placement: Placement | None, ref: TensorRef, region: Region) -> Regi
             if not axis.base_dims:
                 continue
             pieces = _axis_pieces(placement, axis, index_set)
+            if pieces is None:  # counted, not placed; the largest such box, so never above
+                counted = max(counted, box_size(view_box))
+                partial = []
+                break
             partial = [{**done, **piece} for done in partial for piece in pieces]
         for assignment in partial:
             boxes.append(
@@ -427,8 +478,9 @@ def to_base(placement: Placement | None, ref: TensorRef, region: Region) -> Regi
                     for dim, start in enumerate(placement.origin)
                 )
             )
-    opaque = region.opaque * ref.elements // max(math.prod(ref.shape), 1)
-    return Region.of(boxes, opaque)
+    # view elements → storage elements (an overlapping view touches fewer than it shows)
+    scale = ref.elements / max(math.prod(ref.shape), 1)
+    return Region.of(boxes, int(max(region.opaque, counted) * scale))
 
 
 def from_base(placement: Placement | None, ref: TensorRef, region: Region) -> Region:
