@@ -113,6 +113,19 @@ def test_a_16_row_layer_norm_is_parallelism_limited_in_eager_only() -> None:
     assert result.performance.compile.gpu_busy_s < result.performance.eager.gpu_busy_s
 
 
+@pytest.mark.parametrize("norm", [nn.GroupNorm(4, 64), nn.BatchNorm2d(64)])
+def test_a_norm_run_as_two_kernels_reads_its_input_twice_not_four_times(norm) -> None:
+    # eager group norm (RowwiseMoments, then the apply kernel) and batch norm in training:
+    # the statistics kernel reads x, the normalize kernel reads x and writes y — 3·|x| in all,
+    # plus the small statistics; no kernel adds a second pass of its own
+    x_bytes = 16 * 64 * 32 * 32 * 4
+    result = analyze(norm, meta(16, 64, 32, 32))
+    loads = [load for load in result.performance.program.eager if "norm" in load.name]
+    assert len(loads) == 2
+    moved = sum(load.bytes + load.reread_bytes for load in loads)
+    assert 3 * x_bytes <= moved < 3 * x_bytes + 4096
+
+
 def test_a_recurrence_is_at_least_its_serial_steps() -> None:
     gru = nn.GRU(64, 64, num_layers=2, batch_first=True)
     result = analyze(gru, meta(4, 100, 64))

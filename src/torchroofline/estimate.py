@@ -289,7 +289,10 @@ def kernel_load(
         traced = trace.ops[kernel.ops[0].index]
         rule = ROW_PER_BLOCK.get(traced.base)
         rows = rule(kernel.ops[0], traced) if rule else None
-        if TWO_PASS.get(traced.base, lambda traced: False)(traced):
+        # one kernel for the whole op (the eager plan splits some into their two passes,
+        # each then charged its own load)
+        whole = kernel.ops[0].writes == traced.writes
+        if whole and TWO_PASS.get(traced.base, lambda traced: False)(traced):
             reread = tensor_bytes(kernel.ops[0].reads[0], float_bytes)
     return KernelLoad(
         name=kernel.name,
