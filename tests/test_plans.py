@@ -65,3 +65,10 @@ def test_price_takes_plans_built_from_the_stages() -> None:
     assert 2 * half.fused_bytes == full.fused_bytes
     assert 2 * half.compulsory_bytes == full.compulsory_bytes
     assert half.flops == full.flops == 2 * M * N * K + 2 * M * N
+
+
+def test_notes_added_to_a_result_survive_repricing() -> None:
+    result = analyze(Fn(mlp), meta(M, K), meta(K, N)).with_notes(["built from problem.py"])
+    assert result.notes[0] == "built from problem.py"
+    assert result.on("a100-40gb").notes[0] == "built from problem.py"
+    assert result.on("a100-40gb").notes.count("built from problem.py") == 1

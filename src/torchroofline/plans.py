@@ -36,6 +36,9 @@ class Plans:
     eager: Plan
     fused: Plan
     necessary: Necessary
+    #: how the program was built (e.g. a problem file's real-tensor fallback), shown first in
+    #: every price of these plans
+    notes: tuple[str, ...] = ()
 
     @property
     def unsupported_ops(self) -> dict[str, int]:

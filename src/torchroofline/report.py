@@ -228,26 +228,27 @@ def _intensity(value: float) -> str:
 
 
 def kernel_table(
-    kernels: Sequence[tuple[int, KernelEstimate]],
+    kernels: Sequence[KernelEstimate],
     name_width: int = 34,
     gpu_s: Mapping[KernelEstimate, float] | None = None,
 ) -> list[str]:
-    """Fixed-width table of numbered kernels (see ``Result.top_kernels``): number, name,
+    """Fixed-width table of kernels: number in execution order, name,
     FLOPs, bytes, intensity, roofline time at peak, bound and, given ``gpu_s`` (kernel →
     seconds), the performance model's GPU time. Names are never cut (two kernels cut to one
     prefix would look alike): the column widens to the longest."""
-    name_width = max([name_width, *(len(kernel.name) for _, kernel in kernels)])
-    number_width = max(len(f"#{number}") for number, _ in kernels)
+    name_width = max([name_width, *(len(kernel.name) for kernel in kernels)])
+    number_width = max(len(f"#{kernel.number}") for kernel in kernels)
     header = (
         f"  {'#':<{number_width}} {'kernel':<{name_width}} {'FLOPs':>11} {'bytes':>10} "
         f"{'FLOP/B':>8} {'time':>11} {'bound':>7}"
         + (f" {'est. GPU':>10}" if gpu_s is not None else "")
     )
     rows = [header, "  " + "-" * (len(header) - 2)]
-    for number, kernel in kernels:
+    for kernel in kernels:
         estimate = f" {human_ms(gpu_s[kernel] * 1e3):>10}" if gpu_s is not None else ""
         rows.append(
-            f"  {f'#{number}':<{number_width}} {kernel.name:<{name_width}} {si(kernel.flops):>11} "
+            f"  {f'#{kernel.number}':<{number_width}} {kernel.name:<{name_width}} "
+            f"{si(kernel.flops):>11} "
             f"{human_bytes(kernel.bytes):>10} {_intensity(kernel.intensity):>8} "
             f"{human_ms(kernel.time_ms):>11} {kernel.bound:>7}" + estimate
         )
@@ -259,7 +260,7 @@ PAIRS_PER_REASON = 3
 
 
 def refusal_lines(
-    shown: Sequence[tuple[int, KernelEstimate]],
+    shown: Sequence[KernelEstimate],
     kernels: Sequence[KernelEstimate],
     pairs_per_reason: int = PAIRS_PER_REASON,
 ) -> list[str]:
@@ -269,9 +270,9 @@ def refusal_lines(
     Pairs are written with both kernels' numbers and full names, since a neighbour may not be
     in the table."""
     pairs: dict[str, dict[frozenset[int], tuple[int, int]]] = {}
-    for number, kernel in shown:
+    for kernel in shown:
         for refusal in kernel.refusals:
-            pair = (number, refusal.kernel)
+            pair = (kernel.number, refusal.kernel)
             pairs.setdefault(refusal.reason, {}).setdefault(frozenset(pair), pair)
     if not pairs:
         return []
@@ -319,7 +320,7 @@ def format_prompt(result: Result, top: int = 3) -> str:
         lines += [
             f"  {k.name}: {human_ms(gpu_s[k] * 1e3)} ({gpu_s[k] / total:.0%}), {k.bound}-bound, "
             f"{_intensity(k.intensity)} FLOP/B"
-            for _, k in kernels
+            for k in kernels
         ]
     if result.actual is not None:
         actual = result.actual

@@ -91,6 +91,7 @@ def roofline_entry(gpu: GPUSpec, roofs: Sequence[Roof]) -> dict[str, Any]:
 class KernelEstimate:
     """One kernel's roofline: FLOPs, HBM bytes and the time of the slower of the two."""
 
+    number: int  #: position in its plan's execution order, from 1 (what a Refusal names)
     name: str
     category: str
     op_names: tuple[str, ...]
@@ -148,10 +149,16 @@ def _finite(value: float) -> float | None:
 
 
 def _estimate(
-    kernel: Kernel, gpu: GPUSpec, precision: str, float_bytes: int, switches: MathSwitches
+    number: int,
+    kernel: Kernel,
+    gpu: GPUSpec,
+    precision: str,
+    float_bytes: int,
+    switches: MathSwitches,
 ) -> KernelEstimate:
     cost = kernel.cost(float_bytes)
     return KernelEstimate(
+        number=number,
         name=kernel.name,
         category=kernel.category.value,
         op_names=tuple(op.name for op in kernel.ops),
@@ -430,13 +437,10 @@ class Result:
             return {kernel: kernel.time_s for kernel in self.kernels}
         return dict(zip(self.kernels, self.performance.compile.kernel_gpu_s, strict=True))
 
-    def top_kernels(self, count: int = 5) -> list[tuple[int, KernelEstimate]]:
-        """The ``count`` fused kernels with the most estimated GPU time, each with its number
-        in execution order, from 1 (the number a :class:`~torchroofline.fusion.Refusal`
-        names)."""
+    def top_kernels(self, count: int = 5) -> list[KernelEstimate]:
+        """The ``count`` fused kernels with the most estimated GPU time."""
         gpu_s = self.kernel_gpu_s
-        numbered = list(enumerate(self.kernels, 1))
-        return sorted(numbered, key=lambda pair: gpu_s[pair[1]], reverse=True)[:count]
+        return sorted(self.kernels, key=gpu_s.__getitem__, reverse=True)[:count]
 
     # -- output --
     def to_dict(self) -> dict[str, Any]:
@@ -466,8 +470,10 @@ class Result:
         return plot_result(self, path, ax=ax, top=top)
 
     def with_notes(self, notes: Sequence[str]) -> Result:
-        """The same analysis with ``notes`` added in front (e.g. how a problem was built)."""
-        return replace(self, notes=(*notes, *self.notes))
+        """The same analysis with ``notes`` added in front (e.g. how a problem was built); its
+        plans keep them, so :meth:`on` shows them too."""
+        plans = replace(self.plans, notes=(*notes, *self.plans.notes))
+        return replace(self, plans=plans, notes=(*notes, *self.notes))
 
     def with_actual(self, actual_ms: float | None) -> Result:
         """The same analysis set against a measured time (ms)."""
@@ -525,6 +531,7 @@ def price(
         raise InputError(f"cache must be 'cold' or 'warm', got {cache!r}")
     float_bytes = float_element_bytes(precision)
     notes = [
+        *plans.notes,
         *plans.trace.notes,
         *unit_notes(plans.ops, gpu, precision, switches),
         *plans.necessary.notes,
@@ -552,7 +559,8 @@ def _estimates(
     plan: Plan, gpu: GPUSpec, precision: str, float_bytes: int, switches: MathSwitches
 ) -> tuple[KernelEstimate, ...]:
     return tuple(
-        _estimate(kernel, gpu, precision, float_bytes, switches) for kernel in plan.kernels
+        _estimate(number, kernel, gpu, precision, float_bytes, switches)
+        for number, kernel in enumerate(plan.kernels, 1)
     )
 
 
