@@ -222,8 +222,8 @@ def _gemm_of(op: OpRecord) -> GemmShape | None:
 
 
 def _layer_norm_rows(op: OpRecord, traced: TracedOp) -> int:
-    """``native_layer_norm`` writes (out, mean, rstd): one mean per row."""
-    return op.writes[1].elements if len(op.writes) > 1 else 1
+    """``native_layer_norm`` / ``native_group_norm`` write (out, mean, rstd): one mean per row."""
+    return traced.writes[1].elements if len(traced.writes) > 1 else 1
 
 
 def _softmax_rows(op: OpRecord, traced: TracedOp) -> int | None:
@@ -288,7 +288,9 @@ def kernel_load(
     if eager:
         traced = trace.ops[kernel.ops[0].index]
         rule = ROW_PER_BLOCK.get(traced.base)
-        rows = rule(kernel.ops[0], traced) if rule else None
+        # the apply pass of a norm the eager plan split (pointwise) is parallel over elements
+        statistics = kernel.ops[0].category is not Category.POINTWISE
+        rows = rule(kernel.ops[0], traced) if rule and statistics else None
         # one kernel for the whole op (the eager plan splits some into their two passes,
         # each then charged its own load)
         whole = kernel.ops[0].writes == traced.writes
