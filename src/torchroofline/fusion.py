@@ -1102,11 +1102,12 @@ def _merge(s: _Scheduler, keep: int, gone: int) -> None:
     for member in b.members:
         s.group_of[member] = keep
     s.live.discard(gone)
-    for index in s.live - {keep}:
-        other = s.groups[index]
-        if other.ancestors & a.mask:
-            other.ancestors |= a.ancestors | a.mask
-            other.ancestors &= ~other.mask
+    # every group that depends on the fused node now follows all it depends on (a group ending
+    # before the fused node starts cannot depend on it: nodes are in a topological order)
+    groups, mask, closure, first = s.groups, a.mask, a.ancestors | a.mask, a.first
+    for other in [groups[index] for index in s.live]:
+        if other.last > first and other.ancestors & mask and other is not a:
+            other.ancestors = (other.ancestors | closure) & ~other.mask
 
 
 # --- 5. Kernel boundaries -------------------------------------------------------------------
