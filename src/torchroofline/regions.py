@@ -25,11 +25,11 @@ MAX_BOXES = 96
 
 
 def set_size(index_set: IndexSet) -> int:
-    return sum(len(r) for r in index_set)
+    return sum(map(len, index_set))
 
 
 def box_size(box: Box) -> int:
-    return math.prod(set_size(s) for s in box)
+    return math.prod([sum(map(len, index_set)) for index_set in box])
 
 
 def full_box(shape: Sequence[int]) -> Box:
@@ -203,11 +203,12 @@ class Region:
 
     @staticmethod
     def of(boxes: Iterable[Box], opaque: int = 0) -> Region:
+        sized = [(size, box) for box in boxes if (size := box_size(box))]
+        sized.sort(key=lambda pair: pair[0], reverse=True)
         kept: list[Box] = []
-        for box in sorted((b for b in boxes if box_size(b)), key=box_size, reverse=True):
-            if any(_contains(big, box) for big in kept):
-                continue
-            kept.append(box)
+        for _, box in sized:
+            if not any(_contains(big, box) for big in kept):
+                kept.append(box)
         return Region(tuple(kept[:MAX_BOXES]), max(0, int(opaque)))
 
     @property
