@@ -838,6 +838,8 @@ class _Group:
     first: int
     last: int
     used: dict[int, TensorRef]  #: values it loads or stores (``used_buffer_names``)
+    #: how many entries of ``_Scheduler.merges`` ``ancestors`` already reflects
+    merges_seen: int = 0
 
     @property
     def reduction(self) -> bool:
@@ -850,9 +852,23 @@ class _Scheduler:
     group_of: list[int]  # original node → index of its group in ``groups``
     live: set[int]  # indices of the groups not fused into another
     bytes_of: Callable[[TensorRef], int]
+    #: every fusion so far: (the fused node's mask, its mask and ancestors)
+    merges: list[tuple[int, int]] = field(default_factory=list)
+
+    def ancestors(self, group: _Group) -> int:
+        """``group``'s ancestors with every fusion so far applied — a group that depends on a
+        fused node follows all the fused node depends on. Fusions are replayed from
+        :attr:`merges` when a group is asked, not pushed to every group at each fusion."""
+        ancestors = group.ancestors
+        for mask, closure in self.merges[group.merges_seen:]:
+            if ancestors & mask:
+                ancestors |= closure
+        group.ancestors = ancestors & ~group.mask
+        group.merges_seen = len(self.merges)
+        return group.ancestors
 
     def depends(self, later: _Group, earlier: _Group) -> bool:
-        return bool(later.ancestors & earlier.mask)
+        return bool(self.ancestors(later) & earlier.mask)
 
 
 def extern_never_fuses(s: _Scheduler, a: _Group, b: _Group) -> str | None:
@@ -920,7 +936,7 @@ def no_cycle(s: _Scheduler, a: _Group, b: _Group) -> str | None:
     node1 & node2")."""
     for src, dst in ((a, b), (b, a)):
         # a node on such a path follows ``src``: nodes are numbered in a topological order
-        between = dst.ancestors & ~(src.mask | dst.mask) & ~((2 << src.first) - 1)
+        between = s.ancestors(dst) & ~(src.mask | dst.mask) & ~((2 << src.first) - 1)
         seen: set[int] = set()
         while between:
             low = between & -between
@@ -929,7 +945,7 @@ def no_cycle(s: _Scheduler, a: _Group, b: _Group) -> str | None:
             if group_index in seen:
                 continue
             seen.add(group_index)
-            if s.groups[group_index].ancestors & src.mask:
+            if s.ancestors(s.groups[group_index]) & src.mask:
                 return "will create cycle"
     return None
 
@@ -1092,9 +1108,10 @@ def _fuse_once(s: _Scheduler, refused: dict[frozenset[int], str]) -> bool:
 
 def _merge(s: _Scheduler, keep: int, gone: int) -> None:
     a, b = s.groups[keep], s.groups[gone]
+    ancestors = s.ancestors(a) | s.ancestors(b)
     a.members += b.members
     a.mask |= b.mask
-    a.ancestors = (a.ancestors | b.ancestors) & ~a.mask
+    a.ancestors = ancestors & ~a.mask
     if a.loop is None or (b.reduction and not a.reduction):
         a.loop = b.loop
     a.first, a.last = min(a.first, b.first), max(a.last, b.last)
@@ -1102,12 +1119,8 @@ def _merge(s: _Scheduler, keep: int, gone: int) -> None:
     for member in b.members:
         s.group_of[member] = keep
     s.live.discard(gone)
-    # every group that depends on the fused node now follows all it depends on (a group ending
-    # before the fused node starts cannot depend on it: nodes are in a topological order)
-    groups, mask, closure, first = s.groups, a.mask, a.ancestors | a.mask, a.first
-    for other in [groups[index] for index in s.live]:
-        if other.last > first and other.ancestors & mask and other is not a:
-            other.ancestors = (other.ancestors | closure) & ~other.mask
+    s.merges.append((a.mask, a.ancestors | a.mask))
+    a.merges_seen = len(s.merges)
 
 
 # --- 5. Kernel boundaries -------------------------------------------------------------------
@@ -1235,9 +1248,9 @@ def fused_plan(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> Plan:
         run.append(kernel_ops)
         owned.append([op for op in kernel_ops if id(op) not in charged])
         charged |= {id(op) for op in kernel_ops}
+    kernel_of_op = {op.index: k for k, kernel_ops in enumerate(run) for op in kernel_ops}
     for twin, duplicate in graph.duplicates:  # CSE: a duplicate runs where its twin runs
-        home = next((k for k, kernel_ops in enumerate(run)
-                     if any(op.index == twin.index for op in kernel_ops)), None)
+        home = kernel_of_op.get(twin.index)
         if home is not None:
             owned[home].append(duplicate)
     boundaries = _boundary(run, graph.kept, uninitialised_values(ops))
