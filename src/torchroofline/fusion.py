@@ -1248,7 +1248,10 @@ def fused_plan(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> Plan:
         run.append(kernel_ops)
         owned.append([op for op in kernel_ops if id(op) not in charged])
         charged |= {id(op) for op in kernel_ops}
-    kernel_of_op = {op.index: k for k, kernel_ops in enumerate(run) for op in kernel_ops}
+    kernel_of_op: dict[int, int] = {}  # op index → the first kernel that runs it
+    for k, kernel_ops in enumerate(run):
+        for op in kernel_ops:
+            kernel_of_op.setdefault(op.index, k)
     for twin, duplicate in graph.duplicates:  # CSE: a duplicate runs where its twin runs
         home = kernel_of_op.get(twin.index)
         if home is not None:
