@@ -872,6 +872,16 @@ def _unpadded(
     return producer.reads[0], left
 
 
+def _conv_arguments(context: _Context, spatial: int) -> tuple[list[int], list[int], list[int], int]:
+    """A convolution's stride, padding and dilation per spatial dim, and its groups."""
+    return (
+        _as_list(context.argument("stride"), spatial, 1),
+        _as_list(context.argument("padding"), spatial, 0),
+        _as_list(context.argument("dilation"), spatial, 1),
+        context.argument("groups", 1) or 1,
+    )
+
+
 @demand_rule([aten.convolution, aten._convolution])
 def convolution_demand(context: _Context) -> Demand:
     """out[n, co, p] needs the input window of p in co's group and co's filter taps that land on
@@ -886,15 +896,12 @@ def convolution_demand(context: _Context) -> Demand:
     region = context.output
     if spatial < 1 or any(len(box) != spatial + 2 for box in region.boxes):
         return _proportional(context)
-    stride = _as_list(context.argument("stride"), spatial, 1)
-    padding = _as_list(context.argument("padding"), spatial, 0)
-    dilation = _as_list(context.argument("dilation"), spatial, 1)
+    stride, padding, dilation, groups = _conv_arguments(context, spatial)
     padded_source = source
     unpadded = _unpadded(context, source, spatial, 0)
     if unpadded is not None:
         source, left = unpadded
         padding = [p + extra for p, extra in zip(padding, left, strict=True)]
-    groups = context.argument("groups", 1) or 1
     out_channels, group_in = weight.shape[0], weight.shape[1]
     per_group_out = out_channels // groups
     in_boxes, weight_boxes, bias_boxes = [], [], []
@@ -959,10 +966,7 @@ def _transposed_convolution(context: _Context) -> Demand:
     region = context.output
     if spatial < 1 or any(len(box) != spatial + 2 for box in region.boxes):
         return _proportional(context)
-    stride = _as_list(context.argument("stride"), spatial, 1)
-    padding = _as_list(context.argument("padding"), spatial, 0)
-    dilation = _as_list(context.argument("dilation"), spatial, 1)
-    groups = context.argument("groups", 1) or 1
+    stride, padding, dilation, groups = _conv_arguments(context, spatial)
     in_channels, per_group_out = weight.shape[0], weight.shape[1]
     group_in = in_channels // groups
     in_boxes, weight_boxes, bias_boxes = [], [], []
