@@ -73,7 +73,7 @@ def result_to_dict(result: Result) -> dict[str, Any]:
         "arithmetic_intensity": _finite(result.arithmetic_intensity),
         "ridge_point": result.ridge_point,
         "time_ms": result.time_ms,
-        "estimate": result.performance.to_dict(result.sol_s) if result.performance else None,
+        "estimate": result.performance.to_dict(result.sol_s),
         "bottleneck": result.bottleneck,
         "roofline": roofline_entry(result.gpu, result.roofs),
         "kernels": [kernel.to_dict() for kernel in result.kernels],
@@ -176,8 +176,6 @@ def _split(result: Result, mode: str) -> str:
 
 def estimate_lines(result: Result) -> list[str]:
     """One line per estimate with its GPU / host split and the launch-bound verdict."""
-    if result.performance is None:
-        return [_line(label, human_ms(result.time_ms[key])) for label, key, _ in ESTIMATE_ROWS]
     return [
         _line(label, human_ms(result.time_ms[key]), _split(result, mode))
         for label, key, mode in ESTIMATE_ROWS
@@ -309,9 +307,8 @@ def format_prompt(result: Result, top: int = 3) -> str:
         f"{human_ms(result.time_ms['fused_estimate'])} ({result.fused_kernel_count} kernels), "
         f"CUDA graphs {human_ms(result.time_ms['cudagraph_estimate'])}",
     ]
-    if result.performance is not None:
-        lines += [f"  {label.split(' estimate')[0].lower()}: {_split(result, mode)}"
-                  for label, _, mode in ESTIMATE_ROWS[:2]]
+    lines += [f"  {label.split(' estimate')[0].lower()}: {_split(result, mode)}"
+              for label, _, mode in ESTIMATE_ROWS[:2]]
     kernels = result.top_kernels(top)
     if kernels:
         lines.append("- Where the GPU time goes (fused kernels, estimated):")

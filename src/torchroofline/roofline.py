@@ -243,11 +243,11 @@ class Result:
     kernels: tuple[KernelEstimate, ...]  #: the fused plan, in execution order
     eager_kernels: tuple[KernelEstimate, ...]
     notes: tuple[str, ...]
+    #: the performance model's prediction (estimate.py); the estimates below read it
+    performance: Performance = field(repr=False, compare=False)
     actual: Actual | None = None
     #: the torch math switches read at analysis time; :meth:`on` keeps them
     switches: MathSwitches = TORCH_DEFAULTS
-    #: the performance model's prediction (estimate.py); the estimates below read it
-    performance: Performance | None = field(default=None, repr=False, compare=False)
 
     # -- facts of the traced program --
     @property
@@ -363,27 +363,24 @@ class Result:
         """The prototype's memory figure: fused bytes / bandwidth."""
         return self.fused_bytes / self.gpu.memory_bandwidth_bytes_per_s
 
-    def _predicted_s(self, mode: str, kernels: Sequence[KernelEstimate]) -> float:
-        """A mode's predicted time from the performance model, never below the speed of light
-        (without a model: the per-kernel rooflines plus launches)."""
-        if self.performance is None:
-            return max(sum(kernel.time_s for kernel in kernels), self.sol_s)
+    def _predicted_s(self, mode: str) -> float:
+        """A mode's predicted time from the performance model, never below the speed of light."""
         return max(self.performance.modes[mode].total_s, self.sol_s)
 
     @property
     def fused_estimate_s(self) -> float:
         """``torch.compile`` (Inductor, no CUDA graphs): fused kernels plus host costs."""
-        return self._predicted_s("fused", self.kernels)
+        return self._predicted_s("fused")
 
     @property
     def eager_estimate_s(self) -> float:
         """Eager PyTorch: one kernel per op plus host costs."""
-        return self._predicted_s("eager", self.eager_kernels)
+        return self._predicted_s("eager")
 
     @property
     def cudagraph_estimate_s(self) -> float:
         """Inductor with CUDA graphs (``mode="reduce-overhead"``)."""
-        return self._predicted_s("cudagraph", self.kernels)
+        return self._predicted_s("cudagraph")
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -431,10 +428,7 @@ class Result:
 
     @property
     def kernel_gpu_s(self) -> dict[KernelEstimate, float]:
-        """The performance model's GPU seconds of each fused kernel (the roofline time when
-        there is no model)."""
-        if self.performance is None:
-            return {kernel: kernel.time_s for kernel in self.kernels}
+        """The performance model's GPU seconds of each fused kernel."""
         return dict(zip(self.kernels, self.performance.compile.kernel_gpu_s, strict=True))
 
     def top_kernels(self, count: int = 5) -> list[KernelEstimate]:
@@ -488,7 +482,7 @@ class Result:
     ) -> Result:
         """The same plans priced on another GPU / precision / cache mode, or under other
         performance-model parameters (no retrace, no re-planning)."""
-        if estimate_params is None and self.performance is not None:
+        if estimate_params is None:
             estimate_params = self.performance.params
         return price(
             self.plans, gpu, precision or self.precision, cache or self.cache,
