@@ -50,7 +50,6 @@ def _key_from_name(name: str) -> str:
     return "-".join(words)
 
 
-
 @dataclass(frozen=True)
 class GPUSpec:
     """One GPU's datasheet figures (a fact: frozen). Units: bytes, bytes/s, FLOP/s, seconds.
