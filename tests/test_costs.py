@@ -475,6 +475,19 @@ def test_a_broadcast_value_is_stored_at_every_indexed_position(store, positions:
     assert sum(ref.elements for ref in written.writes) == positions
 
 
+def test_a_scatter_of_a_value_stores_one_element_per_index() -> None:
+    # y.scatter_(1, idx, 1.0) with idx (1000, 1): 1,000 positions, not index × a whole row
+    def fn(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        y.scatter_(1, idx, 1.0)
+        return y
+
+    index = torch.zeros(1000, 1, dtype=torch.int64, device="meta")
+    result = analyze(Fn(fn), meta(1000, 1000), index)
+    [written] = [op for op in result.ops if op.name.startswith("aten.scatter_")]
+    assert sum(ref.elements for ref in written.writes) == 1000
+
+
 def test_reads_of_picked_elements_only() -> None:
     """EmbeddingBag, NLL loss and nearest downsampling load what they pick, not their input."""
     bag = nn.EmbeddingBag(1_000_000, 128, device="meta")
@@ -765,10 +778,10 @@ def test_registry_refuses_a_second_rule_for_one_op() -> None:
 
 
 def test_every_registry_key_is_an_aten_op() -> None:
-    from torchroofline.costs import DESTINATION_ACCESS
-    from torchroofline.demand import DEMAND_RULES, MATRIX_BUILDERS, SLICE_PER_INDEX
+    from torchroofline.costs import DESTINATION_ACCESS, INDEXED_POSITIONS
+    from torchroofline.demand import DEMAND_RULES, MATRIX_BUILDERS
 
-    tables = (_RULES, DEMAND_RULES, DESTINATION_ACCESS, MATRIX_BUILDERS, SLICE_PER_INDEX)
+    tables = (_RULES, DEMAND_RULES, DESTINATION_ACCESS, MATRIX_BUILDERS, INDEXED_POSITIONS)
     for key in (key for table in tables for key in table):
         assert isinstance(key, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)), key
 

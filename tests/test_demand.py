@@ -589,3 +589,18 @@ def test_strided_slices_of_a_reshaped_gemm_output_need_all_of_it() -> None:
     rows = b * h * h
     assert result.flops == rows * c + 2 * rows * c * c  # sin, then the GEMM
     assert result.compulsory_bytes == (rows * c + c * c + rows * c) * 4
+
+
+def test_a_store_through_a_skipped_dim_leaves_the_rest_of_the_destination() -> None:
+    # y = x·2; y[:, idx] = 1 with x (4, 8), idx 2 int64 entries: the store covers 4·2 = 8
+    # elements, so the bound needs the other 24 of x (and 24 multiplies), the indices
+    # (2 × 8 B) and writes all 32 of y: (24 + 32)·4 + 16 = 240 B
+    def fn(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        y[:, idx] = 1.0
+        return y
+
+    index = torch.zeros(2, dtype=torch.int64, device="meta")
+    result = analyze(Fn(fn), (meta(4, 8), index))
+    assert result.compulsory_bytes == (24 + 32) * 4 + 2 * 8
+    assert result.flops == 24

@@ -1161,29 +1161,57 @@ def _writes_first_argument(op: TracedOp) -> bool:
     return any(position == 0 for position, _ in op.written_arguments)
 
 
-def _indexed_positions(op: TracedOp) -> int | None:
-    """Destination positions an indexed store touches, where the shapes say (None where it
-    depends on data, a boolean mask, or the source's size says it): ``x[i, :, j] = v`` touches
-    the broadcast index shape times every dim left whole; ``index_fill(dim, index)`` the index
-    times every other dim."""
-    destination = op.args[0]
+def _index_put_positions(op: TracedOp) -> int | None:
+    """``x[i, :, j] = v``: the broadcast index shape times every dim left whole; a boolean mask
+    counts each of its elements (an upper limit) over the dims it spans."""
     indices = op.argument("indices")
-    if indices is not None:
-        tensors = [index for index in indices if index is not None]
-        if not tensors or any(index.dtype == torch.bool for index in tensors):
-            return None
-        whole = [size for dim, size in enumerate(destination.shape)
-                 if dim >= len(indices) or indices[dim] is None]
-        broadcast = torch.broadcast_shapes(*(index.shape for index in tensors))
-        return math.prod(broadcast) * math.prod(whole)
-    index, dim = op.argument("index"), op.argument("dim")
-    if lookup(DESTINATION_ACCESS, op) is DestinationAccess.STORED_AT_INDICES and (
-        op.argument("source") is None and op.argument("src") is None
-        and isinstance(index, torch.Tensor) and isinstance(dim, int)
-    ):  # index_fill
-        others = math.prod(destination.shape) // max(destination.shape[dim], 1)
-        return index.numel() * others
-    return None
+    if not indices:
+        return None
+    shape = op.args[0].shape
+    dim, shapes, whole = 0, [], []
+    for index in indices:
+        if index is None:
+            whole.append(shape[dim])
+            dim += 1
+        elif index.dtype == torch.bool:
+            shapes.append((index.numel(),))
+            dim += index.dim()
+        else:
+            shapes.append(tuple(index.shape))
+            dim += 1
+    if not shapes:
+        return None
+    return math.prod(torch.broadcast_shapes(*shapes)) * math.prod(whole) * math.prod(shape[dim:])
+
+
+def _index_fill_positions(op: TracedOp) -> int:
+    """``index_fill(dim, index)``: each index replaces a whole slice along ``dim``."""
+    shape = op.args[0].shape
+    dim = op.argument("dim", 0) % max(len(shape), 1)
+    return op.argument("index").numel() * math.prod(shape) // max(shape[dim] if shape else 1, 1)
+
+
+#: Indexed stores whose shapes say how many destination positions they touch (others touch at
+#: most one per index element).
+INDEXED_POSITIONS: dict[OpKey, Callable[[TracedOp], int | None]] = {}
+add_rules(INDEXED_POSITIONS, [aten.index_fill], _index_fill_positions, "indexed-positions")
+add_rules(
+    INDEXED_POSITIONS,
+    [aten.index_put, aten._index_put_impl, aten._unsafe_index_put],
+    _index_put_positions,
+    "indexed-positions",
+)
+
+
+def indexed_positions(op: TracedOp, largest_input: int) -> int:
+    """The most destination positions an indexed store can touch: from the shapes where
+    :data:`INDEXED_POSITIONS` has a rule, else one per element of its largest other input
+    (``largest_input``), never more than the destination holds."""
+    rule = lookup(INDEXED_POSITIONS, op)
+    positions = rule(op) if rule is not None else None
+    destination = op.args[0]
+    total = destination.numel() if isinstance(destination, torch.Tensor) else largest_input
+    return min(largest_input if positions is None else positions, total)
 
 
 def in_place_accesses(
@@ -1209,8 +1237,8 @@ def in_place_accesses(
     indexed = (DestinationAccess.STORED_AT_INDICES, DestinationAccess.ACCUMULATED_AT_INDICES)
     if access in indexed and rest:
         # a broadcast scalar value stores one element per indexed position, not one in all
-        positions = _indexed_positions(op) or max(ref.elements for ref in rest)
-        stored = min(positions, destination.elements)
+        stored = min(indexed_positions(op, max(ref.elements for ref in rest)),
+                     destination.elements)
         writes = tuple(replace(ref, elements=min(ref.elements, stored)) for ref in op.writes)
         loaded = stored if access is DestinationAccess.ACCUMULATED_AT_INDICES else 0
         return (replace(destination, elements=loaded), *rest), writes

@@ -34,6 +34,7 @@ from .costs import (
     OpRecord,
     add_rules,
     aten,
+    indexed_positions,
     lookup,
     op_keys,
     tensor_bytes,
@@ -1515,40 +1516,13 @@ def gather_demand(context: _Context) -> Demand:
     return Demand(tuple(inputs), _scaled(context.record.flops, share))
 
 
-def _slice_along_dim(context: _Context, destination: TensorRef) -> int:
-    """``index_fill``: each index replaces a whole slice along ``dim``."""
-    dim = context.argument("dim", 0) % len(destination.shape)
-    return destination.elements // max(destination.shape[dim], 1)
-
-
-def _slice_after_indexed(context: _Context, destination: TensorRef) -> int:
-    """``index_put``: each index tuple replaces the slice over the dims it does not index."""
-    indexed = len(context.argument("indices", ()) or ())
-    return math.prod(destination.shape[indexed:])
-
-
-#: Scatters whose every index replaces a slice of the destination, not one element.
-SLICE_PER_INDEX: dict[OpKey, Callable[[_Context, TensorRef], int]] = {}
-add_rules(SLICE_PER_INDEX, [aten.index_fill], _slice_along_dim, "slice-per-index")
-add_rules(
-    SLICE_PER_INDEX,
-    [aten.index_put, aten._index_put_impl, aten._unsafe_index_put],
-    _slice_after_indexed,
-    "slice-per-index",
-)
-
-
 def _covered(context: _Context) -> int:
-    """Most destination elements a scatter can overwrite: each index of an op in
-    :data:`SLICE_PER_INDEX` replaces a whole slice, each element of other scatters' indices one
-    element."""
+    """Most destination elements a scatter can overwrite (:func:`costs.indexed_positions`)."""
     destination, *rest = context.op.reads
     if not rest:
         return 0
     largest = max(ref.elements for ref in rest)
-    per_index = lookup(SLICE_PER_INDEX, context.op)
-    slice_elements = per_index(context, destination) if per_index and destination.shape else 1
-    return min(destination.elements, largest * slice_elements)
+    return min(destination.elements, indexed_positions(context.op, largest))
 
 
 @demand_rule(
