@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
@@ -604,3 +605,15 @@ def test_a_store_through_a_skipped_dim_leaves_the_rest_of_the_destination() -> N
     result = analyze(Fn(fn), (meta(4, 8), index))
     assert result.compulsory_bytes == (24 + 32) * 4 + 2 * 8
     assert result.flops == 24
+
+
+@pytest.mark.parametrize("join", [torch.stack, torch.cat])
+def test_outputs_with_no_position_are_charged_only_to_parts_they_must_read(join) -> None:
+    # every 5th element from 24 on of join([x@w, y]) (24 + 24 elements) lies in y: the matmul
+    # is not needed at all, and at most the 5 read elements of y plus the 5 outputs (40 B)
+    def fn(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return join([x @ w, y]).reshape(-1)[24::5].clone()
+
+    result = analyze(Fn(fn), (meta(6, 3), meta(3, 4), meta(6, 4)))
+    assert result.flops == 0
+    assert result.compulsory_bytes <= (5 + 5) * 4

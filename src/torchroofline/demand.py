@@ -1218,6 +1218,15 @@ def adaptive_pool_demand(context: _Context) -> Demand:
 # --- Data movement -----------------------------------------------------------------------------
 
 
+def _opaque_in_part(region: Region, out_shape: Sequence[int], dim: int, size: int) -> int:
+    """Of ``region.opaque`` demanded outputs with no position, how many must lie in the part
+    that holds ``size`` of the output's ``dim`` (each a distinct element of that part): only
+    those that cannot all lie in the other parts."""
+    total = math.prod(out_shape)
+    part = total // max(out_shape[dim], 1) * size if out_shape else total
+    return max(0, region.opaque - (total - part))
+
+
 @demand_rule([aten.cat])
 def cat_demand(context: _Context) -> Demand:
     """Each part of a concatenation needs only the slice of the output it lands in."""
@@ -1237,9 +1246,7 @@ def cat_demand(context: _Context) -> Demand:
             hit = set_intersection(box[dim], part)
             if hit:
                 boxes.append((*box[:dim], mapped_set(hit, -offset), *box[dim + 1 :]))
-        inputs.append(
-            Region.of(boxes, region.opaque * ref.elements // max(math.prod(out_shape), 1))
-        )
+        inputs.append(Region.of(boxes, _opaque_in_part(region, out_shape, dim, size)))
         offset += size
     return Demand(tuple(inputs), FlopCount())
 
@@ -1331,10 +1338,7 @@ def stack_demand(context: _Context) -> Demand:
     dim = context.argument("dim", 0) % len(out_shape)
     region = context.output
     parts = context.op.reads
-    # c outputs with no position read c elements, spread over the parts as they may be —
-    # unless one tensor is stacked twice, when two outputs may read one element
-    distinct = len({ref.value_id for ref in parts}) == len(parts)
-    opaque = region.opaque // len(parts) if distinct else 0
+    opaque = _opaque_in_part(region, out_shape, dim, 1)
     inputs = []
     for part in range(len(parts)):
         boxes = [

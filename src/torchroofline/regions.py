@@ -480,8 +480,8 @@ def to_base(placement: Placement | None, ref: TensorRef, region: Region) -> Regi
                 )
             )
     # view elements → storage elements (an overlapping view touches fewer than it shows)
-    scale = ref.elements / max(math.prod(ref.shape), 1)
-    return Region.of(boxes, int(max(region.opaque, counted) * scale))
+    opaque = max(region.opaque, counted) * ref.elements // max(math.prod(ref.shape), 1)
+    return Region.of(boxes, opaque)
 
 
 def from_base(placement: Placement | None, ref: TensorRef, region: Region) -> Region:
