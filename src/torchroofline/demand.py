@@ -16,7 +16,7 @@ or Inductor kernels really read and write) stays in :mod:`costs` and :mod:`fusio
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -143,9 +143,9 @@ def _op_set(ops: Sequence[OpKey]) -> frozenset[OpKey]:
     return frozenset(table)
 
 
-def _one_of(op: TracedOp, keys: frozenset[OpKey]) -> bool:
+def _one_of(op: TracedOp, keys: Collection[OpKey]) -> bool:
     """Whether ``op`` is one of ``keys`` (by its overload or its packet)."""
-    return not keys.isdisjoint(op_keys(op))
+    return any(key in keys for key in op_keys(op))
 
 
 def _scaled(flops: FlopCount, share: float) -> FlopCount:
@@ -1482,7 +1482,8 @@ def _data_chosen(count: int) -> int:
     return 1 if count > 0 else 0
 
 
-_GRID_SAMPLERS = frozenset({aten.grid_sampler_2d, aten.grid_sampler_3d})
+#: in a fixed order: registration order is the order METHOD's generated table lists them
+_GRID_SAMPLERS = (aten.grid_sampler_2d, aten.grid_sampler_3d)
 
 
 @demand_rule(
