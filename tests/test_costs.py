@@ -781,9 +781,12 @@ def test_every_registry_key_is_an_aten_op() -> None:
     from torchroofline.costs import DESTINATION_ACCESS, INDEXED_POSITIONS
     from torchroofline.demand import DEMAND_RULES, MATRIX_BUILDERS
 
+    from torchroofline.aten_ops import MissingOp
+
     tables = (_RULES, DEMAND_RULES, DESTINATION_ACCESS, MATRIX_BUILDERS, INDEXED_POSITIONS)
     for key in (key for table in tables for key in table):
-        assert isinstance(key, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)), key
+        # or an op this release lacks (torch ≥ 2.14 has no aten.cholesky)
+        assert isinstance(key, (torch._ops.OpOverloadPacket, torch._ops.OpOverload, MissingOp)), key
 
 
 def test_max_of_two_tensors_is_pointwise_and_max_of_one_a_reduction() -> None:
@@ -819,3 +822,21 @@ def test_formulas_on_shapes_alone() -> None:
     assert flops_on_shapes(aten.div.Tensor_mode, x, x, rounding_mode="floor").vector == 12
     # cholesky (n = 4): n³/3 + n²/2 + n/6 = 64/3 + 8 + 2/3 = 30
     assert flops_on_shapes(aten.linalg_cholesky_ex.default, S((4, 4))).tensor == 30
+
+
+def test_an_op_this_release_lacks_is_a_name_never_a_crash() -> None:
+    # torch 2.14 removed aten.cholesky: naming a missing op in a rule table must neither raise
+    # at import nor match any traced op; its overloads are missing too
+    from torchroofline.aten_ops import MissingOp, aten, is_missing, missing_ops
+    from torchroofline.costs import add_rules
+
+    gone = aten.op_no_release_has
+    assert is_missing(gone) and is_missing(gone.default)
+    assert "op_no_release_has" in missing_ops()
+    assert str(gone) == "aten.op_no_release_has"  # prints as a real packet would
+    table: dict = {}
+    add_rules(table, [gone, aten.mm], "rule", "test")
+    assert table == {gone: "rule", torch.ops.aten.mm: "rule"}  # mm has no in-place twin
+    assert gone != MissingOp("mm") and not is_missing(aten.mm)
+    with pytest.raises(ValueError, match="two test rules"):
+        add_rules(table, [gone], "again", "test")

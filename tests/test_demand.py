@@ -607,6 +607,15 @@ def test_a_store_through_a_skipped_dim_leaves_the_rest_of_the_destination() -> N
     assert result.flops == 24
 
 
+def test_a_scalar_index_fill_needs_every_index() -> None:
+    # x.index_fill(1, idx, 1.0), x (4, 8), idx 2 int64 entries (what torch ≥ 2.14 traces for
+    # y[:, idx] = 1.0): any entry may name a column, so both are read (2 × 8 B); the other
+    # 4·6 = 24 elements of x are read and all 32 written: (24 + 32)·4 + 16 = 240 B
+    index = torch.zeros(2, dtype=torch.int64, device="meta")
+    result = analyze(Fn(lambda x, idx: x.index_fill(1, idx, 1.0)), (meta(4, 8), index))
+    assert result.compulsory_bytes == (24 + 32) * 4 + 2 * 8
+
+
 @pytest.mark.parametrize("join", [torch.stack, torch.cat])
 def test_outputs_with_no_position_are_charged_only_to_parts_they_must_read(join) -> None:
     # every 5th element from 24 on of join([x@w, y]) (24 + 24 elements) lies in y: the matmul

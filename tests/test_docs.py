@@ -37,7 +37,9 @@ def test_ci_runs_the_readme_commands():
     readme = (ROOT / "README.md").read_text()
     for command in ('pip install -e ".[dev]"', "pytest"):
         assert command in readme and command in ci
-    example = next(line for line in ci.splitlines() if line.startswith("torchroofline analyze"))
+    example = next(
+        line.strip() for line in ci.splitlines() if line.strip().startswith("torchroofline analyze")
+    )
     assert example.split(" --")[0] in readme
 
 

@@ -439,7 +439,7 @@ def test_batch_norm_in_training_is_statistics_then_a_pointwise_kernel() -> None:
     params = 4 * c  # weight, bias, running mean and variance
     model = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU())
     kernels, _ = plan_of(model, meta(n, c, 16, 16))
-    stats, normalize = [k for k in kernels if "native_batch_norm" in k.name]
+    stats, normalize = [k for k in kernels if "batch_norm" in k.name]
     # statistics: the saved mean and inverse standard deviation (c each)
     assert kernel_elements(stats) == n * c * hw + params + 2 * c
     assert kernel_elements(normalize) == n * c * hw + params + 2 * c + n * c * hw
@@ -451,7 +451,7 @@ def test_eager_batch_norm_in_training_is_two_kernels() -> None:
     # as the fused plan does
     n, c, hw = 2, 8, 16 * 16
     result = analyze(nn.BatchNorm2d(c), meta(n, c, 16, 16))
-    stats, normalize = [k for k in result.eager_kernels if "native_batch_norm" in k.name]
+    stats, normalize = [k for k in result.eager_kernels if "batch_norm" in k.name]
     # statistics: x and four parameter vectors in; the saved mean and inverse standard
     # deviation out (batch_norm_stats' mean and invstd), which the normalize reads
     assert stats.bytes == (n * c * hw + 4 * c + 2 * c) * FP32

@@ -26,11 +26,11 @@ from torch._ops import OpOverload, OpOverloadPacket
 from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import flop_registry, sdpa_flop_count
 
+from .aten_ops import aten, is_missing, missing_ops
 from .errors import PrecisionError
 from .intercept import RNN_CALLS
 from .trace import TensorRef, Trace, TracedOp, base_name, largest_per_value
 
-aten = torch.ops.aten
 
 
 class Category(str, Enum):
@@ -186,18 +186,21 @@ INTERCEPTED_KEYS: dict[str, OpOverloadPacket] = {
 def _with_in_place(key: OpKey) -> tuple[OpKey, ...]:
     """``key`` and its in-place twin (``aten.add`` → ``aten.add_``, ``aten.div.Tensor_mode`` →
     ``aten.div_.Tensor_mode``): the same values written into the first argument, whose accesses
-    :func:`in_place_accesses` corrects."""
+    :func:`in_place_accesses` corrects. An op the installed PyTorch lacks has no twin."""
+    if is_missing(key):
+        return (key,)
     if isinstance(key, OpOverload):
-        twin = getattr(getattr(aten, key.overloadpacket.__name__ + "_", None), key._overloadname,
-                       None)
+        twin = getattr(getattr(torch.ops.aten, key.overloadpacket.__name__ + "_", None),
+                       key._overloadname, None)
     else:
-        twin = getattr(aten, key.__name__ + "_", None)
+        twin = getattr(torch.ops.aten, key.__name__ + "_", None)
     return (key,) if twin is None else (key, twin)
 
 
 def add_rules(table: dict[OpKey, Any], ops: Iterable[OpKey], rule: Any, what: str) -> None:
     """Enter ``rule`` for every op of ``ops`` (and its in-place twin) into ``table``; a key
-    entered twice is a programming error, raised at import."""
+    entered twice is a programming error, raised at import. An op the installed PyTorch lacks
+    (:func:`aten_ops.missing_ops`) is entered too: no traced op can meet it."""
     for op in ops:
         for key in _with_in_place(op):
             if key in table:
@@ -210,7 +213,7 @@ def op_keys(op: TracedOp) -> tuple[OpKey, ...]:
     op recorded without its overload (``func=None``: a call intercepted above the dispatcher,
     :data:`INTERCEPTED_KEYS`) is keyed by the aten packet its base name names."""
     if op.func is None:
-        packet = getattr(aten, op.base, None)
+        packet = getattr(torch.ops.aten, op.base, None)
         return () if packet is None else (packet,)
     return (op.func, op.func.overloadpacket)
 
@@ -271,6 +274,7 @@ class RuleCoverage:
     registered: int  #: aten op names with a registered rule
     tagged_pointwise: int  #: further aten op names PyTorch tags pointwise (the fallback rule)
     unsupported: tuple[str, ...]  #: ops a forward model may meet that have no rule
+    missing: tuple[str, ...]  #: ops the rules name that the installed PyTorch lacks
 
     @property
     def total(self) -> int:
@@ -303,7 +307,9 @@ def rule_coverage() -> RuleCoverage:
             and not _NOT_MET_IN_FORWARD.search(base)
         ):
             traceable.add(base)
-    return RuleCoverage(len(registered), len(tagged), tuple(sorted(traceable - tagged)))
+    return RuleCoverage(
+        len(registered), len(tagged), tuple(sorted(traceable - tagged)), missing_ops()
+    )
 
 
 def rule_for(op: TracedOp) -> CostRule | None:

@@ -1530,6 +1530,9 @@ def _covered(context: _Context) -> int:
     return min(destination.elements, indexed_positions(context.op, largest))
 
 
+_SCALAR_FILLS = _op_set([aten.index_fill])
+
+
 @demand_rule(
     [
         aten.scatter,
@@ -1558,6 +1561,9 @@ def scatter_demand(context: _Context) -> Demand:
     untouched = max(0, read - _covered(context))
     inputs = [Region(opaque=untouched)]
     *indices, source = rest if rest else [None]
+    scalar_value = not isinstance(context.argument("value"), torch.Tensor)
+    if _one_of(context.op, _SCALAR_FILLS) and scalar_value:
+        indices, source = [*indices, source], None  # index_fill.int_Scalar: no source tensor
     inputs += [Region(opaque=int(ref.elements * share)) for ref in indices]
     inputs += [Region(opaque=_data_chosen(demanded))] if source is not None else []
     return Demand(tuple(inputs), _scaled(context.record.flops, share))

@@ -248,7 +248,8 @@ ROW_PER_BLOCK: dict[str, Callable[[OpRecord, TracedOp], int | None]] = {
 
 
 def _training(traced: TracedOp) -> bool:
-    """``native_batch_norm(input, weight, bias, running_mean, running_var, training, …)``."""
+    """``native_batch_norm(input, weight, bias, running_mean, running_var, training, …)``; the
+    cuDNN and MIOpen spellings (what a CUDA or ROCm build of PyTorch traces) take the same."""
     return bool(traced.args[5]) if len(traced.args) > 5 else True
 
 
@@ -258,6 +259,8 @@ def _training(traced: TracedOp) -> bool:
 TWO_PASS: dict[str, Callable[[TracedOp], bool]] = {
     "native_batch_norm": _training,
     "_native_batch_norm_legit": _training,
+    "cudnn_batch_norm": _training,
+    "miopen_batch_norm": _training,
     "native_group_norm": lambda traced: True,
     "native_layer_norm": lambda traced: True,
 }
