@@ -778,10 +778,9 @@ def test_registry_refuses_a_second_rule_for_one_op() -> None:
 
 
 def test_every_registry_key_is_an_aten_op() -> None:
+    from torchroofline.aten_ops import MissingOp
     from torchroofline.costs import DESTINATION_ACCESS, INDEXED_POSITIONS
     from torchroofline.demand import DEMAND_RULES, MATRIX_BUILDERS
-
-    from torchroofline.aten_ops import MissingOp
 
     tables = (_RULES, DEMAND_RULES, DESTINATION_ACCESS, MATRIX_BUILDERS, INDEXED_POSITIONS)
     for key in (key for table in tables for key in table):

@@ -32,7 +32,6 @@ from .intercept import RNN_CALLS
 from .trace import TensorRef, Trace, TracedOp, base_name, largest_per_value
 
 
-
 class Category(str, Enum):
     """What kind of kernel an op is; decides fusion and how it is drawn."""
 
