@@ -368,12 +368,150 @@ def along_dim_demand(context: _Context) -> Demand:
         (*box[:dim], _line_needed(context.op, box[dim], line), *box[dim + 1 :])
         for box in region.boxes
     ]
-    share = fraction_of(region, math.prod(context.op.writes[0].shape))
     # c outputs with no position lie on at least ⌈c / line⌉ lines
-    inputs = (Region.of(boxes, -(-region.opaque // line) * line if line else 0),)
-    return Demand(
-        inputs + tuple(Region() for _ in context.op.reads[1:]), _scaled(context.record.flops, share)
-    )
+    needed = Region.of(boxes, -(-region.opaque // line) * line if line else 0)
+    flops = _shared_statistics_flops(context, needed, region)
+    return Demand((needed, *(Region() for _ in context.op.reads[1:])), flops)
+
+
+#: Batch norms, in training (batch statistics per channel) or eval (running statistics: a
+#: per-channel scale and shift), as each PyTorch release traces them.
+_BATCH_NORMS = (
+    aten.native_batch_norm,
+    aten._native_batch_norm_legit,
+    aten._native_batch_norm_legit_functional,
+    aten._native_batch_norm_legit_no_training,
+    aten.cudnn_batch_norm,
+    aten.miopen_batch_norm,
+)
+
+#: FLOPs per demanded output element that an op whose outputs share their line's (row's,
+#: group's) statistics spends after them: softmax's divide, log_softmax's subtract, a norm's
+#: normalise and affine (2 + 2). Its other FLOPs (:data:`costs.REDUCTION_FLOPS_PER_INPUT_ELEMENT`
+#: less these) build the statistics, once per element of every line a demanded output needs.
+#: Ops not listed (sort, topk, scans) spend everything on the line.
+APPLY_FLOPS: dict[OpKey, int] = {}
+add_rules(APPLY_FLOPS, [aten._softmax, aten.softmax, aten._safe_softmax], 1, "apply-flops")
+add_rules(APPLY_FLOPS, [aten._log_softmax, aten.log_softmax], 1, "apply-flops")
+add_rules(APPLY_FLOPS, [aten.native_layer_norm, aten.native_group_norm], 4, "apply-flops")
+add_rules(APPLY_FLOPS, [aten._fused_rms_norm], 2, "apply-flops")  # multiply by rstd, weight
+add_rules(APPLY_FLOPS, _BATCH_NORMS, 4, "apply-flops")
+
+
+def _shared_statistics_flops(context: _Context, needed: Region, demanded: Region) -> FlopCount:
+    """FLOPs of an op whose output elements share their line's statistics: a demanded element
+    costs its whole line's statistics, not 1/line of them — the statistics FLOPs per input
+    element over every ``needed`` input element, then :data:`APPLY_FLOPS` per ``demanded``
+    output element."""
+    moved = context.record.flops
+    apply = lookup(APPLY_FLOPS, context.op) or 0
+    outputs = math.prod(context.op.writes[0].shape)
+    statistics = max(moved.vector - apply * outputs, 0)
+    vector = statistics * needed.count // max(math.prod(context.op.reads[0].shape), 1)
+    vector += apply * demanded.count
+    return replace(moved, vector=min(vector, moved.vector))
+
+
+@dataclass(frozen=True)
+class _Statistics:
+    """How a normalisation's statistics cover its input: each one spans the ``whole`` dims and,
+    along dim 1, ``group`` consecutive channels; the other input dims index the statistics (a
+    statistics output's dims, in order). ``channel_params``: its weight, bias and running
+    statistics are per channel (dim 1), else per element of the trailing dims."""
+
+    whole: frozenset[int]
+    group: int = 1
+    channel_params: bool = False
+
+    def line(self, shape: Sequence[int]) -> int:
+        """Input elements one statistic spans."""
+        return self.group * math.prod(shape[d] for d in self.whole)
+
+    def channels(self, index_set: IndexSet, size: int) -> IndexSet:
+        """The channels whose group holds any of ``index_set`` (group indices when
+        ``size`` counts groups)."""
+        groups = {c // self.group for r in index_set for c in r}
+        return normalize(range(g * self.group, min((g + 1) * self.group, size)) for g in groups)
+
+    def input_box(self, box: Box, shape: Sequence[int]) -> Box:
+        """The input elements the statistics of an output box (in input coordinates) span."""
+        return tuple(
+            (range(size),)
+            if dim in self.whole
+            else self.channels(box[dim], size)
+            if dim == 1 and self.group > 1
+            else box[dim]
+            for dim, size in enumerate(shape)
+        )
+
+
+#: Normalisations keyed by op: (the traced op, its input's shape) → how its statistics cover
+#: the input.
+STATISTICS: dict[OpKey, Callable[[_Context, Sequence[int]], _Statistics]] = {}
+
+
+def _trailing_statistics(context: _Context, shape: Sequence[int]) -> _Statistics:
+    """Layer and RMS norm: one statistic per row of the ``normalized_shape`` trailing dims."""
+    normalized = len(context.argument("normalized_shape", ()))
+    return _Statistics(frozenset(range(len(shape) - normalized, len(shape))))
+
+
+def _group_statistics(context: _Context, shape: Sequence[int]) -> _Statistics:
+    """Group norm: one statistic per (sample, group of C/G channels) over all positions."""
+    groups = context.argument("group", 1) or 1
+    return _Statistics(frozenset(range(2, len(shape))), max(shape[1] // groups, 1), True)
+
+
+def _batch_statistics(context: _Context, shape: Sequence[int]) -> _Statistics:
+    """Batch norm: in training one statistic per channel over the batch and positions; in eval
+    the running statistics make it a per-channel scale and shift (nothing shared)."""
+    training = context.argument("training", False)
+    whole = frozenset(d for d in range(len(shape)) if d != 1) if training else frozenset()
+    return _Statistics(whole, channel_params=True)
+
+
+add_rules(STATISTICS, [aten.native_layer_norm, aten._fused_rms_norm], _trailing_statistics,
+          "statistics")
+add_rules(STATISTICS, [aten.native_group_norm], _group_statistics, "statistics")
+add_rules(STATISTICS, _BATCH_NORMS, _batch_statistics, "statistics")
+
+
+@demand_rule([aten.native_layer_norm, aten._fused_rms_norm, aten.native_group_norm,
+              *_BATCH_NORMS])
+def norm_demand(context: _Context) -> Demand:
+    """A normalised element needs every input element its statistics span (its row, its
+    sample's channel group, its channel over the batch), so does a demanded statistic; the
+    weight and bias at the demanded elements. FLOPs: the statistics of every needed line,
+    then the normalise and affine of each demanded element."""
+    source = context.op.reads[0]
+    shape = source.shape
+    statistics = lookup(STATISTICS, context.op)(context, shape)
+    kept = [d for d in range(len(shape)) if d not in statistics.whole]
+    main = context.outputs[0]
+    if not shape or any(len(box) != len(shape) for box in main.boxes):
+        return _proportional(context)
+    boxes = [statistics.input_box(box, shape) for box in main.boxes]
+    opaque = main.opaque
+    for demanded, ref in zip(context.outputs[1:], context.op.writes[1:], strict=False):
+        for box in demanded.boxes:
+            if len(box) == len(shape):  # kept as size-1 dims
+                boxes.append(statistics.input_box(box, shape))
+            elif len(box) == len(kept):  # one dim per statistic index; dim 1 in groups
+                at = dict(zip(kept, box, strict=True))
+                if 1 in at and statistics.group > 1:
+                    at[1] = mapped_set(at[1], 0, statistics.group)
+                full = tuple(at.get(d, (range(size),)) for d, size in enumerate(shape))
+                boxes.append(statistics.input_box(full, shape))
+        opaque += demanded.opaque * (statistics.line(shape) if ref.shape != shape else 1)
+    line = statistics.line(shape)
+    needed = Region.of(boxes, -(-opaque // line) * line if line else 0)
+    params = []
+    for ref in context.op.reads[1:]:
+        if statistics.channel_params and len(ref.shape) == 1 and len(shape) > 1:
+            params.append(Region.of([(box[1],) for box in main.boxes]))
+        else:
+            params.append(_broadcast(main, shape, ref.shape) or Region())
+    return Demand((needed, *params), _shared_statistics_flops(context, needed, main))
 
 
 # --- Matmul-class ------------------------------------------------------------------------------
@@ -944,16 +1082,16 @@ def _transposed_window(
     taps = []
     for tap in range(kernel):
         shift = tap * dilation - padding
+        # the outputs this tap reaches: shift, shift + stride, … (one per input position)
+        reached = range(shift, shift + stride * in_size, stride)
         used = False
         for r in out_set:
-            if r.step != 1:
-                continue  # strided demand on a transposed conv: dropped (under-approximation)
-            low = max(-((shift - r.start) // stride), 0)  # ceil((start − shift) / stride)
-            high = min((r[-1] - shift) // stride, in_size - 1)
-            if low <= high:
+            hit = range_intersection(r, reached)
+            if hit:
                 used = True
-                pairs += high - low + 1
-                positions.append(range(low, high + 1))
+                pairs += len(hit)
+                first, step = (hit.start - shift) // stride, hit.step // stride
+                positions.append(range(first, first + len(hit) * step, step))
         if used:
             taps.append(tap)
     return normalize(positions), pairs, positions_to_set(taps)
