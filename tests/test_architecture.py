@@ -14,7 +14,7 @@ STAGES = (
     "costs", "precision",  # 2. costs, and the units each precision runs on
     "demand", "fusion", "plans",  # 3. plans: necessary work, eager and fused schedules
     "estimate", "roofline",  # 4. price: performance model, bound, Result
-    "batch_report", "breakdown", "report", "viz",  # 5. report and pictures
+    "batch_report", "runs", "breakdown", "report", "viz",  # 5. report and pictures
     "api", "kernelbench", "batch", "validate", "cli", "_preload", "__init__", "__main__",
 )
 

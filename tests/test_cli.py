@@ -49,8 +49,9 @@ def test_analyze_json_is_one_document(capsys):
 
 
 def test_analyze_with_generated_time(capsys):
-    code, out, _ = run(capsys, "analyze", MATMUL, "--actual-ms", "0.392", "--gen-ms", "0.196")
-    assert code == 0
+    code, out, err = run(capsys, "analyze", MATMUL, "--actual-ms", "0.392", "--gen-ms", "0.196")
+    assert code == 3  # 0.196 ms beats the 0.2568 ms speed of light: faster than light
+    assert "0.196 ms is below the 0.2568 ms speed of light" in err
     assert "speedup   2.00x" in out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
 from pathlib import Path
 
@@ -13,13 +14,18 @@ from torchroofline.errors import InputError, ProblemFileError
 from torchroofline.hardware import get_gpu
 from torchroofline.kernelbench import (
     analyze_file,
+    build_problem,
     compare_kernelbench,
     discover,
+    find_reference,
+    is_generated,
     load_problem,
     load_timings,
+    reference_for,
 )
 
 SUITE = Path(__file__).parent / "fixtures" / "kernelbench"
+RUNS = Path(__file__).parent / "fixtures" / "kernelbench_run"
 H100 = get_gpu("h100")
 
 
@@ -169,3 +175,82 @@ def test_kernelbench_extra_installs_what_its_problems_import():
     pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
     extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
     assert any(requirement.startswith("einops") for requirement in extras["kernelbench"])
+
+
+# --- Problems that need the network fail at once, with one line ------------------------------
+
+
+def test_hub_problem_fails_offline_at_once(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    problem = load_problem(RUNS / "network" / "1_hub_model.py")
+    with pytest.raises(ProblemFileError) as error:
+        build_problem(problem)
+    message = str(error.value)
+    assert "Hugging Face hub" in message and "HF_HUB_OFFLINE=1" in message
+    assert "HF_HUB_OFFLINE=0" in message and "\n" not in message
+    assert "HF_HUB_OFFLINE" not in os.environ  # put back as it was
+
+
+def test_users_hub_setting_is_kept(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    problem = load_problem(RUNS / "network" / "1_hub_model.py")
+    with pytest.raises(ProblemFileError, match="would now wait for"):
+        build_problem(problem)
+    assert os.environ["HF_HUB_OFFLINE"] == "0"
+
+
+def test_problem_opening_a_socket_says_it_needs_the_network():
+    with pytest.raises(ProblemFileError, match="needs network access \\(ConnectionRefusedError"):
+        load_problem(RUNS / "network" / "2_opens_a_socket.py")
+
+
+# --- Generated kernels are analyzed as their reference, never imported ------------------------
+
+DEMO = RUNS / "runs" / "demo"
+
+
+def test_generated_files_are_told_from_their_text():
+    assert is_generated(DEMO / "level_1_problem_23_sample_0_kernel.py")  # run name, plain PyTorch
+    assert not is_generated(SUITE / "level1" / "23_Softmax.py")
+
+
+def test_run_file_finds_its_reference_by_kernelbench_naming():
+    found = find_reference(DEMO / "level_1_problem_23_sample_1_kernel.py", SUITE)
+    assert found == SUITE / "level1" / "23_Softmax.py"
+    assert find_reference(DEMO / "level_1_problem_1_sample_0_kernel.py", SUITE / "level1").name \
+        == "1_Square_matrix_multiplication_.py"
+
+
+def test_reference_found_near_a_run_and_by_problem_name(tmp_path):
+    problems = tmp_path / "KernelBench" / "KernelBench" / "level1"
+    problems.mkdir(parents=True)
+    reference = problems / "19_ReLU.py"
+    reference.write_text((SUITE / "level1" / "23_Softmax.py").read_text())
+    run = tmp_path / "KernelBench" / "runs" / "r"
+    run.mkdir(parents=True)
+    kernel = run / "level_1_problem_19_sample_0_kernel.py"
+    kernel.write_text("import torch\nfrom torch.utils.cpp_extension import load_inline\n")
+    assert find_reference(kernel) == reference  # KernelBench/KernelBench/level1 from the run
+    named = tmp_path / "mine" / "level1" / "19_ReLU.py"
+    named.parent.mkdir(parents=True)
+    named.write_text("import triton\n")
+    assert reference_for(named, problems=tmp_path / "KernelBench" / "KernelBench") == reference
+    assert reference_for(named, ref=reference) == reference
+    assert reference_for(reference) is None  # a problem is its own reference
+
+
+def test_missing_reference_is_one_line_naming_the_search_and_the_flag():
+    kernel = DEMO / "level_1_problem_1_sample_0_kernel.py"
+    with pytest.raises(ProblemFileError) as error:
+        find_reference(kernel)  # the fixtures' folder is 'kernelbench', not found by naming
+    message = str(error.value)
+    assert "level1/1_*.py" in message and "searched" in message
+    assert "--problems" in message and "\n" not in message
+
+
+def test_compiled_kernels_are_never_imported():
+    with pytest.raises(ProblemFileError, match="generated cuda kernel, never imported"):
+        load_problem(DEMO / "level_1_problem_1_sample_0_kernel.py", class_name="ModelNew")
+    with pytest.raises(ProblemFileError, match="generated triton kernel"):
+        load_problem(DEMO / "level_1_problem_1_sample_1_kernel.py", class_name="ModelNew")

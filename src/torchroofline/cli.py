@@ -1,7 +1,10 @@
 """The ``torchroofline`` command line (also ``python -m torchroofline``).
 
 Exit codes: 0 success, 1 some problems failed to analyze (reports are still written),
-2 bad usage (unknown GPU or precision, unreadable timings, bad arguments).
+2 bad usage (unknown GPU or precision, unreadable timings, bad arguments), 3 a generated
+kernel's time beats the speed of light (faster than light: a timing bug or a kernel that skips
+work; the reports are still written, and failed problems' 1 takes precedence).
+
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
     from .batch_report import BatchReport
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_FASTER_THAN_LIGHT = 3  #: a generated kernel's time beats the speed of light
 #: Errors that mean the command itself was wrong, not one problem.
 _USAGE_ERRORS = (UnknownGPUError, PrecisionError, InputError)
 
@@ -91,6 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument("--gen-ms", type=float, metavar="MS", help="a generated kernel's time")
     analyze.add_argument("--class", dest="class_name", default="Model", help="model class name")
+    analyze.add_argument(
+        "--ref", metavar="REF.py",
+        help="the reference problem a generated FILE computes (default: found by KernelBench "
+        "naming); a generated file is read, never imported, compiled or run",
+    )
+    analyze.add_argument(
+        "--problems", metavar="DIR",
+        help="where to look for a generated file's reference (KernelBench/ or a level folder; "
+        "default: the folders around the file)",
+    )
     analyze.add_argument("--top", type=int, default=5, help="kernels listed")
     analyze.add_argument(
         "--format", choices=("text", "json", "prompt"), default="text",
@@ -113,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     _common(suite)
     suite.add_argument("--timings", metavar="JSON", help="reference times (KernelBench format)")
     suite.add_argument("--gen-timings", metavar="JSON", help="generated kernels' times")
+    suite.add_argument(
+        "--run", metavar="DIR",
+        help="a KernelBench run folder (runs/<run>: eval_results.json and the kernel files); "
+        "reports its samples against the speed of light of their problems",
+    )
     suite.add_argument("--level", help="levels to keep, e.g. 1,2")
     suite.add_argument("-j", "--jobs", type=int, default=1, help="worker processes")
     suite.add_argument("--timeout", type=float, default=60.0, help="seconds per problem")
@@ -174,18 +193,23 @@ def _plot_path(base: str, file: str, many: bool) -> str:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .kernelbench import analyze_file, compare_kernelbench
+    from .kernelbench import analyze_file, compare_kernelbench, reference_for
 
     gpu = _target_gpu(args)
     times = _actual_times(args.files, args.actual_ms)
     documents: list[dict[str, Any]] = []
-    failed = 0
+    failed = too_fast = 0
     for file, actual_ms in zip(args.files, times, strict=True):
         try:
+            reference = reference_for(
+                file, ref=args.ref, problems=args.problems, class_name=args.class_name
+            )
             result = analyze_file(
-                file, gpu, args.precision, actual_ms=actual_ms, cache=args.cache,
+                reference or file, gpu, args.precision, actual_ms=actual_ms, cache=args.cache,
                 class_name=args.class_name,
             )
+            if reference is not None:
+                result = result.with_notes([_as_reference(file, reference)])
         except _USAGE_ERRORS:
             raise
         except TorchrooflineError as error:
@@ -194,6 +218,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             _report(error, args.debug)
             continue
         comparison = compare_kernelbench(result, actual_ms, args.gen_ms) if args.gen_ms else None
+        if comparison is not None and comparison.gen.impossible:
+            too_fast += 1
+            _faster_than_light(file, comparison.gen.ms, comparison.sol_ms)
         document = result.to_dict()
         if comparison is not None:
             document["comparison"] = comparison.to_dict()
@@ -212,7 +239,30 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             _note(f"wrote {picture}")
     if args.format == "json":
         print(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
-    return EXIT_FAILED if failed else EXIT_OK
+    return _exit_code(failed, too_fast)
+
+
+def _as_reference(file: str, reference: Path) -> str:
+    note = f"{file} is a generated kernel: analyzed as its reference {reference} (read, never run)"
+    _note(note)
+    return note
+
+
+def _faster_than_light(what: str, time_ms: float, sol_ms: float) -> None:
+    """The warning for a generated kernel's time below the speed of light."""
+    print(
+        f"torchroofline: warning: {what}: the generated kernel's {time_ms:.4g} ms is below the "
+        f"{sol_ms:.4g} ms speed of light: faster than light (a timing bug or a kernel that skips "
+        f"work); exit code {EXIT_FASTER_THAN_LIGHT}",
+        file=sys.stderr,
+    )
+
+
+def _exit_code(failed: int, faster_than_light: int) -> int:
+    """Failed problems first (1), then generated times that beat the speed of light (3)."""
+    if failed:
+        return EXIT_FAILED
+    return EXIT_FASTER_THAN_LIGHT if faster_than_light else EXIT_OK
 
 
 # --- gpus ----------------------------------------------------------------------------------
@@ -354,12 +404,17 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     paths = discover(args.paths, levels)
     if not paths:
         raise _UsageError(_nothing_to_run(args.paths, levels))
+    run = None
+    if args.run:
+        run, paths = _run_and_problems(args.run, paths, args.paths)
     report = analyze_batch(
         paths, gpu, args.precision, cache=args.cache, timings=timings, gen_timings=gen_timings,
         jobs=args.jobs, timeout_s=args.timeout,
         memory_limit_bytes=int(args.memory_limit * 2**30),
         on_done=Progress(len(paths), debug=args.debug),
     )
+    if run is not None:
+        return _report_run(args, run, report)
     if args.out:
         write_report(report, args.out)
     if args.json:
@@ -372,7 +427,60 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
         _warn_if_unmeasured(report)
         for picture in plot_suite(report, args.plot_dir, per_problem=args.per_problem):
             _note(f"wrote {picture}")
-    return EXIT_FAILED if report.failed else EXIT_OK
+    for problem in report.problems:
+        if problem.gen_impossible:
+            _faster_than_light(problem.name, problem.gen_ms, problem.sol_ms)
+    return _exit_code(report.failed, sum(p.gen_impossible for p in report.problems))
+
+
+def _run_and_problems(folder: str, paths: list[Path], where: Sequence[str]) -> tuple[Any, list]:
+    """The run in ``folder`` and the problem files among ``paths`` it has samples for."""
+    from .kernelbench import level_of, run_problems
+    from .runs import load_run
+
+    levels = {level_of(path) for path in paths}
+    run = load_run(folder, level=levels.pop() if len(levels) == 1 else None)
+    matched = run_problems(paths, run)
+    if not matched:
+        wanted = sorted({(s.level, s.problem_id) for s in run.samples}, key=str)
+        named = ", ".join(f"level {level} problem {number}" for level, number in wanted[:6])
+        raise _UsageError(
+            f"the run {folder} has samples for {named or 'no problem'}, and none of the "
+            f"{len(paths)} problem files under {' '.join(where)} is one of them; pass the "
+            "run's level folder (KernelBench/levelN)"
+        )
+    return run, matched
+
+
+def _report_run(args: argparse.Namespace, run: Any, report: BatchReport) -> int:
+    """The run report (``--run``) in place of the suite report: printed, written, pictured."""
+    from .runs import RUN_WRITERS, join_run
+
+    joined = join_run(run, report)
+    if args.out:
+        Path(args.out).write_text(
+            RUN_WRITERS[Path(args.out).suffix.lower()](joined), encoding="utf-8"
+        )
+    if args.json or not args.out:
+        print(RUN_WRITERS[".json" if args.json else ".md"](joined), end="")
+    totals = joined.summary["all"]
+    _note(
+        f"run {run.path}: {totals['samples']} samples, {totals['correct']} correct, "
+        f"{totals['faster_than_light']} faster than light, {len(joined.unmatched)} without an "
+        "analyzed problem"
+    )
+    if args.out:
+        _note(f"wrote {args.out}")
+    if args.plot_dir:
+        from .viz import plot_run
+
+        picture = Path(args.plot_dir) / "run_sol.png"
+        picture.parent.mkdir(parents=True, exist_ok=True)
+        plot_run(joined, picture)
+        _note(f"wrote {picture}")
+    for sample in joined.faster_than_light:
+        _faster_than_light(sample.name, sample.sample.runtime_ms, sample.sol_ms)
+    return _exit_code(report.failed, len(joined.faster_than_light))
 
 
 def _check_suffix(path: str) -> None:

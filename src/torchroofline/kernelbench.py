@@ -8,9 +8,10 @@ files are Python code and are **executed**, as KernelBench itself does.
 from __future__ import annotations
 
 import importlib.util
-import json
+import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,14 @@ from .errors import InputError, ProblemFileError, TorchrooflineError
 from .hardware import GPUSpec
 from .precision import restoring_switches
 from .roofline import Actual, Result
+from .runs import (
+    COMPILED_BACKENDS,
+    Run,
+    kernel_backend,
+    parse_kernel_name,
+    problem_number,
+    read_json_object,
+)
 
 _LEVEL_DIR = re.compile(r"^level(\d+)$")
 
@@ -58,18 +67,21 @@ def load_problem(path: str | Path, *, class_name: str = "Model") -> Problem:
     path = Path(path)
     if not path.is_file():
         raise ProblemFileError(f"{path}: no such problem file")
+    _refuse_compiled_kernel(path)
     module_name = f"_torchroofline_problem_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ProblemFileError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        with hub_offline():
+            spec.loader.exec_module(module)
     except SyntaxError as error:
         raise ProblemFileError(
             f"{path}:{error.lineno}: syntax error: {error.msg}; fix the file"
         ) from error
     except Exception as error:  # noqa: BLE001 — the file's own code failed
+        _raise_if_network(path, error)
         raise ProblemFileError(
             f"{path}: importing the file raised {type(error).__name__}: {_first_line(error)}"
         ) from error
@@ -93,9 +105,81 @@ def load_problem(path: str | Path, *, class_name: str = "Model") -> Problem:
     )
 
 
+def _refuse_compiled_kernel(path: Path) -> None:
+    backend = kernel_backend(path.read_text(errors="replace"))
+    if backend in COMPILED_BACKENDS:
+        raise ProblemFileError(
+            f"{path}: a generated {backend} kernel, never imported (it would compile or launch "
+            "GPU code); analyze it as its reference problem: drop --class, or pass --ref REF.py"
+        )
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0][:300] if text else type(error).__name__
+
+
+# --- Problems that reach for the network ----------------------------------------------------
+
+#: Set while a problem file is imported and built, unless the user set ``HF_HUB_OFFLINE``
+#: (either value): a problem that asks the Hugging Face hub for a model (KernelBench level 4's
+#: ``from_pretrained``) then reads the local cache and fails at once, instead of retrying the
+#: network for 20-odd seconds when there is none. ``TRANSFORMERS_OFFLINE`` is what transformers
+#: releases before huggingface_hub's variable read.
+OFFLINE_ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+#: Exceptions (by class name, so neither huggingface_hub nor transformers need be installed)
+#: that mean the file wanted the hub: a file not in the local cache, offline mode refusing a call.
+_HUB_ERRORS = frozenset({"LocalEntryNotFoundError", "OfflineModeIsEnabled"})
+
+
+@contextmanager
+def hub_offline() -> Iterator[None]:
+    """:data:`OFFLINE_ENVIRONMENT` for the duration, unless the user chose ``HF_HUB_OFFLINE``."""
+    if "HF_HUB_OFFLINE" in os.environ:
+        yield
+        return
+    added = {name: value for name, value in OFFLINE_ENVIRONMENT.items() if name not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _raise_if_network(path: Path, error: BaseException) -> None:
+    """Turn an error that means "this file needs the network" into one line saying what it
+    needs; other errors pass through untouched."""
+    import socket
+    import urllib.error
+
+    for cause in _causes(error):
+        text = _first_line(cause)
+        if type(cause).__name__ in _HUB_ERRORS or (
+            isinstance(cause, OSError) and "huggingface.co" in str(cause)
+        ):
+            offline = os.environ.get("HF_HUB_OFFLINE", OFFLINE_ENVIRONMENT["HF_HUB_OFFLINE"])
+            raise ProblemFileError(
+                f"{path}: needs a file from the Hugging Face hub that is not in the local cache "
+                f"(HF_HUB_OFFLINE={offline}; {type(cause).__name__}: {text}); run the file once "
+                "with network access to cache its config, or set HF_HUB_OFFLINE=0 to let it "
+                "use the network"
+            ) from error
+        if isinstance(cause, (ConnectionError, socket.gaierror, urllib.error.URLError)):
+            raise ProblemFileError(
+                f"{path}: needs network access ({type(cause).__name__}: {text}); run it where "
+                "the network is reachable, or make the file read local data"
+            ) from error
 
 
 def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
@@ -104,18 +188,21 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
     data is built for real instead, with a note."""
     notes: list[str] = []
     try:
-        with FakeTensorMode(allow_non_fake_inputs=True):
+        with hub_offline(), FakeTensorMode(allow_non_fake_inputs=True):
             return _construct(problem) + (notes,)
     except TorchrooflineError:
         raise
     except Exception as fake_error:  # noqa: BLE001 — retried with real tensors
+        _raise_if_network(problem.path, fake_error)
         notes.append(
             f"built with real tensors: construction under fake tensors raised "
             f"{type(fake_error).__name__}: {_first_line(fake_error)}"
         )
     try:
-        return _construct(problem) + (notes,)
+        with hub_offline():
+            return _construct(problem) + (notes,)
     except Exception as error:  # noqa: BLE001 — the problem's own code failed
+        _raise_if_network(problem.path, error)
         raise ProblemFileError(
             f"{problem.path}: building the model or inputs raised {type(error).__name__}: "
             f"{_first_line(error)}"
@@ -155,6 +242,93 @@ def analyze_file(
     return result.with_notes(notes) if notes else result
 
 
+# --- Generated kernels: analyzed as the reference they claim to compute ---------------------
+
+_MODEL_NEW = re.compile(r"^class\s+ModelNew\b", re.MULTILINE)
+
+
+def is_generated(path: str | Path) -> bool:
+    """A generated kernel rather than a problem: a KernelBench run file name, a ``ModelNew``
+    class, or CUDA / Triton code (told from the text; the file is not imported)."""
+    path = Path(path)
+    source = path.read_text(errors="replace") if path.is_file() else ""
+    return (
+        parse_kernel_name(path.name) is not None
+        or bool(_MODEL_NEW.search(source))
+        or kernel_backend(source) in COMPILED_BACKENDS
+    )
+
+
+def find_reference(path: str | Path, problems: str | Path | None = None) -> Path:
+    """The reference problem of a generated file, by KernelBench naming: a run file
+    ``level_1_problem_19_sample_0_kernel.py`` → ``level1/19_*.py``; a file named like its
+    problem (``level1/19_ReLU.py`` or ``19_ReLU_*.py``) → the same number in that level. Looked
+    for under ``problems`` (a suite or level folder), else in the folders around ``path``
+    (``KernelBench/level1`` of any of its parents: a run lives in ``KernelBench/runs/<run>``).
+
+    Raises :class:`ProblemFileError` naming what was searched and the flag to pass."""
+    path = Path(path)
+    name = parse_kernel_name(path.name)
+    number = name.problem_id if name else problem_number(path.name)
+    if number is None:
+        raise ProblemFileError(
+            f"{path}: a generated kernel whose name says no problem (neither "
+            "level_<L>_problem_<P>_sample_<S>_kernel.py nor <P>_<Name>.py); pass --ref REF.py"
+        )
+    level = name.level if name else level_of(path)
+    pattern = f"{number}_*.py"
+    level_glob = f"level{level}" if level is not None else "level*"
+    roots = [Path(problems)] if problems else _roots_near(path)
+    for root in roots:
+        folders = [root] if _LEVEL_DIR.match(root.name) else sorted(root.glob(level_glob))
+        found = sorted(
+            file
+            for folder in folders
+            if level is None or level_of(folder / pattern) == level
+            for file in folder.glob(pattern)
+            if not is_generated(file)
+        )
+        if found:
+            return found[0]
+    searched = ", ".join(str(root) for root in roots) or "nothing"
+    flag = "--ref REF.py" if problems else "--problems KernelBench/ or --ref REF.py"
+    raise ProblemFileError(
+        f"{path}: no reference problem {level_glob}/{pattern} found (searched {searched}); "
+        f"pass {flag}"
+    )
+
+
+def reference_for(
+    path: str | Path,
+    *,
+    ref: str | Path | None = None,
+    problems: str | Path | None = None,
+    class_name: str = "Model",
+) -> Path | None:
+    """The problem file to analyze in place of ``path``: ``ref`` when given; the reference of a
+    generated kernel (:func:`is_generated`, :func:`find_reference`) unless ``class_name`` asks
+    for its own class; ``None`` when ``path`` is itself the problem."""
+    if ref is not None:
+        return Path(ref)
+    if class_name != "Model" or not is_generated(path):
+        return None
+    return find_reference(path, problems)
+
+
+def _roots_near(path: Path) -> list[Path]:
+    """The parents of ``path`` (nearest first, at most 4) and their ``KernelBench`` folders."""
+    roots = []
+    for parent in list(path.resolve().parents)[:4]:
+        roots += [parent, parent / "KernelBench"]
+    return [root for root in roots if root.is_dir()]
+
+
+def run_problems(paths: Sequence[Path], run: Run) -> list[Path]:
+    """The problem files among ``paths`` that ``run`` has samples for (same level and number)."""
+    wanted = {(sample.level, sample.problem_id) for sample in run.samples}
+    return [path for path in paths if (level_of(path), problem_number(path.name)) in wanted]
+
+
 # --- Timings -------------------------------------------------------------------------------
 
 
@@ -163,12 +337,7 @@ def load_timings(path: str | Path) -> dict[tuple[int | None, str], float]:
     keyed by (level, file name). A flat ``{"file.py": {"mean": ms}}`` or ``{"file.py": ms}`` gives
     level ``None``. A ``null`` entry (a problem that was not timed) is left out."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise InputError(f"{path}: cannot read timings JSON ({_first_line(error)})") from error
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: timings must be a JSON object of levels or files")
+    data = read_json_object(path, "timings", "levels or files")
     timings: dict[tuple[int | None, str], float] = {}
     for key, value in data.items():
         match = _LEVEL_DIR.match(key)

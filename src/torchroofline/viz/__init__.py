@@ -4,6 +4,7 @@
 - :mod:`.gpus`: one workload's speed of light and fused estimate across GPUs (:func:`plot_gpus`);
 - :mod:`.suite`: a KernelBench batch report, a :class:`~torchroofline.batch_report.BatchReport`
   (:func:`plot_suite` and its scatter and histogram);
+- :mod:`.runs`: a KernelBench run's samples against SoL (:func:`plot_run`);
 - :mod:`.labels`: the label placer they share; :mod:`.canvas`: figures, saving, colours.
 
 Pictures draw from results (or their dictionary form) and never trace a model.
@@ -21,6 +22,7 @@ from .canvas import (
 )
 from .gpus import DEFAULT_GPUS, plot_gpus
 from .rooflines import KernelPoint, describe_roof, kernel_points, plot_result, plot_result_dict
+from .runs import plot_run
 from .suite import plot_suite, plot_suite_histogram, plot_suite_scatter, problem_points
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "plot_gpus",
     "plot_result",
     "plot_result_dict",
+    "plot_run",
     "plot_suite",
     "plot_suite_histogram",
     "plot_suite_scatter",
