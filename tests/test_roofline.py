@@ -86,6 +86,37 @@ def test_fp32_conv_uses_tf32() -> None:
     assert result.compute_sol_s == pytest.approx(CONV_FLOPS / H100_TF32, rel=1e-12)
 
 
+def test_math_ladder_prices_matmul_work_on_each_rung() -> None:
+    # a 256×512 @ 512×128 fp32 matmul on the H100 SXM: the program runs it on CUDA cores
+    # (66.9 TFLOP/s); a TF32 kernel at 494.7, bf16 and fp16 at 989.4, fp8 at 1978.9 TFLOP/s.
+    # The bytes stay fp32 on every rung (0.92 MB: 0.27 µs), which floors the lower rungs
+    result = analyze(*_mm(), precision="fp32")
+    peaks = {"program": H100_FP32, "tf32": H100_TF32, "bf16": H100_BF16, "fp16": H100_BF16,
+             "fp8": 1978.9e12}
+    memory_s = (M * K + K * N + M * N) * 4 / H100_BANDWIDTH
+    for rung, peak in peaks.items():
+        expected = max(MATMUL_FLOPS / peak, memory_s)
+        assert result.sol_by_math_s[rung] == pytest.approx(expected, rel=1e-12), rung
+    assert result.sol_by_math_s["program"] == result.sol_s
+    assert result.time_ms["sol_by_math"]["tf32"] == pytest.approx(
+        max(MATMUL_FLOPS / H100_TF32, memory_s) * 1e3, rel=1e-12)
+    # a time between the TF32 and the fp32 bound needs TF32 (or lower) math; one below the fp8
+    # bound is faster than any math
+    between = (result.sol_by_math_s["tf32"] + result.sol_s) / 2
+    assert result.possible_with(result.sol_s) == "program"
+    assert result.possible_with(between) == "tf32"
+    assert result.possible_with(result.sol_by_math_s["fp8"] / 2) is None
+
+
+def test_math_ladder_never_rises_above_the_program() -> None:
+    # a bf16 program already runs on bf16 tensor cores: its TF32 rung keeps the faster bf16 unit
+    # (a kernel may keep the program's precision), and every rung is at most the one above it
+    result = analyze(*_mm(), precision="bf16")
+    ladder = list(result.sol_by_math_s.values())
+    assert result.sol_by_math_s["tf32"] == result.sol_s
+    assert ladder == sorted(ladder, reverse=True)
+
+
 def test_fp32_conv_on_v100_runs_on_cuda_cores() -> None:
     v100 = get_gpu("v100")
     assert not v100.has_tensor("tf32")

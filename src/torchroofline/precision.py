@@ -278,22 +278,51 @@ class UnitSeconds:
         return max(self.tensor_s, self.vector_s)
 
 
+#: The math ladder: precisions a correct kernel may do its matmul-class work in, highest first.
+#: "program" is what the program itself runs (PyTorch's rules and the user's switches). Which
+#: rungs are correct is the benchmark's tolerance to decide (an fp32 check at 1e-2 admits TF32
+#: math): the bound at each rung says what a kernel computing at that precision cannot beat.
+MATH_RUNGS = ("program", "tf32", "bf16", "fp16", "fp8")
+
+
+def check_math(math: str) -> str:
+    """Validate a math rung (:data:`MATH_RUNGS`); returns it lower-cased."""
+    rung = str(math).lower()
+    if rung not in MATH_RUNGS:
+        raise PrecisionError(
+            f"unknown math {math!r}; use one of: {', '.join(MATH_RUNGS)} (program: the "
+            "precision the program's own ops run at)"
+        )
+    return rung
+
+
+def _faster(first: Unit, second: Unit) -> Unit:
+    return first if first.peak_flops_per_s >= second.peak_flops_per_s else second
+
+
 def unit_seconds(
     ops: Iterable[OpRecord],
     gpu: GPUSpec,
     precision: str,
     switches: MathSwitches | None = None,
+    math: str = "program",
 ) -> UnitSeconds:
     """Tensor-core and CUDA-core seconds of ``ops``: FLOPs / the peak of the unit running them
-    (:func:`unit_for` under the user's ``switches``; default: as torch holds them now)."""
+    (:func:`unit_for` under the user's ``switches``; default: as torch holds them now). At a
+    ``math`` rung other than "program", matmul-class work runs on that precision's unit and
+    vector work at that precision's vector rate wherever those are faster than the program's
+    own (a kernel may always keep the program's precision), so the rungs only ever lower."""
     switches = switches or MathSwitches.current()
-    vector_peak = gpu.vector_peak(precision)
+    rung = None if math == "program" else math
+    vector_peak = max(gpu.vector_peak(precision), gpu.vector_peak(rung or precision))
     tensor_s = 0.0
     vector_s = 0.0
     for op in ops:
         vector_s += op.flops.vector / vector_peak
         if op.flops.tensor:
             unit = unit_for(gpu, op_precision(op, precision), op.flops.kind, switches)
+            if rung is not None:
+                unit = _faster(unit, unit_for(gpu, rung, op.flops.kind))
             if unit.name == "tensor":
                 tensor_s += op.flops.tensor / unit.peak_flops_per_s
             else:

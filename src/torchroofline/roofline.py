@@ -23,6 +23,7 @@ from .fusion import Kernel, Plan, Refusal
 from .hardware import GPUSpec, get_gpu
 from .plans import Plans
 from .precision import (
+    MATH_RUNGS,
     TORCH_DEFAULTS,
     MathSwitches,
     check_precision,
@@ -346,6 +347,25 @@ class Result:
         """The compulsory bytes at the memory system's speed (seconds; see :func:`memory_sol_s`)."""
         return memory_sol_s(self.compulsory_bytes, self.gpu, self.cache)
 
+    @cached_property
+    def sol_by_math_s(self) -> dict[str, float]:
+        """The speed of light (seconds) at each rung of :data:`precision.MATH_RUNGS`: the
+        necessary matmul-class work on that precision's unit where it is faster. Inputs and
+        outputs keep their dtypes in memory, so the memory term is the same on every rung."""
+        necessary = self.plans.necessary.ops
+        return {
+            rung: max(
+                unit_seconds(necessary, self.gpu, self.precision, self.switches, rung).compute_s,
+                self.memory_sol_s,
+            )
+            for rung in MATH_RUNGS
+        }
+
+    def possible_with(self, measured_s: float) -> str | None:
+        """The highest math rung whose speed of light ``measured_s`` does not beat (None: faster
+        than any math on this GPU)."""
+        return next((rung for rung, sol in self.sol_by_math_s.items() if sol <= measured_s), None)
+
     @property
     def sol_s(self) -> float:
         return max(self.compute_sol_s, self.memory_sol_s)
@@ -408,12 +428,14 @@ class Result:
         return 1 - self.fused_bytes / self.unfused_bytes if self.unfused_bytes else 0.0
 
     @property
-    def time_ms(self) -> dict[str, float]:
+    def time_ms(self) -> dict[str, Any]:
+        """Every time in ms; ``sol_by_math`` maps each math rung to its speed of light."""
         return {
             "compute_sol": self.compute_sol_s * 1e3,
             "memory_sol": self.memory_sol_s * 1e3,
             "memory_fused": self.memory_fused_s * 1e3,
             "sol": self.sol_s * 1e3,
+            "sol_by_math": {rung: sol * 1e3 for rung, sol in self.sol_by_math_s.items()},
             "fused_estimate": self.fused_estimate_s * 1e3,
             "eager_estimate": self.eager_estimate_s * 1e3,
             "cudagraph_estimate": self.cudagraph_estimate_s * 1e3,
