@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchroofline",
         description="Speed-of-light bounds for PyTorch programs on a chosen GPU, no GPU needed.",
+        epilog="exit codes: 0 success, 1 some problems failed (reports are still written), 2 bad "
+        "usage, 3 a generated kernel's time beats the speed of light (faster than light: a "
+        "timing bug or a kernel that skips work)",
         formatter_class=_HelpFormatter,
     )
     _debug_flag(parser, False)
@@ -93,7 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--actual-ms", type=float, nargs="+", metavar="MS",
         help="measured time(s) in ms: one for all files or one per file",
     )
-    analyze.add_argument("--gen-ms", type=float, metavar="MS", help="a generated kernel's time")
+    analyze.add_argument(
+        "--gen-ms", type=float, metavar="MS",
+        help="a generated kernel's time; below the speed of light it warns and exits 3",
+    )
     analyze.add_argument("--class", dest="class_name", default="Model", help="model class name")
     analyze.add_argument(
         "--ref", metavar="REF.py",
@@ -126,7 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("paths", nargs="+", metavar="PATH")
     _common(suite)
     suite.add_argument("--timings", metavar="JSON", help="reference times (KernelBench format)")
-    suite.add_argument("--gen-timings", metavar="JSON", help="generated kernels' times")
+    suite.add_argument(
+        "--gen-timings", metavar="JSON",
+        help="generated kernels' times; one below the speed of light warns and exits 3",
+    )
     suite.add_argument(
         "--run", metavar="DIR",
         help="a KernelBench run folder (runs/<run>: eval_results.json and the kernel files); "
