@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,12 +13,16 @@ from pathlib import Path
 import pytest
 
 from conftest import H100_FP32
-from torchroofline.cli import main
+from torchroofline.cli import build_parser, main
+from torchroofline.kernelbench import analyze_file
 
 SUITE = Path(__file__).parent / "fixtures" / "kernelbench"
 MATMUL = SUITE / "level1" / "1_Square_matrix_multiplication_.py"
 TIMINGS = SUITE / "baseline_time_torch.json"
 GEN_TIMINGS = SUITE / "generated_time.json"
+SOFTMAX = SUITE / "level1" / "23_Softmax.py"
+CONV = SUITE / "level2" / "1_Conv2D_ReLU_BiasAdd.py"
+SLEEPS = SUITE / "broken" / "sleeps_forever.py"  #: never finishes: a batch is mid-run on it
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -72,7 +77,9 @@ def test_prompt_format_is_short(capsys):
         (["analyze", MATMUL, "--precision", "fp12"], "unknown precision 'fp12'"),
         (["kernelbench", SUITE, "--out", "report.txt"], "--out must end in"),
         (["kernelbench", SUITE / "nowhere"], "no such file or folder"),
-        (["analyze", MATMUL, "--actual-ms", "1", "2"], "--actual-ms takes one time"),
+        (["analyze", MATMUL, "--actual-ms", "1,2"], "--actual-ms takes one time"),
+        (["analyze", SUITE / "level1"], "is a folder; to analyze every problem in it run: "
+         f"torchroofline kernelbench {SUITE / 'level1'}"),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(capsys, argv, message):
@@ -81,6 +88,48 @@ def test_bad_usage_exits_2_with_one_line(capsys, argv, message):
     assert message in err
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+
+
+def test_actual_ms_before_the_file_leaves_the_file_alone(capsys):
+    code, out, _ = run(capsys, "analyze", "--actual-ms", "0.392", MATMUL, "--json")
+    assert code == 0 and json.loads(out)["actual"]["ms"] == 0.392
+    code, out, _ = run(capsys, "analyze", "--actual-ms", "0.392,4.38", MATMUL, SOFTMAX, "--json")
+    assert [document["actual"]["ms"] for document in json.loads(out)] == [0.392, 4.38]
+    code, out, _ = run(capsys, "analyze", MATMUL, SOFTMAX, "--actual-ms", "0.392",
+                       "--actual-ms", "4.38", "--json")
+    assert [document["actual"]["ms"] for document in json.loads(out)] == [0.392, 4.38]
+
+
+def test_a_misspelt_option_gets_the_closest_one(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["analyze", str(MATMUL), "--precison", "fp32"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized argument --precison (did you mean --precision?)" in err
+    assert "fp32" not in err.splitlines()[-1]  # its value is not a second complaint
+
+
+def test_host_scale_multiplies_every_host_cost(capsys):
+    # --host-scale 2: each CPU cost doubles, so the host time of every mode doubles exactly
+    default = analyze_file(CONV).to_dict()["estimate"]
+    code, out, _ = run(capsys, "analyze", CONV, "--host-scale", "2", "--json")
+    scaled = json.loads(out)["estimate"]
+    assert code == 0
+    for mode in ("eager", "fused", "cudagraph"):
+        assert scaled[mode]["host_ms"] == pytest.approx(2 * default[mode]["host_ms"], rel=1e-12)
+        assert scaled[mode]["gpu_busy_ms"] == pytest.approx(default[mode]["gpu_busy_ms"])
+
+
+def test_every_batch_command_has_one_cache_default_and_help():
+    parser = build_parser()
+    helps = set()
+    for command in ("analyze", "kernelbench", "validate"):
+        subparser = parser.commands[command]
+        [cache] = [a for a in subparser._actions if "--cache" in a.option_strings]
+        assert cache.default == "cold"
+        helps.add(cache.help)
+    [text] = helps
+    assert "clear_l2_cache" in text  # where KernelBench's flush is, to check it
 
 
 def test_failed_problem_exits_1_without_traceback(capsys):
@@ -237,13 +286,59 @@ def test_batch_report_formats(suite_report, tmp_path):
     assert "sleeps_forever.py | timeout" in markdown
 
 
-def test_level_filter(capsys, tmp_path):
+def test_level_filter_with_a_summary_and_where_it_wrote(capsys, tmp_path):
     out = tmp_path / "r.json"
-    code = main(["kernelbench", str(SUITE), "--level", "2", "--out", str(out)])
+    code = main(["kernelbench", str(SUITE), "--level", "2", "--out", str(out),
+                 "--host-scale", "2"])
     report = json.loads(out.read_text())
     assert code == 0
     assert [p["file"] for p in report["problems"]] == ["1_Conv2D_ReLU_BiasAdd.py"]
-    assert "[1/1] ok" in capsys.readouterr().err
+    out_text, err = capsys.readouterr()
+    assert out_text == ""
+    assert "[1/1] ok" in err
+    assert "note: 1 of 1 problems analyzed, 0 failed" in err
+    assert err.strip().endswith(f"note: wrote {out}")
+    # the workers price with --host-scale too
+    default = analyze_file(CONV).to_dict()["estimate"]["eager"]["host_ms"]
+    scaled = report["problems"][0]["result"]["estimate"]["eager"]["host_ms"]
+    assert scaled == pytest.approx(2 * default, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("command", "suffix", "signal_number"),
+    [
+        ("kernelbench", ".md", signal.SIGINT),
+        ("kernelbench", ".json", signal.SIGTERM),
+        ("validate", ".csv", signal.SIGINT),
+    ],
+)
+def test_an_interrupted_batch_keeps_the_problems_finished(tmp_path, command, suffix,
+                                                           signal_number):
+    out = tmp_path / f"report{suffix}"
+    argv = [sys.executable, "-m", "torchroofline", command, MATMUL, SLEEPS, "-j", "2",
+            "--out", out, *(["--eager", TIMINGS] if command == "validate" else [])]
+    process = subprocess.Popen([str(a) for a in argv], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in process.stderr:  # one progress line per problem finished (not a terminal)
+        seen.append(line)
+        if "[1/2] ok" in line:
+            break
+    process.send_signal(signal_number)  # while a worker is still in sleeps_forever.py
+    err = "".join(seen) + process.communicate(timeout=120)[1]
+    assert process.returncode == 130
+    assert "interrupted after 1 of 2 problems" in err
+    assert f"wrote {out}" in err
+    text = out.read_text()
+    assert MATMUL.name in text and SLEEPS.name not in text
+    if suffix == ".json":
+        report = json.loads(text)
+        assert report["partial"] is True
+        assert report["interrupted"] == "interrupted after 1 of 2 problems"
+        assert [p["file"] for p in report["problems"]] == [MATMUL.name]
+    else:
+        marks = {".md": "> **Partial report**: ", ".csv": "# partial report: "}
+        assert text.startswith(f"{marks[suffix]}interrupted after 1 of 2 problems")
 
 
 def test_a_level_filter_that_keeps_nothing_says_so(capsys):

@@ -16,6 +16,8 @@ from torchroofline.estimate import (
     GemmShape,
     HostCosts,
     KernelLoad,
+    host_scale_totals_ms,
+    host_scaled,
     kernel_gpu_s,
     timeline,
     wave_efficiency,
@@ -182,6 +184,22 @@ def test_host_profile_scales_every_cpu_cost() -> None:
     slow = DEFAULT_PARAMS.host.scaled(2.0)
     for name in ("eager_op_s", "compile_call_s", "cudagraph_call_s", "launch_s"):
         assert getattr(slow, name) == pytest.approx(2 * getattr(DEFAULT_PARAMS.host, name))
+
+
+def test_a_host_scale_reruns_only_the_pipelines() -> None:
+    # a launch-bound chain of 20 relus with only the per-op host cost: eager = 20 · 10 µs · s
+    # plus the last kernel's GPU time, at any host scale s
+    params = replace(DEFAULT_PARAMS, host=OP_ONLY)
+    result = analyze(chain(20), meta(32), estimate_params=params)
+    last_kernel = result.performance.eager.kernel_gpu_s[-1]
+    for scale in (0.5, 2.0):
+        fast = host_scaled(result.performance, scale)  # GPU times kept, pipelines rerun
+        assert fast.eager.total_s == pytest.approx(20 * 10e-6 * scale + last_kernel, rel=1e-12)
+        full = analyze(chain(20), meta(32), estimate_params=params.host_scaled(scale))
+        assert fast.modes == full.performance.modes  # the same as pricing from scratch
+    totals = host_scale_totals_ms(result.performance, (0.5, 1.0), floor_s=result.sol_s)
+    assert totals["eager"][1] == pytest.approx(result.eager_estimate_s * 1e3, rel=1e-12)
+    assert totals["eager"][0] == pytest.approx((10 * 10e-6 + last_kernel) * 1e3, rel=1e-12)
 
 
 def test_json_has_each_mode_with_its_split() -> None:

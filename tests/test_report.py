@@ -6,7 +6,15 @@ from __future__ import annotations
 import torch
 
 from conftest import Fn, analyze, meta
-from torchroofline.report import format_result, refusal_lines
+from torchroofline.report import (
+    FAR_ABOVE_PEAK,
+    TIME_COLUMNS,
+    far_above_peak_lines,
+    format_prompt,
+    format_result,
+    refusal_lines,
+    unit_line,
+)
 
 N = 1024  # large enough that a GEMM's 2·N³ FLOPs outweigh any pointwise kernel's time
 
@@ -25,6 +33,7 @@ def test_refusals_print_under_the_kernel_table() -> None:
     rows = table.splitlines()[2:]
     assert [row.split()[:2] for row in rows[:2]] == [["#1", "mm"], ["#2", "relu"]]
     assert rows[2:] == [
+        *TIME_COLUMNS,  # no note: both kernels are within 10× of their time at the peaks
         "",
         "  Why kernels that share a buffer stayed apart (#: execution order):",
         "    extern kernel (library call) is never fused (1 pair):",
@@ -68,3 +77,32 @@ def test_no_refusal_block_when_everything_fused() -> None:
     text = format_result(analyze(Fn(lambda x: x.cos().sin()), meta(N, N)))
     assert "#1 cos+sin" in text
     assert "stayed apart" not in text
+
+
+def test_a_recurrence_far_above_its_peak_time_says_why() -> None:
+    # one GRU layer over 64 steps: 64 serial launches of a small GEMM; its FLOPs at the peaks
+    # take well under a µs, its 64 launch floors far more
+    gru = torch.nn.GRU(32, 32, batch_first=True)
+    result = analyze(gru, meta(1, 64, 32))
+    [kernel] = [k for k in result.kernels if k.launches > 1]
+    at_peak_s = max(kernel.compute_s, kernel.memory_s)
+    assert kernel.time_s >= FAR_ABOVE_PEAK * at_peak_s  # the case the note is for
+    [note] = far_above_peak_lines([kernel], result)[len(TIME_COLUMNS):]
+    assert note.startswith(f"  #{kernel.number} {kernel.name}: ")
+    assert f"a serial recurrence: {kernel.launches} launches" in note
+
+
+def test_prompt_names_the_peaks_and_judges_the_generated_kernel() -> None:
+    # fp32 GEMM at PyTorch's defaults: cuBLAS in IEEE fp32 on the CUDA cores, 66.9 TFLOP/s on
+    # the H100 SXM; SoL = 2·N³ / 66.9e12 s = 32.1 µs for N = 1024
+    result = analyze(Fn(lambda x, w: x @ w), meta(N, N), meta(N, N))
+    assert unit_line(result).startswith("fp32 matmuls on CUDA cores (66.9 TFLOP/s); ")
+    sol_ms = 2 * N**3 / 66.9e12 * 1e3
+    prompt = format_prompt(result.with_actual(4 * sol_ms), gen_ms=2 * sol_ms).splitlines()
+    assert len(prompt) <= 15
+    assert prompt[-1] == (
+        "- Generated kernel: 64.2 µs = 50.0% of SoL, 2.00x the reference; at most 2.00x faster "
+        "is physically possible"
+    )
+    too_fast = format_prompt(result, gen_ms=sol_ms / 2).splitlines()[-1]
+    assert "= 200.0% of SoL; FASTER THAN LIGHT" in too_fast

@@ -4,18 +4,26 @@ Workers are long-lived: a forkserver imports torch once and each worker, forked 
 problem after problem, so a batch pays one interpreter start and one ``import torch`` rather than
 one per problem. A worker that hangs past the timeout, crashes, or grows past the memory limit is
 killed and replaced; that problem is recorded as failed (or timed out) with the reason, and every
-other result is kept.
+other result is kept. An interrupt (Ctrl-C, SIGTERM) stops the batch and raises
+:class:`BatchInterrupted` carrying the report of the problems finished so far.
+
+Workers never import the caller's ``__main__``: they need nothing from it, and a script that
+calls a batch without an ``if __name__ == "__main__":`` guard would otherwise run again in every
+worker (and try to start workers of its own there).
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -37,6 +45,8 @@ class Task:
     gpu: Any  # a GPU name or a GPUSpec (picklable frozen dataclass)
     precision: str
     cache: str
+    estimate_params: Any = None  #: an EstimateParams, or None for the fitted defaults
+    host_scales: tuple[float, ...] = ()  #: also price the estimates at these host scales
 
 
 @dataclass(frozen=True)
@@ -52,9 +62,18 @@ class Outcome:
 
 
 def _analyze_task(task: Task) -> dict:
+    from .estimate import host_scale_totals_ms
     from .kernelbench import analyze_file
 
-    return analyze_file(task.path, task.gpu, task.precision, cache=task.cache).to_dict()
+    result = analyze_file(task.path, task.gpu, task.precision, cache=task.cache)
+    if task.estimate_params is not None:
+        result = result.on(result.gpu, estimate_params=task.estimate_params)
+    document = result.to_dict()
+    if task.host_scales:
+        document["host_scale_totals_ms"] = host_scale_totals_ms(
+            result.performance, task.host_scales, floor_s=result.sol_ms / 1e3
+        )
+    return document
 
 
 def _error_text(error: BaseException) -> str:
@@ -70,6 +89,8 @@ def _error_text(error: BaseException) -> str:
 
 def _worker_main(connection: Connection) -> None:
     """Worker loop: receive a Task, send back (index, status, error, result, traceback)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent
+    # stops the batch and kills the workers, whose half-done problem is of no use
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # problem files may print; keep the CLI's stdout clean
     os.dup2(devnull, 2)
@@ -85,6 +106,21 @@ def _worker_main(connection: Connection) -> None:
         except BaseException as error:  # noqa: BLE001 — every failure is a result
             failure = (_error_text(error), None, traceback.format_exc())
             connection.send((task.index, "failed", *failure))
+
+
+class BatchInterrupted(KeyboardInterrupt):
+    """A batch stopped by Ctrl-C or SIGTERM: ``report`` covers the ``done`` problems finished
+    of the ``total`` asked for (a :class:`BatchReport`, or what a caller built from it)."""
+
+    def __init__(self, report: Any, done: int, total: int) -> None:
+        super().__init__(f"interrupted after {done} of {total} problems")
+        self.report = report
+        self.done = done
+        self.total = total
+
+    def with_report(self, report: Any) -> BatchInterrupted:
+        """The same interruption carrying another report made from the partial one."""
+        return BatchInterrupted(report, self.done, self.total)
 
 
 @dataclass
@@ -127,15 +163,18 @@ class _Pool:
     def start_worker(self) -> _Worker:
         parent, child = self.context.Pipe()
         process = self.context.Process(target=_worker_main, args=(child,), daemon=True)
-        process.start()
+        with _main_module_hidden():
+            process.start()
         child.close()
         return _Worker(process, parent)
 
     def run(self, tasks: Sequence[Task], on_done: Callable[[Outcome], None]) -> list[Outcome]:
+        """Every task's outcome, in task order; on an interrupt, :class:`BatchInterrupted`
+        carrying the outcomes finished so far."""
         pending = list(reversed(tasks))
         outcomes: dict[int, Outcome] = {}
-        self.workers = [self.start_worker() for _ in range(min(self.jobs, len(tasks)))]
         try:
+            self.workers = [self.start_worker() for _ in range(min(self.jobs, len(tasks)))]
             while len(outcomes) < len(tasks):
                 for worker in self.workers:
                     if worker.task is None and pending:
@@ -154,6 +193,9 @@ class _Pool:
                     worker.task = None
                     if worker_lost:
                         self._replace(worker)
+        except KeyboardInterrupt:
+            finished = [outcomes[task.index] for task in tasks if task.index in outcomes]
+            raise BatchInterrupted(finished, len(finished), len(tasks)) from None
         finally:
             for worker in self.workers:
                 worker.kill()
@@ -190,6 +232,42 @@ class _Pool:
         worker.process, worker.connection = fresh.process, fresh.connection
 
 
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Start processes without the caller's ``__main__``: multiprocessing's spawn and forkserver
+    re-import it in the child from ``__spec__`` or ``__file__`` (``multiprocessing.spawn.
+    get_preparation_data``) and leave it alone when it has neither, as in an interactive
+    session. Our workers run :func:`_worker_main` and never need it."""
+    main = sys.modules.get("__main__")
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__")
+             if main is not None and name in main.__dict__}
+    for name in saved:
+        setattr(main, name, None) if name == "__spec__" else delattr(main, name)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(main, name, value)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler's stop) ends a batch the way Ctrl-C does, so the problems
+    finished so far are kept; only the main thread can take signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _crash_reason(exit_code: int | None) -> str:
     if exit_code is not None and exit_code < 0:
         return f"worker crashed (killed by signal {-exit_code})"
@@ -211,16 +289,32 @@ def analyze_batch(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
     on_done: Callable[[Outcome], None] = lambda outcome: None,
+    estimate_params: Any = None,
+    host_scales: Sequence[float] = (),
 ) -> BatchReport:
-    """Analyze every problem in worker processes; ``.to_dict()`` is the JSON report (README)."""
+    """Analyze every problem in worker processes; ``.to_dict()`` is the JSON report (README).
+
+    ``estimate_params``: the performance model's constants (default: fitted); ``host_scales``:
+    each result also carries ``host_scale_totals_ms``, its estimates with the host costs
+    scaled by each factor (what ``validate`` fits a host scale from). Ctrl-C or SIGTERM raises
+    :class:`BatchInterrupted` with the report of the problems finished so far."""
     from .hardware import get_gpu
 
     spec = get_gpu(gpu)
-    tasks = [Task(i, str(path), spec, precision, cache) for i, path in enumerate(paths)]
+    base = Task(0, "", spec, precision, cache, estimate_params, tuple(host_scales))
+    tasks = [replace(base, index=i, path=str(path)) for i, path in enumerate(paths)]
     pool = _Pool(jobs=max(1, jobs), timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes)
-    outcomes = pool.run(tasks, on_done) if tasks else []
-    problems = tuple(_problem_report(o, timings or {}, gen_timings or {}) for o in outcomes)
-    return BatchReport(spec.name, spec.key, precision, cache, problems)
+
+    def report(outcomes: Sequence[Outcome]) -> BatchReport:
+        problems = tuple(_problem_report(o, timings or {}, gen_timings or {}) for o in outcomes)
+        return BatchReport(spec.name, spec.key, precision, cache, problems)
+
+    try:
+        with _terminate_as_interrupt():
+            outcomes = pool.run(tasks, on_done) if tasks else []
+    except BatchInterrupted as stopped:
+        raise stopped.with_report(report(stopped.report)) from None
+    return report(outcomes)
 
 
 def _problem_report(outcome: Outcome, timings: dict, gen_timings: dict) -> ProblemReport:

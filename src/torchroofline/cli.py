@@ -4,12 +4,12 @@ Exit codes: 0 success, 1 some problems failed to analyze (reports are still writ
 2 bad usage (unknown GPU or precision, unreadable timings, bad arguments), 3 a generated
 kernel's time beats the speed of light (faster than light: a timing bug or a kernel that skips
 work; the reports are still written, and failed problems' 1 takes precedence).
-
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_FASTER_THAN_LIGHT = 3  #: a generated kernel's time beats the speed of light
+EXIT_INTERRUPTED = 130  #: 128 + SIGINT, the shell's code for a command stopped by Ctrl-C
 #: Errors that mean the command itself was wrong, not one problem.
 _USAGE_ERRORS = (UnknownGPUError, PrecisionError, InputError)
 
@@ -42,6 +43,33 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser: an unknown option gets the closest known one of its command
+    (``--precison``: did you mean ``--precision``?)."""
+
+    commands: dict[str, argparse.ArgumentParser] = {}
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            command = self.commands.get(getattr(parsed, "command", None) or "", self)
+            command.error(_unrecognized(command, unknown))
+        return parsed
+
+
+def _unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
+    """The unknown options, each with the closest known one (the values after an unknown
+    option are left unknown too: naming the option says it all)."""
+    known = [option for action in parser._actions for option in action.option_strings]
+    options = [argument for argument in unknown if argument.startswith("-")] or unknown
+    lines = []
+    for argument in options:
+        close = difflib.get_close_matches(argument.split("=")[0], known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        lines.append(f"unrecognized argument {argument}{hint}")
+    return "; ".join(lines)
+
+
 def _debug_flag(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument(
         "--debug", action="store_true", default=default, help="show tracebacks on errors"
@@ -56,6 +84,17 @@ def _command(commands: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser
     return parser
 
 
+#: What ``--cache`` means, the same for every command. KernelBench's timing code today flushes
+#: L2 before every timed trial (``clear_l2_cache`` in src/kernelbench/timing.py, called by
+#: ``time_execution_with_cuda_event``); its published baseline times and our calibration set
+#: were taken without a flush.
+CACHE_HELP = (
+    "cold: L2 flushed before every timed trial (today's KernelBench timing, clear_l2_cache in "
+    "src/kernelbench/timing.py); warm: no flush, data may stay in L2 (KernelBench's published "
+    "baseline times and torchroofline's calibration timings)"
+)
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu", default="h100-sxm", help="target GPU (see 'torchroofline gpus')")
     parser.add_argument(
@@ -63,16 +102,39 @@ def _common(parser: argparse.ArgumentParser) -> None:
         default="fp32",
         help="fp32 (what PyTorch runs by default), tf32, fp16, bf16 or fp8",
     )
+    parser.add_argument("--cache", choices=("cold", "warm"), default="cold", help=CACHE_HELP)
     parser.add_argument(
-        "--cache",
-        choices=("cold", "warm"),
-        default="cold",
-        help="cold: L2 flushed between timed runs (KernelBench); warm: data may stay in L2",
+        "--host-scale", type=_positive, default=1.0, metavar="X",
+        help="host (CPU) costs of the estimates times X: 0.5 = a host twice as fast as the "
+        "default profile ('torchroofline validate' fits X from your timings)",
     )
 
 
+def _positive(text: str) -> float:
+    """An argparse type: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"takes a number above 0, got '{text}'")
+    return value
+
+
+def _times(text: str) -> list[float]:
+    """An argparse type: one time in ms or several separated by commas (``2.66,0.41``)."""
+    return [_positive(part) for part in text.split(",")]
+
+
+def estimate_params(host_scale: float) -> Any:
+    """The performance model's constants for ``--host-scale``; None (the fitted ones) at 1."""
+    from .estimate import DEFAULT_PARAMS
+
+    return None if host_scale == 1 else DEFAULT_PARAMS.host_scaled(host_scale)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="torchroofline",
         description="Speed-of-light bounds for PyTorch programs on a chosen GPU, no GPU needed.",
         epilog="exit codes: 0 success, 1 some problems failed (reports are still written), 2 bad "
@@ -82,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _debug_flag(parser, False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.commands = commands.choices
 
     analyze = _command(
         commands,
@@ -93,8 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("files", nargs="+", metavar="FILE")
     _common(analyze)
     analyze.add_argument(
-        "--actual-ms", type=float, nargs="+", metavar="MS",
-        help="measured time(s) in ms: one for all files or one per file",
+        # one value per option (not nargs="+", which would swallow the FILE after it)
+        "--actual-ms", type=_times, action="extend", metavar="MS[,MS...]",
+        help="measured time(s) in ms: one for all files or one per file (comma-separated or "
+        "the option repeated)",
     )
     analyze.add_argument(
         "--gen-ms", type=float, metavar="MS",
@@ -159,11 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .validate import add_arguments as validate_arguments
 
-    validate_arguments(_command(
+    validate = _command(
         commands, "validate", help="check bounds and estimates against measured times",
         description="Set the speed of light and each estimate against KernelBench-format timing "
-        "JSONs (one per mode). Exits 1 if a measured time beats the speed of light.",
-    ))
+        "JSONs (one per mode), and fit the host scale of your machine. Exits 1 if a measured "
+        "time beats the speed of light.",
+    )
+    validate_arguments(validate)
+    _common(validate)
     return parser
 
 
@@ -205,7 +273,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from .kernelbench import analyze_file, compare_kernelbench, reference_for
 
     gpu = _target_gpu(args)
+    for file in args.files:
+        if Path(file).is_dir():
+            raise _UsageError(
+                f"{file} is a folder; to analyze every problem in it run: "
+                f"torchroofline kernelbench {file}"
+            )
     times = _actual_times(args.files, args.actual_ms)
+    params = estimate_params(args.host_scale)
     documents: list[dict[str, Any]] = []
     failed = too_fast = 0
     for file, actual_ms in zip(args.files, times, strict=True):
@@ -219,6 +294,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             )
             if reference is not None:
                 result = result.with_notes([_as_reference(file, reference)])
+            if params is not None:
+                result = result.on(gpu, estimate_params=params).with_actual(actual_ms)
         except _USAGE_ERRORS:
             raise
         except TorchrooflineError as error:
@@ -241,7 +318,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         elif args.format == "prompt":
             from .report import format_prompt
 
-            print(format_prompt(result))
+            print(format_prompt(result, gen_ms=args.gen_ms))
         if args.plot:
             picture = _plot_path(args.plot, file, len(args.files) > 1)
             result.plot(picture, top=max(args.top, 1))
@@ -370,17 +447,26 @@ def _levels(text: str | None) -> set[int] | None:
         raise _UsageError(f"--level takes numbers like 1,2, got '{text}'") from None
 
 
-def write_report(report: BatchReport, path: str) -> None:
-    """Write the batch report as Markdown, CSV or JSON by ``path``'s extension."""
-    from .report import suite_csv, suite_markdown
+def suite_text(report: BatchReport, suffix: str, interrupted: str | None = None) -> str:
+    """The batch report as Markdown, CSV or JSON (``suffix``), marked partial when the batch was
+    ``interrupted`` (the interruption's one line)."""
+    from .report import mark_partial, suite_csv, suite_markdown
 
     writers = {
         ".md": suite_markdown,
         ".csv": suite_csv,
         ".json": lambda data: json.dumps(data.to_dict(), indent=2) + "\n",
     }
+    text = writers[suffix](report)
+    return mark_partial(text, suffix, interrupted) if interrupted else text
+
+
+def write_report(report: BatchReport, path: str, interrupted: str | None = None) -> None:
+    """Write the batch report as Markdown, CSV or JSON by ``path``'s extension."""
     _check_suffix(path)
-    Path(path).write_text(writers[Path(path).suffix.lower()](report), encoding="utf-8")
+    Path(path).write_text(
+        suite_text(report, Path(path).suffix.lower(), interrupted), encoding="utf-8"
+    )
 
 
 def _nothing_to_run(paths: Sequence[str], levels: set[int] | None) -> str:
@@ -400,9 +486,9 @@ def _nothing_to_run(paths: Sequence[str], levels: set[int] | None) -> str:
 
 
 def cmd_kernelbench(args: argparse.Namespace) -> int:
-    from .batch import analyze_batch
+    from .batch import BatchInterrupted, analyze_batch
     from .kernelbench import discover, load_timings
-    from .report import suite_markdown
+    from .report import suite_summary_line
 
     gpu = _target_gpu(args)
     if args.out:
@@ -416,20 +502,31 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     run = None
     if args.run:
         run, paths = _run_and_problems(args.run, paths, args.paths)
-    report = analyze_batch(
-        paths, gpu, args.precision, cache=args.cache, timings=timings, gen_timings=gen_timings,
-        jobs=args.jobs, timeout_s=args.timeout,
-        memory_limit_bytes=int(args.memory_limit * 2**30),
-        on_done=Progress(len(paths), debug=args.debug),
-    )
-    if run is not None:
+    interrupted = None
+    try:
+        report = analyze_batch(
+            paths, gpu, args.precision, cache=args.cache, timings=timings,
+            gen_timings=gen_timings, jobs=args.jobs, timeout_s=args.timeout,
+            memory_limit_bytes=int(args.memory_limit * 2**30),
+            on_done=Progress(len(paths), debug=args.debug),
+            estimate_params=estimate_params(args.host_scale),
+        )
+    except BatchInterrupted as stopped:
+        report, interrupted = stopped.report, str(stopped)
+    if run is not None and not interrupted:
         return _report_run(args, run, report)
     if args.out:
-        write_report(report, args.out)
+        write_report(report, args.out, interrupted)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(suite_text(report, ".json", interrupted), end="")
     elif not args.out:
-        print(suite_markdown(report))
+        print(suite_text(report, ".md", interrupted))
+    _note(suite_summary_line(report))
+    if args.out:
+        _note(f"wrote {args.out}")
+    if interrupted:
+        _error(f"{interrupted}; the report covers the problems finished")
+        return EXIT_INTERRUPTED
     if args.plot_dir:
         from .viz import plot_suite
 
@@ -568,7 +665,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         _error("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `torchroofline ... | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK

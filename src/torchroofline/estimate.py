@@ -108,6 +108,11 @@ class EstimateParams:
     def with_host(self, host: HostCosts) -> EstimateParams:
         return replace(self, host=host)
 
+    def host_scaled(self, factor: float) -> EstimateParams:
+        """These parameters on a host ``factor`` times slower (``--host-scale``): every CPU
+        cost times ``factor``, the GPU side unchanged."""
+        return self.with_host(self.host.scaled(factor))
+
 
 #: Published L2 bandwidths (bytes/s), measured by microbenchmarks; used only by the warm
 #: *estimate*, never by the bound. Vendor peaks (bytes per clock × clock: A100 7.2 TB/s, H100
@@ -468,9 +473,16 @@ def estimate_modes(program: ProgramLoad, params: EstimateParams) -> Performance:
     """The three modes' :class:`ModeEstimate` for one program."""
     gpu, cache = program.gpu, program.cache
     on_gpu = params.for_gpu(gpu)
-    host = on_gpu.host
     eager_gpu = [kernel_gpu_s(k, gpu, on_gpu, cache) for k in program.eager]
     fused_gpu = [kernel_gpu_s(k, gpu, on_gpu, cache) for k in program.fused]
+    return _pipelines(program, params, eager_gpu, fused_gpu)
+
+
+def _pipelines(program: ProgramLoad, params: EstimateParams, eager_gpu: Sequence[float],
+               fused_gpu: Sequence[float]) -> Performance:
+    """Each mode's host/launch pipeline over the kernels' GPU seconds."""
+    on_gpu = params.for_gpu(program.gpu)
+    host = on_gpu.host
     eager = timeline(
         "eager", host.eager_call_s, [_eager_issue(k, host) for k in program.eager], eager_gpu
     )
@@ -487,6 +499,26 @@ def estimate_modes(program: ProgramLoad, params: EstimateParams) -> Performance:
         [busy + on_gpu.cudagraph_gap_s for busy in fused_gpu],
     )
     return Performance(params, program, eager, compiled, replayed)
+
+
+def host_scaled(performance: Performance, factor: float) -> Performance:
+    """The same prediction on a host ``factor`` times slower: the kernels' GPU times are kept
+    (they do not depend on the host), only the pipelines are run again."""
+    return _pipelines(
+        performance.program, performance.params.host_scaled(factor),
+        performance.eager.kernel_gpu_s, performance.compile.kernel_gpu_s,
+    )
+
+
+def host_scale_totals_ms(performance: Performance, factors: Sequence[float], floor_s: float
+                         ) -> dict[str, list[float]]:
+    """Per mode (``eager``, ``fused``, ``cudagraph``), the estimated total (ms, never below
+    ``floor_s``, the SoL) at each host scale of ``factors``: what a host scale is fitted on."""
+    scaled = [host_scaled(performance, factor).modes for factor in factors]
+    return {
+        mode: [max(modes[mode].total_s, floor_s) * 1e3 for modes in scaled]
+        for mode in performance.modes
+    }
 
 
 @dataclass(frozen=True)
@@ -645,6 +677,8 @@ __all__ = [
     "ModeEstimate",
     "Performance",
     "estimate_modes",
+    "host_scale_totals_ms",
+    "host_scaled",
     "kernel_gpu_s",
     "performance",
     "timeline",

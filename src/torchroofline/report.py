@@ -10,7 +10,8 @@ from .breakdown import ModuleCost, module_costs, unconfirmed_figures
 
 if TYPE_CHECKING:
     from .batch_report import BatchReport, ProblemReport
-    from .roofline import KernelEstimate, Result
+    from .estimate import EstimateParams, KernelLoad
+    from .roofline import Actual, KernelEstimate, Result
 
 SCHEMA_VERSION = 1
 WIDTH = 64
@@ -148,6 +149,7 @@ def format_result(result: Result, top: int = 5) -> str:
         lines += [
             "",
             *kernel_table(shown, gpu_s=result.kernel_gpu_s),
+            *far_above_peak_lines(shown, result),
             *refusal_lines(shown, result.kernels),
         ]
     if top > 0 and result.ops:
@@ -253,6 +255,53 @@ def kernel_table(
     return rows
 
 
+#: What the kernel table's two times are, printed under it.
+TIME_COLUMNS = (
+    "  time: FLOPs and bytes at the GPU's peaks, plus a launch floor per launch",
+    "  est. GPU: the performance model's GPU time under torch.compile (achievable rates; "
+    "METHOD.md)",
+)
+#: A kernel whose time or estimate is this many times its FLOPs and bytes at the peaks gets a
+#: note saying why (a recurrence, a family the libraries run far below the peak, …).
+FAR_ABOVE_PEAK = 10.0
+
+
+def _far_reason(kernel: KernelEstimate, load: KernelLoad, params: EstimateParams) -> str:
+    """Why a kernel takes far longer than its FLOPs and bytes at the peaks."""
+    if kernel.launches > 1:
+        return (
+            f"a serial recurrence: {kernel.launches} launches, each step waiting for the one "
+            f"before, so the launches ({human_ms(kernel.launches * kernel.launch_s * 1e3)} at "
+            f"the launch floor) and not the FLOPs set its time"
+        )
+    if load.matmul_s:
+        fraction = params.matmul_fraction[load.family]
+        return f"{load.family} kernels reach about {fraction:.1%} of the unit's peak (fitted)"
+    if load.rows is not None:
+        return f"a row-per-block reduction over only {load.rows} rows: few blocks run at once"
+    return "a small kernel: its fill/drain latency outweighs its work"
+
+
+def far_above_peak_lines(shown: Sequence[KernelEstimate], result: Result) -> list[str]:
+    """The table's column definitions, and a note for each kernel whose time or estimate is
+    :data:`FAR_ABOVE_PEAK` times its FLOPs and bytes at the peaks."""
+    performance = result.performance
+    loads = dict(zip(result.kernels, performance.program.fused, strict=True))
+    gpu_s = result.kernel_gpu_s
+    params = performance.params.for_gpu(result.gpu)
+    lines = list(TIME_COLUMNS)
+    for kernel in shown:
+        at_peak_s = max(kernel.compute_s, kernel.memory_s)
+        slowest_s = max(kernel.time_s, gpu_s[kernel])
+        if at_peak_s and slowest_s >= FAR_ABOVE_PEAK * at_peak_s:
+            lines.append(
+                f"  #{kernel.number} {kernel.name}: {slowest_s / at_peak_s:.0f}× its "
+                f"{human_ms(at_peak_s * 1e3)} at the peaks: "
+                f"{_far_reason(kernel, loads[kernel], params)}"
+            )
+    return lines
+
+
 #: pairs shown per fusion rule under the kernel table; the JSON keeps every refusal
 PAIRS_PER_REASON = 3
 
@@ -290,9 +339,43 @@ def refusal_lines(
 # --- Compact prompt block --------------------------------------------------------------------
 
 
-def format_prompt(result: Result, top: int = 3) -> str:
+def unit_line(result: Result) -> str:
+    """The units and peaks the bound assumes, e.g. "fp32 convolutions on tf32 tensor cores
+    (494.7 TFLOP/s); other math on CUDA cores (66.9 TFLOP/s); HBM 3350 GB/s"."""
+    from .precision import KIND_LABELS, op_precision, unit_for
+
+    families = dict.fromkeys(
+        (op_precision(op, result.precision), op.flops.kind)
+        for op in result.ops
+        if op.flops.tensor and op.flops.kind is not None
+    )
+    parts = []
+    for precision, kind in families:
+        unit = unit_for(result.gpu, precision, kind, result.switches)
+        parts.append(f"{precision} {KIND_LABELS[kind]} on {unit.label} "
+                     f"({unit.peak_flops_per_s / 1e12:.1f} TFLOP/s)")
+    vector_peak = result.gpu.vector_peak(result.precision)
+    parts.append(f"other math on CUDA cores ({vector_peak / 1e12:.1f} TFLOP/s)")
+    parts.append(f"HBM {result.gpu.memory_bandwidth_bytes_per_s / 1e9:.0f} GB/s")
+    return "; ".join(parts)
+
+
+def _timed_line(label: str, actual: Actual, ref_ms: float | None = None) -> str:
+    """A measured time against the bound, for the prompt."""
+    speedup = f", {ref_ms / actual.ms:.2f}x the reference" if ref_ms else ""
+    verdict = (
+        "FASTER THAN LIGHT: below the speed of light (a timing bug or a kernel that skips work)"
+        if actual.impossible
+        else f"at most {actual.headroom:.2f}x faster is physically possible"
+    )
+    fraction = f"{actual.sol_fraction:.1%} of SoL"
+    return f"- {label}: {human_ms(actual.ms)} = {fraction}{speedup}; {verdict}"
+
+
+def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> str:
     """At most 15 plain lines for an LLM kernel-generation prompt: the work, the traffic, the
-    bound and where the time goes."""
+    bound, the units it assumes and where the time goes; with ``gen_ms``, the generated
+    kernel's time against the bound too."""
     lines = [
         f"Speed-of-light analysis ({result.gpu.name}, {result.precision}, torchroofline):",
         f"- FLOPs: {si(result.flops)} (tensor-core class {si(result.tensor_flops)}, "
@@ -302,6 +385,7 @@ def format_prompt(result: Result, top: int = 3) -> str:
         f"- Speed of light: {human_ms(result.sol_ms)} ({result.bottleneck}-bound; compute "
         f"{human_ms(result.time_ms['compute_sol'])}, "
         f"memory {human_ms(result.time_ms['memory_sol'])})",
+        f"- Peaks the bound assumes: {unit_line(result)}",
         f"- Estimates: eager {human_ms(result.time_ms['eager_estimate'])} "
         f"({result.unfused_kernel_count} kernels), torch.compile "
         f"{human_ms(result.time_ms['fused_estimate'])} ({result.fused_kernel_count} kernels), "
@@ -320,15 +404,11 @@ def format_prompt(result: Result, top: int = 3) -> str:
             for k in kernels
         ]
     if result.actual is not None:
-        actual = result.actual
-        lines.append(
-            f"- Measured reference: {human_ms(actual.ms)} = {actual.sol_fraction:.1%} of SoL; "
-            + (
-                "IMPOSSIBLE (faster than SoL)"
-                if actual.impossible
-                else f"at most {actual.headroom:.2f}x faster is physically possible"
-            )
-        )
+        lines.append(_timed_line("Measured reference", result.actual))
+    generated = result.with_actual(gen_ms).actual if gen_ms else None
+    if generated is not None:
+        ref_ms = result.actual.ms if result.actual else None
+        lines.append(_timed_line("Generated kernel", generated, ref_ms))
     return "\n".join(lines[:15])
 
 
@@ -391,6 +471,32 @@ def _cell(name: str, value: Any) -> str:
     if name == "error":
         return str(value).replace("|", "\\|")[:120]
     return str(value)
+
+
+def mark_partial(text: str, suffix: str, note: str) -> str:
+    """A report cut short (``note``: "interrupted after 90 of 250 problems") marked so in its own
+    format: JSON gains ``"partial": true`` and ``"interrupted"``, Markdown a first line, CSV a
+    ``#`` comment line (``pandas.read_csv(..., comment="#")`` skips it)."""
+    import json
+
+    if suffix == ".json":
+        document = {"partial": True, "interrupted": note, **json.loads(text)}
+        return json.dumps(document, indent=2) + "\n"
+    if suffix == ".csv":
+        return f"# partial report: {note}\n{text}"
+    return f"> **Partial report**: {note}.\n\n{text}"
+
+
+def suite_summary_line(report: BatchReport) -> str:
+    """One line for the end of a batch: how many problems were analyzed, failed, and beat the
+    speed of light."""
+    row = report.summary["all"]
+    line = f"{row['analyzed']} of {row['problems']} problems analyzed, {row['failed']} failed"
+    if any(p.measured_ms for p in report.problems):
+        line += f"; {row['impossible']} measured time(s) below the speed of light"
+    if any(p.gen_ms for p in report.problems):
+        line += f"; {row['gen_impossible']} generated kernel time(s) below it"
+    return line
 
 
 def suite_markdown(report: BatchReport) -> str:

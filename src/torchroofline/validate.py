@@ -4,6 +4,11 @@ the error per level and overall.
 
 A measured time below the speed of light is an *impossible bound*: the bound is wrong (or the
 timing is), so ``torchroofline validate`` exits 1 when there is one.
+
+Host costs differ between machines (0.45–1.40× the default profile across the calibration
+setups), so the report also fits the one number that moves them all, the *host scale*
+(:meth:`~torchroofline.estimate.HostCosts.scaled`, ``--host-scale``), to the user's own eager and
+compile times, and gives the accuracy with it and without it.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import json
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +34,12 @@ MODES: dict[str, tuple[str, str]] = {
 }
 
 WORST_COUNT = 10
+
+#: Host scales the fit chooses from, relative to the scale the batch is priced at: 2^(k/20) for
+#: k = −40 … 40, 0.25× to 4× in steps of 3.5 % (finer than the fit's own spread).
+HOST_SCALE_GRID: tuple[float, ...] = tuple(2 ** (k / 20) for k in range(-40, 41))
+#: The modes a host scale is fitted on: CUDA graphs replay without the per-kernel host costs.
+FIT_MODES = ("eager", "compile")
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,8 @@ class Check:
     estimates_ms: dict[str, float]  #: mode → estimate
     measured_ms: dict[str, float]  #: mode → measured mean
     dominant: dict[str, str]  #: mode → what dominates the estimate
+    #: mode → the estimate at each host scale of :data:`HOST_SCALE_GRID` (ms)
+    scaled_ms: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def impossible_modes(self) -> list[str]:
@@ -92,11 +105,15 @@ class Check:
     def ratio(self, mode: str) -> float:
         return self.estimates_ms[mode] / self.measured_ms[mode]
 
+    def at_scale(self, index: int) -> Check:
+        """The same check with the estimates of the host scale ``HOST_SCALE_GRID[index]``."""
+        return replace(self, estimates_ms={m: self.scaled_ms[m][index] for m in self.estimates_ms})
+
 
 def dominant_term(result: dict[str, Any], mode: str) -> str:
     """What the estimate of ``mode`` is made of, from a result's JSON: host/launch time when
     the GPU waits more than half the call, else the kernel family with the most GPU time."""
-    entry = result["estimate"][MODES[mode][0].removesuffix("_estimate")]
+    entry = result["estimate"][_estimate_key(mode)]
     if entry["launch_bound"]:
         return f"host/launch ({entry['host_bound_share']:.0%} of the time)"
     families = entry["gpu_ms_by_family"]
@@ -149,6 +166,7 @@ def checks_from_report(report: dict, timings: Mapping[str, dict]) -> list[Check]
         }
         if not measured:
             continue
+        curves = result.get("host_scale_totals_ms", {})
         checks.append(
             Check(
                 level=problem["level"],
@@ -157,9 +175,35 @@ def checks_from_report(report: dict, timings: Mapping[str, dict]) -> list[Check]
                 estimates_ms={m: result["time_ms"][MODES[m][0]] for m in measured},
                 measured_ms=measured,
                 dominant={m: dominant_term(result, m) for m in measured},
+                scaled_ms={m: tuple(curves[_estimate_key(m)]) for m in measured if curves},
             )
         )
     return checks
+
+
+def _estimate_key(mode: str) -> str:
+    """The estimate's key in a result's ``estimate`` and ``host_scale_totals_ms``."""
+    return MODES[mode][0].removesuffix("_estimate")
+
+
+def fit_host_scale(checks: Sequence[Check]) -> int | None:
+    """The index in :data:`HOST_SCALE_GRID` of the host scale that fits the measured eager and
+    compile times best: least squares of ln(estimate / measured) over every timed problem and
+    mode of :data:`FIT_MODES`, leaving out times below the speed of light (wrong timings, which
+    no host explains); None without such times."""
+    pairs = [
+        (check.scaled_ms[mode], check.measured_ms[mode])
+        for check in checks
+        for mode in FIT_MODES
+        if mode in check.scaled_ms and mode not in check.impossible_modes
+    ]
+    if not pairs:
+        return None
+    errors = [
+        sum(math.log(curve[index] / measured) ** 2 for curve, measured in pairs)
+        for index in range(len(HOST_SCALE_GRID))
+    ]
+    return errors.index(min(errors))
 
 
 def summarise(checks: Sequence[Check]) -> dict[str, Any]:
@@ -207,14 +251,21 @@ def validate(
     gpu: Any,
     precision: str = "fp32",
     *,
-    cache: str = "warm",
+    cache: str = "cold",
     jobs: int = 1,
     levels: set[int] | None = None,
     on_done: Callable[[Any], None] = lambda outcome: None,
+    host_scale: float = 1.0,
 ) -> dict[str, Any]:
     """Analyze the problems under ``paths`` and check them against the timing JSONs
-    (mode → path, modes of :data:`MODES`); returns the validation report."""
-    from .batch import analyze_batch
+    (mode → path, modes of :data:`MODES`); returns the validation report. ``host_scale``: the
+    host profile the estimates are priced at (× the default; ``--host-scale``); the report's
+    ``host_scale`` entry holds the one that fits the timings and the accuracy with it.
+
+    Ctrl-C or SIGTERM raises :class:`~torchroofline.batch.BatchInterrupted` carrying the report
+    of the problems finished so far, marked ``"partial"``."""
+    from .batch import BatchInterrupted, analyze_batch
+    from .estimate import DEFAULT_PARAMS
     from .hardware import get_gpu
     from .kernelbench import discover
 
@@ -224,10 +275,24 @@ def validate(
     if not problems:
         raise InputError(f"no problem files under {' '.join(map(str, paths))}")
     check_timings_match(timings, problems, timing_paths)
-    report = analyze_batch(
-        problems, spec, precision, cache=cache, jobs=jobs, on_done=on_done
-    ).to_dict()
-    checks = checks_from_report(report, timings)
+    params = None if host_scale == 1 else DEFAULT_PARAMS.host_scaled(host_scale)
+    try:
+        batch = analyze_batch(
+            problems, spec, precision, cache=cache, jobs=jobs, on_done=on_done,
+            estimate_params=params, host_scales=HOST_SCALE_GRID,
+        )
+    except BatchInterrupted as stopped:
+        partial = _report(stopped.report.to_dict(), timings, spec, precision, cache, host_scale)
+        marked = {"partial": True, "interrupted": str(stopped), **partial}
+        raise stopped.with_report(marked) from None
+    return _report(batch.to_dict(), timings, spec, precision, cache, host_scale)
+
+
+def _report(batch: dict[str, Any], timings: Mapping[str, dict], spec: Any, precision: str,
+            cache: str, host_scale: float) -> dict[str, Any]:
+    """The validation report of an analyzed batch (its JSON)."""
+    checks = checks_from_report(batch, timings)
+    fitted = fit_host_scale(checks)
     return {
         "gpu": spec.name,
         "gpu_key": spec.key,
@@ -235,10 +300,16 @@ def validate(
         "cache": cache,
         "modes": list(timings),
         "failed": [
-            {"file": p["name"], "error": p["error"]} for p in report["problems"]
+            {"file": p["name"], "error": p["error"]} for p in batch["problems"]
             if p["status"] != "ok"
         ],
         "summary": summarise(checks),
+        "host_scale": {
+            "used": host_scale,
+            "fitted": None if fitted is None else host_scale * HOST_SCALE_GRID[fitted],
+            "fitted_on": [mode for mode in FIT_MODES if mode in timings],
+            "summary": None if fitted is None else summarise([c.at_scale(fitted) for c in checks]),
+        },
         "worst": worst(checks),
         "problems": [
             {
@@ -274,25 +345,58 @@ def _accuracy_cells(accuracy: dict[str, float] | None) -> list[str]:
     ]
 
 
-def format_markdown(report: dict[str, Any]) -> str:
-    """The validation report as Markdown (also what the command prints)."""
+def host_scale_line(report: dict[str, Any]) -> str | None:
+    """"your host runs at 0.54× the default profile: pass --host-scale 0.54", or None when no
+    eager or compile times were given."""
+    scale = report["host_scale"]
+    fitted = scale["fitted"]
+    if fitted is None:
+        return None
+    line = f"your host runs at {fitted:.2g}× the default profile: pass --host-scale {fitted:.2g}"
+    low, high = (scale["used"] * HOST_SCALE_GRID[end] for end in (0, -1))
+    if fitted in (low, high):
+        line += f" (the edge of the {low:.2g}–{high:.2g}× range searched: the times may not be "
+        "of this GPU or precision)"
+    return line
+
+
+def _accuracy_table(summary: dict[str, Any], modes: Sequence[str]) -> list[str]:
     lines = [
-        f"# torchroofline validate — {report['gpu']}, {report['precision']}, "
-        f"cache {report['cache']}",
-        "",
-        "Ratio = estimate / measured mean time. Impossible = measured faster than the speed of "
-        "light (must be 0).",
-        "",
         "| group | mode | timed problems | impossible | median ratio | p10–p90 | within 2× "
         "| within 1.5× | median \\|log2\\| |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for group, row in report["summary"].items():
-        for mode in report["modes"]:
+    for group, row in summary.items():
+        for mode in modes:
             accuracy = row["accuracy"].get(mode)
             timed = accuracy["count"] if accuracy else 0  # problems with a time in this mode
             cells = [group, mode, str(timed), str(row["impossible"])]
             lines.append("| " + " | ".join(cells + _accuracy_cells(accuracy)) + " |")
+    return lines
+
+
+def format_markdown(report: dict[str, Any]) -> str:
+    """The validation report as Markdown (also what the command prints)."""
+    scale = report["host_scale"]
+    lines = [
+        f"# torchroofline validate — {report['gpu']}, {report['precision']}, "
+        f"cache {report['cache']}, host scale {scale['used']:.3g}",
+        "",
+        "Ratio = estimate / measured mean time. Impossible = measured faster than the speed of "
+        "light (must be 0).",
+        "",
+        *_accuracy_table(report["summary"], report["modes"]),
+    ]
+    if scale["summary"] is not None:
+        lines += [
+            "",
+            f"## With the fitted host scale: {host_scale_line(report)}",
+            "",
+            "The host scale that minimises the squared ln(estimate / measured) over the "
+            f"{' and '.join(scale['fitted_on'])} times (CPU costs of every estimate × it).",
+            "",
+            *_accuracy_table(scale["summary"], report["modes"]),
+        ]
     lines += [
         "",
         f"## {len(report['worst'])} worst estimates",
@@ -333,12 +437,20 @@ WRITERS: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
+def _text(report: dict[str, Any], suffix: str) -> str:
+    """``report`` as Markdown, CSV or JSON, marked partial when it was interrupted."""
+    from .report import mark_partial
+
+    text = WRITERS[suffix](report)
+    return mark_partial(text, suffix, report["interrupted"]) if report.get("partial") else text
+
+
 def write(report: dict[str, Any], path: str | Path) -> None:
     """Write ``report`` as Markdown, CSV or JSON by the suffix of ``path``."""
     suffix = Path(path).suffix.lower()
     if suffix not in WRITERS:
         raise InputError(f"--out must end in .md, .csv or .json, got '{path}'")
-    Path(path).write_text(WRITERS[suffix](report), encoding="utf-8")
+    Path(path).write_text(_text(report, suffix), encoding="utf-8")
 
 
 def plot_estimates(
@@ -385,18 +497,13 @@ def plot_estimates(
 
 
 def add_arguments(parser: Any) -> None:
-    """The ``torchroofline validate`` options."""
+    """The ``torchroofline validate`` options of its own (the CLI adds ``--gpu``,
+    ``--precision``, ``--cache`` and ``--host-scale``, shared with ``analyze``)."""
     parser.add_argument("paths", nargs="+", metavar="PATH", help="problem files or folders")
     for mode, (key, label) in MODES.items():
         parser.add_argument(
             f"--{mode}", metavar="JSON", help=f"measured times of {label} (checks {key})"
         )
-    parser.add_argument("--gpu", default="h100-sxm", help="the GPU the times were measured on")
-    parser.add_argument("--precision", default="fp32", help="the precision they ran at")
-    parser.add_argument(
-        "--cache", choices=("cold", "warm"), default="warm",
-        help="warm: no L2 flush between timed runs (KernelBench's published times); cold: flushed",
-    )
     parser.add_argument("--level", help="levels to keep, e.g. 1,2")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--out", metavar="FILE", help="report.md, report.csv or report.json")
@@ -404,7 +511,12 @@ def add_arguments(parser: Any) -> None:
 
 
 def run(args: Any) -> int:
-    """``torchroofline validate``: 0, or 1 when a measured time beats the speed of light."""
+    """``torchroofline validate``: 0, 1 when a measured time beats the speed of light, 130 when
+    interrupted (the report of the problems finished is still written)."""
+    from .batch import BatchInterrupted
+    from .cli import EXIT_INTERRUPTED, Progress, _note
+    from .kernelbench import discover
+
     levels = None
     if args.level:
         try:
@@ -414,11 +526,21 @@ def run(args: Any) -> int:
     if args.out and Path(args.out).suffix.lower() not in WRITERS:
         raise InputError(f"--out must end in .md, .csv or .json, got '{args.out}'")
     timing_paths = {m: getattr(args, m) for m in MODES if getattr(args, m)}
-    report = validate(args.paths, timing_paths, args.gpu, args.precision, cache=args.cache,
-                      jobs=args.jobs, levels=levels)
-    print(format_markdown(report), end="")
+    progress = Progress(len(discover(args.paths, levels)), debug=args.debug)
+    try:
+        report = validate(args.paths, timing_paths, args.gpu, args.precision, cache=args.cache,
+                          jobs=args.jobs, levels=levels, on_done=progress,
+                          host_scale=args.host_scale)
+    except BatchInterrupted as stopped:
+        report = stopped.report
     if args.out:
         write(report, args.out)
+    else:
+        print(_text(report, ".md"), end="")
+    for line in filter(None, [_summary_line(report), host_scale_line(report)]):
+        _note(line)
+    if args.out:
+        _note(f"wrote {args.out}")
     if args.plot:
         points = [
             (mode, p[f"{mode}_estimate_ms"], p[f"{mode}_measured_ms"])
@@ -426,5 +548,23 @@ def run(args: Any) -> int:
             for mode in report["modes"]
             if f"{mode}_measured_ms" in p
         ]
-        plot_estimates(points, args.plot, title=f"estimate vs measured, {report['gpu']}")
+        picture = plot_estimates(points, args.plot, title=f"estimate vs measured, {report['gpu']}")
+        _note(f"wrote {picture}")
+    if report.get("partial"):
+        return EXIT_INTERRUPTED
     return 1 if impossible_count(report) else 0
+
+
+def _summary_line(report: dict[str, Any]) -> str:
+    """Problems checked, failed, impossible, and the eager/compile share within 2×."""
+    overall = report["summary"].get("all", {"problems": 0, "impossible": 0, "accuracy": {}})
+    within = [
+        f"{mode} {accuracy['within_2x']:.0%}"
+        for mode, accuracy in overall["accuracy"].items()
+    ]
+    line = (
+        f"{overall['problems']} problems checked, {len(report['failed'])} failed to analyze, "
+        f"{overall['impossible']} measured faster than the speed of light"
+    )
+    line += f"; within 2×: {', '.join(within)}" if within else ""
+    return f"{report['interrupted']}; {line}" if report.get("partial") else line
