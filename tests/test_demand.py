@@ -772,3 +772,45 @@ def test_transposed_conv_and_pools_charge_what_the_oracle_proves() -> None:
     torch.manual_seed(0)
     model, x = _transposed_conv_pools(), torch.randn(1, 8, 4, 8, 8)
     assert analyze(model, (x,)).compulsory_bytes >= 0.95 * _oracle_bytes(model, x)
+
+
+def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    length = q.shape[-2]
+    scores = q @ k.transpose(-2, -1)
+    mask = torch.tril(torch.ones(length, length, device=q.device)).view(1, 1, length, length)
+    scores = scores.masked_fill(mask == 0, float("-inf"))
+    return torch.softmax(scores, -1) @ v
+
+
+def test_a_causal_mask_built_from_constants_keeps_the_triangle_of_the_scores() -> None:
+    # minGPT's attention with its tril(ones) mask built in forward, q, k, v (4, 8, 512, 64):
+    # the mask is known, so the scores q @ kᵀ are needed on the kept triangle, 512·513/2
+    # entries × 2·64 FLOPs per (batch, head) (row bands: short by at most 1/128 of the 512²
+    # scores), and the probabilities @ v in full, 2·512²·64. Was the second product only.
+    b, h, t, d = 4, 8, 512, 64
+    result = bound(_causal_attention, *(meta(b, h, t, d),) * 3)
+    triangle = b * h * t * (t + 1) // 2 * 2 * d
+    values = b * h * 2 * t * t * d
+    short = b * h * t * t // 128 * 2 * d
+    assert values + triangle - short <= result.tensor_flops <= values + triangle
+
+
+def test_a_constant_mask_charges_the_scores_the_oracle_proves() -> None:
+    # at length 8 every row band is one row: the scores charged are exactly the kept ones
+    from oracle import oracle, per_op
+
+    torch.manual_seed(0)
+    inputs = tuple(torch.randn(1, 2, 8, 4) for _ in range(3))
+    result = analyze(Fn(_causal_attention), inputs)
+    proven = oracle(Fn(_causal_attention), inputs)
+    rows = [row for row in per_op(result, proven) if "bmm" in row.name]
+    assert rows and all(row.charged_flops >= 0.95 * row.proven_flops for row in rows)
+
+
+def test_where_of_two_inputs_reads_the_narrower_one_per_element() -> None:
+    # where(c, a, b), c bool, a fp32, b fp16, 1024 elements each: every element needs a[i] or
+    # b[i], whichever c picks — at least the fp16 one: 1024·(1 + 2) B read, 1024·4 B written
+    n = 1024
+    condition = torch.zeros(n, dtype=torch.bool, device="meta")
+    result = bound(torch.where, condition, meta(n), meta(n, dtype=torch.float16))
+    assert result.compulsory_bytes == n * (1 + 2 + 4)

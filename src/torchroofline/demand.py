@@ -21,13 +21,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_leaves, tree_map
 
 from .costs import (
     DESTINATION_ACCESS,
     SHAPE_ONLY_TEMPLATES,
     Category,
-    DestinationAccess,
     FlopCount,
     MatmulKind,
     OpKey,
@@ -84,6 +83,8 @@ class _Context:
     #: state of an input or buffer wanting it: what the op leaves unchanged there is already in
     #: memory, so only this part needs the old contents
     read: tuple[Region, ...] = ()
+    #: values that depend only on shapes and constants, evaluated (:func:`known_values`)
+    known: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
 
     @property
     def fraction(self) -> float:
@@ -1585,25 +1586,48 @@ def _data_chosen_write(op: TracedOp) -> bool:
     return access is not None and access.data_chosen
 
 
+#: The argument a selection takes where its mask holds, and where it does not.
+_PICKED = {"masked_fill": ("value", "self"), "where": ("self", "other")}
+
+
 @demand_rule([aten.masked_fill, aten.where])
 def selection_demand(context: _Context) -> Demand:
-    """``masked_fill(x, mask, v)`` and ``where(mask, a, b)`` pick each element by the mask's
-    value, which is data: the mask is needed, but any one tensor it picks from may be picked
-    nowhere (an all-true causal mask, an all-false ``where``), so the bound charges the picked
-    tensors nothing (scalars and fill values aside) — loose, never wrong. A causal attention
-    that masks its scores before softmax is thus charged its second product only, as flash
-    attention's skipped blocks can beat the full first product."""
+    """``masked_fill(x, mask, v)`` and ``where(mask, a, b)`` pick each element by the mask. A
+    mask known from shapes and constants (a causal ``tril(ones)`` mask built in ``forward``:
+    :func:`known_values`) picks known elements: each tensor is needed where it is picked. A
+    mask that is data is needed, but any one tensor it picks from may be picked nowhere (an
+    all-true mask), so those tensors are charged nothing (scalars and fill values aside) — the
+    floor: where both are graph inputs, each element needs one of them, so the narrower one is
+    charged at the demanded elements."""
     region = context.output
     out_shape = context.op.writes[0].shape
     inputs = [_broadcast(region, out_shape, ref.shape) for ref in context.op.reads]
     if any(mapped is None for mapped in inputs):
         return _proportional(context)
-    masked = lookup(DESTINATION_ACCESS, context.op) is DestinationAccess.MASKED
-    mask_position = 1 if masked else 0  # masked_fill(x, mask, v), where(mask, a, b)
+    names = [n for n in context.op.argument_names if isinstance(context.argument(n), torch.Tensor)]
+    if len(names) != len(context.op.reads):
+        return _proportional(context)
+    when_true, when_false = _PICKED[context.op.base]
+    mask_position = names.index("mask" if "mask" in names else "condition")
+    mask = _known(context, mask_position)
     elements = math.prod(out_shape)
-    for position, ref in enumerate(context.op.reads):
-        if position != mask_position and ref.elements * 2 > elements:
+    picked = [
+        position
+        for position, ref in enumerate(context.op.reads)
+        if position != mask_position and ref.elements * 2 > elements
+    ]
+    for position in picked:
+        if mask is None:
             inputs[position] = Region()
+            continue
+        holds = mask.expand(out_shape).bool()
+        where = holds if names[position] == when_true else ~holds
+        chosen = _region_where(where, region)
+        inputs[position] = _broadcast(chosen, out_shape, context.op.reads[position].shape)
+    sourced = [p for p in picked if context.op.reads[p].value_id not in context.producers]
+    if mask is None and len(picked) == 2 and sourced == picked:
+        narrower = min(picked, key=lambda p: context.op.reads[p].itemsize)
+        inputs[narrower] = _broadcast(region, out_shape, context.op.reads[narrower].shape)
     return Demand(tuple(inputs), _scaled(context.record.flops, context.fraction))
 
 
@@ -1789,6 +1813,102 @@ def _heads(lead: Sequence[IndexSet], out_lead: Sequence[int], kv_lead: Sequence[
     return tuple(mapped)
 
 
+# --- Known values ------------------------------------------------------------------------------
+
+#: Elements a value may have to be evaluated for real (a 2048 × 2048 causal mask is 4 M).
+CONSTANT_LIMIT_ELEMENTS = 1 << 22
+
+
+def _evaluable(op: TracedOp, known: dict[int, torch.Tensor]) -> bool:
+    """Whether ``op``'s outputs depend only on shapes and on values already known: an aten op
+    that is not random, writes nothing in place and allocates no uninitialised memory, whose
+    every read is known and whose outputs are small."""
+    func = op.func
+    if func is None or op.is_view or not op.writes or op.written_arguments:
+        return False
+    if torch.Tag.nondeterministic_seeded in func.tags or "empty" in op.base:
+        return False
+    if any(w.storage_elements > CONSTANT_LIMIT_ELEMENTS for w in op.writes):
+        return False
+    return all(ref.value_id in known for ref in op.reads)
+
+
+def _on_cpu(leaf: Any) -> Any:
+    return torch.device("cpu") if isinstance(leaf, torch.device) else leaf
+
+
+def _with_values(op: TracedOp, known: dict[int, torch.Tensor]) -> tuple[Any, Any]:
+    """``op``'s arguments with each tensor replaced by its known value, on the CPU."""
+    reads = iter(
+        known[ref.value_id].as_strided(ref.shape, ref.strides, ref.offset) for ref in op.reads
+    )
+    return tree_map(
+        lambda leaf: next(reads) if isinstance(leaf, torch.Tensor) else _on_cpu(leaf),
+        (op.args, op.kwargs),
+    )
+
+
+def known_values(ops: Sequence[TracedOp]) -> dict[int, torch.Tensor]:
+    """value id → its storage's elements (flat, on the CPU) for every value that depends only
+    on shapes and constants: ``ones``, ``arange``, ``eye``, ``tril`` of them, a comparison of
+    them — the causal masks and position ids a model builds in ``forward``. They are small, so
+    the ops are run for real; the demand rules read them (:func:`_known`)."""
+    known: dict[int, torch.Tensor] = {}
+    for op in ops:
+        if not _evaluable(op, known):
+            continue
+        args, kwargs = _with_values(op, known)
+        try:
+            output = op.func(*args, **kwargs)
+        except Exception:  # noqa: BLE001 — an op the CPU cannot run stays unknown
+            continue
+        tensors = [leaf for leaf in tree_leaves(output) if isinstance(leaf, torch.Tensor)]
+        for ref, tensor in zip(op.writes, tensors, strict=False):
+            storage = torch.zeros(ref.storage_elements or ref.elements, dtype=tensor.dtype)
+            storage.as_strided(ref.shape, ref.strides, ref.offset).copy_(tensor)
+            known[ref.value_id] = storage
+    return known
+
+
+def _known(context: _Context, position: int) -> torch.Tensor | None:
+    """The value of read ``position`` as the op sees it, if it is known."""
+    ref = context.op.reads[position]
+    storage = context.known.get(ref.value_id)
+    return None if storage is None else storage.as_strided(ref.shape, ref.strides, ref.offset)
+
+
+def _region_where(condition: torch.Tensor, region: Region) -> Region:
+    """The demanded elements where the known boolean ``condition`` (broadcast to the output
+    shape) holds. Leading dims must agree: what holds for every leading index is kept. Rows
+    (the second-to-last dim) are cut into :data:`TRIANGLE_BANDS` bands, each keeping the
+    columns all its rows keep — exact for masks constant along rows, and short of a causal
+    mask's triangle by at most 1/(2·bands) of it. Outputs with no position: none kept."""
+    boxes = []
+    for box in region.boxes:
+        picked = condition
+        for dim, index_set in enumerate(box):
+            positions = torch.tensor([i for r in index_set for i in r], dtype=torch.int64)
+            picked = picked.index_select(dim, positions)
+        if len(box) < 2:
+            kept = picked.reshape(-1).nonzero().reshape(-1).tolist()
+            flat = [i for r in box[0] for i in r] if box else []
+            if box and kept:
+                boxes.append((positions_to_set(flat[i] for i in kept),))
+            elif not box and bool(picked):
+                boxes.append(())
+            continue
+        matrix = picked.reshape(-1, *picked.shape[-2:]).all(0)
+        rows = [i for r in box[-2] for i in r]
+        columns = [i for r in box[-1] for i in r]
+        band = max(1, -(-len(rows) // TRIANGLE_BANDS))
+        for start in range(0, len(rows), band):
+            kept = matrix[start : start + band].all(0).nonzero().reshape(-1).tolist()
+            if kept:
+                chunk = positions_to_set(rows[start : start + band])
+                boxes.append((*box[:-2], chunk, positions_to_set(columns[i] for i in kept)))
+    return Region.of(boxes)
+
+
 # --- The walk --------------------------------------------------------------------------------
 
 #: Structured operands the demand rules recognise, with the cheapest standard implementation
@@ -1856,6 +1976,7 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
     read: dict[int, Region] = {}
     kept, kept_writes = _kept_regions(trace, storages, producers)
     sized_by_data = _sized_by_data(trace.ops)
+    known = known_values(trace.ops)
 
     def add(value_id: int, region: Region, read_part: Region) -> None:
         if region:
@@ -1917,7 +2038,7 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
             necessary_records[index] = replace(record, flops=FlopCount())
             continue
         used.update(ref.value_id for ref in op.reads)
-        context = _Context(op, record, tuple(outputs), producers, tuple(read_outputs))
+        context = _Context(op, record, tuple(outputs), producers, tuple(read_outputs), known)
         result = _rule(op, record, sized_by_data)(context)
         flops = result.flops
         if any(ref.value_id in sized_by_data for ref in (*op.reads, *op.writes)):
