@@ -238,6 +238,11 @@ def test_reference_found_near_a_run_and_by_problem_name(tmp_path):
     assert reference_for(named, problems=tmp_path / "KernelBench" / "KernelBench") == reference
     assert reference_for(named, ref=reference) == reference
     assert reference_for(reference) is None  # a problem is its own reference
+    both = tmp_path / "mine" / "level1" / "19_ReLU_v2.py"  # ModelNew beside its own reference
+    both.write_text(reference.read_text() + "\n\nclass ModelNew(Model):\n    pass\n")
+    assert reference_for(both) is None
+    both.write_text(both.read_text() + "import triton\n")  # compiled: never imported
+    assert reference_for(both, problems=tmp_path / "KernelBench" / "KernelBench") == reference
 
 
 def test_missing_reference_is_one_line_naming_the_search_and_the_flag():

@@ -15,6 +15,7 @@ from torchroofline.errors import InputError
 from torchroofline.runs import (
     KernelName,
     Run,
+    RunReport,
     join_run,
     kernel_backend,
     load_run,
@@ -154,6 +155,18 @@ def test_markdown_csv_and_json(joined):
     assert data["faster_than_light"] == ["level1 problem 1 sample 1"]
     assert data["summary"]["level1"]["fast_sol_75"] == pytest.approx(1 / 3)
     assert data["samples"][0]["sol_score"] == pytest.approx(0.6)
+
+
+def test_json_round_trip(joined):
+    assert RunReport.from_dict(json.loads(json.dumps(joined.to_dict()))) == joined
+
+
+def test_plot_a_saved_run_report(joined, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps(joined.to_dict()))
+    code, out, _ = _main(capsys, "plot", saved, "--out", tmp_path / "pictures")
+    assert code == 0 and str(tmp_path / "pictures" / "run_sol.png") in out.splitlines()
 
 
 def test_empty_run_renders(tmp_path):

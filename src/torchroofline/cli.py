@@ -618,6 +618,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
     _warn_if_unmeasured(report)
     for path in plot_suite(report, args.out, per_problem=args.per_problem):
         print(path)
+    if "samples" in data:  # a 'kernelbench --run' report
+        from .runs import RunReport
+        from .viz import plot_run
+
+        picture = Path(args.out) / "run_sol.png"
+        plot_run(RunReport.from_dict(data), picture)
+        print(picture)
     return EXIT_OK
 
 

@@ -307,12 +307,26 @@ def reference_for(
 ) -> Path | None:
     """The problem file to analyze in place of ``path``: ``ref`` when given; the reference of a
     generated kernel (:func:`is_generated`, :func:`find_reference`) unless ``class_name`` asks
-    for its own class; ``None`` when ``path`` is itself the problem."""
+    for its own class or the file carries its reference (``class Model`` and ``get_inputs`` in
+    plain PyTorch); ``None`` when ``path`` is itself the problem."""
     if ref is not None:
         return Path(ref)
-    if class_name != "Model" or not is_generated(path):
+    if class_name != "Model" or not is_generated(path) or _carries_reference(Path(path)):
         return None
     return find_reference(path, problems)
+
+
+_REFERENCE_PARTS = (
+    re.compile(r"^class\s+Model\b", re.MULTILINE),
+    re.compile(r"^def\s+get_inputs\b", re.MULTILINE),
+)
+
+
+def _carries_reference(path: Path) -> bool:
+    source = path.read_text(errors="replace")
+    return kernel_backend(source) not in COMPILED_BACKENDS and all(
+        part.search(source) for part in _REFERENCE_PARTS
+    )
 
 
 def _roots_near(path: Path) -> list[Path]:

@@ -20,7 +20,7 @@ import json
 import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +250,7 @@ class SampleReport:
             "compiled": sample.compiled,
             "correct": sample.correct,
             "runtime_ms": sample.runtime_ms,
+            "ref_runtime_ms": sample.ref_runtime_ms,
             "ref_ms": self.ref_ms,
             "sol_ms": self.sol_ms,
             "sol_fraction": self.sol_fraction,
@@ -257,6 +258,12 @@ class SampleReport:
             "sol_score": self.sol_score,
             "error": sample.error,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SampleReport:
+        """From :meth:`to_dict`'s layout; derived keys are recomputed, not read."""
+        sample = Sample(**{item.name: data.get(item.name) for item in fields(Sample)})
+        return cls(sample, data.get("problem"), data.get("sol_ms"), data.get("ref_ms"))
 
 
 @dataclass(frozen=True)
@@ -295,6 +302,12 @@ class RunReport:
             "faster_than_light": [sample.name for sample in self.faster_than_light],
             "problems": batch["problems"],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunReport:
+        """From :meth:`to_dict`'s layout (a saved run report); summaries are recomputed."""
+        samples = tuple(SampleReport.from_dict(sample) for sample in data.get("samples", ()))
+        return cls(data.get("run", "?"), BatchReport.from_dict(data), samples)
 
 
 def fast_sol_key(fraction: float) -> str:
