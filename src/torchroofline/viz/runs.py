@@ -25,6 +25,8 @@ def plot_run(report: RunReport, path: str | Path | None = None) -> Figure:
     (above the 100 % line) ringed in red. Right: per level, the share of samples that are
     correct and reach ≥ 25 / 50 / 75 % of SoL."""
     target = save_target(path)
+    from matplotlib.ticker import NullFormatter
+
     fig, (strip, bars) = new_figure(RUN_FIGSIZE_IN, ncols=2, width_ratios=(3, 2))
     timed = [s for s in report.samples if s.sol_fraction is not None]
     problems = sorted({(s.sample.level or 0, s.sample.problem_id) for s in timed})
@@ -47,14 +49,21 @@ def plot_run(report: RunReport, path: str | Path | None = None) -> Figure:
         label=f"faster than light ({len(fast)})", gid="faster-than-light",
     )
     strip.axhline(100, color="k", lw=1.2, gid="sol-line", label="speed of light")
+    percents = [100 * s.sol_fraction for s in timed]
+    low, high = min(percents + [100.0]) / 4, max(percents + [100.0]) * 4
+    strip.axhspan(100, high, color=IMPOSSIBLE_COLOUR, alpha=0.07, lw=0,
+                  label="impossible: runtime < SoL")
+    strip.set_ylim(low, high)
+    strip.set_xlim(-0.5, max(len(problems), 1) - 0.5)
     strip.set_xticks(range(len(problems)))
     strip.set_xticklabels([f"L{level} P{number}" for level, number in problems], fontsize=7,
                           rotation=90 if len(problems) > 12 else 0)
     strip.yaxis.set_major_formatter(percent_formatter())
+    strip.yaxis.set_minor_formatter(NullFormatter())
     strip.set_ylabel("% of speed of light (SoL / runtime)")
     strip.set_title(f"{len(timed)} timed samples of {len(report.samples)}", fontsize=10)
     strip.grid(True, axis="y", color="0.9", lw=0.6)
-    strip.legend(loc="lower left", fontsize=8)
+    strip.legend(loc="best", fontsize=8)
     summary = {key: row for key, row in report.summary.items() if key != "all"} or report.summary
     width = 0.8 / len(FAST_SOL_THRESHOLDS)
     for index, fraction in enumerate(FAST_SOL_THRESHOLDS):
