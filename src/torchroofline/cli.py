@@ -437,6 +437,11 @@ class Progress:
             self.stream.write(("\n" if self.tty else "") + outcome.traceback)
         self.stream.flush()
 
+    def stop(self) -> None:
+        """End a bar the batch left unfinished (interrupted), so the lines after start afresh."""
+        if self.tty and self.done < self.total:
+            self.stream.write("\n")
+
 
 def _levels(text: str | None) -> set[int] | None:
     if not text:
@@ -503,15 +508,16 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     if args.run:
         run, paths = _run_and_problems(args.run, paths, args.paths)
     interrupted = None
+    progress = Progress(len(paths), debug=args.debug)
     try:
         report = analyze_batch(
             paths, gpu, args.precision, cache=args.cache, timings=timings,
             gen_timings=gen_timings, jobs=args.jobs, timeout_s=args.timeout,
-            memory_limit_bytes=int(args.memory_limit * 2**30),
-            on_done=Progress(len(paths), debug=args.debug),
+            memory_limit_bytes=int(args.memory_limit * 2**30), on_done=progress,
             estimate_params=estimate_params(args.host_scale),
         )
     except BatchInterrupted as stopped:
+        progress.stop()
         report, interrupted = stopped.report, str(stopped)
     if run is not None and not interrupted:
         return _report_run(args, run, report)

@@ -532,6 +532,7 @@ def run(args: Any) -> int:
                           jobs=args.jobs, levels=levels, on_done=progress,
                           host_scale=args.host_scale)
     except BatchInterrupted as stopped:
+        progress.stop()
         report = stopped.report
     if args.out:
         write(report, args.out)
