@@ -113,8 +113,10 @@ def test_host_scale_multiplies_every_host_cost(capsys):
     # --host-scale 2: each CPU cost doubles, so the host time of every mode doubles exactly
     default = analyze_file(CONV).to_dict()["estimate"]
     code, out, _ = run(capsys, "analyze", CONV, "--host-scale", "2", "--json")
-    scaled = json.loads(out)["estimate"]
+    document = json.loads(out)
+    scaled = document["estimate"]
     assert code == 0
+    assert "host (CPU) cost × 2 of the default (--host-scale)" in document["notes"][0]
     for mode in ("eager", "fused", "cudagraph"):
         assert scaled[mode]["host_ms"] == pytest.approx(2 * default[mode]["host_ms"], rel=1e-12)
         assert scaled[mode]["gpu_busy_ms"] == pytest.approx(default[mode]["gpu_busy_ms"])

@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 from conftest import H100_BANDWIDTH, Fn, analyze, meta
+from torchroofline.errors import InputError
 from torchroofline.estimate import (
     DEFAULT_PARAMS,
     EstimateParams,
@@ -200,6 +201,12 @@ def test_a_host_scale_reruns_only_the_pipelines() -> None:
     totals = host_scale_totals_ms(result.performance, (0.5, 1.0), floor_s=result.sol_s)
     assert totals["eager"][1] == pytest.approx(result.eager_estimate_s * 1e3, rel=1e-12)
     assert totals["eager"][0] == pytest.approx((10 * 10e-6 + last_kernel) * 1e3, rel=1e-12)
+
+
+@pytest.mark.parametrize("factor", [0, -1.0, float("nan"), "2"])
+def test_a_host_scale_is_a_positive_number(factor: object) -> None:
+    with pytest.raises(InputError, match="a host scale is a number above 0"):
+        DEFAULT_PARAMS.host_scaled(factor)
 
 
 def test_json_has_each_mode_with_its_split() -> None:

@@ -296,6 +296,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 result = result.with_notes([_as_reference(file, reference)])
             if params is not None:
                 result = result.on(gpu, estimate_params=params).with_actual(actual_ms)
+                result = result.with_notes([_host_scale_note(args.host_scale)])
         except _USAGE_ERRORS:
             raise
         except TorchrooflineError as error:
@@ -326,6 +327,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
     return _exit_code(failed, too_fast)
+
+
+def _host_scale_note(host_scale: float) -> str:
+    return f"estimates with every host (CPU) cost × {host_scale:g} of the default (--host-scale)"
 
 
 def _as_reference(file: str, reference: Path) -> str:

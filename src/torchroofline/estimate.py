@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .costs import Category, MatmulKind, OpRecord, tensor_bytes
+from .errors import InputError
 from .fusion import Kernel
 from .hardware import GPUSpec
 from .plans import Plans
@@ -61,6 +62,8 @@ class HostCosts:
 
     def scaled(self, factor: float) -> HostCosts:
         """Every CPU cost times ``factor`` (a host ``factor`` times slower)."""
+        if not isinstance(factor, (int, float)) or not factor > 0:
+            raise InputError(f"a host scale is a number above 0, got {factor!r}")
         costs = {
             name: getattr(self, name) * factor
             for name in self.__dataclass_fields__
