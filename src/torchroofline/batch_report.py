@@ -22,7 +22,9 @@ def level_name(level: int | None) -> str:
 
 def beats_sol(sol_ms: float | None, measured_ms: float | None) -> bool:
     """A measured time below the speed of light: impossible for a correct implementation (a
-    wrong timing or a kernel that skips work)."""
+    wrong timing or a kernel that skips work). The one verdict on a time that the batch and run
+    reports use (``impossible``, ``gen_impossible``, a run sample's ``faster_than_light``, the
+    SoL score's refusal to score), so a finer verdict replaces this function alone."""
     return sol_ms is not None and bool(measured_ms) and measured_ms < sol_ms
 
 

@@ -169,11 +169,16 @@ def _raise_if_network(path: Path, error: BaseException) -> None:
             isinstance(cause, OSError) and "huggingface.co" in str(cause)
         ):
             offline = os.environ.get("HF_HUB_OFFLINE", OFFLINE_ENVIRONMENT["HF_HUB_OFFLINE"])
+            fix = (
+                "run it where huggingface.co is reachable, or cache its config there first and "
+                "unset HF_HUB_OFFLINE"
+                if offline.strip().lower() in ("0", "false", "no", "off", "")
+                else "run the file once with network access to cache its config, or set "
+                "HF_HUB_OFFLINE=0 to let it use the network"
+            )
             raise ProblemFileError(
                 f"{path}: needs a file from the Hugging Face hub that is not in the local cache "
-                f"(HF_HUB_OFFLINE={offline}; {type(cause).__name__}: {text}); run the file once "
-                "with network access to cache its config, or set HF_HUB_OFFLINE=0 to let it "
-                "use the network"
+                f"(HF_HUB_OFFLINE={offline}; {type(cause).__name__}: {text}); {fix}"
             ) from error
         if isinstance(cause, (ConnectionError, socket.gaierror, urllib.error.URLError)):
             raise ProblemFileError(
