@@ -162,6 +162,8 @@ def test_discover_orders_and_filters_levels():
     assert [p.name for p in level2] == ["1_Conv2D_ReLU_BiasAdd.py"]
     with pytest.raises(InputError, match="no such file"):
         discover([SUITE / "nowhere"])
+    with pytest.raises(InputError, match="a KernelBench run folder.*pass it as --run"):
+        discover([RUNS / "runs" / "demo"])
 
 
 def test_public_api_exports():

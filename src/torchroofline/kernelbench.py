@@ -27,6 +27,7 @@ from .precision import restoring_switches
 from .roofline import Actual, Result
 from .runs import (
     COMPILED_BACKENDS,
+    EVAL_RESULTS,
     Run,
     kernel_backend,
     parse_kernel_name,
@@ -452,6 +453,11 @@ def discover(paths: Iterable[str | Path], levels: set[int] | None = None) -> lis
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
+        if (path / EVAL_RESULTS).is_file():
+            raise InputError(
+                f"{path} is a KernelBench run folder, not problems: pass it as --run {path}, "
+                "after the problems' level folder (KernelBench/levelN)"
+            )
         if path.is_dir():
             found += [p for p in path.rglob("*.py") if not p.name.startswith("_")]
         elif path.exists():
