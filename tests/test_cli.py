@@ -297,6 +297,7 @@ def test_level_filter_with_a_summary_and_where_it_wrote(capsys, tmp_path):
     assert [p["file"] for p in report["problems"]] == ["1_Conv2D_ReLU_BiasAdd.py"]
     out_text, err = capsys.readouterr()
     assert out_text == ""
+    assert err.startswith("analyzing 1 problem in 1 worker process")  # before any result
     assert "[1/1] ok" in err
     assert "note: 1 of 1 problems analyzed, 0 failed" in err
     assert err.strip().endswith(f"note: wrote {out}")

@@ -85,6 +85,7 @@ def test_cli_exits_1_on_an_impossible_bound_and_writes_every_format(tmp_path, ca
     out, err = capsys.readouterr()
     assert code == 1
     assert out == ""  # with --out the report goes to the file only
+    assert err.startswith("analyzing 4 problems in 1 worker process")  # before any result
     assert "[4/4] ok" in err  # progress, one line per problem
     assert "4 problems checked, 0 failed to analyze, 1 measured faster than" in err
     assert f"wrote {tmp_path / 'v.md'}" in err

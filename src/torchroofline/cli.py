@@ -442,6 +442,16 @@ class Progress:
             self.stream.write(("\n" if self.tty else "") + outcome.traceback)
         self.stream.flush()
 
+    def start(self, jobs: int) -> None:
+        """Say what is about to run: the first problem takes a worker's start (``import torch``)
+        before any progress shows."""
+        workers = min(jobs, self.total)
+        self.stream.write(
+            f"analyzing {self.total} problem{'s' * (self.total != 1)} in {workers} worker "
+            f"process{'es' * (workers != 1)} (a worker's start imports torch: seconds)\n"
+        )
+        self.stream.flush()
+
     def stop(self) -> None:
         """End a bar the batch left unfinished (interrupted), so the lines after start afresh."""
         if self.tty and self.done < self.total:
@@ -514,6 +524,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
         run, paths = _run_and_problems(args.run, paths, args.paths)
     interrupted = None
     progress = Progress(len(paths), debug=args.debug)
+    progress.start(args.jobs)
     try:
         report = analyze_batch(
             paths, gpu, args.precision, cache=args.cache, timings=timings,

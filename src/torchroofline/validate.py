@@ -256,11 +256,14 @@ def validate(
     levels: set[int] | None = None,
     on_done: Callable[[Any], None] = lambda outcome: None,
     host_scale: float = 1.0,
+    on_start: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """Analyze the problems under ``paths`` and check them against the timing JSONs
     (mode → path, modes of :data:`MODES`); returns the validation report. ``host_scale``: the
     host profile the estimates are priced at (× the default; ``--host-scale``); the report's
     ``host_scale`` entry holds the one that fits the timings and the accuracy with it.
+    ``on_start`` is called once the inputs are checked, before the workers start; ``on_done``
+    with each problem's outcome.
 
     Ctrl-C or SIGTERM raises :class:`~torchroofline.batch.BatchInterrupted` carrying the report
     of the problems finished so far, marked ``"partial"``."""
@@ -276,6 +279,7 @@ def validate(
         raise InputError(f"no problem files under {' '.join(map(str, paths))}")
     check_timings_match(timings, problems, timing_paths)
     params = None if host_scale == 1 else DEFAULT_PARAMS.host_scaled(host_scale)
+    on_start()
     try:
         batch = analyze_batch(
             problems, spec, precision, cache=cache, jobs=jobs, on_done=on_done,
@@ -530,7 +534,7 @@ def run(args: Any) -> int:
     try:
         report = validate(args.paths, timing_paths, args.gpu, args.precision, cache=args.cache,
                           jobs=args.jobs, levels=levels, on_done=progress,
-                          host_scale=args.host_scale)
+                          host_scale=args.host_scale, on_start=lambda: progress.start(args.jobs))
     except BatchInterrupted as stopped:
         progress.stop()
         report = stopped.report
