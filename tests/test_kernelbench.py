@@ -237,6 +237,7 @@ def test_reference_found_near_a_run_and_by_problem_name(tmp_path):
     kernel = run / "level_1_problem_19_sample_0_kernel.py"
     kernel.write_text("import torch\nfrom torch.utils.cpp_extension import load_inline\n")
     assert find_reference(kernel) == reference  # KernelBench/KernelBench/level1 from the run
+    assert find_reference(kernel, tmp_path / "KernelBench") == reference  # the repository
     named = tmp_path / "mine" / "level1" / "19_ReLU.py"
     named.parent.mkdir(parents=True)
     named.write_text("import triton\n")

@@ -284,7 +284,7 @@ def find_reference(path: str | Path, problems: str | Path | None = None) -> Path
     level = name.level if name else level_of(path)
     pattern = f"{number}_*.py"
     level_glob = f"level{level}" if level is not None else "level*"
-    roots = [Path(problems)] if problems else _roots_near(path)
+    roots = _with_suite([Path(problems)]) if problems else _roots_near(path)
     for root in roots:
         folders = [root] if _LEVEL_DIR.match(root.name) else sorted(root.glob(level_glob))
         found = sorted(
@@ -337,10 +337,14 @@ def _carries_reference(path: Path) -> bool:
 
 def _roots_near(path: Path) -> list[Path]:
     """The parents of ``path`` (nearest first, at most 4) and their ``KernelBench`` folders."""
-    roots = []
-    for parent in list(path.resolve().parents)[:4]:
-        roots += [parent, parent / "KernelBench"]
-    return [root for root in roots if root.is_dir()]
+    return _with_suite(list(path.resolve().parents)[:4])
+
+
+def _with_suite(folders: list[Path]) -> list[Path]:
+    """Each folder and its ``KernelBench`` subfolder (the KernelBench repository keeps its
+    problems in ``KernelBench/KernelBench/levelN``), those that exist."""
+    candidates = [root for folder in folders for root in (folder, folder / "KernelBench")]
+    return [root for root in candidates if root.is_dir()]
 
 
 def run_problems(paths: Sequence[Path], run: Run) -> list[Path]:
