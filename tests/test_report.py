@@ -92,6 +92,13 @@ def test_a_recurrence_far_above_its_peak_time_says_why() -> None:
     assert f"a serial recurrence: {kernel.launches} launches" in note
 
 
+def test_a_tiny_kernel_gets_no_note_for_its_launch_cost() -> None:
+    # 32 floats: ~0.1 ns of bytes at the peak, µs of launch and fill latency, which every
+    # kernel pays once and the note leaves out
+    result = analyze(Fn(torch.relu), meta(32))
+    assert far_above_peak_lines(result.kernels, result) == list(TIME_COLUMNS)
+
+
 def test_prompt_names_the_peaks_and_judges_the_generated_kernel() -> None:
     # fp32 GEMM at PyTorch's defaults: cuBLAS in IEEE fp32 on the CUDA cores, 66.9 TFLOP/s on
     # the H100 SXM; SoL = 2·N³ / 66.9e12 s = 32.1 µs for N = 1024
