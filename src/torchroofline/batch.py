@@ -71,7 +71,7 @@ def _analyze_task(task: Task) -> dict:
     document = result.to_dict()
     if task.host_scales:
         document["host_scale_totals_ms"] = host_scale_totals_ms(
-            result.performance, task.host_scales, floor_s=result.sol_ms / 1e3
+            result.performance, task.host_scales, floor_s=result.sol_s
         )
     return document
 
@@ -173,8 +173,11 @@ class _Pool:
         carrying the outcomes finished so far."""
         pending = list(reversed(tasks))
         outcomes: dict[int, Outcome] = {}
+        self.workers = []
         try:
-            self.workers = [self.start_worker() for _ in range(min(self.jobs, len(tasks)))]
+            # one by one, so that an interrupt while they start still kills those started
+            for _ in range(min(self.jobs, len(tasks))):
+                self.workers.append(self.start_worker())
             while len(outcomes) < len(tasks):
                 for worker in self.workers:
                     if worker.task is None and pending:
@@ -242,7 +245,7 @@ def _main_module_hidden() -> Iterator[None]:
     saved = {name: main.__dict__[name] for name in ("__file__", "__spec__")
              if main is not None and name in main.__dict__}
     for name in saved:
-        setattr(main, name, None) if name == "__spec__" else delattr(main, name)
+        setattr(main, name, None)  # read with getattr(..., None): None is "none"
     try:
         yield
     finally:
