@@ -268,3 +268,23 @@ def test_analyze_generated_file_without_a_reference(capsys):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "no reference problem level1/1_*.py" in lines[0]
     assert "--problems" in lines[0]
+
+
+def test_interrupted_run_keeps_the_finished_problems(capsys, tmp_path, monkeypatch):
+    from torchroofline import batch
+
+    finished = BatchReport("H100 SXM", "h100-sxm", "fp32", "cold", (
+        _problem("1_Square_matrix_multiplication_.py", sol_ms=0.25, measured_ms=0.4),
+    ))
+
+    def stopped(*args, **kwargs):
+        raise batch.BatchInterrupted(finished, 1, 3)
+
+    monkeypatch.setattr(batch, "analyze_batch", stopped)
+    out = tmp_path / "run.json"
+    code, _, err = _main(capsys, "kernelbench", SUITE / "level1", "--run", RUN, "--out", out)
+    assert code == 130 and "interrupted after 1 of 3 problems" in err
+    data = json.loads(out.read_text())
+    assert data["partial"] and data["interrupted"] == "interrupted after 1 of 3 problems"
+    # the two matmul samples are reported; the others' problems were not finished
+    assert [s["sol_ms"] for s in data["samples"]] == [0.25, 0.25, None, None, None, None]

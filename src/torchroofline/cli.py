@@ -535,8 +535,8 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     except BatchInterrupted as stopped:
         progress.stop()
         report, interrupted = stopped.report, str(stopped)
-    if run is not None and not interrupted:
-        return _report_run(args, run, report)
+    if run is not None:
+        return _report_run(args, run, report, interrupted)
     if args.out:
         write_report(report, args.out, interrupted)
     if args.json:
@@ -580,17 +580,24 @@ def _run_and_problems(folder: str, paths: list[Path], where: Sequence[str]) -> t
     return run, matched
 
 
-def _report_run(args: argparse.Namespace, run: Any, report: BatchReport) -> int:
-    """The run report (``--run``) in place of the suite report: printed, written, pictured."""
+def _report_run(
+    args: argparse.Namespace, run: Any, report: BatchReport, interrupted: str | None
+) -> int:
+    """The run report (``--run``) in place of the suite report: printed, written, pictured;
+    marked partial when the batch was ``interrupted``."""
+    from .report import mark_partial
     from .runs import RUN_WRITERS, join_run
 
     joined = join_run(run, report)
+
+    def text(suffix: str) -> str:
+        body = RUN_WRITERS[suffix](joined)
+        return mark_partial(body, suffix, interrupted) if interrupted else body
+
     if args.out:
-        Path(args.out).write_text(
-            RUN_WRITERS[Path(args.out).suffix.lower()](joined), encoding="utf-8"
-        )
+        Path(args.out).write_text(text(Path(args.out).suffix.lower()), encoding="utf-8")
     if args.json or not args.out:
-        print(RUN_WRITERS[".json" if args.json else ".md"](joined), end="")
+        print(text(".json" if args.json else ".md"), end="")
     totals = joined.summary["all"]
     _note(
         f"run {run.path}: {totals['samples']} samples, {totals['correct']} correct, "
@@ -599,6 +606,9 @@ def _report_run(args: argparse.Namespace, run: Any, report: BatchReport) -> int:
     )
     if args.out:
         _note(f"wrote {args.out}")
+    if interrupted:
+        _error(f"{interrupted}; the report covers the problems finished")
+        return EXIT_INTERRUPTED
     if args.plot_dir:
         from .viz import plot_run
 
