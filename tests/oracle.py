@@ -1,0 +1,405 @@
+"""A dependence oracle for the bound: which elements the kept outputs provably need.
+
+The program runs on small real CPU tensors (float64) with autograd, and the gradient of a random
+weighting of its kept outputs, Σ output · w (w random, one weight per float output element), is
+taken with respect to every input, parameter and buffer. An element with a nonzero gradient
+changes the outputs when it changes, so every correct implementation must read it. The program
+is also traced at the aten level (``make_fx``) and replayed with every op's output retaining its
+gradient: an op output element with a nonzero gradient is a demanded output of that op.
+
+Zero gradient proves nothing (relu, max, where and the saturated side of a softmax have zero
+partials where the value still matters), so the oracle is a floor under the truth: the bound
+may never be below it. Rounding leaves tiny gradients where the true derivative is zero (the sum
+of a softmax row), so a gradient counts only above ``RELATIVE_ZERO`` of the largest one.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn as nn
+from torch.fx import Interpreter
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils._pytree import tree_flatten
+
+from conftest import Fn
+from torchroofline.roofline import Result
+
+#: a gradient this far below the largest one (float64: 1e-16 rounding) is taken for zero
+RELATIVE_ZERO = 1e-10
+
+
+@dataclass(frozen=True)
+class LeafDemand:
+    """One input, parameter or buffer: how many of its elements the kept outputs provably need."""
+
+    name: str  #: ``input 0``, or the parameter's or buffer's name
+    necessary: int  #: elements with a nonzero gradient
+    elements: int
+    itemsize: int  #: bytes of one element as the model keeps it (float64 here: see ``bytes``)
+    is_float: bool
+
+
+@dataclass(frozen=True)
+class OpDemand:
+    """One non-view aten op of the replay: its demanded output elements."""
+
+    name: str  #: e.g. ``aten.convolution.default``
+    demanded: int  #: output elements with a nonzero gradient
+    elements: int  #: output elements
+    #: FLOPs the demanded outputs need, for the ops of ``DEMANDED_FLOPS``; None: every output
+    #: costs the same, its share of the op's FLOPs
+    demanded_flops: int | None = None
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """The proven demand of one program run."""
+
+    leaves: tuple[LeafDemand, ...]
+    #: elements of the float outputs the program returns and of the float inputs and buffers
+    #: it overwrites
+    output_elements: int
+    output_other_bytes: int  #: bytes of its integer and bool outputs and overwritten tensors
+    ops: tuple[OpDemand, ...]
+
+    def input_bytes(self, float_bytes: int) -> int:
+        """Bytes of the provably needed input, parameter and buffer elements, floats counted at
+        ``float_bytes`` (the analysed precision)."""
+        return sum(leaf.necessary * float_bytes for leaf in self.leaves if leaf.is_float)
+
+    def bytes(self, float_bytes: int) -> int:
+        """What any implementation must move: the needed inputs read once, the outputs written
+        once (the figure to compare with ``Result.compulsory_bytes``)."""
+        return self.input_bytes(float_bytes) + self.output_bytes(float_bytes)
+
+    def output_bytes(self, float_bytes: int) -> int:
+        """Bytes of the outputs (bar views of inputs) and of the inputs and buffers the
+        program overwrites, floats at ``float_bytes``."""
+        return self.output_elements * float_bytes + self.output_other_bytes
+
+
+def _state(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {**dict(model.named_parameters()), **dict(model.named_buffers())}
+
+
+def _leaf(tensor: torch.Tensor, differentiable: bool) -> torch.Tensor:
+    return tensor.detach().clone().requires_grad_(differentiable and tensor.is_floating_point())
+
+
+def _weighted_sum(outputs: Any, aliases: set[int], generator: torch.Generator) -> torch.Tensor:
+    """Σ output · w over every float output with a gradient bar ``aliases`` (positions in
+    the flattened outputs), w uniform in [1, 2) (no zero)."""
+    total = torch.zeros((), dtype=torch.float64)
+    for position, out in enumerate(tree_flatten(outputs)[0]):
+        if position in aliases:
+            continue
+        if isinstance(out, torch.Tensor) and out.is_floating_point() and out.requires_grad:
+            weights = 1 + torch.rand(out.shape, dtype=out.dtype, generator=generator)
+            total = total + (out * weights).sum()
+    return total
+
+
+def _output_sizes(outputs: Any, aliases: set[int]) -> tuple[int, int]:
+    """Elements of the float outputs and bytes of the others, views of inputs left out."""
+    kept = [
+        out for position, out in enumerate(tree_flatten(outputs)[0])
+        if position not in aliases and isinstance(out, torch.Tensor)
+    ]
+    return (
+        sum(out.numel() for out in kept if out.is_floating_point()),
+        sum(out.numel() * out.element_size() for out in kept if not out.is_floating_point()),
+    )
+
+
+def _mutated(before: Sequence[Any], after: Sequence[Any]) -> tuple[int, int]:
+    """Elements of the float inputs and buffers a run overwrote (its kept writes: running
+    statistics, caches), and bytes of the other ones."""
+    changed = [
+        new for old, new in zip(before, after, strict=True)
+        if isinstance(old, torch.Tensor) and not torch.equal(old, new)
+    ]
+    return (
+        sum(t.numel() for t in changed if t.is_floating_point()),
+        sum(t.numel() * t.element_size() for t in changed if not t.is_floating_point()),
+    )
+
+
+def _aliases(outputs: Any, values: Sequence[Any]) -> set[int]:
+    """Positions of the outputs that are views of an input, parameter or buffer: returning
+    one moves nothing, so nothing is needed for it."""
+    storages = {
+        v.untyped_storage().data_ptr() for v in values if isinstance(v, torch.Tensor)
+    }
+    return {
+        position for position, out in enumerate(tree_flatten(outputs)[0])
+        if isinstance(out, torch.Tensor) and out.untyped_storage().data_ptr() in storages
+    }
+
+
+def _convolution_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """2 FLOPs per (input channel, in-bounds tap) pair of each demanded output: the count is
+    the same convolution of all-ones data with all-ones filters (border outputs have fewer)."""
+    data, weight = args[0].detach(), args[1].detach()
+    ones = torch.ones_like(data), torch.ones_like(weight)
+    pairs = torch.ops.aten.convolution.default(*ones, None, *args[3:])
+    return int(2 * pairs[demanded].sum())
+
+
+def _lines_flops(demanded: torch.Tensor, line_dims: Sequence[int]) -> int:
+    """2 FLOPs per element of every line (the elements over ``line_dims``) holding a demanded
+    output: any output of a softmax or normalisation needs its line's statistics, at least
+    one exp or square and one add per element."""
+    dims = [d % demanded.dim() for d in line_dims]
+    touched = demanded.any(dim=dims) if dims else demanded
+    return 2 * int(touched.sum()) * math.prod(demanded.shape[d] for d in dims)
+
+
+def _softmax_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    return _lines_flops(demanded, [args[1]])
+
+
+def _layer_norm_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    return _lines_flops(demanded, range(-len(args[1]), 0))
+
+
+def _group_norm_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    batch, groups = demanded.shape[0], args[6]
+    return _lines_flops(demanded.reshape(batch, groups, -1), [2])
+
+
+def _reduction_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """n − 1 FLOPs per demanded output of a reduction over n elements: combining n values
+    takes n − 1 binary operations (none over dims of size 1)."""
+    data = args[0]
+    dims = args[1] if len(args) > 1 else range(data.dim())
+    dims = [dims] if isinstance(dims, int) else list(dims) or range(data.dim())
+    reduced = math.prod(data.shape[d] for d in dims)
+    return int(demanded.sum()) * (reduced - 1)
+
+
+#: aten op → FLOPs its demanded outputs provably need (from its arguments and the mask of its
+#: first output's demanded elements), for ops whose outputs do not each cost the same: border
+#: outputs of a convolution, lines that share statistics, reductions (none over size-1 dims)
+DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
+    torch.ops.aten.convolution.default: _convolution_flops,
+    torch.ops.aten._softmax.default: _softmax_flops,
+    torch.ops.aten._log_softmax.default: _softmax_flops,
+    torch.ops.aten.native_layer_norm.default: _layer_norm_flops,
+    torch.ops.aten.native_group_norm.default: _group_norm_flops,
+    torch.ops.aten.sum.dim_IntList: _reduction_flops,
+    torch.ops.aten.mean.dim: _reduction_flops,
+    torch.ops.aten.amax.default: _reduction_flops,
+    torch.ops.aten.amin.default: _reduction_flops,
+}
+
+
+class _Retaining(Interpreter):
+    """Replays an aten graph; every non-view op's tensor outputs keep their gradient."""
+
+    def __init__(self, graph_module: torch.fx.GraphModule) -> None:
+        super().__init__(graph_module)
+        self.kept: list[tuple[str, list[torch.Tensor]]] = []
+        #: index in ``kept`` → the op's arguments (ops in ``DEMANDED_FLOPS``)
+        self.arguments: dict[int, tuple[Any, Any]] = {}
+
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        out = super().call_function(target, args, kwargs)
+        if isinstance(target, torch._ops.OpOverload) and not target.is_view:
+            tensors = [
+                t for t in tree_flatten(out)[0]
+                if isinstance(t, torch.Tensor) and t.requires_grad and not t.is_leaf
+                and t.is_floating_point() and t._base is None
+            ]
+            for tensor in tensors:
+                tensor.retain_grad()
+            if target in DEMANDED_FLOPS:
+                self.arguments[len(self.kept)] = (target, args)
+            self.kept.append((str(target), tensors))
+        return out
+
+
+def _shuffled(tensor: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """The same values in a random order: new data in the domain the model expects (a positive
+    input stays positive), so a max or a relu picks other elements."""
+    order = torch.randperm(tensor.numel(), generator=generator)
+    return tensor.detach().reshape(-1)[order].reshape(tensor.shape)
+
+
+def _perturbed(tensor: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Parameters plus noise: a norm's weights start all ones, and with equal weights the
+    mean of a normalised group is constant, hiding a dependence that other weights show."""
+    noise = torch.randn(tensor.shape, dtype=tensor.dtype, generator=generator)
+    return tensor.detach() + 0.5 * noise
+
+
+def oracle(
+    model: nn.Module | Callable[..., Any], inputs: Sequence[Any], *, draws: int = 3, seed: int = 0
+) -> Oracle:
+    """The proven demand of ``model(*inputs)`` (float tensors run in float64), over ``draws``
+    runs: the given data, then its values shuffled within each float input, and the parameters
+    perturbed. A correct implementation is correct for every input, so an element needed in
+    any run is needed; buffers keep their values (a causal mask is a constant, not data)."""
+    module = model if isinstance(model, nn.Module) else Fn(model)
+    module = copy.deepcopy(module).double()
+    parameters, buffers = dict(module.named_parameters()), dict(module.named_buffers())
+    state = {**parameters, **buffers}
+    count = len(inputs)
+    names = [f"input {i}" for i in range(count)] + list(state)
+    originals = [
+        (x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x)
+        for x in inputs
+    ] + list(state.values())
+    differentiable = range(count + len(parameters))  # inputs and parameters; buffers stay
+
+    def run(*values: Any) -> Any:
+        # clones, so in-place ops on inputs and buffers act on non-leaf tensors
+        values = [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+        bound = dict(zip(state, values[count:], strict=True))
+        return torch.func.functional_call(module, bound, tuple(values[:count]))
+
+    def detached(x: Any) -> Any:
+        return x.detach() if isinstance(x, torch.Tensor) else x
+
+    with torch.no_grad():
+        copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in originals]
+        outputs = torch.func.functional_call(
+            module, dict(zip(state, copies[count:], strict=True)), tuple(copies[:count])
+        )
+        aliases = _aliases(outputs, copies)
+        mutated = _mutated(originals, copies)
+    graph = make_fx(run)(*map(detached, originals))
+    generator = torch.Generator().manual_seed(seed)
+    leaf_masks: list[torch.Tensor | None] = [None] * len(originals)
+    op_masks: list[list[torch.Tensor]] = []
+    for draw in range(draws):
+        values = [
+            (_shuffled if i < count else _perturbed)(x, generator)
+            if draw and i in differentiable and isinstance(x, torch.Tensor)
+            and x.is_floating_point()
+            else x
+            for i, x in enumerate(originals)
+        ]
+        leaves, replay, outputs = _replay(graph, values, differentiable, aliases, generator)
+        masks = _nonzero_masks(
+            [x for x in leaves if isinstance(x, torch.Tensor)]
+            + [t for _, tensors in replay.kept for t in tensors]
+        )
+        for i, leaf in enumerate(leaves):
+            if isinstance(leaf, torch.Tensor):
+                leaf_masks[i] = _union(leaf_masks[i], masks[id(leaf)])
+        kept = [[masks[id(t)] for t in tensors] for _, tensors in replay.kept]
+        op_masks = kept if not op_masks else [
+            [a | b for a, b in zip(old, new, strict=True)]
+            for old, new in zip(op_masks, kept, strict=True)
+        ]
+    leaf_demands = tuple(
+        LeafDemand(
+            name=name,
+            necessary=int(mask.sum()),
+            elements=leaf.numel(),
+            itemsize=leaf.element_size(),
+            is_float=leaf.is_floating_point(),
+        )
+        for name, leaf, mask in zip(names, originals, leaf_masks, strict=True)
+        if isinstance(leaf, torch.Tensor)
+    )
+    op_demands = tuple(
+        OpDemand(
+            name,
+            sum(int(m.sum()) for m in masks),
+            sum(m.numel() for m in masks),
+            DEMANDED_FLOPS[replay.arguments[k][0]](replay.arguments[k][1], masks[0])
+            if k in replay.arguments else None,
+        )
+        for k, ((name, _), masks) in enumerate(zip(replay.kept, op_masks, strict=True))
+    )
+    floats, others = _output_sizes(outputs, aliases)
+    return Oracle(leaf_demands, floats + mutated[0], others + mutated[1], op_demands)
+
+
+def _replay(
+    graph: torch.fx.GraphModule,
+    values: Sequence[Any],
+    differentiable: range,
+    aliases: set[int],
+    generator: torch.Generator,
+) -> tuple[list[Any], _Retaining, Any]:
+    """One run of ``graph`` on ``values`` with autograd, back-propagated from a random
+    weighting of its outputs bar ``aliases``; the values at the positions ``differentiable``
+    get gradients."""
+    leaves = [
+        _leaf(x, i in differentiable) if isinstance(x, torch.Tensor) else x
+        for i, x in enumerate(values)
+    ]
+    replay = _Retaining(graph)
+    outputs = replay.run(*leaves)
+    total = _weighted_sum(outputs, aliases, generator)
+    if total.requires_grad:
+        total.backward()
+    return leaves, replay, outputs
+
+
+def _nonzero_masks(tensors: Sequence[torch.Tensor]) -> dict[int, torch.Tensor]:
+    """id(tensor) → where its gradient is nonzero (above ``RELATIVE_ZERO`` of the largest)."""
+    grads = [t.grad for t in tensors if t.grad is not None]
+    finite = [g[g.isfinite()].abs() for g in grads]
+    scale = max((g.max().item() for g in finite if g.numel()), default=0.0)
+    return {
+        id(t): torch.zeros(t.shape, dtype=torch.bool) if t.grad is None
+        else t.grad.isfinite() & (t.grad.abs() > scale * RELATIVE_ZERO)
+        for t in tensors
+    }
+
+
+def _union(old: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
+    return new if old is None else old | new
+
+
+@dataclass(frozen=True)
+class OpTightness:
+    """One op the bound and the oracle both see: the share of its FLOPs the bound charges
+    against the share of its outputs the oracle proves demanded."""
+
+    index: int  #: position in the analysed trace
+    name: str
+    charged_flops: int
+    executed_flops: int
+    demanded_share: float  #: the oracle's demanded outputs / outputs
+
+    proven_flops: float  #: FLOPs the demanded outputs need
+
+
+def per_op(result: Result, proven: Oracle) -> list[OpTightness]:
+    """The bound's FLOPs per op beside the oracle's demanded share, ops matched by name in
+    execution order (the trace and the replay see the same aten ops, bar views)."""
+    trace_ops = [
+        (i, op) for i, op in enumerate(result.plans.trace.ops) if not op.is_view and op.writes
+    ]
+    matcher = difflib.SequenceMatcher(
+        a=[op.name for _, op in trace_ops], b=[op.name for op in proven.ops], autojunk=False
+    )
+    rows = []
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            index, op = trace_ops[block.a + k]
+            demand = proven.ops[block.b + k]
+            executed = result.plans.ops[index].flops
+            if not demand.elements or not (executed.tensor + executed.vector):
+                continue
+            charged = result.plans.necessary.ops[index].flops
+            share = demand.demanded / demand.elements
+            executed_flops = executed.tensor + executed.vector
+            needed = share * executed_flops if demand.demanded_flops is None else (
+                demand.demanded_flops
+            )
+            rows.append(OpTightness(
+                index, op.name, charged.tensor + charged.vector, executed_flops, share, needed
+            ))
+    return rows
