@@ -35,7 +35,7 @@ from torchroofline.roofline import Result
 FLOAT_BYTES = 4  # fp32
 TIGHT = 0.95
 HYPOTHESIS = settings(
-    max_examples=15, deadline=None, derandomize=True, database=None,
+    deadline=None, derandomize=True, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -184,18 +184,6 @@ def _no_window_before_mask(names: list[str]) -> bool:
     return not masks or not any(name in WINDOWS for name in names[: masks[-1]])
 
 
-@settings(HYPOTHESIS, max_examples=30)
-@given(chains(tight=True))
-def test_generated_chains_are_tight(program):
-    assert_tight(figures(*program))
-
-
-@settings(HYPOTHESIS, max_examples=8)
-@given(chains(tight=False))
-def test_generated_chains_are_sound(program):
-    assert_sound(figures(*program))
-
-
 # --- attention blocks ----------------------------------------------------------------------
 
 
@@ -256,15 +244,15 @@ def attentions(draw: st.DrawFn, *, tight: bool) -> tuple:
     return model, torch.randn(2, length, embed)
 
 
-@settings(HYPOTHESIS, max_examples=12)
-@given(attentions(tight=True))
-def test_generated_attention_is_tight(program):
+@settings(HYPOTHESIS, max_examples=42)
+@given(st.one_of(chains(tight=True), attentions(tight=True)))
+def test_generated_programs_are_tight(program):
     assert_tight(figures(*program))
 
 
-@settings(HYPOTHESIS, max_examples=5)
-@given(attentions(tight=False))
-def test_generated_attention_is_sound(program):
+@settings(HYPOTHESIS, max_examples=13)
+@given(st.one_of(chains(tight=False), attentions(tight=False)))
+def test_generated_programs_are_sound(program):
     assert_sound(figures(*program))
 
 
