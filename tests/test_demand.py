@@ -814,3 +814,24 @@ def test_where_of_two_inputs_reads_the_narrower_one_per_element() -> None:
     condition = torch.zeros(n, dtype=torch.bool, device="meta")
     result = bound(torch.where, condition, meta(n), meta(n, dtype=torch.float16))
     assert result.compulsory_bytes == n * (1 + 2 + 4)
+
+
+def test_a_crop_of_rows_split_into_windows_is_placed() -> None:
+    # y = sin(x), x (2, 21, 8); y viewed as 3 windows of 7 rows (so its storage is split at
+    # 7 rows) and cropped to rows 0..13: the crop is a box, not a count, so it unites exactly
+    # with the windows' row 0, 7 and 14: sin needs 2·14·8 + 2·8 (row 14) = 240 elements; the
+    # sum adds 2·3·8 = 48, exp 224
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x.sin()
+        return y.view(2, 3, 7, 8)[:, :, 0].sum(), y[:, :14].exp()
+
+    assert bound(fn, meta(2, 21, 8)).flops == 240 + 48 + 224
+
+
+def test_boxes_differing_in_one_dim_merge() -> None:
+    # 100 one-row boxes of a (100, 8) matrix are the matrix (past 96 boxes the smallest would
+    # be dropped), and the even and odd halves of a range are the range
+    rows = Region.of([((range(i, i + 1),), (range(8),)) for i in range(100)])
+    assert rows.count == 800 and len(rows.boxes) == 1
+    halves = Region.of([((range(0, 60, 2),),), ((range(1, 60, 2),),)])
+    assert halves.boxes == (((range(0, 60),),),)

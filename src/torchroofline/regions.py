@@ -193,6 +193,50 @@ def box_difference(first: Box, second: Box) -> list[Box]:
     return pieces
 
 
+#: An index set of at most this many positions is rewritten as its runs when boxes merge
+#: (two strided halves, 0::2 and 1::2, become one range).
+_RUNS_LIMIT = 4096
+
+
+def _union_set(first: IndexSet, second: IndexSet) -> IndexSet | None:
+    """The union of two index sets, exactly, or None where it has no exact form here."""
+    both = set_size(set_intersection(first, second))
+    union = normalize((*first, *second))
+    if set_size(union) != set_size(first) + set_size(second) - both:
+        return None
+    if len(union) > 1 and set_size(union) <= _RUNS_LIMIT:
+        union = positions_to_set(i for r in union for i in r)
+    return union
+
+
+def _coalesced(boxes: list[Box]) -> list[Box]:
+    """``boxes`` with any two that differ in one dim only merged into one (exactly), until no
+    two do: a region walked back through windows, crops and concatenations stays a few boxes,
+    not one per row (past :data:`MAX_BOXES` the smallest would be dropped)."""
+    merged = True
+    while merged and len(boxes) > 1:
+        merged = False
+        for dim in range(len(boxes[0])):
+            groups: dict[tuple, list[Box]] = {}
+            for box in boxes:
+                groups.setdefault((*box[:dim], *box[dim + 1 :]), []).append(box)
+            if len(groups) == len(boxes):
+                continue
+            result = []
+            for group in groups.values():
+                current = group[0]
+                for box in group[1:]:
+                    union = _union_set(current[dim], box[dim])
+                    if union is None:
+                        result.append(box)
+                        continue
+                    current = (*current[:dim], union, *current[dim + 1 :])
+                    merged = True
+                result.append(current)
+            boxes = result
+    return sorted(boxes, key=box_size, reverse=True)
+
+
 @dataclass(frozen=True)
 class Region:
     """A union of boxes plus ``opaque`` elements of unknown position; :attr:`count` is a lower
@@ -209,6 +253,8 @@ class Region:
         for _, box in sized:
             if not any(_contains(big, box) for big in kept):
                 kept.append(box)
+        if len(kept) > 1:
+            kept = _coalesced(kept)
         return Region(tuple(kept[:MAX_BOXES]), max(0, int(opaque)))
 
     @property
@@ -286,6 +332,8 @@ class _Axis:
 
     base_dims: tuple[int, ...]
     step: int = 1
+    #: merged dims: the flat position (over ``base_dims``) of the view's first index
+    flat_origin: int = 0
 
 
 @dataclass(frozen=True)
@@ -343,18 +391,19 @@ def _single_axis(
 def _merged_axis(
     layout: Layout, origin: tuple[int, ...], used: set[int], size: int, stride: int
 ) -> _Axis | None:
+    """A view dim walking consecutive flat positions of several layout dims (a reshape's merged
+    dim, or a crop of one: the first 14 of 21 rows split 3 × 7 by the window view of Swin)."""
     if stride not in layout.strides:
         return None
     inner = layout.strides.index(stride)
-    covered = 1
+    covered, flat = 1, 0
     for outer in range(inner, -1, -1):
-        if outer in used or origin[outer]:
+        if outer in used:
             return None
+        flat += origin[outer] * covered
         covered *= layout.sizes[outer]
-        if covered == size:
-            return _Axis(tuple(range(outer, inner + 1)))
-        if covered > size:
-            return None
+        if outer < inner and flat + size <= covered:
+            return _Axis(tuple(range(outer, inner + 1)), flat_origin=flat)
     return None
 
 
@@ -444,7 +493,7 @@ def _axis_pieces(
         return [{dim: mapped}]
     sizes = [placement.layout.sizes[d] for d in axis.base_dims]
     pieces = []
-    for walk in index_set:
+    for walk in mapped_set(index_set, axis.flat_origin):
         boxes = _strided_boxes(walk, sizes)
         if boxes is None:
             return None
@@ -517,7 +566,9 @@ def _box_in_view(placement: Placement, box: Box) -> Box | None:
                 if (hit := range_intersection(r, walk))
             )
         else:
-            mapped = _merged_in_view(placement, axis, box)
+            flat = _merged_in_view(placement, axis, box)
+            inside = set_intersection(flat, (range(axis.flat_origin, axis.flat_origin + size),))
+            mapped = mapped_set(inside, -axis.flat_origin)
         if not mapped:
             return None
         sets.append(mapped)
