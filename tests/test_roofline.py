@@ -524,7 +524,9 @@ def test_to_dict_layout() -> None:
     assert data["arithmetic_intensity"] == pytest.approx((tensor + vector) / fused_bytes)
     assert data["ridge_point"] == pytest.approx(H100_FP32 / H100_BANDWIDTH)
     assert set(data["time_ms"]) == {"compute_sol", "memory_sol", "memory_fused", "sol",
-                                    "fused_estimate", "eager_estimate", "cudagraph_estimate"}
+                                    "sol_by_math", "fused_estimate", "eager_estimate",
+                                    "cudagraph_estimate"}
+    assert list(data["time_ms"]["sol_by_math"]) == ["program", "tf32", "bf16", "fp16", "fp8"]
     assert set(data["estimate"]) == {"eager", "fused", "cudagraph"}
     # memory-bound: 45,568 compulsory bytes take 13.6 ns at 3.35 TB/s, 264 KFLOPs take 3.9 ns
     sol_ms = (x + w + bias + y) * 4 / H100_BANDWIDTH * 1e3
