@@ -835,3 +835,12 @@ def test_boxes_differing_in_one_dim_merge() -> None:
     assert rows.count == 800 and len(rows.boxes) == 1
     halves = Region.of([((range(0, 60, 2),),), ((range(1, 60, 2),),)])
     assert halves.boxes == (((range(0, 60),),),)
+
+
+def test_boxes_overlapping_three_at_a_time_are_counted_exactly() -> None:
+    # A = rows, cols 0..9; B = 5..14; C = 8..17: |A∪B∪C| = 3·100 − (25 + 4 + 49) + 4 = 226
+    # (Bonferroni's two terms give 222: the 4 elements all three share are subtracted twice)
+    def square(low: int) -> tuple[tuple[range], tuple[range]]:
+        return (range(low, low + 10),), (range(low, low + 10),)
+
+    assert Region.of([square(0), square(5), square(8)]).count == 226
