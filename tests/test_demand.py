@@ -844,3 +844,19 @@ def test_boxes_overlapping_three_at_a_time_are_counted_exactly() -> None:
         return (range(low, low + 10),), (range(low, low + 10),)
 
     assert Region.of([square(0), square(5), square(8)]).count == 226
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_a_sum_over_a_products_columns_is_a_matrix_vector_product(reduce: str) -> None:
+    # Linear(1024 → 512)(x).sum(1) (or .mean(1)), x (128, 1024): x @ W.sum(1) + b.sum(), so
+    # 1024·512 adds to reduce W, 512 to reduce b, 2·1024 FLOPs per row for the 128 rows, one
+    # divide per row for a mean; reads x, W and b, writes 128. The traced product would be
+    # 2·128·1024·512 = 134 MFLOPs.
+    rows, inner, columns = 128, 1024, 512
+    linear = torch.nn.Linear(inner, columns)
+    model = _With(lambda s, x: getattr(s.linear(x), reduce)(1), linear=linear)
+    result = analyze(model, (meta(rows, inner),))
+    assert result.tensor_flops == 2 * inner * rows
+    assert result.vector_flops == inner * columns + columns + (rows if reduce == "mean" else 0)
+    assert result.compulsory_bytes == (rows * inner + inner * columns + columns + rows) * FP32
+    assert any("reduced product" in note for note in result.notes)

@@ -85,6 +85,8 @@ class _Context:
     read: tuple[Region, ...] = ()
     #: values that depend only on shapes and constants, evaluated (:func:`known_values`)
     known: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
+    #: value id → how many ops read it (the model keeping it counts as one)
+    readers: dict[int, int] = field(default_factory=dict, repr=False)
 
     @property
     def fraction(self) -> float:
@@ -296,6 +298,10 @@ def reduction_demand(context: _Context) -> Demand:
         len(box) != len(source.shape) - (0 if keepdim else len(reduced)) for box in region.boxes
     ):
         return _proportional(context)
+    if reduced == {len(source.shape) - 1} and _one_of(context.op, _LINEAR_REDUCTIONS):
+        rewritten = _reduced_product(context, region)
+        if rewritten is not None:
+            return rewritten
     share = fraction_of(region, math.prod(context.op.writes[0].shape))
     if all(source.shape[d] == 1 for d in reduced):
         if _one_of(context.op, _IDENTITY_WHEN_SIZE_ONE):
@@ -316,6 +322,50 @@ def reduction_demand(context: _Context) -> Demand:
     line = math.prod(source.shape[d] for d in reduced)
     inputs = (Region.of(boxes, region.opaque * line), *[Region()] * (len(context.op.reads) - 1))
     return Demand(inputs, _scaled(context.record.flops, share))
+
+
+_LINEAR_REDUCTIONS = _op_set([aten.sum, aten.mean])
+
+
+def _reduced_product(context: _Context, region: Region) -> Demand | None:
+    """A sum or mean over the columns of a matrix product that nothing else reads, priced as
+    the cheaper form a generated kernel computes: (x @ W + b).sum(1) = x @ W.sum(1) + b.sum(),
+    K·N adds to reduce W (N for b), then 2·K per demanded row (a matrix-vector product) and a
+    divide per row for a mean — never more than the product and the reduction as traced.
+    None where the rule does not apply."""
+    source = context.op.reads[0]
+    producer = context.producers.get(source.value_id)
+    if (
+        producer is None
+        or not _one_of(producer, _PRODUCTS)
+        or len(source.shape) != 2
+        or not _as_written(source, producer.writes[0])
+        or context.readers.get(source.value_id, 0) != 1
+        or producer.argument("beta", 1) != 1
+        or producer.argument("alpha", 1) != 1
+    ):
+        return None
+    *bias, left, right = producer.reads
+    rows_of = [box[0] for box in region.boxes]
+    inner, columns = right.shape
+    rows = set_size(normalize(r for index_set in rows_of for r in index_set)) + region.opaque
+    reduce_flops = inner * columns + sum(ref.elements for ref in bias)
+    vector = reduce_flops + (rows if _one_of(context.op, _op_set([aten.mean])) else 0)
+    tensor = 2 * inner * rows
+    traced = 2 * inner * columns * rows + columns * rows
+    if tensor + vector >= traced:
+        return None
+    left_region = Region.of(
+        [(index_set, (range(inner),)) for index_set in rows_of], region.opaque * inner
+    )
+    extra = ((left, left_region), (right, Region.of([full_box(right.shape)])))
+    extra += tuple((ref, Region.of([full_box(ref.shape)])) for ref in bias)
+    flops = FlopCount(tensor=tensor, vector=vector, kind=MatmulKind.MATMUL)
+    return Demand((Region(),), flops, extra, structure="reduced product")
+
+
+#: Matrix products a column reduction can be moved into (:func:`_reduced_product`).
+_PRODUCTS = _op_set([aten.mm, aten.addmm])
 
 
 _CONSTANT_WHEN_SIZE_ONE = _op_set(
@@ -1930,6 +1980,10 @@ STRUCTURE_RULES: dict[str, str] = {
     "broadcast reduction": "a reduction over dims the input is broadcast along (stride 0, "
     "x.expand(n, m).sum(0)): every reduced element is the same, so one multiply (n·x) or copy "
     "per output",
+    "reduced product": "(x @ W + b).sum(1) or .mean(1), the product read by nothing else: "
+    "priced as x @ W.sum(1) + b.sum() (divided by N for a mean), K·N adds to reduce W, then a "
+    "matrix-vector product, 2·K FLOPs per row — the sum over columns moves inside the product, "
+    "as a generated kernel for KernelBench's matmul → sum and matmul → mean problems does",
     "explicit padding": "a convolution over F.pad(x, value=0) (a max-pool over value=−inf), as "
     "padding='same' with an even kernel builds it: priced as the same op with implicit padding, "
     "so taps on the padding cost nothing — they multiply zeros (compare −inf)",
@@ -1995,6 +2049,10 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
     dead = 0
     #: values a live op reads or the model keeps, however few of their elements
     used = set(trace.output_value_ids) | {ref.value_id for ref in trace.output_refs}
+    readers = dict.fromkeys(used, 1)
+    for op in trace.ops:
+        for ref in op.reads if not op.is_view else ():
+            readers[ref.value_id] = readers.get(ref.value_id, 0) + 1
     for index in range(len(trace.ops) - 1, -1, -1):
         op = trace.ops[index]
         if op.is_view or not op.writes:
@@ -2038,7 +2096,9 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
             necessary_records[index] = replace(record, flops=FlopCount())
             continue
         used.update(ref.value_id for ref in op.reads)
-        context = _Context(op, record, tuple(outputs), producers, tuple(read_outputs), known)
+        context = _Context(
+            op, record, tuple(outputs), producers, tuple(read_outputs), known, readers
+        )
         result = _rule(op, record, sized_by_data)(context)
         flops = result.flops
         if any(ref.value_id in sized_by_data for ref in (*op.reads, *op.writes)):
