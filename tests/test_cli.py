@@ -164,8 +164,7 @@ def test_without_debug_an_error_with_a_cause_points_to_debug(capsys):
 
 
 def test_batch_progress_shows_a_workers_traceback_with_debug():
-    from torchroofline.batch import Outcome
-    from torchroofline.cli import Progress
+    from torchroofline.batch import Outcome, Progress
 
     failed = Outcome("level1/1_x.py", "failed", "boom", None, 0.1, "Traceback (most recent...)\n")
     for debug in (False, True):

@@ -277,6 +277,58 @@ def _crash_reason(exit_code: int | None) -> str:
     return f"worker crashed (exit code {exit_code})"
 
 
+# --- Progress on stderr ---------------------------------------------------------------------
+
+
+class Progress:
+    """A progress bar on a terminal; one plain line per problem otherwise (logs, CI)."""
+
+    def __init__(self, total: int, stream: Any = None, *, debug: bool = False) -> None:
+        self.total = total
+        self.debug = debug
+        self.done = 0
+        self.failed = 0
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+
+    def __call__(self, outcome: Outcome) -> None:
+        self.done += 1
+        self.failed += outcome.status != "ok"
+        name = run_name(Path(outcome.path))
+        if self.tty:
+            filled = int(30 * self.done / max(self.total, 1))
+            self.stream.write(
+                f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
+                f"failed {self.failed}  {name[:40]:<40}"
+            )
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            reason = f"  ({outcome.error})" if outcome.error else ""
+            self.stream.write(
+                f"[{self.done}/{self.total}] {outcome.status:<7} {outcome.seconds:6.2f}s "
+                f"{name}{reason}\n"
+            )
+        if self.debug and outcome.traceback:
+            self.stream.write(("\n" if self.tty else "") + outcome.traceback)
+        self.stream.flush()
+
+    def start(self, jobs: int) -> None:
+        """Say what is about to run: the first problem takes a worker's start (``import torch``)
+        before any progress shows."""
+        workers = min(jobs, self.total)
+        self.stream.write(
+            f"analyzing {self.total} problem{'s' * (self.total != 1)} in {workers} worker "
+            f"process{'es' * (workers != 1)} (a worker's start imports torch: seconds)\n"
+        )
+        self.stream.flush()
+
+    def stop(self) -> None:
+        """End a bar the batch left unfinished (interrupted), so the lines after start afresh."""
+        if self.tty and self.done < self.total:
+            self.stream.write("\n")
+
+
 # --- The batch report ----------------------------------------------------------------------
 
 

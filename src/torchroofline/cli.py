@@ -407,57 +407,6 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 # --- kernelbench ---------------------------------------------------------------------------
 
 
-class Progress:
-    """A progress bar on a terminal; one plain line per problem otherwise (logs, CI)."""
-
-    def __init__(self, total: int, stream: Any = None, *, debug: bool = False) -> None:
-        self.total = total
-        self.debug = debug
-        self.done = 0
-        self.failed = 0
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty()
-
-    def __call__(self, outcome: Any) -> None:
-        from .kernelbench import run_name
-
-        self.done += 1
-        self.failed += outcome.status != "ok"
-        name = run_name(Path(outcome.path))
-        if self.tty:
-            filled = int(30 * self.done / max(self.total, 1))
-            self.stream.write(
-                f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
-                f"failed {self.failed}  {name[:40]:<40}"
-            )
-            if self.done == self.total:
-                self.stream.write("\n")
-        else:
-            reason = f"  ({outcome.error})" if outcome.error else ""
-            self.stream.write(
-                f"[{self.done}/{self.total}] {outcome.status:<7} {outcome.seconds:6.2f}s "
-                f"{name}{reason}\n"
-            )
-        if self.debug and outcome.traceback:
-            self.stream.write(("\n" if self.tty else "") + outcome.traceback)
-        self.stream.flush()
-
-    def start(self, jobs: int) -> None:
-        """Say what is about to run: the first problem takes a worker's start (``import torch``)
-        before any progress shows."""
-        workers = min(jobs, self.total)
-        self.stream.write(
-            f"analyzing {self.total} problem{'s' * (self.total != 1)} in {workers} worker "
-            f"process{'es' * (workers != 1)} (a worker's start imports torch: seconds)\n"
-        )
-        self.stream.flush()
-
-    def stop(self) -> None:
-        """End a bar the batch left unfinished (interrupted), so the lines after start afresh."""
-        if self.tty and self.done < self.total:
-            self.stream.write("\n")
-
-
 def _levels(text: str | None) -> set[int] | None:
     if not text:
         return None
@@ -506,7 +455,7 @@ def _nothing_to_run(paths: Sequence[str], levels: set[int] | None) -> str:
 
 
 def cmd_kernelbench(args: argparse.Namespace) -> int:
-    from .batch import BatchInterrupted, analyze_batch
+    from .batch import BatchInterrupted, Progress, analyze_batch
     from .kernelbench import discover, load_timings
     from .report import suite_summary_line
 
@@ -661,9 +610,17 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .validate import run
+    """0, 1 when a measured time beats the speed of light, 130 when interrupted."""
+    from .batch import Progress
+    from .kernelbench import discover
+    from .validate import impossible_count, run
 
-    return run(args)
+    levels = _levels(args.level)
+    progress = Progress(len(discover(args.paths, levels)), debug=args.debug)
+    report = run(args, levels, progress, _note)
+    if report.get("partial"):
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if impossible_count(report) else EXIT_OK
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -514,23 +514,17 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--plot", metavar="PNG|SVG", help="estimate vs measured picture")
 
 
-def run(args: Any) -> int:
-    """``torchroofline validate``: 0, 1 when a measured time beats the speed of light, 130 when
-    interrupted (the report of the problems finished is still written)."""
+def run(args: Any, levels: set[int] | None, progress: Any, note: Callable[[str], None]
+        ) -> dict[str, Any]:
+    """``torchroofline validate`` with the command line's ``progress`` (a
+    :class:`~torchroofline.batch.Progress`) and ``note`` (a line to stderr): check, write or
+    print the report, note the summary, the fitted host scale and the files written; returns the
+    report (``"partial"`` when interrupted: what was finished is still written)."""
     from .batch import BatchInterrupted
-    from .cli import EXIT_INTERRUPTED, Progress, _note
-    from .kernelbench import discover
 
-    levels = None
-    if args.level:
-        try:
-            levels = {int(part) for part in args.level.split(",") if part.strip()}
-        except ValueError:
-            raise InputError(f"--level takes numbers like 1,2, got '{args.level}'") from None
     if args.out and Path(args.out).suffix.lower() not in WRITERS:
         raise InputError(f"--out must end in .md, .csv or .json, got '{args.out}'")
     timing_paths = {m: getattr(args, m) for m in MODES if getattr(args, m)}
-    progress = Progress(len(discover(args.paths, levels)), debug=args.debug)
     try:
         report = validate(args.paths, timing_paths, args.gpu, args.precision, cache=args.cache,
                           jobs=args.jobs, levels=levels, on_done=progress,
@@ -543,9 +537,9 @@ def run(args: Any) -> int:
     else:
         print(_text(report, ".md"), end="")
     for line in filter(None, [_summary_line(report), host_scale_line(report)]):
-        _note(line)
+        note(line)
     if args.out:
-        _note(f"wrote {args.out}")
+        note(f"wrote {args.out}")
     if args.plot:
         points = [
             (mode, p[f"{mode}_estimate_ms"], p[f"{mode}_measured_ms"])
@@ -554,10 +548,8 @@ def run(args: Any) -> int:
             if f"{mode}_measured_ms" in p
         ]
         picture = plot_estimates(points, args.plot, title=f"estimate vs measured, {report['gpu']}")
-        _note(f"wrote {picture}")
-    if report.get("partial"):
-        return EXIT_INTERRUPTED
-    return 1 if impossible_count(report) else 0
+        note(f"wrote {picture}")
+    return report
 
 
 def _summary_line(report: dict[str, Any]) -> str:
