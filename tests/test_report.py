@@ -3,6 +3,7 @@ share a buffer stayed apart."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from conftest import Fn, analyze, meta
@@ -12,6 +13,7 @@ from torchroofline.report import (
     far_above_peak_lines,
     format_prompt,
     format_result,
+    ladder_line,
     refusal_lines,
     unit_line,
 )
@@ -113,3 +115,23 @@ def test_prompt_names_the_peaks_and_judges_the_generated_kernel() -> None:
     )
     too_fast = format_prompt(result, gen_ms=sol_ms / 2).splitlines()[-1]
     assert "= 200.0% of SoL; FASTER THAN LIGHT" in too_fast
+
+
+def test_a_time_below_the_program_bound_names_the_math_that_could_reach_it() -> None:
+    # the N = 1024 fp32 GEMM: 2·N³ = 2.15 GFLOPs; the program's bound is on CUDA cores
+    # (66.9 TFLOP/s: 32.1 µs), a TF32 kernel's on TF32 tensor cores (494.7: 4.34 µs), an fp8
+    # kernel's at 1978.9 TFLOP/s (1.09 µs), above the memory term (3 N² · 4 B at 3.35 TB/s:
+    # 3.76 µs, which floors the bf16 and lower rungs)
+    result = analyze(Fn(lambda x, w: x @ w), meta(N, N), meta(N, N))
+    memory_ms = 3 * N * N * 4 / 3.35e12 * 1e3
+    assert result.time_ms["sol_by_math"]["tf32"] == pytest.approx(
+        max(2 * N**3 / 494.7e12 * 1e3, memory_ms))
+    between = result.with_actual(10e-3)  # 10 µs: below 32.1 µs, above every lower rung
+    assert between.actual.impossible and between.actual.possible_with == "tf32"
+    assert "faster than the fp32 bound; possible only with TF32 or lower math" in between.format()
+    assert "possible only with TF32" in format_prompt(between).splitlines()[-1]
+    beyond = result.with_actual(memory_ms / 2)  # below the memory term: no math reaches it
+    assert beyond.actual.possible_with is None
+    assert "faster than any math on this GPU" in beyond.format()
+    assert ladder_line(result) == (
+        "fp32 32.1 µs · TF32 4.34 µs · BF16 3.76 µs · FP16 3.76 µs · FP8 3.76 µs")

@@ -208,11 +208,30 @@ def module_table(costs: list[ModuleCost]) -> list[str]:
     return rows
 
 
+def faster_than_light(actual: Actual, precision: str) -> str:
+    """Why a time below the program's bound is: only lower-precision math can reach it
+    (:attr:`Actual.possible_with`), or nothing can."""
+    if actual.possible_with is None:
+        return "faster than any math on this GPU (a timing bug or a kernel that skips work)"
+    return (
+        f"faster than the {precision} bound; possible only with {actual.possible_with.upper()} "
+        "or lower math (check your tolerance), else a timing bug or skipped work"
+    )
+
+
+def ladder_line(result: Result) -> str:
+    """The speed of light at each math rung, e.g. "fp32 2.05 ms · TF32 278 µs · …"."""
+    return " · ".join(
+        f"{result.precision if rung == 'program' else rung.upper()} {human_ms(sol * 1e3)}"
+        for rung, sol in result.sol_by_math_s.items()
+    )
+
+
 def _actual_lines(result: Result) -> list[str]:
     actual = result.actual
     assert actual is not None
     verdict = (
-        "*** IMPOSSIBLE: faster than the speed of light (bad timing or skipped work) ***"
+        f"*** {faster_than_light(actual, result.precision)} ***"
         if actual.impossible
         else f"({actual.headroom:.2f}x headroom)"
     )
@@ -361,11 +380,13 @@ def unit_line(result: Result) -> str:
     return "; ".join(parts)
 
 
-def _timed_line(label: str, actual: Actual, ref_ms: float | None = None) -> str:
+def _timed_line(
+    label: str, actual: Actual, precision: str, ref_ms: float | None = None
+) -> str:
     """A measured time against the bound, for the prompt."""
     speedup = f", {ref_ms / actual.ms:.2f}x the reference" if ref_ms else ""
     verdict = (
-        "FASTER THAN LIGHT: below the speed of light (a timing bug or a kernel that skips work)"
+        f"FASTER THAN LIGHT: {faster_than_light(actual, precision)}"
         if actual.impossible
         else f"at most {actual.headroom:.2f}x faster is physically possible"
     )
@@ -387,6 +408,7 @@ def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> 
         f"{human_ms(result.time_ms['compute_sol'])}, "
         f"memory {human_ms(result.time_ms['memory_sol'])})",
         f"- Peaks the bound assumes: {unit_line(result)}",
+        f"- Speed of light by math precision: {ladder_line(result)}",
         f"- Estimates: eager {human_ms(result.time_ms['eager_estimate'])} "
         f"({result.unfused_kernel_count} kernels), torch.compile "
         f"{human_ms(result.time_ms['fused_estimate'])} ({result.fused_kernel_count} kernels), "
@@ -405,11 +427,11 @@ def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> 
             for k in kernels
         ]
     if result.actual is not None:
-        lines.append(_timed_line("Measured reference", result.actual))
+        lines.append(_timed_line("Measured reference", result.actual, result.precision))
     generated = result.with_actual(gen_ms).actual if gen_ms else None
     if generated is not None:
         ref_ms = result.actual.ms if result.actual else None
-        lines.append(_timed_line("Generated kernel", generated, ref_ms))
+        lines.append(_timed_line("Generated kernel", generated, result.precision, ref_ms))
     return "\n".join(lines[:15])
 
 
@@ -431,6 +453,8 @@ SUITE_COLUMNS: dict[str, Any] = {
     "measured_ms": lambda p: p.measured_ms,
     "gen_ms": lambda p: p.gen_ms,
     "sol_fraction": lambda p: p.sol_fraction,
+    "gen_sol_fraction": lambda p: p.gen_sol_fraction,
+    "gen_faster_than_light": lambda p: p.gen_impossible if p.gen_ms is not None else None,
     "speedup": lambda p: p.speedup,
     "error": lambda p: p.error,
 }
@@ -465,10 +489,12 @@ def _cell(name: str, value: Any) -> str:
         return human_bytes(value)
     if name.endswith("_ms"):
         return f"{value:.4g}"
-    if name == "sol_fraction":
+    if name.endswith("sol_fraction"):
         return f"**{value:.0%} below SoL**" if value > 1 else f"{value:.1%}"
     if name == "speedup":
         return f"{value:.2f}x"
+    if name == "gen_faster_than_light":
+        return "**yes**" if value else "no"
     if name == "error":
         return str(value).replace("|", "\\|")[:120]
     return str(value)

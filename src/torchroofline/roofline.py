@@ -191,10 +191,14 @@ class Actual:
     flops: int
     compulsory_bytes: int
     fused_bytes: int
+    #: the highest math rung whose bound ``ms`` does not beat (:meth:`Result.possible_with`):
+    #: "program" unless the time beats the program's own bound; None: faster than any math
+    possible_with: str | None = "program"
 
     @property
     def impossible(self) -> bool:
-        """Faster than the speed of light: a wrong timing or a kernel that skips work."""
+        """Faster than the speed of light of the program's own math: a wrong timing, a kernel
+        that skips work, or (see :attr:`possible_with`) one computing at a lower precision."""
         return self.ms < self.sol_ms
 
     @property
@@ -229,6 +233,7 @@ class Actual:
             "gbps": self.gbps,
             "gbps_fused": self.gbps_fused,
             "impossible": self.impossible,
+            "possible_with": self.possible_with,
         }
 
 
@@ -523,6 +528,7 @@ def _actual(actual_ms: float | None, result: Result) -> Actual | None:
         flops=result.flops,
         compulsory_bytes=result.compulsory_bytes,
         fused_bytes=result.fused_bytes,
+        possible_with=result.possible_with(actual_ms * 1e-3),
     )
 
 
