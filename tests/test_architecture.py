@@ -33,20 +33,24 @@ def _runtime_imports(path: Path) -> list[tuple[str, bool]]:
         for sub in ast.walk(node)
     }
     top_level = {id(node) for node in tree.body}
-    in_viz = path.parent.name == "viz"
+    in_package = path.parent.name in PACKAGES
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.ImportFrom) or not node.level or id(node) in typing_only:
             continue
-        if in_viz and node.level == 1:
-            continue  # inside the viz package
+        if in_package and node.level == 1:
+            continue  # inside the package (viz, demand)
         names = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
         found += [(name, id(node) in top_level) for name in names]
     return found
 
 
+#: Stages that are packages: every module in them is that stage.
+PACKAGES = ("viz", "demand")
+
+
 def _stage(path: Path) -> str:
-    return "viz" if path.parent.name == "viz" else path.stem
+    return path.parent.name if path.parent.name in PACKAGES else path.stem
 
 
 def test_every_module_has_a_stage() -> None:

@@ -1,0 +1,221 @@
+"""Demand rules of selections by data: masks (``masked_fill``, ``where``), gathers,
+scatters and losses that pick one score per target."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..costs import (
+    DESTINATION_ACCESS,
+    FlopCount,
+    aten,
+    indexed_positions,
+    lookup,
+    op_keys,
+)
+from ..regions import (
+    Region,
+    full_box,
+    set_size,
+)
+from ..trace import TracedOp
+from ._core import (
+    Demand,
+    _broadcast,
+    _Context,
+    _one_of,
+    _op_set,
+    _proportional,
+    _scaled,
+    demand_rule,
+)
+from .constants import _known, _region_where
+
+
+@demand_rule([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
+def nll_loss_demand(context: _Context) -> Demand:
+    """Negative log-likelihood picks one score per target: every target, and one class position
+    in each target's row. Which class is data; the bound places it at class 0, so a softmax
+    before it is charged each picked row in full (cross-entropy reads all its logits)."""
+    scores, target, *rest = context.op.reads
+    if not context.fraction:
+        return Demand(tuple(Region() for _ in context.op.reads), FlopCount())
+    shape = scores.shape
+    class_dim = 1 if len(shape) > 1 else 0
+    picked = tuple((range(1),) if d == class_dim else (range(n),) for d, n in enumerate(shape))
+    inputs = (
+        Region.of([picked]),
+        Region.of([full_box(target.shape)]),
+        *(Region(opaque=_data_chosen(target.elements)) for _ in rest),
+    )
+    return Demand(inputs, context.record.flops)
+
+
+def _data_chosen_write(op: TracedOp) -> bool:
+    """Whether ``op`` writes positions chosen by index or mask values (in place, only those
+    change): :data:`costs.DESTINATION_ACCESS` declares it."""
+    access = lookup(DESTINATION_ACCESS, op)
+    return access is not None and access.data_chosen
+
+
+#: The argument a selection takes where its mask holds, and where it does not.
+_PICKED = {"masked_fill": ("value", "self"), "where": ("self", "other")}
+
+
+@demand_rule([aten.masked_fill, aten.where])
+def selection_demand(context: _Context) -> Demand:
+    """``masked_fill(x, mask, v)`` and ``where(mask, a, b)`` pick each element by the mask. A
+    mask known from shapes and constants (a causal ``tril(ones)`` mask built in ``forward``:
+    :func:`known_values`) picks known elements: each tensor is needed where it is picked. A
+    mask that is data is needed, but any one tensor it picks from may be picked nowhere (an
+    all-true mask), so those tensors are charged nothing (scalars and fill values aside) — the
+    floor: where both are graph inputs, each element needs one of them, so the narrower one is
+    charged at the demanded elements."""
+    region = context.output
+    out_shape = context.op.writes[0].shape
+    inputs = [_broadcast(region, out_shape, ref.shape) for ref in context.op.reads]
+    if any(mapped is None for mapped in inputs):
+        return _proportional(context)
+    names = [n for n in context.op.argument_names if isinstance(context.argument(n), torch.Tensor)]
+    if len(names) != len(context.op.reads):
+        return _proportional(context)
+    when_true, when_false = _PICKED[context.op.base]
+    mask_position = names.index("mask" if "mask" in names else "condition")
+    mask = _known(context, mask_position)
+    elements = math.prod(out_shape)
+    picked = [
+        position
+        for position, ref in enumerate(context.op.reads)
+        if position != mask_position and ref.elements * 2 > elements
+    ]
+    for position in picked:
+        if mask is None:
+            inputs[position] = Region()
+            continue
+        holds = mask.expand(out_shape).bool()
+        where = holds if names[position] == when_true else ~holds
+        chosen = _region_where(where, region)
+        inputs[position] = _broadcast(chosen, out_shape, context.op.reads[position].shape)
+    sourced = [p for p in picked if context.op.reads[p].value_id not in context.producers]
+    if mask is None and len(picked) == 2 and sourced == picked:
+        narrower = min(picked, key=lambda p: context.op.reads[p].itemsize)
+        inputs[narrower] = _broadcast(region, out_shape, context.op.reads[narrower].shape)
+    return Demand(tuple(inputs), _scaled(context.record.flops, context.fraction))
+
+
+def _row_part(region: Region, width: int) -> int:
+    """Elements of one looked-up row that demanded outputs use (their last-dim positions)."""
+    if region.boxes:
+        return min(width, max(set_size(box[-1]) for box in region.boxes if box))
+    return min(width, region.count)
+
+
+def _data_chosen(count: int) -> int:
+    """Source elements chosen by index values: the data is unknown at analysis time and repeated
+    indices may all pick one element, so the bound charges one (a loose but safe minimum)."""
+    return 1 if count > 0 else 0
+
+
+#: in a fixed order: registration order is the order METHOD's generated table lists them
+_GRID_SAMPLERS = (aten.grid_sampler_2d, aten.grid_sampler_3d)
+
+
+@demand_rule(
+    [
+        aten.embedding,
+        aten.index_select,
+        aten.gather,
+        aten.index,
+        aten._unsafe_index,
+        aten.take,
+        aten._embedding_bag,
+        aten._embedding_bag_forward_only,
+        *_GRID_SAMPLERS,
+    ]
+)
+def gather_demand(context: _Context) -> Demand:
+    """A gather reads the index tensors for the demanded outputs and source elements chosen by
+    their values: see :func:`_data_chosen` (an embedding: one row)."""
+    source, *indices = context.op.reads
+    demanded = context.output.count
+    share = context.fraction
+    # a grid sample may land on padding only, reading nothing of its source
+    chosen = 0 if _one_of(context.op, _GRID_SAMPLERS) else _data_chosen(demanded)
+    inputs = [Region(opaque=chosen)]
+    inputs += [
+        Region(opaque=int(ref.elements * share)) if context.loaded(position) else Region()
+        for position, ref in enumerate(indices, start=1)
+    ]
+    if aten.embedding in op_keys(context.op):  # (weight, indices): indices are the 2nd read
+        weight, index = context.op.reads[:2]
+        inputs = [
+            Region(opaque=_data_chosen(demanded) * _row_part(context.output, weight.shape[-1])),
+            Region(opaque=int(index.elements * share)),
+        ]
+    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+
+
+def _covered(context: _Context) -> int:
+    """Most destination elements a scatter can overwrite (:func:`costs.indexed_positions`)."""
+    destination, *rest = context.op.reads
+    if not rest:
+        return 0
+    largest = max(ref.elements for ref in rest)
+    return min(destination.elements, indexed_positions(context.op, largest))
+
+
+_SCALAR_FILLS = _op_set([aten.index_fill])
+
+
+@demand_rule(
+    [
+        aten.scatter,
+        aten.scatter_add,
+        aten.scatter_reduce,
+        aten.index_put,
+        aten._index_put_impl,
+        aten._unsafe_index_put,
+        aten.index_add,
+        aten.index_copy,
+        aten.index_reduce,
+        aten.put,
+        aten.masked_scatter,
+        aten.index_fill,
+    ]
+)
+def scatter_demand(context: _Context) -> Demand:
+    """A scatter's output is its destination with data-chosen positions replaced: the
+    destination is needed where no source lands (at least read − source elements: the kept
+    end state of an input or buffer is already in memory where the scatter leaves it), the
+    indices for the demanded outputs and the source as :func:`_data_chosen` says."""
+    destination, *rest = context.op.reads
+    demanded = context.output.count
+    share = context.fraction
+    read = sum(region.count for region in context.read)
+    untouched = max(0, read - _covered(context))
+    inputs = [Region(opaque=untouched)]
+    *indices, source = rest if rest else [None]
+    scalar_value = not isinstance(context.argument("value"), torch.Tensor)
+    if _one_of(context.op, _SCALAR_FILLS) and scalar_value:
+        indices, source = [*indices, source], None  # index_fill.int_Scalar: no source tensor
+    inputs += [Region(opaque=int(ref.elements * share)) for ref in indices]
+    inputs += [Region(opaque=_data_chosen(demanded))] if source is not None else []
+    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+
+
+@demand_rule([aten.embedding_renorm])
+def renorm_demand(context: _Context) -> Demand:
+    """``embedding_renorm_`` rescales the rows its indices pick whose norm exceeds
+    ``max_norm``: out[r, c] is old[r, c] times a factor of row r, so a read element needs its
+    own old element (and, if renormed, its row — data), and every index, since any may pick
+    its row. Which rows change is data; none may, so a kept weight nobody reads needs only the
+    indices and one picked row — enough to find out."""
+    weight, indices = context.op.reads[:2]
+    read = Region()
+    for region in context.read:
+        read = read.union(region)
+    picked = read if read else Region(opaque=_data_chosen(indices.elements) * weight.shape[-1])
+    rest = tuple(Region() for _ in context.op.reads[2:])
+    return Demand((picked, Region.of([full_box(indices.shape)]), *rest), FlopCount())

@@ -1,0 +1,416 @@
+"""Demand rules of window ops: convolutions (plain and transposed), pooling, unfold and
+resampling."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..costs import (
+    FlopCount,
+    MatmulKind,
+    aten,
+    op_keys,
+)
+from ..regions import (
+    Box,
+    IndexSet,
+    Region,
+    box_size,
+    fraction_of,
+    full_box,
+    normalize,
+    positions_to_set,
+    range_intersection,
+    set_size,
+)
+from ..trace import TensorRef
+from ._core import Demand, _broadcast_batch, _Context, _one_of, _proportional, _scaled, demand_rule
+
+
+def _window(
+    out_set: IndexSet, in_size: int, kernel: int, stride: int, padding: int, dilation: int
+) -> tuple[IndexSet, int, IndexSet]:
+    """One spatial dim of a conv or pool: the input positions the demanded outputs read, the
+    (output, tap) pairs that land inside the input (taps on padding cost nothing) and the taps
+    used."""
+    positions: list[range] = []
+    pairs = 0
+    taps = []
+    for tap in range(kernel):
+        shift = tap * dilation - padding
+        low = -(shift // stride)  # first o with o·stride + shift ≥ 0 (ceil of −shift/stride)
+        high = (in_size - 1 - shift) // stride  # last o with o·stride + shift < in_size
+        valid = range(max(low, 0), high + 1)
+        used = False
+        for r in out_set:
+            hit = range_intersection(r, valid)
+            if hit:
+                used = True
+                pairs += len(hit)
+                positions.append(
+                    range(
+                        hit.start * stride + shift, hit[-1] * stride + shift + 1, hit.step * stride
+                    )
+                )
+        if used:
+            taps.append(tap)
+    return normalize(positions), pairs, positions_to_set(taps)
+
+
+def _spatial_dims(base: str) -> int:
+    """Spatial dims of a pooling or resampling op, from its name (``max_pool2d`` → 2)."""
+    return next((int(d) for d in "321" if f"{d}d" in base), 1)
+
+
+def _as_list(value: Any, count: int, default: int) -> list[int]:
+    if value is None or value == [] or value == ():
+        return [default] * count
+    if isinstance(value, int):
+        return [value] * count
+    values = list(value)
+    return values * count if len(values) == 1 else values
+
+
+def _spatial_windows(
+    window: Callable[..., tuple[IndexSet, int, IndexSet]],
+    box: Box,
+    source: TensorRef,
+    weight: TensorRef,
+    geometry: tuple[list[int], list[int], list[int]],
+) -> list[tuple[IndexSet, int, IndexSet]]:
+    """``window`` (conv or transposed conv) over each spatial dim of an (N, C, …) output box."""
+    stride, padding, dilation = geometry
+    return [
+        window(
+            box[2 + d], source.shape[2 + d], weight.shape[2 + d], stride[d], padding[d], dilation[d]
+        )
+        for d in range(len(source.shape) - 2)
+    ]
+
+
+def _unpadded(
+    context: _Context, source: TensorRef, spatial: int, fill: float
+) -> tuple[TensorRef, list[int]] | None:
+    """(the tensor before an explicit ``constant_pad_nd`` with value ``fill`` on the spatial
+    dims, the left pad of each dim), when ``source`` is that pad's output as it is: a conv over
+    zeros (a max-pool over −inf) is the same window op with implicit padding, whose taps on the
+    padding cost nothing. ``padding='same'`` with an even kernel pads this way."""
+    producer = context.producers.get(source.value_id)
+    if producer is None or aten.constant_pad_nd not in op_keys(producer) or not producer.reads:
+        return None
+    written = producer.writes[0]
+    if (source.shape, source.strides) != (written.shape, written.strides):
+        return None
+    pads = list(producer.argument("pad", []))
+    if producer.argument("value", 0) != fill or len(pads) > 2 * spatial or min(pads) < 0:
+        return None
+    left = [0] * spatial
+    for index in range(0, len(pads), 2):
+        left[spatial - 1 - index // 2] = pads[index]
+    return producer.reads[0], left
+
+
+def _conv_arguments(context: _Context, spatial: int) -> tuple[list[int], list[int], list[int], int]:
+    """A convolution's stride, padding and dilation per spatial dim, and its groups."""
+    return (
+        _as_list(context.argument("stride"), spatial, 1),
+        _as_list(context.argument("padding"), spatial, 0),
+        _as_list(context.argument("dilation"), spatial, 1),
+        context.argument("groups", 1) or 1,
+    )
+
+
+@demand_rule([aten.convolution, aten._convolution])
+def convolution_demand(context: _Context) -> Demand:
+    """out[n, co, p] needs the input window of p in co's group and co's filter taps that land on
+    real input: FLOPs 2 · (Ci/groups) per (output, in-bounds tap) pair."""
+    op = context.op
+    if len(op.reads) < 2:
+        return _proportional(context)
+    if context.argument("transposed", False):
+        return _transposed_convolution(context)
+    source, weight, *bias = op.reads
+    spatial = len(source.shape) - 2
+    region = context.output
+    if spatial < 1 or any(len(box) != spatial + 2 for box in region.boxes):
+        return _proportional(context)
+    stride, padding, dilation, groups = _conv_arguments(context, spatial)
+    padded_source = source
+    unpadded = _unpadded(context, source, spatial, 0)
+    if unpadded is not None:
+        source, left = unpadded
+        padding = [p + extra for p, extra in zip(padding, left, strict=True)]
+    out_channels, group_in = weight.shape[0], weight.shape[1]
+    per_group_out = out_channels // groups
+    in_boxes, weight_boxes, bias_boxes = [], [], []
+    flops = 0
+    sizes = 0
+    # an input broadcast along the batch (x.expand(B, …)) gives B equal images: one conv
+    broadcast = _broadcast_batch(source)
+    for box in region.boxes:
+        windows = _spatial_windows(_window, box, source, weight, (stride, padding, dilation))
+        channels = normalize(
+            range(g * group_in, (g + 1) * group_in)
+            for g in sorted({c // per_group_out for r in box[1] for c in r})
+        )
+        in_boxes.append((box[0], channels, *(w[0] for w in windows)))
+        weight_boxes.append((box[1], (range(group_in),), *(w[2] for w in windows)))
+        bias_boxes.append((box[1],))
+        images = min(set_size(box[0]), 1) if broadcast else set_size(box[0])
+        flops += 2 * group_in * images * set_size(box[1]) * math.prod(w[1] for w in windows)
+        sizes += box_size(box)
+    share = region.count / sizes if sizes else 0.0
+    tensor = min(int(flops * share), context.record.flops.tensor)
+    flop_count = FlopCount(tensor=tensor, kind=MatmulKind.CONV)
+    rest = (Region.of(weight_boxes), *(Region.of(bias_boxes) for _ in bias))
+    if source is padded_source:
+        structure = "broadcast batch" if broadcast else None
+        return Demand((Region.of(in_boxes), *rest), flop_count, structure=structure)
+    extra = ((source, Region.of(in_boxes)),)
+    return Demand((Region(), *rest), flop_count, extra, structure="explicit padding")
+
+
+def _transposed_window(
+    out_set: IndexSet, in_size: int, kernel: int, stride: int, padding: int, dilation: int
+) -> tuple[IndexSet, int, IndexSet]:
+    """One spatial dim of a transposed conv: input i and tap k land on output
+    i·stride − padding + k·dilation. Returns the input positions that reach demanded outputs,
+    the (input, tap) pairs landing on them and the taps used."""
+    positions: list[range] = []
+    pairs = 0
+    taps = []
+    for tap in range(kernel):
+        shift = tap * dilation - padding
+        # the outputs this tap reaches: shift, shift + stride, … (one per input position)
+        reached = range(shift, shift + stride * in_size, stride)
+        used = False
+        for r in out_set:
+            hit = range_intersection(r, reached)
+            if hit:
+                used = True
+                pairs += len(hit)
+                first, step = (hit.start - shift) // stride, hit.step // stride
+                positions.append(range(first, first + len(hit) * step, step))
+        if used:
+            taps.append(tap)
+    return normalize(positions), pairs, positions_to_set(taps)
+
+
+def _transposed_convolution(context: _Context) -> Demand:
+    """out[n, co, p] gathers every (input position, tap) pair that lands on p, for the input
+    channels of co's group: 2 · (Ci/groups) FLOPs per pair and output channel."""
+    source, weight, *bias = context.op.reads
+    spatial = len(source.shape) - 2
+    region = context.output
+    if spatial < 1 or any(len(box) != spatial + 2 for box in region.boxes):
+        return _proportional(context)
+    stride, padding, dilation, groups = _conv_arguments(context, spatial)
+    in_channels, per_group_out = weight.shape[0], weight.shape[1]
+    group_in = in_channels // groups
+    in_boxes, weight_boxes, bias_boxes = [], [], []
+    flops, sizes = 0, 0
+    for box in region.boxes:
+        windows = _spatial_windows(
+            _transposed_window, box, source, weight, (stride, padding, dilation)
+        )
+        out_channels = [c for r in box[1] for c in r]
+        groups_used = sorted({c // per_group_out for c in out_channels})
+        channels = normalize(range(g * group_in, (g + 1) * group_in) for g in groups_used)
+        in_boxes.append((box[0], channels, *(w[0] for w in windows)))
+        weight_boxes.append(
+            (
+                channels,
+                positions_to_set(c % per_group_out for c in out_channels),
+                *(w[2] for w in windows),
+            )
+        )
+        bias_boxes.append((box[1],))
+        flops += (
+            2 * group_in * set_size(box[0]) * len(out_channels) * math.prod(w[1] for w in windows)
+        )
+        sizes += box_size(box)
+    share = region.count / sizes if sizes else 0.0
+    inputs = (Region.of(in_boxes), Region.of(weight_boxes), *(Region.of(bias_boxes) for _ in bias))
+    tensor = min(int(flops * share), context.record.flops.tensor)
+    return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.CONV))
+
+
+_MAX_POOLS = (
+    aten.max_pool1d,
+    aten.max_pool2d,
+    aten.max_pool3d,
+    aten.max_pool2d_with_indices,
+    aten.max_pool3d_with_indices,
+)
+
+
+@demand_rule([*_MAX_POOLS, aten.avg_pool1d, aten.avg_pool2d, aten.avg_pool3d])
+def pooling_demand(context: _Context) -> Demand:
+    """out[..., p] needs the input window of p; one compare or add per in-bounds tap."""
+    source = context.op.reads[0]
+    spatial = _spatial_dims(context.op.base)
+    kernel = _as_list(context.argument("kernel_size"), spatial, 1)
+    stride = _as_list(context.argument("stride"), spatial, 0)
+    stride = [s or k for s, k in zip(stride, kernel, strict=True)]
+    padding = _as_list(context.argument("padding"), spatial, 0)
+    dilation = _as_list(context.argument("dilation"), spatial, 1)
+    lead = len(source.shape) - spatial
+    region = context.output
+    if any(len(box) != len(source.shape) for box in region.boxes):
+        return _proportional(context)
+    padded_source = source
+    maximum = _one_of(context.op, frozenset(_MAX_POOLS))
+    unpadded = _unpadded(context, source, spatial, -math.inf) if maximum else None
+    if unpadded is not None:
+        source, left = unpadded
+        padding = [p + extra for p, extra in zip(padding, left, strict=True)]
+    boxes, taps, sizes = [], 0, 0
+    for box in region.boxes:
+        windows = [
+            _window(
+                box[lead + d], source.shape[lead + d], kernel[d], stride[d], padding[d], dilation[d]
+            )
+            for d in range(spatial)
+        ]
+        boxes.append((*box[:lead], *(w[0] for w in windows)))
+        taps += math.prod(set_size(s) for s in box[:lead]) * math.prod(w[1] for w in windows)
+        sizes += box_size(box)
+    share = region.count / sizes if sizes else 0.0
+    flops = FlopCount(vector=int(taps * share))
+    if source is padded_source:
+        return Demand((Region.of(boxes),), flops)
+    return Demand((Region(),), flops, ((source, Region.of(boxes)),), structure="explicit padding")
+
+
+@demand_rule([aten.im2col])
+def im2col_demand(context: _Context) -> Demand:
+    """``F.unfold``: the whole output needs the input positions some window covers (a stride
+    longer than the window skips the rest); a partial output its share, with no position."""
+    source = context.op.reads[0]
+    if context.fraction < 1.0 or len(source.shape) < 3:
+        return _proportional(context)
+    kernel = _as_list(context.argument("kernel_size"), 2, 1)
+    dilation = _as_list(context.argument("dilation"), 2, 1)
+    padding = _as_list(context.argument("padding"), 2, 0)
+    stride = _as_list(context.argument("stride"), 2, 1)
+    lead = len(source.shape) - 2
+    windows = []
+    for d in range(2):
+        size = source.shape[lead + d]
+        out = (size + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) // stride[d] + 1
+        windows.append(
+            _window((range(max(out, 0)),), size, kernel[d], stride[d], padding[d], dilation[d])[0]
+        )
+    box = (*full_box(source.shape[:lead]), *windows)
+    return Demand((Region.of([box]),), FlopCount())
+
+
+def _scale_ratios(context: _Context, spatial: int) -> list[float | None]:
+    """Source steps per output step that the op was given (``scale_factor`` → 1/scale), per
+    spatial dim; None where torch derives it from the sizes (in/out)."""
+    names = [name for name in context.op.argument_names if name.startswith("scales")]
+    if len(names) == 1 and spatial > 1:  # upsample_*.vec: one list for all dims
+        given = context.argument(names[0])
+        given = list(given) if isinstance(given, (list, tuple)) else [given] * spatial
+    else:
+        given = [context.argument(name) for name in names] or [None] * spatial
+    given = (given + [None] * spatial)[:spatial]
+    return [1.0 / scale if scale else None for scale in given]
+
+
+def _resampled(
+    context: _Context, source_positions: Callable[[int, int, int, float], Sequence[int]]
+) -> Demand:
+    """Resampling ops: per spatial dim, output o reads the source positions the mapping gives
+    (``source_positions(o, in_size, out_size, ratio)``, ratio = source steps per output step)."""
+    source = context.op.reads[0]
+    out_shape = context.op.writes[0].shape
+    region = context.output
+    if len(out_shape) != len(source.shape) or any(len(b) != len(out_shape) for b in region.boxes):
+        return _proportional(context)
+    spatial = _spatial_dims(context.op.base)
+    lead = len(out_shape) - spatial
+    ratios = _scale_ratios(context, spatial)
+    boxes = []
+    for box in region.boxes:
+        sets = list(box[:lead])
+        for dim in range(lead, len(out_shape)):
+            in_size, out_size = source.shape[dim], out_shape[dim]
+            ratio = ratios[dim - lead] or in_size / out_size
+            demanded = [o for r in box[dim] for o in r]
+            if len(demanded) > 65536:
+                return _proportional(context)
+            sets.append(
+                positions_to_set(
+                    p
+                    for o in demanded
+                    for p in source_positions(o, in_size, out_size, ratio)
+                    if 0 <= p < in_size
+                )
+            )
+        boxes.append(tuple(sets))
+    share = fraction_of(region, math.prod(out_shape))
+    inputs = (Region.of(boxes),) + tuple(Region() for _ in context.op.reads[1:])
+    return Demand(inputs, _scaled(context.record.flops, share))
+
+
+@demand_rule([aten.upsample_nearest1d, aten.upsample_nearest2d, aten.upsample_nearest3d])
+def nearest_demand(context: _Context) -> Demand:
+    """Nearest: output o reads floor(o · ratio), ratio = in/out or 1/scale_factor."""
+    return _resampled(context, lambda o, i, n, ratio: (min(math.floor(o * ratio), i - 1),))
+
+
+@demand_rule(
+    [aten._upsample_nearest_exact1d, aten._upsample_nearest_exact2d, aten._upsample_nearest_exact3d]
+)
+def nearest_exact_demand(context: _Context) -> Demand:
+    """Nearest-exact: output o reads floor((o + ½) · ratio)."""
+    return _resampled(context, lambda o, i, n, ratio: (min(math.floor((o + 0.5) * ratio), i - 1),))
+
+
+def _linear_taps(extra_left: int, extra_right: int) -> Callable[..., Sequence[int]]:
+    """Source taps around each output's centre; linear clamps a negative centre to 0 (torch's
+    area_pixel_compute_source_index), cubic does not."""
+    cubic = extra_left > 0
+
+    def taps(context: _Context, o: int, i: int, n: int, ratio: float) -> Sequence[int]:
+        if context.argument("align_corners", False):
+            centre = o * (i - 1) / (n - 1) if n > 1 else 0.0
+        else:
+            centre = (o + 0.5) * ratio - 0.5
+            centre = centre if cubic else max(centre, 0.0)
+        base = math.floor(centre)
+        return [min(max(base + k, 0), i - 1) for k in range(-extra_left, 2 + extra_right)]
+
+    return taps
+
+
+@demand_rule([aten.upsample_bilinear2d, aten.upsample_linear1d, aten.upsample_trilinear3d])
+def linear_demand(context: _Context) -> Demand:
+    """(Bi/tri)linear: output o reads the two source positions around its centre."""
+    taps = _linear_taps(0, 0)
+    return _resampled(context, lambda o, i, n, ratio: taps(context, o, i, n, ratio))
+
+
+@demand_rule([aten.upsample_bicubic2d])
+def cubic_demand(context: _Context) -> Demand:
+    """Bicubic: output o reads the four source positions around its centre."""
+    taps = _linear_taps(1, 1)
+    return _resampled(context, lambda o, i, n, ratio: taps(context, o, i, n, ratio))
+
+
+@demand_rule(
+    [
+        aten._adaptive_avg_pool2d,
+        aten._adaptive_avg_pool3d,
+        aten.adaptive_avg_pool1d,
+        aten.adaptive_max_pool2d,
+        aten.adaptive_max_pool3d,
+        aten.adaptive_max_pool1d,
+    ]
+)
+def adaptive_pool_demand(context: _Context) -> Demand:
+    """Adaptive pooling: output o averages source [floor(o·in/out), ceil((o+1)·in/out))."""
+    return _resampled(context, lambda o, i, n, ratio: range(o * i // n, -(-((o + 1) * i) // n)))
