@@ -860,3 +860,5 @@ def test_a_sum_over_a_products_columns_is_a_matrix_vector_product(reduce: str) -
     assert result.vector_flops == inner * columns + columns + (rows if reduce == "mean" else 0)
     assert result.compulsory_bytes == (rows * inner + inner * columns + columns + rows) * FP32
     assert any("reduced product" in note for note in result.notes)
+    necessary = result.plans.necessary  # the product is priced in the sum: absorbed, not dead
+    assert (len(necessary.absorbed_ops), necessary.dead_ops) == (1, 0)

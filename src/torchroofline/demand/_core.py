@@ -33,12 +33,14 @@ from ..trace import TensorRef, TracedOp
 class Demand:
     """What one op needs: a region per read (aligned with ``TracedOp.reads``, in each read's view
     coordinates), the necessary FLOPs, extra demand on other values (a structured operand's
-    source) and the name of the structure rule applied, if any."""
+    source), the name of the structure rule applied, if any, and the values whose producers'
+    work that rule priced in this op's FLOPs (``absorbed``: x @ W read only by its column sum)."""
 
     inputs: tuple[Region, ...]
     flops: FlopCount
     extra: tuple[tuple[TensorRef, Region], ...] = ()
     structure: str | None = None
+    absorbed: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

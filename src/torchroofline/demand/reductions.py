@@ -206,7 +206,9 @@ def _reduced_product(context: _Context, region: Region) -> Demand | None:
     extra = ((left, left_region), (right, Region.of([full_box(right.shape)])))
     extra += tuple((ref, Region.of([full_box(ref.shape)])) for ref in bias)
     flops = FlopCount(tensor=tensor, vector=vector, kind=MatmulKind.MATMUL)
-    return Demand((Region(),), flops, extra, structure="reduced product")
+    return Demand(
+        (Region(),), flops, extra, structure="reduced product", absorbed=(source.value_id,)
+    )
 
 
 #: Matrix products a column reduction can be moved into (:func:`_reduced_product`).

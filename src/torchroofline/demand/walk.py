@@ -42,6 +42,9 @@ class Necessary:
     output_refs: tuple[TensorRef, ...]
     structures: tuple[str, ...]
     dead_ops: int
+    #: indices into ``Trace.ops`` of the ops a structure rule priced inside a later op (a
+    #: product moved into the column sum that reads it): charged nothing themselves, not dead
+    absorbed_ops: tuple[int, ...] = ()
 
     def bytes(self, float_bytes: int) -> int:
         """Compulsory HBM bytes at a float element size of ``float_bytes``."""
@@ -89,6 +92,8 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
     necessary_records = list(records)
     structures: list[str] = []
     dead = 0
+    absorbed: list[int] = []
+    absorbed_values: set[int] = set()
     #: values a live op reads or the model keeps, however few of their elements
     used = set(trace.output_value_ids) | {ref.value_id for ref in trace.output_refs}
     readers = dict.fromkeys(used, 1)
@@ -134,7 +139,10 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
             and not any(math.prod(w.shape) for w in op.writes)
         )
         if not any(outputs) and not empty_but_used:
-            dead += 1
+            if any(w.value_id in absorbed_values for w in op.writes):
+                absorbed.append(index)
+            else:
+                dead += 1
             necessary_records[index] = replace(record, flops=FlopCount())
             continue
         used.update(ref.value_id for ref in op.reads)
@@ -157,6 +165,7 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
         for ref, region in result.extra:
             if ref.value_id in sized_by_data or not may_be_empty:
                 add(ref.value_id, storages.region_of(ref, region), storages.region_of(ref, region))
+        absorbed_values.update(result.absorbed)
         if result.structure and result.structure not in structures:
             structures.append(result.structure)
         necessary_records[index] = replace(record, flops=flops)
@@ -167,6 +176,7 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
         output_refs=_kept_refs(written_by_model, all_refs, storages),
         structures=tuple(structures),
         dead_ops=dead,
+        absorbed_ops=tuple(sorted(absorbed)),
     )
 
 
