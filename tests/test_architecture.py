@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "torchroofline"
 #: The modules in pipeline order; a module may import only modules listed before it.
 STAGES = (
     "errors", "gpu_spec", "kernelbench_gpus", "hardware",  # GPU facts
-    "aten_ops", "_cuda_bindings", "intercept", "regions", "trace",  # 1. trace
+    "aten_ops", "_cuda_bindings", "intercept", "regions", "shadow", "trace",  # 1. trace
     "costs", "precision",  # 2. costs, and the units each precision runs on
     "demand", "fusion", "plans",  # 3. plans: necessary work, eager and fused schedules
     "estimate", "roofline",  # 4. price: performance model, bound, Result

@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -862,3 +863,80 @@ def test_a_sum_over_a_products_columns_is_a_matrix_vector_product(reduce: str) -
     assert any("reduced product" in note for note in result.notes)
     necessary = result.plans.necessary  # the product is priced in the sum: absorbed, not dead
     assert (len(necessary.absorbed_ops), necessary.dead_ops) == (1, 0)
+
+
+_MASKED_ATTENTION_FILE = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """minGPT's attention core: the causal mask is a tril(ones) buffer made in __init__."""
+
+    def __init__(self, length):
+        super().__init__()
+        self.register_buffer(
+            "bias", torch.tril(torch.ones(length, length)).view(1, 1, length, length))
+
+    def forward(self, q, k, v):
+        t = q.shape[-2]
+        att = (q @ k.transpose(-2, -1)).masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        return torch.softmax(att, -1) @ v
+
+def get_inputs():
+    return [torch.randn(2, 4, 256, 32) for _ in range(3)]
+
+def get_init_inputs():
+    return [256]
+'''
+
+
+def _masked_attention_flops_range(b: int, h: int, t: int, d: int) -> tuple[int, int]:
+    # the scores q @ kᵀ on the kept triangle, t·(t+1)/2 entries × 2·d FLOPs per (batch, head),
+    # short by at most 1/128 of the t² scores (64 row bands), and probabilities @ v in full
+    triangle = b * h * t * (t + 1) // 2 * 2 * d
+    values = b * h * 2 * t * t * d
+    short = b * h * t * t // 128 * 2 * d
+    return values + triangle - short, values + triangle
+
+
+def test_a_causal_mask_buffer_made_in_init_is_known(tmp_path) -> None:  # noqa: ANN001
+    # KernelBench builds the model on fake tensors: the shadow keeps the small tril(ones)
+    # buffer's values, so the scores are charged on the kept triangle (was: none of q @ kᵀ)
+    from torchroofline import analyze_file
+
+    path = tmp_path / "43_MinGPTCausalAttention.py"
+    path.write_text(_MASKED_ATTENTION_FILE)
+    low, high = _masked_attention_flops_range(2, 4, 256, 32)
+    assert low <= analyze_file(path).tensor_flops <= high
+
+
+def test_a_real_models_mask_buffer_is_known_but_its_weights_are_not() -> None:
+    # the same model built for real and passed with meta inputs; a Linear's weight (real, small)
+    # is a parameter, data to the bound: where(w > 0, ...) of it stays a data mask
+    import importlib.util
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "masked_attention.py"
+        path.write_text(_MASKED_ATTENTION_FILE)
+        spec = importlib.util.spec_from_file_location("masked_attention", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules.pop("masked_attention", None)
+        spec.loader.exec_module(module)
+    model = module.Model(256)
+    low, high = _masked_attention_flops_range(2, 4, 256, 32)
+    assert low <= analyze(model, tuple(meta(2, 4, 256, 32) for _ in range(3))).tensor_flops <= high
+
+    class Gated(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate = nn.Parameter(torch.ones(16, 16))  # all kept — but a weight is data
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.where(self.gate > 0, x @ x, 0.0)
+
+    # a data mask may keep nothing, so the product is not charged; were the weight taken as a
+    # known constant, all 2·16³ FLOPs would be
+    assert analyze(Gated(), (meta(16, 16),)).tensor_flops == 0

@@ -34,6 +34,7 @@ from .runs import (
     problem_number,
     read_json_object,
 )
+from .shadow import ConstantShadow
 
 _LEVEL_DIR = re.compile(r"^level(\d+)$")
 
@@ -194,7 +195,8 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
     data is built for real instead, with a note."""
     notes: list[str] = []
     try:
-        with hub_offline(), FakeTensorMode(allow_non_fake_inputs=True):
+        # the shadow keeps the values of small constants (a causal mask) the model builds
+        with hub_offline(), FakeTensorMode(allow_non_fake_inputs=True), ConstantShadow():
             return _construct(problem) + (notes,)
     except TorchrooflineError:
         raise

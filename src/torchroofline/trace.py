@@ -22,7 +22,7 @@ import logging
 import math
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,7 @@ from ._cuda_bindings import NO_CUDA_TEXT
 from .errors import DataDependentError, InputError, ModelError
 from .intercept import Interceptor
 from .regions import united_elements
+from .shadow import known_value
 
 #: Default ceiling on the real tensors the real-data fallback may build (bytes).
 REAL_FALLBACK_LIMIT_BYTES = 2 * 2**30
@@ -135,6 +136,9 @@ class Trace:
     device: str
     #: the tensors the model returns, as the views it returns (not whole storages)
     output_refs: tuple[TensorRef, ...] = ()
+    #: value id → its storage's elements (flat, CPU) for buffers whose values are known
+    #: constants (:func:`shadow.known_value`: a causal mask built in ``__init__``)
+    constants: Mapping[int, torch.Tensor] = dataclasses.field(default_factory=dict)
 
 
 def largest_per_value(refs: Iterable[TensorRef]) -> tuple[TensorRef, ...]:
@@ -168,6 +172,16 @@ class _ValueTable:
         self._next_id = 0
         self.input_value_ids: set[int] = set()
         self.initial_value: dict[int, int] = {}
+        #: storage key → known elements of a buffer's storage (:meth:`_Converter.buffer`)
+        self.known_storages: dict[int, torch.Tensor] = {}
+
+    def constants(self) -> dict[int, torch.Tensor]:
+        """value id → known elements, for the known buffers the program read."""
+        return {
+            self.initial_value[key]: flat
+            for key, flat in self.known_storages.items()
+            if key in self.initial_value
+        }
 
     def _storage_key(self, tensor: torch.Tensor) -> int:
         storage = tensor.untyped_storage()
@@ -505,6 +519,26 @@ class _Converter:
         self.device = device
         self._done: dict[int, torch.Tensor] = {}
         self._storages: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+        #: storage key of a converted buffer → its storage's known elements (flat, CPU)
+        self.known_storages: dict[int, torch.Tensor] = {}
+
+    def buffer(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Convert a model's buffer (or plain tensor attribute), keeping its value where it is
+        a known constant (:func:`shadow.known_value`); parameters and inputs are data."""
+        converted = self(tensor)
+        value = known_value(tensor)
+        if value is not None and not isinstance(tensor, nn.Parameter):
+            storage = converted.untyped_storage()
+            flat = self.known_storages.setdefault(
+                storage._cdata,
+                torch.zeros(storage.nbytes() // max(converted.element_size(), 1),
+                            dtype=converted.dtype),
+            )
+            with unset_fake_temporarily():
+                flat.as_strided(
+                    converted.shape, converted.stride(), converted.storage_offset()
+                ).copy_(value)
+        return converted
 
     def __call__(self, tensor: torch.Tensor) -> torch.Tensor:
         if id(tensor) not in self._done:
@@ -550,7 +584,7 @@ def _materialized_bytes(model: nn.Module, inputs: Sequence[Any]) -> int:
 def _swapped_attributes(model: nn.Module, convert: _Converter) -> Iterator[None]:
     attributes = _plain_tensor_attributes(model)
     for module, name, value in attributes:
-        setattr(module, name, convert(value))
+        setattr(module, name, convert.buffer(value))
     try:
         yield
     finally:
@@ -594,9 +628,10 @@ def _run(
     model: nn.Module, inputs: tuple, fake_mode: FakeTensorMode | None, device: str
 ) -> tuple[_Recorder, _ValueTable, Any]:
     convert = _Converter(fake_mode, device)
-    params = {name: convert(t) for name, t in _module_tensors(model).items()}
+    params = {name: convert.buffer(t) for name, t in _module_tensors(model).items()}
     args = tree_map(lambda x: convert(x) if isinstance(x, torch.Tensor) else x, inputs)
     values = _ValueTable()
+    values.known_storages = convert.known_storages
     modules = _ModuleStack(model)
     recorder = _Recorder(values, modules, fake=fake_mode is not None)
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
@@ -729,6 +764,7 @@ def trace_model(
         notes=tuple(notes),
         device=device,
         output_refs=output_refs,
+        constants=values.constants(),
     )
 
 

@@ -3,7 +3,7 @@ rules can read a causal mask built in ``forward``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -50,12 +50,15 @@ def _with_values(op: TracedOp, known: dict[int, torch.Tensor]) -> tuple[Any, Any
     )
 
 
-def known_values(ops: Sequence[TracedOp]) -> dict[int, torch.Tensor]:
+def known_values(
+    ops: Sequence[TracedOp], constants: Mapping[int, torch.Tensor]
+) -> dict[int, torch.Tensor]:
     """value id → its storage's elements (flat, on the CPU) for every value that depends only
     on shapes and constants: ``ones``, ``arange``, ``eye``, ``tril`` of them, a comparison of
-    them — the causal masks and position ids a model builds in ``forward``. They are small, so
-    the ops are run for real; the demand rules read them (:func:`_known`)."""
-    known: dict[int, torch.Tensor] = {}
+    them — the causal masks and position ids a model builds in ``forward`` — starting from the
+    ``constants`` the trace knows (buffers such as a mask built in ``__init__``). They are
+    small, so the ops are run for real; the demand rules read them (:func:`_known`)."""
+    known: dict[int, torch.Tensor] = dict(constants)
     for op in ops:
         if not _evaluable(op, known):
             continue

@@ -75,7 +75,7 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
     read: dict[int, Region] = {}
     kept, kept_writes = _kept_regions(trace, storages, producers)
     sized_by_data = _sized_by_data(trace.ops)
-    known = known_values(trace.ops)
+    known = known_values(trace.ops, trace.constants)
 
     def add(value_id: int, region: Region, read_part: Region) -> None:
         if region:
