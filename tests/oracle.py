@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch.fx import Interpreter
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._pytree import tree_flatten
@@ -157,8 +158,11 @@ def _lines_flops(demanded: torch.Tensor, line_dims: Sequence[int]) -> int:
     output: any output of a softmax or normalisation needs its line's statistics, at least
     one exp or square and one add per element."""
     dims = [d % demanded.dim() for d in line_dims]
+    line = math.prod(demanded.shape[d] for d in dims)
+    if line == 1:  # a softmax over one element is 1, a norm of one element 0: constants
+        return 0
     touched = demanded.any(dim=dims) if dims else demanded
-    return 2 * int(touched.sum()) * math.prod(demanded.shape[d] for d in dims)
+    return 2 * int(touched.sum()) * line
 
 
 def _softmax_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
@@ -184,9 +188,35 @@ def _reduction_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     return int(demanded.sum()) * (reduced - 1)
 
 
+def _taps(args: Sequence[Any], ceil_position: int) -> torch.Tensor:
+    """In-bounds taps of each window of a pooling op (padding and ``ceil_mode``'s overhang
+    hold none): the window sums of all-ones data, padded with zeros."""
+    data, kernel = args[0].detach(), args[1]
+    stride = args[2] if len(args) > 2 and args[2] else kernel
+    padding = args[3] if len(args) > 3 else 0
+    ceil_mode = args[ceil_position] if len(args) > ceil_position else False
+    pool = (F.avg_pool1d, F.avg_pool2d, F.avg_pool3d)[len(kernel) - 1]
+    return pool(torch.ones_like(data), kernel, stride, padding, ceil_mode,
+                count_include_pad=False, divisor_override=1)
+
+
+def _max_pool_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """n − 1 compares per demanded window of n in-bounds taps (dilated windows: one per
+    output, as their taps are not counted here)."""
+    if len(args) > 4 and any(d != 1 for d in args[4]):
+        return int(demanded.sum())
+    return int((_taps(args, 5) - 1)[demanded].sum())
+
+
+def _avg_pool_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """n − 1 adds per demanded window of n in-bounds taps."""
+    return int((_taps(args, 4) - 1)[demanded].sum())
+
+
 #: aten op → FLOPs its demanded outputs provably need (from its arguments and the mask of its
 #: first output's demanded elements), for ops whose outputs do not each cost the same: border
-#: outputs of a convolution, lines that share statistics, reductions (none over size-1 dims)
+#: outputs of a convolution or a padded pool, lines that share statistics, reductions (none over
+#: size-1 dims)
 DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.convolution.default: _convolution_flops,
     torch.ops.aten._softmax.default: _softmax_flops,
@@ -197,6 +227,13 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.mean.dim: _reduction_flops,
     torch.ops.aten.amax.default: _reduction_flops,
     torch.ops.aten.amin.default: _reduction_flops,
+    torch.ops.aten.max.dim: _reduction_flops,
+    torch.ops.aten.min.dim: _reduction_flops,
+    torch.ops.aten.logsumexp.default: _reduction_flops,
+    torch.ops.aten.max_pool2d_with_indices.default: _max_pool_flops,
+    torch.ops.aten.max_pool3d_with_indices.default: _max_pool_flops,
+    torch.ops.aten.avg_pool2d.default: _avg_pool_flops,
+    torch.ops.aten.avg_pool3d.default: _avg_pool_flops,
 }
 
 
@@ -225,6 +262,17 @@ class _Retaining(Interpreter):
         return out
 
 
+def _double(module: nn.Module) -> nn.Module:
+    """``module.double()``, and float tensors kept as plain attributes too (an RNN's initial
+    state stored as ``self.h0``), so the run does not mix float32 and float64."""
+    module.double()
+    for sub in module.modules():
+        for name, value in list(vars(sub).items()):
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                setattr(sub, name, value.double())
+    return module
+
+
 def _shuffled(tensor: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """The same values in a random order: new data in the domain the model expects (a positive
     input stays positive), so a max or a relu picks other elements."""
@@ -247,7 +295,7 @@ def oracle(
     perturbed. A correct implementation is correct for every input, so an element needed in
     any run is needed; buffers keep their values (a causal mask is a constant, not data)."""
     module = model if isinstance(model, nn.Module) else Fn(model)
-    module = copy.deepcopy(module).double()
+    module = _double(copy.deepcopy(module))
     parameters, buffers = dict(module.named_parameters()), dict(module.named_buffers())
     state = {**parameters, **buffers}
     count = len(inputs)
@@ -274,7 +322,11 @@ def oracle(
         )
         aliases = _aliases(outputs, copies)
         mutated = _mutated(originals, copies)
-    graph = make_fx(run)(*map(detached, originals))
+    # functional ops only: a model that adds into a relu output in place (out += shortcut)
+    # cannot be differentiated as written, its functional twin can
+    graph = make_fx(torch.func.functionalize(run, remove="mutations"))(
+        *map(detached, originals)
+    )
     generator = torch.Generator().manual_seed(seed)
     leaf_masks: list[torch.Tensor | None] = [None] * len(originals)
     op_masks: list[list[torch.Tensor]] = []
@@ -382,6 +434,9 @@ def per_op(result: Result, proven: Oracle) -> list[OpTightness]:
     trace_ops = [
         (i, op) for i, op in enumerate(result.plans.trace.ops) if not op.is_view and op.writes
     ]
+    # a structure rule may price an op inside a later one (a product read only by its column
+    # sum: x @ W.sum(1)): its FLOPs are that op's, so it has none of its own to compare
+    absorbed = set(result.plans.necessary.absorbed_ops)
     matcher = difflib.SequenceMatcher(
         a=[op.name for _, op in trace_ops], b=[op.name for op in proven.ops], autojunk=False
     )
@@ -391,7 +446,7 @@ def per_op(result: Result, proven: Oracle) -> list[OpTightness]:
             index, op = trace_ops[block.a + k]
             demand = proven.ops[block.b + k]
             executed = result.plans.ops[index].flops
-            if not demand.elements or not (executed.tensor + executed.vector):
+            if index in absorbed or not demand.elements or not (executed.tensor + executed.vector):
                 continue
             charged = result.plans.necessary.ops[index].flops
             share = demand.demanded / demand.elements
