@@ -129,7 +129,11 @@ def distribution_table(rows: Sequence[Tightness]) -> list[str]:
         mine = [row for row in rows if row.level == level]
         flops = [r.flop_ratio for r in mine if r.flop_ratio is not None]
         moved = [r.byte_ratio for r in mine if r.byte_ratio is not None]
-        cells = [f"{q:.3f}" for q in (*quantiles(flops), *quantiles(moved))]
+        cells = [
+            f"{q:.3f}" if values else "—"
+            for values in (flops, moved)
+            for q in (quantiles(values) if values else range(4))
+        ]
         lines.append(f"| {level} | {len(mine)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -144,8 +148,8 @@ def below_table(rows: Sequence[Tightness]) -> list[str]:
         reason = REASONS.get(row.key, "unexplained")
         lines.append(
             f"| level{row.level}/{row.file} | {row.flop_ratio:.4f} "
-            f"({row.necessary_flops:,} / {row.executed_flops:,}) | {row.byte_ratio:.4f} "
-            f"| {reason} |"
+            f"({row.necessary_flops:,} / {row.executed_flops:,}) | "
+            f"{'—' if row.byte_ratio is None else f'{row.byte_ratio:.4f}'} | {reason} |"
         )
     return lines
 
