@@ -9,8 +9,9 @@ once; necessary FLOPs ≤ executed FLOPs.
 
 Programs: hypothesis-generated chains over small NCHW tensors (windows, norms, softmax, views,
 masks, reductions and slices of the output) and attention blocks, and a list of tiny
-KernelBench-style problems. Cases the demand walk collapses on today are marked
-``xfail(strict=True)`` naming the collapse; a fix turns them into failures, and the mark goes.
+KernelBench-style problems, among them every collapse issue 16 found (pool of pool over a
+transposed convolution, norms and softmax read in part, cross-entropy, a class token or one
+query row behind attention, causal masks made in forward or kept as a buffer).
 """
 
 from __future__ import annotations
@@ -223,29 +224,28 @@ SEQUENCE_TAILS: dict[str, Callable[[torch.Tensor], Any]] = {
 
 
 @st.composite
-def attentions(draw: st.DrawFn, *, tight: bool) -> tuple:
-    """Attention blocks; ``tight``: no manual causal mask (a ``tril`` buffer, which collapses
-    today: the xfail case ``mingpt_causal_attention``)."""
+def attentions(draw: st.DrawFn) -> tuple:
+    """Attention blocks: manual or SDPA, causal or not, with or without a residual norm."""
     heads = draw(st.sampled_from([1, 2]))
     embed, length = 4 * heads, draw(st.integers(3, 6))
     torch.manual_seed(draw(st.integers(0, 2**16)))
     sdpa, causal, residual = draw(st.booleans()), draw(st.booleans()), draw(st.booleans())
     tail = draw(st.sampled_from(sorted(SEQUENCE_TAILS)))
     model = Attention(
-        embed, heads, length, sdpa=sdpa or (tight and causal), causal=causal,
+        embed, heads, length, sdpa=sdpa, causal=causal,
         residual=residual, tail=SEQUENCE_TAILS[tail],
     )
     return model, torch.randn(2, length, embed)
 
 
 @settings(HYPOTHESIS, max_examples=42)
-@given(st.one_of(chains(), attentions(tight=True)))
+@given(st.one_of(chains(), attentions()))
 def test_generated_programs_are_tight(program):
     assert_tight(figures(*program))
 
 
 @settings(HYPOTHESIS, max_examples=13)
-@given(st.one_of(chains(), attentions(tight=False)))
+@given(st.one_of(chains(), attentions()))
 def test_generated_programs_are_sound(program):
     assert_sound(figures(*program))
 
@@ -391,18 +391,6 @@ CASES = {
     "conv_tril_where": _chain_case(["conv3_padded", "tril_where"], "all"),
 }
 
-#: the cases the demand walk collapses on today, each with the op where it loses track
-COLLAPSES = {
-    "mingpt_causal_attention": "collapse: masked_fill by a constant tril *buffer* (made in "
-    "__init__) charges none of q @ kᵀ (a mask built in forward is known)",
-}
-
-
-def _case(name: str) -> Any:
-    marks = [pytest.mark.xfail(strict=True, reason=COLLAPSES[name])] if name in COLLAPSES else []
-    return pytest.param(name, marks=marks, id=name)
-
-
 def _figures_of(name: str) -> Figures:
     make, inputs = CASES[name]
     torch.manual_seed(0)
@@ -410,7 +398,7 @@ def _figures_of(name: str) -> Figures:
     return figures(model, *inputs())
 
 
-@pytest.mark.parametrize("name", [_case(name) for name in CASES])
+@pytest.mark.parametrize("name", list(CASES))
 def test_kernelbench_style_problems_are_tight(name):
     assert_tight(_figures_of(name))
 
