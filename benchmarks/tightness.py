@@ -49,6 +49,8 @@ REASONS: dict[str, str] = {
     "dim",
     "2/13": "saving: softmax over a size-1 dim is 1, so the output is a constant "
     "(tanh(1) · 2): nothing upstream is needed",
+    "2/18": "saving: linearity — the sum over the Linear's output columns is x @ W.sum(1) + "
+    "b.sum() (structure rule), and the max, mean and logsumexps after it reduce size-1 dims",
     "2/50": "saving: cropped window — AvgPool3d(2) covers 30 of 31 and 62 of 63 conv outputs "
     "per dim",
     "2/55": "saving: cropped window — MaxPool1d(2) covers 4 of the 5 matmul columns",
@@ -64,13 +66,8 @@ REASONS: dict[str, str] = {
     "3/32": "saving: TransformerEncoderLayer without batch_first reads (B, 2, dim) as "
     "sequence B × batch 2, so x[:, 0] is the class-token slot only: the image is never "
     "needed (the oracle's gradient on it is zero)",
-    "3/43": "collapse: masked_fill by the tril buffer made in __init__ (q @ kᵀ and the Q, K "
-    "projections charged nothing); a causal kernel may still skip the masked half",
-    "3/44": "collapse: masked_fill by the tril buffer made in __init__ (q @ kᵀ and the Q, K "
-    "projections charged nothing); a causal kernel may still skip the masked half",
-    "3/50": "collapse: masked_fill by the tril buffer made in __init__ (q @ kᵀ and the Q, K "
-    "projections charged nothing); relu(-inf) = 0 lets a kernel skip the masked half of "
-    "both products",
+    "3/50": "saving: causal mask — q @ kᵀ is needed on the kept triangle only (relu(-inf) "
+    "= 0 would let a kernel skip the masked half of att @ v too; the bound charges it whole)",
 }
 
 
