@@ -47,6 +47,8 @@ REASONS: dict[str, str] = {
     "log-sum-exp is charged in full",
     "2/6": "saving: cropped window — the pools cover 12 of 14 and 28 of 30 conv outputs per "
     "dim",
+    "2/80": "saving: the max over dim 1 leaves one column, so x − x.mean(1) is 0 and the "
+    "output gelu(0) = 0 for any finite input (structure rule `self difference`)",
     "2/13": "saving: softmax over a size-1 dim is 1, so the output is a constant "
     "(tanh(1) · 2): nothing upstream is needed",
     "2/18": "saving: linearity — the sum over the Linear's output columns is x @ W.sum(1) + "

@@ -940,3 +940,19 @@ def test_a_real_models_mask_buffer_is_known_but_its_weights_are_not() -> None:
     # a data mask may keep nothing, so the product is not charged; were the weight taken as a
     # known constant, all 2·16³ FLOPs would be
     assert analyze(Gated(), (meta(16, 16),)).tensor_flops == 0
+
+
+def test_a_value_minus_its_own_size_one_mean_needs_nothing() -> None:
+    # KernelBench level 2 #80: gelu(m − m.mean(1, keepdim)) with m = (x @ Wᵀ + b).max(1,
+    # keepdim): m has one column, so its mean is m and the output is gelu(0) = 0 for any finite
+    # x — a kernel that writes the 32 zeros is correct: the bound is the 32·4 B written and the
+    # gelu's 4 FLOPs on each zero (no GEMM, no max: 2 ps against the 38 ps of the write)
+    def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        m = (x @ w).max(1, keepdim=True).values
+        return F.gelu(m - m.mean(1, keepdim=True))
+
+    result = bound(fn, meta(32, 64), meta(64, 128))
+    assert result.flops == 32 * 4 and result.compulsory_bytes == 32 * 4
+    # not when the reduced dim has more than one element: the difference is data
+    wide = bound(lambda x: x - x.mean(1, keepdim=True), meta(32, 64))
+    assert wide.flops >= 32 * 64 and wide.compulsory_bytes == 2 * 32 * 64 * 4

@@ -26,7 +26,7 @@ from ..regions import (
     normalize,
     set_size,
 )
-from ..trace import TracedOp
+from ..trace import TensorRef, TracedOp
 from ._core import (
     Demand,
     _broadcast,
@@ -446,3 +446,39 @@ def cell_demand(context: _Context) -> Demand:
     )
     share = set_size(rows) / context.op.writes[0].shape[0]
     return Demand(inputs, _scaled(context.record.flops, share))
+
+
+#: Reductions that are their input itself over dims of size 1 (not nansum: a NaN becomes 0).
+_SELF_OVER_SIZE_ONE = _op_set(
+    [aten.sum, aten.mean, aten.amax, aten.amin, aten.prod, aten.max.dim, aten.min.dim]
+)
+
+
+def _is_self_over_size_one(context: _Context, value: TensorRef, of: TensorRef) -> bool:
+    """Whether ``value`` is a size-1 reduction of exactly the view ``of`` (same element order,
+    same shape), i.e. the same numbers."""
+    producer = context.producers.get(value.value_id)
+    if producer is None or not _one_of(producer, _SELF_OVER_SIZE_ONE) or not producer.reads:
+        return False
+    source = producer.reads[0]
+    reduced = _reduced_dims(producer.argument("dim"), len(source.shape))
+    return (
+        all(source.shape[d] == 1 for d in reduced)
+        and value.shape == source.shape
+        and (source.value_id, source.shape, source.strides, source.offset)
+        == (of.value_id, of.shape, of.strides, of.offset)
+    )
+
+
+@demand_rule([aten.sub])
+def difference_demand(context: _Context) -> Demand:
+    """``x − r(x)`` (or ``r(x) − x``) with ``r`` a sum, mean, max… over dims of size 1 only, which
+    is ``x`` itself: zero for every finite ``x``, so nothing upstream is needed (KernelBench
+    level 2 #80's ``x − x.mean(1, keepdim=True)`` after a max over dim 1). Else pointwise."""
+    reads = context.op.reads
+    if len(reads) == 2 and context.argument("alpha", 1) == 1 and (
+        _is_self_over_size_one(context, reads[1], reads[0])
+        or _is_self_over_size_one(context, reads[0], reads[1])
+    ):
+        return Demand((Region(), Region()), FlopCount(), structure="self difference")
+    return pointwise_demand(context)

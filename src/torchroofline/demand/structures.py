@@ -370,6 +370,9 @@ STRUCTURE_RULES: dict[str, str] = {
     "arithmetic); var/std/argmax over them are constants (no input needed)",
     "size-1 normalisation": "softmax over a size-1 dim is 1 and log_softmax is 0 everywhere: "
     "nothing upstream is needed",
+    "self difference": "x − x.mean(d, keepdim=True) (or a sum, max… of x) over dims of size 1 "
+    "only: the reduction is x itself, so the difference is 0 for every finite x and nothing "
+    "upstream is needed — a kernel that writes zeros passes any check on finite inputs",
     "broadcast reduction": "a reduction over dims the input is broadcast along (stride 0, "
     "x.expand(n, m).sum(0)): every reduced element is the same, so one multiply (n·x) or copy "
     "per output",
