@@ -493,10 +493,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     elif not args.out:
         print(suite_text(report, ".md", interrupted))
     _note(suite_summary_line(report))
-    if args.out:
-        _note(f"wrote {args.out}")
-    if interrupted:
-        _error(f"{interrupted}; the report covers the problems finished")
+    if _said_where_it_wrote(args.out, interrupted):
         return EXIT_INTERRUPTED
     if args.plot_dir:
         from .viz import plot_suite
@@ -508,6 +505,16 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
         if problem.gen_impossible:
             _faster_than_light(problem.name, problem.gen_ms, problem.sol_ms)
     return _exit_code(report.failed, sum(p.gen_impossible for p in report.problems))
+
+
+def _said_where_it_wrote(out: str | None, interrupted: str | None) -> bool:
+    """The closing lines of a batch: where ``--out`` went and, for an ``interrupted`` batch,
+    that the report covers the problems finished; True when it was interrupted."""
+    if out:
+        _note(f"wrote {out}")
+    if interrupted:
+        _error(f"{interrupted}; the report covers the problems finished")
+    return bool(interrupted)
 
 
 def _run_and_problems(folder: str, paths: list[Path], where: Sequence[str]) -> tuple[Any, list]:
@@ -553,10 +560,7 @@ def _report_run(
         f"{totals['faster_than_light']} faster than light, {len(joined.unmatched)} without an "
         "analyzed problem"
     )
-    if args.out:
-        _note(f"wrote {args.out}")
-    if interrupted:
-        _error(f"{interrupted}; the report covers the problems finished")
+    if _said_where_it_wrote(args.out, interrupted):
         return EXIT_INTERRUPTED
     if args.plot_dir:
         from .viz import plot_run
