@@ -39,14 +39,14 @@ def _runtime_imports(path: Path) -> list[tuple[str, bool]]:
         if not isinstance(node, ast.ImportFrom) or not node.level or id(node) in typing_only:
             continue
         if in_package and node.level == 1:
-            continue  # inside the package (viz, demand)
+            continue  # inside the package (viz, demand, costs)
         names = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
         found += [(name, id(node) in top_level) for name in names]
     return found
 
 
 #: Stages that are packages: every module in them is that stage.
-PACKAGES = ("viz", "demand")
+PACKAGES = ("viz", "demand", "costs")
 
 
 def _stage(path: Path) -> str:

@@ -26,10 +26,10 @@ from torch._ops import OpOverload, OpOverloadPacket
 from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import flop_registry, sdpa_flop_count
 
-from .aten_ops import aten, is_missing, missing_ops
-from .errors import PrecisionError
-from .intercept import RNN_CALLS
-from .trace import TensorRef, Trace, TracedOp, base_name, largest_per_value
+from ..aten_ops import aten, is_missing, missing_ops
+from ..errors import PrecisionError
+from ..intercept import RNN_CALLS
+from ..trace import TensorRef, Trace, TracedOp, base_name, largest_per_value
 
 
 class Category(str, Enum):
