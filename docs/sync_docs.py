@@ -127,7 +127,7 @@ def rule_coverage() -> str:
     return (
         f"On torch {_torch_release()}: "
         f"**{coverage.total} aten ops have a cost rule**: {coverage.registered} registered in "
-        f"`costs.py` and {coverage.tagged_pointwise} more that PyTorch tags pointwise (1 FLOP per "
+        f"`costs/` and {coverage.tagged_pointwise} more that PyTorch tags pointwise (1 FLOP per "
         f"element). {len(coverage.unsupported)} ops a forward model may meet have none; they are "
         "charged their input and output bytes with no FLOPs and named in `notes` and "
         f"`unsupported_ops`: {names}.{gone}\n"
