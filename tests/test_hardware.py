@@ -8,7 +8,7 @@ import json
 import pytest
 
 from torchroofline import gpu_spec, hardware, kernelbench_gpus
-from torchroofline.errors import PrecisionError, UnknownGPUError
+from torchroofline.errors import ClockError, PrecisionError, UnknownGPUError
 from torchroofline.hardware import GPUSpec, get_gpu, list_gpus
 from torchroofline.kernelbench_gpus import parse_kernelbench_specs
 
@@ -138,8 +138,10 @@ def test_vector_peak_falls_back_to_fp32() -> None:
     assert h100.vector_peak("tf32") == h100.vector_peak("fp32") == pytest.approx(66.9e12)
     assert "fp16" not in mi300x.vector_peak_flops_per_s  # no published FP16 vector figure
     assert mi300x.vector_peak("fp16") == mi300x.vector_peak("fp32") == pytest.approx(163.4e12)
+    # no FP4 vector ALUs: fp4 pointwise work runs upcast, at the half2 rate (values exact in fp16)
+    assert h100.vector_peak("fp4") == h100.vector_peak("fp16")
     with pytest.raises(PrecisionError):
-        h100.vector_peak("fp4")
+        h100.vector_peak("int4")
 
 
 @pytest.mark.parametrize(
@@ -208,7 +210,7 @@ def test_table_invariants(spec: GPUSpec) -> None:
 def test_unconfirmed_figures_are_marked() -> None:
     assert "sm_count" in get_gpu("a10g").unconfirmed
     assert "l2_bytes" in get_gpu("b200").unconfirmed
-    assert get_gpu("h100").unconfirmed == ()
+    assert get_gpu("h100").unconfirmed == ("memory_clock_mhz",)  # derived from 5.2 GT/s
 
 
 def test_gpuspec_is_frozen_and_hashable() -> None:
@@ -235,7 +237,11 @@ def test_peak_tables_are_read_only_and_specs_still_pickle() -> None:
 @pytest.mark.parametrize(
     ("variant", "base", "differs"),
     [
-        ("h200", "h100-sxm", {"memory_bytes", "memory_bandwidth_bytes_per_s"}),
+        (
+            "h200",
+            "h100-sxm",
+            {"memory_bytes", "memory_bandwidth_bytes_per_s", "memory_clock_mhz", "unconfirmed"},
+        ),
         ("mi325x", "mi300x", {"memory_bytes", "memory_bandwidth_bytes_per_s"}),
         ("a100-40gb", "a100-80gb", {"memory_bytes", "memory_bandwidth_bytes_per_s"}),
         ("a100-pcie", "a100-80gb", {"memory_bandwidth_bytes_per_s"}),
@@ -265,8 +271,8 @@ def test_lookup_indexes_the_table_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_unknown_precision_key_is_rejected() -> None:
-    with pytest.raises(ValueError, match="fp4"):
-        dataclasses.replace(get_gpu("h100"), tensor_peak_flops_per_s={"fp4": 1.0})
+    with pytest.raises(ValueError, match="int4"):
+        dataclasses.replace(get_gpu("h100"), tensor_peak_flops_per_s={"int4": 1.0})
 
 
 def test_to_dict_is_json_serialisable() -> None:
@@ -350,3 +356,150 @@ def test_every_gpus_sources_live_in_the_repository() -> None:
             assert f"{spec.name}" in listed, spec.name
     for path in (root / "src" / "torchroofline").rglob("*.py"):
         assert "shared/" not in path.read_text(encoding="utf-8"), path
+
+
+# --- FP4 / FP6 peaks ---------------------------------------------------------------------------
+
+_FP4_GPUS = ("b200", "gb200", "b300", "gb300", "rtx5090", "rtx-pro-6000", "mi350x", "mi355x")
+
+
+@pytest.mark.parametrize("name", _FP4_GPUS)
+def test_blackwell_and_cdna4_parts_have_dense_fp4_peaks(name: str) -> None:
+    spec = get_gpu(name)
+    fp4, fp8 = spec.tensor_peak("fp4"), spec.tensor_peak("fp8")
+    # FP4 runs at 2x (Blackwell, CDNA4) to 4x (GeForce/PRO Blackwell against its FP32-accumulate
+    # FP8 row; Blackwell Ultra: 3x) the FP8 rate, never more: a sparse figure read as dense
+    # would show as 8x against a dense FP8 figure
+    assert 2 * fp8 <= fp4 <= 4 * fp8
+    if spec.has_tensor("fp6"):
+        assert fp8 <= spec.tensor_peak("fp6") <= fp4
+
+
+def test_fp4_closed_forms() -> None:
+    # HGX B200 datasheet: FP4 18 PF and FP8 9 PF, both with sparsity -> dense 9 and 4.5 PF; the
+    # same 148 SMs run FP4 at twice the FP8 rate per clock
+    b200 = get_gpu("b200")
+    assert b200.tensor_peak("fp4") == pytest.approx(9000e12) == 2 * b200.tensor_peak("fp8")
+    assert b200.tensor_peak("fp6") == b200.tensor_peak("fp8")
+    # RTX 5090: "3352 AI TOPS" is FP4 with sparsity; dense = 170 SMs x 4096 FLOP/clk x 2.407 GHz
+    assert get_gpu("rtx5090").tensor_peak("fp4") == pytest.approx(3352e12 / 2, rel=1e-3)
+    assert get_gpu("rtx5090").tensor_peak("fp4") == pytest.approx(170 * 4096 * 2.407e9, rel=1e-3)
+    # MI355X: MXFP4 at 16384 FLOP/clk/CU, 256 CUs at 2.4 GHz
+    assert get_gpu("mi355x").tensor_peak("fp4") == pytest.approx(256 * 16384 * 2.4e9, rel=1e-4)
+
+
+@pytest.mark.parametrize("name", ["h100", "a100", "rtx4090", "mi300x", "h20", "l40s"])
+def test_parts_without_fp4_tensor_cores_have_no_fp4_peak(name: str) -> None:
+    spec = get_gpu(name)
+    assert not spec.has_tensor("fp4") and not spec.has_tensor("fp6")
+    with pytest.raises(PrecisionError, match="no fp4 tensor cores"):
+        spec.tensor_peak("fp4")
+
+
+@pytest.mark.parametrize(
+    "name", ["b300", "gb200", "gb300", "h20", "rtx 5090", "RTX PRO 6000 Blackwell", "rtx-pro-6000"]
+)
+def test_new_parts_resolve(name: str) -> None:
+    assert get_gpu(name).name in {"B300", "GB200", "GB300", "H20", "RTX 5090", "RTX PRO 6000"}
+
+
+# --- the table's figures against docs/gpu_sources.md -------------------------------------------
+
+
+def _doc_table(header: str) -> dict[str, list[str]]:
+    """Rows of the markdown table in docs/gpu_sources.md that starts with ``header``, keyed by
+    their first cell."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "gpu_sources.md").read_text(
+        encoding="utf-8"
+    )
+    lines = text[text.index(header) :].splitlines()[2:]
+    rows = {}
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def _cell(value: float | None, scale: float = 1.0) -> str:
+    return "—" if value is None else f"{value / scale:g}"
+
+
+def _builtin() -> list[GPUSpec]:
+    return [spec for spec in list_gpus() if not spec.source.startswith("KernelBench")]
+
+
+def test_every_fp4_and_fp6_figure_has_a_source_row() -> None:
+    rows = _doc_table("| GPU | FP6 | FP4 |")
+    with_fp4 = {spec.name for spec in _builtin() if spec.has_tensor("fp4")}
+    assert set(rows) == with_fp4
+    for spec in _builtin():
+        if spec.name in rows:
+            fp6 = spec.tensor_peak_flops_per_s.get("fp6")
+            assert rows[spec.name][:2] == [_cell(fp6, 1e12), _cell(spec.tensor_peak("fp4"), 1e12)]
+            assert rows[spec.name][2], spec.name  # the sources
+
+
+def test_every_clock_has_a_source_row() -> None:
+    rows = _doc_table("| GPU | boost MHz | tensor MHz | memory MHz |")
+    assert set(rows) == {spec.name for spec in _builtin()}
+    for spec in _builtin():
+        clocks = [spec.boost_clock_mhz, spec.tensor_clock_mhz, spec.memory_clock_mhz]
+        assert rows[spec.name][:3] == [_cell(clock) for clock in clocks], spec.name
+        assert rows[spec.name][3] or spec.boost_clock_mhz is None, spec.name
+
+
+# --- locked clocks -----------------------------------------------------------------------------
+
+
+def test_locked_clock_scales_peaks_by_clock_ratio() -> None:
+    b200 = get_gpu("b200")
+    locked = b200.at_clocks(1500)
+    # tensor figures are the per-clock rate at the 1860 MHz tensor clock, vector figures at the
+    # 1980 MHz boost: at 1,500 MHz each is its figure x 1500 / its clock
+    assert locked.tensor_peak("fp16") == pytest.approx(2250e12 * 1500 / 1860)
+    assert locked.tensor_peak("fp4") == pytest.approx(9000e12 * 1500 / 1860)
+    assert locked.vector_peak("fp32") == pytest.approx(80e12 * 1500 / 1980)
+    assert locked.memory_bandwidth_bytes_per_s == b200.memory_bandwidth_bytes_per_s
+    assert locked.clocks == {
+        "clock_mhz": 1500,
+        "boost_clock_mhz": 1980,
+        "memory_clock_mhz": None,
+        "nominal_memory_clock_mhz": None,
+    }
+    # a part whose tensor figures assume its boost clock scales both by clock / boost
+    a100 = get_gpu("a100").at_clocks(1200)
+    assert a100.tensor_peak("bf16") == pytest.approx(312e12 * 1200 / 1410)
+    # locking again scales from the clock the peaks hold now, not from the nominal one twice
+    assert b200.at_clocks(1800).at_clocks(1500).tensor_peak("fp16") == pytest.approx(
+        locked.tensor_peak("fp16")
+    )
+
+
+def test_locked_memory_clock_scales_bandwidth() -> None:
+    # H100 SXM: 3350 GB/s at 2619 MHz (HBM3, 5120 bits x 2 x 2619 MT/s / 8 = 3352 GB/s)
+    h100 = get_gpu("h100").at_clocks(memory_clock_mhz=1600)
+    assert h100.memory_bandwidth_bytes_per_s == pytest.approx(3350e9 * 1600 / 2619)
+    assert h100.tensor_peak("bf16") == get_gpu("h100").tensor_peak("bf16")
+    assert h100.clocks["memory_clock_mhz"] == 1600
+    assert h100.clocks["nominal_memory_clock_mhz"] == 2619
+
+
+@pytest.mark.parametrize(
+    ("gpu", "clock", "memory_clock", "message"),
+    [
+        ("b200", 2100, None, "at most its boost clock 1980 MHz"),
+        ("b200", 0, None, "above 0"),
+        ("b200", -5, None, "above 0"),
+        ("b300", 1500, None, "no boost clock for the B300"),
+        ("h100", None, 3000, "at most its memory clock 2619 MHz"),
+        ("b200", None, 2000, "no memory clock for the B200"),
+    ],
+)
+def test_bad_clocks_are_one_line_errors(gpu, clock, memory_clock, message) -> None:
+    with pytest.raises(ClockError, match=message) as error:
+        get_gpu(gpu).at_clocks(clock, memory_clock)
+    assert "\n" not in str(error.value)

@@ -380,6 +380,11 @@ GPU_COLUMNS: dict[str, Callable[[Any], str]] = {
     "FP16": lambda g: _tflops(g, "fp16", True),
     "BF16": lambda g: _tflops(g, "bf16", True),
     "FP8": lambda g: _tflops(g, "fp8", True),
+    "FP6": lambda g: _tflops(g, "fp6", True),
+    "FP4": lambda g: _tflops(g, "fp4", True),
+    "boost MHz": lambda g: "—"
+    if g.boost_clock_mhz is None
+    else f"{g.boost_clock_mhz:g}" + ("?" if "boost_clock_mhz" in g.unconfirmed else ""),
 }
 
 
@@ -399,7 +404,8 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     print(
         "Dense peaks in TFLOP/s (no sparsity); FP32 and FP16 vec on the CUDA cores / vector ALUs "
         "(FP16 vec: packed half2; '—': priced at FP32), the rest on tensor cores. '?' = not "
-        "confirmed in two sources or derived; sources: docs/gpu_sources.md."
+        "confirmed in two sources or derived; boost MHz: the clock --clock-mhz scales from "
+        "('—': none published); sources: docs/gpu_sources.md."
     )
     return EXIT_OK
 

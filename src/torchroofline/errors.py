@@ -22,6 +22,11 @@ class PrecisionError(TorchrooflineError, ValueError):
     """A precision name we do not know, or one the GPU has no hardware for."""
 
 
+class ClockError(TorchrooflineError, ValueError):
+    """A locked clock the GPU cannot run at (above its boost clock, not positive), or one given
+    for a GPU whose table entry has no nominal clock to scale from."""
+
+
 class InputError(TorchrooflineError, TypeError):
     """A model or inputs of the wrong type."""
 

@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .errors import PrecisionError
+from .errors import ClockError, PrecisionError
 
-TENSOR_PRECISIONS = ("tf32", "fp16", "bf16", "fp8", "int8")
-"""Keys allowed in ``GPUSpec.tensor_peak_flops_per_s``."""
+TENSOR_PRECISIONS = ("tf32", "fp16", "bf16", "fp8", "fp6", "fp4", "int8")
+"""Keys allowed in ``GPUSpec.tensor_peak_flops_per_s``. "fp6" and "fp4" are the e2m3/e3m2 and
+e2m1 element formats (NVFP4, MXFP6, MXFP4: the block scales do not change the MMA rate)."""
 
 VECTOR_PRECISIONS = ("fp64", "fp32", "fp16")
 """Keys allowed in ``GPUSpec.vector_peak_flops_per_s`` ("fp16" = packed half2 non-tensor rate)."""
@@ -30,6 +31,8 @@ _VECTOR_RATES_BY_PRECISION: dict[str, tuple[str, ...]] = {
     "fp16": ("fp16", "fp32"),
     "bf16": ("fp16", "fp32"),
     "fp8": ("fp16", "fp32"),  # no FP8 vector ALUs: FP8 pointwise work is upcast
+    "fp6": ("fp16", "fp32"),  # nor FP6/FP4 ones: their values are exact in fp16
+    "fp4": ("fp16", "fp32"),
 }
 
 DEFAULT_LAUNCH_OVERHEAD_S = 2.5e-6
@@ -60,6 +63,12 @@ class GPUSpec:
     ``unconfirmed`` names the figures not confirmed in two sources, or derived rather than printed
     ("tensor.fp16", "vector.fp32", or a field name such as "sm_count"); they are used, and
     reports flag them. The two peak tables are read-only mappings, whatever mapping is passed in.
+
+    Clocks (MHz): ``boost_clock_mhz`` is the highest SM clock, the one the vector peaks are
+    computed at; ``tensor_clock_mhz`` is the clock the tensor peaks assume where the vendor
+    computes them at a lower one (H100 SXM: 1830 against a 1980 boost); ``memory_clock_mhz`` is
+    the nominal memory clock in nvidia-smi's units. ``locked_clock_mhz`` and
+    ``locked_memory_clock_mhz`` are set on the copy :meth:`at_clocks` returns (None: nominal).
     """
 
     name: str
@@ -77,6 +86,11 @@ class GPUSpec:
     aliases: tuple[str, ...] = ()
     source: str = ""
     unconfirmed: tuple[str, ...] = ()
+    boost_clock_mhz: float | None = None
+    tensor_clock_mhz: float | None = None
+    memory_clock_mhz: float | None = None
+    locked_clock_mhz: float | None = None
+    locked_memory_clock_mhz: float | None = None
 
     def __post_init__(self) -> None:
         for name, allowed in _PEAK_TABLES.items():
@@ -140,6 +154,73 @@ class GPUSpec:
                 return rate
         raise PrecisionError(f"{self.name} has no published {precision} vector peak")
 
+    def at_clocks(
+        self, clock_mhz: float | None = None, memory_clock_mhz: float | None = None
+    ) -> GPUSpec:
+        """This GPU with its SM clock locked at ``clock_mhz`` and its memory clock at
+        ``memory_clock_mhz`` (None: left at nominal). A peak is a per-clock rate times a clock,
+        so vector peaks scale by ``clock_mhz / boost_clock_mhz``, tensor peaks by
+        ``clock_mhz / tensor_clock_mhz`` (the clock they assume; the boost clock where the table
+        names none) and the memory bandwidth by the locked / the nominal memory clock.
+
+        Raises ClockError for a clock that is not positive, one above the nominal clock, or one
+        given for a GPU whose entry has no nominal clock to scale from.
+        """
+        spec = self
+        if clock_mhz is not None:
+            boost = self._nominal_clock("boost_clock_mhz", clock_mhz, "clock_mhz (--clock-mhz)")
+            # from the clock the peaks hold now, so a locked copy can be locked again
+            vector_scale = clock_mhz / (self.locked_clock_mhz or boost)
+            tensor_scale = clock_mhz / (self.locked_clock_mhz or self.tensor_clock_mhz or boost)
+            fp16_fp16 = self.fp16_accumulate_fp16_flops_per_s
+            spec = dataclasses.replace(
+                spec,
+                tensor_peak_flops_per_s=_scaled(self.tensor_peak_flops_per_s, tensor_scale),
+                vector_peak_flops_per_s=_scaled(self.vector_peak_flops_per_s, vector_scale),
+                fp16_accumulate_fp16_flops_per_s=fp16_fp16 and fp16_fp16 * tensor_scale,
+                locked_clock_mhz=float(clock_mhz),
+            )
+        if memory_clock_mhz is not None:
+            nominal = self._nominal_clock(
+                "memory_clock_mhz", memory_clock_mhz, "mem_clock_mhz (--mem-clock-mhz)"
+            )
+            spec = dataclasses.replace(
+                spec,
+                memory_bandwidth_bytes_per_s=self.memory_bandwidth_bytes_per_s
+                * memory_clock_mhz
+                / (self.locked_memory_clock_mhz or nominal),
+                locked_memory_clock_mhz=float(memory_clock_mhz),
+            )
+        return spec
+
+    def _nominal_clock(self, field_name: str, locked_mhz: float, option: str) -> float:
+        """The nominal clock ``field_name`` that a lock at ``locked_mhz`` scales from, after
+        checking that the lock is one the GPU can run at."""
+        nominal = getattr(self, field_name)
+        what = "boost clock" if field_name == "boost_clock_mhz" else "memory clock"
+        if nominal is None:
+            raise ClockError(
+                f"the table has no {what} for the {self.name}, so {option} cannot scale its "
+                f"peaks; drop {option}, or pass a GPUSpec with {field_name} set"
+            )
+        if not 0 < locked_mhz <= nominal:
+            raise ClockError(
+                f"{option} {locked_mhz:g} is outside the {self.name}'s range (above 0, at most "
+                f"its {what} {nominal:g} MHz); pass a clock in that range"
+            )
+        return nominal
+
+    @property
+    def clocks(self) -> dict[str, float | None]:
+        """The clocks the peaks hold (MHz): the SM and memory clocks in use (nominal unless
+        locked) and the nominal ones they were scaled from."""
+        return {
+            "clock_mhz": self.locked_clock_mhz or self.boost_clock_mhz,
+            "boost_clock_mhz": self.boost_clock_mhz,
+            "memory_clock_mhz": self.locked_memory_clock_mhz or self.memory_clock_mhz,
+            "nominal_memory_clock_mhz": self.memory_clock_mhz,
+        }
+
     def to_dict(self) -> dict:
         """JSON-serialisable form: every field plus ``key``; mappings become plain dicts."""
         data = {item.name: getattr(self, item.name) for item in dataclasses.fields(self)}
@@ -147,6 +228,10 @@ class GPUSpec:
         data["aliases"] = list(self.aliases)
         data["unconfirmed"] = list(self.unconfirmed)
         return {"key": self.key, **data}
+
+
+def _scaled(peaks: Mapping[str, float], scale: float) -> dict[str, float]:
+    return {precision: peak * scale for precision, peak in peaks.items()}
 
 
 #: The peak tables of a GPUSpec and the precision keys each allows.
