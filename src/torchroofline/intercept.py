@@ -44,6 +44,10 @@ def _intercept_sdpa(recorder: Recorder, args: tuple, kwargs: dict) -> torch.Tens
         reads,
         False,
     )
+    if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
+        from .training import attention_with_backward  # a training step's trace
+
+        return attention_with_backward(recorder, (query, key, value), output, bool(is_causal))
     return output
 
 
@@ -58,6 +62,8 @@ def _intercept_rnn(recorder: Recorder, name: str, args: tuple, kwargs: dict) -> 
 
     Returns ``NotImplemented`` for packed sequences, which then trace by decomposition.
     """
+    if torch.is_grad_enabled():
+        return NotImplemented  # a training step: autograd needs the aten ops (no cuDNN backward)
     is_lstm = name == "lstm"
     packed = isinstance(args[1], torch.Tensor) if is_lstm else isinstance(args[2], torch.Tensor)
     if packed:

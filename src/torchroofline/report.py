@@ -83,10 +83,56 @@ def result_to_dict(result: Result) -> dict[str, Any]:
         "notes": list(result.notes),
         "unconfirmed_figures": unconfirmed_figures(result),
         "modules": [cost.to_dict() for cost in module_costs(result)],
+        "memory": {**result.memory.to_dict(result.gpu), "summary": fit_line(result)},
     }
     if result.actual is not None:
         data["actual"] = result.actual.to_dict()
     return data
+
+
+def short_bytes(count: float) -> str:
+    """Decimal byte units to three significant digits: ``1.41e11`` → ``"141 GB"``."""
+    for scale, unit in _BYTES:
+        if abs(count) >= scale:
+            return f"{count / scale:.3g} {unit}"
+    return f"{count:.0f} B"
+
+
+#: What each memory verdict (memory.MemoryFit.verdict) adds after the figures.
+_FIT_WORDS = {
+    "fits": "fits",
+    "tight": "tight (the blocks fit, the allocator's cached segments do not: it runs only if "
+             "the allocator frees its cache and retries)",
+    "does not fit": "does not fit",
+}
+
+
+def fit_line(result: Result) -> str:
+    """``needs 141 GB, H100 SXM has 80 GB: does not fit``: the eager peak against the GPU."""
+    fit = result.memory.fit(result.gpu)
+    reserved = (
+        f" ({short_bytes(fit.reserved_bytes)} reserved)" if fit.verdict == "tight" else ""
+    )
+    return (
+        f"needs {short_bytes(fit.peak_bytes)}{reserved}, {fit.gpu_name} has "
+        f"{short_bytes(fit.capacity_bytes)}: {_FIT_WORDS[fit.verdict]}"
+    )
+
+
+def memory_lines(result: Result) -> list[str]:
+    """The Memory section: the eager peak, where it falls, what is live then, the verdict."""
+    memory = result.memory
+    where = f"at {memory.peak_op_name} in '{memory.peak_module or '<top level>'}'"
+    live = ", ".join(
+        f"{kind.replace('_', ' ')} {short_bytes(size)}"
+        for kind, size in memory.peak_breakdown.items()
+    )
+    return [
+        _line("Peak memory (eager)", human_bytes(memory.peak_bytes),
+              f"{memory.peak_phase}, {where}"),
+        f"    live then: {live}",
+        f"    {fit_line(result)}",
+    ]
 
 
 def _finite(value: float) -> float | None:
@@ -140,6 +186,8 @@ def format_result(result: Result, top: int = 5) -> str:
         ),
         "",
         *estimate_lines(result),
+        "",
+        *memory_lines(result),
     ]
     if result.actual is not None:
         lines += ["", *_actual_lines(result)]

@@ -21,6 +21,7 @@ from .errors import InputError
 from .estimate import EstimateParams, Performance, performance
 from .fusion import Kernel, Plan, Refusal
 from .hardware import GPUSpec, get_gpu
+from .memory import MemoryTimeline, memory_timeline
 from .plans import Plans
 from .precision import (
     MATH_RUNGS,
@@ -426,6 +427,12 @@ class Result:
     def ridge_point(self) -> float:
         """FLOPs/byte where the main unit's roof meets the memory slope."""
         return self.main_peak_flops_per_s / self.gpu.memory_bandwidth_bytes_per_s
+
+    @cached_property
+    def memory(self) -> MemoryTimeline:
+        """Live bytes of the eager run at this precision and their peak (:mod:`memory`);
+        ``memory.fit(result.gpu)`` sets the peak against the GPU's memory."""
+        return memory_timeline(self.plans.trace, self.float_bytes)
 
     @property
     def fusion_reduction(self) -> float:

@@ -24,7 +24,7 @@ import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn as nn
@@ -94,6 +94,9 @@ class TracedOp:
     writes: tuple[TensorRef, ...]
     module_path: str
     is_view: bool
+    #: the part of a training step that ran it: ``"forward"`` (the only one in inference),
+    #: ``"backward"`` (autograd's ops) or ``"optimizer"`` (the optimizer's step)
+    phase: str = "forward"
 
     def argument(self, name: str, default: Any = None) -> Any:
         """An argument by its schema name: passed by keyword or by position, else the schema's
@@ -124,6 +127,26 @@ class TracedOp:
 
 
 @dataclass(frozen=True)
+class StepTensors:
+    """The roles of a training step's tensors (:mod:`torchroofline.training`), each as the
+    value the step first sees (``value_id``; ``storage_id`` names the buffer across versions).
+
+    ``parameters``: the trained parameters as the forward reads them (the optimizer writes new
+    values of the same storages). ``gradients``: each parameter's ``.grad`` as backward leaves it
+    for the optimizer. ``optimizer_states``: the optimizer's state tensors (AdamW's ``exp_avg``,
+    ``exp_avg_sq``, a device-side ``step``), alive across steps, as the step reads them.
+    ``losses``: the values backward starts from (the loss, or the model's outputs when the
+    gradient is seeded). Unused parameters (no gradient) are left out of every tuple.
+    """
+
+    parameters: tuple[TensorRef, ...]
+    gradients: tuple[TensorRef, ...]
+    optimizer_states: tuple[TensorRef, ...]
+    losses: tuple[TensorRef, ...]
+    optimizer: str  #: e.g. ``"adamw"``, or ``"none"`` for forward + backward only
+
+
+@dataclass(frozen=True)
 class Trace:
     """Everything the trace saw: the ops in execution order and the graph's boundary values."""
 
@@ -139,6 +162,8 @@ class Trace:
     #: value id → its storage's elements (flat, CPU) for buffers whose values are known
     #: constants (:func:`shadow.known_value`: a causal mask built in ``__init__``)
     constants: Mapping[int, torch.Tensor] = dataclasses.field(default_factory=dict)
+    #: a training step's tensor roles; None for an inference trace
+    step: StepTensors | None = None
 
 
 def largest_per_value(refs: Iterable[TensorRef]) -> tuple[TensorRef, ...]:
@@ -327,6 +352,12 @@ class _Recorder(TorchDispatchMode):
         self.ops: list[TracedOp] = []
         self.current_op = ""
         self.paused = False
+        self.phase = "forward"  #: stamped on every op recorded (TracedOp.phase)
+        #: storages that live on the host in the real program (an optimizer's CPU step
+        #: counters): ops that touch only these launch no GPU kernel and are not recorded
+        self.host_storages: set[int] = set()
+        #: what a training step's trace found (:class:`StepTensors`), set by its step runner
+        self.step: StepTensors | None = None
         #: ops that raised "not linked with CUDA" once in this trace: later calls go straight to
         #: meta (training batch norm otherwise runs its whole decomposition twice per call)
         self.meta_only: set[Any] = set()
@@ -335,11 +366,13 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
-        if self.paused or func.namespace == "prim":
+        if self.paused or func.namespace in _UNRECORDED_NAMESPACES:
             return func(*args, **kwargs)
         self.current_op = name = str(func)
         _check_operand_dtypes(func, args)
         in_tensors = _tensors((args, kwargs))
+        if self.host_storages and _on_host(in_tensors, self.host_storages):
+            return func(*args, **kwargs)
         reads = self._reads(in_tensors)
         output = _call(func, args, kwargs, self.meta_only)
         is_alias = func.is_view or _aliases_input(func, in_tensors, output)
@@ -379,8 +412,21 @@ class _Recorder(TorchDispatchMode):
                 writes=writes,
                 module_path=self.modules.path,
                 is_view=is_view,
+                phase=self.phase,
             )
         )
+
+
+#: Namespaces of ops that are no GPU work: primitives (``prim.device``) and the profiler's
+#: markers (every ``Optimizer.step`` opens a ``record_function``).
+_UNRECORDED_NAMESPACES = frozenset({"prim", "profiler"})
+
+
+def _on_host(tensors: Sequence[torch.Tensor], host_storages: set[int]) -> bool:
+    """An op on host storages and 0-dim scalars only (``step += 1`` with a CPU ``tensor(1.)``)."""
+    on_host = [t.untyped_storage()._cdata in host_storages for t in tensors]
+    return any(on_host) and all(here or t.dim() == 0 for here, t in zip(on_host, tensors,
+                                                                          strict=True))
 
 
 #: Matmuls whose meta kernels (torch/_meta_registrations.py meta_mm, meta_addmm, meta_mv,
@@ -640,11 +686,34 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+class StepRunner(Protocol):
+    """What turns a forward trace into a training step's (:class:`torchroofline.training.Step`)."""
+
+    def prepare(
+        self, model: nn.Module, module_tensors: Mapping[str, torch.Tensor]
+    ) -> contextlib.AbstractContextManager:
+        """Mark the trace's parameters as trained; the context it returns is active while the
+        forward and the step run."""
+
+    def run(
+        self, model: nn.Module, module_tensors: Mapping[str, torch.Tensor], output: Any,
+        recorder: _Recorder,
+    ) -> Any:
+        """Run loss, backward and the optimizer step under ``recorder`` (setting its
+        ``phase`` and ``step``); returns what the step keeps besides the parameters and the
+        optimizer's state (the loss)."""
+
+
 def _run(
-    model: nn.Module, inputs: tuple, fake_mode: FakeTensorMode | None, device: str
+    model: nn.Module,
+    inputs: tuple,
+    fake_mode: FakeTensorMode | None,
+    device: str,
+    step: StepRunner | None = None,
 ) -> tuple[_Recorder, _ValueTable, Any]:
     convert = _Converter(fake_mode, device)
     params = {name: convert.buffer(t) for name, t in _module_tensors(model).items()}
+    step_context = contextlib.nullcontext() if step is None else step.prepare(model, params)
     args = tree_map(lambda x: convert(x) if isinstance(x, torch.Tensor) else x, inputs)
     values = _ValueTable()
     values.known_storages = convert.known_storages
@@ -655,16 +724,19 @@ def _run(
         _collector_paused(),
         warnings.catch_warnings(),
         _quiet_fake_tensor_log(),
-        torch.no_grad(),
+        torch.no_grad() if step is None else torch.enable_grad(),
         _swapped_attributes(model, convert),
         outer,
         modules.active(),
+        step_context,
         recorder,
         Interceptor(recorder),
     ):
         warnings.simplefilter("ignore")  # CPU-build warnings (no cuDNN) are not the user's
         try:
             output = torch.func.functional_call(model, params, args, strict=False)
+            if step is not None:
+                output = step.run(model, params, output, recorder)
         except Exception as error:  # noqa: BLE001 — re-raised with where it happened
             raise _TraceFailure(error, recorder.current_op, modules.failure_path(error)) from error
     return recorder, values, output
@@ -731,8 +803,12 @@ def trace_model(
     device: str = "cuda",
     real_fallback_limit_bytes: int = REAL_FALLBACK_LIMIT_BYTES,
     name: str | None = None,
+    step: StepRunner | None = None,
 ) -> Trace:
     """Run ``model(*inputs)`` once on fake tensors on ``device`` and record every op.
+
+    ``step`` makes it a training step: after the forward, ``step`` runs the loss, backward and
+    the optimizer under the same recorder (:mod:`torchroofline.training`).
 
     Falls back to fake tensors on the CPU when the model mixes devices, and to real tensors on
     the CPU when an op needs real data (``.item()``, ``nonzero``, control flow on values), as
@@ -745,7 +821,7 @@ def trace_model(
     try:
         # real tensors a model holds outside its modules (a closure, a global) become fake too
         fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-        recorder, values, output = _run(model, args, fake_mode, device)
+        recorder, values, output = _run(model, args, fake_mode, device, step)
     except _TraceFailure as failure:
         cpu_reason = failure.cpu_retrace_reason(device)
         if cpu_reason:
@@ -760,13 +836,14 @@ def trace_model(
                     device="cpu",
                     real_fallback_limit_bytes=real_fallback_limit_bytes,
                     name=model_name,
+                    step=step,
                 ),
                 notes,
             )
         if not failure.data_dependent:
             raise failure.model_error(model_name) from failure.error
         recorder, values, output = _real_fallback(
-            model, args, failure, model_name, real_fallback_limit_bytes, notes
+            model, args, failure, model_name, real_fallback_limit_bytes, notes, step
         )
         device = "cpu"
     outputs = {values.current(t) for t in _tensors(output)} - {None}
@@ -781,6 +858,7 @@ def trace_model(
         device=device,
         output_refs=output_refs,
         constants=values.constants(),
+        step=recorder.step,
     )
 
 
@@ -795,6 +873,7 @@ def _real_fallback(
     model_name: str,
     limit_bytes: int,
     notes: list[str],
+    step: StepRunner | None = None,
 ) -> tuple[_Recorder, _ValueTable, Any]:
     needed = _materialized_bytes(model, args)
     if needed > limit_bytes:
@@ -809,6 +888,6 @@ def _real_fallback(
         "(fake/meta tensors were filled with random values)"
     )
     try:
-        return _run(model, args, None, "cpu")
+        return _run(model, args, None, "cpu", step)
     except _TraceFailure as real_failure:
         raise real_failure.model_error(model_name) from real_failure.error

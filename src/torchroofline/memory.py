@@ -1,0 +1,323 @@
+"""Stage 3b: peak memory — the live bytes of the eager run, op by op, as the CUDA caching
+allocator would hold them.
+
+Every storage the program touches is one allocation. The storages that exist before the first
+op (parameters, buffers, the forward arguments) and the ones the program keeps (its outputs)
+live from start to end; every other storage is allocated by the op that first writes it and
+freed right after the last op that reads or writes it — when eager PyTorch drops the last
+reference at the earliest (a Python variable that holds a tensor longer keeps it longer). The
+allocations are replayed through a model of PyTorch's caching allocator
+(``c10/cuda/CUDACachingAllocator.cpp``, default settings, one stream): requests rounded up to
+512-byte blocks, small (≤ 1 MiB) requests carved from 2 MiB segments, 1–10 MiB requests from
+20 MiB segments, larger ones from segments rounded up to 2 MiB, best-fit reuse of freed blocks
+with splitting and coalescing. ``peak_bytes`` is what ``torch.cuda.max_memory_allocated``
+would read, ``reserved_bytes`` the segments ``torch.cuda.max_memory_reserved`` would.
+
+Sizes follow the precision the plans are priced at, as the bytes of the plans do
+(:func:`torchroofline.costs.tensor_bytes`): an fp32 model analysed at ``bf16`` holds 2-byte
+floats. Nothing here depends on the GPU; :meth:`MemoryTimeline.fit` sets the peak against a
+GPU's memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from bisect import bisect_left, insort
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .costs import tensor_bytes
+from .gpu_spec import GPUSpec
+from .trace import TensorRef, Trace
+
+MiB = 2**20
+#: c10/cuda/CUDACachingAllocator.cpp constants (default allocator settings)
+MIN_BLOCK_BYTES = 512  #: kMinBlockSize: every request is rounded up to a multiple of this
+SMALL_REQUEST_BYTES = 1 * MiB  #: kSmallSize: requests up to this come from the small pool
+SMALL_SEGMENT_BYTES = 2 * MiB  #: kSmallBuffer: the segment a small request opens
+LARGE_SEGMENT_BYTES = 20 * MiB  #: kLargeBuffer: the segment a 1–10 MiB request opens
+MIN_LARGE_ALLOC_BYTES = 10 * MiB  #: kMinLargeAlloc: from here a request gets its own segment
+ROUND_LARGE_BYTES = 2 * MiB  #: kRoundLarge: such a segment is rounded up to this
+
+#: What a live storage is, in the order the breakdown lists them.
+KINDS = (
+    "parameters", "buffers", "gradients", "optimizer_states", "inputs", "outputs",
+    "activations", "temporaries", "other",
+)
+
+
+def block_bytes(request_bytes: int) -> int:
+    """The block a request of ``request_bytes`` occupies (``round_size``): a multiple of 512,
+    and none for an empty tensor (the allocator hands out no block for 0 bytes)."""
+    return -(-request_bytes // MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES
+
+
+def segment_bytes(block: int) -> int:
+    """The segment ``cudaMalloc`` is asked for when no cached block fits ``block`` bytes
+    (``get_allocation_size``)."""
+    if block <= SMALL_REQUEST_BYTES:
+        return SMALL_SEGMENT_BYTES
+    if block < MIN_LARGE_ALLOC_BYTES:
+        return LARGE_SEGMENT_BYTES
+    return -(-block // ROUND_LARGE_BYTES) * ROUND_LARGE_BYTES
+
+
+def _splits(remaining: int, small_pool: bool) -> bool:
+    """``should_split``: a small block keeps a remainder of one 512-byte block or more; a
+    large block only a remainder above 1 MiB (a smaller one stays part of the allocation)."""
+    return remaining >= MIN_BLOCK_BYTES if small_pool else remaining > SMALL_REQUEST_BYTES
+
+
+class _Block:
+    __slots__ = ("address", "size", "small", "free", "previous", "next")
+
+    def __init__(self, address: int, size: int, small: bool) -> None:
+        self.address = address
+        self.size = size
+        self.small = small
+        self.free = True
+        self.previous: _Block | None = None
+        self.next: _Block | None = None
+
+
+class CachingAllocator:
+    """A replay of the caching allocator's block pools on sizes only (one stream, default
+    configuration, nothing ever released to the driver). ``allocated_bytes`` counts whole
+    blocks, as the allocator's own statistics do; ``reserved_bytes`` the segments."""
+
+    def __init__(self) -> None:
+        #: per pool (small?), the free blocks as (size, address), smallest first: best fit is
+        #: the first entry not smaller than the request, the lowest address among equals
+        self._free: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+        self._by_address: dict[int, _Block] = {}
+        self._next_segment = 0
+        self.allocated_bytes = 0
+        self.reserved_bytes = 0
+
+    def malloc(self, request_bytes: int) -> _Block:
+        size = block_bytes(request_bytes)
+        small = size <= SMALL_REQUEST_BYTES
+        pool = self._free[small]
+        position = bisect_left(pool, (size, -1))
+        if position < len(pool):
+            block = self._by_address[pool.pop(position)[1]]
+        else:
+            block = _Block(self._next_segment, segment_bytes(size), small)
+            self._next_segment += block.size
+            self.reserved_bytes += block.size
+        if _splits(block.size - size, small):
+            rest = _Block(block.address + size, block.size - size, small)
+            rest.previous, rest.next = block, block.next
+            if block.next is not None:
+                block.next.previous = rest
+            block.next, block.size = rest, size
+            self._release(rest)
+        block.free = False
+        self._by_address[block.address] = block
+        self.allocated_bytes += block.size
+        return block
+
+    def free(self, block: _Block) -> None:
+        self.allocated_bytes -= block.size
+        for neighbour in (block.previous, block.next):
+            if neighbour is not None and neighbour.free:
+                self._free[block.small].remove((neighbour.size, neighbour.address))
+                self._merge(block, neighbour)
+        self._release(block)
+
+    def _merge(self, block: _Block, neighbour: _Block) -> None:
+        """Coalesce a free neighbour (same segment) into ``block``."""
+        if neighbour is block.previous:
+            del self._by_address[block.address]
+            block.address, block.previous = neighbour.address, neighbour.previous
+            if neighbour.previous is not None:
+                neighbour.previous.next = block
+        else:
+            del self._by_address[neighbour.address]
+            block.next = neighbour.next
+            if neighbour.next is not None:
+                neighbour.next.previous = block
+        block.size += neighbour.size
+        self._by_address[block.address] = block
+
+    def _release(self, block: _Block) -> None:
+        block.free = True
+        self._by_address[block.address] = block
+        insort(self._free[block.small], (block.size, block.address))
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One storage's life in the timeline. ``first_op``/``last_op`` are op positions; -1 and
+    ``len(ops)``: it exists before the first op, it is kept after the last."""
+
+    storage_id: int
+    request_bytes: int  #: the storage's bytes at the analysed precision (before rounding)
+    kind: str  #: one of :data:`KINDS`
+    module_path: str  #: the module whose op made it ("" for storages made before the trace)
+    phase: str
+    first_op: int
+    last_op: int
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """The peak set against one GPU's memory."""
+
+    gpu_name: str
+    capacity_bytes: int
+    peak_bytes: int
+    reserved_bytes: int
+
+    @property
+    def verdict(self) -> str:
+        """``fits`` (even the reserved segments fit), ``tight`` (the blocks fit, the cached
+        segments do not: it runs only if the allocator frees its cache and retries, as it does
+        before raising out-of-memory) or ``does not fit``."""
+        if self.peak_bytes > self.capacity_bytes:
+            return "does not fit"
+        return "fits" if self.reserved_bytes <= self.capacity_bytes else "tight"
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict != "does not fit"
+
+
+@dataclass(frozen=True)
+class MemoryTimeline:
+    """Live bytes over the eager execution order, and the peak (bytes are allocator blocks)."""
+
+    allocations: tuple[Allocation, ...]
+    #: allocated bytes while each op runs (its inputs and outputs both live), in op order
+    live_bytes: tuple[int, ...]
+    peak_bytes: int  #: the most bytes allocated at once (``max_memory_allocated``)
+    reserved_bytes: int  #: the segments the allocator holds at the end (``max_memory_reserved``)
+    peak_op: int  #: the op running at the peak (-1: before the first op)
+    peak_op_name: str
+    peak_module: str
+    peak_phase: str
+    #: kind → bytes live at the peak, in :data:`KINDS` order, kinds with bytes only
+    peak_breakdown: Mapping[str, int]
+    #: module → bytes of the activations it made that are live at the peak, largest first
+    peak_activations_by_module: Mapping[str, int]
+
+    def fit(self, gpu: GPUSpec) -> MemoryFit:
+        return MemoryFit(gpu.name, gpu.memory_bytes, self.peak_bytes, self.reserved_bytes)
+
+    def to_dict(self, gpu: GPUSpec) -> dict[str, object]:
+        fit = self.fit(gpu)
+        return {
+            "peak_bytes": self.peak_bytes,
+            "reserved_bytes": self.reserved_bytes,
+            "breakdown": dict(self.peak_breakdown),
+            "peak_phase": self.peak_phase,
+            "peak_op": self.peak_op_name,
+            "peak_module": self.peak_module,
+            "activation_bytes_by_module": dict(self.peak_activations_by_module),
+            "gpu_memory_bytes": fit.capacity_bytes,
+            "fits": fit.fits,
+            "verdict": fit.verdict,
+        }
+
+
+def storage_bytes(ref: TensorRef, float_bytes: int) -> int:
+    """Bytes of the whole storage behind ``ref`` at a float element size of ``float_bytes``."""
+    whole = dataclasses.replace(ref, elements=max(ref.storage_elements, ref.elements))
+    return tensor_bytes(whole, float_bytes)
+
+
+def allocations(trace: Trace, float_bytes: int) -> tuple[Allocation, ...]:
+    """Every storage of ``trace`` with its size, kind and life (module tensors and inputs
+    first, then in the order the ops make them)."""
+    end = len(trace.ops)
+    first: dict[int, tuple[int, TensorRef, str]] = {}
+    last: dict[int, int] = {}
+    for position, op in enumerate(trace.ops):
+        for ref in (*op.reads, *op.writes):
+            first.setdefault(ref.storage_id, (position, ref, op.module_path))
+            last[ref.storage_id] = position
+    made = {ref.storage_id for op in trace.ops for ref in op.writes}
+    kept = {ref.storage_id for ref in trace.output_refs}
+    lives = [
+        Allocation(ref.storage_id, storage_bytes(ref, float_bytes), kind, "", "forward", -1, end)
+        for kind, ref in trace.resident
+    ]
+    resident = {ref.storage_id for _, ref in trace.resident}
+    for storage_id, (position, ref, module_path) in first.items():
+        if storage_id in resident:
+            continue
+        if storage_id not in made:  # read, never written, made outside the ops (a constant)
+            kind, position, until = "other", -1, end
+        elif storage_id in kept:
+            kind, until = "outputs", end
+        else:
+            kind, until = "activations", last[storage_id]
+        lives.append(Allocation(
+            storage_id, storage_bytes(ref, float_bytes), kind, module_path, "forward",
+            position, until,
+        ))
+    return tuple(lives)
+
+
+def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
+    """Replay ``trace``'s allocations through the caching allocator, op by op: an op's new
+    storages are allocated before it runs, the storages it used for the last time are freed
+    after it."""
+    lives = allocations(trace, float_bytes)
+    made_at: dict[int, list[Allocation]] = {}
+    freed_after: dict[int, list[Allocation]] = {}
+    for life in lives:
+        made_at.setdefault(life.first_op, []).append(life)
+        freed_after.setdefault(life.last_op, []).append(life)
+    allocator = CachingAllocator()
+    blocks: dict[int, _Block] = {}
+    live_by_kind = dict.fromkeys(KINDS, 0)
+    live_activations: dict[str, int] = {}
+    peak = (-1, 0, dict(live_by_kind), dict(live_activations))
+    live_bytes = []
+    for position in range(-1, len(trace.ops)):
+        for life in made_at.get(position, ()):
+            if not life.request_bytes:
+                continue
+            block = blocks[life.storage_id] = allocator.malloc(life.request_bytes)
+            _count(live_by_kind, live_activations, life, block.size)
+        if position >= 0:
+            live_bytes.append(allocator.allocated_bytes)
+        if allocator.allocated_bytes > peak[1]:
+            peak = (position, allocator.allocated_bytes, dict(live_by_kind),
+                    dict(live_activations))
+        for life in freed_after.get(position, ()):
+            if life.storage_id not in blocks:
+                continue
+            block = blocks.pop(life.storage_id)
+            _count(live_by_kind, live_activations, life, -block.size)
+            allocator.free(block)
+    peak_op, peak_bytes, by_kind, by_module = peak
+    op = trace.ops[peak_op] if peak_op >= 0 else None
+    return MemoryTimeline(
+        allocations=lives,
+        live_bytes=tuple(live_bytes),
+        peak_bytes=peak_bytes,
+        reserved_bytes=allocator.reserved_bytes,
+        peak_op=peak_op,
+        peak_op_name=op.name if op else "before the first op",
+        peak_module=op.module_path if op else "",
+        peak_phase="forward",
+        peak_breakdown={kind: size for kind, size in by_kind.items() if size},
+        peak_activations_by_module=dict(
+            sorted(((m, b) for m, b in by_module.items() if b), key=lambda item: -item[1])
+        ),
+    )
+
+
+def _count(by_kind: dict[str, int], activations: dict[str, int], life: Allocation,
+           size: int) -> None:
+    by_kind[life.kind] += size
+    if life.kind == "activations":
+        activations[life.module_path] = activations.get(life.module_path, 0) + size
+
+
+__all__ = [
+    "KINDS", "Allocation", "CachingAllocator", "MemoryFit", "MemoryTimeline", "allocations",
+    "block_bytes", "memory_timeline", "segment_bytes", "storage_bytes",
+]

@@ -1,0 +1,216 @@
+"""Peak memory (memory.py): the caching allocator's rounding, closed-form peaks of small models,
+the fit verdict, and agreement with PyTorch's own MemTracker on fake tensors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from conftest import analyze, meta
+from torchroofline.hardware import get_gpu
+from torchroofline.memory import (
+    CachingAllocator,
+    MemoryTimeline,
+    block_bytes,
+    memory_timeline,
+    segment_bytes,
+)
+from torchroofline.trace import trace_model
+
+MiB = 2**20
+
+
+def timeline(model: nn.Module, *inputs: torch.Tensor, float_bytes: int = 4) -> MemoryTimeline:
+    return memory_timeline(trace_model(model, inputs), float_bytes)
+
+
+# --- the caching allocator's rules (c10/cuda/CUDACachingAllocator.cpp) ---
+
+
+@pytest.mark.parametrize(
+    ("requested", "block"),
+    [(0, 0), (1, 512), (512, 512), (513, 1024), (12_000, 12_288), (MiB + 1, MiB + 512)],
+)
+def test_requests_round_up_to_512_byte_blocks(requested: int, block: int) -> None:
+    assert block_bytes(requested) == block
+
+
+@pytest.mark.parametrize(
+    ("block", "segment"),
+    [
+        (512, 2 * MiB),  # small pool: a 2 MiB segment
+        (MiB, 2 * MiB),  # 1 MiB is still small
+        (MiB + 512, 20 * MiB),  # 1–10 MiB: a 20 MiB segment
+        (10 * MiB - 512, 20 * MiB),
+        (10 * MiB, 10 * MiB),  # from 10 MiB: its own segment, rounded up to 2 MiB
+        (10 * MiB + 512, 12 * MiB),
+    ],
+)
+def test_segment_sizes(block: int, segment: int) -> None:
+    assert segment_bytes(block) == segment
+
+
+def test_small_blocks_share_a_segment_until_it_is_full() -> None:
+    allocator = CachingAllocator()
+    for _ in range(2):
+        allocator.malloc(600_000)  # 600,064-byte blocks: two fit in 2 MiB (2,097,152)
+    assert allocator.reserved_bytes == 2 * MiB
+    allocator.malloc(MiB)  # 2 MiB − 1,200,128 = 897,024 left: too small, a new segment
+    assert allocator.reserved_bytes == 4 * MiB
+    assert allocator.allocated_bytes == 2 * 600_064 + MiB
+
+
+def test_a_large_block_keeps_a_remainder_of_1_mib_or_less() -> None:
+    allocator = CachingAllocator()
+    first = allocator.malloc(3 * MiB)  # opens a 20 MiB segment, split: 17 MiB stay free
+    second = allocator.malloc(16 * MiB + MiB // 2)  # takes the 17 MiB block whole: 0.5 MiB
+    # is no remainder worth a block in the large pool, so the allocation counts all 17 MiB
+    assert allocator.reserved_bytes == 20 * MiB
+    assert allocator.allocated_bytes == 20 * MiB
+    allocator.free(first)
+    allocator.free(second)  # coalesced back into one free 20 MiB block, which a 20 MiB
+    allocator.malloc(20 * MiB)  # request reuses: nothing new is reserved
+    assert allocator.reserved_bytes == 20 * MiB
+
+
+def test_a_freed_block_is_reused_best_fit() -> None:
+    allocator = CachingAllocator()
+    big = allocator.malloc(12 * MiB)  # own segment of 12 MiB, nothing left over
+    small = allocator.malloc(11 * MiB)  # own segment of 12 MiB: 1 MiB over, kept (≤ 1 MiB)
+    allocator.free(big)
+    allocator.free(small)
+    allocator.malloc(11 * MiB)  # best fit: the 12 MiB block that held 11 MiB (lowest
+    allocator.malloc(11 * MiB)  # address among equals), then the other
+    assert allocator.reserved_bytes == 24 * MiB
+
+
+# --- closed-form peaks ---
+
+
+def test_mlp_forward_peak_is_the_hand_derived_sum_at_the_relu() -> None:
+    # Linear(512→1024) → ReLU → Linear(1024→256), batch 64, fp32; every size is a multiple of
+    # 512 bytes. Resident for the whole run: W1 512·1024·4 = 2,097,152, b1 4,096,
+    # W2 1024·256·4 = 1,048,576, b2 1,024 (params 3,150,848) and x 64·512·4 = 131,072.
+    # addmm #1 makes h (64·1024·4 = 262,144); relu makes r (262,144) while h is still read;
+    # h dies after relu; addmm #2 makes y (64·256·4 = 65,536) while r is read.
+    # Peak: at the relu, params + x + h + r = 3,150,848 + 131,072 + 524,288 = 3,806,208
+    # (at addmm #2: params + x + r + y = 3,609,600).
+    model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 256))
+    memory = timeline(model, torch.randn(64, 512))
+    assert memory.peak_bytes == 3_806_208
+    assert memory.peak_op_name == "aten.relu.default"
+    assert memory.peak_phase == "forward"
+    assert dict(memory.peak_breakdown) == {
+        "parameters": 3_150_848, "inputs": 131_072, "activations": 524_288,
+    }
+    assert dict(memory.peak_activations_by_module) == {"0": 262_144, "1": 262_144}
+    assert max(memory.live_bytes) == memory.peak_bytes
+    assert memory.live_bytes[-1] == 3_150_848 + 131_072 + 262_144 + 65_536
+
+
+def test_sizes_are_rounded_block_by_block() -> None:
+    # Linear(100→30) → tanh, batch 3, fp32. W 30·100·4 = 12,000 → 12,288; b 120 → 512;
+    # x 1,200 → 1,536; h and tanh(h) 360 → 512 each. Peak at the tanh:
+    # 12,288 + 512 + 1,536 + 512 + 512 = 15,360.
+    model = nn.Sequential(nn.Linear(100, 30), nn.Tanh())
+    assert timeline(model, torch.randn(3, 100)).peak_bytes == 15_360
+
+
+def test_an_unused_parameter_still_takes_memory() -> None:
+    model = nn.Sequential(nn.Linear(128, 128), nn.ReLU())
+    model.spare = nn.Parameter(torch.zeros(1000))  # never read by forward: 4,000 → 4,096 bytes
+    with_spare = timeline(model, torch.randn(2, 128))
+    del model.spare
+    assert with_spare.peak_bytes - timeline(model, torch.randn(2, 128)).peak_bytes == 4_096
+
+
+def test_bf16_precision_halves_float_storages() -> None:
+    # Linear(1024→1024) at batch 256: W 4 MiB, b 4 KiB, x and y 1 MiB each in fp32; bf16 halves
+    # every one (all stay multiples of 512 bytes)
+    model = nn.Linear(1024, 1024)
+    fp32 = timeline(model, torch.randn(256, 1024))
+    bf16 = timeline(model, torch.randn(256, 1024), float_bytes=2)
+    assert fp32.peak_bytes == 4 * MiB + 4096 + 2 * MiB
+    assert bf16.peak_bytes == fp32.peak_bytes // 2
+
+
+# --- does it fit? ---
+
+
+def test_eight_200k_linears_do_not_fit_an_h100() -> None:
+    # 8 · (200,000² + 200,000) fp32 parameters = 1.28 TB
+    with torch.device("meta"):
+        model = nn.Sequential(*[nn.Linear(200_000, 200_000) for _ in range(8)])
+    fit = timeline(model, meta(8, 200_000)).fit(get_gpu("h100-sxm"))
+    assert fit.peak_bytes >= 8 * (200_000**2 + 200_000) * 4
+    assert fit.verdict == "does not fit"
+    assert not fit.fits
+
+
+def test_the_report_says_whether_it_fits() -> None:
+    model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 256))
+    result = analyze(model, torch.randn(64, 512), gpu="h100-sxm")
+    memory = result.to_dict()["memory"]
+    assert memory["peak_bytes"] == 3_806_208
+    assert memory["summary"] == "needs 3.81 MB, H100 SXM has 80 GB: fits"
+    assert "needs 3.81 MB, H100 SXM has 80 GB: fits" in result.format()
+
+
+# --- against PyTorch's MemTracker (torch.distributed._tools.mem_tracker) on fake tensors ---
+
+
+def _memtracker_peak(build: type[nn.Module] | object, shape: tuple[int, ...]) -> int:
+    """MemTracker's peak over a no-grad forward on fake CPU tensors: it frees a storage when
+    Python drops its last reference and counts exact bytes (it rounds to 512 on CUDA only)."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    with FakeTensorMode():
+        model = build().eval()
+        x = torch.randn(shape)
+        tracker = MemTracker()
+        tracker.track_external(model, x)
+        with tracker, torch.no_grad():
+            model(x)
+        snapshot = tracker.get_tracker_snapshot("peak")
+    return sum(device["Total"] for device in snapshot.values())
+
+
+def _unrounded_peak(memory: MemoryTimeline, ops: int) -> int:
+    """The most requested (unrounded) bytes live at once: the same lifetimes, no allocator."""
+    return max(
+        sum(a.request_bytes for a in memory.allocations if a.first_op <= position <= a.last_op)
+        for position in range(ops)
+    )
+
+
+MODELS = {
+    # every intermediate dies right after its one reader, and Sequential drops it then too
+    "mlp": (lambda: nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 256)),
+            (64, 512)),
+    # BatchNorm's buffers (136 bytes) and a conv's 1,728-byte weight are not multiples of 512
+    "conv": (lambda: nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(16 * 16 * 16, 10)), (8, 3, 32, 32)),
+    # GELU and LayerNorm: LayerNorm's mean and rstd outputs are made and dropped at once
+    "gelu_mlp": (lambda: nn.Sequential(
+        nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 256), nn.LayerNorm(256)), (32, 256)),
+}
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_peak_matches_memtracker(name: str) -> None:
+    build, shape = MODELS[name]
+    # traced on fake CPU tensors as MemTracker runs: on CUDA, eval-mode batch norm also
+    # returns its 16 means and inverse std-devs (128 bytes more), on the CPU two empty tensors
+    trace = trace_model(build().eval(), (torch.randn(shape),), device="cpu")
+    memory = memory_timeline(trace, 4)
+    tracked = _memtracker_peak(build, shape)
+    # Same lifetimes: on these models eager Python drops each intermediate right after its
+    # last reader, which is the rule the timeline uses, so the unrounded peaks are equal.
+    assert _unrounded_peak(memory, len(trace.ops)) == tracked
+    # The timeline then rounds each live storage up to a 512-byte block, which MemTracker does
+    # only for CUDA tensors: the difference is at most 511 bytes per live storage.
+    live = sum(1 for a in memory.allocations if a.first_op <= memory.peak_op <= a.last_op)
+    assert tracked <= memory.peak_bytes <= tracked + 511 * live

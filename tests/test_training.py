@@ -1,0 +1,111 @@
+"""Training steps: the traced phases, the step's tensor roles, and closed-form costs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from torchroofline.errors import InputError
+from torchroofline.trace import trace_model
+from torchroofline.training import PHASES, Step
+
+
+def _mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 4))
+
+
+def _step_trace(model: nn.Module, *inputs: torch.Tensor, **step_options):
+    return trace_model(model, inputs, device="cpu", step=Step(**step_options))
+
+
+def _kernels(trace, phase: str) -> list[str]:
+    return [op.base for op in trace.ops if op.phase == phase and not op.is_view]
+
+
+def test_phases_run_in_order_and_backward_ops_carry_their_module():
+    trace = _step_trace(_mlp(), torch.randn(2, 8))
+    phases = [op.phase for op in trace.ops]
+    assert phases == sorted(phases, key=PHASES.index)
+    backward = [(op.base, op.module_path) for op in trace.ops
+                if op.phase == "backward" and not op.is_view]
+    # the first linear's input needs no gradient: one mm (weight) + one sum (bias) there
+    assert backward == [
+        ("mm", "3"), ("mm", "3"), ("sum", "3"), ("gelu_backward", "2"),
+        ("native_layer_norm_backward", "1"), ("mm", "0"), ("sum", "0"),
+    ]
+
+
+def test_adamw_step_is_foreach_and_its_step_counters_stay_on_the_host():
+    trace = _step_trace(_mlp(), torch.randn(2, 8))
+    optimizer = _kernels(trace, "optimizer")
+    assert optimizer and all(name.startswith("_foreach_") for name in optimizer)
+    step = trace.step
+    # 6 parameters (2 linear weights + biases, layer norm weight + bias), each with a gradient
+    # and AdamW's exp_avg and exp_avg_sq on the device; the CPU step counters are no state here
+    assert (len(step.parameters), len(step.gradients), len(step.optimizer_states)) == (6, 6, 12)
+    assert len(step.losses) == 1
+
+
+def test_fused_adamw_is_one_kernel_with_device_step_counters():
+    trace = _step_trace(_mlp(), torch.randn(2, 8), optimizer_options={"fused": True})
+    assert _kernels(trace, "optimizer") == ["_foreach_add", "_fused_adamw"]
+    assert len(trace.step.optimizer_states) == 18  # exp_avg, exp_avg_sq, step per parameter
+
+
+def test_kept_values_are_updated_parameters_states_and_loss():
+    trace = _step_trace(_mlp(), torch.randn(2, 8), optimizer="sgd")
+    step = trace.step
+    written = {ref.value_id for op in trace.ops for ref in op.writes}
+    parameters = {ref.storage_id for ref in step.parameters}
+    updated = {ref.value_id for op in trace.ops if op.phase == "optimizer" for ref in op.writes
+               if ref.storage_id in parameters}
+    assert len(updated) == 6 and updated <= trace.output_value_ids <= written
+    assert {ref.value_id for ref in step.losses} <= trace.output_value_ids
+    # gradients are consumed by the step, not kept
+    assert not {ref.value_id for ref in step.gradients} & trace.output_value_ids
+
+
+def test_without_an_optimizer_the_gradients_are_kept():
+    trace = _step_trace(_mlp(), torch.randn(2, 8), optimizer="none")
+    assert not _kernels(trace, "optimizer")
+    assert {ref.value_id for ref in trace.step.gradients} <= trace.output_value_ids
+
+
+def test_gradients_are_stolen_not_copied():
+    # autograd's accumulator copies a gradient something else still holds; a GPU run steals it
+    trace = _step_trace(_mlp(), torch.randn(2, 8))
+    assert not {"copy", "new_empty_strided", "clone"} & set(_kernels(trace, "backward"))
+
+
+def test_attention_backward_is_one_flash_kernel():
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(32, 96)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.qkv(x).view(2, 16, 3, 4, 8).permute(2, 0, 3, 1, 4)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    trace = _step_trace(Attention(), torch.randn(2, 16, 32), optimizer="none")
+    backward = _kernels(trace, "backward")
+    assert backward.count("_scaled_dot_product_flash_attention_backward") == 1
+    assert "bmm" not in backward and "_softmax_backward_data" not in backward
+    assert len(trace.step.gradients) == 2  # qkv weight and bias reached through attention
+
+
+def test_a_loss_function_is_part_of_the_forward():
+    trace = _step_trace(_mlp(), torch.randn(2, 8), loss=lambda out: out.square().mean())
+    assert "mean" in _kernels(trace, "forward")
+    assert trace.step.losses[0].shape == ()
+
+
+@pytest.mark.parametrize("options", [{"mode": "eval"}, {"optimizer": "lion"}, {"loss": 3}])
+def test_mistyped_training_options_fail_in_one_line(options):
+    import torchroofline
+
+    kwargs = {"mode": "train", **options}
+    with pytest.raises(InputError, match="unknown|loss must be"):
+        torchroofline.analyze(_mlp(), torch.randn(2, 8), **kwargs)
