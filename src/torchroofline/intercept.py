@@ -135,3 +135,81 @@ class Interceptor(TorchFunctionMode):
                     pass
             self.recorder.current_op = getattr(func, "__name__", str(func))
             raise
+
+
+# --- Scaled (quantized) matmuls: outputs the trace makes itself ---------------------------------
+
+
+def _bound_arguments(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """``func``'s arguments by schema name (positional, then keyword, then schema defaults)."""
+    bound = {}
+    for position, argument in enumerate(func._schema.arguments):
+        if position < len(args):
+            bound[argument.name] = args[position]
+        elif argument.name in kwargs:
+            bound[argument.name] = kwargs[argument.name]
+        elif argument.has_default_value():
+            bound[argument.name] = argument.default_value
+    return bound
+
+
+def _scaled_mm_output(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
+    """``_scaled_mm``/``_scaled_mm_v2``: (M, K) @ (K, N) → (M, N) in ``out_dtype`` (default: the
+    operands' dtype), row-major as the meta kernel makes it."""
+    bound = _bound_arguments(func, args, kwargs)
+    left, right = bound["self"], bound["mat2"]
+    if left.dim() != 2 or right.dim() != 2 or left.shape[1] != right.shape[0]:
+        raise RuntimeError(
+            f"{func}: mat1 and mat2 shapes cannot be multiplied "
+            f"({'x'.join(map(str, left.shape))} and {'x'.join(map(str, right.shape))})"
+        )
+    dtype = bound.get("out_dtype") or left.dtype
+    return left.new_empty((left.shape[0], right.shape[1]), dtype=dtype)
+
+
+def _grouped_output_shape(left: torch.Tensor, right: torch.Tensor, offs: Any) -> tuple[int, ...]:
+    """The output of a grouped matmul (``torch/_meta_registrations.py``,
+    ``_create_grouped_mm_output_tensor``): 2D×2D splits K into ``offs.numel()`` groups, 2D×3D
+    the rows of the left operand, 3D×2D the columns of the right one, 3D×3D is a batch."""
+    shapes = {
+        (2, 2): lambda: (offs.shape[0], left.shape[0], right.shape[1]),
+        (2, 3): lambda: (left.shape[0], right.shape[-1]),
+        (3, 2): lambda: (left.shape[1], right.shape[1]),
+        (3, 3): lambda: (left.shape[0], left.shape[1], right.shape[-1]),
+    }
+    ranks = (left.dim(), right.dim())
+    if ranks not in shapes or (2 in ranks and offs is None):
+        raise RuntimeError(
+            f"grouped matmul of a {ranks[0]}D and a {ranks[1]}D operand: expected 2D or 3D "
+            "operands, with offs where either is 2D"
+        )
+    return tuple(shapes[ranks]())
+
+
+def _scaled_grouped_mm_output(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
+    """``_scaled_grouped_mm``/``_v2``: the grouped output in ``out_dtype`` (default bf16, as the
+    CUDA kernel writes)."""
+    bound = _bound_arguments(func, args, kwargs)
+    left = bound["self"]
+    shape = _grouped_output_shape(left, bound["mat2"], bound.get("offs"))
+    return left.new_empty(shape, dtype=bound.get("out_dtype") or torch.bfloat16)
+
+
+#: Ops whose output the trace makes from shapes and dtypes instead of calling their fake/meta
+#: kernels. Those kernels check the layouts cuBLAS needs on the GPU they run on: block scales
+#: swizzled and padded to 128-row tiles, an exact dtype pairing per recipe ("Invalid scaling
+#: configuration" otherwise), and torch 2.13's ``_scaled_mm_v2`` counts MXFP4 scales against the
+#: packed K. A bound needs only the output's shape and dtype, and reads the scales given as
+#: the bytes they are.
+OWN_OUTPUTS: dict[Any, Callable[[Any, tuple, dict], torch.Tensor]] = {
+    **{
+        getattr(torch.ops.aten, name).default: _scaled_mm_output
+        for name in ("_scaled_mm", "_scaled_mm_v2")
+        if hasattr(torch.ops.aten, name)
+    },
+    **{
+        getattr(torch.ops.aten, name).default: _scaled_grouped_mm_output
+        for name in ("_scaled_grouped_mm", "_scaled_grouped_mm_v2")
+        if hasattr(torch.ops.aten, name)
+    },
+}

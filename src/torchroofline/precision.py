@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .costs import FLOAT_ELEMENT_BYTES, MatmulKind, OpRecord, float_element_bytes
+from .costs import MatmulKind, OpRecord, float_element_bytes
 from .errors import PrecisionError
 from .hardware import GPUSpec
 
@@ -34,14 +34,33 @@ NARROW_DTYPE_PRECISION = {
 }
 
 
+#: Packed quantized dtypes → the precision whose units run them: NVFP4 and MXFP4 data are
+#: ``float4_e2m1fn_x2``, two e2m1 values per byte. (Their scales, e4m3 or ``float8_e8m0fnu``,
+#: are read, never multiplied on tensor cores, so they name no precision.)
+QUANTIZED_DTYPE_PRECISION = {"float4_e2m1fn_x2": "fp4"}
+
+#: Bits of one value at each precision (TF32 values are stored as fp32): an op runs at the
+#: narrowest precision among its target's and the ones of the dtypes it reads.
+VALUE_BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "fp4": 4}
+
+
+def read_precision(op: OpRecord) -> str | None:
+    """The narrowest precision among the dtypes ``op`` reads (the first of equals); None where
+    it reads no float narrower than fp32. An NVFP4 ``_scaled_mm`` reads fp4 data and e4m3
+    scales: fp4."""
+    table = {**NARROW_DTYPE_PRECISION, **QUANTIZED_DTYPE_PRECISION}
+    return min(
+        (table[r.dtype] for r in op.reads if r.dtype in table),
+        key=VALUE_BITS.__getitem__,
+        default=None,
+    )
+
+
 def op_precision(op: OpRecord, precision: str) -> str:
     """The precision an op runs at: the target, unless the model itself computes it in a
     narrower float dtype (then that dtype's tensor cores are the ones that can run it)."""
-    narrow = next(
-        (NARROW_DTYPE_PRECISION[r.dtype] for r in op.reads if r.dtype in NARROW_DTYPE_PRECISION),
-        None,
-    )
-    if narrow is None or FLOAT_ELEMENT_BYTES[narrow] >= FLOAT_ELEMENT_BYTES[precision]:
+    narrow = read_precision(op)
+    if narrow is None or VALUE_BITS[narrow] >= VALUE_BITS[precision]:
         return precision
     return narrow
 
@@ -210,7 +229,7 @@ UNIT_RULES: dict[tuple[str, MatmulKind], UnitRule] = {
     **{("tf32", kind): UnitRule("tf32", 1.0, "TF32 tensor cores") for kind in MatmulKind},
     **{
         (precision, kind): UnitRule(precision, 1.0, f"{precision} tensor cores")
-        for precision in ("fp16", "bf16", "fp8")
+        for precision in ("fp16", "bf16", "fp8", "fp4")
         for kind in MatmulKind
     },
 }
@@ -220,6 +239,9 @@ UNIT_RULES: dict[tuple[str, MatmulKind], UnitRule] = {
 #: prices ``--gpu a100 --precision fp8``, ``--gpu t4 --precision bf16`` and fp32 convolutions
 #: on a V100 (no TF32).
 FALLBACK_UNITS: dict[str, tuple[str | None, str]] = {
+    # a GPU table without an fp4 peak prices FP4 work at the fp8 rate: sound, as every GPU
+    # with FP4 tensor cores runs them at least as fast as fp8 (2x on Blackwell)
+    "fp4": ("fp8", "fp4 (e2m1) values are exact in e4m3"),
     "fp8": ("fp16", "fp8 values are exact in fp16"),
     "bf16": ("fp16", "no unit runs bf16 faster; the higher peak keeps a bound"),
     "fp16": (None, "half-precision FMA"),

@@ -40,7 +40,7 @@ from torch.utils._pytree import tree_map
 
 from ._cuda_bindings import NO_CUDA_TEXT
 from .errors import DataDependentError, InputError, ModelError
-from .intercept import Interceptor
+from .intercept import OWN_OUTPUTS, Interceptor
 from .regions import united_elements
 from .shadow import known_value
 
@@ -456,7 +456,11 @@ def _check_operand_dtypes(func: Any, args: tuple) -> None:
 def _call(func: Any, args: tuple, kwargs: dict, meta_only: set[Any]) -> Any:
     """Run ``func``; a CUDA op that a CPU-only build cannot fake (e.g. ``native_batch_norm``)
     is run on meta tensors instead and its outputs re-made as fake CUDA tensors. ``meta_only``
-    (the trace's own) remembers such ops, so each fails once per trace."""
+    (the trace's own) remembers such ops, so each fails once per trace. Scaled matmuls get
+    their outputs from shapes alone (:data:`intercept.OWN_OUTPUTS`)."""
+    own_output = OWN_OUTPUTS.get(func)
+    if own_output is not None:
+        return own_output(func, args, kwargs)
     if func in meta_only and any(t.is_cuda for t in _tensors(args)):
         return _call_on_meta(func, args, kwargs)
     try:

@@ -607,9 +607,8 @@ def _flop_counter_formula(kind: MatmulKind) -> FlopFormula:
     return formula
 
 
-register(
-    [aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten._scaled_mm], Category.COMPUTE, fusible=False
-)(
+# (scaled, quantized matmuls: costs/quantized.py)
+register([aten.mm, aten.addmm, aten.bmm, aten.baddbmm], Category.COMPUTE, fusible=False)(
     _flop_counter_formula(MatmulKind.MATMUL)
 )
 register(
@@ -1309,3 +1308,7 @@ def _reduced_dims(op: TracedOp) -> tuple[int, ...] | None:
     dim = op.argument("dim")
     dims = [dim] if isinstance(dim, int) else list(dim or range(rank))
     return tuple(sorted({d % rank for d in dims})) if rank else ()
+
+
+from . import quantized  # noqa: E402,F401
+from . import training  # noqa: E402,F401
