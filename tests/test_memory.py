@@ -3,6 +3,8 @@ the fit verdict, and agreement with PyTorch's own MemTracker on fake tensors."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 import torch.nn as nn
@@ -18,6 +20,7 @@ from torchroofline.memory import (
     segment_bytes,
 )
 from torchroofline.trace import trace_model
+from torchroofline.training import step_trace_options
 
 MiB = 2**20
 
@@ -136,6 +139,63 @@ def test_bf16_precision_halves_float_storages() -> None:
     assert bf16.peak_bytes == fp32.peak_bytes // 2
 
 
+def train_timeline(model: nn.Module, *inputs: torch.Tensor, optimizer: str = "adamw",
+                   float_bytes: int = 4) -> MemoryTimeline:
+    options = step_trace_options("train", None, optimizer, None)
+    return memory_timeline(trace_model(model, inputs, **options), float_bytes)
+
+
+def test_mlp_training_step_peak_is_the_hand_derived_sum_in_adamw() -> None:
+    # The MLP above, one AdamW step (foreach kernels, as on CUDA), the output's gradient seeded.
+    # P = 3,150,848 bytes of parameters (every tensor a multiple of 512 bytes). Held through
+    # the step: P of parameters, 2P of optimizer state (exp_avg, exp_avg_sq, alive across
+    # steps), x (131,072) and the output y (65,536, the step's loss). Backward leaves P of
+    # gradients. In the step, _foreach_sqrt(exp_avg_sq) makes one more P of temporaries,
+    # alive until _foreach_addcdiv_ has read them: the peak, 5P + x + y = 15,950,848. The
+    # forward's activations (2 · 262,144) were freed by backward long before.
+    model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 256))
+    memory = train_timeline(model, torch.randn(64, 512))
+    params = 3_150_848
+    assert memory.peak_bytes == 5 * params + 131_072 + 65_536
+    assert memory.peak_phase == "optimizer"
+    assert memory.peak_op_name == "aten._foreach_sqrt.default"
+    assert dict(memory.peak_breakdown) == {
+        "parameters": params, "gradients": params, "optimizer_states": 2 * params,
+        "inputs": 131_072, "outputs": 65_536, "temporaries": params,
+    }
+
+
+def test_sgd_step_peaks_at_the_end_of_backward() -> None:
+    # The same MLP with plain SGD (no state, an in-place foreach add). Through backward, with
+    # P = 3,150,848, x = 131,072, y = 65,536 always live: the seed dy (65,536) and dy·W2
+    # (262,144) join the saved ReLU output r (262,144); dW2 (P2 = 1,048,576) and db2 (1,024)
+    # are made and dy dies; threshold_backward makes g_h (262,144), after which r and dy·W2
+    # die; dW1 (2,097,152) and db1 (4,096) are made while g_h is read. The last op that
+    # reads g_h, the sum making db1, is the peak: parameters + every gradient + x + y + g_h
+    # = 2P + 131,072 + 65,536 + 262,144 = 6,760,448. SGD's step allocates nothing more.
+    model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 256))
+    memory = train_timeline(model, torch.randn(64, 512), optimizer="sgd")
+    params = 3_150_848
+    assert memory.peak_bytes == 2 * params + 131_072 + 65_536 + 262_144
+    assert (memory.peak_phase, memory.peak_op_name) == ("backward", "aten.sum.dim_IntList")
+    assert dict(memory.peak_breakdown) == {
+        "parameters": params, "gradients": params, "inputs": 131_072, "outputs": 65_536,
+        "temporaries": 262_144,
+    }
+
+
+def test_7b_parameters_with_adamw_in_fp32_need_112_gb_before_activations() -> None:
+    # 7,000,120,000 parameters; fp32 AdamW holds 4 bytes each of parameter, gradient, exp_avg
+    # and exp_avg_sq: 16 · 7e9 = 112 GB whatever the activations
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(50_000, 70_000), nn.ReLU(), nn.Linear(70_000, 50_000))
+    memory = train_timeline(model, meta(4, 50_000))
+    held = sum(memory.peak_breakdown[kind]
+               for kind in ("parameters", "gradients", "optimizer_states"))
+    assert held >= 16 * 7_000_120_000 >= 112e9
+    assert memory.fit(get_gpu("h100-sxm")).verdict == "does not fit"
+
+
 # --- does it fit? ---
 
 
@@ -214,3 +274,54 @@ def test_peak_matches_memtracker(name: str) -> None:
     # only for CUDA tensors: the difference is at most 511 bytes per live storage.
     live = sum(1 for a in memory.allocations if a.first_op <= memory.peak_op <= a.last_op)
     assert tracked <= memory.peak_bytes <= tracked + 511 * live
+
+
+def _memtracker_step_peak(build: object, shape: tuple[int, ...], optimizer: str) -> int:
+    """MemTracker's peak over one training step on fake CPU tensors, after a warm-up step that
+    made the optimizer's state (the step the trace records is a steady-state one too)."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    make = {
+        "adamw": lambda params: torch.optim.AdamW(params, foreach=True),
+        "sgd": lambda params: torch.optim.SGD(params, lr=0.1, foreach=True),
+    }[optimizer]
+    with FakeTensorMode():
+        model = build()
+        x = torch.randn(shape)
+        step = make(model.parameters())
+        for tracked in (False, True):
+            tracker = MemTracker()
+            if tracked:
+                tracker.track_external(model, step, x)
+            with tracker if tracked else contextlib.nullcontext():
+                out = model(x)
+                out.backward(torch.ones_like(out))
+                step.step()
+            step.zero_grad()
+            del out
+        snapshot = tracker.get_tracker_snapshot("peak")
+    return sum(device["Total"] for device in snapshot.values())
+
+
+@pytest.mark.parametrize(
+    ("name", "optimizer", "tracker_extra"),
+    [
+        # MemTracker also counts AdamW's step counters, one 4-byte CPU tensor per parameter
+        # (4 here); on CUDA they stay on the host unless fused/capturable, so the timeline
+        # leaves them out
+        ("mlp", "adamw", 4 * 4),
+        ("gelu_mlp", "adamw", 6 * 4),
+        # the test's own script holds the seed ones_like(out) (64·256·4 = 65,536) in the
+        # caller's frame until backward returns; the timeline frees it after the last backward
+        # op that reads it, before the peak at the end of backward
+        ("mlp", "sgd", 65_536),
+    ],
+)
+def test_training_step_peak_matches_memtracker(name: str, optimizer: str,
+                                               tracker_extra: int) -> None:
+    build, shape = MODELS[name]
+    options = step_trace_options("train", None, optimizer, None)
+    trace = trace_model(build(), (torch.randn(shape),), **options)
+    memory = memory_timeline(trace, 4)
+    tracked = _memtracker_step_peak(build, shape, optimizer)
+    assert tracked - _unrounded_peak(memory, len(trace.ops)) == tracker_extra

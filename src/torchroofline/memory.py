@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from .costs import tensor_bytes
 from .gpu_spec import GPUSpec
-from .trace import TensorRef, Trace
+from .trace import TensorRef, Trace, TracedOp
 
 MiB = 2**20
 #: c10/cuda/CUDACachingAllocator.cpp constants (default allocator settings)
@@ -226,37 +226,72 @@ def storage_bytes(ref: TensorRef, float_bytes: int) -> int:
     return tensor_bytes(whole, float_bytes)
 
 
+def _step_roles(trace: Trace) -> dict[int, str]:
+    """storage → kind of a training step's parameters, gradients and optimizer states."""
+    if trace.step is None:
+        return {}
+    return {
+        ref.storage_id: kind
+        for kind, refs in (
+            ("parameters", trace.step.parameters),
+            ("gradients", trace.step.gradients),
+            ("optimizer_states", trace.step.optimizer_states),
+        )
+        for ref in refs
+    }
+
+
 def allocations(trace: Trace, float_bytes: int) -> tuple[Allocation, ...]:
-    """Every storage of ``trace`` with its size, kind and life (module tensors and inputs
-    first, then in the order the ops make them)."""
+    """Every storage of ``trace`` with its size, kind and life: module tensors and inputs
+    first, then in the order the ops make them.
+
+    Kinds: what :attr:`Trace.resident` says (parameters, buffers, inputs) and, in a training
+    step, what :attr:`Trace.step` says (gradients, optimizer states); the rest by who made
+    them: ``outputs`` (kept), ``activations`` (made in the forward; in a training step the
+    ones backward still reads are the saved activations), ``temporaries`` (made in backward or
+    the optimizer's step), ``other`` (read before any op wrote it: a constant made outside
+    the ops, a backward seed)."""
     end = len(trace.ops)
-    first: dict[int, tuple[int, TensorRef, str]] = {}
+    first: dict[int, tuple[int, TensorRef, TracedOp]] = {}
+    made: set[int] = set()
     last: dict[int, int] = {}
     for position, op in enumerate(trace.ops):
+        read = {ref.storage_id for ref in op.reads}
         for ref in (*op.reads, *op.writes):
-            first.setdefault(ref.storage_id, (position, ref, op.module_path))
+            if ref.storage_id not in first:
+                first[ref.storage_id] = (position, ref, op)
+                if ref.storage_id not in read:
+                    made.add(ref.storage_id)
             last[ref.storage_id] = position
-    made = {ref.storage_id for op in trace.ops for ref in op.writes}
-    kept = {ref.storage_id for ref in trace.output_refs}
+    roles = _step_roles(trace)
+    kept = {ref.storage_id for ref in trace.output_refs} | set(roles)
     lives = [
-        Allocation(ref.storage_id, storage_bytes(ref, float_bytes), kind, "", "forward", -1, end)
+        Allocation(ref.storage_id, storage_bytes(ref, float_bytes),
+                   roles.get(ref.storage_id, kind), "", "forward", -1, end)
         for kind, ref in trace.resident
     ]
     resident = {ref.storage_id for _, ref in trace.resident}
-    for storage_id, (position, ref, module_path) in first.items():
+    for storage_id, (position, ref, op) in first.items():
         if storage_id in resident:
             continue
-        if storage_id not in made:  # read, never written, made outside the ops (a constant)
-            kind, position, until = "other", -1, end
-        elif storage_id in kept:
-            kind, until = "outputs", end
-        else:
-            kind, until = "activations", last[storage_id]
+        kind = roles.get(storage_id) or _made_kind(storage_id in made, storage_id in kept, op)
+        if kind == "optimizer_states":  # alive across steps: before this one starts
+            position = -1
+        until = end if storage_id in kept else last[storage_id]
         lives.append(Allocation(
-            storage_id, storage_bytes(ref, float_bytes), kind, module_path, "forward",
+            storage_id, storage_bytes(ref, float_bytes), kind, op.module_path, op.phase,
             position, until,
         ))
     return tuple(lives)
+
+
+def _made_kind(made: bool, kept: bool, op: TracedOp) -> str:
+    """The kind of a storage with no role, from the op that first touched it."""
+    if not made:
+        return "other"
+    if kept:
+        return "outputs"
+    return "activations" if op.phase == "forward" else "temporaries"
 
 
 def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
@@ -302,7 +337,7 @@ def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
         peak_op=peak_op,
         peak_op_name=op.name if op else "before the first op",
         peak_module=op.module_path if op else "",
-        peak_phase="forward",
+        peak_phase=op.phase if op else "forward",
         peak_breakdown={kind: size for kind, size in by_kind.items() if size},
         peak_activations_by_module=dict(
             sorted(((m, b) for m, b in by_module.items() if b), key=lambda item: -item[1])
