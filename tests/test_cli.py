@@ -55,9 +55,24 @@ def test_analyze_json_is_one_document(capsys):
 
 def test_analyze_with_generated_time(capsys):
     code, out, err = run(capsys, "analyze", MATMUL, "--actual-ms", "0.392", "--gen-ms", "0.196")
-    assert code == 3  # 0.196 ms beats the 0.2568 ms speed of light: faster than light
-    assert "0.196 ms is below the 0.2568 ms speed of light" in err
+    # 0.196 ms beats the 0.2568 ms fp32 bound, not the TF32 one (34.7 µs): exit 0, with a verdict
+    assert code == 0 and "possible only with TF32 or lower math" in out
     assert "speedup   2.00x" in out
+    # 0.01 ms beats every rung: the fp8 one is the memory term, 3·2048²·4 B / 3.35 TB/s
+    code, out, err = run(capsys, "analyze", MATMUL, "--actual-ms", "0.392", "--gen-ms", "0.01")
+    assert code == 3
+    assert "0.01 ms is below the 0.01502 ms speed of light of the lowest-precision math" in err
+
+
+def test_math_option_sets_the_bound(capsys):
+    # --math tf32: SoL = 2·2048³ / 494.7e12 s = 34.73 µs; the JSON keeps every rung
+    code, out, _ = run(capsys, "analyze", MATMUL, "--math", "tf32", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["math"] == "tf32"
+    assert data["time_ms"]["sol"] == pytest.approx(2 * 2048**3 / 494.7e12 * 1e3)
+    assert data["time_ms"]["sol_by_math"]["program"] == pytest.approx(2 * 2048**3 / 66.9e12 * 1e3)
+    code, _, err = run(capsys, "analyze", MATMUL, "--math", "int4")
+    assert code == 2 and "unknown math 'int4'" in err
 
 
 def test_prompt_format_is_short(capsys):
@@ -284,7 +299,7 @@ def test_batch_report_formats(suite_report, tmp_path):
     markdown = (tmp_path / "r.md").read_text()
     assert "| level1 | 5 | 5 | 0 |" in markdown
     # the fixture's 0.0001 ms layer norm against its 0.1703 ms bound: 1703x under it
-    assert "**faster than light (1,703x under SoL)**" in markdown
+    assert "**1,703x under SoL**" in markdown
     assert "sleeps_forever.py | timeout" in markdown
 
 

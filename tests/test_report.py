@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from conftest import Fn, analyze, meta
+from torchroofline.errors import PrecisionError
 from torchroofline.report import (
     FAR_ABOVE_PEAK,
     TIME_COLUMNS,
@@ -113,8 +114,11 @@ def test_prompt_names_the_peaks_and_judges_the_generated_kernel() -> None:
         "- Generated kernel: 64.2 µs = 50.0% of SoL, 2.00x the reference; at most 2.00x faster "
         "is physically possible"
     )
-    too_fast = format_prompt(result, gen_ms=sol_ms / 2).splitlines()[-1]
-    assert "= 200.0% of SoL; FASTER THAN LIGHT" in too_fast
+    below = format_prompt(result, gen_ms=sol_ms / 2).splitlines()[-1]  # 16 µs: a TF32 time
+    assert "= 200.0% of SoL; BELOW THE BOUND: faster than the fp32 bound; possible only " in below
+    # 1 µs is below the memory term (3.76 µs, below), which no math can beat
+    too_fast = format_prompt(result, gen_ms=1e-3).splitlines()[-1]
+    assert "; FASTER THAN LIGHT: faster than any math on this GPU" in too_fast
 
 
 def test_a_time_below_the_program_bound_names_the_math_that_could_reach_it() -> None:
@@ -127,11 +131,29 @@ def test_a_time_below_the_program_bound_names_the_math_that_could_reach_it() -> 
     assert result.time_ms["sol_by_math"]["tf32"] == pytest.approx(
         max(2 * N**3 / 494.7e12 * 1e3, memory_ms))
     between = result.with_actual(10e-3)  # 10 µs: below 32.1 µs, above every lower rung
-    assert between.actual.impossible and between.actual.possible_with == "tf32"
+    assert between.actual.below_bound and between.actual.possible_with == "tf32"
+    assert not between.actual.impossible and not between.to_dict()["actual"]["impossible"]
     assert "faster than the fp32 bound; possible only with TF32 or lower math" in between.format()
     assert "possible only with TF32" in format_prompt(between).splitlines()[-1]
     beyond = result.with_actual(memory_ms / 2)  # below the memory term: no math reaches it
-    assert beyond.actual.possible_with is None
+    assert beyond.actual.possible_with is None and beyond.actual.impossible
     assert "faster than any math on this GPU" in beyond.format()
+
+
+def test_a_chosen_math_makes_its_rung_the_speed_of_light() -> None:
+    # the N = 1024 fp32 GEMM at math="tf32": SoL = 2·N³ / 494.7e12 s = 4.34 µs (above the
+    # 3.76 µs memory term), the ladder unchanged; a 10 µs time then has 2.30x headroom
+    result = analyze(Fn(lambda x, w: x @ w), meta(N, N), meta(N, N), math="tf32", actual_ms=10e-3)
+    tf32_ms = 2 * N**3 / 494.7e12 * 1e3
+    assert result.sol_ms == pytest.approx(tf32_ms)
+    assert result.time_ms["sol_by_math"]["program"] == pytest.approx(2 * N**3 / 66.9e12 * 1e3)
+    assert result.actual.headroom == pytest.approx(10e-3 / tf32_ms)
+    assert not result.actual.below_bound and result.actual.possible_with == "tf32"
+    assert result.to_dict()["math"] == "tf32"
+    assert "Precision: fp32   Math: TF32" in result.format()
+    assert result.on("h100-sxm").math == "tf32"  # re-pricing keeps the contract
+    assert result.on("h100-sxm", math="program").sol_ms == pytest.approx(tf32_ms * 494.7 / 66.9)
+    with pytest.raises(PrecisionError, match="unknown math 'int4'"):
+        analyze(Fn(torch.relu), meta(8), math="int4")
     assert ladder_line(result) == (
         "fp32 32.1 µs · TF32 4.34 µs · BF16 3.76 µs · FP16 3.76 µs · FP8 3.76 µs")

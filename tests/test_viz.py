@@ -397,28 +397,25 @@ def report(conv_result) -> BatchReport:
     copy = torchroofline.analyze(Transpose(), meta(512, 512), "h100-sxm", "fp32")
     problems = [
         _problem(1, "1_Matmul.py", matmul, matmul.sol_ms * 3),
-        _problem(1, "2_Fast_Matmul.py", matmul, matmul.sol_ms * 0.5),  # impossible
+        # half the fp32 bound: above the TF32 one (494.7 against 66.9 TFLOP/s), not impossible
+        _problem(1, "2_Fast_Matmul.py", matmul, matmul.sol_ms * 0.5),
         _problem(2, "3_Conv.py", conv_result, conv_result.sol_ms * 40),
-        _problem(None, "4_Transpose.py", copy, copy.sol_ms * 0.9),  # impossible
+        _problem(None, "4_Transpose.py", copy, copy.sol_ms * 0.9),  # memory-bound: impossible
         _problem(2, "5_Unmeasured.py", conv_result, None),
         _problem(3, "6_Broken.py", status="failed"),
     ]
     return BatchReport.from_dict({"gpu": "h100-sxm", "precision": "fp32", "problems": problems})
 
 
-def test_impossible_ring_marks_exactly_the_problems_below_sol(report):
+def test_impossible_ring_marks_exactly_the_problems_below_every_math(report):
     fig = viz.plot_suite_scatter(report)
-    expected = [
-        (p.sol_ms, p.measured_ms)
-        for p in report.problems
-        if p.measured_ms and p.measured_ms < p.sol_ms
-    ]
-    assert len(expected) == 2
-    assert sorted(offsets(one(fig, "impossible"))) == approx_points(expected)
+    transpose = next(p for p in report.problems if p.file == "4_Transpose.py")
+    assert sorted(offsets(one(fig, "impossible"))) == approx_points(
+        [(transpose.sol_ms, transpose.measured_ms)])
     drawn = sorted(point for level in (1, 2, None) for point in offsets(one(fig, f"level:{level}")))
     assert len(drawn) == 4  # the unmeasured and the failed problem are not drawn
-    names = sorted(t.get_text() for t in by_gid(fig, "label:impossible"))
-    assert names == ["2_Fast_Matmul", "4_Transpose"]
+    assert [t.get_text() for t in by_gid(fig, "label:impossible")] == ["4_Transpose"]
+    assert [t.get_text() for t in by_gid(fig, "label:lower-math")] == ["2_Fast_Matmul (tf32 math)"]
     line = one(fig, "sol-line")
     assert list(line.get_xdata()) == list(line.get_ydata())  # y = x
 
@@ -444,9 +441,10 @@ def test_long_kernel_labels_keep_both_ends():
 def test_histogram_counts_per_level_and_impossible(report):
     fig = viz.plot_suite_histogram(report)
     ax = fig.axes[0]
-    impossible = by_gid(fig, "bars:impossible")
-    assert [p.get_height() for p in impossible] == [2]
-    heights = sum(p.get_height() for p in ax.patches if p not in impossible)
+    below = by_gid(fig, "bars:below-sol")  # the fast matmul (TF32 math) and the transpose
+    assert [p.get_height() for p in below] == [2]
+    assert ">100%: below SoL (2; 1 faster than any math)" in ax.get_legend_handles_labels()[1]
+    heights = sum(p.get_height() for p in ax.patches if p not in below)
     assert heights == 2  # the two possible, measured problems
 
 

@@ -47,6 +47,9 @@ class Task:
     cache: str
     estimate_params: Any = None  #: an EstimateParams, or None for the fitted defaults
     host_scales: tuple[float, ...] = ()  #: also price the estimates at these host scales
+    math: str = "program"  #: the math rung the speed of light assumes
+    data: str | None = None  #: the bound for "any" input values or the "given" ones
+    data_limit_bytes: int = 2 * 2**30  #: inputs a "given" bound may make for real
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,10 @@ def _analyze_task(task: Task) -> dict:
     from .estimate import host_scale_totals_ms
     from .kernelbench import analyze_file
 
-    result = analyze_file(task.path, task.gpu, task.precision, cache=task.cache)
+    result = analyze_file(
+        task.path, task.gpu, task.precision, cache=task.cache, math=task.math, data=task.data,
+        data_limit_bytes=task.data_limit_bytes,
+    )
     if task.estimate_params is not None:
         result = result.on(result.gpu, estimate_params=task.estimate_params)
     document = result.to_dict()
@@ -346,6 +352,9 @@ def analyze_batch(
     on_done: Callable[[Outcome], None] = lambda outcome: None,
     estimate_params: Any = None,
     host_scales: Sequence[float] = (),
+    math: str = "program",
+    data: str | None = None,
+    data_limit_bytes: int = 2 * 2**30,
 ) -> BatchReport:
     """Analyze every problem in worker processes; ``.to_dict()`` is the JSON report (README).
 
@@ -356,7 +365,8 @@ def analyze_batch(
     from .hardware import get_gpu
 
     spec = get_gpu(gpu)
-    base = Task(0, "", spec, precision, cache, estimate_params, tuple(host_scales))
+    base = Task(0, "", spec, precision, cache, estimate_params, tuple(host_scales), math)
+    base = replace(base, data=data, data_limit_bytes=data_limit_bytes)
     tasks = [replace(base, index=i, path=str(path)) for i, path in enumerate(paths)]
     pool = _Pool(jobs=max(1, jobs), timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes)
 

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .precision import possible_rung
+
 NO_LEVEL = "no-level"
 """The name of the group of problems outside a ``levelN`` folder (summary key, file names)."""
 
@@ -21,11 +23,34 @@ def level_name(level: int | None) -> str:
 
 
 def beats_sol(sol_ms: float | None, measured_ms: float | None) -> bool:
-    """A measured time below the speed of light: impossible for a correct implementation (a
-    wrong timing or a kernel that skips work). The one verdict on a time that the batch and run
-    reports use (``impossible``, ``gen_impossible``, a run sample's ``faster_than_light``, the
-    SoL score's refusal to score), so a finer verdict replaces this function alone."""
+    """A measured time below the speed of light at the analysis's math: a wrong timing, a
+    kernel that skips work, or one computing at lower precision (the SoL score does not score
+    it)."""
     return sol_ms is not None and bool(measured_ms) and measured_ms < sol_ms
+
+
+def rung_for(sol_by_math_ms: Mapping[str, float] | None, measured_ms: float | None) -> str | None:
+    """The highest math rung whose speed of light (ms) ``measured_ms`` does not beat
+    (:func:`~torchroofline.precision.possible_rung`); None without a time or a ladder, or when
+    the time beats every rung."""
+    if not sol_by_math_ms or not measured_ms:
+        return None
+    return possible_rung(sol_by_math_ms, measured_ms)
+
+
+def beats_every_rung(sol_by_math_ms: Mapping[str, float] | None, measured_ms: float | None) -> bool:
+    """A measured time below the speed of light at every math rung on the GPU: impossible for
+    a correct implementation (a wrong timing or a kernel that skips work). The one verdict the
+    batch and run reports use (``impossible``, ``gen_impossible``, a run sample's
+    ``faster_than_light``, exit code 3)."""
+    judged = bool(sol_by_math_ms) and bool(measured_ms)
+    return judged and rung_for(sol_by_math_ms, measured_ms) is None
+
+
+def ladder_ms(time_ms: Mapping[str, Any]) -> dict[str, float]:
+    """An analysis's speed of light per math rung (ms) from its JSON ``time_ms``; a report
+    written before the ladder existed has the program's bound alone."""
+    return dict(time_ms.get("sol_by_math") or {"program": time_ms["sol"]})
 
 
 @dataclass(frozen=True)
@@ -53,6 +78,11 @@ class ProblemReport:
         return self.result["time_ms"]["sol"] if self.result else None
 
     @property
+    def sol_by_math_ms(self) -> dict[str, float] | None:
+        """The speed of light (ms) per math rung (:func:`ladder_ms`)."""
+        return ladder_ms(self.result["time_ms"]) if self.result else None
+
+    @property
     def sol_fraction(self) -> float | None:
         """SoL / measured time of the reference (1.0 = at the bound)."""
         return _fraction(self.sol_ms, self.measured_ms)
@@ -68,16 +98,33 @@ class ProblemReport:
         return _fraction(self.measured_ms, self.gen_ms)
 
     @property
-    def impossible(self) -> bool:
+    def possible_with(self) -> str | None:
+        """The highest math rung the reference's time does not beat (:func:`rung_for`)."""
+        return rung_for(self.sol_by_math_ms, self.measured_ms)
+
+    @property
+    def gen_possible_with(self) -> str | None:
+        return rung_for(self.sol_by_math_ms, self.gen_ms)
+
+    @property
+    def below_sol(self) -> bool:
+        """The reference's time beats the bound at the analysis's math (:func:`beats_sol`)."""
         return beats_sol(self.sol_ms, self.measured_ms)
 
     @property
+    def impossible(self) -> bool:
+        return beats_every_rung(self.sol_by_math_ms, self.measured_ms)
+
+    @property
     def gen_impossible(self) -> bool:
-        return beats_sol(self.sol_ms, self.gen_ms)
+        return beats_every_rung(self.sol_by_math_ms, self.gen_ms)
 
     def to_dict(self) -> dict[str, Any]:
         data = {item.name: getattr(self, item.name) for item in fields(self)}
-        derived = ("sol_fraction", "gen_sol_fraction", "speedup", "impossible", "gen_impossible")
+        derived = (
+            "sol_fraction", "gen_sol_fraction", "speedup", "possible_with", "gen_possible_with",
+            "impossible", "gen_impossible",
+        )
         return {**data, **{name: getattr(self, name) for name in derived}}
 
     @classmethod

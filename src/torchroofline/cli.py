@@ -18,7 +18,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import InputError, PrecisionError, TorchrooflineError, UnknownGPUError
+from .errors import (
+    ClockError,
+    InputError,
+    PrecisionError,
+    TorchrooflineError,
+    UnknownGPUError,
+)
 
 if TYPE_CHECKING:
     from .batch_report import BatchReport
@@ -27,7 +33,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_FASTER_THAN_LIGHT = 3  #: a generated kernel's time beats the speed of light
 EXIT_INTERRUPTED = 130  #: 128 + SIGINT, the shell's code for a command stopped by Ctrl-C
 #: Errors that mean the command itself was wrong, not one problem.
-_USAGE_ERRORS = (UnknownGPUError, PrecisionError, InputError)
+_USAGE_ERRORS = (UnknownGPUError, PrecisionError, ClockError, InputError)
 
 
 class _UsageError(Exception):
@@ -95,6 +101,31 @@ CACHE_HELP = (
 )
 
 
+def _math_option(parser: argparse.ArgumentParser) -> None:
+    """``--math``, for the commands that judge times against the bound (not ``validate``: it
+    checks the program's own bound against PyTorch's times)."""
+    parser.add_argument(
+        "--math", default="program",
+        help="the math the speed of light assumes: program (the program's own precision) or "
+        "a lower one the benchmark's tolerance admits: tf32, bf16, fp16, fp8, fp4 (an fp32 check "
+        "at 1e-2 admits tf32); every rung's bound is in the JSON's time_ms.sol_by_math",
+    )
+
+
+def _data_option(parser: argparse.ArgumentParser) -> None:
+    """``--data`` and ``--data-limit``: the bound for any input values or the given ones."""
+    parser.add_argument(
+        "--data", choices=("any", "given"), default=None,
+        help="the bound for any input values, or for the values get_inputs() makes under "
+        "KernelBench's seed (a triangular input's zero half, the experts the tokens are routed "
+        "to); default: given when the inputs fit in --data-limit",
+    )
+    parser.add_argument(
+        "--data-limit", type=_positive, default=2.0, metavar="GIB",
+        help="GiB of inputs a 'given' bound may make for real (default 2)",
+    )
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu", default="h100-sxm", help="target GPU (see 'torchroofline gpus')")
     parser.add_argument(
@@ -107,6 +138,20 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--host-scale", type=_positive, default=1.0, metavar="X",
         help="host (CPU) costs of the estimates times X: 0.5 = a host twice as fast as the "
         "default profile ('torchroofline validate' fits X from your timings)",
+    )
+
+
+def _clock_options(parser: argparse.ArgumentParser) -> None:
+    """``--clock-mhz`` and ``--mem-clock-mhz``: the GPU's locked clocks (GPUSpec.at_clocks)."""
+    parser.add_argument(
+        "--clock-mhz", type=_positive, metavar="MHZ",
+        help="SM clock locked at MHZ (nvidia-smi -lgc): compute peaks scale by MHZ over the "
+        "clock the datasheet figures assume (default: boost; see 'torchroofline gpus')",
+    )
+    parser.add_argument(
+        "--mem-clock-mhz", type=_positive, metavar="MHZ",
+        help="memory clock locked at MHZ (nvidia-smi -lmc): bandwidth scales by MHZ over the "
+        "nominal memory clock",
     )
 
 
@@ -155,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument("files", nargs="+", metavar="FILE")
     _common(analyze)
+    _clock_options(analyze)
+    _math_option(analyze)
+    _data_option(analyze)
     analyze.add_argument(
         # one value per option (not nargs="+", which would swallow the FILE after it)
         "--actual-ms", type=_times, action="extend", metavar="MS[,MS...]",
@@ -184,6 +232,20 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--json", action="store_const", const="json", dest="format",
                          help="same as --format json")
     analyze.add_argument("--plot", metavar="PNG|SVG", help="save a roofline picture")
+    analyze.add_argument(
+        "--train", action="store_true",
+        help="analyse one training step: forward, backward (a gradient of ones seeded on the "
+        "output) and an optimizer step",
+    )
+    analyze.add_argument(
+        "--optimizer", choices=("adamw", "adam", "sgd", "adafactor", "none"), default="adamw",
+        help="the optimizer of --train (PyTorch's foreach kernels; none: no step)",
+    )
+    analyze.add_argument(
+        "--max-batch", action="store_true",
+        help="also find the largest batch (dimension 0 of the inputs) whose eager peak memory "
+        "fits the GPU, by re-tracing a few batch sizes",
+    )
 
     gpus = _command(commands, "gpus", help="list the GPU table and its key peaks")
     gpus.add_argument("--json", action="store_true", help="JSON instead of a table")
@@ -196,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     suite.add_argument("paths", nargs="+", metavar="PATH")
     _common(suite)
+    _clock_options(suite)
+    _math_option(suite)
+    _data_option(suite)
     suite.add_argument("--timings", metavar="JSON", help="reference times (KernelBench format)")
     suite.add_argument(
         "--gen-timings", metavar="JSON",
@@ -236,13 +301,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _target_gpu(args: argparse.Namespace) -> Any:
-    """The GPU ``--gpu`` names, checked against ``--precision`` before any work; a short name
-    that several parts share (``a100``) gets a one-line note saying which part it picks."""
+    """The GPU ``--gpu`` names, checked with ``--precision`` and ``--math`` before any work; a
+    short name that several parts share (``a100``) gets a one-line note saying which it picks."""
     from .hardware import choice_note, get_gpu
-    from .precision import check_precision
+    from .precision import check_math, check_precision
 
-    gpu = get_gpu(args.gpu)
+    gpu = get_gpu(args.gpu).at_clocks(
+        getattr(args, "clock_mhz", None), getattr(args, "mem_clock_mhz", None)
+    )
     check_precision(args.precision)
+    if hasattr(args, "math"):
+        args.math = check_math(args.math)
     note = choice_note(args.gpu)
     if note:
         _note(note)
@@ -290,13 +359,16 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             )
             result = analyze_file(
                 reference or file, gpu, args.precision, actual_ms=actual_ms, cache=args.cache,
-                class_name=args.class_name,
+                class_name=args.class_name, math=args.math, data=args.data,
+                data_limit_bytes=int(args.data_limit * 2**30),
+                training={"mode": "train", "optimizer": args.optimizer} if args.train else None,
             )
             if reference is not None:
                 result = result.with_notes([_as_reference(file, reference)])
             if params is not None:
                 result = result.on(gpu, estimate_params=params).with_actual(actual_ms)
                 result = result.with_notes([_host_scale_note(args.host_scale)])
+            batch_fit = _max_batch(reference or file, gpu, args) if args.max_batch else None
         except _USAGE_ERRORS:
             raise
         except TorchrooflineError as error:
@@ -307,15 +379,21 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         comparison = compare_kernelbench(result, actual_ms, args.gen_ms) if args.gen_ms else None
         if comparison is not None and comparison.gen.impossible:
             too_fast += 1
-            _faster_than_light(file, comparison.gen.ms, comparison.sol_ms)
+            _faster_than_light(file, comparison.gen.ms, min(result.sol_by_math_s.values()) * 1e3)
         document = result.to_dict()
         if comparison is not None:
             document["comparison"] = comparison.to_dict()
+        if batch_fit is not None:
+            document["max_batch"] = batch_fit.to_dict()
         documents.append(document)
         if args.format == "text":
             result.print(top=args.top)
             if comparison is not None:
                 print(comparison.format())
+            if batch_fit is not None:
+                from .report import batch_fit_line
+
+                print(batch_fit_line(batch_fit))
         elif args.format == "prompt":
             from .report import format_prompt
 
@@ -329,6 +407,16 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return _exit_code(failed, too_fast)
 
 
+def _max_batch(file: str | Path, gpu: Any, args: argparse.Namespace) -> Any:
+    """``--max-batch``: the problem built again and its largest batch that fits ``gpu``."""
+    from .api import max_batch
+    from .kernelbench import build_problem, load_problem
+
+    model, inputs, _ = build_problem(load_problem(file, class_name=args.class_name))
+    training = {"mode": "train", "optimizer": args.optimizer} if args.train else {}
+    return max_batch(model, inputs, gpu, args.precision, **training)
+
+
 def _host_scale_note(host_scale: float) -> str:
     return f"estimates with every host (CPU) cost × {host_scale:g} of the default (--host-scale)"
 
@@ -339,12 +427,13 @@ def _as_reference(file: str, reference: Path) -> str:
     return note
 
 
-def _faster_than_light(what: str, time_ms: float, sol_ms: float) -> None:
-    """The warning for a generated kernel's time below the speed of light."""
+def _faster_than_light(what: str, time_ms: float, lowest_sol_ms: float) -> None:
+    """The warning for a generated kernel's time below the speed of light of every math rung
+    (``lowest_sol_ms``, ms: the lowest rung's)."""
     print(
         f"torchroofline: warning: {what}: the generated kernel's {time_ms:.4g} ms is below the "
-        f"{sol_ms:.4g} ms speed of light: faster than light (a timing bug or a kernel that skips "
-        f"work); exit code {EXIT_FASTER_THAN_LIGHT}",
+        f"{lowest_sol_ms:.4g} ms speed of light of the lowest-precision math: faster than light "
+        f"(a timing bug or a kernel that skips work); exit code {EXIT_FASTER_THAN_LIGHT}",
         file=sys.stderr,
     )
 
@@ -485,7 +574,8 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
             paths, gpu, args.precision, cache=args.cache, timings=timings,
             gen_timings=gen_timings, jobs=args.jobs, timeout_s=args.timeout,
             memory_limit_bytes=int(args.memory_limit * 2**30), on_done=progress,
-            estimate_params=estimate_params(args.host_scale),
+            estimate_params=estimate_params(args.host_scale), math=args.math,
+            data=args.data, data_limit_bytes=int(args.data_limit * 2**30),
         )
     except BatchInterrupted as stopped:
         progress.stop()
@@ -509,7 +599,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
             _note(f"wrote {picture}")
     for problem in report.problems:
         if problem.gen_impossible:
-            _faster_than_light(problem.name, problem.gen_ms, problem.sol_ms)
+            _faster_than_light(problem.name, problem.gen_ms, min(problem.sol_by_math_ms.values()))
     return _exit_code(report.failed, sum(p.gen_impossible for p in report.problems))
 
 
@@ -576,7 +666,9 @@ def _report_run(
         plot_run(joined, picture)
         _note(f"wrote {picture}")
     for sample in joined.faster_than_light:
-        _faster_than_light(sample.name, sample.sample.runtime_ms, sample.sol_ms)
+        _faster_than_light(
+            sample.name, sample.sample.runtime_ms, min(sample.sol_by_math_ms.values())
+        )
     return _exit_code(report.failed, len(joined.faster_than_light))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +18,20 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from .api import analyze
 from .errors import InputError, ProblemFileError, TorchrooflineError
+from .given import (
+    DATA_LIMIT_BYTES,
+    _tensor_leaves,
+    check_data,
+    input_bytes,
+    needs_real_model,
+)
 from .hardware import GPUSpec
 from .precision import restoring_switches
+from .report import rung_name
 from .roofline import Actual, Result
 from .runs import (
     COMPILED_BACKENDS,
@@ -217,6 +225,67 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
         ) from error
 
 
+#: The seed KernelBench sets before ``get_inputs()`` and before building the model
+#: (``seed_num=42`` in KernelBench's ``src/eval.py``).
+KERNELBENCH_SEED = 42
+
+
+def seeded_inputs(problem: Problem) -> tuple:
+    """``get_inputs()`` for real, under KernelBench's seed: the values a kernel is timed on."""
+    state = torch.random.get_rng_state()
+    try:
+        with hub_offline():
+            torch.manual_seed(KERNELBENCH_SEED)
+            inputs = problem.get_inputs()
+    except Exception as error:  # noqa: BLE001 — the problem's own code failed
+        raise ProblemFileError(
+            f"{problem.path}: get_inputs() raised {type(error).__name__} when made for real: "
+            f"{_first_line(error)}; pass --data any"
+        ) from error
+    finally:
+        torch.random.set_rng_state(state)
+    return (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+
+
+def _seeded_model(problem: Problem, fake: nn.Module, limit_bytes: int) -> nn.Module | None:
+    """The model built for real under KernelBench's seed, when its tensors fit in
+    ``limit_bytes`` (None otherwise, or when its constructor fails for real)."""
+    if input_bytes(list(fake.parameters()) + list(fake.buffers())) > limit_bytes:
+        return None
+    state = torch.random.get_rng_state()
+    try:
+        with hub_offline():
+            torch.manual_seed(KERNELBENCH_SEED)
+            init_inputs = problem.get_init_inputs()
+            torch.manual_seed(KERNELBENCH_SEED)
+            return problem.model_class(*init_inputs)
+    except Exception:  # noqa: BLE001 — the bound then stays the one for the fake model
+        return None
+    finally:
+        torch.random.set_rng_state(state)
+
+
+def _given_inputs(
+    problem: Problem, inputs: tuple, data: str | None, limit_bytes: int
+) -> tuple[Callable[[], tuple] | None, list[str]]:
+    """What makes the given input values (None: the bound is for any values, or the inputs
+    are real already) and the note that says why a default "given" became "any"."""
+    check_data(data)
+    if data == "any" or not any(isinstance(t, FakeTensor) for t in _tensor_leaves(inputs)):
+        return None, []
+    size = input_bytes(inputs)
+    if size <= limit_bytes:
+        return (lambda: seeded_inputs(problem)), []
+    over = (
+        f"the inputs take {size / 2**30:.2f} GiB, over the data limit of "
+        f"{limit_bytes / 2**30:.2f} GiB"
+    )
+    if data == "given":
+        raise InputError(f"{problem.path}: --data given: {over}; raise --data-limit or pass "
+                         "--data any")
+    return None, [f"bound for any input values: {over} (--data-limit)"]
+
+
 def _construct(problem: Problem) -> tuple[nn.Module, tuple]:
     init_inputs = problem.get_init_inputs()
     model = problem.model_class(*init_inputs)
@@ -238,15 +307,40 @@ def analyze_file(
     actual_ms: float | None = None,
     cache: str = "cold",
     class_name: str = "Model",
+    math: str = "program",
+    data: str | None = None,
+    data_limit_bytes: int = DATA_LIMIT_BYTES,
+    training: Mapping[str, Any] | None = None,
 ) -> Result:
-    """Load, build (on fake tensors) and analyze one KernelBench problem file. TF32 switches the
-    file sets at import count for its own analysis and are put back afterwards."""
+    """Load, build (on fake tensors) and analyze one KernelBench problem file.
+    ``training``: :func:`~torchroofline.api.analyze`'s training-step keywords (``mode``,
+    ``optimizer``, ...), e.g. ``{"mode": "train"}``. TF32 switches the
+    file sets at import count for its own analysis and are put back afterwards. ``math``: the
+    math rung the speed of light assumes (:func:`~torchroofline.api.analyze`). ``data``: the
+    bound for "any" input values or the "given" ones, ``get_inputs()`` under KernelBench's seed
+    (:func:`seeded_inputs`); default "given" when the inputs fit in ``data_limit_bytes``."""
     with restoring_switches():
         problem = load_problem(path, class_name=class_name)
         model, inputs, notes = build_problem(problem)
+        input_values, data_notes = _given_inputs(problem, inputs, data, data_limit_bytes)
         result = analyze(
-            model, inputs, gpu, precision, cache=cache, actual_ms=actual_ms, name=problem.name
+            model, inputs, gpu, precision, cache=cache, actual_ms=actual_ms, name=problem.name,
+            math=math, data="any" if data == "any" else None, input_values=input_values,
+            **(training or {}),
         )
+        if input_values is not None and needs_real_model(result.trace):
+            real = _seeded_model(problem, model, data_limit_bytes)
+            if real is not None:
+                result = analyze(
+                    real, input_values(), gpu, precision, cache=cache, actual_ms=actual_ms,
+                    name=problem.name, math=math, data="given",
+                    data_limit_bytes=data_limit_bytes, **(training or {}),
+                )
+                data_notes.append(
+                    "built for real under KernelBench's seed: the bound for the given values "
+                    "reads parameters (a router's weights) or sizes the data decides"
+                )
+        notes += data_notes
     return result.with_notes(notes) if notes else result
 
 
@@ -401,6 +495,7 @@ class Comparison:
     sol_ms: float
     ref: Actual | None  #: the reference's measured time against SoL
     gen: Actual | None  #: the generated kernel's
+    bound: str = "fp32"  #: the math the speed of light assumes, as reports name it ("fp32", "TF32")
 
     @property
     def speedup(self) -> float | None:
@@ -413,6 +508,7 @@ class Comparison:
             data[f"{label}_ms"] = actual.ms if actual else None
             data[f"{label}_sol_fraction"] = actual.sol_fraction if actual else None
             data[f"{label}_headroom"] = actual.headroom if actual else None
+            data[f"{label}_possible_with"] = actual.possible_with if actual else None
             data[f"{label}_impossible"] = bool(actual and actual.impossible)
         data["speedup"] = self.speedup
         return data
@@ -423,8 +519,11 @@ class Comparison:
             if actual is None:
                 continue
             verdict = (
-                "IMPOSSIBLE (below SoL: bad timing or skipped work)"
+                "IMPOSSIBLE (below the bound of every math: bad timing or skipped work)"
                 if actual.impossible
+                else f"below the {self.bound} bound: possible only with "
+                f"{actual.possible_with.upper()} or lower math (check your tolerance)"
+                if actual.below_bound
                 else f"{actual.headroom:.2f}x headroom"
             )
             lines.append(
@@ -447,6 +546,7 @@ def compare_kernelbench(
         result.sol_ms,
         result.with_actual(ref_ms).actual,
         result.with_actual(gen_ms).actual,
+        rung_name(result.math, result.precision),
     )
 
 

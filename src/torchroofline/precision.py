@@ -304,7 +304,13 @@ class UnitSeconds:
 #: "program" is what the program itself runs (PyTorch's rules and the user's switches). Which
 #: rungs are correct is the benchmark's tolerance to decide (an fp32 check at 1e-2 admits TF32
 #: math): the bound at each rung says what a kernel computing at that precision cannot beat.
-MATH_RUNGS = ("program", "tf32", "bf16", "fp16", "fp8")
+MATH_RUNGS = ("program", "tf32", "bf16", "fp16", "fp8", "fp4")
+
+
+def math_rungs(gpu: GPUSpec) -> tuple[str, ...]:
+    """The rungs of :data:`MATH_RUNGS` that ``gpu`` has: fp4 only where it has FP4 tensor cores
+    (Blackwell, CDNA4). Elsewhere FP4 math runs on the fp8 unit, and its rung would repeat fp8's."""
+    return tuple(rung for rung in MATH_RUNGS if rung != "fp4" or gpu.has_tensor("fp4"))
 
 
 def check_math(math: str) -> str:
@@ -316,6 +322,13 @@ def check_math(math: str) -> str:
             "precision the program's own ops run at)"
         )
     return rung
+
+
+def possible_rung(sol_by_math: Mapping[str, float], measured: float) -> str | None:
+    """The highest math rung (:data:`MATH_RUNGS` order, the keys of ``sol_by_math``) whose speed
+    of light ``measured`` does not beat, in the same unit as the bounds; None: faster than the
+    bound of every rung, which no correct kernel on that GPU can be."""
+    return next((rung for rung, sol in sol_by_math.items() if sol <= measured), None)
 
 
 def _faster(first: Unit, second: Unit) -> Unit:

@@ -11,6 +11,7 @@ from .breakdown import ModuleCost, module_costs, unconfirmed_figures
 if TYPE_CHECKING:
     from .batch_report import BatchReport, ProblemReport
     from .estimate import EstimateParams, KernelLoad
+    from .memory import BatchFit
     from .roofline import Actual, KernelEstimate, Result
 
 SCHEMA_VERSION = 1
@@ -53,9 +54,12 @@ def result_to_dict(result: Result) -> dict[str, Any]:
         "model": result.model_name,
         "gpu": result.gpu.name,
         "gpu_key": result.gpu.key,
+        "gpu_clocks": result.gpu.clocks,
         "precision": result.precision,
+        "math": result.math,
         "math_switches": dataclasses.asdict(result.switches),
         "cache": result.cache,
+        "bound_data": result.plans.bound_data,
         "params": result.params,
         "flops": {
             "total": result.flops,
@@ -87,6 +91,8 @@ def result_to_dict(result: Result) -> dict[str, Any]:
     }
     if result.actual is not None:
         data["actual"] = result.actual.to_dict()
+    if result.phases:
+        data["phases"] = {figures.phase: figures.to_dict() for figures in result.phases}
     return data
 
 
@@ -117,6 +123,35 @@ def fit_line(result: Result) -> str:
         f"needs {short_bytes(fit.peak_bytes)}{reserved}, {fit.gpu_name} has "
         f"{short_bytes(fit.capacity_bytes)}: {_FIT_WORDS[fit.verdict]}"
     )
+
+
+def phase_lines(result: Result) -> list[str]:
+    """A training step's table per phase: necessary FLOPs, bytes of each plan, the phase's
+    speed of light and the performance model's GPU time of its kernels (eager, compile)."""
+    if not result.phases:
+        return []
+    header = (f"  {'phase':<10} {'FLOPs':>10} {'eager B':>10} {'fused B':>10} "
+              f"{'boundary B':>10} {'SoL':>10} {'eager GPU':>10} {'compile GPU':>11}")
+    rows = [
+        f"  {f.phase:<10} {si(f.flops):>10} {short_bytes(f.eager_bytes):>10} "
+        f"{short_bytes(f.fused_bytes):>10} {short_bytes(f.boundary_bytes):>10} "
+        f"{human_ms(f.sol_ms):>10} {human_ms(f.eager_gpu_ms):>10} "
+        f"{human_ms(f.compile_gpu_ms):>11}"
+        for f in result.phases
+    ]
+    return ["", f"  Training step ({result.trace.step.optimizer} optimizer):", header, *rows]
+
+
+def batch_fit_line(fit: BatchFit) -> str:
+    """``largest batch that fits H100 SXM (80 GB): 412 (needs 79.8 GB; 413 needs 80.1 GB)``."""
+    head = f"largest batch that fits {fit.gpu_name} ({short_bytes(fit.capacity_bytes)}): "
+    if not fit.batch:
+        smallest = min(fit.peaks)
+        return head + f"none (batch {smallest:,} needs {short_bytes(fit.peaks[smallest])})"
+    above = fit.peaks.get(fit.batch + 1)
+    then = f"; {fit.batch + 1:,} needs {human_bytes(above)}" if above is not None else ""
+    bound = "" if fit.exact else " or more (the search stopped)"
+    return head + f"{fit.batch:,}{bound} (needs {human_bytes(fit.peak_bytes)}{then})"
 
 
 def memory_lines(result: Result) -> list[str]:
@@ -151,7 +186,9 @@ def format_result(result: Result, top: int = 5) -> str:
     lines = [
         rule,
         f"  torchroofline — {result.model_name}",
-        f"  GPU: {result.gpu.name}   Precision: {result.precision}   Cache: {result.cache}",
+        f"  GPU: {result.gpu.name}   Precision: {result.precision}{_math_label(result)}   "
+        f"Cache: {result.cache}",
+        *_locked_clocks_line(result),
         *_unconfirmed_line(result),
         rule,
         _line(
@@ -184,10 +221,13 @@ def format_result(result: Result, top: int = 5) -> str:
             human_ms(result.sol_ms),
             f"*** Bottleneck : {result.bottleneck.upper()} BOUND ***",
         ),
+        f"  SoL by math: {ladder_line(result)}",
+        *bound_data_lines(result),
         "",
         *estimate_lines(result),
         "",
         *memory_lines(result),
+        *phase_lines(result),
     ]
     if result.actual is not None:
         lines += ["", *_actual_lines(result)]
@@ -232,6 +272,20 @@ def estimate_lines(result: Result) -> list[str]:
     ]
 
 
+def _locked_clocks_line(result: Result) -> list[str]:
+    """The header's line for a GPU priced at locked clocks (nothing at nominal clocks)."""
+    gpu = result.gpu
+    locks = [
+        f"{name} {locked:g} MHz (nominal {nominal:g})"
+        for name, locked, nominal in (
+            ("SM clock", gpu.locked_clock_mhz, gpu.boost_clock_mhz),
+            ("memory clock", gpu.locked_memory_clock_mhz, gpu.memory_clock_mhz),
+        )
+        if locked is not None
+    ]
+    return [f"  Locked: {', '.join(locks)}; peaks scaled to match"] if locks else []
+
+
 def _unconfirmed_line(result: Result) -> list[str]:
     figures = unconfirmed_figures(result)
     if not figures:
@@ -256,21 +310,42 @@ def module_table(costs: list[ModuleCost]) -> list[str]:
     return rows
 
 
-def faster_than_light(actual: Actual, precision: str) -> str:
-    """Why a time below the program's bound is: only lower-precision math can reach it
-    (:attr:`Actual.possible_with`), or nothing can."""
-    if actual.possible_with is None:
+def rung_name(rung: str, precision: str) -> str:
+    """A math rung as the reports print it: "program" is the program's precision ("fp32")."""
+    return precision if rung == "program" else rung.upper()
+
+
+def _math_label(result: Result) -> str:
+    """The header's math, when the bound assumes other than the program's own."""
+    return "" if result.math == "program" else f"   Math: {rung_name(result.math, '')}"
+
+
+def faster_than_light(actual: Actual, result: Result) -> str:
+    """Why a time is below the bound: only lower-precision math can reach it
+    (:attr:`Actual.possible_with`), or nothing can (:attr:`Actual.impossible`)."""
+    if actual.impossible:
         return "faster than any math on this GPU (a timing bug or a kernel that skips work)"
     return (
-        f"faster than the {precision} bound; possible only with {actual.possible_with.upper()} "
-        "or lower math (check your tolerance), else a timing bug or skipped work"
+        f"faster than the {rung_name(result.math, result.precision)} bound; possible only with "
+        f"{rung_name(actual.possible_with, result.precision)} or lower math (check your "
+        "tolerance), else a timing bug or skipped work"
     )
+
+
+def bound_data_lines(result: Result) -> list[str]:
+    """Which input values the bound holds for, and the bound for any values where it differs."""
+    if result.plans.bound_data == "any":
+        return ["  Bound for any input values"]
+    line = "  Bound for the given input values"
+    if result.sol_any_input_s is not None:
+        line += f" (for any input values: {human_ms(result.sol_any_input_s * 1e3)})"
+    return [line]
 
 
 def ladder_line(result: Result) -> str:
     """The speed of light at each math rung, e.g. "fp32 2.05 ms · TF32 278 µs · …"."""
     return " · ".join(
-        f"{result.precision if rung == 'program' else rung.upper()} {human_ms(sol * 1e3)}"
+        f"{rung_name(rung, result.precision)} {human_ms(sol * 1e3)}"
         for rung, sol in result.sol_by_math_s.items()
     )
 
@@ -279,8 +354,8 @@ def _actual_lines(result: Result) -> list[str]:
     actual = result.actual
     assert actual is not None
     verdict = (
-        f"*** {faster_than_light(actual, result.precision)} ***"
-        if actual.impossible
+        f"*** {faster_than_light(actual, result)} ***"
+        if actual.below_bound
         else f"({actual.headroom:.2f}x headroom)"
     )
     return [
@@ -429,17 +504,23 @@ def unit_line(result: Result) -> str:
 
 
 def _timed_line(
-    label: str, actual: Actual, precision: str, ref_ms: float | None = None
+    label: str, actual: Actual, result: Result, ref_ms: float | None = None
 ) -> str:
     """A measured time against the bound, for the prompt."""
     speedup = f", {ref_ms / actual.ms:.2f}x the reference" if ref_ms else ""
     verdict = (
-        f"FASTER THAN LIGHT: {faster_than_light(actual, precision)}"
+        f"FASTER THAN LIGHT: {faster_than_light(actual, result)}"
         if actual.impossible
+        else f"BELOW THE BOUND: {faster_than_light(actual, result)}"
+        if actual.below_bound
         else f"at most {actual.headroom:.2f}x faster is physically possible"
     )
     fraction = f"{actual.sol_fraction:.1%} of SoL"
     return f"- {label}: {human_ms(actual.ms)} = {fraction}{speedup}; {verdict}"
+
+
+def _prompt_math(result: Result) -> str:
+    return "" if result.math == "program" else f" at {rung_name(result.math, '')} math"
 
 
 def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> str:
@@ -447,7 +528,8 @@ def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> 
     bound, the units it assumes and where the time goes; with ``gen_ms``, the generated
     kernel's time against the bound too."""
     lines = [
-        f"Speed-of-light analysis ({result.gpu.name}, {result.precision}, torchroofline):",
+        f"Speed-of-light analysis ({result.gpu.name}, {result.precision}{_prompt_math(result)}, "
+        "torchroofline):",
         f"- FLOPs: {si(result.flops)} (tensor-core class {si(result.tensor_flops)}, "
         f"other {si(result.vector_flops)})",
         f"- HBM bytes: unfused {human_bytes(result.unfused_bytes)}, fused "
@@ -475,11 +557,11 @@ def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> 
             for k in kernels
         ]
     if result.actual is not None:
-        lines.append(_timed_line("Measured reference", result.actual, result.precision))
+        lines.append(_timed_line("Measured reference", result.actual, result))
     generated = result.with_actual(gen_ms).actual if gen_ms else None
     if generated is not None:
         ref_ms = result.actual.ms if result.actual else None
-        lines.append(_timed_line("Generated kernel", generated, result.precision, ref_ms))
+        lines.append(_timed_line("Generated kernel", generated, result, ref_ms))
     return "\n".join(lines[:15])
 
 
@@ -502,6 +584,8 @@ SUITE_COLUMNS: dict[str, Any] = {
     "gen_ms": lambda p: p.gen_ms,
     "sol_fraction": lambda p: p.sol_fraction,
     "gen_sol_fraction": lambda p: p.gen_sol_fraction,
+    "possible_with": lambda p: p.possible_with,
+    "gen_possible_with": lambda p: p.gen_possible_with,
     "gen_faster_than_light": lambda p: p.gen_impossible if p.gen_ms is not None else None,
     "speedup": lambda p: p.speedup,
     "error": lambda p: p.error,
@@ -538,8 +622,9 @@ def _cell(name: str, value: Any) -> str:
     if name.endswith("_ms"):
         return f"{value:.4g}"
     if name.endswith("sol_fraction"):
-        # SoL / time above 1: the time is that many times under the bound
-        return f"**faster than light ({value:,.4g}x under SoL)**" if value > 1 else f"{value:.1%}"
+        # SoL / time above 1: the time is that many times under the bound (possible_with says
+        # whether lower-precision math could reach it)
+        return f"**{value:,.4g}x under SoL**" if value > 1 else f"{value:.1%}"
     if name == "speedup":
         return f"{value:.2f}x"
     if name == "gen_faster_than_light":

@@ -24,10 +24,12 @@ from .hardware import GPUSpec, get_gpu
 from .memory import MemoryTimeline, memory_timeline
 from .plans import Plans
 from .precision import (
-    MATH_RUNGS,
     TORCH_DEFAULTS,
     MathSwitches,
+    check_math,
     check_precision,
+    math_rungs,
+    possible_rung,
     unit_for,
     unit_notes,
     unit_seconds,
@@ -35,6 +37,7 @@ from .precision import (
 
 if TYPE_CHECKING:
     from .trace import Trace
+    from .training import PhaseFigures
 
 CACHE_MODES = ("cold", "warm")
 
@@ -197,10 +200,16 @@ class Actual:
     possible_with: str | None = "program"
 
     @property
-    def impossible(self) -> bool:
-        """Faster than the speed of light of the program's own math: a wrong timing, a kernel
+    def below_bound(self) -> bool:
+        """Faster than ``sol_ms``, the bound at the analysis's math: a wrong timing, a kernel
         that skips work, or (see :attr:`possible_with`) one computing at a lower precision."""
         return self.ms < self.sol_ms
+
+    @property
+    def impossible(self) -> bool:
+        """Faster than the bound at every math rung on this GPU: no correct kernel can be (a
+        wrong timing or a kernel that skips work)."""
+        return self.possible_with is None
 
     @property
     def sol_fraction(self) -> float:
@@ -255,6 +264,9 @@ class Result:
     actual: Actual | None = None
     #: the torch math switches read at analysis time; :meth:`on` keeps them
     switches: MathSwitches = TORCH_DEFAULTS
+    #: the math rung (:data:`precision.MATH_RUNGS`) the speed of light assumes: "program" (the
+    #: program's own math) unless the benchmark's tolerance admits lower-precision math
+    math: str = "program"
 
     # -- facts of the traced program --
     @property
@@ -343,9 +355,9 @@ class Result:
 
     @cached_property
     def compute_sol_s(self) -> float:
-        """The necessary FLOPs on their units at peak (seconds)."""
+        """The necessary FLOPs on their units at peak, at the analysis's math rung (seconds)."""
         return unit_seconds(
-            self.plans.necessary.ops, self.gpu, self.precision, self.switches
+            self.plans.necessary.ops, self.gpu, self.precision, self.switches, self.math
         ).compute_s
 
     @property
@@ -355,7 +367,7 @@ class Result:
 
     @cached_property
     def sol_by_math_s(self) -> dict[str, float]:
-        """The speed of light (seconds) at each rung of :data:`precision.MATH_RUNGS`: the
+        """The speed of light (seconds) at each rung the GPU has (:func:`precision.math_rungs`): the
         necessary matmul-class work on that precision's unit where it is faster. Inputs and
         outputs keep their dtypes in memory, so the memory term is the same on every rung."""
         necessary = self.plans.necessary.ops
@@ -364,13 +376,13 @@ class Result:
                 unit_seconds(necessary, self.gpu, self.precision, self.switches, rung).compute_s,
                 self.memory_sol_s,
             )
-            for rung in MATH_RUNGS
+            for rung in math_rungs(self.gpu)
         }
 
     def possible_with(self, measured_s: float) -> str | None:
         """The highest math rung whose speed of light ``measured_s`` does not beat (None: faster
         than any math on this GPU)."""
-        return next((rung for rung, sol in self.sol_by_math_s.items() if sol <= measured_s), None)
+        return possible_rung(self.sol_by_math_s, measured_s)
 
     @property
     def sol_s(self) -> float:
@@ -379,6 +391,18 @@ class Result:
     @property
     def sol_ms(self) -> float:
         return self.sol_s * 1e3
+
+    @cached_property
+    def sol_any_input_s(self) -> float | None:
+        """The speed of light for any input values (seconds) where the bound (:attr:`sol_s`)
+        is for the given ones and differs from it (``plans.necessary_any_input``); else None."""
+        any_input = self.plans.necessary_any_input
+        if any_input is None:
+            return None
+        compute = unit_seconds(
+            any_input.ops, self.gpu, self.precision, self.switches, self.math
+        ).compute_s
+        return max(compute, memory_sol_s(any_input.bytes(self.float_bytes), self.gpu, self.cache))
 
     @property
     def bottleneck(self) -> str:
@@ -434,6 +458,14 @@ class Result:
         ``memory.fit(result.gpu)`` sets the peak against the GPU's memory."""
         return memory_timeline(self.plans.trace, self.float_bytes)
 
+    @cached_property
+    def phases(self) -> tuple[PhaseFigures, ...]:
+        """A training step's figures per phase (forward, backward, optimizer); empty for an
+        inference analysis (:func:`training.phase_figures`)."""
+        from .training import phase_figures
+
+        return phase_figures(self)
+
     @property
     def fusion_reduction(self) -> float:
         """Share of eager traffic that fusion removes (0..1)."""
@@ -448,6 +480,7 @@ class Result:
             "memory_fused": self.memory_fused_s * 1e3,
             "sol": self.sol_s * 1e3,
             "sol_by_math": {rung: sol * 1e3 for rung, sol in self.sol_by_math_s.items()},
+            **_any_input_ms(self.sol_any_input_s, self.sol_s),
             "fused_estimate": self.fused_estimate_s * 1e3,
             "eager_estimate": self.eager_estimate_s * 1e3,
             "cudagraph_estimate": self.cudagraph_estimate_s * 1e3,
@@ -513,15 +546,23 @@ class Result:
         precision: str | None = None,
         cache: str | None = None,
         estimate_params: EstimateParams | None = None,
+        math: str | None = None,
     ) -> Result:
-        """The same plans priced on another GPU / precision / cache mode, or under other
-        performance-model parameters (no retrace, no re-planning)."""
+        """The same plans priced on another GPU / precision / cache mode / math rung, or under
+        other performance-model parameters (no retrace, no re-planning)."""
         if estimate_params is None:
             estimate_params = self.performance.params
         return price(
             self.plans, gpu, precision or self.precision, cache or self.cache,
-            estimate_params=estimate_params, switches=self.switches,
+            estimate_params=estimate_params, switches=self.switches, math=math or self.math,
         )
+
+
+def _any_input_ms(any_input_s: float | None, sol_s: float) -> dict[str, float]:
+    """``{"sol_any_input": ms}`` where the bound for any input values differs from the bound."""
+    if any_input_s is None or any_input_s == sol_s:
+        return {}
+    return {"sol_any_input": any_input_s * 1e3}
 
 
 def _actual(actual_ms: float | None, result: Result) -> Actual | None:
@@ -548,13 +589,16 @@ def price(
     estimate_params: EstimateParams | None = None,
     *,
     switches: MathSwitches | None = None,
+    math: str = "program",
 ) -> Result:
     """Price ``plans`` on ``gpu`` at ``precision``: per-kernel rooflines of both plans, the
     notes, and the performance model (:mod:`torchroofline.estimate`) under ``estimate_params``
     (default: fitted). ``switches``: the torch math switches fp32 matmul-class work follows
-    (default: as torch holds them now)."""
+    (default: as torch holds them now). ``math``: the rung of :data:`precision.MATH_RUNGS` the
+    speed of light assumes (the per-kernel rooflines and estimates keep the program's math)."""
     gpu = get_gpu(gpu)
     precision = check_precision(precision)
+    math = check_math(math)
     switches = switches or MathSwitches.current()
     if cache not in CACHE_MODES:
         raise InputError(f"cache must be 'cold' or 'warm', got {cache!r}")
@@ -577,6 +621,7 @@ def price(
         eager_kernels=_estimates(plans.eager, gpu, precision, float_bytes, switches),
         notes=tuple(notes),
         switches=switches,
+        math=math,
         performance=performance(
             plans, gpu, precision, float_bytes, cache, estimate_params, switches
         ),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .batch_report import BatchReport, beats_sol, level_name
+from .batch_report import BatchReport, beats_every_rung, beats_sol, level_name, rung_for
 from .errors import InputError
 
 EVAL_RESULTS = "eval_results.json"
@@ -208,6 +208,8 @@ class SampleReport:
     problem: str | None  #: the reference file's name; None when none was analyzed
     sol_ms: float | None
     ref_ms: float | None  #: the reference's time: --timings, else KernelBench's ref_runtime
+    #: the speed of light (ms) per math rung; None when no reference was analyzed
+    sol_by_math_ms: Mapping[str, float] | None = None
 
     @property
     def name(self) -> str:
@@ -221,10 +223,17 @@ class SampleReport:
         return self.sol_ms / runtime if self.sol_ms is not None and runtime else None
 
     @property
+    def possible_with(self) -> str | None:
+        """The highest math rung the runtime does not beat (e.g. "tf32": correct only if the
+        benchmark's tolerance admits TF32 math)."""
+        return rung_for(self.sol_by_math_ms, self.sample.runtime_ms)
+
+    @property
     def faster_than_light(self) -> bool:
-        """The verdict (:func:`~torchroofline.batch_report.beats_sol`): a runtime below the
-        speed of light, a timing bug or a kernel that skips work (reward hacking)."""
-        return beats_sol(self.sol_ms, self.sample.runtime_ms)
+        """The verdict (:func:`~torchroofline.batch_report.beats_every_rung`): a runtime below
+        the speed of light of every math, a timing bug or a kernel that skips work (reward
+        hacking)."""
+        return beats_every_rung(self.sol_by_math_ms, self.sample.runtime_ms)
 
     @property
     def sol_score(self) -> float | None:
@@ -253,7 +262,9 @@ class SampleReport:
             "ref_runtime_ms": sample.ref_runtime_ms,
             "ref_ms": self.ref_ms,
             "sol_ms": self.sol_ms,
+            "sol_by_math_ms": self.sol_by_math_ms,
             "sol_fraction": self.sol_fraction,
+            "possible_with": self.possible_with,
             "faster_than_light": self.faster_than_light,
             "sol_score": self.sol_score,
             "error": sample.error,
@@ -263,7 +274,10 @@ class SampleReport:
     def from_dict(cls, data: Mapping[str, Any]) -> SampleReport:
         """From :meth:`to_dict`'s layout; derived keys are recomputed, not read."""
         sample = Sample(**{item.name: data.get(item.name) for item in fields(Sample)})
-        return cls(sample, data.get("problem"), data.get("sol_ms"), data.get("ref_ms"))
+        return cls(
+            sample, data.get("problem"), data.get("sol_ms"), data.get("ref_ms"),
+            data.get("sol_by_math_ms"),
+        )
 
 
 @dataclass(frozen=True)
@@ -346,6 +360,7 @@ def join_run(run: Run, batch: BatchReport) -> RunReport:
             problem.file if problem else None,
             problem.sol_ms if problem else None,
             (problem.measured_ms if problem else None) or sample.ref_runtime_ms,
+            problem.sol_by_math_ms if problem else None,
         ))
     return RunReport(run.path, batch, tuple(samples))
 

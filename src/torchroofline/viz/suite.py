@@ -91,8 +91,10 @@ def _suite_title(report: BatchReport, points: Sequence[ProblemReport], what: str
 
 def plot_suite_scatter(report: BatchReport, path: str | Path | None = None) -> Figure:
     """Measured time against SoL per problem of a batch report, log–log, coloured by level,
-    with y = x: points below it are impossible (measured faster than light), ringed in red and
-    named. Problems without a result or a measured time are counted in the title."""
+    with y = x: points below it beat the bound and are named, with the math that could reach
+    them (:attr:`ProblemReport.possible_with`); those no math reaches are impossible (measured
+    faster than light), ringed in red. Problems without a result or a measured time are counted
+    in the title."""
     target = save_target(path)
     points = problem_points(report)
     fig, ax = new_figure(SUITE_FIGSIZE_IN)
@@ -109,7 +111,7 @@ def plot_suite_scatter(report: BatchReport, path: str | Path | None = None) -> F
         color=IMPOSSIBLE_COLOUR,
         alpha=0.07,
         lw=0,
-        label="impossible: measured < SoL",
+        label="measured < SoL: lower-precision math, or impossible",
     )
     ax.plot([lo, hi], [lo, hi], color="k", lw=1.2, gid="sol-line", label="measured = SoL")
     for factor, text in ((10, "10% of SoL"), (100, "1% of SoL")):
@@ -163,14 +165,14 @@ def plot_suite_scatter(report: BatchReport, path: str | Path | None = None) -> F
     labeller.block(legend.get_window_extent())
     for p in points:
         labeller.block_marker(p.sol_ms, p.measured_ms, 110 if p.impossible else 28)
-    for p in impossible:
+    for p in (p for p in points if p.below_sol):
         labeller.place(
             p.sol_ms,
             p.measured_ms,
-            Path(p.file).stem,
+            Path(p.file).stem if p.impossible else f"{Path(p.file).stem} ({p.possible_with} math)",
             fontsize=7,
-            color=IMPOSSIBLE_COLOUR,
-            gid="label:impossible",
+            color=IMPOSSIBLE_COLOUR if p.impossible else "0.3",
+            gid="label:impossible" if p.impossible else "label:lower-math",
         )
     return save(fig, target)
 
@@ -182,7 +184,8 @@ _IMPOSSIBLE_BIN = (100.0, 10**2.25)
 
 def plot_suite_histogram(report: BatchReport, path: str | Path | None = None) -> Figure:
     """How many problems reach each % of SoL (SoL / measured), stacked by level, on log bins;
-    impossible ones (>100 %) in their own hatched bar."""
+    those below the bound (>100 %: lower-precision math, or impossible) in their own hatched
+    bar."""
     target = save_target(path)
     points = problem_points(report)
     fig, ax = new_figure(SUITE_FIGSIZE_IN)
@@ -190,7 +193,7 @@ def plot_suite_histogram(report: BatchReport, path: str | Path | None = None) ->
     levels = _levels(points)
     floor = _PERCENT_EDGES[0] * 1.0001
     stacks = [
-        [max(_percent_of_sol(p), floor) for p in points if p.level == level and not p.impossible]
+        [max(_percent_of_sol(p), floor) for p in points if p.level == level and not p.below_sol]
         for level in levels
     ]
     if stacks:
@@ -202,18 +205,19 @@ def plot_suite_histogram(report: BatchReport, path: str | Path | None = None) ->
             edgecolor="white",
             label=[_level_label(level) for level in levels],
         )
+    below = sum(p.below_sol for p in points)
     impossible = sum(p.impossible for p in points)
     width = _IMPOSSIBLE_BIN[1] - _IMPOSSIBLE_BIN[0]
     ax.bar(
         [_IMPOSSIBLE_BIN[0]],
-        [impossible],
+        [below],
         width=width,
         align="edge",
         color="white",
         edgecolor=IMPOSSIBLE_COLOUR,
         hatch="///",
-        label=f"impossible, >100% ({impossible})",
-        gid="bars:impossible",
+        label=f">100%: below SoL ({below}; {impossible} faster than any math)",
+        gid="bars:below-sol",
     )
     # from the bin holding the lowest value (at most 1 %, at least the first edge) to the end
     lowest = min((_percent_of_sol(p) for p in points), default=100.0)
