@@ -4,6 +4,7 @@ the fit verdict, and agreement with PyTorch's own MemTracker on fake tensors."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import pytest
 import torch
@@ -11,7 +12,8 @@ import torch.nn as nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from conftest import analyze, meta
-from torchroofline.hardware import get_gpu
+from torchroofline.api import max_batch
+from torchroofline.hardware import GPUSpec, get_gpu
 from torchroofline.memory import (
     CachingAllocator,
     MemoryTimeline,
@@ -325,3 +327,36 @@ def test_training_step_peak_matches_memtracker(name: str, optimizer: str,
     memory = memory_timeline(trace, 4)
     tracked = _memtracker_step_peak(build, shape, optimizer)
     assert tracked - _unrounded_peak(memory, len(trace.ops)) == tracker_extra
+
+
+# --- the largest batch that fits ---
+
+
+def _gpu_with_memory(capacity_bytes: int) -> GPUSpec:
+    return dataclasses.replace(get_gpu("h100-sxm"), memory_bytes=capacity_bytes)
+
+
+def test_max_batch_of_a_linear_layer_is_the_closed_form() -> None:
+    # Linear(256→256) in fp32: W 262,144 + b 1,024 bytes held; x and y of b·1,024 bytes each
+    # (small-pool blocks up to b = 1,024, so exactly their size): peak(b) = 263,168 + 2,048·b.
+    # A GPU of 263,168 + 2,048·500 bytes holds batch 500 and not 501.
+    capacity = 263_168 + 2_048 * 500
+    fit = max_batch(nn.Linear(256, 256), torch.randn(4, 256), _gpu_with_memory(capacity))
+    assert (fit.batch, fit.exact) == (500, True)
+    assert fit.peak_bytes == capacity
+    assert fit.peaks[501] == capacity + 2_048
+    assert len(fit.peaks) <= 5  # the peak is linear in the batch: the line finds it at once
+
+
+def test_max_batch_of_a_training_step_brackets_the_capacity() -> None:
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
+    capacity = 4 * MiB
+    fit = max_batch(model, torch.randn(2, 64), _gpu_with_memory(capacity), mode="train")
+    assert fit.exact
+    assert fit.peaks[fit.batch] <= capacity < fit.peaks[fit.batch + 1]
+
+
+def test_max_batch_is_zero_when_the_parameters_alone_do_not_fit() -> None:
+    fit = max_batch(nn.Linear(256, 256), torch.randn(4, 256), _gpu_with_memory(200_000))
+    assert (fit.batch, fit.exact) == (0, True)
+    assert fit.peaks[1] > 200_000

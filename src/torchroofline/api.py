@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import torch
 import torch.nn as nn
 
+from .costs import float_element_bytes
+from .errors import InputError, ModelError
 from .hardware import GPUSpec
+from .memory import BatchFit, largest_batch, memory_timeline
 from .plans import make_plans
 from .roofline import Result, price
-from .trace import REAL_FALLBACK_LIMIT_BYTES, trace_model
+from .trace import REAL_FALLBACK_LIMIT_BYTES, check_inputs, trace_model
 from .training import step_trace_options
 
 if TYPE_CHECKING:
@@ -64,3 +68,75 @@ def analyze(
         make_plans(trace), spec, precision, cache, actual_ms,
         estimate_params=estimate_params, switches=switches,
     )
+
+
+def max_batch(
+    model: nn.Module,
+    inputs: Any,
+    gpu: str | GPUSpec = "h100-sxm",
+    precision: str = "fp32",
+    *,
+    mode: str = "inference",
+    loss: Callable[[Any], Any] | None = None,
+    optimizer: str = "adamw",
+    optimizer_options: Mapping[str, Any] | None = None,
+    batch_dim: int = 0,
+    limit: int = 2**24,
+    traces: int = 12,
+) -> BatchFit:
+    """The largest batch of ``model(*inputs)`` (or of its training step, ``mode="train"``)
+    whose eager peak memory fits ``gpu``'s memory at ``precision`` (:mod:`memory`).
+
+    The batch is the size of dimension ``batch_dim`` of the first tensor in ``inputs``; every
+    input tensor with that size there is resized with it (as shape-only meta tensors: nothing
+    is allocated). Each batch tried is one trace (no plans, no pricing), at most ``traces``."""
+    from .hardware import get_gpu
+    from .precision import check_precision
+
+    spec = get_gpu(gpu)
+    float_bytes = float_element_bytes(check_precision(precision))
+    options = step_trace_options(mode, loss, optimizer, optimizer_options)
+    arguments = check_inputs(model, inputs)
+    start = _batch_size(arguments, batch_dim)
+
+    def peak_at(batch: int) -> int:
+        resized = _with_batch(arguments, batch_dim, start, batch)
+        try:
+            trace = trace_model(model, resized, **options)
+        except ModelError as error:
+            if batch == start:  # the model fails as given: its own error
+                raise
+            raise InputError(
+                f"resizing dimension {batch_dim} of the inputs from {start} to {batch} breaks "
+                f"the model ({error}); it is no batch dimension: pass batch_dim"
+            ) from error
+        return memory_timeline(trace, float_bytes).peak_bytes
+
+    batch, peaks, exact = largest_batch(
+        peak_at, spec.memory_bytes, start, limit=limit, traces=traces
+    )
+    return BatchFit(spec.name, spec.memory_bytes, batch, peaks, exact)
+
+
+def _batch_size(arguments: tuple, batch_dim: int) -> int:
+    tensors = [t for t in arguments if isinstance(t, torch.Tensor) and t.dim() > batch_dim]
+    if not tensors:
+        raise InputError(
+            f"no input tensor has a dimension {batch_dim} to take as the batch; pass batch_dim"
+        )
+    return tensors[0].shape[batch_dim]
+
+
+def _with_batch(arguments: tuple, batch_dim: int, old: int, new: int) -> tuple:
+    """The arguments with every tensor whose ``batch_dim`` is ``old`` resized to ``new``, as
+    meta tensors (shape and dtype only)."""
+
+    def resized(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor) or value.dim() <= batch_dim:
+            return value
+        shape = list(value.shape)
+        if shape[batch_dim] == old:
+            shape[batch_dim] = new
+        return torch.empty(shape, dtype=value.dtype, device="meta")
+
+    return tuple(resized(value) for value in arguments)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_left, insort
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .costs import tensor_bytes
@@ -356,3 +356,85 @@ __all__ = [
     "KINDS", "Allocation", "CachingAllocator", "MemoryFit", "MemoryTimeline", "allocations",
     "block_bytes", "memory_timeline", "segment_bytes", "storage_bytes",
 ]
+
+
+@dataclass(frozen=True)
+class BatchFit:
+    """The largest batch whose eager peak fits a GPU's memory, and every batch traced to find
+    it (batch → peak bytes)."""
+
+    gpu_name: str
+    capacity_bytes: int
+    batch: int  #: the largest batch found to fit (0: not even batch 1)
+    peaks: Mapping[int, int]
+    #: True when the next batch up was traced and does not fit (the answer is exact); False
+    #: when the search stopped at its trace budget or at ``limit``
+    exact: bool
+
+    @property
+    def peak_bytes(self) -> int:
+        """The peak at :attr:`batch` (0 when nothing fits)."""
+        return self.peaks.get(self.batch, 0)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "batch": self.batch,
+            "peak_bytes": self.peak_bytes,
+            "gpu_memory_bytes": self.capacity_bytes,
+            "exact": self.exact,
+            "traced": {str(batch): peak for batch, peak in sorted(self.peaks.items())},
+        }
+
+
+def largest_batch(
+    peak_at: Callable[[int], int],
+    capacity_bytes: int,
+    start: int,
+    *,
+    limit: int = 2**24,
+    traces: int = 12,
+) -> tuple[int, dict[int, int], bool]:
+    """The largest batch ``b`` ≤ ``limit`` with ``peak_at(b) <= capacity_bytes``, the peaks of
+    the batches tried and whether the answer is exact (``b + 1`` tried and too large, or
+    ``b == limit``); at most ``traces`` calls of ``peak_at``.
+
+    The peak grows about linearly with the batch (the activations scale, the parameters do
+    not), so each guess is where the line through two traced batches reaches the capacity:
+    the two that bracket the answer, or the last two before one is too large. When the same
+    end of the bracket moves twice in a row (a bent curve), the next guess halves it."""
+    peaks: dict[int, int] = {}
+    moved: list[bool] = []  #: per guess inside a bracket: did it fit?
+
+    def fits(batch: int) -> bool:
+        peaks[batch] = peak_at(batch)
+        return peaks[batch] <= capacity_bytes
+
+    below, above = (start, None) if fits(start) else (0, start)
+    while len(peaks) < traces and (above is None or above - below > 1) and below < limit:
+        guess = _next_guess(peaks, capacity_bytes, below, above, limit)
+        if above is not None and below and len(moved) >= 2 and moved[-1] == moved[-2]:
+            guess = (below + above) // 2
+        if guess in peaks:
+            break
+        fitted = fits(guess)
+        if above is not None:
+            moved.append(fitted)
+        below, above = (guess, above) if fitted else (below, guess)
+    exact = (above is not None and above == below + 1) or below == limit
+    return below, peaks, exact
+
+
+def _next_guess(peaks: Mapping[int, int], capacity_bytes: int, below: int, above: int | None,
+                limit: int) -> int:
+    """The batch where the line through two traced peaks reaches ``capacity_bytes``, inside
+    the bracket (``below`` fits, ``above`` does not; None: nothing too large traced yet)."""
+    if above is not None and not below:  # nothing fits yet: halve down to batch 1
+        return max(above // 2, 1)
+    known = sorted(peaks)
+    if len(known) < 2:  # one batch traced, and it fits: twice the batch gives a slope
+        return min(2 * below, limit)
+    first, second = (below, above) if above is not None else (known[-2], known[-1])
+    slope = (peaks[second] - peaks[first]) / (second - first)
+    line = first + int((capacity_bytes - peaks[first]) // slope) if slope > 0 else 2 * below
+    upper = limit if above is None else above - 1
+    return min(max(line, below + 1), upper)
