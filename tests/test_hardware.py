@@ -6,11 +6,14 @@ import dataclasses
 import json
 
 import pytest
+import torch
 
-from torchroofline import gpu_spec, hardware, kernelbench_gpus
+from torchroofline import Result, analyze, gpu_spec, hardware, kernelbench_gpus
+from torchroofline.cli import main
 from torchroofline.errors import ClockError, PrecisionError, UnknownGPUError
 from torchroofline.hardware import GPUSpec, get_gpu, list_gpus
 from torchroofline.kernelbench_gpus import parse_kernelbench_specs
+from torchroofline.precision import math_rungs
 
 # A table in KernelBench's GPU_SPEC_INFO format (its spellings, typo "Tensore" included).
 KERNELBENCH_TABLE = {
@@ -503,3 +506,79 @@ def test_bad_clocks_are_one_line_errors(gpu, clock, memory_clock, message) -> No
     with pytest.raises(ClockError, match=message) as error:
         get_gpu(gpu).at_clocks(clock, memory_clock)
     assert "\n" not in str(error.value)
+
+
+# --- the fp4 rung and locked clocks, end to end ------------------------------------------------
+
+_N = 4096
+
+
+class _MatMul(torch.nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a @ b
+
+
+def _square_matmul(gpu: str, **options) -> Result:
+    inputs = (torch.empty(_N, _N, device="meta"), torch.empty(_N, _N, device="meta"))
+    return analyze(_MatMul(), inputs, gpu, "fp32", **options)
+
+
+@pytest.fixture(scope="module")
+def b200_matmul() -> Result:
+    return _square_matmul("b200")
+
+
+def test_fp4_rung_of_a_4096_cubed_matmul_on_b200(b200_matmul: Result) -> None:
+    ladder = b200_matmul.sol_by_math_s
+    flops = 2 * _N**3
+    compulsory_bytes = 3 * _N**2 * 4  # fp32 A and B read, C written: the rungs keep the dtypes
+    memory_s = compulsory_bytes / 8000e9
+    # fp8: 2N^3 / 4.5 PFLOP/s = 30.5 us (compute-bound); fp4: 2N^3 / 9 PFLOP/s = 15.3 us of
+    # compute under the 25.2 us the fp32 bytes take, so the fp4 rung is the memory time
+    assert ladder["fp8"] == pytest.approx(flops / 4500e12)
+    assert ladder["fp4"] == pytest.approx(max(flops / 9000e12, memory_s)) == pytest.approx(memory_s)
+    assert list(ladder)[-2:] == ["fp8", "fp4"]
+
+
+def test_no_fp4_rung_without_fp4_tensor_cores() -> None:
+    assert math_rungs(get_gpu("h100")) == ("program", "tf32", "bf16", "fp16", "fp8")
+    assert math_rungs(get_gpu("b200"))[-1] == "fp4"
+    assert math_rungs(get_gpu("mi355x"))[-1] == "fp4"
+
+
+def test_analyze_at_a_locked_clock(b200_matmul: Result) -> None:
+    locked = _square_matmul("b200", clock_mhz=1500)
+    flops = 2 * _N**3
+    # program rung: fp32 on the CUDA cores at 80 TFLOP/s x 1500/1980 (boost);
+    # fp8 rung: 4.5 PFLOP/s x 1500/1860 (the tensor clock the datasheet figure assumes)
+    assert locked.sol_by_math_s["program"] == pytest.approx(flops / (80e12 * 1500 / 1980))
+    assert locked.sol_by_math_s["fp8"] == pytest.approx(flops / (4500e12 * 1500 / 1860))
+    assert locked.sol_by_math_s["fp8"] / b200_matmul.sol_by_math_s["fp8"] == pytest.approx(
+        1860 / 1500
+    )
+    data = locked.to_dict()
+    assert data["gpu_clocks"] == {
+        "clock_mhz": 1500,
+        "boost_clock_mhz": 1980,
+        "memory_clock_mhz": None,
+        "nominal_memory_clock_mhz": None,
+    }
+    assert b200_matmul.to_dict()["gpu_clocks"]["clock_mhz"] == 1980
+    assert "Locked: SM clock 1500 MHz (nominal 1980)" in locked.format()
+    assert "Locked" not in b200_matmul.format()
+
+
+def test_cli_clock_options(capsys) -> None:
+    problem = "examples/kernelbench/level1/1_Square_matrix_multiplication_.py"
+    code = main(["analyze", problem, "--gpu", "h100", "--mem-clock-mhz", "1600", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert data["gpu_clocks"]["memory_clock_mhz"] == 1600
+    # 3 fp32 4096x4096 matrices at 3350 GB/s x 1600/2619
+    assert data["time_ms"]["memory_sol"] == pytest.approx(
+        3 * _N**2 * 4 / (3350e9 * 1600 / 2619) * 1e3
+    )
+    code = main(["analyze", problem, "--gpu", "b200", "--clock-mhz", "2500"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "at most its boost clock 1980 MHz" in err and len(err.strip().splitlines()) == 1

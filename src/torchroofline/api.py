@@ -36,6 +36,8 @@ def analyze(
     loss: Callable[[Any], Any] | None = None,
     optimizer: str = "adamw",
     optimizer_options: Mapping[str, Any] | None = None,
+    clock_mhz: float | None = None,
+    mem_clock_mhz: float | None = None,
 ) -> Result:
     """How fast could ``model(*inputs)`` run on ``gpu`` at ``precision``?
 
@@ -53,11 +55,16 @@ def analyze(
     would), autograd's backward and one step of ``optimizer`` ("adamw", "adam", "sgd",
     "adafactor" or "none") built with ``optimizer_options`` (e.g. ``{"fused": True}``); the
     Result's ``phases`` split its figures by forward, backward and optimizer.
+
+    ``clock_mhz`` prices a GPU whose SM clock is locked there (``nvidia-smi -lgc``; benchmarks
+    often lock a B200 at 1,500 MHz): compute peaks scale by the locked clock over the clock the
+    datasheet figures assume (:meth:`~torchroofline.gpu_spec.GPUSpec.at_clocks`).
+    ``mem_clock_mhz`` likewise scales the bandwidth by the locked over the nominal memory clock.
     """
     from .hardware import get_gpu
     from .precision import MathSwitches, check_precision
 
-    spec = get_gpu(gpu)
+    spec = get_gpu(gpu).at_clocks(clock_mhz, mem_clock_mhz)
     check_precision(precision)  # fail before tracing
     switches = MathSwitches.current()  # fp32 matmul-class units follow the user's torch switches
     trace = trace_model(
