@@ -211,6 +211,45 @@ def test_eight_200k_linears_do_not_fit_an_h100() -> None:
     assert not fit.fits
 
 
+class Llama70BWeights(nn.Module):
+    """Llama-3-70B's parameters (80 blocks: d 8,192, 64 query and 8 key/value heads of 128,
+    SwiGLU 28,672, vocabulary 128,256, untied head): 70,553,706,496 of them. Its forward
+    embeds and unembeds only: the blocks' weights are held as in the full model, which is what
+    decides the fit, and the test stays fast (the full 80-block forward is 4,013 traced ops)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        d, kv, ffn, vocab = 8_192, 1_024, 28_672, 128_256
+        self.embed = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList(
+            nn.ModuleDict({
+                "q": nn.Linear(d, d, bias=False), "k": nn.Linear(d, kv, bias=False),
+                "v": nn.Linear(d, kv, bias=False), "o": nn.Linear(d, d, bias=False),
+                "gate": nn.Linear(d, ffn, bias=False), "up": nn.Linear(d, ffn, bias=False),
+                "down": nn.Linear(ffn, d, bias=False),
+                "attn_norm": nn.RMSNorm(d), "mlp_norm": nn.RMSNorm(d),
+            })
+            for _ in range(80)
+        )
+        self.norm = nn.RMSNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.embed(tokens)))
+
+
+def test_llama_70b_in_bf16_does_not_fit_an_h100() -> None:
+    # 70,553,706,496 parameters · 2 bytes = 141.1 GB (each one a multiple of 512 bytes)
+    with torch.device("meta"):
+        model = Llama70BWeights().to(torch.bfloat16)
+    assert sum(p.numel() for p in model.parameters()) == 70_553_706_496
+    result = analyze(model, meta(1, 16, dtype=torch.long), gpu="h100-sxm", precision="bf16")
+    assert result.memory.peak_breakdown["parameters"] == 2 * 70_553_706_496
+    assert result.to_dict()["memory"]["summary"] == (
+        "needs 141 GB, H100 SXM has 80 GB: does not fit"
+    )
+
+
 def test_the_report_says_whether_it_fits() -> None:
     model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 256))
     result = analyze(model, torch.randn(64, 512), gpu="h100-sxm")

@@ -8,6 +8,8 @@ bytes are the data, the scales and the output, each at its own element size.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -209,3 +211,32 @@ def test_scaled_grouped_mm_is_2mnk_per_group(left, right, flops) -> None:
     [op] = scaled_ops(analyze(Fn(grouped), *inputs))
     assert op.flops.tensor == flops
     assert op_precision(op, "fp32") == "fp8"
+
+
+# --- benchmarks/math_error.py: the emulation the measured-error table rests on ------------------
+
+
+def math_error_module():
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "math_error.py"
+    spec = importlib.util.spec_from_file_location("_bench_math_error", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tf32_emulation_keeps_ten_mantissa_bits() -> None:
+    bench = math_error_module()
+    # 1 + 2⁻¹⁰ is a TF32 value; 1 + 2⁻¹¹ is half its last bit (a tie); 1 + 3·2⁻¹² is 3/4 of it
+    values = torch.tensor([1 + 2**-10, 1 + 2**-11, 1 + 3 * 2**-12])
+    assert bench.tf32_truncated(values).tolist() == [1 + 2**-10, 1.0, 1.0]
+    assert bench.tf32_rounded(values).tolist() == [1 + 2**-10] * 3  # ties away from zero
+
+
+def test_math_error_grows_as_the_mantissa_shrinks() -> None:
+    """fp32 (23 bits) < fp16 (10) < bf16 (7) < fp8 e4m3 (3) on one small unit-normal product."""
+    bench = math_error_module()
+    case = bench.Case("8x64x8", "", "", 64, (("randn", (8, 64)), ("randn", (64, 8))), bench.matmul)
+    error = {row.rung: row.max_abs for row in bench.measure(case)}
+    assert error["fp32"] < error["fp16"] < error["bf16"] < error["fp8"]
+    assert error["tf32 (rounded)"] == error["fp16"]  # the same 10 bits, rounded the same way
