@@ -213,6 +213,23 @@ def test_scaled_grouped_mm_is_2mnk_per_group(left, right, flops) -> None:
     assert op_precision(op, "fp32") == "fp8"
 
 
+@pytest.mark.skipif(not hasattr(torch.ops.aten, "_scaled_addmm"), reason="torch >= 2.15")
+def test_scaled_addmm_accumulates_into_its_first_argument() -> None:
+    tensor_wise = F.ScalingType.TensorWise
+
+    def accumulate(c, a, b, scale_a, scale_b):
+        return F.scaled_addmm(c, a, b.t(), scale_a, tensor_wise, scale_b, tensor_wise)
+
+    m, k, n = 128, 512, 256
+    inputs = (meta(m, n, dtype=BF16), meta(m, k, dtype=E4M3), meta(n, k, dtype=E4M3), meta(),
+              meta())
+    [op] = scaled_ops(analyze(Fn(accumulate), *inputs))
+    # 2·M·N·K on FP8 tensor cores; C read and the result written in bf16, A and B 1 B each
+    assert op.flops.tensor == 2 * m * n * k
+    assert op_precision(op, "fp32") == "fp8"
+    assert op.eager_bytes(4) == m * n * 2 + m * k + n * k + 8 + m * n * 2
+
+
 # --- benchmarks/math_error.py: the emulation the measured-error table rests on ------------------
 
 

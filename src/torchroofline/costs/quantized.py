@@ -31,14 +31,20 @@ def reduction_length(left: torch.Tensor) -> int:
     return left.shape[-1] * VALUES_PER_ELEMENT.get(left.dtype, 1)
 
 
-@register([aten._scaled_mm, aten._scaled_mm_v2], Category.COMPUTE, fusible=False)
+def left_operand_name(op: TracedOp) -> str:
+    """The schema name of a scaled product's left operand: ``mat1`` where ``self`` is the
+    accumulator (``_scaled_addmm``, torch ≥ 2.15: C·β + α·A @ B), else ``self``."""
+    return "mat1" if "mat1" in op.argument_names else "self"
+
+
+@register([aten._scaled_mm, aten._scaled_mm_v2, aten._scaled_addmm], Category.COMPUTE,
+          fusible=False)
 def scaled_mm_flops(op: TracedOp) -> FlopCount:
     """(M, K) @ (K, N) with K counted in values: 2·M·N·K FLOPs. The scaling epilogue (one or two
-    multiplies per output) and the bias are not counted, as ``flop_counter`` counts ``addmm``."""
-    output = op.output
-    return FlopCount(
-        tensor=2 * output.numel() * reduction_length(op.argument("self")), kind=MatmulKind.MATMUL
-    )
+    multiplies per output), the bias and the accumulator are not counted, as ``flop_counter``
+    counts ``addmm``."""
+    left = op.argument(left_operand_name(op))
+    return FlopCount(tensor=2 * op.output.numel() * reduction_length(left), kind=MatmulKind.MATMUL)
 
 
 @register([aten._scaled_grouped_mm, aten._scaled_grouped_mm_v2], Category.COMPUTE, fusible=False)

@@ -1,4 +1,5 @@
-"""Demand rules of scaled (quantized) matmuls: ``_scaled_mm`` and ``_scaled_mm_v2``.
+"""Demand rules of scaled (quantized) matmuls: ``_scaled_mm``, ``_scaled_mm_v2`` and
+``_scaled_addmm``.
 
 out[i, j] needs row i of A, column j of B and the scales of both: 2·K FLOPs (K counted in
 values, two per ``float4_e2m1fn_x2`` byte). A scale that broadcasts over the output (per tensor,
@@ -16,7 +17,7 @@ import math
 import torch
 
 from ..costs import FlopCount, MatmulKind, aten
-from ..costs.quantized import reduction_length
+from ..costs.quantized import left_operand_name, reduction_length
 from ..regions import Region
 from ..trace import TensorRef, TracedOp
 from ._core import Demand, _broadcast, _Context, _proportional, demand_rule
@@ -59,7 +60,7 @@ def _scale_demand(
     return Region(opaque=min(lines * -(-values // block), ref.elements))
 
 
-@demand_rule([aten._scaled_mm, aten._scaled_mm_v2])
+@demand_rule([aten._scaled_mm, aten._scaled_mm_v2, aten._scaled_addmm])
 def scaled_mm_demand(context: _Context) -> Demand:
     """See the module docstring; a whole output needs everything the op reads."""
     op = context.op
@@ -70,11 +71,12 @@ def scaled_mm_demand(context: _Context) -> Demand:
     if whole or len(roles) != len(op.reads) or any(len(box) != 2 for box in region.boxes):
         return _proportional(context)
     rows, columns = out_shape
-    packed = op.reads[0].shape[1]
-    values = reduction_length(op.argument("self"))
+    left = left_operand_name(op)
+    packed = op.reads[roles.index(left)].shape[1]
+    values = reduction_length(op.argument(left))
     every = (range(packed),)
     operand = {
-        "self": Region.of(
+        left: Region.of(
             [(box[0], every) for box in region.boxes], -(-region.opaque // columns) * packed
         ),
         "mat2": Region.of(
@@ -87,7 +89,7 @@ def scaled_mm_demand(context: _Context) -> Demand:
             inputs.append(operand[role])
         elif role in _SCALED_AXIS:
             inputs.append(_scale_demand(ref, _SCALED_AXIS[role], region, out_shape, values))
-        else:  # bias (broadcast over the output) or the global scale_result
+        else:  # bias or accumulator (broadcast over the output), or the global scale_result
             inputs.append(_broadcast(region, out_shape, ref.shape) or Region())
     tensor = min(2 * values * region.count, context.record.flops.tensor)
     return Demand(tuple(inputs), FlopCount(tensor=tensor, kind=MatmulKind.MATMUL))
