@@ -109,3 +109,61 @@ def test_mistyped_training_options_fail_in_one_line(options):
     kwargs = {"mode": "train", **options}
     with pytest.raises(InputError, match="unknown|loss must be"):
         torchroofline.analyze(_mlp(), torch.randn(2, 8), **kwargs)
+
+
+# --- Closed forms ---------------------------------------------------------------------------
+
+
+def _train(model: nn.Module, *inputs: torch.Tensor, **options):
+    import torchroofline
+
+    return torchroofline.analyze(model, inputs, mode="train", **options)
+
+
+def _phase(result, name: str):
+    return next(figures for figures in result.phases if figures.phase == name)
+
+
+def test_a_linear_layers_backward_is_twice_its_forward_matmul():
+    # Linear(32 → 16) on 8 rows whose input needs a gradient (the first layer makes it):
+    # forward 2·8·32·16 FLOPs; backward dX = dY·W and dW = dYᵀ·X, the same each
+    result = _train(nn.Sequential(nn.Linear(64, 32, bias=False), nn.Linear(32, 16, bias=False)),
+                    torch.randn(8, 64), optimizer="none")
+    forward = 2 * 8 * 32 * 16
+
+    def tensor_flops(phase: str) -> int:
+        return sum(op.flops.tensor for op in result.ops
+                   if op.module_path == "1" and result.trace.ops[op.index].phase == phase)
+
+    assert tensor_flops("forward") == forward
+    assert tensor_flops("backward") == 2 * forward
+
+
+@pytest.mark.parametrize(("optimizer", "accesses"), [
+    # AdamW: param, grad, exp_avg, exp_avg_sq read; param, exp_avg, exp_avg_sq written
+    ("adamw", 7),
+    # SGD without momentum: param and grad read, param written
+    ("sgd", 3),
+])
+def test_the_optimizer_step_moves_each_fp32_state_once(optimizer, accesses):
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 16))
+    parameters = sum(p.numel() for p in model.parameters())
+    result = _train(model, torch.randn(8, 64), optimizer=optimizer)
+    assert _phase(result, "optimizer").boundary_bytes == accesses * 4 * parameters
+    # the foreach kernels take more passes than that (eager), never fewer
+    assert _phase(result, "optimizer").eager_bytes >= accesses * 4 * parameters
+
+
+def test_phase_figures_reach_the_json_and_the_report():
+    result = _train(_mlp(), torch.randn(2, 8))
+    phases = result.to_dict()["phases"]
+    assert list(phases) == list(PHASES)
+    assert sum(p["flops"] for p in phases.values()) == result.flops
+    assert "Training step (adamw optimizer)" in result.format()
+
+
+def test_no_fused_kernel_crosses_a_phase():
+    result = _train(nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.ReLU()),
+                    torch.randn(4, 8))
+    for kernel in result.plans.fused.kernels:
+        assert len({result.trace.ops[op.index].phase for op in kernel.ops}) == 1

@@ -102,6 +102,9 @@ _A100_80GB = GPUSpec(
     aliases=("a100", "a100-sxm", "a100-sxm4-80gb"),
     source="NVIDIA A100 datasheet (r4); NVIDIA A100 (GA100) architecture whitepaper",
     boost_clock_mhz=1410,  # 312 TFLOP/s = 108 SM x 2048 FLOP/clk x 1.41 GHz
+    # HBM2e on a 5120-bit bus at twice the memory clock: 5120 / 8 B x 2 x 1593 MHz = 2039 GB/s
+    memory_clock_mhz=1593,
+    unconfirmed=("memory_clock_mhz",),
 )
 
 # MI300X: AMD prints dense and sparse separately; these are dense. FP32 163.4 is the vector
@@ -299,12 +302,15 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bytes=int(40 * _GIGA),
         memory_bandwidth_bytes_per_s=1555 * _GIGA,
         aliases=("a100-sxm4-40gb",),
+        memory_clock_mhz=1215,  # HBM2: 5120 / 8 B x 2 x 1215 MHz = 1555 GB/s
+        unconfirmed=(),
     ),
     replace(
         _A100_80GB,
         name="A100 PCIe",
         memory_bandwidth_bytes_per_s=1935 * _GIGA,
         aliases=("a100-pcie-80gb",),
+        memory_clock_mhz=1512,  # 5120 / 8 B x 2 x 1512 MHz = 1935 GB/s
         source="NVIDIA A100 datasheet (r4, 80GB PCIe); NVIDIA A100 (GA100) whitepaper",
     ),
     # L40S: datasheet FP16/BF16 362.05 dense; TechPowerUp's calculation at the 2.52 GHz boost

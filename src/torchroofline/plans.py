@@ -24,6 +24,7 @@ from .costs import OpRecord, cost_trace
 from .demand import Necessary, necessary_work
 from .fusion import Plan, eager_plan, fused_plan
 from .trace import Trace
+from .training import fused_step_plan
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ def make_plans(trace: Trace, ops: Sequence[OpRecord] | None = None) -> Plans:
         trace=trace,
         ops=ops,
         eager=eager_plan(ops),
-        fused=fused_plan(ops, trace.output_value_ids),
+        fused=fused_plan(ops, trace.output_value_ids) if trace.step is None
+        else fused_step_plan(trace, ops),
         necessary=necessary_work(trace, ops),
     )
 

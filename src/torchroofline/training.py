@@ -310,3 +310,120 @@ def _paused(recorder: _Recorder) -> Iterator[None]:
         yield
     finally:
         recorder.paused = False
+
+
+# --- Figures per phase -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PhaseFigures:
+    """One phase of a training step priced on the Result's GPU. FLOPs are the phase's
+    necessary FLOPs; bytes are HBM bytes of the kernels whose first op is in the phase, for
+    the eager and fused plans, and ``boundary_bytes`` those of the phase as one perfectly fused
+    program: each value it reads from outside once, each value it leaves for later (a saved
+    activation, a gradient, an updated parameter) once. Times in ms; ``sol_ms`` is the
+    phase's FLOPs and boundary bytes at the GPU's peaks, the estimates are the performance
+    model's GPU-busy time of the phase's kernels (eager: as autograd launches them)."""
+
+    phase: str
+    flops: int
+    eager_bytes: int
+    fused_bytes: int
+    boundary_bytes: int
+    eager_kernels: int
+    fused_kernels: int
+    sol_ms: float
+    eager_gpu_ms: float
+    compile_gpu_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def phase_figures(result: Any) -> tuple[PhaseFigures, ...]:
+    """The forward, backward and optimizer figures of a training step's ``result`` (a
+    :class:`~torchroofline.roofline.Result`); empty for an inference trace."""
+    from .costs import tensor_bytes
+    from .precision import unit_seconds
+
+    trace = result.trace
+    if trace.step is None:
+        return ()
+    phase_of = [op.phase for op in trace.ops]
+    float_bytes = result.float_bytes
+    boundary = _boundary_refs(trace)
+    figures = []
+    for phase in PHASES:
+        necessary = [op for op in result.plans.necessary.ops if phase_of[op.index] == phase]
+        compute_s = unit_seconds(necessary, result.gpu, result.precision, result.switches,
+                                 result.math).compute_s
+        boundary_bytes = sum(tensor_bytes(ref, float_bytes) for ref in boundary[phase])
+        eager = _in_phase(result.eager_kernels, result.plans.eager.kernels, phase_of, phase)
+        fused = _in_phase(result.kernels, result.plans.fused.kernels, phase_of, phase)
+        performance = result.performance
+        figures.append(PhaseFigures(
+            phase=phase,
+            flops=sum(op.total_flops for op in necessary),
+            eager_bytes=sum(result.eager_kernels[i].bytes for i in eager),
+            fused_bytes=sum(result.kernels[i].bytes for i in fused),
+            boundary_bytes=boundary_bytes,
+            eager_kernels=sum(result.eager_kernels[i].launches for i in eager),
+            fused_kernels=sum(result.kernels[i].launches for i in fused),
+            sol_ms=max(compute_s, boundary_bytes / result.gpu.memory_bandwidth_bytes_per_s) * 1e3,
+            eager_gpu_ms=sum(performance.eager.kernel_gpu_s[i] for i in eager) * 1e3,
+            compile_gpu_ms=sum(performance.compile.kernel_gpu_s[i] for i in fused) * 1e3,
+        ))
+    return tuple(figures)
+
+
+def _in_phase(
+    estimates: Sequence[Any], kernels: Sequence[Any], phase_of: Sequence[str], phase: str
+) -> list[int]:
+    """Positions of the kernels whose first op ran in ``phase``."""
+    return [i for i, kernel in enumerate(kernels[: len(estimates)])
+            if kernel.ops and phase_of[kernel.ops[0].index] == phase]
+
+
+def _boundary_refs(trace: Any) -> dict[str, list[TensorRef]]:
+    """Per phase: each value its ops read that another phase wrote or that was there before
+    (largest view), and each value its ops wrote that another phase reads or the step keeps."""
+    from .trace import largest_per_value
+
+    writer: dict[int, str] = {}
+    readers: dict[int, set[str]] = {}
+    for op in trace.ops:
+        for ref in op.writes:
+            writer[ref.value_id] = op.phase
+        for ref in op.reads:
+            readers.setdefault(ref.value_id, set()).add(op.phase)
+    crossing: dict[str, list[TensorRef]] = {phase: [] for phase in PHASES}
+    for op in trace.ops:
+        if op.is_view:
+            continue
+        crossing[op.phase] += [ref for ref in op.reads if writer.get(ref.value_id) != op.phase]
+        crossing[op.phase] += [
+            ref for ref in op.writes
+            if ref.value_id in trace.output_value_ids
+            or readers.get(ref.value_id, set()) - {op.phase}
+        ]
+    return {phase: list(largest_per_value(refs)) for phase, refs in crossing.items()}
+
+
+def fused_step_plan(trace: Any, ops: Sequence[Any]) -> Any:
+    """The fused plan of a training step as AOTAutograd compiles it: the forward graph, the
+    backward graph and the optimizer step fused apart (no kernel crosses a phase), each graph
+    keeping what a later phase reads: the forward saves for backward every forward value the
+    backward ops read (the partitioner's choice, modelled as 'save what eager autograd saves';
+    METHOD.md, Training steps), the backward leaves the gradients for the optimizer."""
+    from .fusion import Plan, fused_plan
+
+    phase_of = [op.phase for op in trace.ops]
+    kernels: list[Any] = []
+    for position, phase in enumerate(PHASES):
+        mine = [op for op in ops if phase_of[op.index] == phase]
+        later = {ref.value_id for op in ops if PHASES.index(phase_of[op.index]) > position
+                 for ref in op.reads}
+        if mine:
+            kept = frozenset(trace.output_value_ids | later)
+            kernels += fused_plan(mine, kept).kernels
+    return Plan(tuple(kernels))
