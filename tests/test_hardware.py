@@ -14,6 +14,7 @@ from torchroofline.errors import ClockError, PrecisionError, UnknownGPUError
 from torchroofline.hardware import GPUSpec, get_gpu, list_gpus
 from torchroofline.kernelbench_gpus import parse_kernelbench_specs
 from torchroofline.precision import math_rungs
+from torchroofline.report import format_prompt
 
 # A table in KernelBench's GPU_SPEC_INFO format (its spellings, typo "Tensore" included).
 KERNELBENCH_TABLE = {
@@ -570,6 +571,8 @@ def test_analyze_at_a_locked_clock(b200_matmul: Result) -> None:
     assert b200_matmul.to_dict()["gpu_clocks"]["clock_mhz"] == 1980
     assert "Locked: SM clock 1500 MHz (nominal 1980)" in locked.format()
     assert "Locked" not in b200_matmul.format()
+    assert "(B200 at SM clock 1500 MHz (nominal 1980), fp32" in format_prompt(locked)
+    assert "(B200, fp32" in format_prompt(b200_matmul)
 
 
 def test_cli_clock_options(capsys) -> None:

@@ -272,10 +272,11 @@ def estimate_lines(result: Result) -> list[str]:
     ]
 
 
-def _locked_clocks_line(result: Result) -> list[str]:
-    """The header's line for a GPU priced at locked clocks (nothing at nominal clocks)."""
+def _locked_clocks(result: Result) -> list[str]:
+    """Each locked clock of the GPU the result was priced on, e.g. "SM clock 1500 MHz (nominal
+    1980)"; none at nominal clocks."""
     gpu = result.gpu
-    locks = [
+    return [
         f"{name} {locked:g} MHz (nominal {nominal:g})"
         for name, locked, nominal in (
             ("SM clock", gpu.locked_clock_mhz, gpu.boost_clock_mhz),
@@ -283,7 +284,18 @@ def _locked_clocks_line(result: Result) -> list[str]:
         )
         if locked is not None
     ]
+
+
+def _locked_clocks_line(result: Result) -> list[str]:
+    """The text header's line for a GPU priced at locked clocks (nothing at nominal clocks)."""
+    locks = _locked_clocks(result)
     return [f"  Locked: {', '.join(locks)}; peaks scaled to match"] if locks else []
+
+
+def _prompt_clocks(result: Result) -> str:
+    """The prompt header's note of locked clocks, e.g. " at SM clock 1500 MHz (nominal 1980)"."""
+    locks = _locked_clocks(result)
+    return f" at {', '.join(locks)}" if locks else ""
 
 
 def _unconfirmed_line(result: Result) -> list[str]:
@@ -528,8 +540,8 @@ def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> 
     bound, the units it assumes and where the time goes; with ``gen_ms``, the generated
     kernel's time against the bound too."""
     lines = [
-        f"Speed-of-light analysis ({result.gpu.name}, {result.precision}{_prompt_math(result)}, "
-        "torchroofline):",
+        f"Speed-of-light analysis ({result.gpu.name}{_prompt_clocks(result)}, {result.precision}"
+        f"{_prompt_math(result)}, torchroofline):",
         f"- FLOPs: {si(result.flops)} (tensor-core class {si(result.tensor_flops)}, "
         f"other {si(result.vector_flops)})",
         f"- HBM bytes: unfused {human_bytes(result.unfused_bytes)}, fused "
