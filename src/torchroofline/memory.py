@@ -155,7 +155,7 @@ class Allocation:
     request_bytes: int  #: the storage's bytes at the analysed precision (before rounding)
     kind: str  #: one of :data:`KINDS`
     module_path: str  #: the module whose op made it ("" for storages made before the trace)
-    phase: str
+    phase: str  #: the phase of the op that made it (TracedOp.phase)
     first_op: int
     last_op: int
 
@@ -322,9 +322,9 @@ def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
             peak = (position, allocator.allocated_bytes, dict(live_by_kind),
                     dict(live_activations))
         for life in freed_after.get(position, ()):
-            if life.storage_id not in blocks:
+            block = blocks.pop(life.storage_id, None)
+            if block is None:  # an empty tensor: it had no block
                 continue
-            block = blocks.pop(life.storage_id)
             _count(live_by_kind, live_activations, life, -block.size)
             allocator.free(block)
     peak_op, peak_bytes, by_kind, by_module = peak
@@ -350,12 +350,6 @@ def _count(by_kind: dict[str, int], activations: dict[str, int], life: Allocatio
     by_kind[life.kind] += size
     if life.kind == "activations":
         activations[life.module_path] = activations.get(life.module_path, 0) + size
-
-
-__all__ = [
-    "KINDS", "Allocation", "CachingAllocator", "MemoryFit", "MemoryTimeline", "allocations",
-    "block_bytes", "memory_timeline", "segment_bytes", "storage_bytes",
-]
 
 
 @dataclass(frozen=True)
@@ -438,3 +432,10 @@ def _next_guess(peaks: Mapping[int, int], capacity_bytes: int, below: int, above
     line = first + int((capacity_bytes - peaks[first]) // slope) if slope > 0 else 2 * below
     upper = limit if above is None else above - 1
     return min(max(line, below + 1), upper)
+
+
+__all__ = [
+    "KINDS", "Allocation", "BatchFit", "CachingAllocator", "MemoryFit", "MemoryTimeline",
+    "allocations", "block_bytes", "largest_batch", "memory_timeline", "segment_bytes",
+    "storage_bytes",
+]
