@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -399,3 +401,21 @@ def test_max_batch_is_zero_when_the_parameters_alone_do_not_fit() -> None:
     fit = max_batch(nn.Linear(256, 256), torch.randn(4, 256), _gpu_with_memory(200_000))
     assert (fit.batch, fit.exact) == (0, True)
     assert fit.peaks[1] > 200_000
+
+
+def test_cli_max_batch_follows_the_allocators_2_mib_rounding(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # 23_Softmax: x and softmax(x), each b · 393,216 · 4 = 1.5·b MiB, from segments rounded up
+    # to 2 MiB. A remainder of ≤ 1 MiB stays in the block: b = 4k+1 and 4k+2 hold 6k+2 and
+    # 6k+4 MiB each, b = 4k+3 only its 6k+4.5 MiB (a 1.5 MiB remainder is split off), b = 4k
+    # exactly 6k. On 80·10⁹ bytes (76,293.9 MiB for the two): b = 25,431 (4·6,357+3) holds
+    # 2 · 38,146.5 = 76,293 MiB and fits; 25,432 needs 2 · 38,148 = 76,296 MiB and does not.
+    from torchroofline.cli import main
+
+    problem = Path(__file__).parent / "fixtures" / "kernelbench" / "level1" / "23_Softmax.py"
+    assert main(["analyze", str(problem), "--gpu", "h100-sxm", "--max-batch", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)["max_batch"]
+    assert (found["batch"], found["exact"]) == (25_431, True)
+    assert found["peak_bytes"] == 76_293 * MiB
+    assert found["traced"]["25432"] == 76_296 * MiB
