@@ -172,6 +172,25 @@ def test_a_kept_slice_of_nvfp4_needs_a_block_scale_per_16_values_of_its_rows() -
     assert result.tensor_flops == 2 * k * rows * n
 
 
+def test_fp4_packed_in_forward_is_integer_work_and_a_free_view() -> None:
+    """fp4 has no conversion op: code packs two 4-bit codes per uint8, then views the bytes as
+    float4_e2m1fn_x2. The shifts and ors are pointwise, the dtype view costs nothing, and the
+    bound reads the codes once (1 B per value)."""
+
+    def packed_product(codes, w, x_scale, w_scale):
+        packed = (codes[:, 1::2] << 4) | codes[:, 0::2]
+        return row_scaled(packed.view(FP4), w, x_scale, w_scale)
+
+    m, k, n = 128, 256, 64
+    result = analyze(Fn(packed_product), meta(m, k, dtype=torch.uint8),
+                     meta(n, k // 2, dtype=FP4), meta(m * k // 16, dtype=E4M3),
+                     meta(n * k // 16, dtype=E4M3))
+    [view] = [op for op in result.ops if op.name == "aten.view.dtype"]
+    assert view.category is Category.ZERO_COPY
+    assert result.tensor_flops == 2 * m * n * k
+    assert result.compulsory_bytes == m * k + n * k // 2 + (m + n) * k // 16 + m * n * 2
+
+
 def test_unpadded_block_scales_trace_as_given() -> None:
     """cuBLAS wants block scales padded to 128-row tiles, and the meta kernel refuses others
     ("Invalid blockwise scaling configuration"); the trace makes the output from shapes, so 16
