@@ -18,6 +18,7 @@ from torchroofline.api import max_batch
 from torchroofline.hardware import GPUSpec, get_gpu
 from torchroofline.memory import (
     CachingAllocator,
+    MemoryFit,
     MemoryTimeline,
     block_bytes,
     memory_timeline,
@@ -250,6 +251,18 @@ def test_llama_70b_in_bf16_does_not_fit_an_h100() -> None:
     assert result.to_dict()["memory"]["summary"] == (
         "needs 141 GB, H100 SXM has 80 GB: does not fit"
     )
+
+
+@pytest.mark.parametrize(
+    ("peak", "reserved", "verdict"),
+    [(80, 80, "fits"), (80, 81, "tight"), (81, 81, "does not fit")],
+)
+def test_the_verdict_sets_blocks_and_segments_against_the_memory(
+    peak: int, reserved: int, verdict: str
+) -> None:
+    # 80 bytes of memory: the blocks must fit; the segments too, or only the allocator's
+    # retry (it frees its cache when cudaMalloc fails) saves the run
+    assert MemoryFit("GPU", 80, peak, reserved).verdict == verdict
 
 
 def test_the_report_says_whether_it_fits() -> None:
