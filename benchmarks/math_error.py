@@ -11,13 +11,17 @@ initialise them). A rung is emulated as a tensor-core kernel computes it: the in
 to the rung's format, the products are exact (a product of two values with ≤ 11 significant bits
 fits fp32's 24) and summed in fp32, and the output is written in fp32. Attention rounds the
 softmax probabilities to the rung's format before P @ V, as flash kernels do. TF32 keeps the top
-10 of fp32's 23 mantissa bits, two ways: masking the other 13 (round toward zero, as tensor cores
-read fp32 operands that were not converted) and rounding to nearest (``cvt.rna.tf32.f32``, what
-CUTLASS and cuBLAS kernels that convert do); truncation's error is up to twice as large.
+10 of fp32's 23 mantissa bits, and the table shows both roundings a kernel may apply: masking
+the other 13 (round toward zero) and rounding to nearest (``cvt.rna.tf32.f32``); which one a
+cuBLAS kernel applies is not documented, and truncation's error is up to twice as large.
 
 The check is ``torch.allclose``'s, ``|out − ref| ≤ atol + rtol·|ref|``: atol = rtol = 1e-2 for
 KernelBench v0/v0.1 (every problem) and for fp16/bf16 problems of the current release, 1e-4 for
-its fp32 problems. A case passes when every element does. ``--write`` writes docs/math_error.md.
+its fp32 problems. A case passes when every element does. KernelBench compares with an fp32 run
+of the reference, not with fp64; an fp32 kernel that sums in another order is about as far from
+that run as from fp64, so the fp32 rows say what a correct fp32 kernel can expect.
+
+``--write`` writes docs/math_error.md.
 """
 
 from __future__ import annotations
