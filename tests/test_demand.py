@@ -956,3 +956,29 @@ def test_a_value_minus_its_own_size_one_mean_needs_nothing() -> None:
     # not when the reduced dim has more than one element: the difference is data
     wide = bound(lambda x: x - x.mean(1, keepdim=True), meta(32, 64))
     assert wide.flops >= 32 * 64 and wide.compulsory_bytes == 2 * 32 * 64 * 4
+
+
+def test_conv_and_pool_outputs_with_no_position_still_cost_their_cheapest_window() -> None:
+    # conv(x).flatten()[ids] with data ids (meta: unknown values): the gather needs one conv
+    # output somewhere ("repeated indices may all pick one"), with no position. Conv2d(3, 4, 3,
+    # padding=1) on 8×8: the cheapest output is a corner, whose 3×3 window has 2×2 taps inside
+    # the input, so it costs 2 FLOPs × 3 channels × 4 taps = 24 and reads 3·4 = 12 input and
+    # 12 weight elements (the bound never charged it anything before)
+    conv = nn.Conv2d(3, 4, 3, padding=1, bias=False).to("meta")
+    result = analyze(
+        Fn(lambda x, ids: conv(x).flatten()[ids]),
+        (meta(1, 3, 8, 8), torch.empty(5, dtype=torch.long, device="meta")),
+        data="any",
+    )
+    (conv_op,) = [op for op in result.plans.necessary.ops if "convolution" in op.name]
+    assert conv_op.flops.tensor == 2 * 3 * 4
+    # bytes: 12 input + 12 weight floats, the 5 int64 ids and the 5 floats written
+    assert result.compulsory_bytes == (12 + 12) * FP32 + 5 * 8 + 5 * FP32
+    # max_pool2d(x, 3, stride=1, padding=1) likewise: a corner output compares its 4 taps
+    pooled = analyze(
+        Fn(lambda x, ids: F.max_pool2d(x, 3, 1, 1).flatten()[ids]),
+        (meta(1, 3, 8, 8), torch.empty(5, dtype=torch.long, device="meta")),
+        data="any",
+    )
+    (pool_op,) = [op for op in pooled.plans.necessary.ops if "max_pool2d" in op.name]
+    assert pool_op.flops.vector == 4

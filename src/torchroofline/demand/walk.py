@@ -64,8 +64,17 @@ class Necessary:
         return tuple(notes)
 
 
-def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
-    """Walk ``trace`` backwards from its kept values; see the module docstring."""
+def necessary_work(
+    trace: Trace,
+    records: Sequence[OpRecord],
+    *,
+    known: dict[int, torch.Tensor] | None = None,
+    sizes_given: bool = False,
+) -> Necessary:
+    """Walk ``trace`` backwards from its kept values; see the module docstring. ``known``: the
+    values rules may read (default: :func:`known_values` of shapes and constants);
+    ``sizes_given``: the sizes values decided are those of the given inputs (the bound for
+    them, :mod:`.given`), not sizes any input may make empty."""
     all_refs = [r for op in trace.ops for r in (*op.writes, *op.reads)] + list(trace.output_refs)
     storages = Storages(all_refs)
     producers = {w.value_id: op for op in trace.ops if not op.is_view for w in op.writes}
@@ -74,8 +83,9 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
     #: the part of each value's demand that an op reads or the model returns (see _Context.read)
     read: dict[int, Region] = {}
     kept, kept_writes = _kept_regions(trace, storages, producers)
-    sized_by_data = _sized_by_data(trace.ops)
-    known = known_values(trace.ops, trace.constants)
+    sized_by_data = {} if sizes_given else _sized_by_data(trace.ops)
+    if known is None:
+        known = known_values(trace.ops, trace.constants)
 
     def add(value_id: int, region: Region, read_part: Region) -> None:
         if region:
@@ -130,7 +140,9 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
                 wanted = _inside(wanted, written, write)
                 read_wanted = _inside(read_wanted, written, write)
             outputs.append(storages.in_view(write, wanted))
-            read_outputs.append(storages.in_view(write, read_wanted))
+            read_outputs.append(
+                outputs[-1] if read_wanted == wanted else storages.in_view(write, read_wanted)
+            )
         # an empty output sized by data (the fallback's zero-filled masks pick nothing) still
         # needs its deciding inputs when anything uses it: only they show it is empty
         empty_but_used = (
@@ -161,10 +173,12 @@ def necessary_work(trace: Trace, records: Sequence[OpRecord]) -> Necessary:
         host = _host_scalars(op)
         for position, (ref, region) in enumerate(zip(op.reads, result.inputs, strict=False)):
             if position not in host and (ref.value_id in sized_by_data or not may_be_empty):
-                add(ref.value_id, storages.region_of(ref, region), storages.region_of(ref, region))
+                in_storage = storages.region_of(ref, region)
+                add(ref.value_id, in_storage, in_storage)
         for ref, region in result.extra:
             if ref.value_id in sized_by_data or not may_be_empty:
-                add(ref.value_id, storages.region_of(ref, region), storages.region_of(ref, region))
+                in_storage = storages.region_of(ref, region)
+                add(ref.value_id, in_storage, in_storage)
         absorbed_values.update(result.absorbed)
         if result.structure and result.structure not in structures:
             structures.append(result.structure)

@@ -59,6 +59,26 @@ def _window(
     return normalize(positions), pairs, positions_to_set(taps)
 
 
+def _cheapest_output_taps(
+    out_shape: Sequence[int], in_shape: Sequence[int], kernel: Sequence[int],
+    geometry: tuple[list[int], list[int], list[int]],
+) -> int:
+    """The fewest in-bounds taps any one output position of a conv or pool has (the trailing
+    ``len(kernel)`` dims are spatial): what each demanded output with no known position costs
+    at least, and the fewest input positions its window reads."""
+    stride, padding, dilation = geometry
+    spatial = len(kernel)
+    fewest = 1
+    for d in range(spatial):
+        out_size, in_size = out_shape[-spatial + d], in_shape[-spatial + d]
+        fewest *= min(
+            (_window((range(o, o + 1),), in_size, kernel[d], stride[d], padding[d], dilation[d])[1]
+             for o in range(out_size)),
+            default=0,
+        )
+    return fewest
+
+
 def _spatial_dims(base: str) -> int:
     """Spatial dims of a pooling or resampling op, from its name (``max_pool2d`` → 2)."""
     return next((int(d) for d in "321" if f"{d}d" in base), 1)
@@ -162,13 +182,23 @@ def convolution_demand(context: _Context) -> Demand:
         flops += 2 * group_in * images * set_size(box[1]) * math.prod(w[1] for w in windows)
         sizes += box_size(box)
     share = region.count / sizes if sizes else 0.0
+    # outputs demanded with no position (a fallback lost them): each costs at least the
+    # cheapest output's taps, and one of them reads a window of that many positions per channel
+    floor = 0
+    if region.opaque and not sizes:
+        floor = group_in * _cheapest_output_taps(
+            op.writes[0].shape, source.shape, weight.shape[2:], (stride, padding, dilation)
+        )
+        flops = 2 * floor * region.opaque
+        share = 1.0
     tensor = min(int(flops * share), context.record.flops.tensor)
     flop_count = FlopCount(tensor=tensor, kind=MatmulKind.CONV)
-    rest = (Region.of(weight_boxes), *(Region.of(bias_boxes) for _ in bias))
+    rest = (Region.of(weight_boxes, floor), *(Region.of(bias_boxes, min(floor, 1)) for _ in bias))
+    source_region = Region.of(in_boxes, floor)
     if source is padded_source:
         structure = "broadcast batch" if broadcast else None
-        return Demand((Region.of(in_boxes), *rest), flop_count, structure=structure)
-    extra = ((source, Region.of(in_boxes)),)
+        return Demand((source_region, *rest), flop_count, structure=structure)
+    extra = ((source, source_region),)
     return Demand((Region(), *rest), flop_count, extra, structure="explicit padding")
 
 
@@ -278,10 +308,17 @@ def pooling_demand(context: _Context) -> Demand:
         taps += math.prod(set_size(s) for s in box[:lead]) * math.prod(w[1] for w in windows)
         sizes += box_size(box)
     share = region.count / sizes if sizes else 0.0
-    flops = FlopCount(vector=int(taps * share))
+    floor = 0  # outputs with no position: the cheapest output's taps each (as for convolution)
+    if region.opaque and not sizes:
+        floor = _cheapest_output_taps(
+            context.op.writes[0].shape, source.shape, kernel, (stride, padding, dilation)
+        )
+        taps, share = floor * region.opaque, 1.0
+    flops = FlopCount(vector=min(int(taps * share), context.record.flops.vector))
+    source_region = Region.of(boxes, floor)
     if source is padded_source:
-        return Demand((Region.of(boxes),), flops)
-    return Demand((Region(),), flops, ((source, Region.of(boxes)),), structure="explicit padding")
+        return Demand((source_region,), flops)
+    return Demand((Region(),), flops, ((source, source_region),), structure="explicit padding")
 
 
 @demand_rule([aten.im2col])
