@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -10,11 +10,12 @@ import torch.nn as nn
 
 from .costs import float_element_bytes
 from .errors import InputError, ModelError
+from .given import DATA_LIMIT_BYTES, resolve_data, with_given_values
 from .hardware import GPUSpec
 from .memory import BatchFit, largest_batch, memory_timeline
 from .plans import make_plans
 from .roofline import Result, price
-from .trace import REAL_FALLBACK_LIMIT_BYTES, check_inputs, trace_model
+from .trace import REAL_FALLBACK_LIMIT_BYTES, _module_tensors, check_inputs, trace_model
 from .training import step_trace_options
 
 if TYPE_CHECKING:
@@ -32,6 +33,10 @@ def analyze(
     real_fallback_limit_bytes: int = REAL_FALLBACK_LIMIT_BYTES,
     name: str | None = None,
     estimate_params: EstimateParams | None = None,
+    math: str = "program",
+    data: str | None = None,
+    data_limit_bytes: int = DATA_LIMIT_BYTES,
+    input_values: Callable[[], Sequence[Any]] | None = None,
     mode: str = "inference",
     loss: Callable[[Any], Any] | None = None,
     optimizer: str = "adamw",
@@ -48,7 +53,19 @@ def analyze(
     convolutions and RNNs run where the torch switches set now allow (``allow_tf32``,
     ``torch.set_float32_matmul_precision``, ``torch.backends.cudnn.allow_tf32``).
     ``estimate_params`` replaces the performance model's fitted constants (e.g. your own host
-    costs, :class:`~torchroofline.estimate.EstimateParams`).
+    costs, :class:`~torchroofline.estimate.EstimateParams`). ``math`` is the math the speed of
+    light assumes: "program" (the program's own, the default), or a rung a benchmark's tolerance
+    admits ("tf32", "bf16", "fp16", "fp8", "fp4"; :data:`~torchroofline.precision.MATH_RUNGS`;
+    fp4 appears in the ladder only on GPUs with FP4 tensor cores); every
+    rung's bound is in ``time_ms["sol_by_math"]`` whichever is chosen.
+
+    ``data`` is what the bound may assume of the input values: "any" (valid for every value)
+    or "given" (for these values: a matmul skips the zero products of a triangular input, a
+    gather charges the distinct rows its indices pick; :mod:`~torchroofline.given`). Default:
+    "given" when every input tensor is real and they fit in ``data_limit_bytes``, else "any".
+    With "given", ``time_ms["sol_any_input"]`` holds the bound for any values where it differs.
+    ``input_values`` makes real values for fake ``inputs`` (a problem file's seeded
+    ``get_inputs()``), called only when a rule reads them.
 
     ``mode="train"`` analyses one training step (:mod:`~torchroofline.training`): the forward,
     ``loss(output)`` (default: a gradient of ones seeded on each output, as ``output.sum()``
@@ -62,18 +79,24 @@ def analyze(
     ``mem_clock_mhz`` likewise scales the bandwidth by the locked over the nominal memory clock.
     """
     from .hardware import get_gpu
-    from .precision import MathSwitches, check_precision
+    from .precision import MathSwitches, check_math, check_precision
 
     spec = get_gpu(gpu).at_clocks(clock_mhz, mem_clock_mhz)
     check_precision(precision)  # fail before tracing
+    check_math(math)
     switches = MathSwitches.current()  # fp32 matmul-class units follow the user's torch switches
+    bound_data = "given" if input_values is not None else resolve_data(
+        data, inputs, data_limit_bytes
+    )
     trace = trace_model(
         model, inputs, real_fallback_limit_bytes=real_fallback_limit_bytes, name=name,
         **step_trace_options(mode, loss, optimizer, optimizer_options),
     )
+    if bound_data == "given" and trace.step is None:
+        trace = with_given_values(trace, input_values or inputs, _module_tensors(model))
     return price(
         make_plans(trace), spec, precision, cache, actual_ms,
-        estimate_params=estimate_params, switches=switches,
+        estimate_params=estimate_params, switches=switches, math=math,
     )
 
 

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .costs import OpRecord, cost_trace
-from .demand import Necessary, necessary_work
+from .demand import Necessary, known_values, necessary_work
+from .demand.given import given_necessary
 from .fusion import Plan, eager_plan, fused_plan
 from .trace import Trace
 from .training import fused_step_plan
@@ -37,9 +38,17 @@ class Plans:
     eager: Plan
     fused: Plan
     necessary: Necessary
+    #: the necessary work for any input values where it differs from :attr:`necessary`, which
+    #: is then the work for the given ones (:mod:`torchroofline.demand.given`); else None
+    necessary_any_input: Necessary | None = None
     #: how the program was built (e.g. a problem file's real-tensor fallback), shown first in
     #: every price of these plans
     notes: tuple[str, ...] = ()
+
+    @property
+    def bound_data(self) -> str:
+        """``"given"`` when the bound is for the given input values, ``"any"`` when for any."""
+        return "any" if self.trace.given is None else "given"
 
     @property
     def unsupported_ops(self) -> dict[str, int]:
@@ -64,13 +73,17 @@ class Plans:
 def make_plans(trace: Trace, ops: Sequence[OpRecord] | None = None) -> Plans:
     """Cost ``trace`` (unless its costed ``ops`` are given) and build its three plans."""
     ops = tuple(cost_trace(trace) if ops is None else ops)
+    known_any = known_values(trace.ops, trace.constants)
+    any_input = necessary_work(trace, ops, known=known_any)
+    given = given_necessary(trace, ops, known_any)
     return Plans(
         trace=trace,
         ops=ops,
         eager=eager_plan(ops),
         fused=fused_plan(ops, trace.output_value_ids) if trace.step is None
         else fused_step_plan(trace, ops),
-        necessary=necessary_work(trace, ops),
+        necessary=any_input if given is None else given,
+        necessary_any_input=None if given is None else any_input,
     )
 
 

@@ -162,8 +162,22 @@ class Trace:
     #: value id → its storage's elements (flat, CPU) for buffers whose values are known
     #: constants (:func:`shadow.known_value`: a causal mask built in ``__init__``)
     constants: Mapping[int, torch.Tensor] = dataclasses.field(default_factory=dict)
+    #: the value id each forward-argument tensor starts as, in argument order (0: never read),
+    #: and each parameter's or buffer's by name: where given values attach (:mod:`given`)
+    argument_value_ids: tuple[int, ...] = ()
+    module_value_ids: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    #: traced on real tensors (the real-data fallback) none of which was filled at random: the
+    #: sizes a value decided (``nonzero``, a boolean mask) are those of the given values
+    ran_on_given_values: bool = False
+    #: value id → its storage's elements (flat, CPU) for the given input values the bound may
+    #: read (:mod:`torchroofline.given`); None: the bound is for any input values
+    given: Mapping[int, torch.Tensor] | None = None
     #: a training step's tensor roles; None for an inference trace
     step: StepTensors | None = None
+    #: (kind, tensor) for every storage that exists before the first op, each once: the
+    #: model's parameters and buffers (used or not) and the forward arguments; kind is
+    #: "parameters", "buffers" or "inputs" (what the memory timeline starts from)
+    resident: tuple[tuple[str, TensorRef], ...] = ()
 
 
 def largest_per_value(refs: Iterable[TensorRef]) -> tuple[TensorRef, ...]:
@@ -199,6 +213,12 @@ class _ValueTable:
         self.initial_value: dict[int, int] = {}
         #: storage key → known elements of a buffer's storage (:meth:`_Converter.buffer`)
         self.known_storages: dict[int, torch.Tensor] = {}
+        #: (kind, tensor) of the storages that exist before the first op (Trace.resident)
+        self.resident: tuple[tuple[str, TensorRef], ...] = ()
+        #: Trace.argument_value_ids, Trace.module_value_ids, Trace.ran_on_given_values
+        self.argument_value_ids: tuple[int, ...] = ()
+        self.module_value_ids: dict[str, int] = {}
+        self.ran_on_given_values = False
 
     def constants(self) -> dict[int, torch.Tensor]:
         """value id → known elements, for the known buffers the program read."""
@@ -571,6 +591,8 @@ class _Converter:
         self._storages: dict[tuple[int, torch.dtype], torch.Tensor] = {}
         #: storage key of a converted buffer → its storage's known elements (flat, CPU)
         self.known_storages: dict[int, torch.Tensor] = {}
+        #: whether a fake or meta tensor was replaced by random values (the real fallback)
+        self.filled_at_random = False
 
     def buffer(self, tensor: torch.Tensor) -> torch.Tensor:
         """Convert a model's buffer (or plain tensor attribute), keeping its value where it is
@@ -598,6 +620,7 @@ class _Converter:
     def _convert(self, tensor: torch.Tensor) -> torch.Tensor:
         if self.fake_mode is None:
             if isinstance(tensor, FakeTensor) or tensor.is_meta:
+                self.filled_at_random = True
                 return _random_like(tensor)
             return tensor.detach()
         # views of one storage (two inputs sliced from one tensor, tied weights) stay views of
@@ -743,7 +766,42 @@ def _run(
                 output = step.run(model, params, output, recorder)
         except Exception as error:  # noqa: BLE001 — re-raised with where it happened
             raise _TraceFailure(error, recorder.current_op, modules.failure_path(error)) from error
+    values.resident = _resident(model, params, args, values)
+    _given_value_ids(values, args, params, fake_mode is None and not convert.filled_at_random)
     return recorder, values, output
+
+
+def _given_value_ids(
+    values: _ValueTable, args: Any, params: Mapping[str, torch.Tensor], on_real_values: bool
+) -> None:
+    """Record where given values attach: the value each argument tensor and each parameter or
+    buffer starts as (Trace.argument_value_ids, Trace.module_value_ids)."""
+    values.argument_value_ids = tuple(
+        values.initial_value.get(t.untyped_storage()._cdata, 0) for t in _tensors(args)
+    )
+    values.module_value_ids = {
+        name: values.initial_value.get(t.untyped_storage()._cdata, 0)
+        for name, t in params.items()
+    }
+    values.ran_on_given_values = on_real_values
+
+
+def _resident(
+    model: nn.Module, module_tensors: Mapping[str, torch.Tensor], args: Any, values: _ValueTable
+) -> tuple[tuple[str, TensorRef], ...]:
+    """(kind, tensor) for each storage of the model's parameters and buffers and of the
+    forward arguments, first kind wins (a tied weight is one parameter)."""
+    parameter_names = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    tagged = [
+        ("parameters" if name in parameter_names else "buffers", tensor)
+        for name, tensor in module_tensors.items()
+    ] + [("inputs", tensor) for tensor in _tensors(args)]
+    seen: dict[int, tuple[str, TensorRef]] = {}
+    for kind, tensor in tagged:
+        key = tensor.untyped_storage()._cdata
+        if key not in seen:
+            seen[key] = (kind, _ref(tensor, values.initial_value.get(key, 0), key))
+    return tuple(seen.values())
 
 
 @contextlib.contextmanager
@@ -862,7 +920,11 @@ def trace_model(
         device=device,
         output_refs=output_refs,
         constants=values.constants(),
+        resident=values.resident,
         step=recorder.step,
+        argument_value_ids=values.argument_value_ids,
+        module_value_ids=values.module_value_ids,
+        ran_on_given_values=values.ran_on_given_values,
     )
 
 

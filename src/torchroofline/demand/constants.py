@@ -3,7 +3,7 @@ rules can read a causal mask built in ``forward``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -51,16 +51,22 @@ def _with_values(op: TracedOp, known: dict[int, torch.Tensor]) -> tuple[Any, Any
 
 
 def known_values(
-    ops: Sequence[TracedOp], constants: Mapping[int, torch.Tensor]
+    ops: Sequence[TracedOp],
+    constants: Mapping[int, torch.Tensor],
+    only: Collection[int] | None = None,
 ) -> dict[int, torch.Tensor]:
     """value id → its storage's elements (flat, on the CPU) for every value that depends only
     on shapes and constants: ``ones``, ``arange``, ``eye``, ``tril`` of them, a comparison of
     them — the causal masks and position ids a model builds in ``forward`` — starting from the
     ``constants`` the trace knows (buffers such as a mask built in ``__init__``). They are
-    small, so the ops are run for real; the demand rules read them (:func:`_known`)."""
+    small, so the ops are run for real; the demand rules read them (:func:`_known`). With
+    ``only``, just the ops writing one of those value ids run (the values some rule reads and
+    what they are computed from: :func:`given.value_sources`)."""
     known: dict[int, torch.Tensor] = dict(constants)
     for op in ops:
-        if not _evaluable(op, known):
+        if only is not None and not any(w.value_id in only for w in op.writes):
+            continue
+        if all(w.value_id in known for w in op.writes) or not _evaluable(op, known):
             continue
         args, kwargs = _with_values(op, known)
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import torch
+
 from ..costs import (
     FlopCount,
     MatmulKind,
@@ -15,9 +17,11 @@ from ..regions import (
     IndexSet,
     Region,
     box_size,
+    full_box,
     positions_to_set,
     set_size,
 )
+from ..trace import TensorRef
 from ._core import (
     Demand,
     _biases,
@@ -27,6 +31,7 @@ from ._core import (
     _proportional,
     demand_rule,
 )
+from .constants import _known
 from .structures import _structure
 
 
@@ -45,6 +50,9 @@ def matmul_demand(context: _Context) -> Demand:
         structure = _structure(context, ref, -2 if position == 0 else -1)
         if structure is not None:
             return structure.product(context, region, position)
+    known = known_products(context, region)
+    if known is not None:
+        return known
     reduction = left.shape[-1]
     lead = len(out_shape) - 2
     left_boxes = [(*b[:lead], b[-2], (range(reduction),)) for b in region.boxes]
@@ -64,6 +72,105 @@ def matmul_demand(context: _Context) -> Demand:
         structure = "broadcast batch"
     tensor = 2 * reduction * computed.count
     flops = FlopCount(tensor=min(tensor, context.record.flops.tensor), kind=MatmulKind.MATMUL)
+    return Demand(tuple(inputs), flops, structure=structure)
+
+
+def _nonzeros(context: _Context, position: int) -> torch.Tensor | None:
+    """Where read ``position`` (a matrix or a batch of them) is nonzero, as a (batch, rows,
+    columns) boolean tensor, if its value is known."""
+    ref = context.op.reads[position]
+    value = _known(context, position)
+    if value is None:
+        return None
+    return (value != 0).reshape(math.prod(ref.shape[:-2]), *ref.shape[-2:])
+
+
+def _line_totals(
+    nonzero: torch.Tensor | None, batch: list[int], index_set: IndexSet, dim: int, width: int
+) -> torch.Tensor:
+    """Nonzeros over the lines of ``dim`` (1: rows, 2: columns) in ``index_set`` of each batch
+    entry, per position of the other axis: (batch, width). An unknown operand (None) may be
+    nonzero everywhere. Prefix sums make a step-1 range cost one subtraction."""
+    if nonzero is None:
+        return torch.full((len(batch), width), set_size(index_set), dtype=torch.int64)
+    picked = nonzero[batch]
+    prefix = torch.nn.functional.pad(
+        picked.to(torch.int64).cumsum(dim), (1, 0) if dim == 2 else (0, 0, 1, 0)
+    )
+    total = torch.zeros(len(batch), width, dtype=torch.int64)
+    for lines in index_set:
+        if lines.step == 1:
+            total += prefix.select(dim, lines.stop) - prefix.select(dim, lines.start)
+        else:
+            total += picked.index_select(dim, torch.tensor(list(lines))).sum(dim)
+    return total
+
+
+def _where_true(flags: torch.Tensor) -> IndexSet:
+    return positions_to_set(flags.nonzero().flatten().tolist())
+
+
+def _operand_region(
+    need: torch.Tensor | None, nonzero: torch.Tensor | None, ref: TensorRef, lines: list[Box]
+) -> Region:
+    """What a matmul operand must supply: a known one its nonzeros that meet a nonzero of the
+    other factor (every element, placed, when that is all of it); an unknown one the ``lines``
+    (boxes) a nonzero of the known factor meets."""
+    if nonzero is None:
+        return Region.of(lines)
+    needed = need & nonzero
+    if bool(needed.all()):
+        return Region.of([full_box(ref.shape)])
+    return Region(opaque=int(needed.sum()))
+
+
+def known_products(context: _Context, region: Region) -> Demand | None:
+    """A matmul with a known operand (a given triangular or banded input, a known mask):
+    out[b, i, j] = Σ_k A[b, i, k]·B[b, k, j] needs only the products whose factors are both
+    nonzero, Σ_k nnz(A[b, R, k])·nnz(B[b, k, C]) multiply-adds over each demanded box (R, C);
+    a known operand is read only at its nonzeros that meet a nonzero of the other factor, an
+    unknown one at the lines a nonzero of the known one meets. Outputs demanded with no
+    position are charged nothing here (fewer products, never more). None: no operand known,
+    a broadcast operand, or a batch of more than one dim."""
+    *bias, left, right = context.op.reads
+    first = len(bias)
+    a, b = _nonzeros(context, first), _nonzeros(context, first + 1)
+    if (a is None and b is None) or not region.boxes or len(left.shape) > 3:
+        return None
+    if any(0 in ref.strides for ref in (left, right)):
+        return None
+    reduction = left.shape[-1]
+    products = 0
+    need_a = None if a is None else torch.zeros(a.shape, dtype=torch.bool)
+    need_b = None if b is None else torch.zeros(b.shape, dtype=torch.bool)
+    lines_a: list[Box] = []
+    lines_b: list[Box] = []
+    for box in region.boxes:
+        *lead, rows, columns = box
+        batch = [i for r in lead[0] for i in r] if lead else [0]
+        a_counts = _line_totals(a, batch, rows, 1, reduction)  # nonzeros of A[b, R, k]
+        b_counts = _line_totals(b, batch, columns, 2, reduction)  # nonzeros of B[b, k, C]
+        products += int((a_counts * b_counts).sum())
+        for entry, (meets_a, meets_b) in enumerate(zip(b_counts > 0, a_counts > 0, strict=True)):
+            index = ((range(batch[entry], batch[entry] + 1),),) if lead else ()
+            lines_a.append((*index, rows, _where_true(meets_a)))
+            lines_b.append((*index, _where_true(meets_b), columns))
+            if need_a is not None:
+                for lines in rows:
+                    need_a[batch[entry], lines.start : lines.stop : lines.step] |= meets_a
+            if need_b is not None:
+                for lines in columns:
+                    need_b[batch[entry], :, lines.start : lines.stop : lines.step] |= meets_b[
+                        :, None
+                    ]
+    inputs = [
+        *_biases(context, region),
+        _operand_region(need_a, a, left, [box for box in lines_a if all(box)]),
+        _operand_region(need_b, b, right, [box for box in lines_b if all(box)]),
+    ]
+    tensor = min(2 * products, context.record.flops.tensor)
+    flops = FlopCount(tensor=tensor, kind=MatmulKind.MATMUL)
+    structure = "known operand values" if tensor < context.record.flops.tensor else None
     return Demand(tuple(inputs), flops, structure=structure)
 
 

@@ -18,6 +18,7 @@ from ..costs import (
 from ..regions import (
     Region,
     full_box,
+    positions_to_set,
     set_size,
 )
 from ..trace import TracedOp
@@ -137,8 +138,11 @@ _GRID_SAMPLERS = (aten.grid_sampler_2d, aten.grid_sampler_3d)
 )
 def gather_demand(context: _Context) -> Demand:
     """A gather reads the index tensors for the demanded outputs and source elements chosen by
-    their values: see :func:`_data_chosen` (an embedding: one row)."""
+    their values: with the values known (:mod:`.given`), exactly the distinct source elements
+    the demanded outputs pick (:data:`_KNOWN_GATHERS`); else see :func:`_data_chosen` (an
+    embedding: one row)."""
     source, *indices = context.op.reads
+    picked = _known_picks(context)
     demanded = context.output.count
     share = context.fraction
     # a grid sample may land on padding only, reading nothing of its source
@@ -154,7 +158,123 @@ def gather_demand(context: _Context) -> Demand:
             Region(opaque=_data_chosen(demanded) * _row_part(context.output, weight.shape[-1])),
             Region(opaque=int(index.elements * share)),
         ]
+    if picked is not None:
+        inputs[0] = picked
     return Demand(tuple(inputs), _scaled(context.record.flops, share))
+
+
+def _demanded_mask(region: Region, shape: tuple[int, ...]) -> torch.Tensor:
+    """The positioned part of ``region`` as a boolean tensor of ``shape`` (elements demanded
+    with no position are left out: fewer picks, never more)."""
+    mask = torch.zeros(shape, dtype=torch.bool)
+    for box in region.boxes:
+        mask[
+            tuple(
+                torch.tensor([i for r in index_set for i in r], dtype=torch.int64).reshape(
+                    [-1 if d == dim else 1 for d in range(len(box))]
+                )
+                for dim, index_set in enumerate(box)
+            )
+        ] = True
+    return mask
+
+
+def _embedding_picks(context: _Context, indices: torch.Tensor) -> Region:
+    """embedding(weight, indices): the distinct rows the demanded lookups pick, each at the
+    columns they use."""
+    weight = context.op.reads[0]
+    mask = _demanded_mask(context.output, context.op.writes[0].shape)
+    rows = indices[mask.any(-1)].unique()
+    part = _row_part(context.output, weight.shape[-1])
+    if part == weight.shape[-1]:
+        return Region.of([(positions_to_set(rows.tolist()), (range(part),))])
+    return Region(opaque=rows.numel() * part)
+
+
+def _index_select_picks(context: _Context, indices: torch.Tensor) -> Region:
+    """index_select(x, dim, index): each demanded box, its ``dim`` positions mapped through
+    the index values — the source elements those outputs copy, no more."""
+    dim = context.argument("dim") % len(context.op.reads[0].shape)
+    boxes = [
+        (*box[:dim], positions_to_set(indices[[i for r in box[dim] for i in r]].tolist()),
+         *box[dim + 1 :])
+        for box in context.output.boxes
+    ]
+    return Region.of(boxes)
+
+
+#: Largest source (elements) whose picked positions are found by running the gather on the
+#: source's element numbers (an arange): 16 M int64s, 128 MB.
+_NUMBERED_SOURCE_LIMIT = 1 << 24
+
+
+def _numbered_picks(context: _Context, values: list[torch.Tensor | None]) -> Region | None:
+    """A gather, ``take`` or advanced index with known indices: run it on the source's element
+    numbers and count the distinct numbers the demanded outputs hold."""
+    source = context.op.reads[0]
+    count = math.prod(source.shape)
+    if count > _NUMBERED_SOURCE_LIMIT:
+        return None
+    numbers = torch.arange(count).reshape(source.shape)
+    args = list(context.op.args)
+    if context.op.base in ("index", "_unsafe_index"):
+        filled = iter(values)
+        args[1] = [None if i is None else next(filled) for i in args[1]]
+    else:
+        position = next(i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i)
+        args[position] = values[0]
+    args[0] = numbers
+    try:
+        picked = context.op.func(*args, **context.op.kwargs)
+    except Exception:  # noqa: BLE001 — an index the CPU cannot run stays unknown
+        return None
+    mask = _demanded_mask(context.output, tuple(picked.shape))
+    return _numbers_region(picked[mask].unique(), source.shape)
+
+
+#: Most lines a gather's picked elements are placed on; past it they are a count.
+_PLACED_LINES = 64
+
+
+def _numbers_region(numbers: torch.Tensor, shape: tuple[int, ...]) -> Region:
+    """Distinct element numbers of a tensor of ``shape`` as a region: one box per line (all
+    dims but the last) when they lie on few lines, so a later union with another gather's
+    picks counts shared elements once; else a count with no position."""
+    if not shape:
+        return Region(opaque=numbers.numel())
+    width = shape[-1]
+    lines = numbers.div(width, rounding_mode="floor")
+    distinct = lines.unique()
+    if distinct.numel() > _PLACED_LINES:
+        return Region(opaque=numbers.numel())
+    boxes = []
+    for line in distinct.tolist():
+        coordinates, rest = [], line
+        for size in reversed(shape[:-1]):
+            coordinates.append((range(rest % size, rest % size + 1),))
+            rest //= size
+        columns = (numbers[lines == line] % width).tolist()
+        boxes.append((*reversed(coordinates), positions_to_set(columns)))
+    return Region.of(boxes)
+
+
+def _known_picks(context: _Context) -> Region | None:
+    """The source elements a gather's demanded outputs pick, when every index is known."""
+    if context.op.func is None or len(context.op.reads) < 2:
+        return None
+    values = [_known(context, position) for position in range(1, len(context.op.reads))]
+    if any(v is None for v in values):
+        return None
+    if aten.embedding in op_keys(context.op):
+        return _embedding_picks(context, values[0].long())
+    if aten.index_select in op_keys(context.op):
+        return _index_select_picks(context, values[0].long())
+    if _one_of(context.op, _NUMBERED_GATHERS):
+        return _numbered_picks(context, values)
+    return None
+
+
+_NUMBERED_GATHERS = _op_set([aten.gather, aten.index, aten._unsafe_index, aten.take])
 
 
 def _covered(context: _Context) -> int:
@@ -202,7 +322,43 @@ def scatter_demand(context: _Context) -> Demand:
         indices, source = [*indices, source], None  # index_fill.int_Scalar: no source tensor
     inputs += [Region(opaque=int(ref.elements * share)) for ref in indices]
     inputs += [Region(opaque=_data_chosen(demanded))] if source is not None else []
+    known = _known_sources(context)
+    if known is not None:
+        inputs[0], inputs[-1] = known
     return Demand(tuple(inputs), _scaled(context.record.flops, share))
+
+
+_INDEXED_ALONG_DIM = _op_set([aten.index_add, aten.index_copy, aten.index_reduce])
+
+
+def _known_sources(context: _Context) -> tuple[Region, Region] | None:
+    """``index_add(x, dim, index, source)`` (``index_copy``, ``index_reduce``) with known
+    index values: source slice i lands on destination slice index[i], so each demanded box
+    needs the source slices whose index falls in its ``dim`` positions — every token an expert
+    processed, where the any-input rule charges one element. The destination, at the
+    positions later ops read: all of them for a sum or a reduction into it, those no slice
+    overwrites for a copy. Returns (destination, source)."""
+    if not _one_of(context.op, _INDEXED_ALONG_DIM) or len(context.op.reads) != 3:
+        return None
+    index = _known(context, 1)
+    if index is None:
+        return None
+    dim = context.argument("dim") % len(context.op.reads[0].shape)
+    targets = index.long().tolist()
+    boxes = []
+    for box in context.output.boxes:
+        wanted = {i for r in box[dim] for i in r}
+        slices = [i for i, target in enumerate(targets) if target in wanted]
+        if slices:
+            boxes.append((*box[:dim], positions_to_set(slices), *box[dim + 1 :]))
+    destination = Region()
+    for region in context.read:
+        destination = destination.union(region)
+    if aten.index_copy in op_keys(context.op) and targets:
+        shape = context.op.reads[0].shape
+        covered = (*full_box(shape)[:dim], positions_to_set(targets), *full_box(shape)[dim + 1 :])
+        destination = destination.minus_box(covered)
+    return destination, Region.of(boxes)
 
 
 @demand_rule([aten.embedding_renorm])

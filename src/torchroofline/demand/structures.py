@@ -380,6 +380,10 @@ STRUCTURE_RULES: dict[str, str] = {
     "priced as x @ W.sum(1) + b.sum() (divided by N for a mean), K·N adds to reduce W, then a "
     "matrix-vector product, 2·K FLOPs per row — the sum over columns moves inside the product, "
     "as a generated kernel for KernelBench's matmul → sum and matmul → mean problems does",
+    "known operand values": "A @ B with A or B known (a given triu(randn) input, a constant "
+    "mask): priced as the products of nonzero pairs, Σ_k nnz(A[R, k])·nnz(B[k, C]) "
+    "multiply-adds per demanded block (R, C), reading only the nonzeros those products use — a "
+    "product with a zero factor adds nothing to any output",
     "explicit padding": "a convolution over F.pad(x, value=0) (a max-pool over value=−inf), as "
     "padding='same' with an even kernel builds it: priced as the same op with implicit padding, "
     "so taps on the padding cost nothing — they multiply zeros (compare −inf)",

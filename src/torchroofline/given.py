@@ -1,0 +1,115 @@
+"""Two bounds: for any input values (``data="any"``) and for the given ones (``data="given"``).
+
+A benchmark times a kernel on the inputs its ``get_inputs()`` makes, and a correct kernel may
+exploit what they are: skip the zero half of a ``triu(randn(N, N))`` operand, read only the
+experts its tokens are routed to. The bound for the given values lets the demand rules read
+them (:mod:`torchroofline.demand.given`); the bound for any values is today's, valid whatever
+the inputs hold. This module decides which bound an analysis computes and attaches the real
+values to a trace: the forward arguments, and the small real parameters an index-producing
+subgraph reads (a router's weight). Big tensors are never copied: a CPU tensor's storage is
+read in place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._pytree import tree_leaves
+
+from .demand.constants import CONSTANT_LIMIT_ELEMENTS
+from .demand.given import reads_values_of, value_sources
+from .demand.walk import _sized_by_data
+from .errors import InputError
+from .trace import Trace
+
+#: What a bound may assume of the input values.
+DATA_CHOICES = ("any", "given")
+
+#: Default ceiling on the real input tensors a "given" bound may hold (bytes): above it, a
+#: problem file's bound is for any input (its inputs are never made).
+DATA_LIMIT_BYTES = 2 * 2**30
+
+
+def _tensor_leaves(inputs: Any) -> list[torch.Tensor]:
+    return [leaf for leaf in tree_leaves(inputs) if isinstance(leaf, torch.Tensor)]
+
+
+def _real(tensor: torch.Tensor) -> bool:
+    return not isinstance(tensor, FakeTensor) and not tensor.is_meta
+
+
+def input_bytes(inputs: Any) -> int:
+    """Bytes of the tensors among ``inputs`` (real, fake or meta alike)."""
+    return sum(t.numel() * t.element_size() for t in _tensor_leaves(inputs))
+
+
+def check_data(data: str | None) -> None:
+    if data is not None and data not in DATA_CHOICES:
+        raise InputError(f"data must be 'any' or 'given', got {data!r}")
+
+
+def resolve_data(data: str | None, inputs: Any, limit_bytes: int) -> str:
+    """The bound an analysis of ``inputs`` computes: ``data`` when set, else ``"given"`` when
+    every input tensor is real and they fit in ``limit_bytes`` (``"any"`` otherwise). Raises
+    :class:`InputError` for ``"given"`` with fake or meta inputs (no values to give)."""
+    check_data(data)
+    tensors = _tensor_leaves(inputs)
+    every_real = all(map(_real, tensors))
+    if data == "given" and not every_real:
+        raise InputError(
+            "data='given' needs real input tensors, and some are fake or meta; pass real "
+            "tensors, or data='any' for the bound that holds for any input values"
+        )
+    if data is not None:
+        return data
+    return "given" if every_real and input_bytes(inputs) <= limit_bytes else "any"
+
+
+def _flat_storage(tensor: torch.Tensor) -> torch.Tensor:
+    """Every element of ``tensor``'s storage, flat, on the CPU (read in place there)."""
+    elements = tensor.untyped_storage().nbytes() // max(tensor.element_size(), 1)
+    flat = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+    flat.set_(tensor.untyped_storage(), 0, (elements,))
+    return flat.detach().cpu()
+
+
+def with_given_values(
+    trace: Trace,
+    arguments: Sequence[Any] | Callable[[], Sequence[Any]],
+    module_tensors: Mapping[str, torch.Tensor],
+) -> Trace:
+    """``trace`` with its given values attached (``Trace.given``): each real forward-argument
+    tensor's, and each small real parameter or buffer an index-producing subgraph reads
+    (:func:`demand.given.value_sources`). ``arguments`` may be a function that makes them (a
+    problem's seeded ``get_inputs()``): it is called only when some rule reads an argument's
+    values."""
+    wanted = value_sources(trace.ops)
+    given: dict[int, torch.Tensor] = {}
+    for name, tensor in module_tensors.items():
+        value_id = trace.module_value_ids.get(name, 0)
+        if value_id in wanted and _real(tensor) and tensor.numel() <= CONSTANT_LIMIT_ELEMENTS:
+            given[value_id] = _flat_storage(tensor)
+    if callable(arguments):
+        if not reads_values_of(trace, set(trace.argument_value_ids)):
+            return dataclasses.replace(trace, given=given)
+        arguments = arguments()
+    tensors = _tensor_leaves(arguments)
+    for value_id, tensor in zip(trace.argument_value_ids, tensors, strict=False):
+        if value_id and _real(tensor):
+            given[value_id] = _flat_storage(tensor)
+    return dataclasses.replace(trace, given=given)
+
+
+
+def needs_real_model(trace: Trace) -> bool:
+    """Whether the bound for the given values needs the model's real parameters, which a
+    model built on fake tensors lacks: an index-producing subgraph reads one (a router's
+    weight), or the real-data fallback filled the model at random where data decides sizes."""
+    wanted = value_sources(trace.ops)
+    given = trace.given or {}
+    missing = [v for v in trace.module_value_ids.values() if v in wanted and v not in given]
+    return bool(missing) or (not trace.ran_on_given_values and bool(_sized_by_data(trace.ops)))

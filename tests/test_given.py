@@ -1,0 +1,124 @@
+"""The bound for the given input values (data="given"): zero structure, data-chosen indices,
+routing; and the choice between the two bounds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+
+from torchroofline import analyze
+from torchroofline.errors import InputError
+from torchroofline.kernelbench import (
+    _seeded_model,
+    analyze_file,
+    load_problem,
+    seeded_inputs,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "given"
+
+
+@pytest.mark.parametrize(
+    "name", ["upper_triangular_matmul.py", "lower_triangular_matmul.py"]
+)
+def test_triangular_inputs_charge_the_nonzero_products(name: str) -> None:
+    # C = triu(A @ B), A and B upper triangular (N × N): C[i, j] = Σ_k A[i, k]·B[k, j] has a
+    # nonzero product only for i ≤ k ≤ j, so a kept C[i, j] (i ≤ j) needs j − i + 1 of them and
+    # the whole product Σ_{i≤j} (j − i + 1) = Σ_{d=0}^{N−1} (N − d)(d + 1) = N(N+1)(N+2)/6
+    # multiply-adds (the lower case, i ≥ k ≥ j, is its mirror image). Reads: the N(N+1)/2
+    # nonzeros of each operand, every one of which meets a nonzero of the other.
+    n = 48
+    given = analyze_file(FIXTURES / name, data="given")
+    every = analyze_file(FIXTURES / name, data="any")
+    multiply_adds = n * (n + 1) * (n + 2) // 6
+    assert given.tensor_flops == 2 * multiply_adds
+    assert given.plans.bound_data == "given"
+    operands = [r for r in given.plans.necessary.input_refs if r.shape == (n, n)]
+    assert sorted(r.elements for r in operands) == [n * (n + 1) // 2] * 2
+    assert every.plans.bound_data == "any"
+    assert every.tensor_flops > given.tensor_flops
+    assert given.time_ms["sol_any_input"] == pytest.approx(every.sol_ms)
+    assert "sol_any_input" not in every.time_ms
+    assert given.to_dict()["bound_data"] == "given"
+
+
+def test_problem_default_is_given_within_the_limit_and_any_above() -> None:
+    path = FIXTURES / "upper_triangular_matmul.py"
+    assert analyze_file(path).plans.bound_data == "given"
+    small = analyze_file(path, data_limit_bytes=1024)
+    assert small.plans.bound_data == "any"
+    assert any("data limit" in note for note in small.notes)
+    with pytest.raises(InputError, match="--data-limit"):
+        analyze_file(path, data="given", data_limit_bytes=1024)
+
+
+class _Lookup(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(1000, 16)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.table(ids)
+
+
+def test_embedding_charges_the_distinct_rows_it_looks_up() -> None:
+    ids = torch.tensor([[3, 3, 7, 999], [7, 0, 3, 3]])
+    result = analyze(_Lookup(), (ids,))  # real inputs: "given" by default
+    table = next(r for r in result.plans.necessary.input_refs if r.shape == (1000, 16))
+    assert result.plans.bound_data == "given"
+    assert table.elements == 4 * 16  # rows 0, 3, 7 and 999
+    any_input = analyze(_Lookup(), (ids,), data="any")
+    table = next(r for r in any_input.plans.necessary.input_refs if r.shape == (1000, 16))
+    assert table.elements == 16  # repeated ids may all pick one row
+
+
+class _Gather(nn.Module):
+    def forward(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return x[index] * 2
+
+
+def test_gather_charges_every_row_with_a_nonzero_gradient() -> None:
+    # the oracle's criterion on real data: a source element whose gradient (of the kept
+    # output) is nonzero is needed by every correct kernel, so the bound must charge it
+    x = torch.randn(50, 8, requires_grad=True)
+    index = torch.randint(0, 50, (30,))
+    _Gather()(x, index).sum().backward()
+    needed = int((x.grad != 0).sum())
+    result = analyze(_Gather(), (x.detach(), index))
+    source = next(r for r in result.plans.necessary.input_refs if r.shape == (50, 8))
+    assert source.elements >= needed
+    assert source.elements == index.unique().numel() * 8
+
+
+def test_moe_charges_every_expert_that_receives_a_token() -> None:
+    # tokens T = 6 routed top-k = 2 over E = 16 experts (H = 32, I = 64): each routed
+    # (token, expert) pair is one row times the expert's H × I matrix, 2·H·I FLOPs, and each
+    # expert with at least one token has its whole matrix read; the router's logits are
+    # x @ W_r (2·T·H·E FLOPs) and every logit decides the top-k.
+    path = FIXTURES / "moe_topk.py"
+    tokens, hidden, inner, experts, top_k = 6, 32, 64, 16, 2
+    problem = load_problem(path)
+    model = _seeded_model(problem, problem.model_class(*problem.get_init_inputs()), 2**30)
+    (x,) = seeded_inputs(problem)
+    _, chosen = model.router(x).topk(top_k, dim=-1)
+    used = chosen.unique().numel()
+    result = analyze_file(path)
+    assert result.plans.bound_data == "given"
+    weights = next(
+        r for r in result.plans.necessary.input_refs if r.shape == (experts, hidden, inner)
+    )
+    assert weights.elements == used * hidden * inner
+    expert_flops = 2 * tokens * top_k * hidden * inner
+    assert result.tensor_flops == expert_flops + 2 * tokens * hidden * experts
+    assert result.time_ms["sol_any_input"] < result.sol_ms
+
+
+def test_given_needs_real_inputs() -> None:
+    with pytest.raises(InputError, match="real input tensors"):
+        analyze(_Lookup(), (torch.empty(2, 3, dtype=torch.long, device="meta"),), data="given")
+    with pytest.raises(InputError, match="'any' or 'given'"):
+        analyze(_Lookup(), (torch.tensor([[1]]),), data="some")
+    assert analyze(_Lookup(), (torch.tensor([[1]]),), data="any").plans.bound_data == "any"
