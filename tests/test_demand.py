@@ -982,3 +982,13 @@ def test_conv_and_pool_outputs_with_no_position_still_cost_their_cheapest_window
     )
     (pool_op,) = [op for op in pooled.plans.necessary.ops if "max_pool2d" in op.name]
     assert pool_op.flops.vector == 4
+    # ConvTranspose2d(3, 4, 3) on 4×4 → 6×6: a corner output receives one (input, tap) pair
+    # per channel, 2 FLOPs × 3 input channels
+    transposed = nn.ConvTranspose2d(3, 4, 3, bias=False).to("meta")
+    gathered = analyze(
+        Fn(lambda x, ids: transposed(x).flatten()[ids]),
+        (meta(1, 3, 4, 4), torch.empty(5, dtype=torch.long, device="meta")),
+        data="any",
+    )
+    (up_op,) = [op for op in gathered.plans.necessary.ops if "convolution" in op.name]
+    assert up_op.flops.tensor == 2 * 3

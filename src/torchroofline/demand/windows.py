@@ -62,17 +62,18 @@ def _window(
 def _cheapest_output_taps(
     out_shape: Sequence[int], in_shape: Sequence[int], kernel: Sequence[int],
     geometry: tuple[list[int], list[int], list[int]],
+    window: Callable[..., tuple[IndexSet, int, IndexSet]] = _window,
 ) -> int:
-    """The fewest in-bounds taps any one output position of a conv or pool has (the trailing
-    ``len(kernel)`` dims are spatial): what each demanded output with no known position costs
-    at least, and the fewest input positions its window reads."""
+    """The fewest in-bounds taps any one output position of a conv or pool (``window``: of a
+    transposed conv) has, the trailing ``len(kernel)`` dims being spatial: what each demanded
+    output with no known position costs at least, and the fewest input positions it reads."""
     stride, padding, dilation = geometry
     spatial = len(kernel)
     fewest = 1
     for d in range(spatial):
         out_size, in_size = out_shape[-spatial + d], in_shape[-spatial + d]
         fewest *= min(
-            (_window((range(o, o + 1),), in_size, kernel[d], stride[d], padding[d], dilation[d])[1]
+            (window((range(o, o + 1),), in_size, kernel[d], stride[d], padding[d], dilation[d])[1]
              for o in range(out_size)),
             default=0,
         )
@@ -193,7 +194,10 @@ def convolution_demand(context: _Context) -> Demand:
         share = 1.0
     tensor = min(int(flops * share), context.record.flops.tensor)
     flop_count = FlopCount(tensor=tensor, kind=MatmulKind.CONV)
-    rest = (Region.of(weight_boxes, floor), *(Region.of(bias_boxes, min(floor, 1)) for _ in bias))
+    rest = (
+        Region.of(weight_boxes, floor),
+        *(Region.of(bias_boxes, min(region.opaque, 1)) for _ in bias),
+    )
     source_region = Region.of(in_boxes, floor)
     if source is padded_source:
         structure = "broadcast batch" if broadcast else None
@@ -262,7 +266,18 @@ def _transposed_convolution(context: _Context) -> Demand:
         )
         sizes += box_size(box)
     share = region.count / sizes if sizes else 0.0
-    inputs = (Region.of(in_boxes), Region.of(weight_boxes), *(Region.of(bias_boxes) for _ in bias))
+    floor = 0  # outputs with no position: the cheapest output's pairs (as for convolution)
+    if region.opaque and not sizes:
+        floor = group_in * _cheapest_output_taps(
+            context.op.writes[0].shape, source.shape, weight.shape[2:],
+            (stride, padding, dilation), _transposed_window,
+        )
+        flops, share = 2 * floor * region.opaque, 1.0
+    inputs = (
+        Region.of(in_boxes, floor),
+        Region.of(weight_boxes, floor),
+        *(Region.of(bias_boxes, min(region.opaque, 1)) for _ in bias),
+    )
     tensor = min(int(flops * share), context.record.flops.tensor)
     return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.CONV))
 
