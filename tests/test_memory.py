@@ -315,6 +315,26 @@ MODELS = {
 }
 
 
+def _gpt_block() -> nn.Module:
+    """examples/kernelbench/level3/mini_gpt_block.py at width 64, 4 heads."""
+    from torchroofline.kernelbench import load_problem
+
+    path = Path(__file__).parents[1] / "examples" / "kernelbench" / "level3" / "mini_gpt_block.py"
+    return load_problem(path).model_class(64, 4)
+
+
+def test_python_locals_keep_tensors_past_their_last_use() -> None:
+    # mini_gpt_block's forward binds q, k, v (views of the qkv output, 3 · 2·16·64·4 = 24,576
+    # bytes) and the attention output y (8,192) to locals, so eager PyTorch frees them only
+    # when forward returns; the timeline frees them after their last reader. At the peak (the
+    # GELU) MemTracker therefore holds 32,768 bytes more than the timeline's unrounded peak.
+    trace = trace_model(_gpt_block().eval(), (torch.randn(2, 16, 64),), device="cpu")
+    memory = memory_timeline(trace, 4)
+    assert memory.peak_op_name == "aten.gelu.default"
+    tracked = _memtracker_peak(_gpt_block, (2, 16, 64))
+    assert tracked - _unrounded_peak(memory, len(trace.ops)) == 24_576 + 8_192
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_peak_matches_memtracker(name: str) -> None:
     build, shape = MODELS[name]
@@ -367,6 +387,7 @@ def _memtracker_step_peak(build: object, shape: tuple[int, ...], optimizer: str)
         # leaves them out
         ("mlp", "adamw", 4 * 4),
         ("gelu_mlp", "adamw", 6 * 4),
+        ("gpt_block", "adamw", 12 * 4),  # its locals die long before the optimizer's peak
         # the test's own script holds the seed ones_like(out) (64·256·4 = 65,536) in the
         # caller's frame until backward returns; the timeline frees it after the last backward
         # op that reads it, before the peak at the end of backward
@@ -375,7 +396,7 @@ def _memtracker_step_peak(build: object, shape: tuple[int, ...], optimizer: str)
 )
 def test_training_step_peak_matches_memtracker(name: str, optimizer: str,
                                                tracker_extra: int) -> None:
-    build, shape = MODELS[name]
+    build, shape = {**MODELS, "gpt_block": (_gpt_block, (2, 16, 64))}[name]
     options = step_trace_options("train", None, optimizer, None)
     trace = trace_model(build(), (torch.randn(shape),), **options)
     memory = memory_timeline(trace, 4)
