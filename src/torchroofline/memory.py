@@ -248,9 +248,9 @@ def allocations(trace: Trace, float_bytes: int) -> tuple[Allocation, ...]:
     Kinds: what :attr:`Trace.resident` says (parameters, buffers, inputs) and, in a training
     step, what :attr:`Trace.step` says (gradients, optimizer states); the rest by who made
     them: ``outputs`` (kept), ``activations`` (made in the forward; in a training step the
-    ones backward still reads are the saved activations), ``temporaries`` (made in backward or
-    the optimizer's step), ``other`` (read before any op wrote it: a constant made outside
-    the ops, a backward seed)."""
+    ones backward still reads are the saved activations), ``temporaries`` (made or first used
+    in backward or the optimizer's step: backward's seed too), ``other`` (read in the forward
+    before any op wrote it: a constant made outside the ops)."""
     end = len(trace.ops)
     first: dict[int, tuple[int, TensorRef, TracedOp]] = {}
     made: set[int] = set()
@@ -286,12 +286,13 @@ def allocations(trace: Trace, float_bytes: int) -> tuple[Allocation, ...]:
 
 
 def _made_kind(made: bool, kept: bool, op: TracedOp) -> str:
-    """The kind of a storage with no role, from the op that first touched it."""
+    """The kind of a storage with no role, from the op that first touched it: one no op made
+    is a constant in the forward and a given value after it (backward's seed)."""
+    if op.phase != "forward":
+        return "temporaries"
     if not made:
         return "other"
-    if kept:
-        return "outputs"
-    return "activations" if op.phase == "forward" else "temporaries"
+    return "outputs" if kept else "activations"
 
 
 def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
