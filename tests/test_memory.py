@@ -126,6 +126,16 @@ def test_sizes_are_rounded_block_by_block() -> None:
     assert timeline(model, torch.randn(3, 100)).peak_bytes == 15_360
 
 
+def test_a_large_block_keeps_its_unsplit_remainder_in_the_peak() -> None:
+    # ReLU of an 11.5 MiB input (2,944 · 1,024 fp32): x gets a 12 MiB segment whose 0.5 MiB
+    # remainder stays in its block (≤ 1 MiB: not split), and so does the output. Allocated at
+    # the ReLU: 2 · 12 MiB; requested (MemTracker's 512-byte rounding): 2 · 11.5 MiB.
+    memory = timeline(nn.ReLU(), torch.randn(2_944, 1_024))
+    assert memory.peak_bytes == 24 * MiB
+    assert memory.requested_peak_bytes == 23 * MiB
+    assert memory.reserved_bytes == 24 * MiB
+
+
 def test_an_unused_parameter_still_takes_memory() -> None:
     model = nn.Sequential(nn.Linear(128, 128), nn.ReLU())
     model.spare = nn.Parameter(torch.zeros(1000))  # never read by forward: 4,000 → 4,096 bytes

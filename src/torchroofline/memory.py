@@ -191,6 +191,10 @@ class MemoryTimeline:
     #: allocated bytes while each op runs (its inputs and outputs both live), in op order
     live_bytes: tuple[int, ...]
     peak_bytes: int  #: the most bytes allocated at once (``max_memory_allocated``)
+    #: the most bytes requested at once, each request rounded up to 512 bytes only (what
+    #: MemTracker counts for CUDA tensors): below ``peak_bytes`` by the ≤ 1 MiB remainders
+    #: large blocks keep unsplit
+    requested_peak_bytes: int
     reserved_bytes: int  #: the segments the allocator holds at the end (``max_memory_reserved``)
     peak_op: int  #: the op running at the peak (-1: before the first op)
     peak_op_name: str
@@ -208,6 +212,7 @@ class MemoryTimeline:
         fit = self.fit(gpu)
         return {
             "peak_bytes": self.peak_bytes,
+            "requested_peak_bytes": self.requested_peak_bytes,
             "reserved_bytes": self.reserved_bytes,
             "breakdown": dict(self.peak_breakdown),
             "peak_phase": self.peak_phase,
@@ -311,12 +316,15 @@ def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
     live_activations: dict[str, int] = {}
     peak = (-1, 0, dict(live_by_kind), dict(live_activations))
     live_bytes = []
+    requested = requested_peak = 0
     for position in range(-1, len(trace.ops)):
         for life in made_at.get(position, ()):
             if not life.request_bytes:
                 continue
             block = blocks[life.storage_id] = allocator.malloc(life.request_bytes)
             _count(live_by_kind, live_activations, life, block.size)
+            requested += block_bytes(life.request_bytes)
+        requested_peak = max(requested_peak, requested)
         if position >= 0:
             live_bytes.append(allocator.allocated_bytes)
         if allocator.allocated_bytes > peak[1]:
@@ -327,6 +335,7 @@ def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
             if block is None:  # an empty tensor: it had no block
                 continue
             _count(live_by_kind, live_activations, life, -block.size)
+            requested -= block_bytes(life.request_bytes)
             allocator.free(block)
     peak_op, peak_bytes, by_kind, by_module = peak
     op = trace.ops[peak_op] if peak_op >= 0 else None
@@ -334,6 +343,7 @@ def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
         allocations=lives,
         live_bytes=tuple(live_bytes),
         peak_bytes=peak_bytes,
+        requested_peak_bytes=requested_peak,
         reserved_bytes=allocator.reserved_bytes,
         peak_op=peak_op,
         peak_op_name=op.name if op else "before the first op",
