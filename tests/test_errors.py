@@ -43,3 +43,19 @@ def test_api_errors_keep_their_cause_and_give_no_cli_advice():
     assert isinstance(error.__cause__, RuntimeError)
     assert "--debug" not in str(error)
     assert "\n" not in str(error)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_an_analysis_leaves_the_garbage_collector_as_it_found_it(enabled):
+    # analyze pauses Python's cyclic collector while it runs, also when the model fails
+    import gc
+
+    (gc.enable if enabled else gc.disable)()
+    try:
+        torchroofline.analyze(nn.Linear(8, 8), torch.empty(2, 8, device="meta"))
+        assert gc.isenabled() == enabled
+        with pytest.raises(ModelError):
+            torchroofline.analyze(nn.Linear(8, 8), (torch.ones(4, 8, dtype=torch.int64),))
+        assert gc.isenabled() == enabled
+    finally:
+        gc.enable()
