@@ -172,6 +172,26 @@ def test_a_kept_slice_of_nvfp4_needs_a_block_scale_per_16_values_of_its_rows() -
     assert result.tensor_flops == 2 * k * rows * n
 
 
+def test_a_kept_block_of_nvfp4_needs_its_rows_columns_and_global_scales() -> None:
+    recipe = [F.ScalingType.BlockWise1x16, F.ScalingType.TensorWise]
+    swizzle = [F.SwizzleType.SWIZZLE_32_4_4, F.SwizzleType.NO_SWIZZLE]
+
+    def block(x, w, x_scale, x_global, w_scale, w_global):
+        out = F.scaled_mm(x, w.t(), [x_scale, x_global], recipe, [w_scale, w_global], recipe,
+                          swizzle_a=swizzle, swizzle_b=swizzle, output_dtype=BF16)
+        return out[:16, 8:40]
+
+    m, k, n = 256, 512, 128
+    result = analyze(Fn(block), meta(m, k // 2, dtype=FP4), meta(n, k // 2, dtype=FP4),
+                     meta(m * k // 16, dtype=E4M3), meta(), meta(n * k // 16, dtype=E4M3), meta())
+    # 16 rows and 32 columns, each K/2 bytes of codes and K/16 e4m3 scales; both fp32 globals;
+    # the kept 16·32 bf16 outputs; 2·K FLOPs per kept output
+    rows, columns = 16, 32
+    expected = (rows + columns) * (k // 2 + k // 16) + 2 * 4 + rows * columns * 2
+    assert result.compulsory_bytes == expected
+    assert result.tensor_flops == 2 * k * rows * columns
+
+
 def test_fp4_packed_in_forward_is_integer_work_and_a_free_view() -> None:
     """fp4 has no conversion op: code packs two 4-bit codes per uint8, then views the bytes as
     float4_e2m1fn_x2. The shifts and ors are pointwise, the dtype view costs nothing, and the
