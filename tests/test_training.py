@@ -167,3 +167,64 @@ def test_no_fused_kernel_crosses_a_phase():
                     torch.randn(4, 8))
     for kernel in result.plans.fused.kernels:
         assert len({result.trace.ops[op.index].phase for op in kernel.ops}) == 1
+
+
+def test_checkpointing_blocks_recomputes_their_forward_and_frees_their_saved_activations():
+    # blocks 0 and 1: Linear(16→16) + Tanh on 4 rows, then a Linear(16→4) head
+    model = nn.Sequential(*(nn.Sequential(nn.Linear(16, 16), nn.Tanh()) for _ in range(2)),
+                          nn.Linear(16, 4))
+    result = _train(model, torch.randn(4, 16), checkpoint=["0", "1"])
+    what_if = result.checkpoint_what_if
+    tanh_flops = next(op.total_flops for op in result.ops if "tanh" in op.name)
+    assert what_if.modules == 2
+    assert what_if.recompute_flops == 2 * (2 * 4 * 16 * 16 + tanh_flops)
+    # block 0's tanh output is block 1's input (kept); block 1's tanh output, which
+    # tanh_backward and the head's weight gradient read, is freed: 4·16 fp32
+    assert what_if.saved_activation_bytes == 4 * 16 * 4
+    assert result.to_dict()["checkpoint"]["modules"] == 2
+    assert result.on("a100-80gb").checkpoint_what_if.saved_activation_bytes == 4 * 16 * 4
+
+
+def test_a_checkpoint_pattern_that_matches_nothing_is_one_line():
+    with pytest.raises(InputError, match="no module matches"):
+        _train(_mlp(), torch.randn(2, 8), checkpoint=["blocks.*"])
+
+
+def test_bf16_autocast_runs_the_matmuls_in_bf16_and_keeps_fp32_state():
+    result = _train(_mlp(), torch.randn(2, 8), autocast="bf16")
+    matmuls = [op for op in result.trace.ops if op.base in ("addmm", "mm")]
+    assert matmuls and all(op.writes[0].dtype == "bfloat16" for op in matmuls)
+    assert {ref.dtype for ref in result.trace.step.optimizer_states} == {"float32"}
+
+
+PROBLEM = """
+import torch, torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(32, 16)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+def get_inputs():
+    return [torch.randn(8, 32)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_cli_train_reports_the_phases_of_a_problem_file(tmp_path, capsys):
+    import json
+
+    from torchroofline.cli import main
+
+    problem = tmp_path / "1_Linear.py"
+    problem.write_text(PROBLEM)
+    assert main(["analyze", str(problem), "--train", "--optimizer", "sgd", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    document = document[0] if isinstance(document, list) else document
+    # SGD: the weight and bias (32·16 + 16 fp32) read with their gradients and written
+    assert document["phases"]["optimizer"]["boundary_bytes"] == 3 * 4 * (32 * 16 + 16)

@@ -242,6 +242,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="the optimizer of --train (PyTorch's foreach kernels; none: no step)",
     )
     analyze.add_argument(
+        "--autocast", choices=("bf16", "fp16"),
+        help="with --train: the forward under torch.autocast (mixed precision)",
+    )
+    analyze.add_argument(
+        "--checkpoint", action="append", metavar="PATTERN", default=[],
+        help="with --train: price activation checkpointing of the modules whose paths match "
+        "(fnmatch, e.g. 'blocks.*'; repeatable)",
+    )
+    analyze.add_argument(
         "--max-batch", action="store_true",
         help="also find the largest batch (dimension 0 of the inputs) whose eager peak memory "
         "fits the GPU, by re-tracing a few batch sizes",
@@ -338,6 +347,16 @@ def _plot_path(base: str, file: str, many: bool) -> str:
     return str(path.with_name(f"{path.stem}_{Path(file).stem}{path.suffix}"))
 
 
+def _training_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """analyze()'s training-step keywords from --train and its options."""
+    if not args.train:
+        if args.autocast or args.checkpoint:
+            raise _UsageError("--autocast and --checkpoint are training what-ifs; add --train")
+        return None
+    return {"mode": "train", "optimizer": args.optimizer, "autocast": args.autocast,
+            "checkpoint": args.checkpoint}
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     from .kernelbench import analyze_file, compare_kernelbench, reference_for
 
@@ -361,7 +380,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 reference or file, gpu, args.precision, actual_ms=actual_ms, cache=args.cache,
                 class_name=args.class_name, math=args.math, data=args.data,
                 data_limit_bytes=int(args.data_limit * 2**30),
-                training={"mode": "train", "optimizer": args.optimizer} if args.train else None,
+                training=_training_options(args),
             )
             if reference is not None:
                 result = result.with_notes([_as_reference(file, reference)])

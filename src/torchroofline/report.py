@@ -93,6 +93,8 @@ def result_to_dict(result: Result) -> dict[str, Any]:
         data["actual"] = result.actual.to_dict()
     if result.phases:
         data["phases"] = {figures.phase: figures.to_dict() for figures in result.phases}
+    if result.checkpoint_what_if is not None:
+        data["checkpoint"] = result.checkpoint_what_if.to_dict()
     return data
 
 
@@ -139,7 +141,21 @@ def phase_lines(result: Result) -> list[str]:
         f"{human_ms(f.compile_gpu_ms):>11}"
         for f in result.phases
     ]
-    return ["", f"  Training step ({result.trace.step.optimizer} optimizer):", header, *rows]
+    return ["", f"  Training step ({result.trace.step.optimizer} optimizer):", header, *rows,
+            *checkpoint_lines(result)]
+
+
+def checkpoint_lines(result: Result) -> list[str]:
+    """The activation-checkpointing what-if, where modules were named."""
+    what_if = result.checkpoint_what_if
+    if what_if is None:
+        return []
+    return [
+        f"  Checkpoint {', '.join(what_if.patterns)} ({what_if.modules} modules): recompute "
+        f"{si(what_if.recompute_flops)}FLOPs, +{human_ms(what_if.recompute_sol_ms)} at SoL, "
+        f"+{human_ms(what_if.recompute_eager_gpu_ms)} eager GPU; saves "
+        f"{short_bytes(what_if.saved_activation_bytes)} of activations",
+    ]
 
 
 def batch_fit_line(fit: BatchFit) -> str:

@@ -37,7 +37,7 @@ from .precision import (
 
 if TYPE_CHECKING:
     from .trace import Trace
-    from .training import PhaseFigures
+    from .training import CheckpointWhatIf, PhaseFigures
 
 CACHE_MODES = ("cold", "warm")
 
@@ -267,6 +267,8 @@ class Result:
     #: the math rung (:data:`precision.MATH_RUNGS`) the speed of light assumes: "program" (the
     #: program's own math) unless the benchmark's tolerance admits lower-precision math
     math: str = "program"
+    #: module-path patterns a training step's what-if checkpoints (:attr:`checkpoint_what_if`)
+    checkpoint: tuple[str, ...] = ()
 
     # -- facts of the traced program --
     @property
@@ -466,6 +468,14 @@ class Result:
 
         return phase_figures(self)
 
+    @cached_property
+    def checkpoint_what_if(self) -> CheckpointWhatIf | None:
+        """What checkpointing the :attr:`checkpoint` modules would add and save (None when no
+        module is named; :func:`training.checkpoint_what_if`)."""
+        from .training import checkpoint_what_if
+
+        return checkpoint_what_if(self, self.checkpoint) if self.checkpoint else None
+
     @property
     def fusion_reduction(self) -> float:
         """Share of eager traffic that fusion removes (0..1)."""
@@ -552,10 +562,10 @@ class Result:
         other performance-model parameters (no retrace, no re-planning)."""
         if estimate_params is None:
             estimate_params = self.performance.params
-        return price(
+        return replace(price(
             self.plans, gpu, precision or self.precision, cache or self.cache,
             estimate_params=estimate_params, switches=self.switches, math=math or self.math,
-        )
+        ), checkpoint=self.checkpoint)
 
 
 def _any_input_ms(any_input_s: float | None, sol_s: float) -> dict[str, float]:

@@ -23,6 +23,7 @@ keeps them on the CPU unless ``fused`` or ``capturable``) launch no GPU kernel a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,8 @@ from .trace import StepTensors, TensorRef, _Recorder, _ref, _tensors
 #: Training-step phases in execution order (``TracedOp.phase``).
 PHASES = ("forward", "backward", "optimizer")
 MODES = ("inference", "train")
+#: ``autocast=`` names → the dtype ``torch.autocast`` runs the forward's matmuls in.
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 #: ``--optimizer`` name → its ``torch.optim`` class (None: no optimizer step). Each runs with
 #: PyTorch's own defaults (lr 1e-3 and betas of each class) unless ``optimizer_options`` says
@@ -54,8 +57,12 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer] | None] = {
 _MODULE_KEY = "torchroofline_module"
 
 
-def check_training(mode: str, optimizer: str, loss: Any) -> None:
-    """Fail before tracing on a mode, optimizer or loss the user mistyped."""
+def check_training(mode: str, optimizer: str, loss: Any, autocast: str | None = None) -> None:
+    """Fail before tracing on a mode, optimizer, loss or autocast dtype the user mistyped."""
+    if autocast is not None and autocast not in AUTOCAST_DTYPES:
+        raise InputError(
+            f"unknown autocast dtype '{autocast}'; use one of {', '.join(AUTOCAST_DTYPES)}"
+        )
     if mode not in MODES:
         raise InputError(f"unknown mode '{mode}'; use one of {', '.join(MODES)}")
     if optimizer not in OPTIMIZERS:
@@ -69,14 +76,21 @@ def check_training(mode: str, optimizer: str, loss: Any) -> None:
 
 
 def step_trace_options(
-    mode: str, loss: Any, optimizer: str, optimizer_options: Mapping[str, Any] | None
+    mode: str,
+    loss: Any,
+    optimizer: str,
+    optimizer_options: Mapping[str, Any] | None,
+    autocast: str | None = None,
 ) -> dict[str, Any]:
     """The :func:`~torchroofline.trace.trace_model` keywords of ``mode``: none for inference,
     a :class:`Step` on fake CPU tensors for a training step (see the module docstring)."""
-    check_training(mode, optimizer, loss)
+    check_training(mode, optimizer, loss, autocast)
     if mode == "inference":
+        if autocast is not None:
+            raise InputError("autocast is a training-step what-if; add mode='train'")
         return {}
-    return {"device": "cpu", "step": Step(loss, optimizer, dict(optimizer_options or {}))}
+    step = Step(loss, optimizer, dict(optimizer_options or {}), autocast)
+    return {"device": "cpu", "step": step}
 
 
 @dataclass
@@ -88,7 +102,11 @@ class Step:
     loss: Callable[[Any], torch.Tensor] | None = None
     optimizer: str = "adamw"
     optimizer_options: Mapping[str, Any] = field(default_factory=dict)
+    #: "bf16" or "fp16": the forward and the loss run under ``torch.autocast`` (mixed
+    #: precision: matmuls in that dtype, parameters, gradients and optimizer state in theirs)
+    autocast: str | None = None
     _trained: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
+    _forward_only: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
 
     @contextlib.contextmanager
     def prepare(
@@ -105,9 +123,15 @@ class Step:
             _label_nodes(output, names.get(id(module), type(module).__name__), args)
 
         hook = nn.modules.module.register_module_forward_hook(label)
+        if self.autocast is not None:
+            device = next(iter(module_tensors.values())).device.type if module_tensors else "cpu"
+            self._forward_only.enter_context(
+                torch.autocast(device, dtype=AUTOCAST_DTYPES[self.autocast])
+            )
         try:
             yield
         finally:
+            self._forward_only.close()
             hook.remove()
 
     def run(
@@ -115,6 +139,7 @@ class Step:
         recorder: _Recorder,
     ) -> Any:
         losses, seeds = self._losses(output, recorder)
+        self._forward_only.close()  # backward runs in the forward's dtypes, not under autocast
         _label_nodes(losses, "")
         recorder.phase = "backward"
         # records keep meta copies, so autograd's accumulator can steal each gradient as on
@@ -184,7 +209,7 @@ class Step:
                 f"{optimizer_class.__name__} rejected optimizer_options {options}: {error}"
             ) from error
         recorder.paused = True
-        with _ScalarStandIn():
+        with _ScalarStandIn(), _StateOnly():
             optimizer.step()
         recorder.paused = False
         states = [t for state in optimizer.state.values() for t in state.values()
@@ -250,6 +275,20 @@ class _BackwardModules:
 
     def failure_path(self, error: BaseException) -> str:
         return self.path
+
+
+class _StateOnly(TorchDispatchMode):
+    """For the unrecorded first step, which only has to make the optimizer's state: the
+    multi-tensor and fused updates of the parameters and moments are skipped (their results are
+    never read; on fake tensors they cost as much as the recorded step); the step counters
+    still count, so bias corrections stay finite."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        name = func.overloadpacket.__name__
+        counters = all(t.dim() == 0 for t in _tensors(args[:1]))  # ``step += 1`` still runs
+        if name.startswith(("_foreach_", "_fused_")) and not counters:
+            return args[0] if func._schema.returns else None
+        return func(*args, **(kwargs or {}))
 
 
 class _ScalarStandIn(TorchDispatchMode):
@@ -427,3 +466,116 @@ def fused_step_plan(trace: Any, ops: Sequence[Any]) -> Any:
             kept = frozenset(trace.output_value_ids | later)
             kernels += fused_plan(mine, kept).kernels
     return Plan(tuple(kernels))
+
+
+# --- What-if: activation checkpointing -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointWhatIf:
+    """What checkpointing the modules matching ``patterns`` (``fnmatch`` on module paths,
+    ``"blocks.*"``) would change, from the traced step without re-tracing: their forward ops
+    run again in backward (``recompute_*``), and the activations their forward saved for
+    backward need not be kept (``saved_activation_bytes``, whole storages; the peak falls by
+    at most this, by all of it when the peak is in backward's first op). The modules' inputs
+    and parameters stay saved (checkpointing keeps them). Times in ms."""
+
+    patterns: tuple[str, ...]
+    modules: int  #: modules matched (each with its submodules)
+    recompute_flops: int
+    recompute_bytes: int  #: eager HBM bytes of the recomputed kernels
+    recompute_sol_ms: float  #: their FLOPs and bytes at the GPU's peaks
+    recompute_eager_gpu_ms: float  #: the performance model's GPU time of those kernels
+    saved_activation_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: (list(value) if isinstance(value, tuple) else value)
+                for name, value in ((n, getattr(self, n)) for n in self.__dataclass_fields__)}
+
+
+def with_checkpoint(result: Any, patterns: Sequence[str]) -> Any:
+    """``result`` with the checkpoint what-if of ``patterns`` (checked now, so a pattern that
+    matches nothing is an error at the call)."""
+    if not patterns:
+        return result
+    result = dataclasses.replace(result, checkpoint=tuple(patterns))
+    checkpoint_what_if(result, patterns)
+    return result
+
+
+def checkpoint_what_if(result: Any, patterns: Sequence[str]) -> CheckpointWhatIf:
+    """Price checkpointing the modules of a training step's ``result`` matching ``patterns``."""
+    from .memory import storage_bytes
+
+    trace = result.trace
+    if trace.step is None:
+        raise InputError("checkpoint needs a training step; analyze with mode='train'")
+    top_of = {path: _checkpointed(path, patterns) for path in {op.module_path for op in trace.ops}}
+    tops = {top for top in top_of.values() if top is not None}
+    if not tops:
+        raise InputError(
+            f"no module matches {', '.join(patterns)}; name modules by their paths in the "
+            "report's module table (e.g. 'blocks.*')"
+        )
+    recomputed = {i for i, op in enumerate(trace.ops)
+                  if op.phase == "forward" and top_of[op.module_path] and not op.is_view}
+    kernels = [k for k, kernel in enumerate(result.plans.eager.kernels)
+               if kernel.ops and kernel.ops[0].index in recomputed]
+    estimates = [result.eager_kernels[k] for k in kernels]
+    flops = sum(result.ops[i].total_flops for i in recomputed)
+    recompute_bytes = sum(e.bytes for e in estimates)
+    compute_s = sum(e.compute_s for e in estimates)
+    return CheckpointWhatIf(
+        patterns=tuple(patterns),
+        modules=len(tops),
+        recompute_flops=flops,
+        recompute_bytes=recompute_bytes,
+        recompute_sol_ms=max(compute_s,
+                             recompute_bytes / result.gpu.memory_bandwidth_bytes_per_s) * 1e3,
+        recompute_eager_gpu_ms=sum(result.performance.eager.kernel_gpu_s[k]
+                                   for k in kernels) * 1e3,
+        saved_activation_bytes=sum(
+            storage_bytes(ref, result.float_bytes)
+            for ref in _saved_by(trace, recomputed, _module_inputs(trace, recomputed, top_of))
+        ),
+    )
+
+
+def _saved_by(trace: Any, made_by: set[int], kept: set[int]) -> list[TensorRef]:
+    """The values ops ``made_by`` wrote that backward reads, less ``kept`` ones and what the
+    step keeps anyway (the loss), each storage once."""
+    read_in_backward = {ref.value_id for op in trace.ops if op.phase == "backward"
+                        for ref in op.reads}
+    saved: dict[int, TensorRef] = {}
+    for i in made_by:
+        for ref in trace.ops[i].writes:
+            if (ref.value_id in read_in_backward and ref.value_id not in kept
+                    and ref.value_id not in trace.output_value_ids):
+                saved.setdefault(ref.storage_id, ref)
+    return list(saved.values())
+
+
+def _checkpointed(path: str, patterns: Sequence[str]) -> str | None:
+    """The outermost module on ``path`` (itself or an ancestor) that matches a pattern."""
+    import fnmatch
+
+    parts = path.split(".") if path else []
+    for end in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:end])
+        if any(fnmatch.fnmatchcase(prefix, pattern) for pattern in patterns):
+            return prefix
+    return None
+
+
+def _module_inputs(trace: Any, recomputed: set[int], top_of: Mapping[str, str | None]) -> set[int]:
+    """Values each checkpointed module reads that it did not write itself (its inputs and
+    parameters): checkpointing keeps these."""
+    groups: dict[str | None, list[int]] = {}
+    for i in recomputed:
+        groups.setdefault(top_of[trace.ops[i].module_path], []).append(i)
+    kept: set[int] = set()
+    for ops in groups.values():
+        written = {ref.value_id for i in ops for ref in trace.ops[i].writes}
+        kept |= {ref.value_id for i in ops for ref in trace.ops[i].reads
+                 if ref.value_id not in written}
+    return kept

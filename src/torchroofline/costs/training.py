@@ -131,3 +131,12 @@ FUSED_OPTIMIZER_FLOPS_PER_ELEMENT = {aten._fused_adamw: 14, aten._fused_adam: 14
                                       aten._fused_sgd: 4, aten._fused_adagrad: 8}
 for _packet, _flops in FUSED_OPTIMIZER_FLOPS_PER_ELEMENT.items():
     register([_packet], Category.POINTWISE, fusible=False)(_foreach(_flops))
+
+
+@register([aten.slice_backward, aten.select_backward, aten.diagonal_backward,
+           aten.unfold_backward, aten.as_strided_backward],
+          Category.DATA_MOVEMENT, fusible=True)
+def view_backward_flops(op: TracedOp) -> FlopCount:
+    """The gradient of a view: zeros of the base's shape with the view's gradient stored into
+    them (no arithmetic; Inductor writes it as one pointwise kernel)."""
+    return FlopCount()
