@@ -1,4 +1,4 @@
-"""Stage 3b: peak memory — the live bytes of the eager run, op by op, as the CUDA caching
+"""Stage 3c: peak memory — the live bytes of the eager run, op by op, as the CUDA caching
 allocator would hold them.
 
 Every storage the program touches is one allocation. The storages that exist before the first

@@ -173,7 +173,10 @@ def batch_fit_line(fit: BatchFit) -> str:
 def memory_lines(result: Result) -> list[str]:
     """The Memory section: the eager peak, where it falls, what is live then, the verdict."""
     memory = result.memory
-    where = f"at {memory.peak_op_name} in '{memory.peak_module or '<top level>'}'"
+    where = (
+        f"at {memory.peak_op_name} in '{memory.peak_module or '<top level>'}'"
+        if memory.peak_op >= 0 else "before the first op"
+    )
     live = ", ".join(
         f"{kind.replace('_', ' ')} {short_bytes(size)}"
         for kind, size in memory.peak_breakdown.items()
