@@ -271,3 +271,13 @@ def test_compiled_kernels_are_never_imported():
         load_problem(DEMO / "level_1_problem_1_sample_0_kernel.py", class_name="ModelNew")
     with pytest.raises(ProblemFileError, match="generated triton kernel"):
         load_problem(DEMO / "level_1_problem_1_sample_1_kernel.py", class_name="ModelNew")
+
+
+def test_small_constant_buffers_built_in_init_are_known_values():
+    # register_buffer("scale", ones(8)) and a 0-dim tensor(2.0): the shadow keeps both values
+    # (looking them up once compared tensors element-wise and raised)
+    result = analyze_file(Path(__file__).parent / "fixtures" / "constants" / "small_buffers.py")
+    known = sorted(value.tolist() for value in result.trace.constants.values())
+    assert known == [[1.0] * 8, [2.0]]  # each as its storage's flat elements
+    # one multiply and one add per output element of the 4 × 8 input
+    assert result.flops == 2 * 4 * 8

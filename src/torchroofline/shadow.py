@@ -24,7 +24,35 @@ from torch.utils._pytree import tree_leaves, tree_map
 #: Elements a constant may have to be kept for real (a 2048 × 2048 causal mask is 4 M).
 CONSTANT_LIMIT_ELEMENTS = 1 << 22
 
-_SHADOWS: weakref.WeakKeyDictionary[torch.Tensor, torch.Tensor] = weakref.WeakKeyDictionary()
+
+
+class _Shadows:
+    """Real values keyed by the identity of the fake tensor each shadows; an entry goes when its
+    tensor does. (A ``WeakKeyDictionary`` compares keys with ``==``, which on tensors is
+    element-wise: looking up any buffer of more than one element raised.)"""
+
+    def __init__(self) -> None:
+        self._values: dict[int, torch.Tensor] = {}
+
+    def __contains__(self, tensor: torch.Tensor) -> bool:
+        return id(tensor) in self._values
+
+    def __getitem__(self, tensor: torch.Tensor) -> torch.Tensor:
+        return self._values[id(tensor)]
+
+    def __setitem__(self, tensor: torch.Tensor, value: torch.Tensor) -> None:
+        if id(tensor) not in self._values:
+            weakref.finalize(tensor, self._values.pop, id(tensor), None)
+        self._values[id(tensor)] = value
+
+    def get(self, tensor: torch.Tensor) -> torch.Tensor | None:
+        return self._values.get(id(tensor))
+
+    def pop(self, tensor: torch.Tensor) -> None:
+        self._values.pop(id(tensor), None)
+
+
+_SHADOWS = _Shadows()
 
 
 def _small(tensor: torch.Tensor) -> bool:
@@ -41,14 +69,12 @@ class ConstantShadow(TorchDispatchMode):
         made = [leaf for leaf in tree_leaves(output) if isinstance(leaf, FakeTensor)]
         inputs = [leaf for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
         random = torch.Tag.nondeterministic_seeded in func.tags or "empty" in func.__name__
-        if random or not made or not all(map(_small, made)) or any(
-            t not in _SHADOWS for t in inputs
-        ):
+        to_real = {id(t): value for t in inputs if (value := _constant(t)) is not None}
+        if random or not made or not all(map(_small, made)) or len(to_real) < len(inputs):
             if func._schema.is_mutable:  # an unknown write makes a known value unknown
                 for tensor in inputs:
-                    _SHADOWS.pop(tensor, None)
+                    _SHADOWS.pop(tensor)
             return output
-        to_real = {id(t): _SHADOWS[t] for t in inputs}
 
         def real(leaf: Any) -> Any:
             if isinstance(leaf, torch.Tensor):
@@ -65,6 +91,14 @@ class ConstantShadow(TorchDispatchMode):
         for fake, value in zip(made, real_made, strict=False):
             _SHADOWS[fake] = value
         return output
+
+
+def _constant(tensor: torch.Tensor) -> torch.Tensor | None:
+    """The value of an input of an op run while the model is built: the shadow's for a fake
+    tensor it made, the tensor itself for a small real one (``torch.tensor(2.0)`` lifts one)."""
+    if isinstance(tensor, FakeTensor):
+        return _SHADOWS.get(tensor)
+    return None if tensor.is_meta or not _small(tensor) else tensor
 
 
 def known_value(tensor: torch.Tensor) -> torch.Tensor | None:
