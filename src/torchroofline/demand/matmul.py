@@ -77,33 +77,66 @@ def matmul_demand(context: _Context) -> Demand:
 
 def _nonzeros(context: _Context, position: int) -> torch.Tensor | None:
     """Where read ``position`` (a matrix or a batch of them) is nonzero, as a (batch, rows,
-    columns) boolean tensor, if its value is known."""
+    columns) boolean tensor, if its value is known and has a zero (a dense one skips
+    nothing)."""
     ref = context.op.reads[position]
     value = _known(context, position)
     if value is None:
         return None
-    return (value != 0).reshape(math.prod(ref.shape[:-2]), *ref.shape[-2:])
+    nonzero = (value != 0).reshape(math.prod(ref.shape[:-2]), *ref.shape[-2:])
+    return None if bool(nonzero.all()) else nonzero
 
 
-def _line_totals(
-    nonzero: torch.Tensor | None, batch: list[int], index_set: IndexSet, dim: int, width: int
-) -> torch.Tensor:
-    """Nonzeros over the lines of ``dim`` (1: rows, 2: columns) in ``index_set`` of each batch
-    entry, per position of the other axis: (batch, width). An unknown operand (None) may be
-    nonzero everywhere. Prefix sums make a step-1 range cost one subtraction."""
-    if nonzero is None:
-        return torch.full((len(batch), width), set_size(index_set), dtype=torch.int64)
-    picked = nonzero[batch]
-    prefix = torch.nn.functional.pad(
-        picked.to(torch.int64).cumsum(dim), (1, 0) if dim == 2 else (0, 0, 1, 0)
-    )
-    total = torch.zeros(len(batch), width, dtype=torch.int64)
-    for lines in index_set:
-        if lines.step == 1:
-            total += prefix.select(dim, lines.stop) - prefix.select(dim, lines.start)
-        else:
-            total += picked.index_select(dim, torch.tensor(list(lines))).sum(dim)
-    return total
+def _unit_ranges(index_set: IndexSet) -> list[range]:
+    """``index_set`` as step-1 ranges (a strided range becomes one range per position)."""
+    units: list[range] = []
+    for r in index_set:
+        units += [r] if r.step == 1 else [range(i, i + 1) for i in r]
+    return units
+
+
+class _Lines:
+    """One batch entry of a matmul operand seen along its free axis (rows of A, columns of B):
+    the lines the demanded boxes name, cut into the segments their line sets share, and per
+    segment the nonzeros at each reduction position k. Every line is summed once, however
+    many boxes name it. ``nonzero`` is (lines, K); None: unknown, nonzero anywhere."""
+
+    def __init__(self, nonzero: torch.Tensor | None, sets: list[IndexSet], width: int) -> None:
+        ranges = [_unit_ranges(index_set) for index_set in sets]
+        points = sorted({p for rs in ranges for r in rs for p in (r.start, r.stop)})
+        self.segments = [
+            (lo, hi) for lo, hi in zip(points, points[1:], strict=False)
+            if any(r.start <= lo and hi <= r.stop for rs in ranges for r in rs)
+        ]
+        lengths = torch.tensor([hi - lo for lo, hi in self.segments], dtype=torch.float64)
+        if nonzero is None:
+            self.sums = lengths[:, None].expand(len(self.segments), width)
+            return
+        # one product sums every segment's lines (exact: counts stay far below 2^24)
+        members = torch.zeros(len(self.segments), nonzero.shape[0])
+        for number, (lo, hi) in enumerate(self.segments):
+            members[number, lo:hi] = 1
+        self.sums = (members @ nonzero.to(members.dtype)).to(torch.float64)
+
+    def inside(self, index_set: IndexSet) -> list[int]:
+        """The segments that make up ``index_set``."""
+        ranges = _unit_ranges(index_set)
+        return [
+            number for number, (lo, hi) in enumerate(self.segments)
+            if any(r.start <= lo and hi <= r.stop for r in ranges)
+        ]
+
+    def totals(self, index_set: IndexSet) -> torch.Tensor:
+        """Nonzeros of the lines ``index_set`` at each reduction position: (K,)."""
+        return self.sums[self.inside(index_set)].sum(0)
+
+    def needed(self, meets: list[tuple[IndexSet, torch.Tensor]]) -> int:
+        """Nonzeros at (line, k) with the line in some set whose ``meets`` flags k: the
+        elements a known operand supplies to products with two nonzero factors."""
+        flags = torch.zeros(self.sums.shape, dtype=torch.bool)
+        for index_set, wanted in meets:
+            flags[self.inside(index_set)] |= wanted
+        return int(self.sums[flags].sum())
 
 
 def _where_true(flags: torch.Tensor) -> IndexSet:
@@ -111,17 +144,16 @@ def _where_true(flags: torch.Tensor) -> IndexSet:
 
 
 def _operand_region(
-    need: torch.Tensor | None, nonzero: torch.Tensor | None, ref: TensorRef, lines: list[Box]
+    nonzero: torch.Tensor | None, needed: int, ref: TensorRef, lines: list[Box]
 ) -> Region:
-    """What a matmul operand must supply: a known one its nonzeros that meet a nonzero of the
-    other factor (every element, placed, when that is all of it); an unknown one the ``lines``
-    (boxes) a nonzero of the known factor meets."""
+    """What a matmul operand must supply: a known one its ``needed`` nonzeros (every element,
+    placed, when that is all of it); an unknown one the ``lines`` (boxes) a nonzero of the
+    known factor meets."""
     if nonzero is None:
         return Region.of(lines)
-    needed = need & nonzero
-    if bool(needed.all()):
+    if needed == math.prod(ref.shape):
         return Region.of([full_box(ref.shape)])
-    return Region(opaque=int(needed.sum()))
+    return Region(opaque=needed)
 
 
 def known_products(context: _Context, region: Region) -> Demand | None:
@@ -135,38 +167,42 @@ def known_products(context: _Context, region: Region) -> Demand | None:
     *bias, left, right = context.op.reads
     first = len(bias)
     a, b = _nonzeros(context, first), _nonzeros(context, first + 1)
-    if (a is None and b is None) or not region.boxes or len(left.shape) > 3:
+    if (a is None and b is None) or len(left.shape) > 3:
         return None
     if any(0 in ref.strides for ref in (left, right)):
         return None
     reduction = left.shape[-1]
-    products = 0
-    need_a = None if a is None else torch.zeros(a.shape, dtype=torch.bool)
-    need_b = None if b is None else torch.zeros(b.shape, dtype=torch.bool)
-    lines_a: list[Box] = []
-    lines_b: list[Box] = []
+    by_entry: dict[int, list[tuple[IndexSet, IndexSet]]] = {}
     for box in region.boxes:
         *lead, rows, columns = box
-        batch = [i for r in lead[0] for i in r] if lead else [0]
-        a_counts = _line_totals(a, batch, rows, 1, reduction)  # nonzeros of A[b, R, k]
-        b_counts = _line_totals(b, batch, columns, 2, reduction)  # nonzeros of B[b, k, C]
-        products += int((a_counts * b_counts).sum())
-        for entry, (meets_a, meets_b) in enumerate(zip(b_counts > 0, a_counts > 0, strict=True)):
-            index = ((range(batch[entry], batch[entry] + 1),),) if lead else ()
-            lines_a.append((*index, rows, _where_true(meets_a)))
-            lines_b.append((*index, _where_true(meets_b), columns))
-            if need_a is not None:
-                for lines in rows:
-                    need_a[batch[entry], lines.start : lines.stop : lines.step] |= meets_a
-            if need_b is not None:
-                for lines in columns:
-                    need_b[batch[entry], :, lines.start : lines.stop : lines.step] |= meets_b[
-                        :, None
-                    ]
+        for entry in [i for r in lead[0] for i in r] if lead else [0]:
+            by_entry.setdefault(entry, []).append((rows, columns))
+    products = needed_a = needed_b = 0
+    lines_a: list[Box] = []
+    lines_b: list[Box] = []
+    for entry, blocks in by_entry.items():
+        rows_of_a = _Lines(None if a is None else a[entry], [r for r, _ in blocks], reduction)
+        columns_of_b = _Lines(
+            None if b is None else b[entry].T, [c for _, c in blocks], reduction
+        )
+        index = ((range(entry, entry + 1),),) if len(left.shape) == 3 else ()
+        meets_a, meets_b = [], []
+        for rows, columns in blocks:
+            a_counts = rows_of_a.totals(rows)  # nonzeros of A[b, R, k]
+            b_counts = columns_of_b.totals(columns)  # nonzeros of B[b, k, C]
+            products += int((a_counts * b_counts).sum())
+            meets_a.append((rows, b_counts > 0))
+            meets_b.append((columns, a_counts > 0))
+            if a is None:
+                lines_a.append((*index, rows, _where_true(b_counts > 0)))
+            if b is None:
+                lines_b.append((*index, _where_true(a_counts > 0), columns))
+        needed_a += rows_of_a.needed(meets_a) if a is not None else 0
+        needed_b += columns_of_b.needed(meets_b) if b is not None else 0
     inputs = [
         *_biases(context, region),
-        _operand_region(need_a, a, left, [box for box in lines_a if all(box)]),
-        _operand_region(need_b, b, right, [box for box in lines_b if all(box)]),
+        _operand_region(a, needed_a, left, [box for box in lines_a if all(box)]),
+        _operand_region(b, needed_b, right, [box for box in lines_b if all(box)]),
     ]
     tensor = min(2 * products, context.record.flops.tensor)
     flops = FlopCount(tensor=tensor, kind=MatmulKind.MATMUL)

@@ -337,7 +337,8 @@ def _known_sources(context: _Context) -> tuple[Region, Region] | None:
     needs the source slices whose index falls in its ``dim`` positions — every token an expert
     processed, where the any-input rule charges one element. The destination, at the
     positions later ops read: all of them for a sum or a reduction into it, those no slice
-    overwrites for a copy. Returns (destination, source)."""
+    overwrites for a copy (or a reduction with ``include_self=False``); a copy with repeated
+    indices is left to the any-input rule. Returns (destination, source)."""
     if not _one_of(context.op, _INDEXED_ALONG_DIM) or len(context.op.reads) != 3:
         return None
     index = _known(context, 1)
@@ -345,6 +346,9 @@ def _known_sources(context: _Context) -> tuple[Region, Region] | None:
         return None
     dim = context.argument("dim") % len(context.op.reads[0].shape)
     targets = index.long().tolist()
+    copies = aten.index_copy in op_keys(context.op)
+    if copies and len(set(targets)) < len(targets):
+        return None  # which of two slices copied to one place survives is unspecified
     boxes = []
     for box in context.output.boxes:
         wanted = {i for r in box[dim] for i in r}
@@ -354,7 +358,8 @@ def _known_sources(context: _Context) -> tuple[Region, Region] | None:
     destination = Region()
     for region in context.read:
         destination = destination.union(region)
-    if aten.index_copy in op_keys(context.op) and targets:
+    # a copy overwrites the slices it covers; so may a reduction that leaves out the old value
+    if (copies or not context.argument("include_self", True)) and targets:
         shape = context.op.reads[0].shape
         covered = (*full_box(shape)[:dim], positions_to_set(targets), *full_box(shape)[dim + 1 :])
         destination = destination.minus_box(covered)
