@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from conftest import analyze, meta
+from conftest import Fn, analyze, meta
 from torchroofline.api import max_batch
 from torchroofline.hardware import GPUSpec, get_gpu
 from torchroofline.memory import (
@@ -430,7 +430,9 @@ def test_max_batch_of_a_linear_layer_is_the_closed_form() -> None:
     assert (fit.batch, fit.exact) == (500, True)
     assert fit.peak_bytes == capacity
     assert fit.peaks[501] == capacity + 2_048
-    assert len(fit.peaks) <= 5  # the peak is linear in the batch: the line finds it at once
+    # traced at 4 and 8: every size is linear in the batch, so the search re-prices them and
+    # traces only its answer and the batch above to confirm
+    assert fit.traced == (4, 8, 500, 501)
 
 
 def test_max_batch_of_a_training_step_brackets_the_capacity() -> None:
@@ -462,4 +464,15 @@ def test_cli_max_batch_follows_the_allocators_2_mib_rounding(
     found = json.loads(capsys.readouterr().out)["max_batch"]
     assert (found["batch"], found["exact"]) == (25_431, True)
     assert found["peak_bytes"] == 76_293 * MiB
-    assert found["traced"]["25432"] == 76_296 * MiB
+    assert found["peaks"]["25432"] == 76_296 * MiB
+    assert found["traced"] == [4096, 8192, 25_431, 25_432]
+
+
+def test_max_batch_retraces_when_the_batch_changes_the_ops() -> None:
+    # from batch 6 on, forward runs one more op: sizes at 4 and 8 are no longer one program's
+    # sizes at two batches, so every batch tried is traced
+    model = Fn(lambda x: x.relu() if x.shape[0] < 6 else x.relu().exp())
+    fit = max_batch(model, torch.randn(4, 256), _gpu_with_memory(MiB))
+    assert fit.traced == tuple(sorted(fit.peaks))
+    assert fit.exact
+    assert fit.peaks[fit.batch] <= MiB < fit.peaks[fit.batch + 1]

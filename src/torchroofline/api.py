@@ -14,7 +14,7 @@ from .costs import float_element_bytes
 from .errors import InputError, ModelError
 from .given import DATA_LIMIT_BYTES, resolve_data, with_given_values
 from .hardware import GPUSpec
-from .memory import BatchFit, largest_batch, memory_timeline
+from .memory import Allocation, BatchFit, allocations, batch_scaled, largest_batch, replay
 from .plans import make_plans
 from .roofline import Result, price
 from .trace import REAL_FALLBACK_LIMIT_BYTES, _module_tensors, check_inputs, trace_model
@@ -142,7 +142,11 @@ def max_batch(
 
     The batch is the size of dimension ``batch_dim`` of the first tensor in ``inputs``; every
     input tensor with that size there is resized with it (as shape-only meta tensors: nothing
-    is allocated). Each batch tried is one trace (no plans, no pricing), at most ``traces``."""
+    is allocated). The program is traced at that batch and at twice it (no plans, no
+    pricing); when the two runs differ only in sizes, each storage's size is a line in the
+    batch, and the search re-prices those sizes without tracing, then traces its answer and
+    the batch above to confirm them. Otherwise every batch tried is one trace, at most
+    ``traces``."""
     from .hardware import get_gpu
     from .precision import check_precision
 
@@ -151,24 +155,59 @@ def max_batch(
     options = step_trace_options(mode, loss, optimizer, optimizer_options)
     arguments = check_inputs(model, inputs)
     start = _batch_size(arguments, batch_dim)
+    traced: dict[int, tuple[tuple[Allocation, ...], int]] = {}
 
-    def peak_at(batch: int) -> int:
-        resized = _with_batch(arguments, batch_dim, start, batch)
-        try:
-            trace = trace_model(model, resized, **options)
-        except ModelError as error:
-            if batch == start:  # the model fails as given: its own error
-                raise
-            raise InputError(
-                f"resizing dimension {batch_dim} of the inputs from {start} to {batch} breaks "
-                f"the model ({error}); it is no batch dimension: pass batch_dim"
-            ) from error
-        return memory_timeline(trace, float_bytes).peak_bytes
+    def lives_at(batch: int) -> tuple[tuple[Allocation, ...], int]:
+        """The allocations of a trace at ``batch`` and its op count (each batch traced once)."""
+        if batch not in traced:
+            resized = _with_batch(arguments, batch_dim, start, batch)
+            try:
+                trace = trace_model(model, resized, **options)
+            except ModelError as error:
+                if batch == start:  # the model fails as given: its own error
+                    raise
+                raise InputError(
+                    f"resizing dimension {batch_dim} of the inputs from {start} to {batch} "
+                    f"breaks the model ({error}); it is no batch dimension: pass batch_dim"
+                ) from error
+            traced[batch] = (allocations(trace, float_bytes), len(trace.ops))
+        return traced[batch]
 
+    def traced_peak(batch: int) -> int:
+        return replay(*lives_at(batch)).peak_bytes
+
+    found = _repriced_search(lives_at, traced_peak, start, spec.memory_bytes, limit)
+    if found is None:
+        found = largest_batch(traced_peak, spec.memory_bytes, start, limit=limit, traces=traces)
+    batch, peaks, exact = found
+    return BatchFit(spec.name, spec.memory_bytes, batch, peaks, exact, tuple(sorted(traced)))
+
+
+def _repriced_search(
+    lives_at: Callable[[int], tuple[tuple[Allocation, ...], int]],
+    traced_peak: Callable[[int], int],
+    start: int,
+    capacity_bytes: int,
+    limit: int,
+) -> tuple[int, dict[int, int], bool] | None:
+    """:func:`memory.largest_batch` over sizes re-priced from two traces (``start`` and twice
+    it), its answer and the batch above it confirmed by traces; None where the two traces
+    differ in more than sizes or a confirming trace disagrees."""
+    second = min(2 * start, limit)
+    (first_lives, op_count), (second_lives, second_count) = lives_at(start), lives_at(second)
+    if second == start or op_count != second_count:
+        return None
+    scaled = batch_scaled(first_lives, second_lives, start, second)
+    if scaled is None:
+        return None
     batch, peaks, exact = largest_batch(
-        peak_at, spec.memory_bytes, start, limit=limit, traces=traces
+        lambda size: replay(scaled(size), op_count).peak_bytes, capacity_bytes, start,
+        limit=limit, traces=64,
     )
-    return BatchFit(spec.name, spec.memory_bytes, batch, peaks, exact)
+    confirm = [size for size in (batch, batch + 1) if 1 <= size <= limit]
+    if any(traced_peak(size) != peaks.get(size, traced_peak(size)) for size in confirm):
+        return None
+    return batch, peaks, exact
 
 
 def _batch_size(arguments: tuple, batch_dim: int) -> int:

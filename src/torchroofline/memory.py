@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_left, insort
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .costs import tensor_bytes
@@ -300,11 +300,22 @@ def _made_kind(made: bool, kept: bool, op: TracedOp) -> str:
     return "outputs" if kept else "activations"
 
 
-def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
-    """Replay ``trace``'s allocations through the caching allocator, op by op: an op's new
-    storages are allocated before it runs, the storages it used for the last time are freed
-    after it."""
-    lives = allocations(trace, float_bytes)
+@dataclass(frozen=True)
+class Replay:
+    """What one pass of allocations through the caching allocator found (bytes are blocks)."""
+
+    live_bytes: tuple[int, ...]  #: allocated while each op runs
+    peak_op: int
+    peak_bytes: int
+    requested_peak_bytes: int
+    reserved_bytes: int
+    peak_by_kind: Mapping[str, int]
+    peak_activations_by_module: Mapping[str, int]
+
+
+def replay(lives: Sequence[Allocation], op_count: int) -> Replay:
+    """Replay ``lives`` through the caching allocator, op by op: an op's new storages are
+    allocated before it runs, the storages it used for the last time are freed after it."""
     made_at: dict[int, list[Allocation]] = {}
     freed_after: dict[int, list[Allocation]] = {}
     for life in lives:
@@ -317,7 +328,7 @@ def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
     peak = (-1, 0, dict(live_by_kind), dict(live_activations))
     live_bytes = []
     requested = requested_peak = 0
-    for position in range(-1, len(trace.ops)):
+    for position in range(-1, op_count):
         for life in made_at.get(position, ()):
             if not life.request_bytes:
                 continue
@@ -338,22 +349,69 @@ def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
             requested -= block_bytes(life.request_bytes)
             allocator.free(block)
     peak_op, peak_bytes, by_kind, by_module = peak
-    op = trace.ops[peak_op] if peak_op >= 0 else None
-    return MemoryTimeline(
-        allocations=lives,
+    return Replay(
         live_bytes=tuple(live_bytes),
+        peak_op=peak_op,
         peak_bytes=peak_bytes,
         requested_peak_bytes=requested_peak,
         reserved_bytes=allocator.reserved_bytes,
-        peak_op=peak_op,
-        peak_op_name=op.name if op else "before the first op",
-        peak_module=op.module_path if op else "",
-        peak_phase=op.phase if op else "forward",
-        peak_breakdown={kind: size for kind, size in by_kind.items() if size},
+        peak_by_kind={kind: size for kind, size in by_kind.items() if size},
         peak_activations_by_module=dict(
             sorted(((m, b) for m, b in by_module.items() if b), key=lambda item: -item[1])
         ),
     )
+
+
+def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
+    """The live bytes of ``trace``'s eager run at a float element size of ``float_bytes``
+    (:func:`allocations` replayed by :func:`replay`) and where the peak falls."""
+    lives = allocations(trace, float_bytes)
+    run = replay(lives, len(trace.ops))
+    op = trace.ops[run.peak_op] if run.peak_op >= 0 else None
+    return MemoryTimeline(
+        allocations=lives,
+        live_bytes=run.live_bytes,
+        peak_bytes=run.peak_bytes,
+        requested_peak_bytes=run.requested_peak_bytes,
+        reserved_bytes=run.reserved_bytes,
+        peak_op=run.peak_op,
+        peak_op_name=op.name if op else "before the first op",
+        peak_module=op.module_path if op else "",
+        peak_phase=op.phase if op else "forward",
+        peak_breakdown=run.peak_by_kind,
+        peak_activations_by_module=run.peak_activations_by_module,
+    )
+
+
+def batch_scaled(
+    first: Sequence[Allocation], second: Sequence[Allocation], first_batch: int,
+    second_batch: int,
+) -> Callable[[int], tuple[Allocation, ...]] | None:
+    """The allocations at any batch from those traced at two batches, each storage's bytes
+    on the line through its two sizes; None unless the two runs pair up storage by storage
+    (the same kinds made and freed at the same ops) and every size grows by whole bytes per
+    sample (then the batch changed no op, only sizes)."""
+    if len(first) != len(second):
+        return None
+    growth = []
+    for before, after in zip(first, second, strict=True):
+        if (before.kind, before.first_op, before.last_op) != (
+            after.kind, after.first_op, after.last_op
+        ):
+            return None
+        per_sample, rest = divmod(after.request_bytes - before.request_bytes,
+                                  second_batch - first_batch)
+        if rest or per_sample < 0:
+            return None
+        growth.append(per_sample)
+
+    def at(batch: int) -> tuple[Allocation, ...]:
+        return tuple(
+            dataclasses.replace(life, request_bytes=life.request_bytes + g * (batch - first_batch))
+            for life, g in zip(first, growth, strict=True)
+        )
+
+    return at
 
 
 def _count(by_kind: dict[str, int], activations: dict[str, int], life: Allocation,
@@ -365,16 +423,18 @@ def _count(by_kind: dict[str, int], activations: dict[str, int], life: Allocatio
 
 @dataclass(frozen=True)
 class BatchFit:
-    """The largest batch whose eager peak fits a GPU's memory, and every batch traced to find
-    it (batch → peak bytes)."""
+    """The largest batch whose eager peak fits a GPU's memory, and every batch tried to find
+    it (``peaks``: batch → peak bytes, traced or re-priced)."""
 
     gpu_name: str
     capacity_bytes: int
     batch: int  #: the largest batch found to fit (0: not even batch 1)
     peaks: Mapping[int, int]
-    #: True when the next batch up was traced and does not fit (the answer is exact); False
+    #: True when the next batch up was tried and does not fit (the answer is exact); False
     #: when the search stopped at its trace budget or at ``limit``
     exact: bool
+    #: the batches traced; the others in :attr:`peaks` were re-priced from traced sizes
+    traced: tuple[int, ...] = ()
 
     @property
     def peak_bytes(self) -> int:
@@ -387,7 +447,8 @@ class BatchFit:
             "peak_bytes": self.peak_bytes,
             "gpu_memory_bytes": self.capacity_bytes,
             "exact": self.exact,
-            "traced": {str(batch): peak for batch, peak in sorted(self.peaks.items())},
+            "peaks": {str(batch): peak for batch, peak in sorted(self.peaks.items())},
+            "traced": list(self.traced),
         }
 
 
@@ -447,6 +508,6 @@ def _next_guess(peaks: Mapping[int, int], capacity_bytes: int, below: int, above
 
 __all__ = [
     "KINDS", "Allocation", "BatchFit", "CachingAllocator", "MemoryFit", "MemoryTimeline",
-    "allocations", "block_bytes", "largest_batch", "memory_timeline", "segment_bytes",
-    "storage_bytes",
+    "Replay", "allocations", "batch_scaled", "block_bytes", "largest_batch", "memory_timeline",
+    "replay", "segment_bytes", "storage_bytes",
 ]
