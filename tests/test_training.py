@@ -162,11 +162,28 @@ def test_phase_figures_reach_the_json_and_the_report():
     assert "Training step (adamw optimizer)" in result.format()
 
 
-def test_no_fused_kernel_crosses_a_phase():
-    result = _train(nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.ReLU()),
-                    torch.randn(4, 8))
+def test_no_fused_kernel_crosses_a_phase_but_backward_recomputes_cheap_pointwise_values():
+    from torchroofline.training import recomputed_in_backward
+
+    class SwishLinear(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.up, self.down = nn.Linear(8, 16), nn.Linear(16, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.up(x)
+            return self.down(h * torch.sigmoid(h))
+
+    result = _train(SwishLinear(), torch.randn(4, 8))
+    # sigmoid(h) is read in backward only by generated kernels (mul's and sigmoid's
+    # gradients) and h is saved anyway: min-cut recomputes it. h·sigmoid(h) feeds the down
+    # projection's weight gradient (a library matmul): saved.
+    recomputed = recomputed_in_backward(result.trace, result.ops)
+    assert [op.name for op in recomputed] == ["aten.sigmoid.default"]
+    phases = [op.phase for op in result.trace.ops]
     for kernel in result.plans.fused.kernels:
-        assert len({result.trace.ops[op.index].phase for op in kernel.ops}) == 1
+        kernel_phases = [phases[op.index] for op in kernel.ops if op not in recomputed]
+        assert len(set(kernel_phases)) == 1
 
 
 def test_checkpointing_blocks_recomputes_their_forward_and_frees_their_saved_activations():

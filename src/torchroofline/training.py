@@ -34,6 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_map
 
 from .errors import InputError, ModelError
+from .intercept import OWN_OUTPUTS
 from .trace import StepTensors, TensorRef, _Recorder, _ref, _tensors
 
 #: Training-step phases in execution order (``TracedOp.phase``).
@@ -144,12 +145,12 @@ class Step:
         recorder.phase = "backward"
         # records keep meta copies, so autograd's accumulator can steal each gradient as on
         # a GPU instead of copying it (it copies a gradient something else still holds)
-        recorder._shape_only = _meta_copies
+        shape_only, recorder._shape_only = recorder._shape_only, _meta_copies
         modules, recorder.modules = recorder.modules, _BackwardModules()
         try:
             torch.autograd.backward(losses, seeds)
         finally:
-            recorder.modules = modules
+            recorder.modules, recorder._shape_only = modules, shape_only
         trained = list({id(t): t for t in self._trained.values() if t.grad is not None}.values())
         states = self._optimizer_step(trained, recorder)
         values = recorder.values
@@ -240,6 +241,26 @@ def _meta_copies(tree: Any) -> Any:
         return tree_map(meta, tree)
 
 
+def _updated_in_place(func: Any, args: tuple, kwargs: dict) -> None:
+    """An optimizer's in-place multi-tensor or fused update changes no shape and returns
+    nothing, so the trace records it without running its fake kernel (one meta kernel per
+    tensor: the optimizer step of 70 B parameters would otherwise cost seconds)."""
+    return None
+
+
+#: The in-place updates :func:`_updated_in_place` stands in for.
+IN_PLACE_UPDATES = [
+    overload
+    for name in dir(torch.ops.aten)
+    if name.startswith(("_foreach_", "_fused_adam", "_fused_sgd", "_fused_adagrad"))
+    and name.endswith("_")
+    for overload in (getattr(getattr(torch.ops.aten, name), o)
+                     for o in getattr(torch.ops.aten, name).overloads())
+    if not overload._schema.returns
+]
+OWN_OUTPUTS.update(dict.fromkeys(IN_PLACE_UPDATES, _updated_in_place))
+
+
 def _seen(values: Any, tensor: torch.Tensor) -> bool:
     return values.current(tensor) is not None
 
@@ -292,17 +313,18 @@ class _StateOnly(TorchDispatchMode):
 
 
 class _ScalarStandIn(TorchDispatchMode):
-    """Answers ``Tensor.item()`` on a fake tensor with 1.0: optimizers read scalars off tensors
-    for step sizes (Adafactor's parameter norm) and no value changes a cost. The read is a
-    device-to-host copy, not a kernel, so it is not recorded either."""
+    """Answers ``Tensor.item()`` in the optimizer's step with 1: optimizers read scalars off
+    tensors for step sizes (the step count for bias corrections, Adafactor's parameter norm),
+    which fake tensors do not hold, and no value changes a cost. The read is a device-to-host
+    copy, not a kernel, so it is not recorded either."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         if func is torch.ops.aten._local_scalar_dense.default:
-            try:
-                return func(*args, **(kwargs or {}))
-            except RuntimeError:  # DataDependentOutputException: the value is not known
-                return 1.0
+            return _ONE[args[0].dtype.is_floating_point]
         return func(*args, **(kwargs or {}))
+
+
+_ONE = {True: 1.0, False: 1}
 
 
 def attention_with_backward(
@@ -357,7 +379,7 @@ def _paused(recorder: _Recorder) -> Iterator[None]:
 @dataclass(frozen=True)
 class PhaseFigures:
     """One phase of a training step priced on the Result's GPU. FLOPs are the phase's
-    necessary FLOPs; bytes are HBM bytes of the kernels whose first op is in the phase, for
+    necessary FLOPs; bytes are HBM bytes of the kernels whose last op is in the phase, for
     the eager and fused plans, and ``boundary_bytes`` those of the phase as one perfectly fused
     program: each value it reads from outside once, each value it leaves for later (a saved
     activation, a gradient, an updated parameter) once. Times in ms; ``sol_ms`` is the
@@ -418,9 +440,10 @@ def phase_figures(result: Any) -> tuple[PhaseFigures, ...]:
 def _in_phase(
     estimates: Sequence[Any], kernels: Sequence[Any], phase_of: Sequence[str], phase: str
 ) -> list[int]:
-    """Positions of the kernels whose first op ran in ``phase``."""
+    """Positions of the kernels whose last op ran in ``phase`` (a forward op recomputed in a
+    backward kernel comes first in it: :func:`recomputed_in_backward`)."""
     return [i for i, kernel in enumerate(kernels[: len(estimates)])
-            if kernel.ops and phase_of[kernel.ops[0].index] == phase]
+            if kernel.ops and phase_of[kernel.ops[-1].index] == phase]
 
 
 def _boundary_refs(trace: Any) -> dict[str, list[TensorRef]]:
@@ -450,22 +473,55 @@ def _boundary_refs(trace: Any) -> dict[str, list[TensorRef]]:
 
 def fused_step_plan(trace: Any, ops: Sequence[Any]) -> Any:
     """The fused plan of a training step as AOTAutograd compiles it: the forward graph, the
-    backward graph and the optimizer step fused apart (no kernel crosses a phase), each graph
-    keeping what a later phase reads: the forward saves for backward every forward value the
-    backward ops read (the partitioner's choice, modelled as 'save what eager autograd saves';
-    METHOD.md, Training steps), the backward leaves the gradients for the optimizer."""
+    backward graph and the optimizer step fused apart (no kernel crosses a phase), each keeping
+    what a later graph reads. Between forward and backward the cut follows the default min-cut
+    partitioner, modelled (:func:`recomputed_in_backward`): a cheap pointwise forward value is
+    recomputed inside the backward kernels that read it instead of being saved; every other
+    forward value backward reads is saved. Backward leaves the gradients for the optimizer."""
     from .fusion import Plan, fused_plan
 
     phase_of = [op.phase for op in trace.ops]
+    graphs = {phase: [op for op in ops if phase_of[op.index] == phase] for phase in PHASES}
+    graphs["backward"] = recomputed_in_backward(trace, ops) + graphs["backward"]
     kernels: list[Any] = []
     for position, phase in enumerate(PHASES):
-        mine = [op for op in ops if phase_of[op.index] == phase]
-        later = {ref.value_id for op in ops if PHASES.index(phase_of[op.index]) > position
-                 for ref in op.reads}
-        if mine:
-            kept = frozenset(trace.output_value_ids | later)
-            kernels += fused_plan(mine, kept).kernels
+        later = set()
+        for graph in PHASES[position + 1:]:
+            made = {ref.value_id for op in graphs[graph] for ref in op.writes}
+            later |= {ref.value_id for op in graphs[graph] for ref in op.reads} - made
+        if graphs[phase]:
+            kernels += fused_plan(graphs[phase], frozenset(trace.output_value_ids | later)).kernels
     return Plan(tuple(kernels))
+
+
+def recomputed_in_backward(trace: Any, ops: Sequence[Any]) -> list[Any]:
+    """The forward ops the min-cut partitioner would recompute in the backward graph, as
+    modelled here: a fusible pointwise forward op whose outputs backward reads only in fusible
+    (Inductor-generated) kernels, and whose inputs backward has anyway (saved for another
+    backward op, or parameters and inputs of the step). Recomputing it then costs no extra
+    read and saves the write-and-read of its output, which is the cut min-cut prefers;
+    values a library kernel (a matmul's gradient) reads stay saved, as the partitioner keeps
+    the inputs of ops it may not recompute."""
+    from .costs import Category
+
+    phase_of = [op.phase for op in trace.ops]
+    forward_made = {ref.value_id for op in ops if phase_of[op.index] == "forward"
+                    for ref in op.writes}
+    backward = [op for op in ops if phase_of[op.index] == "backward"]
+    saved = {ref.value_id for op in backward for ref in op.reads} & forward_made
+    library_reads = {ref.value_id for op in backward
+                     if not op.fusible and op.category is not Category.ZERO_COPY
+                     for ref in op.reads}
+    recomputed = []
+    for op in ops:
+        if phase_of[op.index] != "forward" or op.category is not Category.POINTWISE:
+            continue
+        outputs = {ref.value_id for ref in op.writes}
+        if (op.fusible and outputs & saved and not outputs & library_reads
+                and all(ref.value_id in saved or ref.value_id not in forward_made
+                        for ref in op.reads)):
+            recomputed.append(op)
+    return recomputed
 
 
 # --- What-if: activation checkpointing -----------------------------------------------------
