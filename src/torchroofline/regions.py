@@ -373,6 +373,18 @@ class Placement:
     axes: tuple[_Axis, ...]
     shape: tuple[int, ...]
 
+    @cached_property
+    def is_identity(self) -> bool:
+        """The view is its storage's layout itself (a fresh op output, most often): view and
+        storage coordinates are the same, so regions map unchanged."""
+        return (
+            self.shape == self.layout.sizes
+            and not any(self.origin)
+            and all(
+                axis.base_dims == (dim,) and axis.step == 1 for dim, axis in enumerate(self.axes)
+            )
+        )
+
 
 def place(ref: TensorRef, layout: Layout) -> Placement | None:
     """``ref`` as an index box in ``layout``, or None when it is not one (a diagonal, an
@@ -533,6 +545,8 @@ def to_base(placement: Placement | None, ref: TensorRef, region: Region) -> Regi
     """A region in ``ref``'s view coordinates as a region of its storage's layout."""
     if placement is None:
         return Region(opaque=min(region.count, ref.elements))
+    if placement.is_identity:
+        return region
     boxes: list[Box] = []
     counted = 0  # elements of a view box that could not be placed
     for view_box in region.boxes:
@@ -566,6 +580,8 @@ def from_base(placement: Placement | None, ref: TensorRef, region: Region) -> Re
     storage = ref.storage_elements or ref.elements
     if placement is None:
         return Region(opaque=region.count - (storage - ref.elements))
+    if placement.is_identity and storage == ref.elements:
+        return region
     boxes = []
     for box in region.boxes:
         mapped = _box_in_view(placement, box)
