@@ -213,8 +213,20 @@ def estimate_accuracy() -> str:
     return section.split("\n## ", 1)[0].strip() + "\n"
 
 
+def train_table() -> str:
+    """The training-step lines of the report of a problem file under --train --checkpoint."""
+    argv = ("analyze", "examples/kernelbench/level3/mini_gpt_block.py", "--train",
+            "--checkpoint", "*", "--top", "0")
+    lines = _cli(*argv).splitlines()
+    first = next(i for i, line in enumerate(lines) if "Training step" in line)
+    last = next(i for i, line in enumerate(lines) if "Checkpoint" in line)
+    shown = " ".join(f"'{arg}'" if arg == "*" else arg for arg in argv[:-2])
+    return _fenced(f"$ torchroofline {shown}\n" + "\n".join(lines[first:last + 1]))
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "quickstart": quickstart,
+    "cli-train": train_table,
     "cli-matmul": lambda: _command(
         "analyze", "examples/kernelbench/level1/1_Square_matrix_multiplication_.py",
         "--gpu", "h100", "--actual-ms", "2.66",
