@@ -245,3 +245,17 @@ def test_cli_train_reports_the_phases_of_a_problem_file(tmp_path, capsys):
     document = document[0] if isinstance(document, list) else document
     # SGD: the weight and bias (32·16 + 16 fp32) read with their gradients and written
     assert document["phases"]["optimizer"]["boundary_bytes"] == 3 * 4 * (32 * 16 + 16)
+
+
+def test_a_multi_tensor_op_needs_only_the_inputs_of_the_tensors_kept():
+    import torchroofline
+
+    class FirstOfTwo(nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return torch._foreach_mul([x, y], 2.0)[0]
+
+    x, y = torch.randn(64, 32), torch.randn(128, 32)
+    result = torchroofline.analyze(FirstOfTwo(), (x, y), data="any")
+    # x read and 2x written (64·32 fp32 each); y and its double are not needed
+    assert result.compulsory_bytes == 2 * 64 * 32 * 4
+    assert result.flops == 64 * 32
