@@ -281,7 +281,9 @@ def test_the_report_says_whether_it_fits() -> None:
     memory = result.to_dict()["memory"]
     assert memory["peak_bytes"] == 3_806_208
     assert memory["summary"] == "needs 3.81 MB, H100 SXM has 80 GB: fits"
-    assert "needs 3.81 MB, H100 SXM has 80 GB: fits" in result.format()
+    text = result.format()
+    assert "needs 3.81 MB, H100 SXM has 80 GB: fits" in text
+    assert "activations by module: 0 262 KB, 1 262 KB" in text  # h and relu(h), 262,144 B each
 
 
 # --- against PyTorch's MemTracker (torch.distributed._tools.mem_tracker) on fake tensors ---

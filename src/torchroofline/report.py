@@ -190,6 +190,7 @@ def memory_lines(result: Result) -> list[str]:
 
 
 def _finite(value: float) -> float | None:
+        *([f"    activations by module: {by_module}{more}"] if makers else []),
     return value if value != float("inf") else None
 
 
