@@ -181,16 +181,21 @@ def memory_lines(result: Result) -> list[str]:
         f"{kind.replace('_', ' ')} {short_bytes(size)}"
         for kind, size in memory.peak_breakdown.items()
     )
+    makers = list(memory.peak_activations_by_module.items())
+    by_module = ", ".join(
+        f"{module or '<top level>'} {short_bytes(size)}" for module, size in makers[:3]
+    )
+    more = f" (+{len(makers) - 3} more)" if len(makers) > 3 else ""
     return [
         _line("Peak memory (eager)", human_bytes(memory.peak_bytes),
               f"{memory.peak_phase}, {where}"),
         f"    live then: {live}",
+        *([f"    activations by module: {by_module}{more}"] if makers else []),
         f"    {fit_line(result)}",
     ]
 
 
 def _finite(value: float) -> float | None:
-        *([f"    activations by module: {by_module}{more}"] if makers else []),
     return value if value != float("inf") else None
 
 
