@@ -288,12 +288,22 @@ def _perturbed(tensor: torch.Tensor, generator: torch.Generator) -> torch.Tensor
 
 
 def oracle(
-    model: nn.Module | Callable[..., Any], inputs: Sequence[Any], *, draws: int = 3, seed: int = 0
+    model: nn.Module | Callable[..., Any],
+    inputs: Sequence[Any],
+    *,
+    draws: int = 3,
+    seed: int = 0,
+    data: str = "any",
 ) -> Oracle:
     """The proven demand of ``model(*inputs)`` (float tensors run in float64), over ``draws``
     runs: the given data, then its values shuffled within each float input, and the parameters
     perturbed. A correct implementation is correct for every input, so an element needed in
-    any run is needed; buffers keep their values (a causal mask is a constant, not data)."""
+    any run is needed; buffers keep their values (a causal mask is a constant, not data).
+    ``data="given"`` proves the demand for these values only (the bound for the given inputs,
+    ``analyze(data="given")``): one run, on the data as given, and no zero of a float input
+    (its zeros are structure a kernel for these inputs may skip)."""
+    if data == "given":
+        draws = 1
     module = model if isinstance(model, nn.Module) else Fn(model)
     module = _double(copy.deepcopy(module))
     parameters, buffers = dict(module.named_parameters()), dict(module.named_buffers())
@@ -351,6 +361,12 @@ def oracle(
             [a | b for a, b in zip(old, new, strict=True)]
             for old, new in zip(op_masks, kept, strict=True)
         ]
+    if data == "given":
+        # the given zeros are structure a kernel for these inputs may know (a triangle, a
+        # padding): it needs to read no zero, however the outputs would move if one changed
+        for i, x in enumerate(originals[:count]):
+            if isinstance(x, torch.Tensor) and x.is_floating_point():
+                leaf_masks[i] = leaf_masks[i] & (x != 0)
     leaf_demands = tuple(
         LeafDemand(
             name=name,

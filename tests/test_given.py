@@ -122,3 +122,71 @@ def test_given_needs_real_inputs() -> None:
     with pytest.raises(InputError, match="'any' or 'given'"):
         analyze(_Lookup(), (torch.tensor([[1]]),), data="some")
     assert analyze(_Lookup(), (torch.tensor([[1]]),), data="any").plans.bound_data == "any"
+
+
+class _Routed(nn.Module):
+    """Tokens summed into the rows their ids pick, each row then scaled by a weight row."""
+
+    def forward(
+        self, x: torch.Tensor, ids: torch.Tensor, table: torch.Tensor
+    ) -> torch.Tensor:
+        out = torch.zeros(8, x.shape[1], dtype=x.dtype).index_add(0, ids, x)
+        return out * table[ids.unique()].sum(0)
+
+
+def _given_cases() -> dict[str, tuple[nn.Module, tuple]]:
+    torch.manual_seed(0)
+    return {
+        "triangular matmul": (
+            _Fn(lambda a, b: torch.triu(a @ b)),
+            (torch.randn(6, 6).triu(), torch.randn(6, 6).triu()),
+        ),
+        "banded operand": (
+            _Fn(lambda a, w: a @ w),
+            (torch.randn(5, 7) * (torch.rand(5, 7) > 0.6), torch.randn(7, 4)),
+        ),
+        "gather": (_Gather(), (torch.randn(20, 3), torch.randint(0, 20, (9,)))),
+        "routed rows": (
+            _Routed(),
+            (torch.randn(6, 4), torch.tensor([1, 5, 5, 2, 1, 7]), torch.randn(8, 4)),
+        ),
+    }
+
+
+class _Fn(nn.Module):
+    def __init__(self, function) -> None:  # noqa: ANN001
+        super().__init__()
+        self.function = function
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        return self.function(*args)
+
+
+@pytest.mark.parametrize("name", list(_given_cases()))
+def test_given_bound_charges_every_element_the_given_data_proves(name: str) -> None:
+    # the dependence oracle on the given values alone (tests/oracle.py, data="given"): an
+    # element with a nonzero gradient of the kept outputs there is read by every kernel that is
+    # correct for these inputs, so the given bound charges it; and never more than the program
+    # touches (every input element once, the outputs once)
+    from oracle import oracle
+
+    model, inputs = _given_cases()[name]
+    result = analyze(model, inputs, data="given")
+    proven = oracle(model, inputs, data="given")
+    assert result.plans.bound_data == "given"
+    assert result.compulsory_bytes >= proven.bytes(4)
+    touched = sum(
+        leaf.elements * (4 if leaf.is_float else leaf.itemsize) for leaf in proven.leaves
+    ) + proven.output_bytes(4)
+    assert result.compulsory_bytes <= touched
+    assert result.flops <= sum(op.flops.tensor + op.flops.vector for op in result.ops)
+
+
+def test_normal_draws_read_only_for_zeros_are_not_made() -> None:
+    # get_inputs() returns torch.randn matrices: a normal sample is zero with probability 0,
+    # so the matmul's known-operand rule could skip nothing and the inputs are never made
+    path = Path(__file__).parent / "fixtures" / "kernelbench" / "level1"
+    result = analyze_file(path / "1_Square_matrix_multiplication_.py")
+    assert result.plans.bound_data == "given"
+    assert result.trace.given == {}
+    assert "sol_any_input" not in result.time_ms

@@ -53,7 +53,7 @@ def analyze(
     math: str = "program",
     data: str | None = None,
     data_limit_bytes: int = DATA_LIMIT_BYTES,
-    input_values: Callable[[], Sequence[Any]] | None = None,
+    input_values: Callable[[bool], Sequence[Any] | None] | None = None,
     mode: str = "inference",
     loss: Callable[[Any], Any] | None = None,
     optimizer: str = "adamw",
@@ -84,7 +84,8 @@ def analyze(
     "given" when every input tensor is real and they fit in ``data_limit_bytes``, else "any".
     With "given", ``time_ms["sol_any_input"]`` holds the bound for any values where it differs.
     ``input_values`` makes real values for fake ``inputs`` (a problem file's seeded
-    ``get_inputs()``), called only when a rule reads them.
+    ``get_inputs()``), called only when a rule reads them (see
+    :func:`~torchroofline.given.with_given_values`).
 
     ``mode="train"`` analyses one training step (:mod:`~torchroofline.training`): the forward,
     ``loss(output)`` (default: a gradient of ones seeded on each output, as ``output.sum()``

@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from .demand.constants import CONSTANT_LIMIT_ELEMENTS
@@ -79,14 +80,15 @@ def _flat_storage(tensor: torch.Tensor) -> torch.Tensor:
 
 def with_given_values(
     trace: Trace,
-    arguments: Sequence[Any] | Callable[[], Sequence[Any]],
+    arguments: Sequence[Any] | Callable[[bool], Sequence[Any] | None],
     module_tensors: Mapping[str, torch.Tensor],
 ) -> Trace:
     """``trace`` with its given values attached (``Trace.given``): each real forward-argument
     tensor's, and each small real parameter or buffer an index-producing subgraph reads
     (:func:`demand.given.value_sources`). ``arguments`` may be a function that makes them (a
     problem's seeded ``get_inputs()``): it is called only when some rule reads an argument's
-    values."""
+    values, told whether only their zeros are read (no index is computed from them), and may
+    then return None for values with no zero (:func:`drawn_dense`)."""
     wanted = value_sources(trace.ops)
     given: dict[int, torch.Tensor] = {}
     for name, tensor in module_tensors.items():
@@ -94,9 +96,12 @@ def with_given_values(
         if value_id in wanted and _real(tensor) and tensor.numel() <= CONSTANT_LIMIT_ELEMENTS:
             given[value_id] = _flat_storage(tensor)
     if callable(arguments):
-        if not reads_values_of(trace, set(trace.argument_value_ids)):
+        argument_ids = set(trace.argument_value_ids)
+        if not reads_values_of(trace, argument_ids):
             return dataclasses.replace(trace, given=given)
-        arguments = arguments()
+        arguments = arguments(argument_ids.isdisjoint(wanted))
+        if arguments is None:  # values with no zero, read only for their zeros
+            return dataclasses.replace(trace, given=given)
     tensors = _tensor_leaves(arguments)
     for value_id, tensor in zip(trace.argument_value_ids, tensors, strict=False):
         if value_id and _real(tensor):
@@ -113,3 +118,44 @@ def needs_real_model(trace: Trace) -> bool:
     given = trace.given or {}
     missing = [v for v in trace.module_value_ids.values() if v in wanted and v not in given]
     return bool(missing) or (not trace.ran_on_given_values and bool(_sized_by_data(trace.ops)))
+
+
+#: Random draws whose every element is nonzero with probability 1: a normal sample is exactly
+#: zero with probability 0 (a uniform one is not: ``rand`` draws 0 once in 2^24).
+_NONZERO_DRAWS = frozenset({"randn", "normal", "randn_like"})
+
+#: Ops that give a tensor the elements of their input unchanged (a copy, a view, a move).
+_SAME_ELEMENTS = frozenset({"clone", "contiguous", "_to_copy", "to", "detach", "alias",
+                            "view", "reshape", "_unsafe_view", "t", "transpose", "permute"})
+
+
+class _DrawTracker(TorchDispatchMode):
+    """Under fake tensors: which tensors ``get_inputs()`` returns straight from a normal draw
+    (through copies and views only), so hold no zero: their values hold no structure a rule
+    could use, and need not be made."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drawn: set[int] = set()  #: ids of the drawn tensors, kept alive in ``made``
+        self.made: list[torch.Tensor] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        output = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        drawn = name in _NONZERO_DRAWS or (
+            name in _SAME_ELEMENTS and inputs and all(id(t) in self.drawn for t in inputs)
+        )
+        if drawn and isinstance(output, torch.Tensor):
+            self.drawn.add(id(output))
+            self.made.append(output)
+        return output
+
+
+def drawn_dense(make_inputs: Callable[[], Sequence[Any]]) -> bool:
+    """Whether every tensor ``make_inputs()`` returns is a normal draw (no zero, no index: a
+    "given" bound reads nothing from it), found by running it on fake tensors."""
+    tracker = _DrawTracker()
+    with FakeTensorMode(allow_non_fake_inputs=True), tracker:
+        tensors = _tensor_leaves(make_inputs())
+    return bool(tensors) and all(id(t) in tracker.drawn for t in tensors)

@@ -26,6 +26,7 @@ from .given import (
     DATA_LIMIT_BYTES,
     _tensor_leaves,
     check_data,
+    drawn_dense,
     input_bytes,
     needs_real_model,
 )
@@ -247,6 +248,14 @@ def seeded_inputs(problem: Problem) -> tuple:
     return (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
 
 
+def _structured_inputs(problem: Problem, zeros_only: bool) -> tuple | None:
+    """:func:`seeded_inputs`; None when only their zeros are read and they are plain normal
+    draws, which have none (nothing a "given" bound could read, so they are not made)."""
+    if zeros_only and drawn_dense(problem.get_inputs):
+        return None
+    return seeded_inputs(problem)
+
+
 def _seeded_model(problem: Problem, fake: nn.Module, limit_bytes: int) -> nn.Module | None:
     """The model built for real under KernelBench's seed, when its tensors fit in
     ``limit_bytes`` (None otherwise, or when its constructor fails for real)."""
@@ -267,7 +276,7 @@ def _seeded_model(problem: Problem, fake: nn.Module, limit_bytes: int) -> nn.Mod
 
 def _given_inputs(
     problem: Problem, inputs: tuple, data: str | None, limit_bytes: int
-) -> tuple[Callable[[], tuple] | None, list[str]]:
+) -> tuple[Callable[[bool], tuple | None] | None, list[str]]:
     """What makes the given input values (None: the bound is for any values, or the inputs
     are real already) and the note that says why a default "given" became "any"."""
     check_data(data)
@@ -275,7 +284,7 @@ def _given_inputs(
         return None, []
     size = input_bytes(inputs)
     if size <= limit_bytes:
-        return (lambda: seeded_inputs(problem)), []
+        return (lambda zeros_only: _structured_inputs(problem, zeros_only)), []
     over = (
         f"the inputs take {size / 2**30:.2f} GiB, over the data limit of "
         f"{limit_bytes / 2**30:.2f} GiB"
@@ -332,7 +341,7 @@ def analyze_file(
             real = _seeded_model(problem, model, data_limit_bytes)
             if real is not None:
                 result = analyze(
-                    real, input_values(), gpu, precision, cache=cache, actual_ms=actual_ms,
+                    real, seeded_inputs(problem), gpu, precision, cache=cache, actual_ms=actual_ms,
                     name=problem.name, math=math, data="given",
                     data_limit_bytes=data_limit_bytes, **(training or {}),
                 )
