@@ -259,3 +259,22 @@ def test_a_multi_tensor_op_needs_only_the_inputs_of_the_tensors_kept():
     # x read and 2x written (64·32 fp32 each); y and its double are not needed
     assert result.compulsory_bytes == 2 * 64 * 32 * 4
     assert result.flops == 64 * 32
+
+
+def test_a_cudnn_rnn_trains_as_one_backward_call_with_twice_the_gemm_flops():
+    class LastOutput(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(16, 32, num_layers=2, batch_first=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lstm(x)[0]
+
+    result = _train(LastOutput(), torch.randn(4, 10, 16), optimizer="none")
+    forward, = (op for op in result.ops if op.name == "aten.lstm.input")
+    backward = [op for op in result.ops if result.trace.ops[op.index].phase == "backward"
+                and op.category.value != "zero-copy"]
+    assert [op.name for op in backward] == ["aten._cudnn_rnn_backward"]
+    # data and weight gradients: each as many GEMM FLOPs as the forward
+    assert backward[0].flops.tensor == 2 * forward.flops.tensor
+    assert len(result.trace.step.gradients) == 8  # w_ih, w_hh, b_ih, b_hh per layer

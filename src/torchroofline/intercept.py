@@ -62,8 +62,6 @@ def _intercept_rnn(recorder: Recorder, name: str, args: tuple, kwargs: dict) -> 
 
     Returns ``NotImplemented`` for packed sequences, which then trace by decomposition.
     """
-    if torch.is_grad_enabled():
-        return NotImplemented  # a training step: autograd needs the aten ops (no cuDNN backward)
     is_lstm = name == "lstm"
     packed = isinstance(args[1], torch.Tensor) if is_lstm else isinstance(args[2], torch.Tensor)
     if packed:
@@ -78,6 +76,11 @@ def _intercept_rnn(recorder: Recorder, name: str, args: tuple, kwargs: dict) -> 
         new_states = tuple(state.new_empty(state.shape) for state in hidden_states)
     result = (output, *new_states)
     recorder.record(f"aten.{name}.input", name, None, args, kwargs, result, reads, False)
+    operands = [input_, *hidden_states, *params]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in operands):
+        from .training import rnn_with_backward  # a training step's trace
+
+        return rnn_with_backward(recorder, name, args, result, operands)
     return result
 
 

@@ -364,6 +364,48 @@ class _AttentionBackward(torch.autograd.Function):
         return None, None, None, *grads
 
 
+def rnn_with_backward(
+    recorder: _Recorder,
+    name: str,
+    call_args: tuple,
+    result: tuple[torch.Tensor, ...],
+    operands: Sequence[torch.Tensor],
+) -> tuple[torch.Tensor, ...]:
+    """``result`` of an intercepted cuDNN RNN call (output and final states), joined to
+    autograd: its backward is recorded as the one ``_cudnn_rnn_backward`` call a GPU makes
+    (reads the output gradients, input, initial states, weights and output; writes the
+    gradients of input, initial states and weights), with the forward call's arguments."""
+    return _RnnBackward.apply(recorder, name, call_args, len(result), *result, *operands)
+
+
+class _RnnBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(  # noqa: ANN205
+        ctx, recorder: _Recorder, name: str, call_args: tuple, results: int,
+        *tensors: torch.Tensor,
+    ):
+        ctx.recorder, ctx.name, ctx.call_args, ctx.results = recorder, name, call_args, results
+        ctx.set_materialize_grads(False)  # an unused final state gets no zeros kernel
+        ctx.save_for_backward(*tensors)
+        with _paused(recorder):
+            return tuple(t.view_as(t) for t in tensors[:results])
+
+    @staticmethod
+    def backward(ctx, *output_grads: torch.Tensor | None):  # noqa: ANN205
+        recorder, saved = ctx.recorder, ctx.saved_tensors
+        outputs, operands = saved[: ctx.results], saved[ctx.results:]
+        given = [g for g in output_grads if g is not None]
+        reads = recorder._reads([*given, *operands, outputs[0]])
+        with _paused(recorder):
+            grads = tuple(t.new_empty(t.shape) if t.requires_grad else None for t in operands)
+        name = "_cudnn_rnn_backward"
+        recorder.record(
+            f"aten.{name}", name, None, ctx.call_args, {"cell": ctx.name},
+            tuple(g for g in grads if g is not None), reads, False,
+        )
+        return (None, None, None, None, *(None for _ in outputs), *grads)
+
+
 @contextlib.contextmanager
 def _paused(recorder: _Recorder) -> Iterator[None]:
     recorder.paused = True

@@ -8,6 +8,7 @@ matmul-class backward kernels reuse ``torch.utils.flop_counter``'s registered fo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -24,6 +25,7 @@ from . import (
     _flop_counter_formula,
     _numel,
     register,
+    rnn_flops,
 )
 
 register([aten.convolution_backward], Category.COMPUTE, fusible=False)(
@@ -44,6 +46,16 @@ def attention_backward_flops(op: TracedOp) -> FlopCount:
         query_len, key_len = query[2], key[2]
         flops = flops * _causal_kept(query_len, key_len) // (query_len * key_len)
     return FlopCount(tensor=int(flops), kind=MatmulKind.ATTENTION)
+
+
+@register([aten._cudnn_rnn_backward], Category.COMPUTE, fusible=False)
+def rnn_backward_flops(op: TracedOp) -> FlopCount:
+    """cuDNN's RNN backward: per layer and direction the data-gradient GEMMs (as many as the
+    forward's) and the weight-gradient GEMMs (as many again), the gate derivatives (counted as
+    the forward's gate math) and a launch per step for each pass; the recorded arguments are
+    the forward call's (:func:`rnn_flops`), the cell in ``kwargs["cell"]``."""
+    forward = rnn_flops(dataclasses.replace(op, base=op.kwargs["cell"]))
+    return dataclasses.replace(forward, tensor=2 * forward.tensor, launches=2 * forward.launches)
 
 
 #: Vector FLOPs per input element of the normalisation backward kernels: dx̂ = dy·γ (1), the
