@@ -190,3 +190,22 @@ def test_normal_draws_read_only_for_zeros_are_not_made() -> None:
     assert result.plans.bound_data == "given"
     assert result.trace.given == {}
     assert "sol_any_input" not in result.time_ms
+
+
+class _PagedKeys(nn.Module):
+    """Keys read through a page table from a cache too big to number element by element."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(4096, 16, 8, 64), persistent=False)
+
+    def forward(self, table: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("bhd,bpthd->bpth", q, self.cache[table])
+
+
+def test_paged_cache_charges_the_distinct_pages_its_table_names() -> None:
+    # pages 3, 9, 100, 7, 2 and -1 (page 4095; 3 and 9 twice): 6 distinct pages of 16·8·64
+    table = torch.tensor([[3, 9, 9, 100], [7, 3, 2, -1]])
+    result = analyze(_PagedKeys(), (table, torch.randn(2, 8, 64)))
+    cache = next(r for r in result.plans.necessary.input_refs if r.shape == (4096, 16, 8, 64))
+    assert cache.elements == 6 * 16 * 8 * 64

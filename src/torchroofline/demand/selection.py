@@ -214,7 +214,7 @@ def _numbered_picks(context: _Context, values: list[torch.Tensor | None]) -> Reg
     source = context.op.reads[0]
     count = math.prod(source.shape)
     if count > _NUMBERED_SOURCE_LIMIT:
-        return None
+        return _indexed_lines(context, values)
     numbers = torch.arange(count).reshape(source.shape)
     args = list(context.op.args)
     if context.op.base in ("index", "_unsafe_index"):
@@ -256,6 +256,25 @@ def _numbers_region(numbers: torch.Tensor, shape: tuple[int, ...]) -> Region:
         columns = (numbers[lines == line] % width).tolist()
         boxes.append((*reversed(coordinates), positions_to_set(columns)))
     return Region.of(boxes)
+
+
+def _indexed_lines(context: _Context, values: list[torch.Tensor | None]) -> Region | None:
+    """``x[i, j]`` on a source too big to number, every output kept (a paged KV cache read
+    through its page table): each distinct tuple of index values picks one whole sub-tensor
+    of the dims no index covers. Partly kept outputs: None (the any-input rule)."""
+    if context.op.base not in ("index", "_unsafe_index") or context.fraction < 1:
+        return None
+    indices = context.op.args[1]
+    source = context.op.reads[0]
+    covered = [dim for dim, index in enumerate(indices) if index is not None]
+    if any(v.dtype == torch.bool for v in values):
+        return None
+    # a negative index counts from the end: -1 and n - 1 are one line
+    wrapped = [v.long() % source.shape[dim] for v, dim in zip(values, covered, strict=True)]
+    tuples = torch.stack(torch.broadcast_tensors(*wrapped), -1)
+    distinct = tuples.reshape(-1, len(values)).unique(dim=0).shape[0]
+    rest = math.prod(size for dim, size in enumerate(source.shape) if dim not in covered)
+    return Region(opaque=distinct * rest)
 
 
 def _known_picks(context: _Context) -> Region | None:
