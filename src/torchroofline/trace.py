@@ -39,7 +39,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from ._cuda_bindings import NO_CUDA_TEXT
-from .errors import DataDependentError, InputError, ModelError
+from .errors import DataDependentError, InputError, ModelError, TorchrooflineError
 from .intercept import OWN_OUTPUTS, Interceptor
 from .regions import united_elements
 from .shadow import known_value
@@ -133,8 +133,9 @@ class StepTensors:
 
     ``parameters``: the trained parameters as the forward reads them (the optimizer writes new
     values of the same storages). ``gradients``: each parameter's ``.grad`` as backward leaves it
-    for the optimizer. ``optimizer_states``: the optimizer's state tensors (AdamW's ``exp_avg``,
-    ``exp_avg_sq``, a device-side ``step``), alive across steps, as the step reads them.
+    for the optimizer (in a model without parameters, each floating input's: kept).
+    ``optimizer_states``: the optimizer's state tensors (AdamW's ``exp_avg``, ``exp_avg_sq``,
+    a device-side ``step``), alive across steps, as the step reads them.
     ``losses``: the values backward starts from (the loss, or the model's outputs when the
     gradient is seeded). Unused parameters (no gradient) are left out of every tuple.
     """
@@ -717,10 +718,10 @@ class StepRunner(Protocol):
     """What turns a forward trace into a training step's (:class:`torchroofline.training.Step`)."""
 
     def prepare(
-        self, model: nn.Module, module_tensors: Mapping[str, torch.Tensor]
+        self, model: nn.Module, module_tensors: Mapping[str, torch.Tensor], args: tuple
     ) -> contextlib.AbstractContextManager:
-        """Mark the trace's parameters as trained; the context it returns is active while the
-        forward and the step run."""
+        """Mark the trace's parameters (or, in a model without any, its floating inputs) as
+        trained; the context it returns is active while the forward and the step run."""
 
     def run(
         self, model: nn.Module, module_tensors: Mapping[str, torch.Tensor], output: Any,
@@ -740,8 +741,10 @@ def _run(
 ) -> tuple[_Recorder, _ValueTable, Any]:
     convert = _Converter(fake_mode, device)
     params = {name: convert.buffer(t) for name, t in _module_tensors(model).items()}
-    step_context = contextlib.nullcontext() if step is None else step.prepare(model, params)
     args = tree_map(lambda x: convert(x) if isinstance(x, torch.Tensor) else x, inputs)
+    step_context = (
+        contextlib.nullcontext() if step is None else step.prepare(model, params, args)
+    )
     values = _ValueTable()
     values.known_storages = convert.known_storages
     modules = _ModuleStack(model)
@@ -764,6 +767,8 @@ def _run(
             output = torch.func.functional_call(model, params, args, strict=False)
             if step is not None:
                 output = step.run(model, params, output, recorder)
+        except TorchrooflineError:  # the step's own one-line errors (a loss that trains nothing)
+            raise
         except Exception as error:  # noqa: BLE001 — re-raised with where it happened
             raise _TraceFailure(error, recorder.current_op, modules.failure_path(error)) from error
     values.resident = _resident(model, params, args, values)

@@ -107,17 +107,23 @@ class Step:
     #: precision: matmuls in that dtype, parameters, gradients and optimizer state in theirs)
     autocast: str | None = None
     _trained: dict[str, torch.Tensor] = field(default_factory=dict, repr=False)
+    #: a parameter-free model's floating inputs, trained in place of parameters
+    _inputs: list[torch.Tensor] = field(default_factory=list, repr=False)
     _forward_only: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
 
     @contextlib.contextmanager
     def prepare(
-        self, model: nn.Module, module_tensors: Mapping[str, torch.Tensor]
+        self, model: nn.Module, module_tensors: Mapping[str, torch.Tensor], args: tuple
     ) -> Iterator[None]:
-        """Mark the trace's copies of the model's trainable parameters as requiring gradients,
-        and label each autograd node with the module whose forward made it."""
+        """Mark the trace's copies of the model's trainable parameters as requiring gradients
+        (in a model without any, a KernelBench operator, its floating inputs: the backward of
+        the operator), and label each autograd node with the module whose forward made it."""
         for name, parameter in model.named_parameters(remove_duplicate=False):
             if parameter.requires_grad:
                 self._trained[name] = module_tensors[name].requires_grad_(True)
+        if not self._trained:
+            self._inputs = [t.requires_grad_(True) for t in _tensors(args)
+                            if t.is_floating_point() or t.is_complex()]
         names = {id(module): name for name, module in model.named_modules()}
 
         def label(module: nn.Module, args: Any, output: Any) -> None:
@@ -152,18 +158,20 @@ class Step:
         finally:
             recorder.modules, recorder._shape_only = modules, shape_only
         trained = list({id(t): t for t in self._trained.values() if t.grad is not None}.values())
+        inputs = [t for t in self._inputs if t.grad is not None]
         states = self._optimizer_step(trained, recorder)
         values = recorder.values
         recorder.step = StepTensors(
             parameters=tuple(_first_ref(values, t) for t in trained if _seen(values, t)),
-            gradients=tuple(values.output_ref(t.grad) for t in trained if _seen(values, t.grad)),
+            gradients=tuple(values.output_ref(t.grad) for t in trained + inputs
+                            if _seen(values, t.grad)),
             optimizer_states=tuple(_first_ref(values, t) for t in states if _seen(values, t)),
             losses=tuple(values.output_ref(t) for t in losses if _seen(values, t)),
             optimizer=self.optimizer,
         )
         if OPTIMIZERS[self.optimizer] is None:  # no step: the gradients are what it keeps
-            return losses + [t.grad for t in trained]
-        return losses
+            return losses + [t.grad for t in trained + inputs]
+        return losses + [t.grad for t in inputs]
 
     def _losses(
         self, output: Any, recorder: _Recorder
