@@ -178,6 +178,13 @@ def test_mlp_training_step_peak_is_the_hand_derived_sum_in_adamw() -> None:
         "parameters": params, "gradients": params, "optimizer_states": 2 * params,
         "inputs": 131_072, "outputs": 65_536, "temporaries": params,
     }
+    # the SGD test below derives backward's peak: 2P + x + y + g_h (the same backward; the
+    # two optimizer states are held throughout here, 2P more). The forward's: 3P + x + h + r
+    assert dict(memory.peak_bytes_by_phase) == {
+        "forward": 3 * params + 131_072 + 2 * 262_144,
+        "backward": 4 * params + 131_072 + 65_536 + 262_144,
+        "optimizer": 5 * params + 131_072 + 65_536,
+    }
 
 
 def test_sgd_step_peaks_at_the_end_of_backward() -> None:

@@ -204,6 +204,8 @@ class MemoryTimeline:
     peak_breakdown: Mapping[str, int]
     #: module → bytes of the activations it made that are live at the peak, largest first
     peak_activations_by_module: Mapping[str, int]
+    #: phase (TracedOp.phase) → the most bytes allocated while one of its ops runs
+    peak_bytes_by_phase: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     def fit(self, gpu: GPUSpec) -> MemoryFit:
         return MemoryFit(gpu.name, gpu.memory_bytes, self.peak_bytes, self.reserved_bytes)
@@ -219,6 +221,7 @@ class MemoryTimeline:
             "peak_op": self.peak_op_name,
             "peak_module": self.peak_module,
             "activation_bytes_by_module": dict(self.peak_activations_by_module),
+            "peak_bytes_by_phase": dict(self.peak_bytes_by_phase),
             "gpu_memory_bytes": fit.capacity_bytes,
             "fits": fit.fits,
             "verdict": fit.verdict,
@@ -368,6 +371,9 @@ def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
     lives = allocations(trace, float_bytes)
     run = replay(lives, len(trace.ops))
     op = trace.ops[run.peak_op] if run.peak_op >= 0 else None
+    by_phase: dict[str, int] = {}
+    for traced, live in zip(trace.ops, run.live_bytes, strict=True):
+        by_phase[traced.phase] = max(by_phase.get(traced.phase, 0), live)
     return MemoryTimeline(
         allocations=lives,
         live_bytes=run.live_bytes,
@@ -380,6 +386,7 @@ def memory_timeline(trace: Trace, float_bytes: int) -> MemoryTimeline:
         peak_phase=op.phase if op else "forward",
         peak_breakdown=run.peak_by_kind,
         peak_activations_by_module=run.peak_activations_by_module,
+        peak_bytes_by_phase=by_phase,
     )
 
 

@@ -186,11 +186,15 @@ def memory_lines(result: Result) -> list[str]:
         f"{module or '<top level>'} {short_bytes(size)}" for module, size in makers[:3]
     )
     more = f" (+{len(makers) - 3} more)" if len(makers) > 3 else ""
+    phases = ", ".join(
+        f"{phase} {short_bytes(size)}" for phase, size in memory.peak_bytes_by_phase.items()
+    )
     return [
         _line("Peak memory (eager)", human_bytes(memory.peak_bytes),
               f"{memory.peak_phase}, {where}"),
         f"    live then: {live}",
         *([f"    activations by module: {by_module}{more}"] if makers else []),
+        *([f"    peak by phase: {phases}"] if len(memory.peak_bytes_by_phase) > 1 else []),
         f"    {fit_line(result)}",
     ]
 
