@@ -15,6 +15,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from conftest import Fn, analyze, meta
 from torchroofline.api import max_batch
+from torchroofline.errors import InputError
 from torchroofline.hardware import GPUSpec, get_gpu
 from torchroofline.memory import (
     CachingAllocator,
@@ -485,3 +486,9 @@ def test_max_batch_retraces_when_the_batch_changes_the_ops() -> None:
     assert fit.traced == tuple(sorted(fit.peaks))
     assert fit.exact
     assert fit.peaks[fit.batch] <= MiB < fit.peaks[fit.batch + 1]
+
+
+def test_max_batch_names_a_dimension_that_is_no_batch() -> None:
+    # a square matmul: dimension 0 of both inputs is 64, and resizing both breaks a @ b
+    with pytest.raises(InputError, match="it is no batch dimension: pass batch_dim"):
+        max_batch(Fn(lambda a, b: a @ b), (torch.randn(64, 64), torch.randn(64, 64)))
