@@ -281,3 +281,20 @@ def test_small_constant_buffers_built_in_init_are_known_values():
     assert known == [[1.0] * 8, [2.0]]  # each as its storage's flat elements
     # one multiply and one add per output element of the 4 × 8 input
     assert result.flops == 2 * 4 * 8
+
+
+def test_an_unknown_write_through_a_view_forgets_the_base_value():
+    # m = ones(4, 4); m[0].normal_() in __init__: the random write reaches m through its view,
+    # so neither m nor the view is a known constant any more; an untouched tril mask still is
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from torchroofline.shadow import ConstantShadow, known_value
+
+    with FakeTensorMode(), ConstantShadow():
+        m = torch.ones(4, 4)
+        row = m[0]
+        row.normal_()
+        mask = torch.tril(torch.ones(3, 3))
+    assert known_value(m) is None and known_value(row) is None
+    assert known_value(mask).tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]

@@ -48,8 +48,16 @@ class _Shadows:
     def get(self, tensor: torch.Tensor) -> torch.Tensor | None:
         return self._values.get(id(tensor))
 
-    def pop(self, tensor: torch.Tensor) -> None:
-        self._values.pop(id(tensor), None)
+    def forget(self, tensor: torch.Tensor) -> None:
+        """Drop ``tensor``'s value and those of its views (the values that share its storage):
+        an unknown write to it changes them all."""
+        value = self._values.pop(id(tensor), None)
+        if value is None:
+            return
+        storage = value.untyped_storage().data_ptr()
+        views = [k for k, v in self._values.items() if v.untyped_storage().data_ptr() == storage]
+        for key in views:
+            del self._values[key]
 
 
 _SHADOWS = _Shadows()
@@ -73,7 +81,7 @@ class ConstantShadow(TorchDispatchMode):
         if random or not made or not all(map(_small, made)) or len(to_real) < len(inputs):
             if func._schema.is_mutable:  # an unknown write makes a known value unknown
                 for tensor in inputs:
-                    _SHADOWS.pop(tensor)
+                    _SHADOWS.forget(tensor)
             return output
 
         def real(leaf: Any) -> Any:
