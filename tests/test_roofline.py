@@ -108,6 +108,24 @@ def test_math_ladder_prices_matmul_work_on_each_rung() -> None:
     assert result.possible_with(result.sol_by_math_s["fp8"] / 2) is None
 
 
+def test_math_ladder_of_a_4096_cubed_fp32_matmul_on_the_h100() -> None:
+    # 2·4096³ = 137.44 GFLOPs; 3·4096²·4 B = 201.3 MB at 3.35 TB/s is 60.1 µs, below every
+    # rung's compute time, so each rung is FLOPs / its peak: fp32 on CUDA cores 66.9 TFLOP/s
+    # (2.054 ms), TF32 494.7 (277.8 µs), bf16 and fp16 989.4 (138.9 µs), fp8 1978.9 (69.45 µs)
+    n = 4096
+    flops = 2 * n**3
+    result = analyze(Fn(torch.mm), meta(n, n), meta(n, n), actual_ms=0.2)
+    expected_ms = {"program": 2.0544, "tf32": 0.27784, "bf16": 0.13892, "fp16": 0.13892,
+                   "fp8": 0.069454}
+    for rung, peak in (("program", H100_FP32), ("tf32", H100_TF32), ("bf16", H100_BF16),
+                       ("fp16", H100_BF16), ("fp8", 1978.9e12)):
+        assert result.time_ms["sol_by_math"][rung] == pytest.approx(flops / peak * 1e3)
+        assert result.time_ms["sol_by_math"][rung] == pytest.approx(expected_ms[rung], rel=1e-4)
+    # 0.2 ms beats the fp32 and TF32 bounds, not the bf16 one: possible with bf16 math
+    assert result.actual.possible_with == "bf16" and not result.actual.impossible
+    assert result.with_actual(0.05).actual.impossible  # below the fp8 bound: no math reaches it
+
+
 def test_math_ladder_never_rises_above_the_program() -> None:
     # a bf16 program already runs on bf16 tensor cores: its TF32 rung keeps the faster bf16 unit
     # (a kernel may keep the program's precision), and every rung is at most the one above it
