@@ -209,3 +209,19 @@ def test_paged_cache_charges_the_distinct_pages_its_table_names() -> None:
     result = analyze(_PagedKeys(), (table, torch.randn(2, 8, 64)))
     cache = next(r for r in result.plans.necessary.input_refs if r.shape == (4096, 16, 8, 64))
     assert cache.elements == 6 * 16 * 8 * 64
+
+
+def test_cli_data_options(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from torchroofline.cli import main
+
+    path = str(FIXTURES / "upper_triangular_matmul.py")
+    assert main(["analyze", path, "--data", "any", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bound_data"] == "any"
+    assert main(["analyze", path, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["bound_data"] == "given"
+    assert document["time_ms"]["sol_any_input"] > document["time_ms"]["sol"]
+    assert main(["analyze", path, "--data-limit", "1e-9", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bound_data"] == "any"

@@ -116,7 +116,8 @@ def needs_real_model(trace: Trace) -> bool:
     weight), or the real-data fallback filled the model at random where data decides sizes."""
     wanted = value_sources(trace.ops)
     given = trace.given or {}
-    missing = [v for v in trace.module_value_ids.values() if v in wanted and v not in given]
+    known = {**trace.constants, **given}
+    missing = [v for v in trace.module_value_ids.values() if v in wanted and v not in known]
     return bool(missing) or (not trace.ran_on_given_values and bool(_sized_by_data(trace.ops)))
 
 
