@@ -145,6 +145,15 @@ def test_an_unused_parameter_still_takes_memory() -> None:
     assert with_spare.peak_bytes - timeline(model, torch.randn(2, 128)).peak_bytes == 4_096
 
 
+def test_a_tensor_kept_as_a_plain_attribute_is_held_like_a_buffer() -> None:
+    # x @ w with w a plain attribute (256·256·4 = 262,144 bytes), x and y 4·256·4 = 4,096 each:
+    # w is the model's for the whole run, not a value read once
+    model = Fn(lambda x: x @ model.weight)
+    model.weight = torch.randn(256, 256)
+    memory = timeline(model, torch.randn(4, 256))
+    assert dict(memory.peak_breakdown) == {"buffers": 262_144, "inputs": 4_096, "outputs": 4_096}
+
+
 def test_bf16_precision_halves_float_storages() -> None:
     # Linear(1024→1024) at batch 256: W 4 MiB, b 4 KiB, x and y 1 MiB each in fp32; bf16 halves
     # every one (all stay multiples of 512 bytes)

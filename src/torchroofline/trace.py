@@ -771,7 +771,8 @@ def _run(
             raise
         except Exception as error:  # noqa: BLE001 — re-raised with where it happened
             raise _TraceFailure(error, recorder.current_op, modules.failure_path(error)) from error
-    values.resident = _resident(model, params, args, values)
+    attributes = [convert(value) for _, _, value in _plain_tensor_attributes(model)]
+    values.resident = _resident(model, params, attributes, args, values)
     _given_value_ids(values, args, params, fake_mode is None and not convert.filled_at_random)
     return recorder, values, output
 
@@ -792,15 +793,22 @@ def _given_value_ids(
 
 
 def _resident(
-    model: nn.Module, module_tensors: Mapping[str, torch.Tensor], args: Any, values: _ValueTable
+    model: nn.Module,
+    module_tensors: Mapping[str, torch.Tensor],
+    attributes: Sequence[torch.Tensor],
+    args: Any,
+    values: _ValueTable,
 ) -> tuple[tuple[str, TensorRef], ...]:
-    """(kind, tensor) for each storage of the model's parameters and buffers and of the
-    forward arguments, first kind wins (a tied weight is one parameter)."""
+    """(kind, tensor) for each storage of the model's parameters and buffers (tensors it keeps
+    as plain attributes count as buffers) and of the forward arguments, first kind wins (a
+    tied weight is one parameter)."""
     parameter_names = {name for name, _ in model.named_parameters(remove_duplicate=False)}
     tagged = [
         ("parameters" if name in parameter_names else "buffers", tensor)
         for name, tensor in module_tensors.items()
-    ] + [("inputs", tensor) for tensor in _tensors(args)]
+    ]
+    tagged += [("buffers", tensor) for tensor in attributes]
+    tagged += [("inputs", tensor) for tensor in _tensors(args)]
     seen: dict[int, tuple[str, TensorRef]] = {}
     for kind, tensor in tagged:
         key = tensor.untyped_storage()._cdata
