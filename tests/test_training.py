@@ -301,3 +301,18 @@ def test_a_loss_that_trains_nothing_is_one_line():
 
     with pytest.raises(ModelError, match="^the loss does not depend"):
         _train(_mlp(), torch.randn(2, 8), loss=lambda out: out.detach().sum())
+
+
+def test_checkpointing_lowers_the_eager_peak_by_at_most_what_it_frees():
+    # four Linear(16→16) + GELU blocks on 4096 rows, then a head: eager autograd saves each
+    # GELU's input (gelu_backward reads it) and the last GELU's output (the head's weight
+    # gradient reads it): 5 × 4096·16 fp32 that checkpointing the four blocks frees (each
+    # block's own input, the previous GELU's output, stays saved)
+    rows = 4096
+    model = nn.Sequential(*(nn.Sequential(nn.Linear(16, 16), nn.GELU()) for _ in range(4)),
+                          nn.Linear(16, 4))
+    result = _train(model, torch.randn(rows, 16), optimizer="none",
+                    checkpoint=["0", "1", "2", "3"])
+    what_if = result.checkpoint_what_if
+    assert what_if.saved_activation_bytes == 5 * rows * 16 * 4
+    assert 0 < result.memory.peak_bytes - what_if.peak_bytes <= what_if.saved_activation_bytes

@@ -154,7 +154,8 @@ def checkpoint_lines(result: Result) -> list[str]:
         f"  Checkpoint {', '.join(what_if.patterns)} ({what_if.modules} modules): recompute "
         f"{si(what_if.recompute_flops)}FLOPs, +{human_ms(what_if.recompute_sol_ms)} at SoL, "
         f"+{human_ms(what_if.recompute_eager_gpu_ms)} eager GPU; saves "
-        f"{short_bytes(what_if.saved_activation_bytes)} of activations",
+        f"{short_bytes(what_if.saved_activation_bytes)} of activations, peak "
+        f"{short_bytes(result.memory.peak_bytes)} -> {short_bytes(what_if.peak_bytes)}",
     ]
 
 

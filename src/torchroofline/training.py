@@ -582,9 +582,11 @@ class CheckpointWhatIf:
     """What checkpointing the modules matching ``patterns`` (``fnmatch`` on module paths,
     ``"blocks.*"``) would change, from the traced step without re-tracing: their forward ops
     run again in backward (``recompute_*``), and the activations their forward saved for
-    backward need not be kept (``saved_activation_bytes``, whole storages; the peak falls by
-    at most this, by all of it when the peak is in backward's first op). The modules' inputs
-    and parameters stay saved (checkpointing keeps them). Times in ms."""
+    backward need not be kept (``saved_activation_bytes``, whole storages). ``peak_bytes`` is
+    the eager peak (:mod:`memory`) with each of those freed after its last forward use and
+    made again just before its first backward use (the recompute), against ``peak_bytes``
+    without checkpointing in ``Result.memory``. The modules' inputs and parameters stay saved
+    (checkpointing keeps them). Times in ms."""
 
     patterns: tuple[str, ...]
     modules: int  #: modules matched (each with its submodules)
@@ -593,6 +595,7 @@ class CheckpointWhatIf:
     recompute_sol_ms: float  #: their FLOPs and bytes at the GPU's peaks
     recompute_eager_gpu_ms: float  #: the performance model's GPU time of those kernels
     saved_activation_bytes: int
+    peak_bytes: int
 
     def to_dict(self) -> dict[str, Any]:
         return {name: (list(value) if isinstance(value, tuple) else value)
@@ -625,6 +628,7 @@ def checkpoint_what_if(result: Any, patterns: Sequence[str]) -> CheckpointWhatIf
         )
     recomputed = {i for i, op in enumerate(trace.ops)
                   if op.phase == "forward" and top_of[op.module_path] and not op.is_view}
+    freed = _saved_by(trace, recomputed, _module_inputs(trace, recomputed, top_of))
     kernels = [k for k, kernel in enumerate(result.plans.eager.kernels)
                if kernel.ops and kernel.ops[0].index in recomputed]
     estimates = [result.eager_kernels[k] for k in kernels]
@@ -640,11 +644,35 @@ def checkpoint_what_if(result: Any, patterns: Sequence[str]) -> CheckpointWhatIf
                              recompute_bytes / result.gpu.memory_bandwidth_bytes_per_s) * 1e3,
         recompute_eager_gpu_ms=sum(result.performance.eager.kernel_gpu_s[k]
                                    for k in kernels) * 1e3,
-        saved_activation_bytes=sum(
-            storage_bytes(ref, result.float_bytes)
-            for ref in _saved_by(trace, recomputed, _module_inputs(trace, recomputed, top_of))
-        ),
+        saved_activation_bytes=sum(storage_bytes(ref, result.float_bytes) for ref in freed),
+        peak_bytes=_checkpointed_peak(trace, {ref.storage_id for ref in freed},
+                                      result.float_bytes),
     )
+
+
+def _checkpointed_peak(trace: Any, freed: set[int], float_bytes: int) -> int:
+    """The eager peak with the ``freed`` storages dropped after their last forward use and
+    allocated again before their first backward use."""
+    from .memory import allocations, replay
+
+    last_forward: dict[int, int] = {}
+    first_backward: dict[int, int] = {}
+    for position, op in enumerate(trace.ops):
+        for ref in (*op.reads, *op.writes):
+            if ref.storage_id not in freed:
+                continue
+            if op.phase == "forward":
+                last_forward[ref.storage_id] = position
+            else:
+                first_backward.setdefault(ref.storage_id, position)
+    lives = []
+    for life in allocations(trace, float_bytes):
+        if life.storage_id in freed and life.storage_id in first_backward:
+            lives += [dataclasses.replace(life, last_op=last_forward[life.storage_id]),
+                      dataclasses.replace(life, first_op=first_backward[life.storage_id])]
+        else:
+            lives.append(life)
+    return replay(lives, len(trace.ops)).peak_bytes
 
 
 def _saved_by(trace: Any, made_by: set[int], kept: set[int]) -> list[TensorRef]:
