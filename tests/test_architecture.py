@@ -13,6 +13,7 @@ STAGES = (
     "aten_ops", "_cuda_bindings", "intercept", "regions", "shadow", "trace",  # 1. trace
     "costs", "precision",  # 2. costs, and the units each precision runs on
     "demand", "fusion", "plans", "memory",  # 3. plans: necessary work, schedules, live bytes
+    "given",  # which input values the bound holds for, and those values
     "estimate", "roofline",  # 4. price: performance model, bound, Result
     "batch_report", "runs", "breakdown", "report", "viz",  # 5. report and pictures
     "api", "kernelbench", "batch", "validate", "cli", "_preload", "__init__", "__main__",
