@@ -75,6 +75,8 @@ def known_values(
             continue
         tensors = [leaf for leaf in tree_leaves(output) if isinstance(leaf, torch.Tensor)]
         for ref, tensor in zip(op.writes, tensors, strict=False):
+            if tuple(tensor.shape) != ref.shape:
+                break  # sized by other values than the traced ones (a random fill): unknown
             storage = torch.zeros(ref.storage_elements or ref.elements, dtype=tensor.dtype)
             storage.as_strided(ref.shape, ref.strides, ref.offset).copy_(tensor)
             known[ref.value_id] = storage

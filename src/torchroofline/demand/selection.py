@@ -279,7 +279,7 @@ def _indexed_lines(context: _Context, values: list[torch.Tensor | None]) -> Regi
 
 def _known_picks(context: _Context) -> Region | None:
     """The source elements a gather's demanded outputs pick, when every index is known."""
-    if context.op.func is None or len(context.op.reads) < 2:
+    if context.op.func is None or len(context.op.reads) < 2 or not context.output.boxes:
         return None
     values = [_known(context, position) for position in range(1, len(context.op.reads))]
     if any(v is None for v in values):
