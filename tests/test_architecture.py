@@ -11,8 +11,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "torchroofline"
 STAGES = (
     "errors", "gpu_spec", "kernelbench_gpus", "hardware",  # GPU facts
     "aten_ops", "_cuda_bindings", "intercept", "regions", "shadow", "trace",  # 1. trace
+    "training",  # a training step's trace: loss, backward, optimizer
     "costs", "precision",  # 2. costs, and the units each precision runs on
-    "demand", "fusion", "plans", "memory",  # 3. plans: necessary work, schedules, live bytes
+    "demand", "fusion", "step_graphs", "plans", "memory",  # 3. plans: necessary work,
+    # schedules (a training step's graphs), live bytes
+    "step_figures",  # a training step's figures per phase and its checkpoint what-if
     "given",  # which input values the bound holds for, and those values
     "estimate", "roofline",  # 4. price: performance model, bound, Result
     "batch_report", "runs", "breakdown", "report", "viz",  # 5. report and pictures

@@ -164,7 +164,7 @@ def test_phase_figures_reach_the_json_and_the_report():
 
 
 def test_no_fused_kernel_crosses_a_phase_but_backward_recomputes_cheap_pointwise_values():
-    from torchroofline.training import recomputed_in_backward
+    from torchroofline.step_graphs import recomputed_in_backward
 
     class SwishLinear(nn.Module):
         def __init__(self) -> None:

@@ -17,8 +17,9 @@ from .hardware import GPUSpec
 from .memory import Allocation, BatchFit, allocations, batch_scaled, largest_batch, replay
 from .plans import make_plans
 from .roofline import Result, price
+from .step_figures import with_checkpoint
 from .trace import REAL_FALLBACK_LIMIT_BYTES, _module_tensors, check_inputs, trace_model
-from .training import step_trace_options, with_checkpoint
+from .training import step_trace_options
 
 if TYPE_CHECKING:
     from .estimate import EstimateParams

@@ -25,6 +25,12 @@ if TYPE_CHECKING:
     from .trace import _Recorder as Recorder
 
 
+#: How a training step joins an intercepted call to autograd ("attention", "rnn"): functions
+#: that record the call's one backward kernel, registered by :mod:`torchroofline.training`
+#: (a later stage). An inference trace runs without gradients and never calls them.
+AUTOGRAD_CALLS: dict[str, Callable[..., Any]] = {}
+
+
 def _intercept_sdpa(recorder: Recorder, args: tuple, kwargs: dict) -> torch.Tensor:
     """``F.scaled_dot_product_attention`` → one attention kernel (flash / memory-efficient)."""
     query, key, value = args[:3]
@@ -44,10 +50,9 @@ def _intercept_sdpa(recorder: Recorder, args: tuple, kwargs: dict) -> torch.Tens
         reads,
         False,
     )
-    if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
-        from .training import attention_with_backward  # a training step's trace
-
-        return attention_with_backward(recorder, (query, key, value), output, bool(is_causal))
+    joined = AUTOGRAD_CALLS.get("attention")
+    if joined and torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
+        return joined(recorder, (query, key, value), output, bool(is_causal))
     return output
 
 
@@ -77,10 +82,9 @@ def _intercept_rnn(recorder: Recorder, name: str, args: tuple, kwargs: dict) -> 
     result = (output, *new_states)
     recorder.record(f"aten.{name}.input", name, None, args, kwargs, result, reads, False)
     operands = [input_, *hidden_states, *params]
-    if torch.is_grad_enabled() and any(t.requires_grad for t in operands):
-        from .training import rnn_with_backward  # a training step's trace
-
-        return rnn_with_backward(recorder, name, args, result, operands)
+    joined = AUTOGRAD_CALLS.get("rnn")
+    if joined and torch.is_grad_enabled() and any(t.requires_grad for t in operands):
+        return joined(recorder, name, args, result, operands)
     return result
 
 

@@ -24,8 +24,8 @@ from .costs import OpRecord, cost_trace
 from .demand import Necessary, known_values, necessary_work
 from .demand.given import given_necessary
 from .fusion import Plan, eager_plan, fused_plan
+from .step_graphs import fused_step_plan
 from .trace import Trace
-from .training import fused_step_plan
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ from .precision import (
 )
 
 if TYPE_CHECKING:
+    from .step_figures import CheckpointWhatIf, PhaseFigures
     from .trace import Trace
-    from .training import CheckpointWhatIf, PhaseFigures
 
 CACHE_MODES = ("cold", "warm")
 
@@ -463,16 +463,16 @@ class Result:
     @cached_property
     def phases(self) -> tuple[PhaseFigures, ...]:
         """A training step's figures per phase (forward, backward, optimizer); empty for an
-        inference analysis (:func:`training.phase_figures`)."""
-        from .training import phase_figures
+        inference analysis (:func:`step_figures.phase_figures`)."""
+        from .step_figures import phase_figures
 
         return phase_figures(self)
 
     @cached_property
     def checkpoint_what_if(self) -> CheckpointWhatIf | None:
         """What checkpointing the :attr:`checkpoint` modules would add and save (None when no
-        module is named; :func:`training.checkpoint_what_if`)."""
-        from .training import checkpoint_what_if
+        module is named; :func:`step_figures.checkpoint_what_if`)."""
+        from .step_figures import checkpoint_what_if
 
         return checkpoint_what_if(self, self.checkpoint) if self.checkpoint else None
 
