@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from .errors import InputError, ModelError
@@ -245,7 +245,7 @@ def _meta_copies(tree: Any) -> Any:
             return leaf
         return torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device="meta")
 
-    with _disable_current_modes():  # no fake tensors, and no record of these copies
+    with torch._C._DisableTorchDispatch():  # plain meta tensors: no mode sees these copies
         return tree_map(meta, tree)
 
 
