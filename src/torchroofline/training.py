@@ -33,7 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from .errors import InputError, ModelError
-from .intercept import AUTOGRAD_CALLS, OWN_OUTPUTS
+from .intercept import AUTOGRAD_CALLS, OWN_OUTPUTS, _paused
 from .trace import StepTensors, TensorRef, _Recorder, _ref, _tensors
 
 #: Training-step phases in execution order (``TracedOp.phase``).
@@ -192,11 +192,8 @@ class Step:
                     "the model's output does not depend on any trained parameter; "
                     "nothing to train (check requires_grad on its parameters)"
                 )
-        recorder.paused = True  # the seed is given, not computed: no kernel
-        try:
+        with _paused(recorder):  # the seed is given, not computed: no kernel
             seeds = [torch.ones_like(t) for t in outputs]
-        finally:
-            recorder.paused = False
         return outputs, seeds
 
     def _optimizer_step(
@@ -217,10 +214,8 @@ class Step:
                 f"{optimizer_class.__name__} rejected optimizer_options {options}: {error}; "
                 f"pass keyword arguments of torch.optim.{optimizer_class.__name__}"
             ) from error
-        recorder.paused = True
-        with _ScalarStandIn(), _StateOnly():
+        with _paused(recorder), _ScalarStandIn(), _StateOnly():
             optimizer.step()
-        recorder.paused = False
         states = [t for state in optimizer.state.values() for t in state.values()
                   if isinstance(t, torch.Tensor)]
         if not (options.get("fused") or options.get("capturable")):
@@ -412,15 +407,6 @@ class _RnnBackward(torch.autograd.Function):
             tuple(g for g in grads if g is not None), reads, False,
         )
         return (None, None, None, None, *(None for _ in outputs), *grads)
-
-
-@contextlib.contextmanager
-def _paused(recorder: _Recorder) -> Iterator[None]:
-    recorder.paused = True
-    try:
-        yield
-    finally:
-        recorder.paused = False
 
 
 AUTOGRAD_CALLS.update(attention=attention_with_backward, rnn=rnn_with_backward)
