@@ -225,3 +225,14 @@ def test_cli_data_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert document["time_ms"]["sol_any_input"] > document["time_ms"]["sol"]
     assert main(["analyze", path, "--data-limit", "1e-9", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["bound_data"] == "any"
+
+
+def test_dense_real_inputs_need_no_second_walk() -> None:
+    # a matmul operand is read for its zeros only; a randn input has none, so the bound for
+    # the given values is the one for any values and is walked once
+    result = analyze(nn.Linear(8, 4), (torch.randn(3, 8),))
+    assert result.plans.bound_data == "given"
+    assert result.plans.necessary_any_input is None
+    masked = analyze(nn.Linear(8, 4), (torch.randn(3, 8) * (torch.arange(8) < 5),))
+    assert masked.plans.necessary_any_input is not None
+    assert masked.tensor_flops == 2 * 3 * 5 * 4  # columns 5..7 of x are zero

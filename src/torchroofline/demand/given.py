@@ -67,13 +67,19 @@ def value_sources(ops: Sequence[TracedOp]) -> set[int]:
     return wanted
 
 
+def _operands(ops: Sequence[TracedOp]) -> set[int]:
+    """Values some matmul reads as an operand (:func:`matmul.known_products`)."""
+    return {
+        ref.value_id
+        for op in ops
+        if op.func is not None and op.func.overloadpacket in _OPERAND_READERS
+        for ref in op.reads[-2:]
+    }
+
+
 def _consulted(ops: Sequence[TracedOp]) -> set[int]:
     """Values whose known value changes what a rule charges: indices, masks, matmul operands."""
-    consulted = {v for op in ops for v in _read_values(op)}
-    for op in ops:
-        if op.func is not None and op.func.overloadpacket in _OPERAND_READERS:
-            consulted.update(ref.value_id for ref in op.reads[-2:])
-    return consulted
+    return {v for op in ops for v in _read_values(op)} | _operands(ops)
 
 
 def reads_values_of(trace: Trace, value_ids: set[int]) -> bool:
@@ -95,6 +101,9 @@ def given_necessary(
         trace.ops, {**known_any, **given}, only=value_sources(trace.ops)
     )
     newly_known = known.keys() - known_any.keys()
-    if not sizes_given and newly_known.isdisjoint(_consulted(trace.ops)):
+    # an operand is read for its zeros only: one with none changes nothing
+    index_read = {v for op in trace.ops for v in _read_values(op)}
+    zeros_read = {v for v in newly_known & _operands(trace.ops) if bool((known[v] == 0).any())}
+    if not sizes_given and newly_known.isdisjoint(index_read) and not zeros_read:
         return None
     return necessary_work(trace, records, known=known, sizes_given=sizes_given)
