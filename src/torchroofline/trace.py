@@ -270,32 +270,43 @@ class _ValueTable:
         }
 
 
-def _touched_elements(tensor: torch.Tensor) -> int:
+def _touched_elements(
+    shape: tuple[int, ...], strides: tuple[int, ...], storage_elements: int
+) -> int:
     """Distinct elements a strided view touches: stride-0 (broadcast) dims do not multiply, and
     an overlapping view (``unfold``) touches no more than the span between its first and last
     element, nor more than its storage."""
-    dims = [(size, stride) for size, stride in zip(tensor.shape, tensor.stride(), strict=True)]
-    elements = math.prod(size for size, stride in dims if stride != 0)
+    elements = math.prod(size for size, stride in zip(shape, strides, strict=True) if stride)
     if elements == 0:
         return 0
-    span = 1 + sum((size - 1) * abs(stride) for size, stride in dims)
-    storage_elements = tensor.untyped_storage().nbytes() // max(tensor.element_size(), 1)
+    span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(shape, strides, strict=True))
     return min(elements, span, storage_elements) if storage_elements else min(elements, span)
 
 
+#: ``torch.float32`` → ``"float32"``, filled as dtypes are met
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
 def _ref(tensor: torch.Tensor, value_id: int, storage_id: int) -> TensorRef:
+    dtype = tensor.dtype
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
     itemsize = tensor.element_size()
+    shape = tuple(tensor.shape)
+    strides = tuple(tensor.stride())
+    storage_elements = tensor.untyped_storage().nbytes() // max(itemsize, 1)
     return TensorRef(
         value_id=value_id,
         storage_id=storage_id,
-        shape=tuple(tensor.shape),
-        dtype=str(tensor.dtype).removeprefix("torch."),
-        elements=_touched_elements(tensor),
-        is_float=tensor.is_floating_point() or tensor.is_complex(),
+        shape=shape,
+        dtype=name,
+        elements=_touched_elements(shape, strides, storage_elements),
+        is_float=dtype.is_floating_point or dtype.is_complex,
         itemsize=itemsize,
         offset=tensor.storage_offset(),
-        strides=tuple(tensor.stride()),
-        storage_elements=tensor.untyped_storage().nbytes() // max(itemsize, 1),
+        strides=strides,
+        storage_elements=storage_elements,
     )
 
 
@@ -389,7 +400,10 @@ class _Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.paused or func.namespace in _UNRECORDED_NAMESPACES:
             return func(*args, **kwargs)
-        self.current_op = name = str(func)
+        names = _FUNC_NAMES.get(func)
+        if names is None:
+            names = _FUNC_NAMES[func] = (str(func), base_name(func))
+        self.current_op, base = names
         _check_operand_dtypes(func, args)
         in_tensors = _tensors((args, kwargs))
         if self.host_storages and _on_host(in_tensors, self.host_storages):
@@ -398,7 +412,7 @@ class _Recorder(TorchDispatchMode):
         output = _call(func, args, kwargs, self.meta_only)
         is_alias = func.is_view or _aliases_input(func, in_tensors, output)
         mutated = _mutated_arguments(func, args, kwargs, output)
-        self.record(name, base_name(func), func, args, kwargs, output, reads, is_alias, mutated)
+        self.record(self.current_op, base, func, args, kwargs, output, reads, is_alias, mutated)
         return output
 
     def _reads(self, tensors: Sequence[torch.Tensor]) -> list[TensorRef]:
@@ -437,6 +451,9 @@ class _Recorder(TorchDispatchMode):
             )
         )
 
+
+#: aten overload → (its full name, :func:`base_name`), filled as ops are met
+_FUNC_NAMES: dict[Any, tuple[str, str]] = {}
 
 #: Namespaces of ops that are no GPU work: primitives (``prim.device``) and the profiler's
 #: markers (every ``Optimizer.step`` opens a ``record_function``).
