@@ -316,3 +316,19 @@ def test_checkpointing_lowers_the_eager_peak_by_at_most_what_it_frees():
     what_if = result.checkpoint_what_if
     assert what_if.saved_activation_bytes == 5 * rows * 16 * 4
     assert 0 < result.memory.peak_bytes - what_if.peak_bytes <= what_if.saved_activation_bytes
+
+
+def test_a_first_conv_layers_backward_computes_only_the_weight_gradient():
+    # Conv2d(3, 8, 3) on 2×3×16×16 → 2×8×14×14: forward 2 · (2·14·14 outputs) · 8 · 27 =
+    # 169,344 FLOPs. The input is data (no gradient), so convolution_backward computes only
+    # grad_weight: the same 169,344 (each (output, tap) pair once more). The estimate prices
+    # the backward call as a convolution kernel (it once read `groups` at the forward's position)
+    import torchroofline
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())
+    result = torchroofline.analyze(model, torch.empty(2, 3, 16, 16, device="meta"), mode="train")
+    convs = {op.name: op.flops.tensor for op in result.ops if "convolution" in op.name}
+    assert convs == {
+        "aten.convolution.default": 169_344, "aten.convolution_backward.default": 169_344,
+    }
+    assert result.eager_estimate_s >= result.sol_s > 0

@@ -191,16 +191,14 @@ FAMILIES: dict[str, str] = {
 
 
 def _conv_family(traced: TracedOp) -> str:
-    """``aten.convolution`` / ``_convolution``: (input, weight, bias, stride, padding,
-    dilation, transposed, output_padding, groups, …)."""
-    args = traced.args
-    transposed = bool(args[6]) if len(args) > 6 else False
-    groups = int(args[8]) if len(args) > 8 else 1
-    if groups > 1:
+    """A convolution's kernel family from its schema arguments (``convolution``,
+    ``_convolution`` and ``convolution_backward`` name ``groups``, ``transposed`` and
+    ``weight`` alike, at different positions)."""
+    if int(traced.argument("groups", 1) or 1) > 1:
         return "conv_grouped"
-    if transposed:
+    if traced.argument("transposed", False):
         return "conv_transposed"
-    weight = args[1] if len(args) > 1 else None
+    weight = traced.argument("weight")
     return "conv3d" if getattr(weight, "dim", lambda: 4)() >= 5 else "conv"
 
 
