@@ -1,7 +1,8 @@
 """torchroofline: speed-of-light bounds for PyTorch programs on a chosen GPU."""
 
-from .api import analyze
+from .api import analyze, max_batch
 from .errors import (
+    ClockError,
     DataDependentError,
     InputError,
     ModelError,
@@ -17,6 +18,7 @@ from .roofline import KernelEstimate, Result
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClockError",
     "DataDependentError",
     "GPUSpec",
     "InputError",
@@ -33,6 +35,7 @@ __all__ = [
     "get_gpu",
     "list_gpus",
     "load_problem",
+    "max_batch",
     "plot_gpus",
 ]
 
