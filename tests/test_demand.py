@@ -958,37 +958,42 @@ def test_a_value_minus_its_own_size_one_mean_needs_nothing() -> None:
     assert wide.flops >= 32 * 64 and wide.compulsory_bytes == 2 * 32 * 64 * 4
 
 
+class _GatheredOutputs(nn.Module):
+    """``layer(x).flatten()[ids]``: the gather needs one output of ``layer`` somewhere (with data
+    ids, "repeated indices may all pick one"), with no position."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        return self.layer(x).flatten()[ids]
+
+
+def _gathered_op_flops(layer: nn.Module, *shape: int, op: str) -> tuple:
+    """(FlopCount of the ``op`` call, compulsory bytes) of ``_GatheredOutputs(layer)``."""
+    ids = torch.empty(5, dtype=torch.long, device="meta")
+    result = analyze(_GatheredOutputs(layer), (meta(*shape), ids), data="any")
+    (found,) = [o for o in result.plans.necessary.ops if op in o.name]
+    return found.flops, result.compulsory_bytes
+
+
 def test_conv_and_pool_outputs_with_no_position_still_cost_their_cheapest_window() -> None:
-    # conv(x).flatten()[ids] with data ids (meta: unknown values): the gather needs one conv
-    # output somewhere ("repeated indices may all pick one"), with no position. Conv2d(3, 4, 3,
-    # padding=1) on 8×8: the cheapest output is a corner, whose 3×3 window has 2×2 taps inside
-    # the input, so it costs 2 FLOPs × 3 channels × 4 taps = 24 and reads 3·4 = 12 input and
-    # 12 weight elements (the bound never charged it anything before)
-    conv = nn.Conv2d(3, 4, 3, padding=1, bias=False).to("meta")
-    result = analyze(
-        Fn(lambda x, ids: conv(x).flatten()[ids]),
-        (meta(1, 3, 8, 8), torch.empty(5, dtype=torch.long, device="meta")),
-        data="any",
+    # Conv2d(3, 4, 3, padding=1) on 8×8: the cheapest output is a corner, whose 3×3 window has
+    # 2×2 taps inside the input, so it costs 2 FLOPs × 3 channels × 4 taps = 24 and reads 3·4 =
+    # 12 input and 12 weight elements (the bound charged it nothing before)
+    flops, compulsory = _gathered_op_flops(
+        nn.Conv2d(3, 4, 3, padding=1, bias=False), 1, 3, 8, 8, op="convolution"
     )
-    (conv_op,) = [op for op in result.plans.necessary.ops if "convolution" in op.name]
-    assert conv_op.flops.tensor == 2 * 3 * 4
+    assert flops.tensor == 2 * 3 * 4
     # bytes: 12 input + 12 weight floats, the 5 int64 ids and the 5 floats written
-    assert result.compulsory_bytes == (12 + 12) * FP32 + 5 * 8 + 5 * FP32
-    # max_pool2d(x, 3, stride=1, padding=1) likewise: a corner output compares its 4 taps
-    pooled = analyze(
-        Fn(lambda x, ids: F.max_pool2d(x, 3, 1, 1).flatten()[ids]),
-        (meta(1, 3, 8, 8), torch.empty(5, dtype=torch.long, device="meta")),
-        data="any",
-    )
-    (pool_op,) = [op for op in pooled.plans.necessary.ops if "max_pool2d" in op.name]
-    assert pool_op.flops.vector == 4
+    assert compulsory == (12 + 12) * FP32 + 5 * 8 + 5 * FP32
+    # MaxPool2d(3, stride=1, padding=1) likewise: a corner output compares its 4 taps
+    flops, _ = _gathered_op_flops(nn.MaxPool2d(3, 1, 1), 1, 3, 8, 8, op="max_pool2d")
+    assert flops.vector == 4
     # ConvTranspose2d(3, 4, 3) on 4×4 → 6×6: a corner output receives one (input, tap) pair
     # per channel, 2 FLOPs × 3 input channels
-    transposed = nn.ConvTranspose2d(3, 4, 3, bias=False).to("meta")
-    gathered = analyze(
-        Fn(lambda x, ids: transposed(x).flatten()[ids]),
-        (meta(1, 3, 4, 4), torch.empty(5, dtype=torch.long, device="meta")),
-        data="any",
+    flops, _ = _gathered_op_flops(
+        nn.ConvTranspose2d(3, 4, 3, bias=False), 1, 3, 4, 4, op="convolution"
     )
-    (up_op,) = [op for op in gathered.plans.necessary.ops if "convolution" in op.name]
-    assert up_op.flops.tensor == 2 * 3
+    assert flops.tensor == 2 * 3
