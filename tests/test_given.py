@@ -236,3 +236,20 @@ def test_dense_real_inputs_need_no_second_walk() -> None:
     masked = analyze(nn.Linear(8, 4), (torch.randn(3, 8) * (torch.arange(8) < 5),))
     assert masked.plans.necessary_any_input is not None
     assert masked.tensor_flops == 2 * 3 * 5 * 4  # columns 5..7 of x are zero
+
+
+def test_scattered_zeros_are_no_structure():
+    # torch.rand draws an exact 0.0 about once in 2**24 values: a 64×64 operand with one zero
+    # (1/4096 of it, under SCATTERED_ZERO_SHARE = 1e-3) is priced dense, 2·64³ FLOPs, with no
+    # "known operand values" note; a quarter of zeros (A[:32, :32] = 0) is structure:
+    # Σ_k nnz(A[:, k])·nnz(B[k, :]) = 32 k × 32·64 + 32 k × 64·64 = 64³ − 32·32·64 products
+    import torchroofline
+    from conftest import Fn
+
+    a, b = torch.rand(64, 64) + 0.5, torch.rand(64, 64) + 0.5
+    a[0, 0] = 0
+    dense = torchroofline.analyze(Fn(torch.mm), (a, b), data="given")
+    assert dense.flops == 2 * 64**3 and dense.plans.necessary.structures == ()
+    a[:32, :32] = 0
+    blocked = torchroofline.analyze(Fn(torch.mm), (a, b), data="given")
+    assert blocked.tensor_flops == 2 * (64**3 - 32 * 32 * 64)
