@@ -404,7 +404,10 @@ class Result:
         compute = unit_seconds(
             any_input.ops, self.gpu, self.precision, self.switches, self.math
         ).compute_s
-        return max(compute, memory_sol_s(any_input.bytes(self.float_bytes), self.gpu, self.cache))
+        any_input_s = max(
+            compute, memory_sol_s(any_input.bytes(self.float_bytes), self.gpu, self.cache)
+        )
+        return None if any_input_s == self.sol_s else any_input_s
 
     @property
     def bottleneck(self) -> str:
@@ -490,7 +493,7 @@ class Result:
             "memory_fused": self.memory_fused_s * 1e3,
             "sol": self.sol_s * 1e3,
             "sol_by_math": {rung: sol * 1e3 for rung, sol in self.sol_by_math_s.items()},
-            **_any_input_ms(self.sol_any_input_s, self.sol_s),
+            **_any_input_ms(self.sol_any_input_s),
             "fused_estimate": self.fused_estimate_s * 1e3,
             "eager_estimate": self.eager_estimate_s * 1e3,
             "cudagraph_estimate": self.cudagraph_estimate_s * 1e3,
@@ -568,11 +571,9 @@ class Result:
         ), checkpoint=self.checkpoint)
 
 
-def _any_input_ms(any_input_s: float | None, sol_s: float) -> dict[str, float]:
+def _any_input_ms(any_input_s: float | None) -> dict[str, float]:
     """``{"sol_any_input": ms}`` where the bound for any input values differs from the bound."""
-    if any_input_s is None or any_input_s == sol_s:
-        return {}
-    return {"sol_any_input": any_input_s * 1e3}
+    return {} if any_input_s is None else {"sol_any_input": any_input_s * 1e3}
 
 
 def _actual(actual_ms: float | None, result: Result) -> Actual | None:
