@@ -62,7 +62,9 @@ def _scale_demand(
 
 @demand_rule([aten._scaled_mm, aten._scaled_mm_v2, aten._scaled_addmm])
 def scaled_mm_demand(context: _Context) -> Demand:
-    """See the module docstring; a whole output needs everything the op reads."""
+    """out[i, j] of a scaled matmul needs row i of A, column j of B and their scales: a
+    broadcast scale at the rows or columns the output needs, a block scale (e4m3 per 16 values,
+    e8m0 per 32) ⌈K / block⌉ per needed line; 2·K FLOPs per demanded element (K in values)."""
     op = context.op
     region = context.output
     out_shape = op.writes[0].shape

@@ -21,6 +21,9 @@ from ._core import Demand, _Context, _proportional, _scaled, demand_rule
 @demand_rule([*FOREACH_FLOPS_PER_ELEMENT, aten._foreach_norm,
               *FUSED_OPTIMIZER_FLOPS_PER_ELEMENT])
 def per_tensor_demand(context: _Context) -> Demand:
+    """An optimizer's multi-tensor update: tensor j of the output list needs tensor j of each
+    input list (a parameter's own gradient and moments) and any 0-dim scalar argument; FLOPs
+    per demanded element."""
     first_list = context.op.args[0] if context.op.args else ()
     tensors = len(first_list) if isinstance(first_list, (list, tuple)) else 0
     if not tensors:
