@@ -167,6 +167,9 @@ def demand_rules() -> str:
     rules = {demand.pointwise_demand: ["every op of category pointwise"]}
     for name, rule in demand.DEMAND_RULES.items():
         rules.setdefault(rule, []).append(f"`{name}`")
+    # in-place twins share their op's rule; a release that lacks an op has no twin to list
+    for names in rules.values():
+        names[:] = [n for n in names if not (n.endswith("_`") and n[:-2] + "`" in names)]
     rows = [
         [", ".join(names), " ".join((rule.__doc__ or "").split())] for rule, names in rules.items()
     ]
