@@ -37,10 +37,12 @@ LISTED_BELOW = 0.9
 #: correct kernel may skip; "collapse: <op>" is a defect of the demand walk (issue 16).
 REASONS: dict[str, str] = {
     "1/12": "saving: diag(A) @ B is a row scaling of B (structure rule `diagonal matmul`)",
-    "1/14": "saving: triangular output — triu(A @ B) keeps one triangle, about half the dot "
-    "products",
-    "1/15": "saving: triangular output — tril(A @ B) keeps one triangle, about half the dot "
-    "products",
+    "1/14": "saving: triangular output of triangular inputs (the bound for the given "
+    "triu(randn) values) — triu(A @ B) keeps one triangle, and of its dot products only the "
+    "nonzero pairs, Σ_{i≤j}(j−i+1) ≈ N³/6 multiply-adds",
+    "1/15": "saving: triangular output of triangular inputs (the bound for the given "
+    "tril(randn) values) — tril(A @ B) keeps one triangle, and of its dot products only the "
+    "nonzero pairs, Σ_{i≥j}(i−j+1) ≈ N³/6 multiply-adds",
     "1/73": "saving: cropped window — padding 3 crops 3 planes off each side of the transposed "
     "convolution's output, whose contributions a kernel never computes",
     "1/95": "saving: only the picked class's log-probability is formed; each row's "
