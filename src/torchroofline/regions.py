@@ -226,7 +226,10 @@ def _union_set(first: IndexSet, second: IndexSet) -> IndexSet | None:
     union = normalize((*first, *second))
     if set_size(union) != set_size(first) + set_size(second) - both:
         return None
-    if len(union) > 1 and set_size(union) <= _RUNS_LIMIT:
+    # step-1 runs of two or more are already their own runs (normalize merged the touching
+    # ones); only singletons and strided ranges may join into longer strided runs
+    plain = all(r.step == 1 and len(r) > 1 for r in union)
+    if len(union) > 1 and not plain and set_size(union) <= _RUNS_LIMIT:
         union = positions_to_set(i for r in union for i in r)
     return union
 
