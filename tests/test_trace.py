@@ -490,3 +490,22 @@ def test_tensor_captured_outside_the_module_still_traces() -> None:
     result = analyze(Fn(lambda x: x @ weight), meta(4, 8))
     assert result.flops == 2 * 4 * 8 * 8
     assert any("fake CPU" in note for note in result.notes)
+
+
+def test_ops_run_on_meta_remember_their_output_layouts():
+    # a CUDA op a CPU build cannot fake runs on meta copies (batch norm, ~ms per call through
+    # its decomposition); its output layout is cached by argument metadata, so the second call
+    # of the same shapes makes the same outputs without running it, and an in-place op still
+    # returns its own argument
+    from torchroofline import trace as tracing
+
+    a, b = torch.empty(4, 8), torch.empty(4, 8)
+    for _ in range(2):
+        assert tracing._call_on_meta(torch.ops.aten.add_.Tensor, (a, b), {}) is a
+        made = tracing._call_on_meta(torch.ops.aten.mul.Tensor, (a, b.t().t()), {})
+        assert (made.shape, made.stride(), made.dtype, made.device) == (
+            (4, 8), (8, 1), torch.float32, torch.device("cpu"))
+        values, indices = tracing._call_on_meta(torch.ops.aten.max.dim, (a, 1), {})
+        assert values.shape == (4,) and indices.dtype == torch.int64
+    assert (torch.ops.aten.max.dim, (("tensor", (4, 8), (8, 1), torch.float32), 1)) in (
+        tracing._META_OUTPUTS)

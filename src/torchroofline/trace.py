@@ -36,7 +36,7 @@ from torch._subclasses.fake_tensor import (
     unset_fake_temporarily,
 )
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from ._cuda_bindings import NO_CUDA_TEXT
 from .errors import DataDependentError, InputError, ModelError, TorchrooflineError
@@ -510,29 +510,73 @@ def _call(func: Any, args: tuple, kwargs: dict, meta_only: set[Any]) -> Any:
         return _call_on_meta(func, args, kwargs)
 
 
-def _call_on_meta(func: Any, args: tuple, kwargs: dict) -> Any:
-    originals: dict[int, torch.Tensor] = {}
+#: (op, the metadata of its arguments) → the layout of its outputs, as :func:`_call_on_meta`
+#: found them: a meta kernel's outputs depend on shapes, strides, dtypes and plain arguments
+#: only, and a batch-norm meta kernel (a Python decomposition) costs milliseconds per call
+_META_OUTPUTS: dict[tuple, tuple[Any, tuple]] = {}
+_META_OUTPUTS_LIMIT = 4096
 
-    def to_meta(leaf: Any) -> Any:
+
+def _signature(leaf: Any) -> Any:
+    if isinstance(leaf, torch.Tensor):
+        return ("tensor", tuple(leaf.shape), tuple(leaf.stride()), leaf.dtype)
+    return leaf
+
+
+def _call_on_meta(func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run ``func`` on meta copies of its arguments; its outputs are re-made on the arguments'
+    device (an output that is an argument, in place, is that argument)."""
+    leaves, _ = tree_flatten((args, kwargs))
+    key = (func, tuple(_signature(leaf) for leaf in leaves))
+    try:
+        found = _META_OUTPUTS.get(key)
+    except TypeError:  # an unhashable plain argument: no caching
+        key, found = None, None
+    if found is None:
+        found = _meta_output_layout(func, args, kwargs, leaves)
+        if key is not None and len(_META_OUTPUTS) < _META_OUTPUTS_LIMIT:
+            _META_OUTPUTS[key] = found
+    spec, layouts = found
+    tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    device = tensors[0].device if tensors else "cuda"
+    made = [
+        leaves[layout[1]] if layout[0] == "argument"  # an in-place op returned its argument
+        else torch.empty_strided(*layout[1:3], dtype=layout[3], device=device)
+        if layout[0] == "tensor"
+        else layout[1]
+        for layout in layouts
+    ]
+    return tree_unflatten(made, spec)
+
+
+def _meta_output_layout(func: Any, args: tuple, kwargs: dict, leaves: list) -> tuple[Any, tuple]:
+    """(tree spec, per output leaf ``("argument", index of the argument leaf it is)``,
+    ``("tensor", shape, stride, dtype)`` to make, or ``("value", it)``) of ``func`` run on
+    meta copies of its arguments."""
+    position: dict[int, int] = {}
+
+    def to_meta(index: int, leaf: Any) -> Any:
         if not isinstance(leaf, torch.Tensor):
             return leaf
         meta = torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device="meta")
-        originals[id(meta)] = leaf
+        position[id(meta)] = index
         return meta
 
+    _, spec_in = tree_flatten((args, kwargs))
     with unset_fake_temporarily():
-        meta_args, meta_kwargs = tree_map(to_meta, (args, kwargs))
+        meta_args, meta_kwargs = tree_unflatten(
+            [to_meta(i, leaf) for i, leaf in enumerate(leaves)], spec_in
+        )
         meta_output = func(*meta_args, **meta_kwargs)
-
-    def back(leaf: Any) -> Any:
-        if not isinstance(leaf, torch.Tensor):
-            return leaf
-        if id(leaf) in originals:  # an in-place op returned its argument
-            return originals[id(leaf)]
-        device = next(iter(originals.values())).device if originals else "cuda"
-        return torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device=device)
-
-    return tree_map(back, meta_output)
+    out_leaves, spec = tree_flatten(meta_output)
+    layouts = tuple(
+        ("argument", position[id(leaf)]) if isinstance(leaf, torch.Tensor) and id(leaf) in position
+        else ("tensor", tuple(leaf.shape), tuple(leaf.stride()), leaf.dtype)
+        if isinstance(leaf, torch.Tensor)
+        else ("value", leaf)
+        for leaf in out_leaves
+    )
+    return spec, layouts
 
 
 @functools.cache
