@@ -29,34 +29,45 @@ from ..trace import TensorRef
 from ._core import Demand, _broadcast_batch, _Context, _one_of, _proportional, _scaled, demand_rule
 
 
-def _window(
-    out_set: IndexSet, in_size: int, kernel: int, stride: int, padding: int, dilation: int
+def _tap_walk(
+    out_set: IndexSet,
+    kernel: int,
+    padding: int,
+    dilation: int,
+    reached: Callable[[int], range],
+    sources: Callable[[range, int], range],
 ) -> tuple[IndexSet, int, IndexSet]:
-    """One spatial dim of a conv or pool: the input positions the demanded outputs read, the
-    (output, tap) pairs that land inside the input (taps on padding cost nothing) and the taps
-    used."""
+    """The taps of one spatial dim over demanded outputs ``out_set``: for each tap (its offset
+    ``shift`` = tap·dilation − padding), ``reached(shift)`` is where it can land and
+    ``sources(hit, shift)`` the input positions of the outputs ``hit`` it lands on. Returns the
+    input positions read, the (output, tap) pairs and the taps used."""
     positions: list[range] = []
     pairs = 0
     taps = []
     for tap in range(kernel):
         shift = tap * dilation - padding
-        low = -(shift // stride)  # first o with o·stride + shift ≥ 0 (ceil of −shift/stride)
-        high = (in_size - 1 - shift) // stride  # last o with o·stride + shift < in_size
-        valid = range(max(low, 0), high + 1)
-        used = False
-        for r in out_set:
-            hit = range_intersection(r, valid)
-            if hit:
-                used = True
-                pairs += len(hit)
-                positions.append(
-                    range(
-                        hit.start * stride + shift, hit[-1] * stride + shift + 1, hit.step * stride
-                    )
-                )
-        if used:
+        hits = [hit for r in out_set if (hit := range_intersection(r, reached(shift)))]
+        if hits:
             taps.append(tap)
+            pairs += sum(map(len, hits))
+            positions += [sources(hit, shift) for hit in hits]
     return normalize(positions), pairs, positions_to_set(taps)
+
+
+def _window(
+    out_set: IndexSet, in_size: int, kernel: int, stride: int, padding: int, dilation: int
+) -> tuple[IndexSet, int, IndexSet]:
+    """One spatial dim of a conv or pool: output o and tap k read input o·stride + k·dilation −
+    padding. The input positions the demanded outputs read, the (output, tap) pairs that land
+    inside the input (taps on padding cost nothing) and the taps used."""
+    return _tap_walk(
+        out_set, kernel, padding, dilation,
+        # outputs whose tap lands inside: first o with o·stride + shift ≥ 0, last < in_size
+        lambda shift: range(max(-(shift // stride), 0), (in_size - 1 - shift) // stride + 1),
+        lambda hit, shift: range(
+            hit.start * stride + shift, hit[-1] * stride + shift + 1, hit.step * stride
+        ),
+    )
 
 
 def _cheapest_output_taps(
@@ -212,24 +223,16 @@ def _transposed_window(
     """One spatial dim of a transposed conv: input i and tap k land on output
     i·stride − padding + k·dilation. Returns the input positions that reach demanded outputs,
     the (input, tap) pairs landing on them and the taps used."""
-    positions: list[range] = []
-    pairs = 0
-    taps = []
-    for tap in range(kernel):
-        shift = tap * dilation - padding
-        # the outputs this tap reaches: shift, shift + stride, … (one per input position)
-        reached = range(shift, shift + stride * in_size, stride)
-        used = False
-        for r in out_set:
-            hit = range_intersection(r, reached)
-            if hit:
-                used = True
-                pairs += len(hit)
-                first, step = (hit.start - shift) // stride, hit.step // stride
-                positions.append(range(first, first + len(hit) * step, step))
-        if used:
-            taps.append(tap)
-    return normalize(positions), pairs, positions_to_set(taps)
+    return _tap_walk(
+        out_set, kernel, padding, dilation,
+        # the outputs a tap reaches: shift, shift + stride, … (one per input position)
+        lambda shift: range(shift, shift + stride * in_size, stride),
+        lambda hit, shift: range(
+            (hit.start - shift) // stride,
+            (hit.start - shift) // stride + len(hit) * (hit.step // stride),
+            hit.step // stride,
+        ),
+    )
 
 
 def _transposed_convolution(context: _Context) -> Demand:
