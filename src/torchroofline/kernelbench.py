@@ -7,6 +7,7 @@ files are Python code and are **executed**, as KernelBench itself does.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -248,12 +249,14 @@ def seeded_inputs(problem: Problem) -> tuple:
     return (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
 
 
-def _structured_inputs(problem: Problem, zeros_only: bool) -> tuple | None:
-    """:func:`seeded_inputs`; None when only their zeros are read and they are plain normal
-    draws, which have none (nothing a "given" bound could read, so they are not made)."""
+def _structured_inputs(
+    problem: Problem, zeros_only: bool, made: Callable[[], tuple]
+) -> tuple | None:
+    """``made()`` (:func:`seeded_inputs`, made once); None when only their zeros are read and
+    they are plain normal draws, which have none (nothing a "given" bound could read)."""
     if zeros_only and drawn_dense(problem.get_inputs):
         return None
-    return seeded_inputs(problem)
+    return made()
 
 
 def _seeded_model(problem: Problem, fake: nn.Module, limit_bytes: int) -> nn.Module | None:
@@ -275,16 +278,18 @@ def _seeded_model(problem: Problem, fake: nn.Module, limit_bytes: int) -> nn.Mod
 
 
 def _given_inputs(
-    problem: Problem, inputs: tuple, data: str | None, limit_bytes: int
+    problem: Problem, inputs: tuple, data: str | None, limit_bytes: int,
+    made: Callable[[], tuple],
 ) -> tuple[Callable[[bool], tuple | None] | None, list[str]]:
     """What makes the given input values (None: the bound is for any values, or the inputs
-    are real already) and the note that says why a default "given" became "any"."""
+    are real already) and the note that says why a default "given" became "any". ``made``
+    makes them for real (once)."""
     check_data(data)
     if data == "any" or not any(isinstance(t, FakeTensor) for t in _tensor_leaves(inputs)):
         return None, []
     size = input_bytes(inputs)
     if size <= limit_bytes:
-        return (lambda zeros_only: _structured_inputs(problem, zeros_only)), []
+        return (lambda zeros_only: _structured_inputs(problem, zeros_only, made)), []
     over = (
         f"the inputs take {size / 2**30:.2f} GiB, over the data limit of "
         f"{limit_bytes / 2**30:.2f} GiB"
@@ -331,7 +336,9 @@ def analyze_file(
     with restoring_switches():
         problem = load_problem(path, class_name=class_name)
         model, inputs, notes = build_problem(problem)
-        input_values, data_notes = _given_inputs(problem, inputs, data, data_limit_bytes)
+        # made at most once: the rebuilt model below reads the same values
+        made = functools.cache(lambda: seeded_inputs(problem))
+        input_values, data_notes = _given_inputs(problem, inputs, data, data_limit_bytes, made)
         result = analyze(
             model, inputs, gpu, precision, cache=cache, actual_ms=actual_ms, name=problem.name,
             math=math, data="any" if data == "any" else None, input_values=input_values,
@@ -341,7 +348,7 @@ def analyze_file(
             real = _seeded_model(problem, model, data_limit_bytes)
             if real is not None:
                 result = analyze(
-                    real, seeded_inputs(problem), gpu, precision, cache=cache, actual_ms=actual_ms,
+                    real, made(), gpu, precision, cache=cache, actual_ms=actual_ms,
                     name=problem.name, math=math, data="given",
                     data_limit_bytes=data_limit_bytes, **(training or {}),
                 )
