@@ -111,6 +111,23 @@ def test_mistyped_training_options_fail_in_one_line(options):
         torchroofline.analyze(_mlp(), torch.randn(2, 8), **kwargs)
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"loss": lambda out: out.sum()}, "loss: training-step option"),
+        ({"optimizer_options": {"lr": 1.0}}, "optimizer_options: training-step option"),
+        ({"checkpoint": ["0"]}, "checkpoint: training-step option"),
+        ({"mode": "train", "data": "given"}, "data='given' is for inference"),
+    ],
+)
+def test_training_options_out_of_place_fail_before_tracing(options, message):
+    # an inference analysis ignored these silently (checkpoint failed only after pricing)
+    import torchroofline
+
+    with pytest.raises(InputError, match=message):
+        torchroofline.analyze(_mlp(), torch.randn(2, 8), **options)
+
+
 # --- Closed forms ---------------------------------------------------------------------------
 
 

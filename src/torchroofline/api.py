@@ -110,12 +110,17 @@ def analyze(
     check_precision(precision)  # fail before tracing
     check_math(math)
     switches = MathSwitches.current()  # fp32 matmul-class units follow the user's torch switches
+    if mode == "train" and data == "given":
+        raise InputError(
+            "data='given' is for inference: a training step's bound holds for any input "
+            "values; leave data unset or pass data='any'"
+        )
     bound_data = "given" if input_values is not None else resolve_data(
         data, inputs, data_limit_bytes
     )
     trace = trace_model(
         model, inputs, real_fallback_limit_bytes=real_fallback_limit_bytes, name=name,
-        **step_trace_options(mode, loss, optimizer, optimizer_options, autocast),
+        **step_trace_options(mode, loss, optimizer, optimizer_options, autocast, checkpoint),
     )
     if bound_data == "given" and trace.step is None:
         trace = with_given_values(trace, input_values or inputs, _module_tensors(model))

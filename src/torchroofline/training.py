@@ -81,13 +81,21 @@ def step_trace_options(
     optimizer: str,
     optimizer_options: Mapping[str, Any] | None,
     autocast: str | None = None,
+    checkpoint: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The :func:`~torchroofline.trace.trace_model` keywords of ``mode``: none for inference,
-    a :class:`Step` on fake CPU tensors for a training step (see the module docstring)."""
+    a :class:`Step` on fake CPU tensors for a training step (see the module docstring). A
+    training-step option given for inference is an error, before anything is traced."""
     check_training(mode, optimizer, loss, autocast)
     if mode == "inference":
-        if autocast is not None:
-            raise InputError("autocast is a training-step what-if; add mode='train'")
+        options = {"loss": loss, "optimizer_options": optimizer_options, "autocast": autocast,
+                   "checkpoint": checkpoint}
+        given = [name for name, value in options.items() if value]
+        if given:
+            raise InputError(
+                f"{', '.join(given)}: training-step option(s), ignored in inference; add "
+                "mode='train' (CLI: --train)"
+            )
         return {}
     step = Step(loss, optimizer, dict(optimizer_options or {}), autocast)
     return {"device": "cpu", "step": step}
