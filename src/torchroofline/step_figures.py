@@ -143,7 +143,7 @@ def with_checkpoint(result: Any, patterns: Sequence[str]) -> Any:
     if not patterns:
         return result
     result = dataclasses.replace(result, checkpoint=tuple(patterns))
-    checkpoint_what_if(result, patterns)
+    result.checkpoint_what_if  # noqa: B018 — priced (and cached) now, so bad patterns raise here
     return result
 
 
