@@ -253,3 +253,22 @@ def test_scattered_zeros_are_no_structure():
     a[:32, :32] = 0
     blocked = torchroofline.analyze(Fn(torch.mm), (a, b), data="given")
     assert blocked.tensor_flops == 2 * (64**3 - 32 * 32 * 64)
+
+
+def test_overlapping_kept_blocks_count_their_products_once():
+    # y = triu(A) @ B, 64 × 64, keeping y[:32] and y[:, :32]: the kept outputs are rows < 32
+    # (all columns) and rows ≥ 32 of columns < 32. Row i of triu(A) has 64 − i nonzeros, so
+    # products = Σ_{i<32} (64 − i)·64 + Σ_{32≤i<64} (64 − i)·32 = 99,328 + 16,896 = 116,224
+    # multiply-adds (the overlap y[:32, :32] was once counted twice: 331,776 FLOPs)
+    import torchroofline
+
+    class TwoSlices(nn.Module):
+        def forward(self, a, b):
+            y = a @ b
+            return y[:32].clone(), y[:, :32].clone()
+
+    a, b = torch.triu(torch.rand(64, 64) + 0.5), torch.rand(64, 64) + 0.5
+    result = torchroofline.analyze(TwoSlices(), (a, b), data="given")
+    rows = sum((64 - i) * 64 for i in range(32)) + sum((64 - i) * 32 for i in range(32, 64))
+    assert rows == 116_224
+    assert result.tensor_flops == 2 * rows

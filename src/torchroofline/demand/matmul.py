@@ -16,6 +16,7 @@ from ..regions import (
     Box,
     IndexSet,
     Region,
+    box_difference,
     box_size,
     full_box,
     positions_to_set,
@@ -183,7 +184,11 @@ def known_products(context: _Context, region: Region) -> Demand | None:
     for box in region.boxes:
         *lead, rows, columns = box
         for entry in [i for r in lead[0] for i in r] if lead else [0]:
-            by_entry.setdefault(entry, []).append((rows, columns))
+            # blocks made disjoint, so an output two demanded boxes share counts its products once
+            pieces = [(rows, columns)]
+            for earlier in by_entry.get(entry, []):
+                pieces = [piece for p in pieces for piece in box_difference(p, earlier)]
+            by_entry.setdefault(entry, []).extend(pieces)
     products = needed_a = needed_b = 0
     lines_a: list[Box] = []
     lines_b: list[Box] = []
