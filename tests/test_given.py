@@ -272,3 +272,24 @@ def test_overlapping_kept_blocks_count_their_products_once():
     rows = sum((64 - i) * 64 for i in range(32)) + sum((64 - i) * 32 for i in range(32, 64))
     assert rows == 116_224
     assert result.tensor_flops == 2 * rows
+
+
+def test_a_zero_dim_index_is_one_position():
+    # torch accepts a 0-dim index for index_select and index_add_; the given-data rules read
+    # it as one position (they raised IndexError): index_select(x, 0, tensor(3)) copies row 3,
+    # 8 floats read and 8 written, plus the 8-byte index
+    import torchroofline
+    from conftest import Fn
+
+    x = torch.randn(10, 8)
+    result = torchroofline.analyze(
+        Fn(lambda x, i: torch.index_select(x, 0, i)), (x, torch.tensor(3)), data="given"
+    )
+    assert result.compulsory_bytes == 8 * 4 + 8 + 8 * 4
+    added = torchroofline.analyze(
+        Fn(lambda d, i, s: d.index_add(0, i, s)),
+        (torch.zeros(4, 8), torch.tensor(2), torch.randn(1, 8)), data="given",
+    )
+    # out = d with s[0] added to row 2: all of d (32 floats, row 2 included), the index and
+    # s's one row are read, the 4 × 8 output written: (32 + 8 + 32) · 4 + 8 bytes
+    assert added.compulsory_bytes == (32 + 8 + 32) * 4 + 8

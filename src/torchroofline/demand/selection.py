@@ -195,6 +195,7 @@ def _index_select_picks(context: _Context, indices: torch.Tensor) -> Region:
     """index_select(x, dim, index): each demanded box, its ``dim`` positions mapped through
     the index values — the source elements those outputs copy, no more."""
     dim = context.argument("dim") % len(context.op.reads[0].shape)
+    indices = indices.reshape(-1)  # a 0-dim index picks one position, as a 1-element one
     boxes = [
         (*box[:dim], positions_to_set(indices[[i for r in box[dim] for i in r]].tolist()),
          *box[dim + 1 :])
@@ -364,7 +365,7 @@ def _known_sources(context: _Context) -> tuple[Region, Region] | None:
     if index is None:
         return None
     dim = context.argument("dim") % len(context.op.reads[0].shape)
-    targets = index.long().tolist()
+    targets = index.long().reshape(-1).tolist()
     copies = aten.index_copy in op_keys(context.op)
     if copies and len(set(targets)) < len(targets):
         return None  # which of two slices copied to one place survives is unspecified
