@@ -293,3 +293,12 @@ def test_a_zero_dim_index_is_one_position():
     # out = d with s[0] added to row 2: all of d (32 floats, row 2 included), the index and
     # s's one row are read, the 4 × 8 output written: (32 + 8 + 32) · 4 + 8 bytes
     assert added.compulsory_bytes == (32 + 8 + 32) * 4 + 8
+
+
+def test_a_normal_draw_cast_to_integers_is_no_dense_draw():
+    # randn(...).long() is mostly zeros (|x| < 1 rounds to 0): its values are structure a
+    # given bound reads, so it is made; randn(...) and its float copies are dense draws
+    from torchroofline.given import drawn_dense
+
+    assert drawn_dense(lambda: [torch.randn(8, 8), torch.randn(8, 8).double()])
+    assert not drawn_dense(lambda: [torch.randn(8, 8).long()])

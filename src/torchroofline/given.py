@@ -147,7 +147,8 @@ class _DrawTracker(TorchDispatchMode):
         drawn = name in _NONZERO_DRAWS or (
             name in _SAME_ELEMENTS and inputs and all(id(t) in self.drawn for t in inputs)
         )
-        if drawn and isinstance(output, torch.Tensor):
+        # a cast to an integer (or bool) dtype rounds most of a normal draw to zero
+        if drawn and isinstance(output, torch.Tensor) and output.dtype.is_floating_point:
             self.drawn.add(id(output))
             self.made.append(output)
         return output
