@@ -302,3 +302,23 @@ def test_a_normal_draw_cast_to_integers_is_no_dense_draw():
 
     assert drawn_dense(lambda: [torch.randn(8, 8), torch.randn(8, 8).double()])
     assert not drawn_dense(lambda: [torch.randn(8, 8).long()])
+
+
+def test_embedding_lookups_charge_each_kept_box_at_its_own_columns():
+    # e = Embedding(100, 10) at ids [5, 7], keeping y[0] (row 5, all 10 columns) and y[1, :1]
+    # (row 7, column 0): 11 weight elements (every picked row was charged at the widest box's
+    # 10 columns: 20)
+    import torchroofline
+
+    class TwoLookups(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = nn.Embedding(100, 10)
+
+        def forward(self, ids):
+            y = self.table(ids)
+            return y[0].clone(), y[1, :1].clone()
+
+    result = torchroofline.analyze(TwoLookups(), (torch.tensor([5, 7]),), data="given")
+    weight = [r for r in result.plans.necessary.input_refs if r.shape == (100, 10)]
+    assert [r.elements for r in weight] == [11]

@@ -180,15 +180,14 @@ def _demanded_mask(region: Region, shape: tuple[int, ...]) -> torch.Tensor:
 
 
 def _embedding_picks(context: _Context, indices: torch.Tensor) -> Region:
-    """embedding(weight, indices): the distinct rows the demanded lookups pick, each at the
-    columns they use."""
-    weight = context.op.reads[0]
-    mask = _demanded_mask(context.output, context.op.writes[0].shape)
-    rows = indices[mask.any(-1)].unique()
-    part = _row_part(context.output, weight.shape[-1])
-    if part == weight.shape[-1]:
-        return Region.of([(positions_to_set(rows.tolist()), (range(part),))])
-    return Region(opaque=rows.numel() * part)
+    """embedding(weight, indices): per demanded box, the distinct rows its lookups pick at the
+    box's own columns (united over the boxes); a demanded output with no position, one element."""
+    shape = context.op.writes[0].shape
+    boxes = []
+    for box in context.output.boxes:
+        rows = indices[_demanded_mask(Region.of([box]), shape).any(-1)].unique()
+        boxes.append((positions_to_set(rows.tolist()), box[-1]))
+    return Region.of(boxes, min(context.output.opaque, 1))
 
 
 def _index_select_picks(context: _Context, indices: torch.Tensor) -> Region:
