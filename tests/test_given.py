@@ -322,3 +322,19 @@ def test_embedding_lookups_charge_each_kept_box_at_its_own_columns():
     result = torchroofline.analyze(TwoLookups(), (torch.tensor([5, 7]),), data="given")
     weight = [r for r in result.plans.necessary.input_refs if r.shape == (100, 10)]
     assert [r.elements for r in weight] == [11]
+
+
+def test_a_known_mask_charges_a_broadcast_operand_only_where_it_is_picked():
+    # where(mask, x, y) with x (64, 64) and y (64, 1) broadcast along columns, mask = rows < 32
+    # given: y is picked only in rows ≥ 32, so 32 of its 64 elements are read (it was charged
+    # at every demanded element: all 64); x at rows < 32: 32 · 64 elements
+    import torchroofline
+    from conftest import Fn
+
+    mask = (torch.arange(64) < 32).reshape(64, 1).expand(64, 64).contiguous()
+    result = torchroofline.analyze(
+        Fn(torch.where), (mask, torch.rand(64, 64), torch.rand(64, 1)), data="given"
+    )
+    charged = {(r.shape, r.dtype): r.elements for r in result.plans.necessary.input_refs}
+    assert charged[((64, 1), "float32")] == 32
+    assert charged[((64, 64), "float32")] == 32 * 64 and charged[((64, 64), "bool")] == 64 * 64

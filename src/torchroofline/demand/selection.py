@@ -86,19 +86,18 @@ def selection_demand(context: _Context) -> Demand:
     mask_position = names.index("mask" if "mask" in names else "condition")
     mask = _known(context, mask_position)
     elements = math.prod(out_shape)
-    picked = [
-        position
-        for position, ref in enumerate(context.op.reads)
-        if position != mask_position and ref.elements * 2 > elements
-    ]
-    for position in picked:
-        if mask is None:
+    others = [position for position in range(len(context.op.reads)) if position != mask_position]
+    # with a data mask, the tensors it may pick nowhere (scalars and broadcast fills aside)
+    picked = [p for p in others if context.op.reads[p].elements * 2 > elements]
+    if mask is None:
+        for position in picked:
             inputs[position] = Region()
-            continue
+    else:  # a known mask: every tensor is needed where it is picked, broadcast ones too
         holds = mask.expand(out_shape).bool()
-        where = holds if names[position] == when_true else ~holds
-        chosen = _region_where(where, region)
-        inputs[position] = _broadcast(chosen, out_shape, context.op.reads[position].shape)
+        for position in others:
+            where = holds if names[position] == when_true else ~holds
+            chosen = _region_where(where, region)
+            inputs[position] = _broadcast(chosen, out_shape, context.op.reads[position].shape)
     sourced = [p for p in picked if context.op.reads[p].value_id not in context.producers]
     if mask is None and len(picked) == 2 and sourced == picked:
         narrower = min(picked, key=lambda p: context.op.reads[p].itemsize)
