@@ -20,6 +20,7 @@ import torch
 from ..costs import OpKey, OpRecord, add_rules, aten, lookup
 from ..trace import Trace, TracedOp
 from .constants import known_values
+from .matmul import has_structure
 from .walk import Necessary, _sized_by_data, necessary_work
 
 #: Ops whose demand rule reads the values of their index or mask arguments (the reads that are
@@ -103,7 +104,7 @@ def given_necessary(
     newly_known = known.keys() - known_any.keys()
     # an operand is read for its zeros only: one with none changes nothing
     index_read = {v for op in trace.ops for v in _read_values(op)}
-    zeros_read = {v for v in newly_known & _operands(trace.ops) if bool((known[v] == 0).any())}
+    zeros_read = {v for v in newly_known & _operands(trace.ops) if has_structure(known[v] != 0)}
     if not sizes_given and newly_known.isdisjoint(index_read) and not zeros_read:
         return None
     return necessary_work(trace, records, known=known, sizes_given=sizes_given)

@@ -91,8 +91,14 @@ def _nonzeros(context: _Context, position: int) -> torch.Tensor | None:
     if value is None:
         return None
     nonzero = (value != 0).reshape(math.prod(ref.shape[:-2]), *ref.shape[-2:])
+    return nonzero if has_structure(nonzero) else None
+
+
+def has_structure(nonzero: torch.Tensor) -> bool:
+    """Whether a known operand's zeros (``nonzero`` is False there) are at least
+    :data:`SCATTERED_ZERO_SHARE` of it: structure a matmul's products skip."""
     zeros = nonzero.numel() - int(nonzero.sum())
-    return None if zeros < SCATTERED_ZERO_SHARE * nonzero.numel() else nonzero
+    return zeros >= SCATTERED_ZERO_SHARE * nonzero.numel()
 
 
 def _unit_ranges(index_set: IndexSet) -> list[range]:
