@@ -349,3 +349,16 @@ def test_a_first_conv_layers_backward_computes_only_the_weight_gradient():
         "aten.convolution.default": 169_344, "aten.convolution_backward.default": 169_344,
     }
     assert result.eager_estimate_s >= result.sol_s > 0
+
+
+def test_fused_adamw_reads_its_gradients_without_writing_them():
+    # _fused_adamw_'s schema marks grads written, but the kernel unscales them in place only
+    # with a grad_scale (AMP): without one it reads param, grad, exp_avg, exp_avg_sq and writes
+    # param, exp_avg, exp_avg_sq — 7 fp32 accesses, 28 B per parameter — at 14 FLOPs each; the
+    # step counter adds 1 FLOP, 8 B (+1 in place) and 4 B (read by the fused kernel)
+    params = 1024 * 1024
+    result = _train(nn.Linear(1024, 1024, bias=False), torch.randn(8, 1024),
+                    optimizer_options={"fused": True})
+    step = _phase(result, "optimizer")
+    assert step.flops == 14 * params + 1
+    assert step.eager_bytes == 28 * params + 12

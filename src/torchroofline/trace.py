@@ -594,6 +594,15 @@ def _written_arguments(func: Any) -> tuple[tuple[int, str], ...]:
     )
 
 
+#: Arguments a schema marks written that the kernel writes only when another argument is
+#: given: the fused optimizers unscale ``grads`` in place only with a ``grad_scale`` (AMP),
+#: and otherwise only read them. Keyed by op packet name: (written argument, condition).
+_WRITTEN_ONLY_WITH: dict[str, tuple[str, str]] = {
+    name: ("grads", "grad_scale")
+    for name in ("_fused_adamw_", "_fused_adam_", "_fused_sgd_", "_fused_adagrad_")
+}
+
+
 def _mutated_arguments(func: Any, args: tuple, kwargs: dict, output: Any) -> list[torch.Tensor]:
     """Arguments the op writes in place that it does not also return (batch-norm running
     statistics): they are writes too."""
@@ -601,10 +610,19 @@ def _mutated_arguments(func: Any, args: tuple, kwargs: dict, output: Any) -> lis
     if not written:
         return []
     returned = {t.untyped_storage()._cdata for t in _tensors(output)}
+    names = _argument_names(func)
+
+    def value_of(name: str) -> Any:
+        position = names.index(name)
+        return args[position] if position < len(args) else kwargs.get(name)
+
+    only_with = _WRITTEN_ONLY_WITH.get(func.overloadpacket.__name__)
     mutated = []
-    for position, name in written:
-        value = args[position] if position < len(args) else kwargs.get(name)
-        mutated += [t for t in _tensors(value) if t.untyped_storage()._cdata not in returned]
+    for _, name in written:
+        if only_with and name == only_with[0] and value_of(only_with[1]) is None:
+            continue
+        tensors = _tensors(value_of(name))
+        mutated += [t for t in tensors if t.untyped_storage()._cdata not in returned]
     return mutated
 
 
