@@ -124,7 +124,9 @@ class Step:
     ) -> Iterator[None]:
         """Mark the trace's copies of the model's trainable parameters as requiring gradients
         (in a model without any, a KernelBench operator, its floating inputs: the backward of
-        the operator), and label each autograd node with the module whose forward made it."""
+        the operator), and label each autograd node with the module whose forward made it.
+        Each trace starts afresh (``max_batch`` traces one step several times)."""
+        self._trained, self._inputs = {}, []
         for name, parameter in model.named_parameters(remove_duplicate=False):
             if parameter.requires_grad:
                 self._trained[name] = module_tensors[name].requires_grad_(True)
