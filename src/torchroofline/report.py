@@ -29,11 +29,11 @@ def si(value: float, unit: str = "") -> str:
     return f"{value:.2f} {unit}".rstrip() if unit else f"{value:g}"
 
 
-def human_bytes(count: float) -> str:
-    """Decimal byte units: ``1.5e6`` → ``"1.50 MB"``."""
+def human_bytes(count: float, digits: str = ".2f") -> str:
+    """Decimal byte units: ``1.5e6`` → ``"1.50 MB"`` (``digits``: the number's format)."""
     for scale, unit in _BYTES:
         if abs(count) >= scale:
-            return f"{count / scale:.2f} {unit}"
+            return f"{count / scale:{digits}} {unit}"
     return f"{count:.0f} B"
 
 
@@ -100,10 +100,7 @@ def result_to_dict(result: Result) -> dict[str, Any]:
 
 def short_bytes(count: float) -> str:
     """Decimal byte units to three significant digits: ``1.41e11`` → ``"141 GB"``."""
-    for scale, unit in _BYTES:
-        if abs(count) >= scale:
-            return f"{count / scale:.3g} {unit}"
-    return f"{count:.0f} B"
+    return human_bytes(count, ".3g")
 
 
 #: What each memory verdict (memory.MemoryFit.verdict) adds after the figures.
