@@ -106,6 +106,8 @@ def with_given_values(
     for value_id, tensor in zip(trace.argument_value_ids, tensors, strict=False):
         if value_id and _real(tensor):
             given[value_id] = _flat_storage(tensor)
+    if not given and not any(map(_real, tensors)):
+        return trace  # every value is a shape (made over the data limit): nothing is given
     return dataclasses.replace(trace, given=given)
 
 

@@ -33,7 +33,7 @@ from .given import (
 )
 from .hardware import GPUSpec
 from .precision import restoring_switches
-from .report import rung_name
+from .report import human_bytes, rung_name
 from .roofline import Actual, Result
 from .runs import (
     COMPILED_BACKENDS,
@@ -44,7 +44,9 @@ from .runs import (
     problem_number,
     read_json_object,
 )
+from .seeded import TENSOR_SHARE_OF_LIMIT, ShapeOnlyDraws, ShapeOnlyError
 from .shadow import ConstantShadow
+from .trace import _module_tensors
 
 _LEVEL_DIR = re.compile(r"^level(\d+)$")
 
@@ -232,20 +234,42 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
 KERNELBENCH_SEED = 42
 
 
-def seeded_inputs(problem: Problem) -> tuple:
-    """``get_inputs()`` for real, under KernelBench's seed: the values a kernel is timed on."""
+def _under_seed(problem: Problem, make: Callable[[], Any], limit_bytes: int, fits: bool) -> Any:
+    """``make()`` under KernelBench's seed, its tensors over ``limit_bytes``' share made as
+    shapes only (:class:`~torchroofline.seeded.ShapeOnlyDraws`); made wholly for real when
+    that cannot be done and they ``fit`` (else :class:`ShapeOnlyError`). The caller's
+    generator state is put back."""
     state = torch.random.get_rng_state()
     try:
         with hub_offline():
-            torch.manual_seed(KERNELBENCH_SEED)
-            inputs = problem.get_inputs()
+            try:
+                with ShapeOnlyDraws.within(limit_bytes):
+                    torch.manual_seed(KERNELBENCH_SEED)
+                    return make()
+            except ShapeOnlyError:
+                if not fits:
+                    raise
+                torch.manual_seed(KERNELBENCH_SEED)
+                return make()
+    finally:
+        torch.random.set_rng_state(state)
+
+
+def seeded_inputs(
+    problem: Problem, limit_bytes: int = DATA_LIMIT_BYTES, fits: bool = True
+) -> tuple:
+    """``get_inputs()`` under KernelBench's seed: the values a kernel is timed on, with the
+    tensors over ``limit_bytes``' share as meta tensors (shapes whose values stay unknown);
+    :class:`ShapeOnlyError` when that cannot be done and the inputs do not ``fit``."""
+    try:
+        inputs = _under_seed(problem, problem.get_inputs, limit_bytes, fits)
+    except ShapeOnlyError:
+        raise
     except Exception as error:  # noqa: BLE001 — the problem's own code failed
         raise ProblemFileError(
             f"{problem.path}: get_inputs() raised {type(error).__name__} when made for real: "
             f"{_first_line(error)}; pass --data any"
         ) from error
-    finally:
-        torch.random.set_rng_state(state)
     return (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
 
 
@@ -260,44 +284,60 @@ def _structured_inputs(
 
 
 def _seeded_model(problem: Problem, fake: nn.Module, limit_bytes: int) -> nn.Module | None:
-    """The model built for real under KernelBench's seed, when its tensors fit in
-    ``limit_bytes`` (None otherwise, or when its constructor fails for real)."""
-    if input_bytes(list(fake.parameters()) + list(fake.buffers())) > limit_bytes:
-        return None
-    state = torch.random.get_rng_state()
+    """The model built under KernelBench's seed, its tensors over ``limit_bytes``' share as
+    shapes only (None when its constructor fails for real)."""
+    def construct() -> nn.Module:
+        init_inputs = problem.get_init_inputs()
+        torch.manual_seed(KERNELBENCH_SEED)
+        return problem.model_class(*init_inputs)
+
+    fits = input_bytes(list(fake.parameters()) + list(fake.buffers())) <= limit_bytes
     try:
-        with hub_offline():
-            torch.manual_seed(KERNELBENCH_SEED)
-            init_inputs = problem.get_init_inputs()
-            torch.manual_seed(KERNELBENCH_SEED)
-            return problem.model_class(*init_inputs)
+        return _under_seed(problem, construct, limit_bytes, fits)
     except Exception:  # noqa: BLE001 — the bound then stays the one for the fake model
         return None
-    finally:
-        torch.random.set_rng_state(state)
+
+
+def _shape_only_note(what: str, tensors: Iterable[tuple[str, torch.Tensor]],
+                     limit_bytes: int) -> list[str]:
+    """A note naming the tensors made as shapes only, whose values the bound cannot read."""
+    shapes = [(name, t) for name, t in tensors if t.is_meta]
+    if not shapes:
+        return []
+    size = input_bytes([t for _, t in shapes])
+    names = ", ".join(name for name, _ in shapes[:4]) + (" …" if len(shapes) > 4 else "")
+    return [
+        f"{what} {names} ({human_bytes(size)}) made as shapes only, over the data limit "
+        f"(--data-limit {human_bytes(limit_bytes)}, a tensor at most a "
+        f"{TENSOR_SHARE_OF_LIMIT}th of it): the bound holds for any values of them"
+    ]
 
 
 def _given_inputs(
-    problem: Problem, inputs: tuple, data: str | None, limit_bytes: int,
-    made: Callable[[], tuple],
-) -> tuple[Callable[[bool], tuple | None] | None, list[str]]:
+    problem: Problem, inputs: tuple, data: str | None, made: Callable[[], tuple],
+) -> Callable[[bool], tuple | None] | None:
     """What makes the given input values (None: the bound is for any values, or the inputs
-    are real already) and the note that says why a default "given" became "any". ``made``
-    makes them for real (once)."""
+    are real already). ``made`` makes them under the seed (once)."""
     check_data(data)
     if data == "any" or not any(isinstance(t, FakeTensor) for t in _tensor_leaves(inputs)):
-        return None, []
+        return None
+    return lambda zeros_only: _structured_inputs(problem, zeros_only, made)
+
+
+def _made_inputs(
+    problem: Problem, inputs: tuple, limit_bytes: int, notes: list[str]
+) -> tuple:
+    """The seeded inputs (:func:`seeded_inputs`); the fake ``inputs`` themselves, with a note,
+    when they can be made neither with shape-only big tensors nor wholly within the limit."""
     size = input_bytes(inputs)
-    if size <= limit_bytes:
-        return (lambda zeros_only: _structured_inputs(problem, zeros_only, made)), []
-    over = (
-        f"the inputs take {size / 2**30:.2f} GiB, over the data limit of "
-        f"{limit_bytes / 2**30:.2f} GiB"
-    )
-    if data == "given":
-        raise InputError(f"{problem.path}: --data given: {over}; raise --data-limit or pass "
-                         "--data any")
-    return None, [f"bound for any input values: {over} (--data-limit)"]
+    try:
+        return seeded_inputs(problem, limit_bytes, fits=size <= limit_bytes)
+    except ShapeOnlyError as error:
+        notes.append(
+            f"bound for any input values: get_inputs() {error}, and its tensors take "
+            f"{human_bytes(size)}, over the data limit (--data-limit)"
+        )
+        return inputs
 
 
 def _construct(problem: Problem) -> tuple[nn.Module, tuple]:
@@ -336,9 +376,12 @@ def analyze_file(
     with restoring_switches():
         problem = load_problem(path, class_name=class_name)
         model, inputs, notes = build_problem(problem)
+        data_notes: list[str] = []
         # made at most once: the rebuilt model below reads the same values
-        made = functools.cache(lambda: seeded_inputs(problem))
-        input_values, data_notes = _given_inputs(problem, inputs, data, data_limit_bytes, made)
+        made = functools.cache(
+            lambda: _made_inputs(problem, inputs, data_limit_bytes, data_notes)
+        )
+        input_values = _given_inputs(problem, inputs, data, made)
         result = analyze(
             model, inputs, gpu, precision, cache=cache, actual_ms=actual_ms, name=problem.name,
             math=math, data="any" if data == "any" else None, input_values=input_values,
@@ -349,13 +392,26 @@ def analyze_file(
             if real is not None:
                 result = analyze(
                     real, made(), gpu, precision, cache=cache, actual_ms=actual_ms,
-                    name=problem.name, math=math, data="given",
-                    data_limit_bytes=data_limit_bytes, **(training or {}),
+                    name=problem.name, math=math, input_values=lambda _zeros_only: made(),
+                    **(training or {}),
                 )
                 data_notes.append(
                     "built for real under KernelBench's seed: the bound for the given values "
                     "reads parameters (a router's weights) or sizes the data decides"
                 )
+                data_notes += _shape_only_note(
+                    "parameters and buffers", _module_tensors(real).items(), data_limit_bytes
+                )
+        if made.cache_info().currsize:
+            data_notes += _shape_only_note(
+                "inputs", ((f"#{i}", t) for i, t in enumerate(_tensor_leaves(made()))),
+                data_limit_bytes,
+            )
+        if data == "given" and result.plans.bound_data == "any":
+            raise InputError(
+                f"{problem.path}: --data given: no input could be made within the data limit "
+                f"({'; '.join(data_notes)}); raise --data-limit or pass --data any"
+            )
         notes += data_notes
     return result.with_notes(notes) if notes else result
 

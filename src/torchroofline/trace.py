@@ -22,7 +22,7 @@ import logging
 import math
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -46,6 +46,10 @@ from .shadow import known_value
 
 #: Default ceiling on the real tensors the real-data fallback may build (bytes).
 REAL_FALLBACK_LIMIT_BYTES = 2 * 2**30
+
+#: The real-data fallback first keeps as shapes (meta) every fake tensor over this share of
+#: its limit, and runs the ops that read them on meta (:class:`_MixedCall`).
+SHAPE_SHARE_OF_FALLBACK_LIMIT = 4
 
 #: Error texts that mean "this op needs real data"; the real-data fallback handles them.
 _DATA_DEPENDENT_ERRORS = (DataDependentOutputException, DynamicOutputShapeException)
@@ -395,6 +399,9 @@ class _Recorder(TorchDispatchMode):
         self.meta_only: set[Any] = set()
         # fake tensors hold no data, so records may keep them; real ones become meta copies
         self._shape_only = (lambda tree: tree) if fake else _shape_only_tree
+        #: how ops run: :func:`_call`, or on real tensors beside meta ones that hold no data
+        #: (:class:`_MixedCall`)
+        self.call: Callable[[Any, tuple, dict, set[Any]], Any] = _call
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
@@ -409,7 +416,7 @@ class _Recorder(TorchDispatchMode):
         if self.host_storages and _on_host(in_tensors, self.host_storages):
             return func(*args, **kwargs)
         reads = self._reads(in_tensors)
-        output = _call(func, args, kwargs, self.meta_only)
+        output = self.call(func, args, kwargs, self.meta_only)
         is_alias = func.is_view or _aliases_input(func, in_tensors, output)
         mutated = _mutated_arguments(func, args, kwargs, output)
         self.record(self.current_op, base, func, args, kwargs, output, reads, is_alias, mutated)
@@ -523,9 +530,33 @@ def _signature(leaf: Any) -> Any:
     return leaf
 
 
-def _call_on_meta(func: Any, args: tuple, kwargs: dict) -> Any:
-    """Run ``func`` on meta copies of its arguments; its outputs are re-made on the arguments'
-    device (an output that is an argument, in place, is that argument)."""
+class _MixedCall:
+    """Runs ops on real tensors beside meta ones (big tensors made as shapes only,
+    :mod:`torchroofline.seeded`): an op that reads a meta tensor, or a real one such an op
+    wrote, runs on meta and its outputs are meta, so values that are not known are never
+    mistaken for given ones; an op on known values runs for real."""
+
+    def __init__(self) -> None:
+        #: storages of real tensors written from meta ones: their values are unknown
+        self.unknown_storages: set[int] = set()
+
+    def __call__(self, func: Any, args: tuple, kwargs: dict, meta_only: set[Any]) -> Any:
+        tensors = _tensors((args, kwargs))
+        if not any(t.is_meta or t.untyped_storage()._cdata in self.unknown_storages
+                   for t in tensors):
+            return _call(func, args, kwargs, meta_only)
+        for position, name in _written_arguments(func):
+            written = args[position] if position < len(args) else kwargs.get(name)
+            if isinstance(written, torch.Tensor) and not written.is_meta:
+                self.unknown_storages.add(written.untyped_storage()._cdata)
+        if all(t.is_meta for t in tensors):  # meta kernels keep views and in-place writes
+            return func(*args, **kwargs)
+        return _call_on_meta(func, args, kwargs, device="meta")
+
+
+def _call_on_meta(func: Any, args: tuple, kwargs: dict, device: Any = None) -> Any:
+    """Run ``func`` on meta copies of its arguments; its outputs are re-made on ``device``
+    (default: the arguments'); an output that is an argument, in place, is that argument."""
     leaves, _ = tree_flatten((args, kwargs))
     key = (func, tuple(_signature(leaf) for leaf in leaves))
     try:
@@ -538,7 +569,8 @@ def _call_on_meta(func: Any, args: tuple, kwargs: dict) -> Any:
             _META_OUTPUTS[key] = found
     spec, layouts = found
     tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
-    device = tensors[0].device if tensors else "cuda"
+    if device is None:
+        device = tensors[0].device if tensors else "cuda"
     made = [
         leaves[layout[1]] if layout[0] == "argument"  # an in-place op returned its argument
         else torch.empty_strided(*layout[1:3], dtype=layout[3], device=device)
@@ -664,9 +696,13 @@ def _plain_tensor_attributes(model: nn.Module) -> list[tuple[nn.Module, str, tor
 class _Converter:
     """Turns real, meta or foreign-fake tensors into tensors of the trace (fake or real)."""
 
-    def __init__(self, fake_mode: FakeTensorMode | None, device: str) -> None:
+    def __init__(self, fake_mode: FakeTensorMode | None, device: str,
+                 shapes_over_bytes: int | None = None) -> None:
         self.fake_mode = fake_mode
         self.device = device
+        #: real-data runs only: meta tensors, and fake ones over this many bytes, become
+        #: meta (shapes whose values are unknown) instead of being filled at random
+        self.shapes_over_bytes = shapes_over_bytes
         self._done: dict[int, torch.Tensor] = {}
         self._storages: dict[tuple[int, torch.dtype], torch.Tensor] = {}
         #: storage key of a converted buffer → its storage's known elements (flat, CPU)
@@ -699,6 +735,9 @@ class _Converter:
 
     def _convert(self, tensor: torch.Tensor) -> torch.Tensor:
         if self.fake_mode is None:
+            if _kept_as_shape(tensor, self.shapes_over_bytes):
+                return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
+                                           device="meta")
             if isinstance(tensor, FakeTensor) or tensor.is_meta:
                 self.filled_at_random = True
                 return _random_like(tensor)
@@ -739,13 +778,27 @@ def _random_like(tensor: torch.Tensor) -> torch.Tensor:
     return make(tensor.shape, dtype=tensor.dtype)
 
 
-def _materialized_bytes(model: nn.Module, inputs: Sequence[Any]) -> int:
-    """Bytes of the real tensors a real-data trace would have to build (fake or meta ones)."""
+def _kept_as_shape(tensor: torch.Tensor, shapes_over_bytes: int | None) -> bool:
+    """Whether a real-data trace keeps ``tensor`` as a meta shape: a meta tensor, or a fake
+    one over ``shapes_over_bytes`` (never, when that is None)."""
+    if shapes_over_bytes is None:
+        return False
+    if isinstance(tensor, FakeTensor):
+        return tensor.numel() * tensor.element_size() > shapes_over_bytes
+    return tensor.is_meta
+
+
+def _materialized_bytes(
+    model: nn.Module, inputs: Sequence[Any], shapes_over_bytes: int | None = None
+) -> int:
+    """Bytes of the real tensors a real-data trace would have to build: the fake and meta
+    ones it does not keep as shapes (:func:`_kept_as_shape`)."""
     tensors = list(_module_tensors(model).values()) + _tensors(inputs)
     tensors += [value for _, _, value in _plain_tensor_attributes(model)]
     unique = {id(t): t for t in tensors}.values()
     return sum(
-        t.numel() * t.element_size() for t in unique if isinstance(t, FakeTensor) or t.is_meta
+        t.numel() * t.element_size() for t in unique
+        if (isinstance(t, FakeTensor) or t.is_meta) and not _kept_as_shape(t, shapes_over_bytes)
     )
 
 
@@ -817,8 +870,9 @@ def _run(
     fake_mode: FakeTensorMode | None,
     device: str,
     step: StepRunner | None = None,
+    shapes_over_bytes: int | None = None,
 ) -> tuple[_Recorder, _ValueTable, Any]:
-    convert = _Converter(fake_mode, device)
+    convert = _Converter(fake_mode, device, shapes_over_bytes)
     params = {name: convert.buffer(t) for name, t in _module_tensors(model).items()}
     args = tree_map(lambda x: convert(x) if isinstance(x, torch.Tensor) else x, inputs)
     step_context = (
@@ -828,6 +882,8 @@ def _run(
     values.known_storages = convert.known_storages
     modules = _ModuleStack(model)
     recorder = _Recorder(values, modules, fake=fake_mode is not None)
+    if shapes_over_bytes is not None:
+        recorder.call = _MixedCall()
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
     with (
         _collector_paused(),
@@ -1034,6 +1090,22 @@ def _real_fallback(
     step: StepRunner | None = None,
 ) -> tuple[_Recorder, _ValueTable, Any]:
     needed = _materialized_bytes(model, args)
+    shapes_over_bytes = limit_bytes // SHAPE_SHARE_OF_FALLBACK_LIMIT
+    needed_with_shapes = _materialized_bytes(model, args, shapes_over_bytes)
+    if needed_with_shapes < needed and needed_with_shapes <= limit_bytes:
+        # meta tensors and big fake ones stay shapes (a model with its experts made shape
+        # only): enough unless the op that needs data reads one of them
+        try:
+            run = _run(model, args, None, "cpu", step, shapes_over_bytes)
+        except _TraceFailure:
+            pass
+        else:
+            notes.append(
+                f"traced with real CPU tensors: {failure.op} in '{failure.module_path}' needs "
+                f"real data (fake tensors up to {shapes_over_bytes / 2**20:,.0f} MiB were "
+                "filled with random values; meta and bigger ones stayed shapes)"
+            )
+            return run
     if needed > limit_bytes:
         raise DataDependentError(
             f"{model_name} needs real data at {failure.op} in module '{failure.module_path}' "
