@@ -17,6 +17,7 @@ STAGES = (
     # schedules (a training step's graphs), live bytes
     "step_figures",  # a training step's figures per phase and its checkpoint what-if
     "given",  # which input values the bound holds for, and those values
+    "seeded",  # a problem's seeded tensors, the big ones as shapes only
     "estimate", "roofline",  # 4. price: performance model, bound, Result
     "batch_report", "runs", "breakdown", "report", "viz",  # 5. report and pictures
     "api", "kernelbench", "batch", "validate", "cli", "_preload", "__init__", "__main__",
