@@ -116,6 +116,21 @@ def test_moe_charges_every_expert_that_receives_a_token() -> None:
     assert result.time_ms["sol_any_input"] < result.sol_ms
 
 
+def test_experts_made_as_shapes_keep_the_bound_of_the_real_model() -> None:
+    # a data limit of 16 KiB lets a tensor take 4 KiB: the experts (16·32·64·4 B = 128 KiB)
+    # are made as shapes only, the router (16·32·4 B = 2 KiB) and x (6·32·4 B) for real.
+    # The experts are drawn first, so the router holds its seeded values only if the
+    # generator was moved past them exactly; every routed expert is then charged as when
+    # the whole model is real
+    path = FIXTURES / "moe_topk.py"
+    real = analyze_file(path)
+    shapes = analyze_file(path, data_limit_bytes=16 * 2**10)
+    assert shapes.plans.bound_data == "given"
+    assert shapes.tensor_flops == real.tensor_flops
+    assert shapes.sol_ms == real.sol_ms
+    assert any("up (131.07 KB) made as shapes only" in note for note in shapes.notes)
+
+
 def test_given_needs_real_inputs() -> None:
     with pytest.raises(InputError, match="real input tensors"):
         analyze(_Lookup(), (torch.empty(2, 3, dtype=torch.long, device="meta"),), data="given")

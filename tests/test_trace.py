@@ -509,3 +509,40 @@ def test_ops_run_on_meta_remember_their_output_layouts():
         assert values.shape == (4,) and indices.dtype == torch.int64
     assert (torch.ops.aten.max.dim, (("tensor", (4, 8), (8, 1), torch.float32), 1)) in (
         tracing._META_OUTPUTS)
+
+
+class _RoutedRows(nn.Module):
+    """Rows of a big weight picked by data: ``nonzero`` over the picks (``read_out``) or over
+    the ids themselves decides a size."""
+
+    def __init__(self, read_out: bool) -> None:
+        super().__init__()
+        self.read_out = read_out
+        with torch.device("meta"):
+            self.weight = nn.Parameter(torch.empty(1000, 8))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(ids.shape[0], 8)
+        out.index_add_(0, torch.arange(ids.shape[0]), self.weight[ids])
+        decided = out if self.read_out else ids
+        return out[: decided.nonzero().shape[0]]
+
+
+def test_the_real_data_fallback_keeps_meta_tensors_as_shapes() -> None:
+    # the size comes from the real ids alone: the meta weight stays a shape (nothing filled
+    # at random), and the sizes are those of the given values
+    ids = torch.tensor([3, 0, 7, 7])
+    trace = trace_model(_RoutedRows(read_out=False), (ids,))
+    assert trace.ran_on_given_values
+    assert any("meta and bigger ones stayed shapes" in note for note in trace.notes)
+
+
+def test_a_real_tensor_written_from_a_shape_has_unknown_values() -> None:
+    # ``out`` is real but written from the meta weight: its values are unknown, so the size
+    # its nonzero decides cannot come from it; the run with shapes fails and the fallback
+    # fills the weight at random, as without shapes
+    ids = torch.tensor([3, 0, 7, 7])
+    trace = trace_model(_RoutedRows(read_out=True), (ids,))
+    assert not trace.ran_on_given_values
+    assert any("filled with random values)" in note and "stayed shapes" not in note
+               for note in trace.notes)

@@ -122,7 +122,8 @@ def _data_option(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--data-limit", type=_positive, default=2.0, metavar="GIB",
-        help="GiB of inputs a 'given' bound may make for real (default 2)",
+        help="GiB of inputs and parameters a 'given' bound may make for real, a quarter of "
+        "it per tensor; bigger ones are made as shapes only (default 2)",
     )
 
 

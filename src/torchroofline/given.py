@@ -30,8 +30,9 @@ from .trace import Trace
 #: What a bound may assume of the input values.
 DATA_CHOICES = ("any", "given")
 
-#: Default ceiling on the real input tensors a "given" bound may hold (bytes): above it, a
-#: problem file's bound is for any input (its inputs are never made).
+#: Default ceiling on the real tensors a "given" bound may make (bytes): past it, or past a
+#: quarter of it for one tensor, a problem file's tensors are made as shapes only
+#: (:mod:`torchroofline.seeded`).
 DATA_LIMIT_BYTES = 2 * 2**30
 
 

@@ -25,6 +25,7 @@ from .api import analyze
 from .errors import InputError, ProblemFileError, TorchrooflineError
 from .given import (
     DATA_LIMIT_BYTES,
+    _real,
     _tensor_leaves,
     check_data,
     drawn_dense,
@@ -263,7 +264,7 @@ def seeded_inputs(
     :class:`ShapeOnlyError` when that cannot be done and the inputs do not ``fit``."""
     try:
         inputs = _under_seed(problem, problem.get_inputs, limit_bytes, fits)
-    except ShapeOnlyError:
+    except ShapeOnlyError:  # ours, not the problem's: the caller decides
         raise
     except Exception as error:  # noqa: BLE001 — the problem's own code failed
         raise ProblemFileError(
@@ -372,7 +373,8 @@ def analyze_file(
     file sets at import count for its own analysis and are put back afterwards. ``math``: the
     math rung the speed of light assumes (:func:`~torchroofline.api.analyze`). ``data``: the
     bound for "any" input values or the "given" ones, ``get_inputs()`` under KernelBench's seed
-    (:func:`seeded_inputs`); default "given" when the inputs fit in ``data_limit_bytes``."""
+    (:func:`seeded_inputs`), its tensors over a quarter of ``data_limit_bytes`` (or past it in
+    all) made as shapes only; default "given"."""
     with restoring_switches():
         problem = load_problem(path, class_name=class_name)
         model, inputs, notes = build_problem(problem)
@@ -402,12 +404,11 @@ def analyze_file(
                 data_notes += _shape_only_note(
                     "parameters and buffers", _module_tensors(real).items(), data_limit_bytes
                 )
-        if made.cache_info().currsize:
-            data_notes += _shape_only_note(
-                "inputs", ((f"#{i}", t) for i, t in enumerate(_tensor_leaves(made()))),
-                data_limit_bytes,
-            )
-        if data == "given" and result.plans.bound_data == "any":
+        made_tensors = _tensor_leaves(made()) if made.cache_info().currsize else []
+        data_notes += _shape_only_note(
+            "inputs", ((f"#{i}", t) for i, t in enumerate(made_tensors)), data_limit_bytes
+        )
+        if data == "given" and made_tensors and not any(map(_real, made_tensors)):
             raise InputError(
                 f"{problem.path}: --data given: no input could be made within the data limit "
                 f"({'; '.join(data_notes)}); raise --data-limit or pass --data any"
