@@ -113,3 +113,31 @@ def test_a_draw_that_cannot_be_replayed_is_refused() -> None:
         tensor_limit_bytes=1024, total_limit_bytes=2**20
     ):
         torch.randperm(10_000)
+
+
+@pytest.mark.parametrize("seed", [42, 7])
+def test_a_reseed_voids_the_draws_owed_before_it(seed: int) -> None:
+    # KernelBench seeds before get_init_inputs() and again before the model: a big draw
+    # made before the second seed must not move the generator after it, whether the seed
+    # is set through the mode (the same seed again: the state shows no change) or behind it
+    torch.manual_seed(42)
+    torch.randn(100_000)
+    torch.manual_seed(seed)
+    real_small = torch.randn(5)
+    torch.manual_seed(42)
+    with ShapeOnlyDraws(tensor_limit_bytes=1024, total_limit_bytes=2**20) as draws:
+        torch.randn(100_000)
+        if seed == 42:
+            draws.manual_seed(seed)
+        else:
+            torch.manual_seed(seed)
+        small = torch.randn(5)
+    assert torch.equal(small, real_small)
+
+
+def test_a_draw_from_an_explicit_generator_is_refused() -> None:
+    generator = torch.Generator().manual_seed(0)
+    with pytest.raises(ShapeOnlyError, match="cannot be replayed"), ShapeOnlyDraws(
+        tensor_limit_bytes=1024, total_limit_bytes=2**20
+    ):
+        torch.randn(100_000, generator=generator)

@@ -235,23 +235,24 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
 KERNELBENCH_SEED = 42
 
 
-def _under_seed(problem: Problem, make: Callable[[], Any], limit_bytes: int, fits: bool) -> Any:
-    """``make()`` under KernelBench's seed, its tensors over ``limit_bytes``' share made as
-    shapes only (:class:`~torchroofline.seeded.ShapeOnlyDraws`); made wholly for real when
-    that cannot be done and they ``fit`` (else :class:`ShapeOnlyError`). The caller's
-    generator state is put back."""
+def _under_seed(problem: Problem, make: Callable[[Callable[[], None]], Any], limit_bytes: int,
+                fits: bool) -> Any:
+    """``make(reseed)`` under KernelBench's seed (``reseed()`` sets it again), its tensors over
+    ``limit_bytes``' share made as shapes only (:class:`~torchroofline.seeded.ShapeOnlyDraws`);
+    made wholly for real when that cannot be done and they ``fit`` (else
+    :class:`ShapeOnlyError`). The caller's generator state is put back."""
     state = torch.random.get_rng_state()
     try:
         with hub_offline():
             try:
-                with ShapeOnlyDraws.within(limit_bytes):
-                    torch.manual_seed(KERNELBENCH_SEED)
-                    return make()
+                with ShapeOnlyDraws.within(limit_bytes) as draws:
+                    draws.manual_seed(KERNELBENCH_SEED)
+                    return make(lambda: draws.manual_seed(KERNELBENCH_SEED))
             except ShapeOnlyError:
                 if not fits:
                     raise
                 torch.manual_seed(KERNELBENCH_SEED)
-                return make()
+                return make(lambda: torch.manual_seed(KERNELBENCH_SEED))
     finally:
         torch.random.set_rng_state(state)
 
@@ -263,7 +264,7 @@ def seeded_inputs(
     tensors over ``limit_bytes``' share as meta tensors (shapes whose values stay unknown);
     :class:`ShapeOnlyError` when that cannot be done and the inputs do not ``fit``."""
     try:
-        inputs = _under_seed(problem, problem.get_inputs, limit_bytes, fits)
+        inputs = _under_seed(problem, lambda _reseed: problem.get_inputs(), limit_bytes, fits)
     except ShapeOnlyError:  # ours, not the problem's: the caller decides
         raise
     except Exception as error:  # noqa: BLE001 — the problem's own code failed
@@ -287,9 +288,9 @@ def _structured_inputs(
 def _seeded_model(problem: Problem, fake: nn.Module, limit_bytes: int) -> nn.Module | None:
     """The model built under KernelBench's seed, its tensors over ``limit_bytes``' share as
     shapes only (None when its constructor fails for real)."""
-    def construct() -> nn.Module:
+    def construct(reseed: Callable[[], None]) -> nn.Module:
         init_inputs = problem.get_init_inputs()
-        torch.manual_seed(KERNELBENCH_SEED)
+        reseed()
         return problem.model_class(*init_inputs)
 
     fits = input_bytes(list(fake.parameters()) + list(fake.buffers())) <= limit_bytes

@@ -105,6 +105,10 @@ class ShapeOnlyDraws(TorchDispatchMode):
         self.real_bytes_left = total_limit_bytes
         #: draws of shape-only tensors not yet replayed (paid when a later draw needs them)
         self.owed: list[Callable[[], None]] = []
+        #: the generator's state when the last draw was owed: if it is another at payment,
+        #: the generator was reseeded behind our back and the debts are void (a reseed to the
+        #: same state shows only through :meth:`manual_seed`)
+        self.owed_at: torch.Tensor | None = None
 
     @classmethod
     def within(cls, limit_bytes: int) -> ShapeOnlyDraws:
@@ -152,14 +156,22 @@ class ShapeOnlyDraws(TorchDispatchMode):
         in_place = bool(func._schema.arguments) and func._schema.arguments[0].alias_info
         if func.overloadpacket not in REPLAYABLE_DRAWS or drawn is None or (
             in_place and not args[0].is_contiguous()
-        ):
+        ) or kwargs.get("generator") is not None:
             raise ShapeOnlyError(f"{func} draws a shape-only tensor and cannot be replayed")
         plain = tree_map(lambda v: v if not isinstance(v, torch.Tensor) else None, args)
         elements, dtype = drawn.numel(), drawn.dtype
         self.owed.append(lambda: _replay(func, plain, kwargs, elements, dtype))
+        self.owed_at = torch.random.get_rng_state()
+
+    def manual_seed(self, seed: int) -> None:
+        """``torch.manual_seed(seed)``, voiding every owed draw (the generator starts over)."""
+        self.owed = []
+        torch.manual_seed(seed)
 
     def pay(self) -> None:
-        """Advance the generator past every owed draw, in order."""
+        """Advance the generator past every owed draw, in order (none, when it was reseeded
+        since they were owed)."""
         owed, self.owed = self.owed, []
-        for advance in owed:
-            advance()
+        if owed and torch.equal(torch.random.get_rng_state(), self.owed_at):
+            for advance in owed:
+                advance()
