@@ -338,3 +338,44 @@ def test_a_known_mask_charges_a_broadcast_operand_only_where_it_is_picked():
     charged = {(r.shape, r.dtype): r.elements for r in result.plans.necessary.input_refs}
     assert charged[((64, 1), "float32")] == 32
     assert charged[((64, 64), "float32")] == 32 * 64 and charged[((64, 64), "bool")] == 64 * 64
+
+
+_ROUTED_PROBLEM = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, experts):
+        super().__init__()
+        self.router = nn.Linear(2048, experts, bias=False)
+        self.table = nn.Parameter(torch.randn(experts, 4))
+
+    def forward(self, x):
+        return self.table[self.router(x).topk(1, dim=-1).indices.reshape(-1)]
+
+
+def get_inputs():
+    return [torch.randn(3, 2048)]
+
+
+def get_init_inputs():
+    return [{experts}]
+'''
+
+
+@pytest.mark.parametrize("experts, rebuilt", [(2047, True), (2049, False)])
+def test_a_router_too_big_to_attach_needs_no_real_model(tmp_path, experts, rebuilt):
+    # the router's weight decides the looked-up rows, so the given bound wants its values; it
+    # is attached only up to CONSTANT_LIMIT_ELEMENTS = 2**22 = 4,194,304 elements: 2048 × 2047
+    # = 4,192,256 is (worth building the model for real), 2048 × 2049 = 4,196,352 is not
+    from torchroofline.demand.constants import CONSTANT_LIMIT_ELEMENTS
+    from torchroofline.given import needs_real_model
+    from torchroofline.kernelbench import build_problem
+
+    assert 2048 * 2047 <= CONSTANT_LIMIT_ELEMENTS < 2048 * 2049
+    path = tmp_path / "routed.py"
+    path.write_text(_ROUTED_PROBLEM.replace("{experts}", str(experts)))
+    model, inputs, _ = build_problem(load_problem(path))
+    trace = analyze(model, inputs, data="any").trace
+    assert needs_real_model(trace) is rebuilt
