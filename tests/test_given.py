@@ -379,3 +379,17 @@ def test_a_router_too_big_to_attach_needs_no_real_model(tmp_path, experts, rebui
     model, inputs, _ = build_problem(load_problem(path))
     trace = analyze(model, inputs, data="any").trace
     assert needs_real_model(trace) is rebuilt
+
+
+def test_a_topk_is_a_value_source_only_when_its_indices_are_read():
+    # topk(x).values reads x's values, but no rule reads them to choose positions: nothing
+    # needs running for real; the indices picking rows of a table do make x (and the topk) a
+    # source of the index values the gather reads
+    from conftest import Fn
+    from torchroofline.demand.given import value_sources
+
+    x, table = torch.randn(4, 8), torch.randn(8, 3)
+    values = analyze(Fn(lambda x: torch.topk(x, 2).values), (x,), data="any").trace
+    assert value_sources(values.ops) == set()
+    picked = analyze(Fn(lambda x, t: t[torch.topk(x, 2).indices]), (x, table), data="any").trace
+    assert picked.argument_value_ids[0] in value_sources(picked.ops)

@@ -24,9 +24,11 @@ from .matmul import has_structure
 from .walk import Necessary, _sized_by_data, necessary_work
 
 #: Ops whose demand rule reads the values of their index or mask arguments (the reads that are
-#: not floats: integer indices, boolean masks); ``nonzero`` and ``topk`` read their input's
-#: values to choose positions, so every read counts. Their producers are run for real when the
-#: values they come from are given.
+#: not floats: integer indices, boolean masks); ``nonzero`` reads its input's values to choose
+#: the positions it returns, so every read counts. Their producers are run for real when the
+#: values they come from are given. A ``topk`` or ``sort`` is no reader: its input's values
+#: matter only where a reader downstream consumes its indices, and :func:`value_sources`
+#: reaches it from there.
 _INDEX_READERS: dict[OpKey, bool] = {}
 add_rules(
     _INDEX_READERS,
@@ -41,7 +43,7 @@ add_rules(
     False,
     "value-reader",
 )
-add_rules(_INDEX_READERS, [aten.nonzero, aten.topk, aten.sort, aten.argsort], True, "value-reader")
+add_rules(_INDEX_READERS, [aten.nonzero], True, "value-reader")
 
 #: Matmuls whose rule reads known operand values (:func:`matmul.known_products`): their last two
 #: reads. Operands are read where they are known, never computed for the purpose (a product is
