@@ -304,92 +304,52 @@ def test_a_normal_draw_cast_to_integers_is_no_dense_draw():
     assert not drawn_dense(lambda: [torch.randn(8, 8).long()])
 
 
+class _TwoLookups(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(100, 10)
+
+    def forward(self, ids):
+        y = self.table(ids)
+        return y[0].clone(), y[1, :1].clone()
+
+
 def test_embedding_lookups_charge_each_kept_box_at_its_own_columns():
     # e = Embedding(100, 10) at ids [5, 7], keeping y[0] (row 5, all 10 columns) and y[1, :1]
     # (row 7, column 0): 11 weight elements (every picked row was charged at the widest box's
     # 10 columns: 20)
     import torchroofline
 
-    class TwoLookups(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.table = nn.Embedding(100, 10)
-
-        def forward(self, ids):
-            y = self.table(ids)
-            return y[0].clone(), y[1, :1].clone()
-
-    result = torchroofline.analyze(TwoLookups(), (torch.tensor([5, 7]),), data="given")
+    result = torchroofline.analyze(_TwoLookups(), (torch.tensor([5, 7]),), data="given")
     weight = [r for r in result.plans.necessary.input_refs if r.shape == (100, 10)]
     assert [r.elements for r in weight] == [11]
 
 
-def test_a_known_mask_charges_a_broadcast_operand_only_where_it_is_picked():
-    # where(mask, x, y) with x (64, 64) and y (64, 1) broadcast along columns, mask = rows < 32
-    # given: y is picked only in rows ≥ 32, so 32 of its 64 elements are read (it was charged
-    # at every demanded element: all 64); x at rows < 32: 32 · 64 elements
-    import torchroofline
+@pytest.mark.parametrize("data", ["any", "given"])
+def test_a_lookup_reads_the_index_of_every_kept_box(data):
+    # y[0] reads ids[0] and y[1, :1] reads ids[1]: both index elements, whatever the data (the
+    # index was charged its largest demanded share, int(2 · 11/20) = 1 element)
+    result = analyze(_TwoLookups(), (torch.tensor([5, 7]),), data=data)
+    ids = [r for r in result.plans.necessary.input_refs if r.dtype == "int64"]
+    assert [r.elements for r in ids] == [2]
+
+
+def test_gathers_sharing_an_index_read_it_where_each_is_kept():
+    # gather(a, 1, i)[0] and gather(b, 1, i)[1] with i (4, 6): rows 0 and 1 of the index, 12
+    # elements (each gather charged a count of 6, and two counts unite to the larger: 6);
+    # likewise a.index_select(0, j)[0] and b.index_select(0, j)[1] read j[0] and j[1]
     from conftest import Fn
 
-    mask = (torch.arange(64) < 32).reshape(64, 1).expand(64, 64).contiguous()
-    result = torchroofline.analyze(
-        Fn(torch.where), (mask, torch.rand(64, 64), torch.rand(64, 1)), data="given"
+    a, b, index = torch.randn(4, 6), torch.randn(4, 6), torch.randint(0, 6, (4, 6))
+    gathered = analyze(
+        Fn(lambda a, b, i: (torch.gather(a, 1, i)[0] * 2, torch.gather(b, 1, i)[1] * 2)),
+        (a, b, index), data="any",
     )
-    charged = {(r.shape, r.dtype): r.elements for r in result.plans.necessary.input_refs}
-    assert charged[((64, 1), "float32")] == 32
-    assert charged[((64, 64), "float32")] == 32 * 64 and charged[((64, 64), "bool")] == 64 * 64
-
-
-_ROUTED_PROBLEM = '''
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, experts):
-        super().__init__()
-        self.router = nn.Linear(2048, experts, bias=False)
-        self.table = nn.Parameter(torch.randn(experts, 4))
-
-    def forward(self, x):
-        return self.table[self.router(x).topk(1, dim=-1).indices.reshape(-1)]
-
-
-def get_inputs():
-    return [torch.randn(3, 2048)]
-
-
-def get_init_inputs():
-    return [{experts}]
-'''
-
-
-@pytest.mark.parametrize("experts, rebuilt", [(2047, True), (2049, False)])
-def test_a_router_too_big_to_attach_needs_no_real_model(tmp_path, experts, rebuilt):
-    # the router's weight decides the looked-up rows, so the given bound wants its values; it
-    # is attached only up to CONSTANT_LIMIT_ELEMENTS = 2**22 = 4,194,304 elements: 2048 × 2047
-    # = 4,192,256 is (worth building the model for real), 2048 × 2049 = 4,196,352 is not
-    from torchroofline.demand.constants import CONSTANT_LIMIT_ELEMENTS
-    from torchroofline.given import needs_real_model
-    from torchroofline.kernelbench import build_problem
-
-    assert 2048 * 2047 <= CONSTANT_LIMIT_ELEMENTS < 2048 * 2049
-    path = tmp_path / "routed.py"
-    path.write_text(_ROUTED_PROBLEM.replace("{experts}", str(experts)))
-    model, inputs, _ = build_problem(load_problem(path))
-    trace = analyze(model, inputs, data="any").trace
-    assert needs_real_model(trace) is rebuilt
-
-
-def test_a_topk_is_a_value_source_only_when_its_indices_are_read():
-    # topk(x).values reads x's values, but no rule reads them to choose positions: nothing
-    # needs running for real; the indices picking rows of a table do make x (and the topk) a
-    # source of the index values the gather reads
-    from conftest import Fn
-    from torchroofline.demand.given import value_sources
-
-    x, table = torch.randn(4, 8), torch.randn(8, 3)
-    values = analyze(Fn(lambda x: torch.topk(x, 2).values), (x,), data="any").trace
-    assert value_sources(values.ops) == set()
-    picked = analyze(Fn(lambda x, t: t[torch.topk(x, 2).indices]), (x, table), data="any").trace
-    assert picked.argument_value_ids[0] in value_sources(picked.ops)
+    ids = [r for r in gathered.plans.necessary.input_refs if r.dtype == "int64"]
+    assert [r.elements for r in ids] == [12]
+    selected = analyze(
+        Fn(lambda a, b, j: (a.index_select(0, j)[0] * 2, b.index_select(0, j)[1] * 2)),
+        (a, b, torch.tensor([3, 1, 1, 0, 2])), data="any",
+    )
+    ids = [r for r in selected.plans.necessary.input_refs if r.dtype == "int64"]
+    assert [r.elements for r in ids] == [2]

@@ -4,12 +4,15 @@ scatters and losses that pick one score per target."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 import torch
 
 from ..costs import (
     DESTINATION_ACCESS,
     FlopCount,
+    OpKey,
+    add_rules,
     aten,
     indexed_positions,
     lookup,
@@ -140,26 +143,58 @@ def gather_demand(context: _Context) -> Demand:
     their values: with the values known (:mod:`.given`), exactly the distinct source elements
     the demanded outputs pick (:data:`_KNOWN_GATHERS`); else see :func:`_data_chosen` (an
     embedding: one row)."""
-    source, *indices = context.op.reads
     picked = _known_picks(context)
     demanded = context.output.count
-    share = context.fraction
     # a grid sample may land on padding only, reading nothing of its source
     chosen = 0 if _one_of(context.op, _GRID_SAMPLERS) else _data_chosen(demanded)
     inputs = [Region(opaque=chosen)]
     inputs += [
-        Region(opaque=int(ref.elements * share)) if context.loaded(position) else Region()
-        for position, ref in enumerate(indices, start=1)
+        _index_read(context, position) if context.loaded(position) else Region()
+        for position in range(1, len(context.op.reads))
     ]
     if aten.embedding in op_keys(context.op):  # (weight, indices): indices are the 2nd read
-        weight, index = context.op.reads[:2]
-        inputs = [
-            Region(opaque=_data_chosen(demanded) * _row_part(context.output, weight.shape[-1])),
-            Region(opaque=int(index.elements * share)),
-        ]
+        weight = context.op.reads[0]
+        inputs[0] = Region(
+            opaque=_data_chosen(demanded) * _row_part(context.output, weight.shape[-1])
+        )
     if picked is not None:
         inputs[0] = picked
-    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+    return Demand(tuple(inputs), _scaled(context.record.flops, context.fraction))
+
+
+def _output_dims(context: _Context) -> range:
+    return range(len(context.op.writes[0].shape))
+
+
+def _index_select_dim(context: _Context) -> tuple[int, ...]:
+    return (context.argument("dim") % max(1, len(context.op.reads[0].shape)),)
+
+
+#: Gathers whose output position p reads index element p[dims] (the dims given here):
+#: ``gather`` and ``take`` index every output, ``embedding`` each row of D outputs,
+#: ``index_select`` each slice along ``dim``.
+_INDEXED_DIMS: dict[OpKey, Callable[[_Context], Sequence[int]]] = {}
+add_rules(_INDEXED_DIMS, [aten.gather, aten.take], _output_dims, "indexed-dims")
+add_rules(_INDEXED_DIMS, [aten.embedding], lambda c: _output_dims(c)[:-1], "indexed-dims")
+add_rules(_INDEXED_DIMS, [aten.index_select], _index_select_dim, "indexed-dims")
+
+
+def _index_read(context: _Context, position: int) -> Region:
+    """The elements of index read ``position`` that the demanded outputs read: every demanded
+    box projected onto the index's dims (:data:`_INDEXED_DIMS`; n demanded elements with no
+    position need n / (outputs one index element feeds) of them); for other gathers, the
+    demanded share of the index, as a count."""
+    ref = context.op.reads[position]
+    indexed = lookup(_INDEXED_DIMS, context.op)
+    if indexed is None:
+        return Region(opaque=int(ref.elements * context.fraction))
+    dims = indexed(context)
+    if len(dims) != len(ref.shape):  # a 0-dim index: one element every output reads
+        return Region.of([full_box(ref.shape)]) if context.output else Region()
+    out_shape = context.op.writes[0].shape
+    fan_out = math.prod(n for d, n in enumerate(out_shape) if d not in dims)
+    boxes = [tuple(box[d] for d in dims) for box in context.output.boxes]
+    return Region.of(boxes, -(-context.output.opaque // max(fan_out, 1)))
 
 
 def _demanded_mask(region: Region, shape: tuple[int, ...]) -> torch.Tensor:
