@@ -124,6 +124,16 @@ def test_given_needs_real_inputs() -> None:
     assert analyze(_Lookup(), (torch.tensor([[1]]),), data="any").plans.bound_data == "any"
 
 
+class _Bags(nn.Module):
+    def __init__(self, padding_idx: int | None = None) -> None:
+        super().__init__()
+        self.bags = nn.EmbeddingBag(1000, 16, mode="sum", padding_idx=padding_idx)
+
+    def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.bags(ids)
+        return y[0] * 2, y[1, :4] * 2
+
+
 class _Routed(nn.Module):
     """Tokens summed into the rows their ids pick, each row then scaled by a weight row."""
 
@@ -353,3 +363,23 @@ def test_gathers_sharing_an_index_read_it_where_each_is_kept():
     )
     ids = [r for r in selected.plans.necessary.input_refs if r.dtype == "int64"]
     assert [r.elements for r in ids] == [2]
+
+
+def test_embedding_bags_charge_the_distinct_rows_of_their_kept_bags():
+    # bags [3, 3, 7, 999] (kept whole: rows 3, 7, 999 × 16 columns) and [7, 0, 3, 3] (kept at
+    # columns :4: rows 0, 3, 7, of which only row 0 is new): 48 + 4 = 52 weight elements (the
+    # any-input rule: one element); with padding_idx = 3 the 3s are skipped: (7, 999) × 16 +
+    # row 0 × 4 = 36
+    # — exactly the weight elements with a nonzero gradient of the kept outputs (the oracle's
+    # criterion; tests/oracle.py cannot replay _embedding_bag's integer outputs)
+    ids = torch.tensor([[3, 3, 7, 999], [7, 0, 3, 3]])
+    charged, proven = {}, {}
+    for padding, data in [(None, "given"), (None, "any"), (3, "given")]:
+        result = analyze(_Bags(padding), (ids,), data=data)
+        weight = [r for r in result.plans.necessary.input_refs if r.shape == (1000, 16)]
+        charged[padding, data] = [r.elements for r in weight]
+        model = _Bags(padding)
+        sum(y.sum() for y in model(ids)).backward()
+        proven[padding] = int((model.bags.weight.grad != 0).sum())
+    assert charged == {(None, "given"): [52], (None, "any"): [1], (3, "given"): [36]}
+    assert proven == {None: 52, 3: 36}

@@ -224,6 +224,27 @@ def _embedding_picks(context: _Context, indices: torch.Tensor) -> Region:
     return Region.of(boxes, min(context.output.opaque, 1))
 
 
+_BAGS = _op_set([aten._embedding_bag, aten._embedding_bag_forward_only])
+
+
+def _bag_picks(context: _Context, indices: torch.Tensor, offsets: torch.Tensor) -> Region:
+    """_embedding_bag(weight, indices, offsets, …): bag b reduces (sums, averages or maxes)
+    the rows indices[offsets[b]:offsets[b + 1]] (the last bag runs to the end, unless
+    ``include_last_offset``), skipping entries equal to ``padding_idx``; each demanded box, the
+    distinct rows of its bags at its own columns. A demanded output with no position, one
+    element."""
+    indices, bounds = indices.reshape(-1).long(), offsets.reshape(-1).tolist()
+    if not context.argument("include_last_offset", False):
+        bounds.append(indices.numel())
+    padding = context.argument("padding_idx", -1)
+    boxes = []
+    for box in context.output.boxes:
+        used = [indices[bounds[b] : bounds[b + 1]] for r in box[0] for b in r]
+        rows = torch.cat(used).unique().tolist() if used else []
+        boxes.append((positions_to_set(r for r in rows if r != padding or padding < 0), box[-1]))
+    return Region.of(boxes, min(context.output.opaque, 1))
+
+
 def _index_select_picks(context: _Context, indices: torch.Tensor) -> Region:
     """index_select(x, dim, index): each demanded box, its ``dim`` positions mapped through
     the index values — the source elements those outputs copy, no more."""
@@ -315,6 +336,9 @@ def _known_picks(context: _Context) -> Region | None:
     """The source elements a gather's demanded outputs pick, when every index is known."""
     if context.op.func is None or len(context.op.reads) < 2 or not context.output.boxes:
         return None
+    if _one_of(context.op, _BAGS):  # per-sample weights are no index
+        indices, offsets = _known(context, 1), _known(context, 2)
+        return None if indices is None or offsets is None else _bag_picks(context, indices, offsets)
     values = [_known(context, position) for position in range(1, len(context.op.reads))]
     if any(v is None for v in values):
         return None
