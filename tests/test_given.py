@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from torchroofline import analyze
 from torchroofline.errors import InputError
@@ -156,6 +157,11 @@ def _given_cases() -> dict[str, tuple[nn.Module, tuple]]:
             (torch.randn(5, 7) * (torch.rand(5, 7) > 0.6), torch.randn(7, 4)),
         ),
         "gather": (_Gather(), (torch.randn(20, 3), torch.randint(0, 20, (9,)))),
+        "nll loss kept in part": (
+            _Fn(lambda x, t: F.nll_loss(F.log_softmax(x, 1), t, reduction="none",
+                                        ignore_index=1)[:3] * 2),
+            (torch.randn(8, 5), torch.tensor([1, 4, 1, 0, 2, 3, 1, 1])),
+        ),
         "routed rows": (
             _Routed(),
             (torch.randn(6, 4), torch.tensor([1, 5, 5, 2, 1, 7]), torch.randn(8, 4)),
@@ -383,3 +389,28 @@ def test_embedding_bags_charge_the_distinct_rows_of_their_kept_bags():
         proven[padding] = int((model.bags.weight.grad != 0).sum())
     assert charged == {(None, "given"): [52], (None, "any"): [1], (3, "given"): [36]}
     assert proven == {None: 52, 3: 36}
+
+
+def test_nll_loss_reads_the_targets_of_its_kept_outputs_and_skips_ignored_ones():
+    # nll_loss(x, t, reduction='none')[:3], x (8, 5): outputs 0..2 read targets 0..2 and one
+    # score each, 3 + 3 elements, whatever the data (every target and score row was charged:
+    # 8 + 8). Given t = [1, 4, 1, 0, 2, 3, 1, 1] and ignore_index = 1, outputs 0 and 2 are 0
+    # without a score: x[1, 4] alone, and the class weight w[4]; a mean over all 8 reads the
+    # scores and weights of the 4 targets that are not 1 (classes 4, 0, 2, 3)
+    from conftest import Fn
+
+    x, t, w = torch.randn(8, 5), torch.tensor([1, 4, 1, 0, 2, 3, 1, 1]), torch.rand(5)
+
+    def charged(function, data):
+        result = analyze(Fn(function), (x, t, w), data=data)
+        return {r.shape: r.elements for r in result.plans.necessary.input_refs}
+
+    def kept(x, t, w):
+        return F.nll_loss(x, t, w, reduction="none", ignore_index=1)[:3] * 2
+
+    assert charged(kept, "any") == {(8, 5): 3, (8,): 3, (5,): 1}
+    assert charged(kept, "given") == {(8, 5): 1, (8,): 3, (5,): 1}
+    def mean(x, t, w):
+        return F.nll_loss(x, t, w, ignore_index=1)
+
+    assert charged(mean, "given") == {(8, 5): 4, (8,): 8, (5,): 4}

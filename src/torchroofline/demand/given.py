@@ -38,7 +38,7 @@ add_rules(
         aten.scatter_add, aten.scatter_reduce, aten.index_put, aten._index_put_impl,
         aten._unsafe_index_put, aten.index_add, aten.index_copy, aten.index_reduce, aten.put,
         aten.masked_scatter, aten.index_fill, aten.masked_fill, aten.where,
-        aten.masked_select,
+        aten.masked_select, aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward,
     ],
     False,
     "value-reader",

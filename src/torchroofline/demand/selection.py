@@ -40,21 +40,49 @@ from .constants import _known, _region_where
 
 @demand_rule([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
 def nll_loss_demand(context: _Context) -> Demand:
-    """Negative log-likelihood picks one score per target: every target, and one class position
-    in each target's row. Which class is data; the bound places it at class 0, so a softmax
-    before it is charged each picked row in full (cross-entropy reads all its logits)."""
+    """Negative log-likelihood picks one score per target: each target a demanded output reads
+    (all of them for a mean or sum, those of the kept outputs for ``reduction='none'``), and one
+    class position in its row. Which class is data; the bound places it at class 0, so a
+    softmax before it is charged each picked row in full (cross-entropy reads all its logits).
+    With the targets known (:mod:`.given`), the class is the target's, a target equal to
+    ``ignore_index`` picks no score, and the class weights are read at the picked classes."""
     scores, target, *rest = context.op.reads
     if not context.fraction:
         return Demand(tuple(Region() for _ in context.op.reads), FlopCount())
-    shape = scores.shape
-    class_dim = 1 if len(shape) > 1 else 0
-    picked = tuple((range(1),) if d == class_dim else (range(n),) for d, n in enumerate(shape))
-    inputs = (
-        Region.of([picked]),
-        Region.of([full_box(target.shape)]),
-        *(Region(opaque=_data_chosen(target.elements)) for _ in rest),
+    class_dim = 1 if len(scores.shape) > 1 else 0
+    # a kept total_weight (nll_loss_forward's second output) sums the weights of every target
+    per_target = context.argument("reduction", 1) == 0 and not any(context.outputs[1:])
+    targets = context.outputs[0] if per_target else Region.of([full_box(target.shape)])
+    values = _known(context, 1)
+    if values is None:
+        picked = {0: targets}
+        weights = Region(opaque=_data_chosen(targets.count))
+    else:
+        picked = _known_targets(context, targets, values.long())
+        weights = Region.of([(positions_to_set(picked),)] if picked else [])
+    boxes = [
+        (*box[:class_dim], (range(c, c + 1),), *box[class_dim:])
+        for c, region in picked.items()
+        for box in region.boxes
+    ]
+    opaque = sum(region.opaque for region in picked.values())
+    inputs = (Region.of(boxes, opaque), targets, *(weights for _ in rest))
+    return Demand(inputs, _scaled(context.record.flops, context.fraction))
+
+
+def _known_targets(
+    context: _Context, targets: Region, values: torch.Tensor
+) -> dict[int, Region]:
+    """Class → the demanded target positions holding it (``ignore_index`` left out)."""
+    demanded = _demanded_mask(targets, tuple(values.shape)) & (
+        values != context.argument("ignore_index", -100)
     )
-    return Demand(inputs, context.record.flops)
+    return {
+        c: _numbers_region(
+            (demanded & (values == c)).reshape(-1).nonzero().reshape(-1), tuple(values.shape)
+        )
+        for c in values[demanded].unique().tolist()
+    }
 
 
 def _data_chosen_write(op: TracedOp) -> bool:
