@@ -162,6 +162,11 @@ def _given_cases() -> dict[str, tuple[nn.Module, tuple]]:
                                         ignore_index=1)[:3] * 2),
             (torch.randn(8, 5), torch.tensor([1, 4, 1, 0, 2, 3, 1, 1])),
         ),
+        "padding mask per batch": (
+            _Fn(lambda mask, x: torch.where(mask, x, 0.0) * 2),
+            (torch.arange(8).expand(2, 1, 8) < torch.tensor([6, 3]).reshape(2, 1, 1),
+             torch.randn(2, 8, 8)),
+        ),
         "routed rows": (
             _Routed(),
             (torch.randn(6, 4), torch.tensor([1, 5, 5, 2, 1, 7]), torch.randn(8, 4)),
@@ -414,3 +419,22 @@ def test_nll_loss_reads_the_targets_of_its_kept_outputs_and_skips_ignored_ones()
         return F.nll_loss(x, t, w, ignore_index=1)
 
     assert charged(mean, "given") == {(8, 5): 4, (8,): 8, (5,): 4}
+
+
+def test_a_padding_mask_keeps_each_batch_rows_own_columns():
+    # where(mask, x, 0) with x (2, 8, 8) and a key padding mask (2, 1, 8) keeping columns < 6 of
+    # batch 0 and < 3 of batch 1: x is read at 8·6 + 8·3 = 72 elements (the columns every
+    # batch keeps, 2·8·3 = 48, were charged); a causal mask per batch, tril(8 × 8) cut at those
+    # columns, reads Σ_i min(i + 1, 6) + Σ_i min(i + 1, 3) = 33 + 21 = 54 less at most half a
+    # band per row band (8 rows in 32 bands of one row each for the 2 distinct batches: exact)
+    from conftest import Fn
+
+    lengths = torch.tensor([6, 3]).reshape(2, 1, 1)
+    padding = torch.arange(8).expand(2, 1, 8) < lengths
+    causal = torch.ones(8, 8, dtype=torch.bool).tril() & padding
+    x = torch.randn(2, 8, 8)
+    charged = []
+    for mask in (padding, causal):
+        result = analyze(Fn(lambda m, x: torch.where(m, x, 0.0) * 2), (mask, x), data="given")
+        charged += [r.elements for r in result.plans.necessary.input_refs if r.is_float]
+    assert charged == [72, 54]

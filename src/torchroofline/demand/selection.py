@@ -35,7 +35,7 @@ from ._core import (
     _scaled,
     demand_rule,
 )
-from .constants import _known, _region_where
+from .constants import _known, _region_where, _unexpanded
 
 
 @demand_rule([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
@@ -124,7 +124,7 @@ def selection_demand(context: _Context) -> Demand:
         for position in picked:
             inputs[position] = Region()
     else:  # a known mask: every tensor is needed where it is picked, broadcast ones too
-        holds = mask.expand(out_shape).bool()
+        holds = _unexpanded(mask).bool()
         for position in others:
             where = holds if names[position] == when_true else ~holds
             chosen = _region_where(where, region)
