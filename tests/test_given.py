@@ -145,9 +145,100 @@ class _Routed(nn.Module):
         return out * table[ids.unique()].sum(0)
 
 
+class _Fn(nn.Module):
+    def __init__(self, function) -> None:  # noqa: ANN001
+        super().__init__()
+        self.function = function
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        return self.function(*args)
+
+
+def _scatter_cases() -> dict[str, tuple[nn.Module, tuple, dict]]:
+    """Scatters with given indices, keeping part of the output: the program, its inputs and
+    the elements charged per (shape, dtype) of the inputs (two index tensors of one shape and
+    dtype share an entry)."""
+    torch.manual_seed(0)
+    index = torch.tensor([[0, 1, 5], [2, 2, 0], [5, 4, 3], [1, 0, 0]])
+    distinct = torch.tensor([[0, 1, 5], [2, 3, 0], [5, 4, 3], [1, 0, 2]])
+    src = ((4, 3), "float32")
+    return {
+        # out[:, :2] of x.scatter_add(1, index, src), x (4, 6): the index entries < 2 are 2, 1,
+        # 0 and 3 per row: 6 source elements and their 6 index elements; all 8 kept elements of
+        # x, which the sums add to (the any-input rule: 1 source element)
+        "scatter_add": (
+            _Fn(lambda x, i, s: x.scatter_add(1, i, s)[:, :2] * 2),
+            (torch.randn(4, 6), index, torch.randn(4, 3)),
+            {((4, 6), "float32"): 8, ((4, 3), "int64"): 6, src: 6},
+        ),
+        # x.scatter(1, distinct, src)[:, :2]: 2 + 1 + 0 + 2 = 5 sources land on kept
+        # positions, each overwriting one of the 8 kept elements of x: 3 of x left to read
+        "scatter": (
+            _Fn(lambda x, i, s: x.scatter(1, i, s)[:, :2] * 2),
+            (torch.randn(4, 6), distinct, torch.randn(4, 3)),
+            {((4, 6), "float32"): 3, ((4, 3), "int64"): 5, src: 5},
+        ),
+        # x[:, [1, 3]] = v (5, 2), keeping rows :3: v's rows :3 (6 elements) overwrite 6 of
+        # the 12 kept elements of x; both index elements are read
+        "index_put": (
+            _Fn(lambda x, c, v: torch.ops.aten.index_put(x, [None, c], v)[:3] * 2),
+            (torch.randn(5, 4), torch.tensor([1, 3]), torch.randn(5, 2)),
+            {((5, 4), "float32"): 6, ((2,), "int64"): 2, ((5, 2), "float32"): 6},
+        ),
+        # x[[0, 2, 0], [1, 1, 1]] += v, keeping rows :3: all 3 values land there (two on
+        # x[0, 1]), added to all 12 kept elements of x
+        "index_put accumulate": (
+            _Fn(lambda x, r, c, v: x.index_put((r, c), v, accumulate=True)[:3] * 2),
+            (torch.randn(5, 4), torch.tensor([0, 2, 0]), torch.tensor([1, 1, 1]), torch.randn(3)),
+            {((5, 4), "float32"): 12, ((3,), "int64"): 3, ((3,), "float32"): 3},
+        ),
+        # x.masked_scatter(eye(4), s)[:2]: the diagonal's first two positions take s[0], s[1]
+        # and leave 8 − 2 kept elements of x (the mask: its 8 kept elements)
+        "masked_scatter": (
+            _Fn(lambda x, m, s: x.masked_scatter(m, s)[:2] * 2),
+            (torch.randn(4, 4), torch.eye(4, dtype=torch.bool), torch.randn(8)),
+            {((4, 4), "float32"): 6, ((4, 4), "bool"): 8, ((8,), "float32"): 2},
+        ),
+        # x.put([11, 0, -9, 5], s)[0], x (3, 4): flat 0 and 3 (-9) are in row 0: s[1], s[2]
+        # and their indices, and 4 − 2 elements of x's row 0
+        "put": (
+            _Fn(lambda x, i, s: x.put(i, s)[0] * 2),
+            (torch.randn(3, 4), torch.tensor([11, 0, -9, 5]), torch.randn(4)),
+            {((3, 4), "float32"): 2, ((4,), "int64"): 2, ((4,), "float32"): 2},
+        ),
+        # x.index_fill(1, [0, 3], v)[:, :2], x (4, 5): column 0 is filled (index[0] and the
+        # 0-dim value read), 4 elements of x's column 1 kept
+        "index_fill": (
+            _Fn(lambda x, i, v: x.index_fill(1, i, v)[:, :2] * 2),
+            (torch.randn(4, 5), torch.tensor([0, 3]), torch.tensor(2.0)),
+            {((4, 5), "float32"): 4, ((2,), "int64"): 1, ((), "float32"): 1},
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(_scatter_cases()))
+def test_scatters_with_given_indices_charge_the_sources_landing_on_kept_outputs(name: str):
+    model, inputs, expected = _scatter_cases()[name]
+    result = analyze(model, inputs, data="given")
+    charged = {(r.shape, r.dtype): r.elements for r in result.plans.necessary.input_refs}
+    assert charged == expected
+
+
+def test_a_scatter_whose_kept_position_two_sources_overwrite_is_charged_as_for_any_input():
+    # x.scatter(1, index, src)[:, :2] with row 3's index [1, 0, 0]: src[3, 1] or src[3, 2]
+    # lands on x[3, 0] (unspecified which), so no source element is certain: the any-input
+    # rule's one source element
+    model, (x, _, src), _ = _scatter_cases()["scatter"]
+    index = torch.tensor([[0, 1, 5], [2, 3, 0], [5, 4, 3], [1, 0, 0]])
+    result = analyze(model, (x, index, src), data="given")
+    charged = {(r.shape, r.dtype): r.elements for r in result.plans.necessary.input_refs}
+    assert charged[(4, 3), "float32"] == 1
+
+
 def _given_cases() -> dict[str, tuple[nn.Module, tuple]]:
     torch.manual_seed(0)
     return {
+        **{name: case[:2] for name, case in _scatter_cases().items()},
         "triangular matmul": (
             _Fn(lambda a, b: torch.triu(a @ b)),
             (torch.randn(6, 6).triu(), torch.randn(6, 6).triu()),
@@ -172,15 +263,6 @@ def _given_cases() -> dict[str, tuple[nn.Module, tuple]]:
             (torch.randn(6, 4), torch.tensor([1, 5, 5, 2, 1, 7]), torch.randn(8, 4)),
         ),
     }
-
-
-class _Fn(nn.Module):
-    def __init__(self, function) -> None:  # noqa: ANN001
-        super().__init__()
-        self.function = function
-
-    def forward(self, *args: torch.Tensor) -> torch.Tensor:
-        return self.function(*args)
 
 
 @pytest.mark.parametrize("name", list(_given_cases()))

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
 from ..costs import (
     DESTINATION_ACCESS,
+    DestinationAccess,
     FlopCount,
     OpKey,
     add_rules,
@@ -414,7 +416,10 @@ def scatter_demand(context: _Context) -> Demand:
     """A scatter's output is its destination with data-chosen positions replaced: the
     destination is needed where no source lands (at least read − source elements: the kept
     end state of an input or buffer is already in memory where the scatter leaves it), the
-    indices for the demanded outputs and the source as :func:`_data_chosen` says."""
+    indices for the demanded outputs and the source as :func:`_data_chosen` says. With the
+    indices known (:mod:`.given`), exactly the source and index elements that land on demanded
+    outputs, and the destination less the positions they overwrite (:func:`_landed`;
+    ``index_add``/``index_copy`` slice by slice: :func:`_known_sources`)."""
     destination, *rest = context.op.reads
     demanded = context.output.count
     share = context.fraction
@@ -430,6 +435,8 @@ def scatter_demand(context: _Context) -> Demand:
     known = _known_sources(context)
     if known is not None:
         inputs[0], inputs[-1] = known
+    for position, region in _landed(context).items():
+        inputs[position] = region
     return Demand(tuple(inputs), _scaled(context.record.flops, share))
 
 
@@ -469,6 +476,188 @@ def _known_sources(context: _Context) -> tuple[Region, Region] | None:
         covered = (*full_box(shape)[:dim], positions_to_set(targets), *full_box(shape)[dim + 1 :])
         destination = destination.minus_box(covered)
     return destination, Region.of(boxes)
+
+
+@dataclass(frozen=True)
+class _Landing:
+    """Where a scatter with known indices writes: pair p of its (index, source) elements lands
+    on destination element ``targets[p]`` (flat), and uses element ``operands[k][1][p]`` (flat)
+    of read ``operands[k][0]``: its index elements, its source element (read ``source``)."""
+
+    targets: torch.Tensor
+    operands: tuple[tuple[int, torch.Tensor], ...]
+    source: int | None
+
+
+def _element_numbers(shape: Sequence[int]) -> torch.Tensor:
+    return torch.arange(math.prod(shape)).reshape(tuple(shape))
+
+
+def _scatter_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """scatter(x, dim, index, src): src[p] (at index's positions p) lands on x at p with
+    ``dim`` replaced by index[p]."""
+    index = _known(context, 1)
+    if index is None:
+        return None
+    index = index.long()
+    targets = numbers.gather(context.argument("dim") % max(1, numbers.dim()), index)
+    operands = [(1, _element_numbers(index.shape))]
+    if len(context.op.reads) < 3:  # scatter.value: a scalar, no source tensor
+        return _Landing(targets, tuple(operands), None)
+    part = tuple(slice(0, n) for n in index.shape)
+    operands.append((2, _element_numbers(context.op.reads[2].shape)[part]))
+    return _Landing(targets, tuple(operands), 2)
+
+
+def _put_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """put(x, index, source): source[i] (flat) lands on x's flat element index[i] (negative
+    indices from the end)."""
+    index = _known(context, 1)
+    if index is None:
+        return None
+    elements = _element_numbers(index.shape)
+    targets = index.long() % max(1, numbers.numel())
+    return _Landing(targets, ((1, elements), (2, elements)), 2)
+
+
+def _masked_scatter_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """masked_scatter(x, mask, source): the k-th true position of the mask (broadcast to x,
+    row-major) takes source element k."""
+    mask = _known(context, 1)
+    if mask is None:
+        return None
+    targets = numbers[mask.bool().expand(numbers.shape)]
+    return _Landing(targets, ((2, torch.arange(targets.numel())),), 2)
+
+
+def _index_fill_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """index_fill(x, dim, index, value): slice index[i] along ``dim`` is filled with the value
+    (a scalar, or a 0-dim tensor: read 2)."""
+    index = _known(context, 1)
+    if index is None:
+        return None
+    dim = context.argument("dim") % max(1, numbers.dim())
+    targets = numbers.index_select(dim, index.long().reshape(-1))
+    along = [-1 if d == dim else 1 for d in range(targets.dim())]
+    operands = [(1, torch.arange(index.numel()).reshape(along).expand(targets.shape))]
+    if len(context.op.reads) > 2:
+        operands.append((2, torch.zeros_like(targets)))
+    return _Landing(targets, tuple(operands), None)
+
+
+def _index_put_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """index_put(x, indices, values): x[indices] = values, values broadcast to the indexed
+    shape; each index tensor's elements placed there as advanced indexing places them."""
+    tensors = [index for index in context.argument("indices") if index is not None]
+    known = [_known(context, position) for position in range(1, len(tensors) + 1)]
+    if any(index is None for index in known):
+        return None
+    filled = iter(known)
+    indices = [None if index is None else next(filled) for index in context.argument("indices")]
+    targets = numbers[tuple(slice(None) if index is None else index for index in indices)]
+    values = len(tensors) + 1
+    placed = _advanced_numbers(indices, targets.shape)
+    operands = list(enumerate(placed, start=1))
+    source = _element_numbers(context.op.reads[values].shape).expand(targets.shape)
+    operands.append((values, source))
+    return _Landing(targets, tuple(operands), values)
+
+
+def _advanced_numbers(
+    indices: Sequence[torch.Tensor | None], shape: Sequence[int]
+) -> list[torch.Tensor]:
+    """Each index tensor of ``x[indices]`` (of ``shape``), its element numbers at every
+    position of the result: the index tensors broadcast together (a boolean one as its true
+    elements) and their dims sit where the first indexed dim was when the indexed dims are
+    adjacent, else first (NumPy's rule)."""
+    forms, indexed, dim = [], [], 0
+    for index in indices:
+        if index is None:
+            dim += 1
+            continue
+        elements = _element_numbers(index.shape)
+        if index.dtype == torch.bool:
+            forms.append(elements[index])
+            indexed += range(dim, dim + index.dim())
+            dim += index.dim()
+        else:
+            forms.append(elements)
+            indexed.append(dim)
+            dim += 1
+    broadcast = torch.broadcast_shapes(*(form.shape for form in forms))
+    adjacent = indexed == list(range(indexed[0], indexed[0] + len(indexed)))
+    start = indexed[0] if adjacent else 0
+    placed = [1] * start + list(broadcast) + [1] * (len(shape) - start - len(broadcast))
+    return [form.expand(broadcast).reshape(placed).expand(tuple(shape)) for form in forms]
+
+
+#: How each scatter with known indices lands (:func:`_landed`).
+_LANDINGS: dict[OpKey, Callable[[_Context, torch.Tensor], _Landing | None]] = {}
+add_rules(
+    _LANDINGS, [aten.scatter, aten.scatter_add, aten.scatter_reduce], _scatter_landing, "landing"
+)
+add_rules(
+    _LANDINGS,
+    [aten.index_put, aten._index_put_impl, aten._unsafe_index_put],
+    _index_put_landing,
+    "landing",
+)
+add_rules(_LANDINGS, [aten.put], _put_landing, "landing")
+add_rules(_LANDINGS, [aten.masked_scatter], _masked_scatter_landing, "landing")
+add_rules(_LANDINGS, [aten.index_fill], _index_fill_landing, "landing")
+
+
+def _accumulates(context: _Context) -> bool:
+    """Whether every source element landing on a position goes into it (scatter_add, a
+    scatter with a ``reduce``, index_put with ``accumulate``), not one of them."""
+    access = lookup(DESTINATION_ACCESS, context.op)
+    return (
+        access is DestinationAccess.ACCUMULATED_AT_INDICES
+        or context.argument("reduce") is not None
+        or bool(context.argument("accumulate", False))
+    )
+
+
+def _landed(context: _Context) -> dict[int, Region]:
+    """A scatter with known indices (:data:`_LANDINGS`): read position → what it needs. The
+    source elements and index elements of every pair landing on a demanded output; the
+    destination where later ops read it, less the positions overwritten (all of it where the
+    sources accumulate into it, ``include_self`` aside). Where several sources land on one
+    demanded position and one of them wins (which is unspecified), none: the any-input rule."""
+    rule = lookup(_LANDINGS, context.op)
+    destination = context.op.reads[0]
+    size = math.prod(destination.shape)
+    if rule is None or not context.output.boxes or size > _NUMBERED_SOURCE_LIMIT:
+        return {}
+    numbers = _element_numbers(destination.shape)
+    try:
+        landing = rule(context, numbers)
+    except (IndexError, RuntimeError):  # an index out of range: the run would fail
+        return {}
+    if landing is None:
+        return {}
+    targets = landing.targets.reshape(-1)
+    hit = _demanded_mask(context.output, destination.shape).reshape(-1)[targets]
+    operands = {position: elements.reshape(-1) for position, elements in landing.operands}
+    accumulates = _accumulates(context)
+    if not accumulates and landing.source is not None:
+        pairs = torch.stack([targets[hit], operands[landing.source][hit]]).unique(dim=1)
+        if pairs[0].unique().numel() < pairs.shape[1]:
+            return {}
+    needed = {
+        position: _numbers_region(elements[hit].unique(), context.op.reads[position].shape)
+        for position, elements in operands.items()
+    }
+    read = Region()
+    for region in context.read:
+        read = read.union(region)
+    if accumulates and context.argument("include_self", True):
+        return {**needed, 0: read}
+    kept = _demanded_mask(read, destination.shape).reshape(-1)
+    kept[targets] = False
+    overwritten = int(torch.zeros(size, dtype=torch.bool).index_fill_(0, targets, True).sum())
+    untouched = _numbers_region(kept.nonzero().reshape(-1), destination.shape)
+    return {**needed, 0: untouched.union(Region.of([], read.opaque - overwritten))}
 
 
 @demand_rule([aten.embedding_renorm])
