@@ -171,6 +171,13 @@ def _scatter_cases() -> dict[str, tuple[nn.Module, tuple, dict]]:
             (torch.randn(4, 6), index, torch.randn(4, 3)),
             {((4, 6), "float32"): 8, ((4, 3), "int64"): 6, src: 6},
         ),
+        # as scatter_add, but include_self=False: the sums replace x where a source lands, at
+        # 2 + 1 + 0 + 2 = 5 of the 8 kept positions: 3 elements of x
+        "scatter_reduce": (
+            _Fn(lambda x, i, s: x.scatter_reduce(1, i, s, "sum", include_self=False)[:, :2] * 2),
+            (torch.randn(4, 6), index, torch.randn(4, 3)),
+            {((4, 6), "float32"): 3, ((4, 3), "int64"): 6, src: 6},
+        ),
         # x.scatter(1, distinct, src)[:, :2]: 2 + 1 + 0 + 2 = 5 sources land on kept
         # positions, each overwriting one of the 8 kept elements of x: 3 of x left to read
         "scatter": (

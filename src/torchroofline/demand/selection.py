@@ -625,10 +625,13 @@ def _landed(context: _Context) -> dict[int, Region]:
     sources accumulate into it, ``include_self`` aside). Where several sources land on one
     demanded position and one of them wins (which is unspecified), none: the any-input rule."""
     rule = lookup(_LANDINGS, context.op)
-    destination = context.op.reads[0]
+    destination, *rest = context.op.reads
     size = math.prod(destination.shape)
     if rule is None or not context.output.boxes or size > _NUMBERED_SOURCE_LIMIT:
         return {}
+    indices = [p for p, ref in enumerate(rest, start=1) if not ref.is_float]
+    if any(_known(context, position) is None for position in indices):
+        return {}  # the bound for any input: no destination numbered for nothing
     numbers = _element_numbers(destination.shape)
     try:
         landing = rule(context, numbers)
