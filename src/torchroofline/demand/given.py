@@ -19,6 +19,7 @@ import torch
 
 from ..costs import OpKey, OpRecord, add_rules, aten, lookup
 from ..trace import Trace, TracedOp
+from ._core import _one_of, _op_set
 from .constants import known_values
 from .matmul import has_structure
 from .walk import Necessary, _sized_by_data, necessary_work
@@ -38,12 +39,18 @@ add_rules(
         aten.scatter_add, aten.scatter_reduce, aten.index_put, aten._index_put_impl,
         aten._unsafe_index_put, aten.index_add, aten.index_copy, aten.index_reduce, aten.put,
         aten.masked_scatter, aten.index_fill, aten.masked_fill, aten.where,
-        aten.masked_select, aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward,
+        aten.masked_select,
     ],
     False,
     "value-reader",
 )
 add_rules(_INDEX_READERS, [aten.nonzero], True, "value-reader")
+
+#: Losses whose rule reads its targets (the second read) where their values are known anyway
+#: (passed to ``analyze``, constants): a target equal to ``ignore_index`` picks no score. They
+#: never make a problem's inputs: a benchmark draws its targets in range (``randint``), so the
+#: big logits made with them would change nothing.
+_TARGET_READERS = _op_set([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
 
 #: Matmuls whose rule reads known operand values (:func:`matmul.known_products`): their last two
 #: reads. Operands are read where they are known, never computed for the purpose (a product is
@@ -105,7 +112,9 @@ def given_necessary(
     )
     newly_known = known.keys() - known_any.keys()
     # an operand is read for its zeros only: one with none changes nothing
-    index_read = {v for op in trace.ops for v in _read_values(op)}
+    index_read = {v for op in trace.ops for v in _read_values(op)} | {
+        op.reads[1].value_id for op in trace.ops if _one_of(op, _TARGET_READERS)
+    }
     zeros_read = {v for v in newly_known & _operands(trace.ops) if has_structure(known[v] != 0)}
     if not sizes_given and newly_known.isdisjoint(index_read) and not zeros_read:
         return None
