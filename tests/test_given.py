@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from torchroofline import analyze
 from torchroofline.errors import InputError
@@ -139,6 +140,16 @@ def test_given_needs_real_inputs() -> None:
     assert analyze(_Lookup(), (torch.tensor([[1]]),), data="any").plans.bound_data == "any"
 
 
+class _Bags(nn.Module):
+    def __init__(self, padding_idx: int | None = None) -> None:
+        super().__init__()
+        self.bags = nn.EmbeddingBag(1000, 16, mode="sum", padding_idx=padding_idx)
+
+    def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.bags(ids)
+        return y[0] * 2, y[1, :4] * 2
+
+
 class _Routed(nn.Module):
     """Tokens summed into the rows their ids pick, each row then scaled by a weight row."""
 
@@ -149,9 +160,107 @@ class _Routed(nn.Module):
         return out * table[ids.unique()].sum(0)
 
 
+class _Fn(nn.Module):
+    def __init__(self, function) -> None:  # noqa: ANN001
+        super().__init__()
+        self.function = function
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        return self.function(*args)
+
+
+def _scatter_cases() -> dict[str, tuple[nn.Module, tuple, dict]]:
+    """Scatters with given indices, keeping part of the output: the program, its inputs and
+    the elements charged per (shape, dtype) of the inputs (two index tensors of one shape and
+    dtype share an entry)."""
+    torch.manual_seed(0)
+    index = torch.tensor([[0, 1, 5], [2, 2, 0], [5, 4, 3], [1, 0, 0]])
+    distinct = torch.tensor([[0, 1, 5], [2, 3, 0], [5, 4, 3], [1, 0, 2]])
+    src = ((4, 3), "float32")
+    return {
+        # out[:, :2] of x.scatter_add(1, index, src), x (4, 6): the index entries < 2 are 2, 1,
+        # 0 and 3 per row: 6 source elements and their 6 index elements; all 8 kept elements of
+        # x, which the sums add to (the any-input rule: 1 source element)
+        "scatter_add": (
+            _Fn(lambda x, i, s: x.scatter_add(1, i, s)[:, :2] * 2),
+            (torch.randn(4, 6), index, torch.randn(4, 3)),
+            {((4, 6), "float32"): 8, ((4, 3), "int64"): 6, src: 6},
+        ),
+        # as scatter_add, but include_self=False: the sums replace x where a source lands, at
+        # 2 + 1 + 0 + 2 = 5 of the 8 kept positions: 3 elements of x
+        "scatter_reduce": (
+            _Fn(lambda x, i, s: x.scatter_reduce(1, i, s, "sum", include_self=False)[:, :2] * 2),
+            (torch.randn(4, 6), index, torch.randn(4, 3)),
+            {((4, 6), "float32"): 3, ((4, 3), "int64"): 6, src: 6},
+        ),
+        # x.scatter(1, distinct, src)[:, :2]: 2 + 1 + 0 + 2 = 5 sources land on kept
+        # positions, each overwriting one of the 8 kept elements of x: 3 of x left to read
+        "scatter": (
+            _Fn(lambda x, i, s: x.scatter(1, i, s)[:, :2] * 2),
+            (torch.randn(4, 6), distinct, torch.randn(4, 3)),
+            {((4, 6), "float32"): 3, ((4, 3), "int64"): 5, src: 5},
+        ),
+        # x[:, [1, 3]] = v (5, 2), keeping rows :3: v's rows :3 (6 elements) overwrite 6 of
+        # the 12 kept elements of x; both index elements are read
+        "index_put": (
+            _Fn(lambda x, c, v: torch.ops.aten.index_put(x, [None, c], v)[:3] * 2),
+            (torch.randn(5, 4), torch.tensor([1, 3]), torch.randn(5, 2)),
+            {((5, 4), "float32"): 6, ((2,), "int64"): 2, ((5, 2), "float32"): 6},
+        ),
+        # x[[0, 2, 0], [1, 1, 1]] += v, keeping rows :3: all 3 values land there (two on
+        # x[0, 1]), added to all 12 kept elements of x
+        "index_put accumulate": (
+            _Fn(lambda x, r, c, v: x.index_put((r, c), v, accumulate=True)[:3] * 2),
+            (torch.randn(5, 4), torch.tensor([0, 2, 0]), torch.tensor([1, 1, 1]), torch.randn(3)),
+            {((5, 4), "float32"): 12, ((3,), "int64"): 3, ((3,), "float32"): 3},
+        ),
+        # x.masked_scatter(eye(4), s)[:2]: the diagonal's first two positions take s[0], s[1]
+        # and leave 8 − 2 kept elements of x (the mask: its 8 kept elements)
+        "masked_scatter": (
+            _Fn(lambda x, m, s: x.masked_scatter(m, s)[:2] * 2),
+            (torch.randn(4, 4), torch.eye(4, dtype=torch.bool), torch.randn(8)),
+            {((4, 4), "float32"): 6, ((4, 4), "bool"): 8, ((8,), "float32"): 2},
+        ),
+        # x.put([11, 0, -9, 5], s)[0], x (3, 4): flat 0 and 3 (-9) are in row 0: s[1], s[2]
+        # and their indices, and 4 − 2 elements of x's row 0
+        "put": (
+            _Fn(lambda x, i, s: x.put(i, s)[0] * 2),
+            (torch.randn(3, 4), torch.tensor([11, 0, -9, 5]), torch.randn(4)),
+            {((3, 4), "float32"): 2, ((4,), "int64"): 2, ((4,), "float32"): 2},
+        ),
+        # x.index_fill(1, [0, 3], v)[:, :2], x (4, 5): column 0 is filled (index[0] and the
+        # 0-dim value read), 4 elements of x's column 1 kept
+        "index_fill": (
+            _Fn(lambda x, i, v: x.index_fill(1, i, v)[:, :2] * 2),
+            (torch.randn(4, 5), torch.tensor([0, 3]), torch.tensor(2.0)),
+            {((4, 5), "float32"): 4, ((2,), "int64"): 1, ((), "float32"): 1},
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(_scatter_cases()))
+def test_scatters_with_given_indices_charge_the_sources_landing_on_kept_outputs(name: str):
+    model, inputs, expected = _scatter_cases()[name]
+    result = analyze(model, inputs, data="given")
+    charged = {(r.shape, r.dtype): r.elements for r in result.plans.necessary.input_refs}
+    assert charged == expected
+
+
+def test_a_scatter_whose_kept_position_two_sources_overwrite_is_charged_as_for_any_input():
+    # x.scatter(1, index, src)[:, :2] with row 3's index [1, 0, 0]: src[3, 1] or src[3, 2]
+    # lands on x[3, 0] (unspecified which), so no source element is certain: the any-input
+    # rule's one source element
+    model, (x, _, src), _ = _scatter_cases()["scatter"]
+    index = torch.tensor([[0, 1, 5], [2, 3, 0], [5, 4, 3], [1, 0, 0]])
+    result = analyze(model, (x, index, src), data="given")
+    charged = {(r.shape, r.dtype): r.elements for r in result.plans.necessary.input_refs}
+    assert charged[(4, 3), "float32"] == 1
+
+
 def _given_cases() -> dict[str, tuple[nn.Module, tuple]]:
     torch.manual_seed(0)
     return {
+        **{name: case[:2] for name, case in _scatter_cases().items()},
         "triangular matmul": (
             _Fn(lambda a, b: torch.triu(a @ b)),
             (torch.randn(6, 6).triu(), torch.randn(6, 6).triu()),
@@ -161,20 +270,21 @@ def _given_cases() -> dict[str, tuple[nn.Module, tuple]]:
             (torch.randn(5, 7) * (torch.rand(5, 7) > 0.6), torch.randn(7, 4)),
         ),
         "gather": (_Gather(), (torch.randn(20, 3), torch.randint(0, 20, (9,)))),
+        "nll loss kept in part": (
+            _Fn(lambda x, t: F.nll_loss(F.log_softmax(x, 1), t, reduction="none",
+                                        ignore_index=1)[:3] * 2),
+            (torch.randn(8, 5), torch.tensor([1, 4, 1, 0, 2, 3, 1, 1])),
+        ),
+        "padding mask per batch": (
+            _Fn(lambda mask, x: torch.where(mask, x, 0.0) * 2),
+            (torch.arange(8).expand(2, 1, 8) < torch.tensor([6, 3]).reshape(2, 1, 1),
+             torch.randn(2, 8, 8)),
+        ),
         "routed rows": (
             _Routed(),
             (torch.randn(6, 4), torch.tensor([1, 5, 5, 2, 1, 7]), torch.randn(8, 4)),
         ),
     }
-
-
-class _Fn(nn.Module):
-    def __init__(self, function) -> None:  # noqa: ANN001
-        super().__init__()
-        self.function = function
-
-    def forward(self, *args: torch.Tensor) -> torch.Tensor:
-        return self.function(*args)
 
 
 @pytest.mark.parametrize("name", list(_given_cases()))
@@ -319,37 +429,116 @@ def test_a_normal_draw_cast_to_integers_is_no_dense_draw():
     assert not drawn_dense(lambda: [torch.randn(8, 8).long()])
 
 
+class _TwoLookups(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(100, 10)
+
+    def forward(self, ids):
+        y = self.table(ids)
+        return y[0].clone(), y[1, :1].clone()
+
+
 def test_embedding_lookups_charge_each_kept_box_at_its_own_columns():
     # e = Embedding(100, 10) at ids [5, 7], keeping y[0] (row 5, all 10 columns) and y[1, :1]
     # (row 7, column 0): 11 weight elements (every picked row was charged at the widest box's
     # 10 columns: 20)
     import torchroofline
 
-    class TwoLookups(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.table = nn.Embedding(100, 10)
-
-        def forward(self, ids):
-            y = self.table(ids)
-            return y[0].clone(), y[1, :1].clone()
-
-    result = torchroofline.analyze(TwoLookups(), (torch.tensor([5, 7]),), data="given")
+    result = torchroofline.analyze(_TwoLookups(), (torch.tensor([5, 7]),), data="given")
     weight = [r for r in result.plans.necessary.input_refs if r.shape == (100, 10)]
     assert [r.elements for r in weight] == [11]
 
 
-def test_a_known_mask_charges_a_broadcast_operand_only_where_it_is_picked():
-    # where(mask, x, y) with x (64, 64) and y (64, 1) broadcast along columns, mask = rows < 32
-    # given: y is picked only in rows ≥ 32, so 32 of its 64 elements are read (it was charged
-    # at every demanded element: all 64); x at rows < 32: 32 · 64 elements
-    import torchroofline
+@pytest.mark.parametrize("data", ["any", "given"])
+def test_a_lookup_reads_the_index_of_every_kept_box(data):
+    # y[0] reads ids[0] and y[1, :1] reads ids[1]: both index elements, whatever the data (the
+    # index was charged its largest demanded share, int(2 · 11/20) = 1 element)
+    result = analyze(_TwoLookups(), (torch.tensor([5, 7]),), data=data)
+    ids = [r for r in result.plans.necessary.input_refs if r.dtype == "int64"]
+    assert [r.elements for r in ids] == [2]
+
+
+def test_gathers_sharing_an_index_read_it_where_each_is_kept():
+    # gather(a, 1, i)[0] and gather(b, 1, i)[1] with i (4, 6): rows 0 and 1 of the index, 12
+    # elements (each gather charged a count of 6, and two counts unite to the larger: 6);
+    # likewise a.index_select(0, j)[0] and b.index_select(0, j)[1] read j[0] and j[1]
     from conftest import Fn
 
-    mask = (torch.arange(64) < 32).reshape(64, 1).expand(64, 64).contiguous()
-    result = torchroofline.analyze(
-        Fn(torch.where), (mask, torch.rand(64, 64), torch.rand(64, 1)), data="given"
+    a, b, index = torch.randn(4, 6), torch.randn(4, 6), torch.randint(0, 6, (4, 6))
+    gathered = analyze(
+        Fn(lambda a, b, i: (torch.gather(a, 1, i)[0] * 2, torch.gather(b, 1, i)[1] * 2)),
+        (a, b, index), data="any",
     )
-    charged = {(r.shape, r.dtype): r.elements for r in result.plans.necessary.input_refs}
-    assert charged[((64, 1), "float32")] == 32
-    assert charged[((64, 64), "float32")] == 32 * 64 and charged[((64, 64), "bool")] == 64 * 64
+    ids = [r for r in gathered.plans.necessary.input_refs if r.dtype == "int64"]
+    assert [r.elements for r in ids] == [12]
+    selected = analyze(
+        Fn(lambda a, b, j: (a.index_select(0, j)[0] * 2, b.index_select(0, j)[1] * 2)),
+        (a, b, torch.tensor([3, 1, 1, 0, 2])), data="any",
+    )
+    ids = [r for r in selected.plans.necessary.input_refs if r.dtype == "int64"]
+    assert [r.elements for r in ids] == [2]
+
+
+def test_embedding_bags_charge_the_distinct_rows_of_their_kept_bags():
+    # bags [3, 3, 7, 999] (kept whole: rows 3, 7, 999 × 16 columns) and [7, 0, 3, 3] (kept at
+    # columns :4: rows 0, 3, 7, of which only row 0 is new): 48 + 4 = 52 weight elements (the
+    # any-input rule: one element); with padding_idx = 3 the 3s are skipped: (7, 999) × 16 +
+    # row 0 × 4 = 36
+    # — exactly the weight elements with a nonzero gradient of the kept outputs (the oracle's
+    # criterion; tests/oracle.py cannot replay _embedding_bag's integer outputs)
+    ids = torch.tensor([[3, 3, 7, 999], [7, 0, 3, 3]])
+    charged, proven = {}, {}
+    for padding, data in [(None, "given"), (None, "any"), (3, "given")]:
+        result = analyze(_Bags(padding), (ids,), data=data)
+        weight = [r for r in result.plans.necessary.input_refs if r.shape == (1000, 16)]
+        charged[padding, data] = [r.elements for r in weight]
+        model = _Bags(padding)
+        sum(y.sum() for y in model(ids)).backward()
+        proven[padding] = int((model.bags.weight.grad != 0).sum())
+    assert charged == {(None, "given"): [52], (None, "any"): [1], (3, "given"): [36]}
+    assert proven == {None: 52, 3: 36}
+
+
+def test_nll_loss_reads_the_targets_of_its_kept_outputs_and_skips_ignored_ones():
+    # nll_loss(x, t, reduction='none')[:3], x (8, 5): outputs 0..2 read targets 0..2 and one
+    # score each, 3 + 3 elements, whatever the data (every target and score row was charged:
+    # 8 + 8). Given t = [1, 4, 1, 0, 2, 3, 1, 1] and ignore_index = 1, outputs 0 and 2 are 0
+    # without a score: x[1, 4] alone, and the class weight w[4]; a mean over all 8 reads the
+    # scores and weights of the 4 targets that are not 1 (classes 4, 0, 2, 3)
+    from conftest import Fn
+
+    x, t, w = torch.randn(8, 5), torch.tensor([1, 4, 1, 0, 2, 3, 1, 1]), torch.rand(5)
+
+    def charged(function, data):
+        result = analyze(Fn(function), (x, t, w), data=data)
+        return {r.shape: r.elements for r in result.plans.necessary.input_refs}
+
+    def kept(x, t, w):
+        return F.nll_loss(x, t, w, reduction="none", ignore_index=1)[:3] * 2
+
+    assert charged(kept, "any") == {(8, 5): 3, (8,): 3, (5,): 1}
+    assert charged(kept, "given") == {(8, 5): 1, (8,): 3, (5,): 1}
+    def mean(x, t, w):
+        return F.nll_loss(x, t, w, ignore_index=1)
+
+    assert charged(mean, "given") == {(8, 5): 4, (8,): 8, (5,): 4}
+
+
+def test_a_padding_mask_keeps_each_batch_rows_own_columns():
+    # where(mask, x, 0) with x (2, 8, 8) and a key padding mask (2, 1, 8) keeping columns < 6 of
+    # batch 0 and < 3 of batch 1: x is read at 8·6 + 8·3 = 72 elements (the columns every
+    # batch keeps, 2·8·3 = 48, were charged); a causal mask per batch, tril(8 × 8) cut at those
+    # columns, reads Σ_i min(i + 1, 6) + Σ_i min(i + 1, 3) = 33 + 21 = 54 less at most half a
+    # band per row band (8 rows in 32 bands of one row each for the 2 distinct batches: exact)
+    from conftest import Fn
+
+    lengths = torch.tensor([6, 3]).reshape(2, 1, 1)
+    padding = torch.arange(8).expand(2, 1, 8) < lengths
+    causal = torch.ones(8, 8, dtype=torch.bool).tril() & padding
+    x = torch.randn(2, 8, 8)
+    charged = []
+    for mask in (padding, causal):
+        result = analyze(Fn(lambda m, x: torch.where(m, x, 0.0) * 2), (mask, x), data="given")
+        charged += [r.elements for r in result.plans.necessary.input_refs if r.is_float]
+    assert charged == [72, 54]

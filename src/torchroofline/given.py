@@ -13,6 +13,7 @@ read in place.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -116,11 +117,16 @@ def with_given_values(
 def needs_real_model(trace: Trace) -> bool:
     """Whether the bound for the given values needs the model's real parameters, which a
     model built on fake tensors lacks: an index-producing subgraph reads one (a router's
-    weight), or the real-data fallback filled the model at random where data decides sizes."""
+    weight) that :func:`with_given_values` would attach (one of at most
+    :data:`CONSTANT_LIMIT_ELEMENTS` elements: a bigger one stays unknown, real or not), or the
+    real-data fallback filled the model at random where data decides sizes."""
     wanted = value_sources(trace.ops)
-    given = trace.given or {}
-    known = {**trace.constants, **given}
-    missing = [v for v in trace.module_value_ids.values() if v in wanted and v not in known]
+    known = {**trace.constants, **(trace.given or {})}
+    elements = {ref.value_id: math.prod(ref.shape) for op in trace.ops for ref in op.reads}
+    missing = [
+        v for v in trace.module_value_ids.values()
+        if v in wanted and v not in known and elements.get(v, 0) <= CONSTANT_LIMIT_ELEMENTS
+    ]
     return bool(missing) or (not trace.ran_on_given_values and bool(_sized_by_data(trace.ops)))
 
 

@@ -3,6 +3,8 @@ rules can read a causal mask built in ``forward``."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -10,6 +12,7 @@ import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
 from ..regions import (
+    Box,
     Region,
     positions_to_set,
 )
@@ -90,33 +93,76 @@ def _known(context: _Context, position: int) -> torch.Tensor | None:
     return None if storage is None else storage.as_strided(ref.shape, ref.strides, ref.offset)
 
 
+def _unexpanded(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` with every broadcast (stride-0) dim cut to size 1: what it was expanded from,
+    so a condition broadcast along a dim is seen to be the same all along it."""
+    for dim in range(tensor.dim()):
+        if tensor.stride(dim) == 0 and tensor.shape[dim] > 1:
+            tensor = tensor.narrow(dim, 0, 1)
+    return tensor
+
+
+#: Most positions of the leading dims (all but the last two) a known condition is split along,
+#: one set of boxes each: past it, what holds at every leading position is kept.
+_SPLIT_POSITIONS = 1024
+
+
 def _region_where(condition: torch.Tensor, region: Region) -> Region:
     """The demanded elements where the known boolean ``condition`` (broadcast to the output
-    shape) holds. Leading dims must agree: what holds for every leading index is kept. Rows
-    (the second-to-last dim) are cut into :data:`TRIANGLE_BANDS` bands, each keeping the
+    shape) holds. Along the leading dims, each position where the condition varies keeps its
+    own elements (a padding mask per batch row: each row its own columns); along dims it is
+    broadcast it is the same everywhere. Rows (the second-to-last dim) are cut into bands,
+    :data:`TRIANGLE_BANDS` shared by the distinct leading matrices, each band keeping the
     columns all its rows keep — exact for masks constant along rows, and short of a causal
     mask's triangle by at most 1/(2·bands) of it. Outputs with no position: none kept."""
     boxes = []
     for box in region.boxes:
-        picked = condition
+        lead = (1,) * (len(box) - condition.dim())
+        picked = _unexpanded(condition.reshape(lead + tuple(condition.shape)))
         for dim, index_set in enumerate(box):
-            positions = torch.tensor([i for r in index_set for i in r], dtype=torch.int64)
-            picked = picked.index_select(dim, positions)
+            if picked.shape[dim] > 1:
+                positions = torch.tensor([i for r in index_set for i in r], dtype=torch.int64)
+                picked = picked.index_select(dim, positions)
         if len(box) < 2:
-            kept = picked.reshape(-1).nonzero().reshape(-1).tolist()
             flat = [i for r in box[0] for i in r] if box else []
+            kept = picked.expand(len(flat)).nonzero().reshape(-1).tolist() if box else []
             if box and kept:
                 boxes.append((positions_to_set(flat[i] for i in kept),))
             elif not box and bool(picked):
                 boxes.append(())
             continue
-        matrix = picked.reshape(-1, *picked.shape[-2:]).all(0)
-        rows = [i for r in box[-2] for i in r]
-        columns = [i for r in box[-1] for i in r]
-        band = max(1, -(-len(rows) // TRIANGLE_BANDS))
+        boxes += _kept_boxes(picked, box)
+    return Region.of(boxes)
+
+
+def _kept_boxes(picked: torch.Tensor, box: Box) -> list[Box]:
+    """:func:`_region_where` for one box of two or more dims, ``picked`` the condition at its
+    positions (size 1 along dims it is broadcast)."""
+    lead = picked.shape[:-2]
+    split = [d for d, n in enumerate(lead) if n > 1]
+    if math.prod(lead[d] for d in split) > _SPLIT_POSITIONS:
+        split = []
+    others = [d for d in range(len(lead)) if d not in split]
+    matrices = picked.all(others) if others else picked  # (split sizes..., rows, cols)
+    rows = [i for r in box[-2] for i in r]
+    columns = [i for r in box[-1] for i in r]
+    shared: dict[bytes, list[tuple[int, ...]]] = {}
+    for combo in itertools.product(*(range(lead[d]) for d in split)):
+        shared.setdefault(matrices[combo].numpy().tobytes(), []).append(combo)
+    band = max(1, -(-len(rows) // max(1, TRIANGLE_BANDS // len(shared))))
+    positions = [[i for r in index_set for i in r] for index_set in box[:-2]]
+    boxes = []
+    for combos in shared.values():
+        matrix = matrices[combos[0]].expand(len(rows), len(columns))
         for start in range(0, len(rows), band):
             kept = matrix[start : start + band].all(0).nonzero().reshape(-1).tolist()
-            if kept:
-                chunk = positions_to_set(rows[start : start + band])
-                boxes.append((*box[:-2], chunk, positions_to_set(columns[i] for i in kept)))
-    return Region.of(boxes)
+            if not kept:
+                continue
+            chunk = positions_to_set(rows[start : start + band])
+            kept_columns = positions_to_set(columns[i] for i in kept)
+            for combo in combos:
+                leading = list(box[:-2])
+                for d, j in zip(split, combo, strict=True):
+                    leading[d] = (range(positions[d][j], positions[d][j] + 1),)
+                boxes.append((*leading, chunk, kept_columns))
+    return boxes

@@ -19,14 +19,17 @@ import torch
 
 from ..costs import OpKey, OpRecord, add_rules, aten, lookup
 from ..trace import Trace, TracedOp
+from ._core import _one_of, _op_set
 from .constants import known_values
 from .matmul import has_structure
 from .walk import Necessary, _sized_by_data, necessary_work
 
 #: Ops whose demand rule reads the values of their index or mask arguments (the reads that are
-#: not floats: integer indices, boolean masks); ``nonzero`` and ``topk`` read their input's
-#: values to choose positions, so every read counts. Their producers are run for real when the
-#: values they come from are given.
+#: not floats: integer indices, boolean masks); ``nonzero`` reads its input's values to choose
+#: the positions it returns, so every read counts. Their producers are run for real when the
+#: values they come from are given. A ``topk`` or ``sort`` is no reader: its input's values
+#: matter only where a reader downstream consumes its indices, and :func:`value_sources`
+#: reaches it from there.
 _INDEX_READERS: dict[OpKey, bool] = {}
 add_rules(
     _INDEX_READERS,
@@ -41,7 +44,13 @@ add_rules(
     False,
     "value-reader",
 )
-add_rules(_INDEX_READERS, [aten.nonzero, aten.topk, aten.sort, aten.argsort], True, "value-reader")
+add_rules(_INDEX_READERS, [aten.nonzero], True, "value-reader")
+
+#: Losses whose rule reads its targets (the second read) where their values are known anyway
+#: (passed to ``analyze``, constants): a target equal to ``ignore_index`` picks no score. They
+#: never make a problem's inputs: a benchmark draws its targets in range (``randint``), so the
+#: big logits made with them would change nothing.
+_TARGET_READERS = _op_set([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
 
 #: Matmuls whose rule reads known operand values (:func:`matmul.known_products`): their last two
 #: reads. Operands are read where they are known, never computed for the purpose (a product is
@@ -103,7 +112,9 @@ def given_necessary(
     )
     newly_known = known.keys() - known_any.keys()
     # an operand is read for its zeros only: one with none changes nothing
-    index_read = {v for op in trace.ops for v in _read_values(op)}
+    index_read = {v for op in trace.ops for v in _read_values(op)} | {
+        op.reads[1].value_id for op in trace.ops if _one_of(op, _TARGET_READERS)
+    }
     zeros_read = {v for v in newly_known & _operands(trace.ops) if has_structure(known[v] != 0)}
     if not sizes_given and newly_known.isdisjoint(index_read) and not zeros_read:
         return None

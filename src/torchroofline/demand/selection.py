@@ -4,12 +4,17 @@ scatters and losses that pick one score per target."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
 from ..costs import (
     DESTINATION_ACCESS,
+    DestinationAccess,
     FlopCount,
+    OpKey,
+    add_rules,
     aten,
     indexed_positions,
     lookup,
@@ -32,26 +37,54 @@ from ._core import (
     _scaled,
     demand_rule,
 )
-from .constants import _known, _region_where
+from .constants import _known, _region_where, _unexpanded
 
 
 @demand_rule([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
 def nll_loss_demand(context: _Context) -> Demand:
-    """Negative log-likelihood picks one score per target: every target, and one class position
-    in each target's row. Which class is data; the bound places it at class 0, so a softmax
-    before it is charged each picked row in full (cross-entropy reads all its logits)."""
+    """Negative log-likelihood picks one score per target: each target a demanded output reads
+    (all of them for a mean or sum, those of the kept outputs for ``reduction='none'``), and one
+    class position in its row. Which class is data; the bound places it at class 0, so a
+    softmax before it is charged each picked row in full (cross-entropy reads all its logits).
+    With the targets known (:mod:`.given`), the class is the target's, a target equal to
+    ``ignore_index`` picks no score, and the class weights are read at the picked classes."""
     scores, target, *rest = context.op.reads
     if not context.fraction:
         return Demand(tuple(Region() for _ in context.op.reads), FlopCount())
-    shape = scores.shape
-    class_dim = 1 if len(shape) > 1 else 0
-    picked = tuple((range(1),) if d == class_dim else (range(n),) for d, n in enumerate(shape))
-    inputs = (
-        Region.of([picked]),
-        Region.of([full_box(target.shape)]),
-        *(Region(opaque=_data_chosen(target.elements)) for _ in rest),
+    class_dim = 1 if len(scores.shape) > 1 else 0
+    # a kept total_weight (nll_loss_forward's second output) sums the weights of every target
+    per_target = context.argument("reduction", 1) == 0 and not any(context.outputs[1:])
+    targets = context.outputs[0] if per_target else Region.of([full_box(target.shape)])
+    values = _known(context, 1)
+    if values is None:
+        picked = {0: targets}
+        weights = Region(opaque=_data_chosen(targets.count))
+    else:
+        picked = _known_targets(context, targets, values.long())
+        weights = Region.of([(positions_to_set(picked),)] if picked else [])
+    boxes = [
+        (*box[:class_dim], (range(c, c + 1),), *box[class_dim:])
+        for c, region in picked.items()
+        for box in region.boxes
+    ]
+    opaque = sum(region.opaque for region in picked.values())
+    inputs = (Region.of(boxes, opaque), targets, *(weights for _ in rest))
+    return Demand(inputs, _scaled(context.record.flops, context.fraction))
+
+
+def _known_targets(
+    context: _Context, targets: Region, values: torch.Tensor
+) -> dict[int, Region]:
+    """Class → the demanded target positions holding it (``ignore_index`` left out)."""
+    demanded = _demanded_mask(targets, tuple(values.shape)) & (
+        values != context.argument("ignore_index", -100)
     )
-    return Demand(inputs, context.record.flops)
+    return {
+        c: _numbers_region(
+            (demanded & (values == c)).reshape(-1).nonzero().reshape(-1), tuple(values.shape)
+        )
+        for c in values[demanded].unique().tolist()
+    }
 
 
 def _data_chosen_write(op: TracedOp) -> bool:
@@ -93,7 +126,7 @@ def selection_demand(context: _Context) -> Demand:
         for position in picked:
             inputs[position] = Region()
     else:  # a known mask: every tensor is needed where it is picked, broadcast ones too
-        holds = mask.expand(out_shape).bool()
+        holds = _unexpanded(mask).bool()
         for position in others:
             where = holds if names[position] == when_true else ~holds
             chosen = _region_where(where, region)
@@ -140,26 +173,58 @@ def gather_demand(context: _Context) -> Demand:
     their values: with the values known (:mod:`.given`), exactly the distinct source elements
     the demanded outputs pick (:data:`_KNOWN_GATHERS`); else see :func:`_data_chosen` (an
     embedding: one row)."""
-    source, *indices = context.op.reads
     picked = _known_picks(context)
     demanded = context.output.count
-    share = context.fraction
     # a grid sample may land on padding only, reading nothing of its source
     chosen = 0 if _one_of(context.op, _GRID_SAMPLERS) else _data_chosen(demanded)
     inputs = [Region(opaque=chosen)]
     inputs += [
-        Region(opaque=int(ref.elements * share)) if context.loaded(position) else Region()
-        for position, ref in enumerate(indices, start=1)
+        _index_read(context, position) if context.loaded(position) else Region()
+        for position in range(1, len(context.op.reads))
     ]
     if aten.embedding in op_keys(context.op):  # (weight, indices): indices are the 2nd read
-        weight, index = context.op.reads[:2]
-        inputs = [
-            Region(opaque=_data_chosen(demanded) * _row_part(context.output, weight.shape[-1])),
-            Region(opaque=int(index.elements * share)),
-        ]
+        weight = context.op.reads[0]
+        inputs[0] = Region(
+            opaque=_data_chosen(demanded) * _row_part(context.output, weight.shape[-1])
+        )
     if picked is not None:
         inputs[0] = picked
-    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+    return Demand(tuple(inputs), _scaled(context.record.flops, context.fraction))
+
+
+def _output_dims(context: _Context) -> range:
+    return range(len(context.op.writes[0].shape))
+
+
+def _index_select_dim(context: _Context) -> tuple[int, ...]:
+    return (context.argument("dim") % max(1, len(context.op.reads[0].shape)),)
+
+
+#: Gathers whose output position p reads index element p[dims] (the dims given here):
+#: ``gather`` and ``take`` index every output, ``embedding`` each row of D outputs,
+#: ``index_select`` each slice along ``dim``.
+_INDEXED_DIMS: dict[OpKey, Callable[[_Context], Sequence[int]]] = {}
+add_rules(_INDEXED_DIMS, [aten.gather, aten.take], _output_dims, "indexed-dims")
+add_rules(_INDEXED_DIMS, [aten.embedding], lambda c: _output_dims(c)[:-1], "indexed-dims")
+add_rules(_INDEXED_DIMS, [aten.index_select], _index_select_dim, "indexed-dims")
+
+
+def _index_read(context: _Context, position: int) -> Region:
+    """The elements of index read ``position`` that the demanded outputs read: every demanded
+    box projected onto the index's dims (:data:`_INDEXED_DIMS`; n demanded elements with no
+    position need n / (outputs one index element feeds) of them); for other gathers, the
+    demanded share of the index, as a count."""
+    ref = context.op.reads[position]
+    indexed = lookup(_INDEXED_DIMS, context.op)
+    if indexed is None:
+        return Region(opaque=int(ref.elements * context.fraction))
+    dims = indexed(context)
+    if len(dims) != len(ref.shape):  # a 0-dim index: one element every output reads
+        return Region.of([full_box(ref.shape)]) if context.output else Region()
+    out_shape = context.op.writes[0].shape
+    fan_out = math.prod(n for d, n in enumerate(out_shape) if d not in dims)
+    boxes = [tuple(box[d] for d in dims) for box in context.output.boxes]
+    return Region.of(boxes, -(-context.output.opaque // max(fan_out, 1)))
 
 
 def _demanded_mask(region: Region, shape: tuple[int, ...]) -> torch.Tensor:
@@ -186,6 +251,27 @@ def _embedding_picks(context: _Context, indices: torch.Tensor) -> Region:
     for box in context.output.boxes:
         rows = indices[_demanded_mask(Region.of([box]), shape).any(-1)].unique()
         boxes.append((positions_to_set(rows.tolist()), box[-1]))
+    return Region.of(boxes, min(context.output.opaque, 1))
+
+
+_BAGS = _op_set([aten._embedding_bag, aten._embedding_bag_forward_only])
+
+
+def _bag_picks(context: _Context, indices: torch.Tensor, offsets: torch.Tensor) -> Region:
+    """_embedding_bag(weight, indices, offsets, …): bag b reduces (sums, averages or maxes)
+    the rows indices[offsets[b]:offsets[b + 1]] (the last bag runs to the end, unless
+    ``include_last_offset``), skipping entries equal to ``padding_idx``; each demanded box, the
+    distinct rows of its bags at its own columns. A demanded output with no position, one
+    element."""
+    indices, bounds = indices.reshape(-1).long(), offsets.reshape(-1).tolist()
+    if not context.argument("include_last_offset", False):
+        bounds.append(indices.numel())
+    padding = context.argument("padding_idx", -1)
+    boxes = []
+    for box in context.output.boxes:
+        used = [indices[bounds[b] : bounds[b + 1]] for r in box[0] for b in r]
+        rows = torch.cat(used).unique().tolist() if used else []
+        boxes.append((positions_to_set(r for r in rows if r != padding or padding < 0), box[-1]))
     return Region.of(boxes, min(context.output.opaque, 1))
 
 
@@ -280,6 +366,9 @@ def _known_picks(context: _Context) -> Region | None:
     """The source elements a gather's demanded outputs pick, when every index is known."""
     if context.op.func is None or len(context.op.reads) < 2 or not context.output.boxes:
         return None
+    if _one_of(context.op, _BAGS):  # per-sample weights are no index
+        indices, offsets = _known(context, 1), _known(context, 2)
+        return None if indices is None or offsets is None else _bag_picks(context, indices, offsets)
     values = [_known(context, position) for position in range(1, len(context.op.reads))]
     if any(v is None for v in values):
         return None
@@ -327,7 +416,10 @@ def scatter_demand(context: _Context) -> Demand:
     """A scatter's output is its destination with data-chosen positions replaced: the
     destination is needed where no source lands (at least read − source elements: the kept
     end state of an input or buffer is already in memory where the scatter leaves it), the
-    indices for the demanded outputs and the source as :func:`_data_chosen` says."""
+    indices for the demanded outputs and the source as :func:`_data_chosen` says. With the
+    indices known (:mod:`.given`), exactly the source and index elements that land on demanded
+    outputs, and the destination less the positions they overwrite (:func:`_landed`;
+    ``index_add``/``index_copy`` slice by slice: :func:`_known_sources`)."""
     destination, *rest = context.op.reads
     demanded = context.output.count
     share = context.fraction
@@ -343,6 +435,8 @@ def scatter_demand(context: _Context) -> Demand:
     known = _known_sources(context)
     if known is not None:
         inputs[0], inputs[-1] = known
+    for position, region in _landed(context).items():
+        inputs[position] = region
     return Demand(tuple(inputs), _scaled(context.record.flops, share))
 
 
@@ -382,6 +476,191 @@ def _known_sources(context: _Context) -> tuple[Region, Region] | None:
         covered = (*full_box(shape)[:dim], positions_to_set(targets), *full_box(shape)[dim + 1 :])
         destination = destination.minus_box(covered)
     return destination, Region.of(boxes)
+
+
+@dataclass(frozen=True)
+class _Landing:
+    """Where a scatter with known indices writes: pair p of its (index, source) elements lands
+    on destination element ``targets[p]`` (flat), and uses element ``operands[k][1][p]`` (flat)
+    of read ``operands[k][0]``: its index elements, its source element (read ``source``)."""
+
+    targets: torch.Tensor
+    operands: tuple[tuple[int, torch.Tensor], ...]
+    source: int | None
+
+
+def _element_numbers(shape: Sequence[int]) -> torch.Tensor:
+    return torch.arange(math.prod(shape)).reshape(tuple(shape))
+
+
+def _scatter_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """scatter(x, dim, index, src): src[p] (at index's positions p) lands on x at p with
+    ``dim`` replaced by index[p]."""
+    index = _known(context, 1)
+    if index is None:
+        return None
+    index = index.long()
+    targets = numbers.gather(context.argument("dim") % max(1, numbers.dim()), index)
+    operands = [(1, _element_numbers(index.shape))]
+    if len(context.op.reads) < 3:  # scatter.value: a scalar, no source tensor
+        return _Landing(targets, tuple(operands), None)
+    part = tuple(slice(0, n) for n in index.shape)
+    operands.append((2, _element_numbers(context.op.reads[2].shape)[part]))
+    return _Landing(targets, tuple(operands), 2)
+
+
+def _put_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """put(x, index, source): source[i] (flat) lands on x's flat element index[i] (negative
+    indices from the end)."""
+    index = _known(context, 1)
+    if index is None:
+        return None
+    elements = _element_numbers(index.shape)
+    targets = index.long() % max(1, numbers.numel())
+    return _Landing(targets, ((1, elements), (2, elements)), 2)
+
+
+def _masked_scatter_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """masked_scatter(x, mask, source): the k-th true position of the mask (broadcast to x,
+    row-major) takes source element k."""
+    mask = _known(context, 1)
+    if mask is None:
+        return None
+    targets = numbers[mask.bool().expand(numbers.shape)]
+    return _Landing(targets, ((2, torch.arange(targets.numel())),), 2)
+
+
+def _index_fill_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """index_fill(x, dim, index, value): slice index[i] along ``dim`` is filled with the value
+    (a scalar, or a 0-dim tensor: read 2)."""
+    index = _known(context, 1)
+    if index is None:
+        return None
+    dim = context.argument("dim") % max(1, numbers.dim())
+    targets = numbers.index_select(dim, index.long().reshape(-1))
+    along = [-1 if d == dim else 1 for d in range(targets.dim())]
+    operands = [(1, torch.arange(index.numel()).reshape(along).expand(targets.shape))]
+    if len(context.op.reads) > 2:
+        operands.append((2, torch.zeros_like(targets)))
+    return _Landing(targets, tuple(operands), None)
+
+
+def _index_put_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """index_put(x, indices, values): x[indices] = values, values broadcast to the indexed
+    shape; each index tensor's elements placed there as advanced indexing places them."""
+    tensors = [index for index in context.argument("indices") if index is not None]
+    known = [_known(context, position) for position in range(1, len(tensors) + 1)]
+    if any(index is None for index in known):
+        return None
+    filled = iter(known)
+    indices = [None if index is None else next(filled) for index in context.argument("indices")]
+    targets = numbers[tuple(slice(None) if index is None else index for index in indices)]
+    values = len(tensors) + 1
+    placed = _advanced_numbers(indices, targets.shape)
+    operands = list(enumerate(placed, start=1))
+    source = _element_numbers(context.op.reads[values].shape).expand(targets.shape)
+    operands.append((values, source))
+    return _Landing(targets, tuple(operands), values)
+
+
+def _advanced_numbers(
+    indices: Sequence[torch.Tensor | None], shape: Sequence[int]
+) -> list[torch.Tensor]:
+    """Each index tensor of ``x[indices]`` (of ``shape``), its element numbers at every
+    position of the result: the index tensors broadcast together (a boolean one as its true
+    elements) and their dims sit where the first indexed dim was when the indexed dims are
+    adjacent, else first (NumPy's rule)."""
+    forms, indexed, dim = [], [], 0
+    for index in indices:
+        if index is None:
+            dim += 1
+            continue
+        elements = _element_numbers(index.shape)
+        if index.dtype == torch.bool:
+            forms.append(elements[index])
+            indexed += range(dim, dim + index.dim())
+            dim += index.dim()
+        else:
+            forms.append(elements)
+            indexed.append(dim)
+            dim += 1
+    broadcast = torch.broadcast_shapes(*(form.shape for form in forms))
+    adjacent = indexed == list(range(indexed[0], indexed[0] + len(indexed)))
+    start = indexed[0] if adjacent else 0
+    placed = [1] * start + list(broadcast) + [1] * (len(shape) - start - len(broadcast))
+    return [form.expand(broadcast).reshape(placed).expand(tuple(shape)) for form in forms]
+
+
+#: How each scatter with known indices lands (:func:`_landed`).
+_LANDINGS: dict[OpKey, Callable[[_Context, torch.Tensor], _Landing | None]] = {}
+add_rules(
+    _LANDINGS, [aten.scatter, aten.scatter_add, aten.scatter_reduce], _scatter_landing, "landing"
+)
+add_rules(
+    _LANDINGS,
+    [aten.index_put, aten._index_put_impl, aten._unsafe_index_put],
+    _index_put_landing,
+    "landing",
+)
+add_rules(_LANDINGS, [aten.put], _put_landing, "landing")
+add_rules(_LANDINGS, [aten.masked_scatter], _masked_scatter_landing, "landing")
+add_rules(_LANDINGS, [aten.index_fill], _index_fill_landing, "landing")
+
+
+def _accumulates(context: _Context) -> bool:
+    """Whether every source element landing on a position goes into it (scatter_add, a
+    scatter with a ``reduce``, index_put with ``accumulate``), not one of them."""
+    access = lookup(DESTINATION_ACCESS, context.op)
+    return (
+        access is DestinationAccess.ACCUMULATED_AT_INDICES
+        or context.argument("reduce") is not None
+        or bool(context.argument("accumulate", False))
+    )
+
+
+def _landed(context: _Context) -> dict[int, Region]:
+    """A scatter with known indices (:data:`_LANDINGS`): read position → what it needs. The
+    source elements and index elements of every pair landing on a demanded output; the
+    destination where later ops read it, less the positions overwritten (all of it where the
+    sources accumulate into it, ``include_self`` aside). Where several sources land on one
+    demanded position and one of them wins (which is unspecified), none: the any-input rule."""
+    rule = lookup(_LANDINGS, context.op)
+    destination, *rest = context.op.reads
+    size = math.prod(destination.shape)
+    if rule is None or not context.output.boxes or size > _NUMBERED_SOURCE_LIMIT:
+        return {}
+    indices = [p for p, ref in enumerate(rest, start=1) if not ref.is_float]
+    if any(_known(context, position) is None for position in indices):
+        return {}  # the bound for any input: no destination numbered for nothing
+    numbers = _element_numbers(destination.shape)
+    try:
+        landing = rule(context, numbers)
+    except (IndexError, RuntimeError):  # an index out of range: the run would fail
+        return {}
+    if landing is None:
+        return {}
+    targets = landing.targets.reshape(-1)
+    hit = _demanded_mask(context.output, destination.shape).reshape(-1)[targets]
+    operands = {position: elements.reshape(-1) for position, elements in landing.operands}
+    accumulates = _accumulates(context)
+    if not accumulates and landing.source is not None:
+        pairs = torch.stack([targets[hit], operands[landing.source][hit]]).unique(dim=1)
+        if pairs[0].unique().numel() < pairs.shape[1]:
+            return {}
+    needed = {
+        position: _numbers_region(elements[hit].unique(), context.op.reads[position].shape)
+        for position, elements in operands.items()
+    }
+    read = Region()
+    for region in context.read:
+        read = read.union(region)
+    if accumulates and context.argument("include_self", True):
+        return {**needed, 0: read}
+    kept = _demanded_mask(read, destination.shape).reshape(-1)
+    kept[targets] = False
+    overwritten = int(torch.zeros(size, dtype=torch.bool).index_fill_(0, targets, True).sum())
+    untouched = _numbers_region(kept.nonzero().reshape(-1), destination.shape)
+    return {**needed, 0: untouched.union(Region.of([], read.opaque - overwritten))}
 
 
 @demand_rule([aten.embedding_renorm])
