@@ -59,8 +59,8 @@ def phase_figures(result: Any) -> tuple[PhaseFigures, ...]:
         compute_s = unit_seconds(necessary, result.gpu, result.precision, result.switches,
                                  result.math).compute_s
         boundary_bytes = sum(tensor_bytes(ref, float_bytes) for ref in boundary[phase])
-        eager = _in_phase(result.eager_kernels, result.plans.eager.kernels, phase_of, phase)
-        fused = _in_phase(result.kernels, result.plans.fused.kernels, phase_of, phase)
+        eager = _in_phase(result.plans.eager.kernels, phase_of, phase)
+        fused = _in_phase(result.plans.fused.kernels, phase_of, phase)
         performance = result.performance
         figures.append(PhaseFigures(
             phase=phase,
@@ -77,12 +77,12 @@ def phase_figures(result: Any) -> tuple[PhaseFigures, ...]:
     return tuple(figures)
 
 
-def _in_phase(
-    estimates: Sequence[Any], kernels: Sequence[Any], phase_of: Sequence[str], phase: str
-) -> list[int]:
-    """Positions of the kernels whose last op ran in ``phase`` (a forward op recomputed in a
-    backward kernel comes first in it: :func:`recomputed_in_backward`)."""
-    return [i for i, kernel in enumerate(kernels[: len(estimates)])
+def _in_phase(kernels: Sequence[Any], phase_of: Sequence[str], phase: str) -> list[int]:
+    """Positions of the plan's ``kernels`` whose last op ran in ``phase`` (a forward op
+    recomputed in a backward kernel comes first in it:
+    :func:`~torchroofline.step_graphs.recomputed_in_backward`), which are also the positions of
+    their estimates (the Result prices one per kernel, in plan order)."""
+    return [i for i, kernel in enumerate(kernels)
             if kernel.ops and phase_of[kernel.ops[-1].index] == phase]
 
 
