@@ -198,8 +198,8 @@ def _repriced_search(
     limit: int,
 ) -> tuple[int, dict[int, int], bool] | None:
     """:func:`memory.largest_batch` over sizes re-priced from two traces (``start`` and twice
-    it), its answer and the batch above it confirmed by traces; None where the two traces
-    differ in more than sizes or a confirming trace disagrees."""
+    it), its answer and the batch above it confirmed by traces (:func:`_traces_agree`); None
+    where the two traces differ in more than sizes or a confirming trace disagrees."""
     second = min(2 * start, limit)
     (first_lives, op_count), (second_lives, second_count) = lives_at(start), lives_at(second)
     if second == start or op_count != second_count:
@@ -211,10 +211,17 @@ def _repriced_search(
         lambda size: replay(scaled(size), op_count).peak_bytes, capacity_bytes, start,
         limit=limit, traces=64,
     )
-    confirm = [size for size in (batch, batch + 1) if 1 <= size <= limit]
-    if any(traced_peak(size) != peaks.get(size, traced_peak(size)) for size in confirm):
+    if not _traces_agree(peaks, batch, traced_peak):
         return None
     return batch, peaks, exact
+
+
+def _traces_agree(peaks: Mapping[int, int], batch: int,
+                  traced_peak: Callable[[int], int]) -> bool:
+    """Whether traces at ``batch`` and the batch above give the peaks the search re-priced
+    there. Only batches the search tried are traced: the batch above is untried where the
+    search stopped short of it (its budget), and batch 0 or one above ``limit`` never is."""
+    return all(traced_peak(size) == peaks[size] for size in (batch, batch + 1) if size in peaks)
 
 
 def _batch_size(arguments: tuple, batch_dim: int) -> int:
