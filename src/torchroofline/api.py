@@ -76,8 +76,8 @@ def analyze(
     costs, :class:`~torchroofline.estimate.EstimateParams`). ``math`` is the math the speed of
     light assumes: "program" (the program's own, the default), or a rung a benchmark's tolerance
     admits ("tf32", "bf16", "fp16", "fp8", "fp4"; :data:`~torchroofline.precision.MATH_RUNGS`;
-    fp4 appears in the ladder only on GPUs with FP4 tensor cores); every
-    rung's bound is in ``time_ms["sol_by_math"]`` whichever is chosen.
+    fp4 appears in the ladder on GPUs with FP4 tensor cores, and elsewhere when chosen, priced
+    at the fp8 rate); every rung's bound is in ``time_ms["sol_by_math"]`` whichever is chosen.
 
     ``data`` is what the bound may assume of the input values: "any" (valid for every value)
     or "given" (for these values: a matmul skips the zero products of a triangular input, a
