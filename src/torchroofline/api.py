@@ -152,8 +152,8 @@ def max_batch(
     is allocated). The program is traced at that batch and at twice it (no plans, no
     pricing); when the two runs differ only in sizes, each storage's size is a line in the
     batch, and the search re-prices those sizes without tracing, then traces its answer and
-    the batch above to confirm them. Otherwise every batch tried is one trace, at most
-    ``traces``."""
+    the batch above (where the search tried it) to confirm them. Otherwise every batch tried
+    is one trace, at most ``traces``."""
     from .hardware import get_gpu
     from .precision import check_precision
 
