@@ -216,26 +216,40 @@ def estimate_accuracy() -> str:
     return section.split("\n## ", 1)[0].strip() + "\n"
 
 
-def train_table() -> str:
-    """The training-step lines of the report of a problem file under --train --checkpoint."""
-    argv = ("analyze", "examples/kernelbench/level3/mini_gpt_block.py", "--train",
-            "--checkpoint", "*", "--top", "0")
-    lines = _cli(*argv).splitlines()
-    first = next(i for i, line in enumerate(lines) if "Training step" in line)
-    last = next(i for i, line in enumerate(lines) if "Checkpoint" in line)
-    shown = " ".join(f"'{arg}'" if arg == "*" else arg for arg in argv[:-2])
-    return _fenced(f"$ torchroofline {shown}\n" + "\n".join(lines[first:last + 1]))
+MINI_GPT = "examples/kernelbench/level3/mini_gpt_block.py"
+
+
+def _report_excerpt(argv: tuple[str, ...], *spans: tuple[str, str]) -> str:
+    """``torchroofline *argv`` (its kernel table left out: ``--top 0``) as typed, and for each
+    span of its output the lines from the first holding the span's first marker to the next
+    holding its last."""
+    lines = _cli(*argv, "--top", "0").splitlines()
+    shown: list[str] = []
+    for first_marker, last_marker in spans:
+        first = next(i for i, line in enumerate(lines) if first_marker in line)
+        last = next(i for i in range(first, len(lines)) if last_marker in lines[i])
+        shown += lines[first:last + 1]
+    typed = " ".join(f"'{arg}'" if arg == "*" else arg for arg in argv)
+    return _fenced(f"$ torchroofline {typed}\n" + "\n".join(shown))
 
 
 BLOCKS: dict[str, Callable[[], str]] = {
     "quickstart": quickstart,
-    "cli-train": train_table,
+    # the training-step table and the checkpointing what-if
+    "cli-train": lambda: _report_excerpt(
+        ("analyze", MINI_GPT, "--train", "--checkpoint", "*"), ("Training step", "Checkpoint"),
+    ),
+    # the Memory lines and the largest batch that fits
+    "cli-memory": lambda: _report_excerpt(
+        ("analyze", MINI_GPT, "--train", "--max-batch"), ("Peak memory", " has "),
+        ("largest batch", "largest batch"),
+    ),
     "cli-matmul": lambda: _command(
         "analyze", "examples/kernelbench/level1/1_Square_matrix_multiplication_.py",
         "--gpu", "h100", "--actual-ms", "2.66",
     ),
     "cli-prompt": lambda: _command(
-        "analyze", "examples/kernelbench/level3/mini_gpt_block.py", "--gpu", "h100",
+        "analyze", MINI_GPT, "--gpu", "h100",
         "--format", "prompt", "--actual-ms", "2.9",
     ),
     "cli-gpus": lambda: _command("gpus"),

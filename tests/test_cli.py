@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import H100_FP32
 from torchroofline.cli import build_parser, main
@@ -437,3 +438,26 @@ def test_suite_pictures_from_batch_and_saved_report(suite_report, capsys, tmp_pa
     assert len(written) == 2 + 7  # scatter, histogram, one roofline per analyzed problem
     code, _, err = run(capsys, "plot", tmp_path / "missing.json", "--out", tmp_path)
     assert code == 2 and "not a readable report" in err
+
+
+def test_max_batch_reuses_the_analyzed_build_and_keeps_its_switches(capsys, tmp_path):
+    # the problem file runs once (the model --max-batch searches is the one analyzed), and the
+    # TF32 switch it sets at import is put back after both, not left for the next file
+    problem = tmp_path / "tf32_linear.py"
+    problem.write_text(
+        "import torch\nimport torch.nn as nn\n"
+        "torch.set_float32_matmul_precision('high')\n"
+        "IMPORTS = getattr(torch, '_tf32_linear_imports', 0) + 1\n"
+        "torch._tf32_linear_imports = IMPORTS\n"
+        "class Model(nn.Linear):\n    def __init__(self):\n        super().__init__(64, 64)\n"
+        "def get_inputs():\n    return [torch.randn(8, 64)]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    before = torch.get_float32_matmul_precision()
+    try:
+        code, out, _ = run(capsys, "analyze", problem, "--max-batch", "--json")
+        assert code == 0 and json.loads(out)["max_batch"]["exact"]
+        assert torch._tf32_linear_imports == 1
+    finally:
+        vars(torch).pop("_tf32_linear_imports", None)
+    assert torch.get_float32_matmul_precision() == before

@@ -551,6 +551,20 @@ def test_no_fp4_rung_without_fp4_tensor_cores() -> None:
     assert math_rungs(get_gpu("mi355x"))[-1] == "fp4"
 
 
+def test_fp4_math_without_fp4_tensor_cores_is_the_fp8_rung() -> None:
+    # H100 has no FP4 tensor cores: FP4 math runs on its fp8 unit, so the fp4 bound is the fp8
+    # bound, 2N³ / 1,979 TFLOP/s = 69.4 µs (over the 60.1 µs the fp32 bytes take at 3.35 TB/s),
+    # and the ladder lists it because the analysis chose it
+    result = _square_matmul("h100", math="fp4")
+    ladder = result.sol_by_math_s
+    assert list(ladder)[-2:] == ["fp8", "fp4"]
+    assert ladder["fp4"] == ladder["fp8"] == result.sol_s
+    assert ladder["fp8"] == pytest.approx(2 * _N**3 / get_gpu("h100").tensor_peak("fp8"))
+    assert result.to_dict()["time_ms"]["sol_by_math"]["fp4"] == result.sol_ms
+    # re-priced at the program's math, the repeated rung is gone again
+    assert "fp4" not in result.on("h100", math="program").sol_by_math_s
+
+
 def test_analyze_at_a_locked_clock(b200_matmul: Result) -> None:
     locked = _square_matmul("b200", clock_mhz=1500)
     flops = 2 * _N**3

@@ -14,7 +14,7 @@ import torch.nn as nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from conftest import Fn, analyze, meta
-from torchroofline.api import max_batch
+from torchroofline.api import _traces_agree, max_batch
 from torchroofline.errors import InputError
 from torchroofline.hardware import GPUSpec, get_gpu
 from torchroofline.memory import (
@@ -452,6 +452,22 @@ def test_max_batch_of_a_linear_layer_is_the_closed_form() -> None:
     # traced at 4 and 8: every size is linear in the batch, so the search re-prices them and
     # traces only its answer and the batch above to confirm
     assert fit.traced == (4, 8, 500, 501)
+
+
+def test_max_batch_confirms_by_trace_only_the_batches_its_search_tried() -> None:
+    traced: list[int] = []
+
+    def traced_peak(batch: int) -> int:
+        traced.append(batch)
+        return 100 * batch
+
+    # a search that stopped at batch 10 (its budget) before trying 11: 10 is traced, and 11,
+    # with nothing re-priced to hold it against, is not
+    assert _traces_agree({5: 500, 10: 1_000}, 10, traced_peak)
+    assert traced == [10]
+    # an exact answer: both traced, once each; 11's trace (1,100) is not its re-priced 1,050
+    assert not _traces_agree({10: 1_000, 11: 1_050}, 10, traced_peak)
+    assert traced == [10, 10, 11]
 
 
 def test_max_batch_of_a_training_step_brackets_the_capacity() -> None:

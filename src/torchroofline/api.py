@@ -76,8 +76,8 @@ def analyze(
     costs, :class:`~torchroofline.estimate.EstimateParams`). ``math`` is the math the speed of
     light assumes: "program" (the program's own, the default), or a rung a benchmark's tolerance
     admits ("tf32", "bf16", "fp16", "fp8", "fp4"; :data:`~torchroofline.precision.MATH_RUNGS`;
-    fp4 appears in the ladder only on GPUs with FP4 tensor cores); every
-    rung's bound is in ``time_ms["sol_by_math"]`` whichever is chosen.
+    fp4 appears in the ladder on GPUs with FP4 tensor cores, and elsewhere when chosen, priced
+    at the fp8 rate); every rung's bound is in ``time_ms["sol_by_math"]`` whichever is chosen.
 
     ``data`` is what the bound may assume of the input values: "any" (valid for every value)
     or "given" (for these values: a matmul skips the zero products of a triangular input, a
@@ -152,8 +152,8 @@ def max_batch(
     is allocated). The program is traced at that batch and at twice it (no plans, no
     pricing); when the two runs differ only in sizes, each storage's size is a line in the
     batch, and the search re-prices those sizes without tracing, then traces its answer and
-    the batch above to confirm them. Otherwise every batch tried is one trace, at most
-    ``traces``."""
+    the batch above (where the search tried it) to confirm them. Otherwise every batch tried
+    is one trace, at most ``traces``."""
     from .hardware import get_gpu
     from .precision import check_precision
 
@@ -198,8 +198,8 @@ def _repriced_search(
     limit: int,
 ) -> tuple[int, dict[int, int], bool] | None:
     """:func:`memory.largest_batch` over sizes re-priced from two traces (``start`` and twice
-    it), its answer and the batch above it confirmed by traces; None where the two traces
-    differ in more than sizes or a confirming trace disagrees."""
+    it), its answer and the batch above it confirmed by traces (:func:`_traces_agree`); None
+    where the two traces differ in more than sizes or a confirming trace disagrees."""
     second = min(2 * start, limit)
     (first_lives, op_count), (second_lives, second_count) = lives_at(start), lives_at(second)
     if second == start or op_count != second_count:
@@ -211,10 +211,17 @@ def _repriced_search(
         lambda size: replay(scaled(size), op_count).peak_bytes, capacity_bytes, start,
         limit=limit, traces=64,
     )
-    confirm = [size for size in (batch, batch + 1) if 1 <= size <= limit]
-    if any(traced_peak(size) != peaks.get(size, traced_peak(size)) for size in confirm):
+    if not _traces_agree(peaks, batch, traced_peak):
         return None
     return batch, peaks, exact
+
+
+def _traces_agree(peaks: Mapping[int, int], batch: int,
+                  traced_peak: Callable[[int], int]) -> bool:
+    """Whether traces at ``batch`` and the batch above give the peaks the search re-priced
+    there. Only batches the search tried are traced: the batch above is untried where the
+    search stopped short of it (its budget), and batch 0 or one above ``limit`` never is."""
+    return all(traced_peak(size) == peaks[size] for size in (batch, batch + 1) if size in peaks)
 
 
 def _batch_size(arguments: tuple, batch_dim: int) -> int:

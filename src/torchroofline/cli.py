@@ -28,6 +28,8 @@ from .errors import (
 
 if TYPE_CHECKING:
     from .batch_report import BatchReport
+    from .memory import BatchFit
+    from .roofline import Result
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_FASTER_THAN_LIGHT = 3  #: a generated kernel's time beats the speed of light
@@ -359,7 +361,7 @@ def _training_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .kernelbench import analyze_file, compare_kernelbench, reference_for
+    from .kernelbench import compare_kernelbench, reference_for
 
     gpu = _target_gpu(args)
     for file in args.files:
@@ -377,18 +379,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             reference = reference_for(
                 file, ref=args.ref, problems=args.problems, class_name=args.class_name
             )
-            result = analyze_file(
-                reference or file, gpu, args.precision, actual_ms=actual_ms, cache=args.cache,
-                class_name=args.class_name, math=args.math, data=args.data,
-                data_limit_bytes=int(args.data_limit * 2**30),
-                training=_training_options(args),
-            )
+            result, batch_fit = _analyzed(reference or file, gpu, args, actual_ms)
             if reference is not None:
                 result = result.with_notes([_as_reference(file, reference)])
             if params is not None:
                 result = result.on(gpu, estimate_params=params).with_actual(actual_ms)
                 result = result.with_notes([_host_scale_note(args.host_scale)])
-            batch_fit = _max_batch(reference or file, gpu, args) if args.max_batch else None
         except _USAGE_ERRORS:
             raise
         except TorchrooflineError as error:
@@ -427,14 +423,27 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return _exit_code(failed, too_fast)
 
 
-def _max_batch(file: str | Path, gpu: Any, args: argparse.Namespace) -> Any:
-    """``--max-batch``: the problem built again and its largest batch that fits ``gpu``."""
+def _analyzed(
+    file: str | Path, gpu: Any, args: argparse.Namespace, actual_ms: float | None
+) -> tuple[Result, BatchFit | None]:
+    """``file`` analyzed and, with ``--max-batch``, the largest batch of the same built model
+    that fits ``gpu``; the TF32 switches the file sets at import hold for both, and only them."""
     from .api import max_batch
-    from .kernelbench import build_problem, load_problem
+    from .kernelbench import analyze_file, load_and_build
+    from .precision import restoring_switches
 
-    model, inputs, _ = build_problem(load_problem(file, class_name=args.class_name))
-    training = {"mode": "train", "optimizer": args.optimizer} if args.train else {}
-    return max_batch(model, inputs, gpu, args.precision, **training)
+    with restoring_switches():
+        built = load_and_build(file, class_name=args.class_name)
+        result = analyze_file(
+            file, gpu, args.precision, actual_ms=actual_ms, cache=args.cache,
+            class_name=args.class_name, math=args.math, data=args.data,
+            data_limit_bytes=int(args.data_limit * 2**30), training=_training_options(args),
+            built=built,
+        )
+        if not args.max_batch:
+            return result, None
+        training = {"mode": "train", "optimizer": args.optimizer} if args.train else {}
+        return result, max_batch(built.model, built.inputs, gpu, args.precision, **training)
 
 
 def _host_scale_note(host_scale: float) -> str:

@@ -230,6 +230,24 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
         ) from error
 
 
+@dataclass(frozen=True)
+class BuiltProblem:
+    """A problem file loaded and built (:func:`load_and_build`)."""
+
+    problem: Problem
+    model: nn.Module
+    inputs: tuple
+    notes: tuple[str, ...]  #: how it was built (:func:`build_problem`)
+
+
+def load_and_build(path: str | Path, *, class_name: str = "Model") -> BuiltProblem:
+    """:func:`load_problem` then :func:`build_problem`. The TF32 switches the file sets at
+    import stay set: call it under :func:`~torchroofline.precision.restoring_switches`."""
+    problem = load_problem(path, class_name=class_name)
+    model, inputs, notes = build_problem(problem)
+    return BuiltProblem(problem, model, inputs, tuple(notes))
+
+
 #: The seed KernelBench sets before ``get_inputs()`` and before building the model
 #: (``seed_num=42`` in KernelBench's ``src/eval.py``).
 KERNELBENCH_SEED = 42
@@ -367,8 +385,10 @@ def analyze_file(
     data: str | None = None,
     data_limit_bytes: int = DATA_LIMIT_BYTES,
     training: Mapping[str, Any] | None = None,
+    built: BuiltProblem | None = None,
 ) -> Result:
-    """Load, build (on fake tensors) and analyze one KernelBench problem file.
+    """Load, build (on fake tensors) and analyze one KernelBench problem file (``built``: the
+    file already loaded and built, under the caller's :func:`restoring_switches`).
     ``training``: :func:`~torchroofline.api.analyze`'s training-step keywords (``mode``,
     ``optimizer``, ...), e.g. ``{"mode": "train"}``. TF32 switches the
     file sets at import count for its own analysis and are put back afterwards. ``math``: the
@@ -377,8 +397,8 @@ def analyze_file(
     (:func:`seeded_inputs`), its tensors over a quarter of ``data_limit_bytes`` (or past it in
     all) made as shapes only; default "given"."""
     with restoring_switches():
-        problem = load_problem(path, class_name=class_name)
-        model, inputs, notes = build_problem(problem)
+        built = built or load_and_build(path, class_name=class_name)
+        problem, model, inputs, notes = built.problem, built.model, built.inputs, [*built.notes]
         data_notes: list[str] = []
         # made at most once: the rebuilt model below reads the same values
         made = functools.cache(

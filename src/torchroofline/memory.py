@@ -155,7 +155,6 @@ class Allocation:
     request_bytes: int  #: the storage's bytes at the analysed precision (before rounding)
     kind: str  #: one of :data:`KINDS`
     module_path: str  #: the module whose op made it ("" for storages made before the trace)
-    phase: str  #: the phase of the op that made it (TracedOp.phase)
     first_op: int
     last_op: int
 
@@ -275,7 +274,7 @@ def allocations(trace: Trace, float_bytes: int) -> tuple[Allocation, ...]:
     kept = {ref.storage_id for ref in trace.output_refs} | set(roles)
     lives = [
         Allocation(ref.storage_id, storage_bytes(ref, float_bytes),
-                   roles.get(ref.storage_id, kind), "", "forward", -1, end)
+                   roles.get(ref.storage_id, kind), "", -1, end)
         for kind, ref in trace.resident
     ]
     resident = {ref.storage_id for _, ref in trace.resident}
@@ -287,8 +286,7 @@ def allocations(trace: Trace, float_bytes: int) -> tuple[Allocation, ...]:
             position = -1
         until = end if storage_id in kept else last[storage_id]
         lives.append(Allocation(
-            storage_id, storage_bytes(ref, float_bytes), kind, op.module_path, op.phase,
-            position, until,
+            storage_id, storage_bytes(ref, float_bytes), kind, op.module_path, position, until,
         ))
     return tuple(lives)
 

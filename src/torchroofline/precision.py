@@ -307,10 +307,13 @@ class UnitSeconds:
 MATH_RUNGS = ("program", "tf32", "bf16", "fp16", "fp8", "fp4")
 
 
-def math_rungs(gpu: GPUSpec) -> tuple[str, ...]:
-    """The rungs of :data:`MATH_RUNGS` that ``gpu`` has: fp4 only where it has FP4 tensor cores
-    (Blackwell, CDNA4). Elsewhere FP4 math runs on the fp8 unit, and its rung would repeat fp8's."""
-    return tuple(rung for rung in MATH_RUNGS if rung != "fp4" or gpu.has_tensor("fp4"))
+def math_rungs(gpu: GPUSpec, chosen: str = "program") -> tuple[str, ...]:
+    """The rungs of :data:`MATH_RUNGS` that ``gpu`` has, and the ``chosen`` one (the math an
+    analysis assumes): fp4 where it has FP4 tensor cores (Blackwell, CDNA4) or where fp4 is
+    chosen. Elsewhere FP4 math runs on the fp8 unit and its rung repeats fp8's; it is kept when
+    chosen so that the bound the analysis reports has its rung in the ladder."""
+    return tuple(rung for rung in MATH_RUNGS
+                 if rung != "fp4" or rung == chosen or gpu.has_tensor("fp4"))
 
 
 def check_math(math: str) -> str:

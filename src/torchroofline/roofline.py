@@ -369,7 +369,8 @@ class Result:
 
     @cached_property
     def sol_by_math_s(self) -> dict[str, float]:
-        """The speed of light (seconds) at each rung the GPU has (:func:`precision.math_rungs`): the
+        """The speed of light (seconds) at each rung the GPU has and at the analysis's math
+        (:func:`precision.math_rungs`: ``sol_by_math_s[result.math]`` is the bound): the
         necessary matmul-class work on that precision's unit where it is faster. Inputs and
         outputs keep their dtypes in memory, so the memory term is the same on every rung."""
         necessary = self.plans.necessary.ops
@@ -378,7 +379,7 @@ class Result:
                 unit_seconds(necessary, self.gpu, self.precision, self.switches, rung).compute_s,
                 self.memory_sol_s,
             )
-            for rung in math_rungs(self.gpu)
+            for rung in math_rungs(self.gpu, self.math)
         }
 
     def possible_with(self, measured_s: float) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .costs import tensor_bytes
 from .errors import InputError
-from .memory import allocations, replay, storage_bytes
+from .memory import Allocation, replay, storage_bytes
 from .precision import unit_seconds
 from .trace import TensorRef, largest_per_value
 from .training import PHASES
@@ -59,8 +59,8 @@ def phase_figures(result: Any) -> tuple[PhaseFigures, ...]:
         compute_s = unit_seconds(necessary, result.gpu, result.precision, result.switches,
                                  result.math).compute_s
         boundary_bytes = sum(tensor_bytes(ref, float_bytes) for ref in boundary[phase])
-        eager = _in_phase(result.eager_kernels, result.plans.eager.kernels, phase_of, phase)
-        fused = _in_phase(result.kernels, result.plans.fused.kernels, phase_of, phase)
+        eager = _in_phase(result.plans.eager.kernels, phase_of, phase)
+        fused = _in_phase(result.plans.fused.kernels, phase_of, phase)
         performance = result.performance
         figures.append(PhaseFigures(
             phase=phase,
@@ -77,12 +77,12 @@ def phase_figures(result: Any) -> tuple[PhaseFigures, ...]:
     return tuple(figures)
 
 
-def _in_phase(
-    estimates: Sequence[Any], kernels: Sequence[Any], phase_of: Sequence[str], phase: str
-) -> list[int]:
-    """Positions of the kernels whose last op ran in ``phase`` (a forward op recomputed in a
-    backward kernel comes first in it: :func:`recomputed_in_backward`)."""
-    return [i for i, kernel in enumerate(kernels[: len(estimates)])
+def _in_phase(kernels: Sequence[Any], phase_of: Sequence[str], phase: str) -> list[int]:
+    """Positions of the plan's ``kernels`` whose last op ran in ``phase`` (a forward op
+    recomputed in a backward kernel comes first in it:
+    :func:`~torchroofline.step_graphs.recomputed_in_backward`), which are also the positions of
+    their estimates (the Result prices one per kernel, in plan order)."""
+    return [i for i, kernel in enumerate(kernels)
             if kernel.ops and phase_of[kernel.ops[-1].index] == phase]
 
 
@@ -179,13 +179,13 @@ def checkpoint_what_if(result: Any, patterns: Sequence[str]) -> CheckpointWhatIf
                                    for k in kernels) * 1e3,
         saved_activation_bytes=sum(storage_bytes(ref, result.float_bytes) for ref in freed),
         peak_bytes=_checkpointed_peak(trace, {ref.storage_id for ref in freed},
-                                      result.float_bytes),
+                                      result.memory.allocations),
     )
 
 
-def _checkpointed_peak(trace: Any, freed: set[int], float_bytes: int) -> int:
-    """The eager peak with the ``freed`` storages dropped after their last forward use and
-    allocated again before their first backward use."""
+def _checkpointed_peak(trace: Any, freed: set[int], lives: Sequence[Allocation]) -> int:
+    """The eager peak of ``trace``'s allocations ``lives`` with the ``freed`` storages dropped
+    after their last forward use and allocated again before their first backward use."""
     last_forward: dict[int, int] = {}
     first_backward: dict[int, int] = {}
     for position, op in enumerate(trace.ops):
@@ -196,14 +196,14 @@ def _checkpointed_peak(trace: Any, freed: set[int], float_bytes: int) -> int:
                 last_forward[ref.storage_id] = position
             else:
                 first_backward.setdefault(ref.storage_id, position)
-    lives = []
-    for life in allocations(trace, float_bytes):
+    checkpointed = []
+    for life in lives:
         if life.storage_id in freed and life.storage_id in first_backward:
-            lives += [dataclasses.replace(life, last_op=last_forward[life.storage_id]),
-                      dataclasses.replace(life, first_op=first_backward[life.storage_id])]
+            checkpointed += [dataclasses.replace(life, last_op=last_forward[life.storage_id]),
+                             dataclasses.replace(life, first_op=first_backward[life.storage_id])]
         else:
-            lives.append(life)
-    return replay(lives, len(trace.ops)).peak_bytes
+            checkpointed.append(life)
+    return replay(checkpointed, len(trace.ops)).peak_bytes
 
 
 def _saved_by(trace: Any, made_by: set[int], kept: set[int]) -> list[TensorRef]:

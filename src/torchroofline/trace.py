@@ -326,11 +326,20 @@ def _tensors(tree: Any) -> list[torch.Tensor]:
     return []
 
 
-def _shape_only(tensor: torch.Tensor) -> torch.Tensor:
-    """Keep a fake/meta tensor as it is; replace a real one by a meta tensor (no data kept)."""
-    if isinstance(tensor, FakeTensor) or tensor.is_meta:
-        return tensor
-    return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="meta")
+def meta_copies(tree: Any, *, keep_shape_only: bool = False) -> Any:
+    """Each tensor in ``tree`` as a plain meta tensor of its shape, strides and dtype (no data
+    kept, and no dispatch mode sees the copies); with ``keep_shape_only``, fake and meta
+    tensors stay as they are (they hold no data either)."""
+
+    def copy(leaf: Any) -> Any:
+        if not isinstance(leaf, torch.Tensor) or (
+            keep_shape_only and (isinstance(leaf, FakeTensor) or leaf.is_meta)
+        ):
+            return leaf
+        return torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device="meta")
+
+    with torch._C._DisableTorchDispatch():
+        return tree_map(copy, tree)
 
 
 class _ModuleStack:
@@ -398,7 +407,9 @@ class _Recorder(TorchDispatchMode):
         #: meta (training batch norm otherwise runs its whole decomposition twice per call)
         self.meta_only: set[Any] = set()
         # fake tensors hold no data, so records may keep them; real ones become meta copies
-        self._shape_only = (lambda tree: tree) if fake else _shape_only_tree
+        self._shape_only = (
+            (lambda tree: tree) if fake else functools.partial(meta_copies, keep_shape_only=True)
+        )
         #: how ops run: :func:`_call`, or on real tensors beside meta ones that hold no data
         #: (:class:`_MixedCall`)
         self.call: Callable[[Any, tuple, dict, set[Any]], Any] = _call
@@ -667,10 +678,6 @@ def _aliases_input(func: Any, in_tensors: list[torch.Tensor], output: Any) -> bo
     return bool(out_tensors) and all(
         t.untyped_storage()._cdata in in_storages for t in out_tensors
     )
-
-
-def _shape_only_tree(tree: Any) -> Any:
-    return tree_map(lambda x: _shape_only(x) if isinstance(x, torch.Tensor) else x, tree)
 
 
 # --- Converting the model and inputs ---------------------------------------------------------

@@ -30,11 +30,10 @@ from typing import Any
 import torch
 import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
 
 from .errors import InputError, ModelError
 from .intercept import AUTOGRAD_CALLS, OWN_OUTPUTS, _paused
-from .trace import StepTensors, TensorRef, _Recorder, _ref, _tensors
+from .trace import StepTensors, TensorRef, _Recorder, _ref, _tensors, meta_copies
 
 #: Training-step phases in execution order (``TracedOp.phase``).
 PHASES = ("forward", "backward", "optimizer")
@@ -160,7 +159,7 @@ class Step:
         recorder.phase = "backward"
         # records keep meta copies, so autograd's accumulator can steal each gradient as on
         # a GPU instead of copying it (it copies a gradient something else still holds)
-        shape_only, recorder._shape_only = recorder._shape_only, _meta_copies
+        shape_only, recorder._shape_only = recorder._shape_only, meta_copies
         modules, recorder.modules = recorder.modules, _BackwardModules()
         try:
             torch.autograd.backward(losses, seeds)
@@ -240,18 +239,6 @@ class Step:
         finally:
             host, recorder.host_storages = recorder.host_storages, set()
         return [t for t in states if t.untyped_storage()._cdata not in host]
-
-
-def _meta_copies(tree: Any) -> Any:
-    """Each tensor in ``tree`` as a meta tensor of its shape, strides and dtype."""
-
-    def meta(leaf: Any) -> Any:
-        if not isinstance(leaf, torch.Tensor):
-            return leaf
-        return torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device="meta")
-
-    with torch._C._DisableTorchDispatch():  # plain meta tensors: no mode sees these copies
-        return tree_map(meta, tree)
 
 
 def _updated_in_place(func: Any, args: tuple, kwargs: dict) -> None:
