@@ -9,6 +9,7 @@ exact: the demand analysis feeds a lower bound, which may be loose but never too
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -342,8 +343,15 @@ def dense_layout(ref: TensorRef) -> Layout | None:
     """The layout of a view that covers its whole storage densely (a fresh op output), if so."""
     if ref.offset != 0 or len(ref.strides) != len(ref.shape):
         return None
+    return _dense_layout(ref.shape, ref.strides, ref.storage_elements)
+
+
+@functools.lru_cache(maxsize=4096)  # a program's views have few distinct shapes
+def _dense_layout(
+    shape: tuple[int, ...], strides: tuple[int, ...], storage_elements: int
+) -> Layout | None:
     dims = sorted(
-        ((stride, size) for size, stride in zip(ref.shape, ref.strides, strict=True) if size > 1),
+        ((stride, size) for size, stride in zip(shape, strides, strict=True) if size > 1),
         reverse=True,
     )
     expected = 1
@@ -351,7 +359,7 @@ def dense_layout(ref: TensorRef) -> Layout | None:
         if stride != expected:
             return None
         expected *= size
-    if expected != ref.storage_elements:
+    if expected != storage_elements:
         return None
     return Layout(tuple(size for _, size in dims), tuple(stride for stride, _ in dims))
 
@@ -666,7 +674,10 @@ class Storages:
     def __init__(self, refs: Sequence[TensorRef]) -> None:
         self._layouts: dict[int, Layout] = {}
         self._units: dict[int, int] = {}
+        #: placements and whole views by what they depend on (the layout and the view's
+        #: geometry, not the storage): the same layers' views of many storages map once
         self._placements: dict[tuple, Placement | None] = {}
+        self._wholes: dict[tuple, Region] = {}
         for ref in refs:
             if ref.storage_id not in self._layouts:
                 layout = dense_layout(ref)
@@ -680,17 +691,17 @@ class Storages:
         strides: dict[int, set[int]] = {}
         for ref in refs:
             ref, _ = _in_units(ref, Region(), self._units[ref.storage_id])
-            strides.setdefault(ref.storage_id, set()).update(
-                s for s, n in zip(ref.strides, ref.shape, strict=False) if s > 0 and n > 1
-            )
+            strides.setdefault(ref.storage_id, set()).update(_walked_strides(ref))
         for storage_id, layout in self._layouts.items():
-            self._layouts[storage_id] = refined(layout, strides.get(storage_id, set()))
+            self._layouts[storage_id] = refined(layout, frozenset(strides.get(storage_id, ())))
 
     def placement(self, ref: TensorRef) -> Placement | None:
-        key = (ref.storage_id, ref.shape, ref.strides, ref.offset)
+        layout = self._layouts.get(ref.storage_id)
+        if layout is None:
+            return None
+        key = (layout, ref.shape, ref.strides, ref.offset)
         if key not in self._placements:
-            layout = self._layouts.get(ref.storage_id)
-            self._placements[key] = place(ref, layout) if layout else None
+            self._placements[key] = place(ref, layout)
         return self._placements[key]
 
     def unit(self, storage_id: int) -> int:
@@ -700,9 +711,18 @@ class Storages:
     def region_of(self, ref: TensorRef, region: Region | None = None) -> Region:
         """``region`` (default: the whole view) of view ``ref`` in storage coordinates."""
         if region is None:
-            region = Region.of([full_box(ref.shape)])
+            return self._whole(ref)
         ref, region = _in_units(ref, region, self.unit(ref.storage_id))
         return to_base(self.placement(ref), ref, region)
+
+    def _whole(self, ref: TensorRef) -> Region:
+        unit = self.unit(ref.storage_id)
+        key = (self._layouts.get(ref.storage_id), unit, ref.itemsize, ref.shape, ref.strides,
+               ref.offset, ref.elements, ref.storage_elements)
+        if key not in self._wholes:
+            view, region = _in_units(ref, Region.of([full_box(ref.shape)]), unit)
+            self._wholes[key] = to_base(self.placement(view), view, region)
+        return self._wholes[key]
 
     def in_view(self, ref: TensorRef, region: Region) -> Region:
         """The part of a storage region that view ``ref`` covers, in the view's coordinates."""
@@ -760,7 +780,13 @@ def _in_units(ref: TensorRef, region: Region, unit: int) -> tuple[TensorRef, Reg
     return widened, Region.of(boxes, region.opaque * parts)
 
 
-def refined(layout: Layout, view_strides: set[int]) -> Layout:
+def _walked_strides(ref: TensorRef) -> tuple[int, ...]:
+    """The strides a view steps through its storage with (dims of one element step nowhere)."""
+    return tuple(s for s, n in zip(ref.strides, ref.shape, strict=False) if s > 0 and n > 1)
+
+
+@functools.lru_cache(maxsize=4096)  # a program's storages have few distinct layouts
+def refined(layout: Layout, view_strides: frozenset[int]) -> Layout:
     """``layout`` with its dims split at every stride some view walks (a (32, 64) matrix seen
     as (2, 16, 64) by a reshape becomes (16, 2, 64)), so each view dim walks one layout dim;
     unchanged when the strides do not nest."""

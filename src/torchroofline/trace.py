@@ -116,6 +116,12 @@ class TracedOp:
         return default
 
     @property
+    def argument_tensors(self) -> list[torch.Tensor]:
+        """The tensors among the op's arguments, in order: those its reads were recorded from
+        (an intercepted call's reads are not its arguments)."""
+        return _tensors((self.args, self.kwargs))
+
+    @property
     def argument_names(self) -> tuple[str, ...]:
         """The names of the op's schema arguments (none for an intercepted call)."""
         return () if self.func is None else _argument_names(self.func)

@@ -3,12 +3,12 @@ graph inputs, and the :class:`Necessary` work the bound charges."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
-from torch.utils._pytree import tree_leaves
 
 from ..costs import (
     Category,
@@ -87,6 +87,9 @@ def necessary_work(
     if known is None:
         known = known_values(trace.ops, trace.constants)
 
+    # the same layer's values, repeated, ask the same questions of regions: asked once each
+    inside = functools.cache(_inside)
+
     def add(value_id: int, region: Region, read_part: Region) -> None:
         if region:
             demand[value_id] = demand.get(value_id, Region()).union(region)
@@ -137,8 +140,9 @@ def necessary_work(
                         _outside(wanted, written),
                         _outside(read_wanted, written),
                     )
-                wanted = _inside(wanted, written, write)
-                read_wanted = _inside(read_wanted, written, write)
+                total = write.storage_elements or write.elements
+                read_wanted = inside(read_wanted, written, total)
+                wanted = inside(wanted, written, total)
             outputs.append(storages.in_view(write, wanted))
             read_outputs.append(
                 outputs[-1] if read_wanted == wanted else storages.in_view(write, read_wanted)
@@ -262,7 +266,7 @@ def data_sized_demand(context: _Context) -> Demand:
 def _host_scalars(op: TracedOp) -> set[int]:
     """Positions of the reads that are 0-d CPU tensors: a CUDA kernel takes them by value as an
     argument (TensorIterator's CPU scalars), not from GPU memory."""
-    tensors = [leaf for leaf in tree_leaves((op.args, op.kwargs)) if isinstance(leaf, torch.Tensor)]
+    tensors = op.argument_tensors
     if len(tensors) != len(op.reads):  # an intercepted call: its reads are not its arguments
         return set()
     return {
@@ -272,10 +276,10 @@ def _host_scalars(op: TracedOp) -> set[int]:
     }
 
 
-def _inside(wanted: Region, written: Region, write: TensorRef) -> Region:
+def _inside(wanted: Region, written: Region, total: int) -> Region:
+    """The part of ``wanted`` inside the ``written`` part of a storage of ``total`` elements."""
     if not written.boxes:
         return wanted
-    total = write.storage_elements or write.elements
     result = Region()
     for box in written.boxes:
         result = result.union(wanted.intersect_box(box, box_size(box), total))
