@@ -169,7 +169,7 @@ def common_subexpressions(
     # FX CSE runs on a functional graph: a value whose storage is written again is not pure
     writers = Counter(ref.storage_id for op in ops for ref in op.writes)
     for op in ops:
-        if renamed:
+        if any(ref.value_id in renamed for ref in op.reads):
             op = replace(op, reads=tuple(
                 _renamed_ref(ref, renamed[ref.value_id]) if ref.value_id in renamed else ref
                 for ref in op.reads
@@ -269,7 +269,7 @@ def remove_noop_ops(ops: Sequence[OpRecord], kept: set[int]) -> list[OpRecord]:
     renamed: dict[int, TensorRef] = {}
     remaining: list[OpRecord] = []
     for op in ops:
-        if renamed:
+        if any(ref.value_id in renamed for ref in op.reads):
             op = replace(op, reads=tuple(renamed.get(ref.value_id, ref) for ref in op.reads))
         rule = NOOPS.get(op.name)
         if rule is None or len(op.writes) != 1 or len(op.reads) <= rule.source:

@@ -191,6 +191,9 @@ def largest_per_value(refs: Iterable[TensorRef]) -> tuple[TensorRef, ...]:
     """Each value once (a value read twice costs once), at the largest view of it among
     ``refs`` with the elements of all its views united (``x[:, :512] + x[:, 512:]`` reads all
     of ``x``)."""
+    refs = tuple(refs)
+    if len({ref.value_id for ref in refs}) == len(refs):  # each value once: nothing to unite
+        return refs
     views: dict[int, list[TensorRef]] = {}
     for ref in refs:
         views.setdefault(ref.value_id, []).append(ref)
