@@ -323,6 +323,10 @@ class Region:
         return Region.of(outside, self.opaque - box_size(box))
 
 
+#: The empty region, shared (regions are immutable)
+_NOWHERE = Region()
+
+
 def fraction_of(region: Region, total: int) -> float:
     """Share (0..1) of ``total`` elements that ``region`` demands."""
     return min(region.count / total, 1.0) if total else 0.0
@@ -674,10 +678,10 @@ class Storages:
     def __init__(self, refs: Sequence[TensorRef]) -> None:
         self._layouts: dict[int, Layout] = {}
         self._units: dict[int, int] = {}
-        #: placements and whole views by what they depend on (the layout and the view's
+        #: placements and mapped regions by what they depend on (the layout and the view's
         #: geometry, not the storage): the same layers' views of many storages map once
         self._placements: dict[tuple, Placement | None] = {}
-        self._wholes: dict[tuple, Region] = {}
+        self._in_storage: dict[tuple, Region] = {}
         for ref in refs:
             if ref.storage_id not in self._layouts:
                 layout = dense_layout(ref)
@@ -690,8 +694,10 @@ class Storages:
                 self._units[ref.storage_id] = ref.itemsize
         strides: dict[int, set[int]] = {}
         for ref in refs:
-            ref, _ = _in_units(ref, Region(), self._units[ref.storage_id])
-            strides.setdefault(ref.storage_id, set()).update(_walked_strides(ref))
+            ref, _ = _in_units(ref, _NOWHERE, self._units[ref.storage_id])
+            strides.setdefault(ref.storage_id, set()).update(
+                _walked_strides(ref.shape, ref.strides)
+            )
         for storage_id, layout in self._layouts.items():
             self._layouts[storage_id] = refined(layout, frozenset(strides.get(storage_id, ())))
 
@@ -710,19 +716,15 @@ class Storages:
 
     def region_of(self, ref: TensorRef, region: Region | None = None) -> Region:
         """``region`` (default: the whole view) of view ``ref`` in storage coordinates."""
-        if region is None:
-            return self._whole(ref)
-        ref, region = _in_units(ref, region, self.unit(ref.storage_id))
-        return to_base(self.placement(ref), ref, region)
-
-    def _whole(self, ref: TensorRef) -> Region:
         unit = self.unit(ref.storage_id)
         key = (self._layouts.get(ref.storage_id), unit, ref.itemsize, ref.shape, ref.strides,
-               ref.offset, ref.elements, ref.storage_elements)
-        if key not in self._wholes:
-            view, region = _in_units(ref, Region.of([full_box(ref.shape)]), unit)
-            self._wholes[key] = to_base(self.placement(view), view, region)
-        return self._wholes[key]
+               ref.offset, ref.elements, ref.storage_elements, region)
+        if key not in self._in_storage:
+            view, in_view = _in_units(
+                ref, Region.of([full_box(ref.shape)]) if region is None else region, unit
+            )
+            self._in_storage[key] = to_base(self.placement(view), view, in_view)
+        return self._in_storage[key]
 
     def in_view(self, ref: TensorRef, region: Region) -> Region:
         """The part of a storage region that view ``ref`` covers, in the view's coordinates."""
@@ -780,9 +782,10 @@ def _in_units(ref: TensorRef, region: Region, unit: int) -> tuple[TensorRef, Reg
     return widened, Region.of(boxes, region.opaque * parts)
 
 
-def _walked_strides(ref: TensorRef) -> tuple[int, ...]:
+@functools.lru_cache(maxsize=4096)  # a program's views have few distinct shapes
+def _walked_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
     """The strides a view steps through its storage with (dims of one element step nowhere)."""
-    return tuple(s for s, n in zip(ref.strides, ref.shape, strict=False) if s > 0 and n > 1)
+    return tuple(s for s, n in zip(strides, shape, strict=False) if s > 0 and n > 1)
 
 
 @functools.lru_cache(maxsize=4096)  # a program's storages have few distinct layouts

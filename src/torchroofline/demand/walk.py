@@ -126,7 +126,7 @@ def necessary_work(
                 read_wanted = read.pop(write.value_id, Region())
                 if write.value_id in previous:
                     add(previous[write.value_id], wanted, read_wanted)
-            necessary_records[index] = replace(record, flops=FlopCount())
+            necessary_records[index] = _with_flops(record, FlopCount())
             continue
         outputs, read_outputs = [], []
         for write in op.writes:
@@ -159,7 +159,7 @@ def necessary_work(
                 absorbed.append(index)
             else:
                 dead += 1
-            necessary_records[index] = replace(record, flops=FlopCount())
+            necessary_records[index] = _with_flops(record, FlopCount())
             continue
         used.update(ref.value_id for ref in op.reads)
         context = _Context(
@@ -186,7 +186,7 @@ def necessary_work(
         absorbed_values.update(result.absorbed)
         if result.structure and result.structure not in structures:
             structures.append(result.structure)
-        necessary_records[index] = replace(record, flops=flops)
+        necessary_records[index] = _with_flops(record, flops)
     written_by_model = {v: r for v, r in kept_writes.items() if v not in sized_by_data}
     return Necessary(
         ops=tuple(necessary_records),
@@ -196,6 +196,11 @@ def necessary_work(
         dead_ops=dead,
         absorbed_ops=tuple(sorted(absorbed)),
     )
+
+
+def _with_flops(record: OpRecord, flops: FlopCount) -> OpRecord:
+    """``record`` charged ``flops`` (itself when it already is: most ops are wholly needed)."""
+    return record if record.flops == flops else replace(record, flops=flops)
 
 
 def _rule(op: TracedOp, record: OpRecord, sized_by_data: dict[int, set[int]]) -> Rule:
