@@ -279,6 +279,7 @@ class _ValueTable:
         }
 
 
+@functools.lru_cache(maxsize=4096)  # called for every tensor an op reads or writes
 def _touched_elements(
     shape: tuple[int, ...], strides: tuple[int, ...], storage_elements: int
 ) -> int:
