@@ -169,7 +169,7 @@ def common_subexpressions(
     # FX CSE runs on a functional graph: a value whose storage is written again is not pure
     writers = Counter(ref.storage_id for op in ops for ref in op.writes)
     for op in ops:
-        if renamed:
+        if any(ref.value_id in renamed for ref in op.reads):
             op = replace(op, reads=tuple(
                 _renamed_ref(ref, renamed[ref.value_id]) if ref.value_id in renamed else ref
                 for ref in op.reads
@@ -269,7 +269,7 @@ def remove_noop_ops(ops: Sequence[OpRecord], kept: set[int]) -> list[OpRecord]:
     renamed: dict[int, TensorRef] = {}
     remaining: list[OpRecord] = []
     for op in ops:
-        if renamed:
+        if any(ref.value_id in renamed for ref in op.reads):
             op = replace(op, reads=tuple(renamed.get(ref.value_id, ref) for ref in op.reads))
         rule = NOOPS.get(op.name)
         if rule is None or len(op.writes) != 1 or len(op.reads) <= rule.source:
@@ -854,15 +854,36 @@ class _Scheduler:
     bytes_of: Callable[[TensorRef], int]
     #: every fusion so far: (the fused node's mask, its mask and ancestors)
     merges: list[tuple[int, int]] = field(default_factory=list)
+    #: per run of :data:`MERGE_RUN` consecutive entries of :attr:`merges`: their masks and
+    #: their closures, each united
+    merge_runs: list[tuple[int, int]] = field(default_factory=list)
+
+    def merged(self, mask: int, closure: int) -> None:
+        """Log a fusion: the fused node's ``mask``, and ``closure``, its mask and ancestors."""
+        if len(self.merges) % MERGE_RUN:
+            masks, closures = self.merge_runs[-1]
+            self.merge_runs[-1] = (masks | mask, closures | closure)
+        else:
+            self.merge_runs.append((mask, closure))
+        self.merges.append((mask, closure))
 
     def ancestors(self, group: _Group) -> int:
         """``group``'s ancestors with every fusion so far applied — a group that depends on a
         fused node follows all the fused node depends on. Fusions are replayed from
-        :attr:`merges` when a group is asked, not pushed to every group at each fusion."""
+        :attr:`merges` when a group is asked, not pushed to every group at each fusion. A run
+        of them changes nothing when the group depends on none of their nodes, or already on
+        all their closures (in a deep stack, a late node follows almost all before it)."""
         ancestors = group.ancestors
-        for mask, closure in self.merges[group.merges_seen:]:
-            if ancestors & mask:
-                ancestors |= closure
+        start = group.merges_seen
+        while start < len(self.merges):
+            run = start // MERGE_RUN
+            stop = min((run + 1) * MERGE_RUN, len(self.merges))
+            masks, closures = self.merge_runs[run]
+            if ancestors & masks and closures & ~ancestors:
+                for mask, closure in self.merges[start:stop]:
+                    if ancestors & mask:
+                        ancestors |= closure
+            start = stop
         group.ancestors = ancestors & ~group.mask
         group.merges_seen = len(self.merges)
         return group.ancestors
@@ -950,6 +971,8 @@ def no_cycle(s: _Scheduler, a: _Group, b: _Group) -> str | None:
     return None
 
 
+#: Fusions :meth:`_Scheduler.ancestors` tests together before it replays them one by one
+MERGE_RUN = 64
 #: ``config.max_fusion_size``
 MAX_FUSION_SIZE = 64
 #: ``config.score_fusion_memory_threshold`` (bytes both nodes load, for horizontal fusion)
@@ -1119,7 +1142,7 @@ def _merge(s: _Scheduler, keep: int, gone: int) -> None:
     for member in b.members:
         s.group_of[member] = keep
     s.live.discard(gone)
-    s.merges.append((a.mask, a.ancestors | a.mask))
+    s.merged(a.mask, a.ancestors | a.mask)
     a.merges_seen = len(s.merges)
 
 

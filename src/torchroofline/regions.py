@@ -9,6 +9,7 @@ exact: the demand analysis feeds a lower bound, which may be loose but never too
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -322,6 +323,10 @@ class Region:
         return Region.of(outside, self.opaque - box_size(box))
 
 
+#: The empty region, shared (regions are immutable)
+_NOWHERE = Region()
+
+
 def fraction_of(region: Region, total: int) -> float:
     """Share (0..1) of ``total`` elements that ``region`` demands."""
     return min(region.count / total, 1.0) if total else 0.0
@@ -342,8 +347,15 @@ def dense_layout(ref: TensorRef) -> Layout | None:
     """The layout of a view that covers its whole storage densely (a fresh op output), if so."""
     if ref.offset != 0 or len(ref.strides) != len(ref.shape):
         return None
+    return _dense_layout(ref.shape, ref.strides, ref.storage_elements)
+
+
+@functools.lru_cache(maxsize=4096)  # a program's views have few distinct shapes
+def _dense_layout(
+    shape: tuple[int, ...], strides: tuple[int, ...], storage_elements: int
+) -> Layout | None:
     dims = sorted(
-        ((stride, size) for size, stride in zip(ref.shape, ref.strides, strict=True) if size > 1),
+        ((stride, size) for size, stride in zip(shape, strides, strict=True) if size > 1),
         reverse=True,
     )
     expected = 1
@@ -351,7 +363,7 @@ def dense_layout(ref: TensorRef) -> Layout | None:
         if stride != expected:
             return None
         expected *= size
-    if expected != ref.storage_elements:
+    if expected != storage_elements:
         return None
     return Layout(tuple(size for _, size in dims), tuple(stride for stride, _ in dims))
 
@@ -666,7 +678,10 @@ class Storages:
     def __init__(self, refs: Sequence[TensorRef]) -> None:
         self._layouts: dict[int, Layout] = {}
         self._units: dict[int, int] = {}
+        #: placements and mapped regions by what they depend on (the layout and the view's
+        #: geometry, not the storage): the same layers' views of many storages map once
         self._placements: dict[tuple, Placement | None] = {}
+        self._in_storage: dict[tuple, Region] = {}
         for ref in refs:
             if ref.storage_id not in self._layouts:
                 layout = dense_layout(ref)
@@ -679,18 +694,20 @@ class Storages:
                 self._units[ref.storage_id] = ref.itemsize
         strides: dict[int, set[int]] = {}
         for ref in refs:
-            ref, _ = _in_units(ref, Region(), self._units[ref.storage_id])
+            ref, _ = _in_units(ref, _NOWHERE, self._units[ref.storage_id])
             strides.setdefault(ref.storage_id, set()).update(
-                s for s, n in zip(ref.strides, ref.shape, strict=False) if s > 0 and n > 1
+                _walked_strides(ref.shape, ref.strides)
             )
         for storage_id, layout in self._layouts.items():
-            self._layouts[storage_id] = refined(layout, strides.get(storage_id, set()))
+            self._layouts[storage_id] = refined(layout, frozenset(strides.get(storage_id, ())))
 
     def placement(self, ref: TensorRef) -> Placement | None:
-        key = (ref.storage_id, ref.shape, ref.strides, ref.offset)
+        layout = self._layouts.get(ref.storage_id)
+        if layout is None:
+            return None
+        key = (layout, ref.shape, ref.strides, ref.offset)
         if key not in self._placements:
-            layout = self._layouts.get(ref.storage_id)
-            self._placements[key] = place(ref, layout) if layout else None
+            self._placements[key] = place(ref, layout)
         return self._placements[key]
 
     def unit(self, storage_id: int) -> int:
@@ -699,10 +716,15 @@ class Storages:
 
     def region_of(self, ref: TensorRef, region: Region | None = None) -> Region:
         """``region`` (default: the whole view) of view ``ref`` in storage coordinates."""
-        if region is None:
-            region = Region.of([full_box(ref.shape)])
-        ref, region = _in_units(ref, region, self.unit(ref.storage_id))
-        return to_base(self.placement(ref), ref, region)
+        unit = self.unit(ref.storage_id)
+        key = (self._layouts.get(ref.storage_id), unit, ref.itemsize, ref.shape, ref.strides,
+               ref.offset, ref.elements, ref.storage_elements, region)
+        if key not in self._in_storage:
+            view, in_view = _in_units(
+                ref, Region.of([full_box(ref.shape)]) if region is None else region, unit
+            )
+            self._in_storage[key] = to_base(self.placement(view), view, in_view)
+        return self._in_storage[key]
 
     def in_view(self, ref: TensorRef, region: Region) -> Region:
         """The part of a storage region that view ``ref`` covers, in the view's coordinates."""
@@ -760,7 +782,14 @@ def _in_units(ref: TensorRef, region: Region, unit: int) -> tuple[TensorRef, Reg
     return widened, Region.of(boxes, region.opaque * parts)
 
 
-def refined(layout: Layout, view_strides: set[int]) -> Layout:
+@functools.lru_cache(maxsize=4096)  # a program's views have few distinct shapes
+def _walked_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides a view steps through its storage with (dims of one element step nowhere)."""
+    return tuple(s for s, n in zip(strides, shape, strict=False) if s > 0 and n > 1)
+
+
+@functools.lru_cache(maxsize=4096)  # a program's storages have few distinct layouts
+def refined(layout: Layout, view_strides: frozenset[int]) -> Layout:
     """``layout`` with its dims split at every stride some view walks (a (32, 64) matrix seen
     as (2, 16, 64) by a reshape becomes (16, 2, 64)), so each view dim walks one layout dim;
     unchanged when the strides do not nest."""

@@ -120,6 +120,12 @@ class TracedOp:
         return default
 
     @property
+    def argument_tensors(self) -> list[torch.Tensor]:
+        """The tensors among the op's arguments, in order: those its reads were recorded from
+        (an intercepted call's reads are not its arguments)."""
+        return _tensors((self.args, self.kwargs))
+
+    @property
     def argument_names(self) -> tuple[str, ...]:
         """The names of the op's schema arguments (none for an intercepted call)."""
         return () if self.func is None else _argument_names(self.func)
@@ -189,6 +195,9 @@ def largest_per_value(refs: Iterable[TensorRef]) -> tuple[TensorRef, ...]:
     """Each value once (a value read twice costs once), at the largest view of it among
     ``refs`` with the elements of all its views united (``x[:, :512] + x[:, 512:]`` reads all
     of ``x``)."""
+    refs = tuple(refs)
+    if len({ref.value_id for ref in refs}) == len(refs):  # each value once: nothing to unite
+        return refs
     views: dict[int, list[TensorRef]] = {}
     for ref in refs:
         views.setdefault(ref.value_id, []).append(ref)
@@ -274,6 +283,7 @@ class _ValueTable:
         }
 
 
+@functools.lru_cache(maxsize=4096)  # called for every tensor an op reads or writes
 def _touched_elements(
     shape: tuple[int, ...], strides: tuple[int, ...], storage_elements: int
 ) -> int:

@@ -3,12 +3,12 @@ graph inputs, and the :class:`Necessary` work the bound charges."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
-from torch.utils._pytree import tree_leaves
 
 from ..costs import (
     Category,
@@ -87,6 +87,9 @@ def necessary_work(
     if known is None:
         known = known_values(trace.ops, trace.constants)
 
+    # the same layer's values, repeated, ask the same questions of regions: asked once each
+    inside = functools.cache(_inside)
+
     def add(value_id: int, region: Region, read_part: Region) -> None:
         if region:
             demand[value_id] = demand.get(value_id, Region()).union(region)
@@ -123,7 +126,7 @@ def necessary_work(
                 read_wanted = read.pop(write.value_id, Region())
                 if write.value_id in previous:
                     add(previous[write.value_id], wanted, read_wanted)
-            necessary_records[index] = replace(record, flops=FlopCount())
+            necessary_records[index] = _with_flops(record, FlopCount())
             continue
         outputs, read_outputs = [], []
         for write in op.writes:
@@ -137,8 +140,9 @@ def necessary_work(
                         _outside(wanted, written),
                         _outside(read_wanted, written),
                     )
-                wanted = _inside(wanted, written, write)
-                read_wanted = _inside(read_wanted, written, write)
+                total = write.storage_elements or write.elements
+                read_wanted = inside(read_wanted, written, total)
+                wanted = inside(wanted, written, total)
             outputs.append(storages.in_view(write, wanted))
             read_outputs.append(
                 outputs[-1] if read_wanted == wanted else storages.in_view(write, read_wanted)
@@ -155,7 +159,7 @@ def necessary_work(
                 absorbed.append(index)
             else:
                 dead += 1
-            necessary_records[index] = replace(record, flops=FlopCount())
+            necessary_records[index] = _with_flops(record, FlopCount())
             continue
         used.update(ref.value_id for ref in op.reads)
         context = _Context(
@@ -182,7 +186,7 @@ def necessary_work(
         absorbed_values.update(result.absorbed)
         if result.structure and result.structure not in structures:
             structures.append(result.structure)
-        necessary_records[index] = replace(record, flops=flops)
+        necessary_records[index] = _with_flops(record, flops)
     written_by_model = {v: r for v, r in kept_writes.items() if v not in sized_by_data}
     return Necessary(
         ops=tuple(necessary_records),
@@ -192,6 +196,11 @@ def necessary_work(
         dead_ops=dead,
         absorbed_ops=tuple(sorted(absorbed)),
     )
+
+
+def _with_flops(record: OpRecord, flops: FlopCount) -> OpRecord:
+    """``record`` charged ``flops`` (itself when it already is: most ops are wholly needed)."""
+    return record if record.flops == flops else replace(record, flops=flops)
 
 
 def _rule(op: TracedOp, record: OpRecord, sized_by_data: dict[int, set[int]]) -> Rule:
@@ -262,7 +271,7 @@ def data_sized_demand(context: _Context) -> Demand:
 def _host_scalars(op: TracedOp) -> set[int]:
     """Positions of the reads that are 0-d CPU tensors: a CUDA kernel takes them by value as an
     argument (TensorIterator's CPU scalars), not from GPU memory."""
-    tensors = [leaf for leaf in tree_leaves((op.args, op.kwargs)) if isinstance(leaf, torch.Tensor)]
+    tensors = op.argument_tensors
     if len(tensors) != len(op.reads):  # an intercepted call: its reads are not its arguments
         return set()
     return {
@@ -272,10 +281,10 @@ def _host_scalars(op: TracedOp) -> set[int]:
     }
 
 
-def _inside(wanted: Region, written: Region, write: TensorRef) -> Region:
+def _inside(wanted: Region, written: Region, total: int) -> Region:
+    """The part of ``wanted`` inside the ``written`` part of a storage of ``total`` elements."""
     if not written.boxes:
         return wanted
-    total = write.storage_elements or write.elements
     result = Region()
     for box in written.boxes:
         result = result.union(wanted.intersect_box(box, box_size(box), total))
