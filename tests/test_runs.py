@@ -215,7 +215,9 @@ def test_kernelbench_run_report(capsys, tmp_path):
     # a sample beats the speed of light of every math (0.01 ms: below the 15.0 µs the GEMM's
     # 3·2048²·4 B take at 3.35 TB/s); no problem failed
     assert code == 3
-    assert "level1 problem 1 sample 1: the generated kernel's 0.01 ms is below the 0.01502 ms" in err
+    assert (
+        "level1 problem 1 sample 1: the generated kernel's 0.01 ms is below the 0.01502 ms" in err
+    )
     assert f"wrote {out}" in err and (tmp_path / "plots" / "run_sol.png").is_file()
     report = json.loads(out.read_text())
     # only the 3 problems the run has samples for are analyzed, of the 5 in level1

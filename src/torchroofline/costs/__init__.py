@@ -574,8 +574,8 @@ def trace_flops(op: TracedOp) -> FlopCount:
 def batch_norm_flops(op: TracedOp) -> FlopCount:
     """Training: batch statistics then normalise and affine, 8 per element (as layer norm);
     eval (``training=False``): normalise and affine with running statistics, 4 per element."""
-    training = op.args[5] if len(op.args) > 5 else op.kwargs.get("training", True)
-    return FlopCount(vector=(8 if training else 4) * _input_numel(op))
+    in_training = op.args[5] if len(op.args) > 5 else op.kwargs.get("training", True)
+    return FlopCount(vector=(8 if in_training else 4) * _input_numel(op))
 
 
 @register(
@@ -1310,5 +1310,4 @@ def _reduced_dims(op: TracedOp) -> tuple[int, ...] | None:
     return tuple(sorted({d % rank for d in dims})) if rank else ()
 
 
-from . import quantized  # noqa: E402,F401
-from . import training  # noqa: E402,F401
+from . import quantized, training  # noqa: E402,F401
