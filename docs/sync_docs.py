@@ -233,6 +233,37 @@ def _report_excerpt(argv: tuple[str, ...], *spans: tuple[str, str]) -> str:
     return _fenced(f"$ torchroofline {typed}\n" + "\n".join(shown))
 
 
+def memory_verdicts() -> str:
+    """The fit line of two models too big for one GPU, analysed on the meta device (no weight
+    is ever allocated): eight 200,000² linear layers, and a decoder of Llama-3-70B's shape
+    (benchmarks/models/gpt.py; Meta's model card: 80 layers, width 8,192, 64 query and 8 KV
+    heads, SwiGLU 28,672, vocabulary 128,256)."""
+    import importlib.util
+
+    import torch
+
+    import torchroofline
+    from torchroofline.report import fit_line
+
+    spec = importlib.util.spec_from_file_location("gpt", ROOT / "benchmarks" / "models" / "gpt.py")
+    gpt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpt)
+    with torch.device("meta"):
+        linears = torch.nn.Sequential(*(torch.nn.Linear(200_000, 200_000) for _ in range(8)))
+        row = torch.empty(1, 200_000)
+        llama = gpt.Model(128_256, 8192, 80, 64, 8, 28_672, True, False, 8192)
+        tokens = torch.zeros(1, 128, dtype=torch.long)
+    models = (
+        ("eight `nn.Linear(200000, 200000)` layers, fp32, one row in", linears, row, "fp32"),
+        ("a decoder of Llama-3-70B's shape (80 layers, width 8,192, 8 KV heads, SwiGLU 28,672, "
+         "vocabulary 128,256), bf16, 128 tokens", llama, tokens, "bf16"),
+    )
+    return "".join(
+        f'- {what}: "{fit_line(torchroofline.analyze(model, (x,), "h100-sxm", precision))}"\n'
+        for what, model, x, precision in models
+    )
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "quickstart": quickstart,
     # the training-step table and the checkpointing what-if
@@ -258,6 +289,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
         "--timings", f"{SUITE}/baseline_time_torch.json",
         "--gen-timings", f"{SUITE}/generated_time.json", "-j", "2",
     ),
+    "memory-verdicts": memory_verdicts,
     "performance": performance,
     "rule-coverage": rule_coverage,
     "estimate-constants": estimate_constants,
