@@ -997,3 +997,25 @@ def test_conv_and_pool_outputs_with_no_position_still_cost_their_cheapest_window
         nn.ConvTranspose2d(3, 4, 3, bias=False), 1, 3, 4, 4, op="convolution"
     )
     assert flops.tensor == 2 * 3
+
+
+def test_pixel_shuffle_rows_read_the_channels_they_move() -> None:
+    # pixel_shuffle(x, 2) of (1, 8, 6, 6) is (1, 2, 12, 12); rows 0–1 keep 2·2·12 = 48
+    # elements, each one distinct input element (channel c·4 + i·2 + j, row 0, every column):
+    # 48 read, 48 written
+    result = bound(lambda x: F.pixel_shuffle(x, 2)[:, :, :2], meta(1, 8, 6, 6))
+    assert result.compulsory_bytes == (48 + 48) * FP32
+
+
+def test_reflection_pad_border_reads_its_mirror() -> None:
+    # reflect-pad a length-6 row by 2 on the left: output columns 0–2 read input 2, 1, 0:
+    # 3 read per row, 3 written, over 4 rows
+    result = bound(lambda x: F.pad(x, (2, 2), mode="reflect")[..., :3], meta(1, 4, 6))
+    assert result.compulsory_bytes == (4 * 3 + 4 * 3) * FP32
+
+
+def test_unfold_columns_read_their_windows() -> None:
+    # F.unfold(x, 3) of (1, 1, 5, 5): 9 rows (taps) × 9 columns (3 × 3 window positions);
+    # column 0 is the window at (0, 0): the 3 × 3 top-left input block, 9 written
+    result = bound(lambda x: F.unfold(x, 3)[..., :1], meta(1, 1, 5, 5))
+    assert result.compulsory_bytes == (9 + 9) * FP32

@@ -373,6 +373,54 @@ KERNELBENCH_STYLE: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]
 }
 
 
+#: Data movement at positions fixed by the shapes, and row-wise transforms, each read in part:
+#: a slice of the output needs exactly the input elements it moves (or whole rows of them).
+REARRANGEMENTS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] = {
+    "pixel_shuffle_rows": (
+        lambda: nn.Sequential(nn.Conv2d(3, 12, 3, padding=1), nn.PixelShuffle(2),
+                              Fn(lambda y: y[:, :, :3])),
+        lambda: (torch.randn(1, 3, 4, 4),),
+    ),
+    "pixel_unshuffle_channel": (
+        lambda: Fn(lambda x: F.pixel_unshuffle(x, 2)[:, 1:6]), lambda: (torch.randn(2, 3, 4, 6),),
+    ),
+    "channel_shuffle_channels": (
+        lambda: Fn(lambda x: nn.ChannelShuffle(3)(x)[:, :4, 1:]),
+        lambda: (torch.randn(1, 6, 3, 3),),
+    ),
+    "rot90_quarter": (
+        lambda: Fn(lambda x: torch.rot90(x, 1, (1, 2))[:, :2, 1:]), lambda: (torch.randn(2, 4, 5),),
+    ),
+    "rot90_three_quarters": (
+        lambda: Fn(lambda x: torch.rot90(x, -1, (2, 1))[:, 1:3]), lambda: (torch.randn(2, 4, 5),),
+    ),
+    "reflection_pad_corner": (
+        lambda: Fn(lambda x: F.pad(x, (2, 1, 2, 2), mode="reflect")[..., :3, :4]),
+        lambda: (torch.randn(1, 2, 5, 6),),
+    ),
+    "replication_pad_edge": (
+        lambda: Fn(lambda x: F.pad(x, (3, 0, 1, 2), mode="replicate")[..., 4:, ::2]),
+        lambda: (torch.randn(1, 2, 5, 6),),
+    ),
+    "unfold_columns": (
+        lambda: Fn(lambda x: F.unfold(x, (2, 3), dilation=(2, 1), padding=1, stride=2)[..., 2:7]),
+        lambda: (torch.randn(1, 3, 7, 8),),
+    ),
+    "fold_rows": (
+        lambda: Fn(lambda x: F.fold(x, (6, 5), (2, 3), padding=1, stride=(1, 2))[..., 1:3, :]),
+        lambda: (torch.randn(2, 12, 7 * 3),),
+    ),
+    "cdist_block": (
+        lambda: Fn(lambda a, b: torch.cdist(a, b)[:, 1:3, :2]),
+        lambda: (torch.randn(2, 5, 4), torch.randn(2, 6, 4)),
+    ),
+    "rfft_low_frequencies": (
+        lambda: Fn(lambda x: torch.fft.rfft(x[:, :3], dim=-1)[..., :2].abs()),
+        lambda: (torch.randn(4, 5, 8),),
+    ),
+}
+
+
 def _chain_case(names: list[str], tail: str) -> tuple[Callable[[], nn.Module], Callable]:
     torch.manual_seed(0)
     model, x = chain(names, tail)
@@ -381,6 +429,7 @@ def _chain_case(names: list[str], tail: str) -> tuple[Callable[[], nn.Module], C
 
 CASES = {
     **KERNELBENCH_STYLE,
+    **REARRANGEMENTS,
     "conv_transpose_avg_pool": _chain_case(["conv_transpose_strided", "avg_pool"], "all"),
     "conv_transpose_conv": _chain_case(["conv_transpose", "conv1_strided"], "sum_channels"),
     "group_norm_row_0": _chain_case(["group_norm"], "row_0"),

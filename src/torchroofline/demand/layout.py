@@ -14,6 +14,7 @@ from ..regions import (
     Box,
     IndexSet,
     Region,
+    full_box,
     mapped_set,
     normalize,
     positions_to_set,
@@ -57,22 +58,35 @@ def cat_demand(context: _Context) -> Demand:
     return Demand(tuple(inputs), FlopCount())
 
 
-def _per_dim(context: _Context, positions: Callable[[int, IndexSet], IndexSet]) -> Demand:
+def _per_dim(
+    context: _Context,
+    positions: Callable[[int, IndexSet], IndexSet],
+    *,
+    most_reads: int | None = None,
+) -> Demand:
     """Data movement where each output dim reads the same dim of the input: ``positions(dim,
     demanded)`` gives the input positions along ``dim`` that demanded output positions read.
-    Output dims the input lacks (leading dims of ``repeat``) read no dim of their own; c outputs
-    with no position read at least c·(input size / output size) elements."""
+    Output dims the input lacks (leading dims of ``repeat``) read no dim of their own. c outputs
+    with no position read at least c·(input size / output size) elements when every input
+    element feeds the same number of outputs, else c / ``most_reads`` (the most outputs one
+    input element feeds: a pad's edge feeds more than its middle). The whole output reads the
+    whole input (every input element lands somewhere)."""
     source = context.op.reads[0]
     rank, out_shape = len(source.shape), context.op.writes[0].shape
     region = context.output
     lead = len(out_shape) - rank
+    rest = tuple(Region() for _ in context.op.reads[1:])
+    if region and region.count >= math.prod(out_shape):
+        return Demand((Region.of([full_box(source.shape)]), *rest), FlopCount())
     if lead < 0 or any(len(box) != len(out_shape) for box in region.boxes):
         return _proportional(context)
     boxes = [
         tuple(normalize(positions(d, box[lead + d])) for d in range(rank)) for box in region.boxes
     ]
-    opaque = -(-region.opaque * source.elements // max(math.prod(out_shape), 1))
-    rest = tuple(Region() for _ in context.op.reads[1:])
+    if most_reads is None:
+        opaque = -(-region.opaque * source.elements // max(math.prod(out_shape), 1))
+    else:
+        opaque = -(-region.opaque // most_reads)
     return Demand((Region.of(boxes, opaque), *rest), FlopCount())
 
 

@@ -30,6 +30,7 @@ from ._core import (
     _broadcast_batch,
     _Context,
     _proportional,
+    _scaled,
     demand_rule,
 )
 from .constants import _known
@@ -242,6 +243,26 @@ def matrix_vector_demand(context: _Context) -> Demand:
     inputs = (*_biases(context, region), rows, Region.of([(every,)]) if region else Region())
     tensor = min(2 * reduction * region.count, context.record.flops.tensor)
     return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.MATMUL))
+
+
+@demand_rule([aten._cdist_forward, aten._euclidean_dist])
+def distance_demand(context: _Context) -> Demand:
+    """``cdist(x1 (…, P, M), x2 (…, R, M))``: out[…, i, j] needs row i of x1 and row j of x2,
+    every coordinate; each pair costs the same, so its share of the FLOPs."""
+    first, second = context.op.reads[:2]
+    region = context.output
+    out_shape = context.op.writes[0].shape
+    if (
+        first.shape[:-2] != out_shape[:-2]
+        or second.shape[:-2] != out_shape[:-2]
+        or any(len(box) != len(out_shape) for box in region.boxes)
+    ):
+        return _proportional(context)
+    coordinates = (range(first.shape[-1]),)
+    rows = Region.of([(*box[:-1], coordinates) for box in region.boxes])
+    columns = Region.of([(*box[:-2], box[-1], coordinates) for box in region.boxes])
+    rest = tuple(Region() for _ in context.op.reads[2:])
+    return Demand((rows, columns, *rest), _scaled(context.record.flops, context.fraction))
 
 
 @demand_rule([aten.addbmm])

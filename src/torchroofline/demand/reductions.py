@@ -274,6 +274,26 @@ def along_dim_demand(context: _Context) -> Demand:
     return Demand((needed, *(Region() for _ in context.op.reads[1:])), flops)
 
 
+@demand_rule([aten._fft_r2c, aten._fft_c2c, aten._fft_c2r])
+def fft_demand(context: _Context) -> Demand:
+    """An FFT's output element needs the whole input line along every transformed dim (each
+    frequency sums every sample; each sample every frequency) at its own index elsewhere;
+    outputs cost the same, so their share of the FLOPs."""
+    source = context.op.reads[0]
+    region = context.output
+    if any(len(box) != len(source.shape) for box in region.boxes):
+        return _proportional(context)
+    transformed = {d % len(source.shape) for d in context.argument("dim", ())}
+    boxes = [
+        tuple(
+            (range(source.shape[d]),) if d in transformed else index_set
+            for d, index_set in enumerate(box)
+        )
+        for box in region.boxes
+    ]
+    return Demand((Region.of(boxes),), _scaled(context.record.flops, context.fraction))
+
+
 #: Batch norms, in training (batch statistics per channel) or eval (running statistics: a
 #: per-channel scale and shift), as each PyTorch release traces them.
 _BATCH_NORMS = (

@@ -3,8 +3,9 @@ resampling."""
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..costs import (
@@ -20,13 +21,16 @@ from ..regions import (
     box_size,
     fraction_of,
     full_box,
+    mapped_set,
     normalize,
     positions_to_set,
     range_intersection,
+    set_intersection,
     set_size,
 )
 from ..trace import TensorRef
 from ._core import Demand, _broadcast_batch, _Context, _one_of, _proportional, _scaled, demand_rule
+from .rearrange import _quotients, _remapped
 
 
 def _tap_walk(
@@ -339,13 +343,73 @@ def pooling_demand(context: _Context) -> Demand:
     return Demand((Region(),), flops, ((source, source_region),), structure="explicit padding")
 
 
+def _clipped(index_set: IndexSet, origin: int, step: int, size: int) -> IndexSet:
+    """Positions ``origin + i·step`` for i in ``index_set`` that lie in [0, size) (a window
+    tap's input positions; the rest are padding)."""
+    return set_intersection(mapped_set(index_set, origin, step), (range(size),))
+
+
+def _grid_boxes(flat: IndexSet, width: int) -> list[tuple[IndexSet, IndexSet]]:
+    """Flat positions y·width + x as (rows, columns) boxes: a run of step 1 is its partial first
+    row, its whole middle rows and its partial last row; other runs row by row."""
+    boxes: list[tuple[IndexSet, IndexSet]] = []
+    for run in flat:
+        if not run:
+            continue
+        first, last = divmod(run.start, width), divmod(run[-1], width)
+        if run.step != 1:
+            rows: dict[int, list[int]] = {}
+            for position in run:
+                rows.setdefault(position // width, []).append(position % width)
+            boxes += [((range(y, y + 1),), positions_to_set(xs)) for y, xs in rows.items()]
+        elif first[0] == last[0]:
+            boxes.append(((range(first[0], first[0] + 1),), (range(first[1], last[1] + 1),)))
+        else:
+            boxes.append(((range(first[0], first[0] + 1),), (range(first[1], width),)))
+            if last[0] > first[0] + 1:
+                boxes.append(((range(first[0] + 1, last[0]),), (range(width),)))
+            boxes.append(((range(last[0], last[0] + 1),), (range(last[1] + 1),)))
+    return boxes
+
+
+def _im2col_part(context: _Context) -> Demand:
+    """Part of an ``F.unfold`` output: output (c·kh + ki)·kw + kj at column y·ow + x is input
+    ``[c, y·sh − ph + ki·dh, x·sw − pw + kj·dw]`` (zero where that is padding): per tap (ki, kj)
+    the demanded channels, and the strided rows and columns of the demanded output columns."""
+    height, width = context.op.reads[0].shape[-2:]
+    kernel_h, kernel_w = context.argument("kernel_size")
+    dilation_h, dilation_w = context.argument("dilation")
+    padding_h, padding_w = context.argument("padding")
+    stride_h, stride_w = context.argument("stride")
+    out_w = (width + 2 * padding_w - dilation_w * (kernel_w - 1) - 1) // stride_w + 1
+    taps = kernel_h * kernel_w
+
+    def boxes_of(box: Box) -> Iterable[Box]:
+        *lead, channels, columns = box
+        grid = _grid_boxes(columns, out_w)
+        for tap in range(taps):
+            ki, kj = divmod(tap, kernel_w)
+            in_channels = _quotients(channels, taps, tap)
+            for ys, xs in grid:
+                yield (
+                    *lead,
+                    in_channels,
+                    _clipped(ys, ki * dilation_h - padding_h, stride_h, height),
+                    _clipped(xs, kj * dilation_w - padding_w, stride_w, width),
+                )
+
+    return _remapped(context, boxes_of)
+
+
 @demand_rule([aten.im2col])
 def im2col_demand(context: _Context) -> Demand:
     """``F.unfold``: the whole output needs the input positions some window covers (a stride
-    longer than the window skips the rest); a partial output its share, with no position."""
+    longer than the window skips the rest); a part, the positions its taps read."""
     source = context.op.reads[0]
-    if context.fraction < 1.0 or len(source.shape) < 3:
+    if len(source.shape) < 3:
         return _proportional(context)
+    if context.fraction < 1.0:
+        return _im2col_part(context)
     kernel = _as_list(context.argument("kernel_size"), 2, 1)
     dilation = _as_list(context.argument("dilation"), 2, 1)
     padding = _as_list(context.argument("padding"), 2, 0)
@@ -360,6 +424,38 @@ def im2col_demand(context: _Context) -> Demand:
         )
     box = (*full_box(source.shape[:lead]), *windows)
     return Demand((Region.of([box]),), FlopCount())
+
+
+@demand_rule([aten.col2im])
+def col2im_demand(context: _Context) -> Demand:
+    """``F.fold``, the sum back of :func:`im2col_demand`'s taps: output ``[c, y, x]`` needs, per
+    tap (ki, kj), input channel (c·kh + ki)·kw + kj at the column (y + ph − ki·dh)/sh ·ow
+    + (x + pw − kj·dw)/sw where both divide and land inside the window grid."""
+    height, width = context.argument("output_size")
+    kernel_h, kernel_w = context.argument("kernel_size")
+    dilation_h, dilation_w = context.argument("dilation")
+    padding_h, padding_w = context.argument("padding")
+    stride_h, stride_w = context.argument("stride")
+    out_h = (height + 2 * padding_h - dilation_h * (kernel_h - 1) - 1) // stride_h + 1
+    out_w = (width + 2 * padding_w - dilation_w * (kernel_w - 1) - 1) // stride_w + 1
+    taps = kernel_h * kernel_w
+
+    def window_positions(index_set: IndexSet, offset: int, stride: int, count: int) -> IndexSet:
+        shifted = mapped_set(index_set, offset)
+        return set_intersection(_quotients(shifted, stride, 0), (range(count),))
+
+    def boxes_of(box: Box) -> Iterable[Box]:
+        *lead, channels, ys, xs = box
+        for tap in range(taps):
+            ki, kj = divmod(tap, kernel_w)
+            rows = window_positions(ys, padding_h - ki * dilation_h, stride_h, out_h)
+            columns = window_positions(xs, padding_w - kj * dilation_w, stride_w, out_w)
+            flat = normalize(
+                r for y in itertools.chain(*rows) for r in mapped_set(columns, y * out_w)
+            )
+            yield (*lead, mapped_set(channels, tap, taps), flat)
+
+    return _remapped(context, boxes_of)
 
 
 def _scale_ratios(context: _Context, spatial: int) -> list[float | None]:
