@@ -314,6 +314,24 @@ def test_concat_kernel_lets_a_reduction_write_its_slice() -> None:
     assert [kernel_elements(kern) for kern in kernels] == [RC + R, R + R]
 
 
+def test_a_reader_of_a_concat_kernel_loads_only_the_slices_it_covers() -> None:
+    # x has another pointwise reader (exp), so the cat is a ConcatKernel: x[:, 1:] and x[:, :1]
+    # are copied into their slices by two kernels. y[:, :1] is column 0 of y, which lies in the
+    # first slice (x[:, 1:]): the add loads R elements of it and nothing of the second slice
+    # (loading both slices whole would move R·C elements, more than eager's R)
+    def body(x):  # noqa: ANN001, ANN202
+        y = torch.cat([x[:, 1:], x[:, :1]], 1)
+        return y, x.exp(), y[:, :1] + 1
+
+    kernels, _ = plan_of(body, meta(R, C))
+    assert [(k.name, kernel_elements(k)) for k in kernels] == [
+        ("cat", 2 * R * (C - 1)), ("cat", 2 * R), ("exp", 2 * RC), ("add", 2 * R)
+    ]
+    # eager: cat 2·RC, exp 2·RC, add 2·R — the same
+    result = analyze(Fn(body), meta(R, C))
+    assert result.fused_bytes == result.unfused_bytes == (4 * RC + 2 * R) * FP32
+
+
 def test_cat_of_a_convolution_output_is_a_pointwise_copy() -> None:
     # a convolution allocates its own output (ExternKernelAlloc): it cannot be realized into a
     # slice, so it needs a copy anyway — every input lowers in place → pointwise_cat, which the
