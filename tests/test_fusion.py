@@ -397,6 +397,35 @@ def test_dead_code_is_not_compiled() -> None:
     assert [(k.name, kernel_elements(k)) for k in kernels] == [("mul", 2 * RC)]
 
 
+def test_a_mutation_no_one_sees_is_not_compiled() -> None:
+    # functionalized, z[:, :1] = 1 on a fresh clone is a slice_scatter nothing reads: DCE
+    # drops it, then the clone
+    def dead(x):  # noqa: ANN001, ANN202
+        z = x.clone()
+        z[:, :1] = 1.0
+        return x * 2
+
+    kernels, _ = plan_of(dead, meta(R, C))
+    assert [(k.name, kernel_elements(k)) for k in kernels] == [("mul", 2 * RC)]
+
+    # the same write into an input is what the model leaves in it: R elements stored
+    def into_input(x, y):  # noqa: ANN001, ANN202
+        x[:, :1] = 1.0
+        return y * 2
+
+    kernels, _ = plan_of(into_input, meta(R, C), meta(R, C))
+    assert [(k.name, kernel_elements(k)) for k in kernels] == [("fill_", R), ("mul", 2 * RC)]
+
+    # read later, it stays: one kernel loads x and stores the row sums
+    def read_later(x):  # noqa: ANN001, ANN202
+        z = x.clone()
+        z[:, :1] = 1.0
+        return z.sum(1)
+
+    kernels, _ = plan_of(read_later, meta(R, C))
+    assert [(k.name, kernel_elements(k)) for k in kernels] == [("clone+fill_+sum", RC + R)]
+
+
 def test_addmm_bias_moves_into_its_pointwise_users() -> None:
     # post_grad.unfuse_bias_add_to_pointwise: addmm whose users are all pointwise → mm, and
     # bias + mm inlined into the relu kernel, which now reads the bias

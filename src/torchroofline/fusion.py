@@ -306,13 +306,22 @@ def remove_noop_ops(ops: Sequence[OpRecord], kept: set[int]) -> list[OpRecord]:
 
 def eliminate_dead_code(ops: Sequence[OpRecord], kept_values: set[int]) -> list[OpRecord]:
     """FX dead-code elimination: a pure call (see :attr:`OpRecord.call_key`) whose outputs
-    nothing reads and the model does not keep is not compiled."""
+    nothing reads and the model does not keep is not compiled. So is a mutation no one can
+    see: Inductor compiles the functionalized graph, where ``y[:, :k] = b`` on a fresh clone is
+    a ``slice_scatter`` whose result nothing uses — a write into storage made in the graph
+    that holds no kept value and that no later compiled op reads."""
+    produced = {ref.value_id for op in ops for ref in op.writes}
+    visible = {ref.storage_id for op in ops for ref in (*op.reads, *op.writes)
+               if ref.value_id in kept_values or ref.value_id not in produced}
     live = set(kept_values)
     alive: list[OpRecord] = []
     for op in reversed(ops):
-        if op.call_key and not any(ref.value_id in live for ref in op.writes):
+        if not any(ref.value_id in live for ref in op.writes) and (op.call_key or op.writes and (
+            not any(ref.storage_id in visible for ref in op.writes)
+        )):
             continue
         live |= {ref.value_id for ref in op.reads}
+        visible |= {ref.storage_id for ref in op.reads}
         alive.append(op)
     return alive[::-1]
 
