@@ -332,6 +332,21 @@ def test_a_reader_of_a_concat_kernel_loads_only_the_slices_it_covers() -> None:
     assert result.fused_bytes == result.unfused_bytes == (4 * RC + 2 * R) * FP32
 
 
+def test_a_softmax_of_a_concat_kernel_is_one_persistent_reduction() -> None:
+    # the softmax's rows are those of the whole concatenation (C elements), not of its first
+    # slice (C - 1): statistics and normalize share one loop, with the copy of x[:, :1] (R
+    # points, the reduction's numel) and the exp (R·C, numel × rnumel). That kernel loads x
+    # (R·C) and the other slice (R·(C-1)), and stores the slice (R), the softmax and the exp
+    def body(x):  # noqa: ANN001, ANN202
+        y = torch.cat([x[:, 1:], x[:, :1]], 1)
+        return y, torch.softmax(y, 1), x.exp()
+
+    kernels, _ = plan_of(body, meta(R, C))
+    assert [(k.name, kernel_elements(k)) for k in kernels] == [
+        ("cat", 2 * R * (C - 1)), ("cat+_softmax+exp", RC + R * (C - 1) + R + 2 * RC)
+    ]
+
+
 def test_cat_of_a_convolution_output_is_a_pointwise_copy() -> None:
     # a convolution allocates its own output (ExternKernelAlloc): it cannot be realized into a
     # slice, so it needs a copy anyway — every input lowers in place → pointwise_cat, which the

@@ -517,14 +517,20 @@ class Concat:
         the view covers: ``cat([a, b], 1)[:, :1]`` loads a column of ``a`` and nothing of
         ``b``, as Inductor's reader of the concatenated buffer does (loading every slice in
         full would move more than eager's reader). Every slice in full where the view is not
-        an index box of the output."""
+        an index box of the output. Each load keeps the view's shape: the reader's loop (a
+        softmax's rows) is that of the whole view, not of a slice."""
+
+        def load(part: TensorRef, elements: int) -> TensorRef:
+            return replace(ref, value_id=part.value_id, storage_id=part.storage_id,
+                           elements=elements)
+
         layout = dense_layout(self.out)
         out_at = place(self.out, layout) if layout is not None else None
         view_at = place(ref, layout) if layout is not None else None
         if self.boxes is None or out_at is None or view_at is None or (
             ref.itemsize != self.out.itemsize
         ):
-            return self.parts
+            return tuple(load(part, part.elements) for part in self.parts)
         read = to_base(view_at, ref, Region.of([full_box(ref.shape)]))
         left = ref.elements  # a read narrowed by demand loads no more than it did
         loads = []
@@ -534,7 +540,7 @@ class Concat:
                 for piece in to_base(out_at, self.out, Region.of([box])).boxes
             )
             if covered:
-                loads.append(replace(part, elements=min(covered, left)))
+                loads.append(load(part, min(covered, left)))
                 left -= loads[-1].elements
         return tuple(loads)
 
