@@ -482,6 +482,9 @@ def lower_cat(graph: _Graph) -> None:
             ops.append(op)
             continue
         (out,) = op.writes
+        # a ConcatKernel's buffer has a fixed layout (no producer can write it into another
+        # cat's slice): a later cat reading it copies it, as it copies a graph input
+        del producers[out.value_id]
         parts: list[TensorRef] = []
         for ref in op.reads:
             if not _into_slice(ref, producers, graph.kept) or ref.value_id in graph.must_realize:
