@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import Fn, meta
@@ -237,6 +237,16 @@ def _run(steps, x, w, k):  # noqa: ANN001, ANN202
 
 @settings(max_examples=120, deadline=None)
 @given(programs())
+# a returned cat of x's swapped halves (a ConcatKernel: the clone also reads x) whose column
+# a dead slice-assign reads: that read loaded both slices whole, fused bytes above unfused
+@example(([(2, 0, 0, 0), (5, 0, 0, 0), (6, 0, 0, 2)], [1, 2]))
+# a softmax of such a cat: its statistics read the first slice only, so they looked like an
+# unrolled 7-element row reduction (a pointwise node) that could not fuse with the normalize
+@example(([(5, 7, 0, 0), (4, 1, 1, 1), (6, 1, 1, 0)], [1, 2, 3]))
+# a cat of a ConcatKernel output: its producer was taken to write the slice, but nothing
+# does (a ConcatKernel's buffer has a fixed layout); the returned cat was never written
+@example(([(6, 2, 0, 0), (5, 0, 0, 0), (1, 1, 1, 0), (5, 7, 2, 2), (6, 7, 0, 2), (3, 6, 3, 4)],
+          [4, 5]))
 def test_generated_programs_keep_the_invariants(program) -> None:  # noqa: ANN001
     steps, returned = program
     inputs = (meta(ROWS, COLS), meta(COLS, COLS), meta(1, 1, 3, 3))

@@ -314,6 +314,39 @@ def test_concat_kernel_lets_a_reduction_write_its_slice() -> None:
     assert [kernel_elements(kern) for kern in kernels] == [RC + R, R + R]
 
 
+def test_a_reader_of_a_concat_kernel_loads_only_the_slices_it_covers() -> None:
+    # x has another pointwise reader (exp), so the cat is a ConcatKernel: x[:, 1:] and x[:, :1]
+    # are copied into their slices by two kernels. y[:, :1] is column 0 of y, which lies in the
+    # first slice (x[:, 1:]): the add loads R elements of it and nothing of the second slice
+    # (loading both slices whole would move R·C elements, more than eager's R)
+    def body(x):  # noqa: ANN001, ANN202
+        y = torch.cat([x[:, 1:], x[:, :1]], 1)
+        return y, x.exp(), y[:, :1] + 1
+
+    kernels, _ = plan_of(body, meta(R, C))
+    assert [(k.name, kernel_elements(k)) for k in kernels] == [
+        ("cat", 2 * R * (C - 1)), ("cat", 2 * R), ("exp", 2 * RC), ("add", 2 * R)
+    ]
+    # eager: cat 2·RC, exp 2·RC, add 2·R — the same
+    result = analyze(Fn(body), meta(R, C))
+    assert result.fused_bytes == result.unfused_bytes == (4 * RC + 2 * R) * FP32
+
+
+def test_a_softmax_of_a_concat_kernel_is_one_persistent_reduction() -> None:
+    # the softmax's rows are those of the whole concatenation (C elements), not of its first
+    # slice (C - 1): statistics and normalize share one loop, with the copy of x[:, :1] (R
+    # points, the reduction's numel) and the exp (R·C, numel × rnumel). That kernel loads x
+    # (R·C) and the other slice (R·(C-1)), and stores the slice (R), the softmax and the exp
+    def body(x):  # noqa: ANN001, ANN202
+        y = torch.cat([x[:, 1:], x[:, :1]], 1)
+        return y, torch.softmax(y, 1), x.exp()
+
+    kernels, _ = plan_of(body, meta(R, C))
+    assert [(k.name, kernel_elements(k)) for k in kernels] == [
+        ("cat", 2 * R * (C - 1)), ("cat+_softmax+exp", RC + R * (C - 1) + R + 2 * RC)
+    ]
+
+
 def test_cat_of_a_convolution_output_is_a_pointwise_copy() -> None:
     # a convolution allocates its own output (ExternKernelAlloc): it cannot be realized into a
     # slice, so it needs a copy anyway — every input lowers in place → pointwise_cat, which the
@@ -377,6 +410,35 @@ def test_dead_code_is_not_compiled() -> None:
     # FX DCE: nothing reads x.cos(), so no kernel loads x
     kernels, _ = plan_of(lambda x, y: (x.cos(), y * 2)[1], meta(R, C), meta(R, C))
     assert [(k.name, kernel_elements(k)) for k in kernels] == [("mul", 2 * RC)]
+
+
+def test_a_mutation_no_one_sees_is_not_compiled() -> None:
+    # functionalized, z[:, :1] = 1 on a fresh clone is a slice_scatter nothing reads: DCE
+    # drops it, then the clone
+    def dead(x):  # noqa: ANN001, ANN202
+        z = x.clone()
+        z[:, :1] = 1.0
+        return x * 2
+
+    kernels, _ = plan_of(dead, meta(R, C))
+    assert [(k.name, kernel_elements(k)) for k in kernels] == [("mul", 2 * RC)]
+
+    # the same write into an input is what the model leaves in it: R elements stored
+    def into_input(x, y):  # noqa: ANN001, ANN202
+        x[:, :1] = 1.0
+        return y * 2
+
+    kernels, _ = plan_of(into_input, meta(R, C), meta(R, C))
+    assert [(k.name, kernel_elements(k)) for k in kernels] == [("fill_", R), ("mul", 2 * RC)]
+
+    # read later, it stays: one kernel loads x and stores the row sums
+    def read_later(x):  # noqa: ANN001, ANN202
+        z = x.clone()
+        z[:, :1] = 1.0
+        return z.sum(1)
+
+    kernels, _ = plan_of(read_later, meta(R, C))
+    assert [(k.name, kernel_elements(k)) for k in kernels] == [("clone+fill_+sum", RC + R)]
 
 
 def test_addmm_bias_moves_into_its_pointwise_users() -> None:

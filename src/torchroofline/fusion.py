@@ -40,7 +40,16 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from .costs import Category, Cost, FlopCount, OpRecord, tensor_bytes
-from .regions import united_elements
+from .regions import (
+    Box,
+    Region,
+    box_size,
+    dense_layout,
+    full_box,
+    place,
+    to_base,
+    united_elements,
+)
 from .trace import TensorRef, largest_per_value
 
 
@@ -124,8 +133,8 @@ class _Graph:
 
     ops: list[OpRecord]
     kept: set[int]
-    #: value id → the values that stand for it (the slices of a ``ConcatKernel`` output)
-    renamed: dict[int, tuple[TensorRef, ...]] = field(default_factory=dict)
+    #: value id → the slices that stand for it (a ``ConcatKernel`` output)
+    renamed: dict[int, Concat] = field(default_factory=dict)
     #: CSE (twin, duplicate) pairs: a duplicate runs in the kernel that computes its twin
     duplicates: list[tuple[OpRecord, OpRecord]] = field(default_factory=list)
     #: values a ``ConcatKernel`` needs stored (their producers write into its slices)
@@ -138,7 +147,11 @@ class _Graph:
         return self.last_id
 
     def rename(self, refs: Iterable[TensorRef]) -> tuple[TensorRef, ...]:
-        return tuple(new for ref in refs for new in self.renamed.get(ref.value_id, (ref,)))
+        return tuple(
+            new for ref in refs
+            for new in (self.renamed[ref.value_id].read(ref) if ref.value_id in self.renamed
+                        else (ref,))
+        )
 
     def readers(self) -> dict[int, list[OpRecord]]:
         """Value id → the non-view ops that read it."""
@@ -293,13 +306,22 @@ def remove_noop_ops(ops: Sequence[OpRecord], kept: set[int]) -> list[OpRecord]:
 
 def eliminate_dead_code(ops: Sequence[OpRecord], kept_values: set[int]) -> list[OpRecord]:
     """FX dead-code elimination: a pure call (see :attr:`OpRecord.call_key`) whose outputs
-    nothing reads and the model does not keep is not compiled."""
+    nothing reads and the model does not keep is not compiled. So is a mutation no one can
+    see: Inductor compiles the functionalized graph, where ``y[:, :k] = b`` on a fresh clone is
+    a ``slice_scatter`` whose result nothing uses — a write into storage made in the graph
+    that holds no kept value and that no later compiled op reads."""
+    produced = {ref.value_id for op in ops for ref in op.writes}
+    visible = {ref.storage_id for op in ops for ref in (*op.reads, *op.writes)
+               if ref.value_id in kept_values or ref.value_id not in produced}
     live = set(kept_values)
     alive: list[OpRecord] = []
     for op in reversed(ops):
-        if op.call_key and not any(ref.value_id in live for ref in op.writes):
+        if not any(ref.value_id in live for ref in op.writes) and (op.call_key or op.writes and (
+            not any(ref.storage_id in visible for ref in op.writes)
+        )):
             continue
         live |= {ref.value_id for ref in op.reads}
+        visible |= {ref.storage_id for ref in op.reads}
         alive.append(op)
     return alive[::-1]
 
@@ -460,6 +482,9 @@ def lower_cat(graph: _Graph) -> None:
             ops.append(op)
             continue
         (out,) = op.writes
+        # a ConcatKernel's buffer has a fixed layout (no producer can write it into another
+        # cat's slice): a later cat reading it copies it, as it copies a graph input
+        del producers[out.value_id]
         parts: list[TensorRef] = []
         for ref in op.reads:
             if not _into_slice(ref, producers, graph.kept) or ref.value_id in graph.must_realize:
@@ -470,7 +495,7 @@ def lower_cat(graph: _Graph) -> None:
             else:
                 graph.must_realize.add(ref.value_id)
                 parts.append(ref)
-        graph.renamed[out.value_id] = tuple(parts)
+        graph.renamed[out.value_id] = Concat(out, tuple(parts), _slice_boxes(op))
         if out.value_id in graph.kept:
             graph.kept |= {part.value_id for part in parts}
     graph.ops = [
@@ -478,6 +503,78 @@ def lower_cat(graph: _Graph) -> None:
         if any(ref.value_id in graph.renamed for ref in op.reads) else op
         for op in ops
     ]
+
+
+@dataclass(frozen=True)
+class Concat:
+    """A ``ConcatKernel`` output and the values standing for it, each written into its slice:
+    ``boxes[k]`` is where ``parts[k]`` lies in ``out``, in ``out``'s coordinates (None: not
+    known)."""
+
+    out: TensorRef
+    parts: tuple[TensorRef, ...]
+    boxes: tuple[Box, ...] | None
+
+    def read(self, ref: TensorRef) -> tuple[TensorRef, ...]:
+        """The slices a read of view ``ref`` of the output loads, each at the elements of it
+        the view covers: ``cat([a, b], 1)[:, :1]`` loads a column of ``a`` and nothing of
+        ``b``, as Inductor's reader of the concatenated buffer does (loading every slice in
+        full would move more than eager's reader). Every slice in full where the view is not
+        an index box of the output. Each load keeps the view's shape: the reader's loop (a
+        softmax's rows) is that of the whole view, not of a slice."""
+
+        def load(part: TensorRef, elements: int) -> TensorRef:
+            return replace(ref, value_id=part.value_id, storage_id=part.storage_id,
+                           elements=elements)
+
+        layout = dense_layout(self.out)
+        out_at = place(self.out, layout) if layout is not None else None
+        view_at = place(ref, layout) if layout is not None else None
+        if self.boxes is None or out_at is None or view_at is None or (
+            ref.itemsize != self.out.itemsize
+        ):
+            return tuple(load(part, part.elements) for part in self.parts)
+        read = to_base(view_at, ref, Region.of([full_box(ref.shape)]))
+        left = ref.elements  # a read narrowed by demand loads no more than it did
+        loads = []
+        for part, box in zip(self.parts, self.boxes, strict=True):
+            covered = sum(
+                read.intersect_box(piece, box_size(piece), self.out.storage_elements).count
+                for piece in to_base(out_at, self.out, Region.of([box])).boxes
+            )
+            if covered:
+                loads.append(load(part, min(covered, left)))
+                left -= loads[-1].elements
+        return tuple(loads)
+
+
+def _slice_boxes(op: OpRecord) -> tuple[Box, ...] | None:
+    """Where each input of a ``cat`` or ``stack`` lies in its output (None: not known)."""
+    (out,) = op.writes
+    arguments = _call_arguments(op)
+    keywords = dict(op.call_key[1][1]) if len(op.call_key) == 2 and op.call_key[1] else {}
+    dim = arguments[1] if len(arguments) > 1 else keywords.get("dim", 0)
+    if type(dim) is not int or not out.shape:
+        return None
+    dim %= len(out.shape)
+    shapes = [ref.shape for ref in op.reads]
+    if op.name == "aten.stack.default":
+        if any(shape != out.shape[:dim] + out.shape[dim + 1:] for shape in shapes):
+            return None
+        starts, sizes = range(len(shapes)), [1] * len(shapes)
+    else:
+        if any(len(shape) != len(out.shape) for shape in shapes):
+            return None  # a legacy empty input, skipped by ``cat``
+        sizes = [shape[dim] for shape in shapes]
+        starts = list(itertools.accumulate(sizes, initial=0))
+    whole = full_box(out.shape)
+    boxes = tuple(
+        (*whole[:dim], (range(start, start + size),), *whole[dim + 1:])
+        for start, size in zip(starts, sizes, strict=False)
+    )
+    if sum(map(box_size, boxes)) != math.prod(out.shape):
+        return None
+    return boxes
 
 
 def _into_slice(ref: TensorRef, producers: dict[int, OpRecord], kept: set[int]) -> bool:
