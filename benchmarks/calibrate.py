@@ -30,7 +30,7 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -86,13 +86,21 @@ class Sample:
 # --- Data ------------------------------------------------------------------------------------
 
 
-def load_samples(data: Path) -> list[Sample]:
-    timings = {
-        (setup, mode): load_timings(data / "timings" / setup / name)
+def setup_timings(
+    data: Path, files: Mapping[str, str] = TIMING_FILES, stat: str = "mean"
+) -> dict[tuple[str, str], dict[tuple[int | None, str], float]]:
+    """(setup, mode) → that setup's times (ms, each entry's ``stat``) for every mode in
+    ``files`` (mode → timing file name) the setup has."""
+    return {
+        (setup, mode): load_timings(data / "timings" / setup / name, stat)
         for setup in SETUPS
-        for mode, name in TIMING_FILES.items()
+        for mode, name in files.items()
         if (data / "timings" / setup / name).is_file()
     }
+
+
+def load_samples(data: Path) -> list[Sample]:
+    timings = setup_timings(data)
     samples: list[Sample] = []
     started = time.perf_counter()
     for path in discover([data / "problems"]):

@@ -50,6 +50,7 @@ class Task:
     math: str = "program"  #: the math rung the speed of light assumes
     data: str | None = None  #: the bound for "any" input values or the "given" ones
     data_limit_bytes: int = 2 * 2**30  #: inputs a "given" bound may make for real
+    also_on: tuple[str, ...] = ()  #: also the speed of light on these GPUs (no retrace)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,8 @@ def _analyze_task(task: Task) -> dict:
         document["host_scale_totals_ms"] = host_scale_totals_ms(
             result.performance, task.host_scales, floor_s=result.sol_s
         )
+    if task.also_on:
+        document["sol_ms_on"] = {gpu: result.on(gpu).sol_ms for gpu in task.also_on}
     return document
 
 
@@ -355,18 +358,21 @@ def analyze_batch(
     math: str = "program",
     data: str | None = None,
     data_limit_bytes: int = 2 * 2**30,
+    also_on: Sequence[str] = (),
 ) -> BatchReport:
     """Analyze every problem in worker processes; ``.to_dict()`` is the JSON report (README).
 
     ``estimate_params``: the performance model's constants (default: fitted); ``host_scales``:
     each result also carries ``host_scale_totals_ms``, its estimates with the host costs
-    scaled by each factor (what ``validate`` fits a host scale from). Ctrl-C or SIGTERM raises
+    scaled by each factor (what ``validate`` fits a host scale from); ``also_on``: each result
+    also carries ``sol_ms_on``, its speed of light on each of these GPUs (``Result.on``: the
+    same plans re-priced, no retrace). Ctrl-C or SIGTERM raises
     :class:`BatchInterrupted` with the report of the problems finished so far."""
     from .hardware import get_gpu
 
     spec = get_gpu(gpu)
     base = Task(0, "", spec, precision, cache, estimate_params, tuple(host_scales), math)
-    base = replace(base, data=data, data_limit_bytes=data_limit_bytes)
+    base = replace(base, data=data, data_limit_bytes=data_limit_bytes, also_on=tuple(also_on))
     tasks = [replace(base, index=i, path=str(path)) for i, path in enumerate(paths)]
     pool = _Pool(jobs=max(1, jobs), timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes)
 

@@ -546,10 +546,13 @@ def run_problems(paths: Sequence[Path], run: Run) -> list[Path]:
 # --- Timings -------------------------------------------------------------------------------
 
 
-def load_timings(path: str | Path) -> dict[tuple[int | None, str], float]:
-    """Mean times (ms) from a KernelBench timing JSON (``{"level1": {"file.py": {"mean": ms}}}``),
-    keyed by (level, file name). A flat ``{"file.py": {"mean": ms}}`` or ``{"file.py": ms}`` gives
-    level ``None``. A ``null`` entry (a problem that was not timed) is left out."""
+def load_timings(
+    path: str | Path, stat: str = "mean"
+) -> dict[tuple[int | None, str], float]:
+    """Times (ms) from a KernelBench timing JSON (``{"level1": {"file.py": {"mean": ms}}}``),
+    keyed by (level, file name): each entry's ``stat`` ("mean", or "min": the fastest trial). A
+    flat ``{"file.py": {"mean": ms}}`` or ``{"file.py": ms}`` gives level ``None``. A ``null``
+    entry (a problem that was not timed) is left out."""
     path = Path(path)
     data = read_json_object(path, "timings", "levels or files")
     timings: dict[tuple[int | None, str], float] = {}
@@ -558,16 +561,16 @@ def load_timings(path: str | Path) -> dict[tuple[int | None, str], float]:
         if match and isinstance(value, dict):
             for file, entry in value.items():
                 if entry is not None:
-                    timings[(int(match.group(1)), file)] = _mean_ms(path, file, entry)
+                    timings[(int(match.group(1)), file)] = _time_ms(path, file, entry, stat)
         elif value is not None:
-            timings[(None, key)] = _mean_ms(path, key, value)
+            timings[(None, key)] = _time_ms(path, key, value, stat)
     return timings
 
 
-def _mean_ms(path: Path, file: str, entry: Any) -> float:
-    value = entry.get("mean") if isinstance(entry, dict) else entry
+def _time_ms(path: Path, file: str, entry: Any, stat: str) -> float:
+    value = entry.get(stat) if isinstance(entry, dict) else entry
     if not isinstance(value, (int, float)) or value <= 0:
-        raise InputError(f"{path}: '{file}' has no positive 'mean' time in ms")
+        raise InputError(f"{path}: '{file}' has no positive '{stat}' time in ms")
     return float(value)
 
 
