@@ -1029,3 +1029,16 @@ def test_unfold_columns_read_their_windows() -> None:
     # column 0 is the window at (0, 0): the 3 × 3 top-left input block, 9 written
     result = bound(lambda x: F.unfold(x, 3)[..., :1], meta(1, 1, 5, 5))
     assert result.compulsory_bytes == (9 + 9) * FP32
+
+
+def test_glu_row_reads_both_halves() -> None:
+    # F.glu(x, 0) of (4, 6) is x[:2] · σ(x[2:]); row 0 reads x rows 0 and 2: 12 read, 6 written
+    result = bound(lambda x: F.glu(x, 0)[:1], meta(4, 6))
+    assert result.compulsory_bytes == (12 + 6) * FP32
+
+
+def test_index_tensor_built_in_forward_is_known() -> None:
+    # torch.tensor([1, 4]) in forward is a constant: index_select reads columns 1 and 4 of the
+    # 4 rows (8 elements), the 2 int64 indices, and writes 4 × 2
+    result = bound(lambda x: x.index_select(1, torch.tensor([1, 4])), meta(4, 6))
+    assert result.compulsory_bytes == 8 * FP32 + 2 * 8 + 8 * FP32

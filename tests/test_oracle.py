@@ -373,8 +373,9 @@ KERNELBENCH_STYLE: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]
 }
 
 
-#: Data movement at positions fixed by the shapes, and row-wise transforms, each read in part:
-#: a slice of the output needs exactly the input elements it moves (or whole rows of them).
+#: Data movement at positions fixed by the shapes or by constants built in forward, and row-wise
+#: transforms, each read in part: a slice of the output needs exactly the input elements it
+#: moves (or whole rows of them).
 REARRANGEMENTS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] = {
     "pixel_shuffle_rows": (
         lambda: nn.Sequential(nn.Conv2d(3, 12, 3, padding=1), nn.PixelShuffle(2),
@@ -413,6 +414,11 @@ REARRANGEMENTS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] =
     "cdist_block": (
         lambda: Fn(lambda a, b: torch.cdist(a, b)[:, 1:3, :2]),
         lambda: (torch.randn(2, 5, 4), torch.randn(2, 6, 4)),
+    ),
+    "glu_first_row": (lambda: Fn(lambda x: F.glu(x, 0)[:1]), lambda: (torch.randn(4, 6),)),
+    "index_add_constant_rows": (
+        lambda: Fn(lambda x, s: x.index_add(0, torch.tensor([0, 2]), s)[1:]),
+        lambda: (torch.randn(4, 6), torch.randn(2, 6)),
     ),
     "rfft_low_frequencies": (
         lambda: Fn(lambda x: torch.fft.rfft(x[:, :3], dim=-1)[..., :2].abs()),

@@ -216,6 +216,21 @@ def base_name(func: Any) -> str:
     return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
 
+def _know(known_storages: dict[int, torch.Tensor], tensor: torch.Tensor, value: Any) -> None:
+    """Keep ``value`` as the known elements of ``tensor``'s part of its storage (flat, CPU)."""
+    storage = tensor.untyped_storage()
+    with unset_fake_temporarily():
+        flat = known_storages.setdefault(
+            storage._cdata,
+            torch.zeros(storage.nbytes() // max(tensor.element_size(), 1), dtype=tensor.dtype),
+        )
+        flat.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset()).copy_(value)
+
+
+#: the ops that turn a real tensor made in forward into a fake one
+_LIFTS = frozenset({torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default})
+
+
 class _ValueTable:
     """Maps storages to the current version's value id; keeps storages alive so ids never repeat."""
 
@@ -438,6 +453,13 @@ class _Recorder(TorchDispatchMode):
             return func(*args, **kwargs)
         reads = self._reads(in_tensors)
         output = self.call(func, args, kwargs, self.meta_only)
+        if func in _LIFTS and isinstance(output, FakeTensor):
+            # a tensor built from Python values in forward (``torch.tensor([0, 2])``), faked:
+            # its value is known
+            with unset_fake_temporarily():
+                lifted = known_value(args[0])
+            if lifted is not None:
+                _know(self.values.known_storages, output, lifted)
         is_alias = func.is_view or _aliases_input(func, in_tensors, output)
         mutated = _mutated_arguments(func, args, kwargs, output)
         self.record(self.current_op, base, func, args, kwargs, output, reads, is_alias, mutated)
@@ -733,16 +755,7 @@ class _Converter:
         converted = self(tensor)
         value = known_value(tensor)
         if value is not None and not isinstance(tensor, nn.Parameter):
-            storage = converted.untyped_storage()
-            flat = self.known_storages.setdefault(
-                storage._cdata,
-                torch.zeros(storage.nbytes() // max(converted.element_size(), 1),
-                            dtype=converted.dtype),
-            )
-            with unset_fake_temporarily():
-                flat.as_strided(
-                    converted.shape, converted.stride(), converted.storage_offset()
-                ).copy_(value)
+            _know(self.known_storages, converted, value)
         return converted
 
     def __call__(self, tensor: torch.Tensor) -> torch.Tensor:

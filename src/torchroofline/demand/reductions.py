@@ -59,6 +59,26 @@ def pointwise_demand(context: _Context) -> Demand:
     return Demand(tuple(inputs), _scaled(context.record.flops, share))
 
 
+@demand_rule([aten.glu])
+def glu_demand(context: _Context) -> Demand:
+    """``glu(x, dim)``: output i along ``dim`` is x[i]·σ(x[i + n/2]): each demanded element
+    reads its position in both halves."""
+    source = context.op.reads[0]
+    rank = len(source.shape)
+    region = context.output
+    if not rank or any(len(box) != rank for box in region.boxes):
+        return _proportional(context)
+    dim = context.argument("dim", -1) % rank
+    half = source.shape[dim] // 2
+    boxes = [
+        (*box[:dim], (*index_set, *mapped_set(index_set, half)), *box[dim + 1 :])
+        for box in region.boxes
+        for index_set in (box[dim],)
+    ]
+    share = fraction_of(region, math.prod(context.op.writes[0].shape))
+    return Demand((Region.of(boxes, 2 * region.opaque),), _scaled(context.record.flops, share))
+
+
 def _reduced_dims(dims: Any, rank: int) -> set[int]:
     if dims is None or dims == [] or dims == ():
         return set(range(rank))
