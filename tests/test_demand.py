@@ -15,7 +15,15 @@ from hypothesis import strategies as st
 
 from conftest import Fn, meta
 from torchroofline import analyze
-from torchroofline.regions import Region, _strided_boxes, range_intersection
+from torchroofline.demand.selection import _numbers_region
+from torchroofline.regions import (
+    Region,
+    _strided_boxes,
+    _union_set,
+    positions_to_set,
+    range_intersection,
+    set_intersection,
+)
 
 FP32 = 4
 
@@ -176,6 +184,42 @@ def test_union_count_never_exceeds_the_truth(parts) -> None:  # noqa: ANN001
     )
     truth = {(i, j) for r, h, c, w in parts for i in range(r, r + h) for j in range(c, c + w)}
     assert max(h * w for _, h, _, w in parts) <= region.count <= len(truth)
+
+
+positions = st.lists(st.integers(0, 300), max_size=120)
+
+
+@given(positions, positions, st.integers(1, 5))
+def test_sets_of_many_ranges_meet_and_unite_exactly(first, second, step) -> None:  # noqa: ANN001
+    # rows picked by index: many short ranges (past 64 pairs an intersection bisects), and a
+    # strided range among them
+    strided = range(1, 250, step)
+    a = positions_to_set(first)
+    b = (*positions_to_set(p for p in second if p not in strided), strided)
+    both = set(first) & ({*second} | set(strided))
+    assert [i for r in a for i in r] == sorted(set(first))
+    assert {i for r in set_intersection(a, b) for i in r} == both
+    assert {i for r in set_intersection(b, a) for i in r} == both
+    union = _union_set(a, b)
+    if union is not None:  # None: no exact form, the boxes stay apart
+        assert sorted(i for r in union for i in r) == sorted(set(first) | {*second, *strided})
+
+
+@given(st.lists(st.integers(0, 4 * 5 * 6 - 1), max_size=120), st.sets(st.integers(0, 19)))
+def test_picked_numbers_are_placed_exactly_or_counted(numbers, whole) -> None:  # noqa: ANN001
+    # scattered elements and whole lines (rows picked by index) of a (4, 5, 6) tensor: boxes
+    # holding exactly them, or a count of them
+    picked = sorted(set(numbers) | {line * 6 + c for line in whole for c in range(6)})
+    region = _numbers_region(torch.tensor(picked, dtype=torch.int64), (4, 5, 6))
+    placed = {
+        (i * 5 + j) * 6 + k
+        for box in region.boxes
+        for i in (p for r in box[0] for p in r)
+        for j in (p for r in box[1] for p in r)
+        for k in (p for r in box[2] for p in r)
+    }
+    assert region.count == len(picked)
+    assert placed == (set(picked) if region.boxes else set())
 
 
 # --- Generated programs ----------------------------------------------------------------------

@@ -270,6 +270,14 @@ def _given_cases() -> dict[str, tuple[nn.Module, tuple]]:
             (torch.randn(5, 7) * (torch.rand(5, 7) > 0.6), torch.randn(7, 4)),
         ),
         "gather": (_Gather(), (torch.randn(20, 3), torch.randint(0, 20, (9,)))),
+        "gather of whole rows": (
+            _Fn(lambda x, i: x.gather(0, i[:, None].expand(-1, 2))[1:] * 2),
+            (torch.randn(20, 3), torch.randint(0, 20, (9,))),
+        ),
+        "columns picked by a 2-d index": (
+            _Fn(lambda x, i: x[:, i][1:, :, 1] * 2),
+            (torch.randn(5, 12), torch.tensor([[3, -1], [3, 0], [7, 7]])),
+        ),
         "nll loss kept in part": (
             _Fn(lambda x, t: F.nll_loss(F.log_softmax(x, 1), t, reduction="none",
                                         ignore_index=1)[:3] * 2),
@@ -542,3 +550,54 @@ def test_a_padding_mask_keeps_each_batch_rows_own_columns():
         result = analyze(Fn(lambda m, x: torch.where(m, x, 0.0) * 2), (mask, x), data="given")
         charged += [r.elements for r in result.plans.necessary.input_refs if r.is_float]
     assert charged == [72, 54]
+
+
+class _RoutedExperts(nn.Module):
+    """Tokens sent to the experts a given routing names, each expert x[token] @ up[e]."""
+
+    def __init__(self, experts: int, hidden: int, inner: int) -> None:
+        super().__init__()
+        self.up = nn.Parameter(torch.randn(experts, hidden, inner))
+
+    def forward(self, x: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(x.shape[0], self.up.shape[-1])
+        for expert in range(self.up.shape[0]):
+            token, _ = torch.where(chosen == expert)
+            if token.numel():
+                out.index_add_(0, token, x[token] @ self.up[expert])
+        return out
+
+
+def test_experts_given_more_than_64_tokens_each_charge_every_routed_token() -> None:
+    # T = 256 tokens routed top-2 over E = 8 experts (H = 16, I = 32): even tokens to experts
+    # 0 and 2, odd ones to 1 and 3, so each of the 4 used experts gathers 128 rows of x and
+    # experts 4..7 get none. Every token is routed, so the gathers together read all of x,
+    # T·H·4 B = 16,384 B, and each used expert its whole H × I matrix: 4·16·32·4 B = 8,192 B
+    # (the unused ones nothing); the output is written whole (T·I·4 B = 32,768 B): at least
+    # 57,344 B in all, more only for the routing's own reads
+    tokens, experts, hidden, inner = 256, 8, 16, 32
+    parity = torch.arange(tokens) % 2
+    chosen = torch.stack([parity, 2 + parity], dim=1)
+    result = analyze(
+        _RoutedExperts(experts, hidden, inner), (torch.randn(tokens, hidden), chosen)
+    )
+    charged = {r.shape: r.elements for r in result.plans.necessary.input_refs}
+    assert charged[(tokens, hidden)] == tokens * hidden
+    assert charged[(experts, hidden, inner)] == 4 * hidden * inner
+    x_and_weights = (tokens * hidden + 4 * hidden * inner) * 4
+    assert result.compulsory_bytes >= x_and_weights + tokens * inner * 4
+
+
+def test_unions_of_gathers_picking_more_than_64_lines_stay_exact() -> None:
+    # x (256 × 16): x[even rows] and x[odd rows] (128 lines each) together read all 4,096
+    # elements; s (256 × 2): s[t, t % 2] and s[t, 1 − t % 2] (one column per line, two sets
+    # of columns: two boxes each) together read all 512 — the two gathers' picks are united
+    # exactly, not kept as the larger of two counts
+    def both(x: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t = torch.arange(256)
+        rows = x[t[0::2]] + x[t[1::2]]
+        return rows * 2, s[t, t % 2] + s[t, 1 - t % 2]
+
+    result = analyze(_Fn(both), (torch.randn(256, 16), torch.randn(256, 2)), data="given")
+    charged = {r.shape: r.elements for r in result.plans.necessary.input_refs}
+    assert charged == {(256, 16): 256 * 16, (256, 2): 256 * 2}

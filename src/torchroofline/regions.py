@@ -10,7 +10,9 @@ exact: the demand analysis feeds a lower bound, which may be loose but never too
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -71,8 +73,33 @@ def range_intersection(first: range, second: range) -> range:
     return range(start, high, step)
 
 
+#: Range pairs an intersection tries all of; past it, only the ranges that can overlap.
+_PAIRS_TRIED = 64
+
+
 def set_intersection(first: IndexSet, second: IndexSet) -> IndexSet:
-    return tuple(r for a in first for b in second if (r := range_intersection(a, b)))
+    if len(first) * len(second) <= _PAIRS_TRIED:
+        return tuple(r for a in first for b in second if (r := range_intersection(a, b)))
+    # many ranges (rows picked by index): each range of the smaller set meets only the ranges
+    # of the larger that start by its end and reach its start — found by bisection, not all pairs
+    few, many = sorted((first, second), key=len)
+    ordered, starts, reach = _sweep(many)
+    return tuple(
+        r
+        for a in few
+        if a
+        for b in ordered[bisect_left(reach, a.start) : bisect_right(starts, a[-1])]
+        if (r := range_intersection(a, b))
+    )
+
+
+@functools.lru_cache(maxsize=256)  # one big set meets many small ones in turn
+def _sweep(index_set: IndexSet) -> tuple[IndexSet, list[int], list[int]]:
+    """The set's ranges by start, their starts, and the last position reached so far."""
+    ordered = tuple(sorted((r for r in index_set if r), key=lambda r: r.start))
+    return ordered, [r.start for r in ordered], list(itertools.accumulate(
+        (r[-1] for r in ordered), max
+    ))
 
 
 def normalize(ranges: Iterable[range]) -> IndexSet:
@@ -107,19 +134,22 @@ def _merged_into(kept: list[range], candidate: range) -> bool:
 
 
 def positions_to_set(positions: Iterable[int]) -> IndexSet:
-    """Sorted distinct positions → ranges (runs of a common step)."""
+    """Sorted distinct positions → ranges: runs of a common step, strided ones of three or
+    more (two scattered positions, as rows picked by index are, stay two ranges: one range
+    spanning the positions between them would be a candidate to overlap every range there,
+    :func:`set_intersection`)."""
     ordered = sorted(set(positions))
     runs: list[range] = []
     index = 0
     while index < len(ordered):
-        start = ordered[index]
-        if index + 1 == len(ordered):
-            runs.append(range(start, start + 1))
-            break
-        step = ordered[index + 1] - start
-        end = index + 1
-        while end + 1 < len(ordered) and ordered[end + 1] - ordered[end] == step:
-            end += 1
+        start, end, step = ordered[index], index, 1
+        if index + 1 < len(ordered):
+            step = ordered[index + 1] - start
+            end = index + 1
+            while end + 1 < len(ordered) and ordered[end + 1] - ordered[end] == step:
+                end += 1
+            if end == index + 1 and step > 1:
+                end, step = index, 1
         runs.append(range(start, ordered[end] + 1, step))
         index = end + 1
     return tuple(runs)
@@ -167,13 +197,15 @@ def _set_difference(first: IndexSet, second: IndexSet) -> IndexSet:
 
 
 def box_intersection(first: Box, second: Box) -> Box | None:
-    sets = []
-    for a, b in zip(first, second, strict=True):
-        both = set_intersection(a, b)
+    # the dims of fewest ranges first: boxes apart in one column miss at once, whatever their rows
+    order = sorted(range(len(first)), key=lambda dim: len(first[dim]) * len(second[dim]))
+    sets: dict[int, IndexSet] = {}
+    for dim in order:
+        both = set_intersection(first[dim], second[dim])
         if not both:
             return None
-        sets.append(both)
-    return tuple(sets)
+        sets[dim] = both
+    return tuple(sets[dim] for dim in range(len(first)))
 
 
 def _contains(outer: Box, inner: Box) -> bool:
@@ -224,6 +256,14 @@ _RUNS_LIMIT = 4096
 def _union_set(first: IndexSet, second: IndexSet) -> IndexSet | None:
     """The union of two index sets, exactly, or None where it has no exact form here."""
     both = set_size(set_intersection(first, second))
+    if both == set_size(second):  # a union growing one gather's picks at a time, mostly
+        return first
+    if both == set_size(first):
+        return second
+    if all(r.step == 1 for r in itertools.chain(first, second)):
+        return _interval_union((*first, *second))
+    if set_size(first) + set_size(second) <= _RUNS_LIMIT:  # as its runs, whatever the ranges
+        return positions_to_set(itertools.chain(*first, *second))
     union = normalize((*first, *second))
     if set_size(union) != set_size(first) + set_size(second) - both:
         return None
@@ -233,6 +273,18 @@ def _union_set(first: IndexSet, second: IndexSet) -> IndexSet | None:
     if len(union) > 1 and not plain and set_size(union) <= _RUNS_LIMIT:
         union = positions_to_set(i for r in union for i in r)
     return union
+
+
+def _interval_union(intervals: Iterable[range]) -> IndexSet:
+    """Step-1 ranges (rows picked by index: runs and single rows) as their maximal runs, in
+    one pass over them by start — many ranges, few positions each."""
+    merged: list[range] = []
+    for interval in sorted((r for r in intervals if r), key=lambda r: r.start):
+        if merged and interval.start <= merged[-1].stop:
+            merged[-1] = range(merged[-1].start, max(merged[-1].stop, interval.stop))
+        else:
+            merged.append(interval)
+    return tuple(merged)
 
 
 def _coalesced(boxes: list[Box]) -> list[Box]:

@@ -21,6 +21,7 @@ from ..costs import (
     op_keys,
 )
 from ..regions import (
+    Box,
     Region,
     full_box,
     positions_to_set,
@@ -171,7 +172,7 @@ _GRID_SAMPLERS = (aten.grid_sampler_2d, aten.grid_sampler_3d)
 def gather_demand(context: _Context) -> Demand:
     """A gather reads the index tensors for the demanded outputs and source elements chosen by
     their values: with the values known (:mod:`.given`), exactly the distinct source elements
-    the demanded outputs pick (:data:`_KNOWN_GATHERS`); else see :func:`_data_chosen` (an
+    the demanded outputs pick (:func:`_known_picks`); else see :func:`_data_chosen` (an
     embedding: one row)."""
     picked = _known_picks(context)
     demanded = context.output.count
@@ -227,31 +228,24 @@ def _index_read(context: _Context, position: int) -> Region:
     return Region.of(boxes, -(-context.output.opaque // max(fan_out, 1)))
 
 
+def _box_index(box: Box) -> tuple[torch.Tensor, ...]:
+    """A box's positions as index tensors that broadcast to its elements (``t[_box_index(b)]``
+    is the box of ``t``)."""
+    return tuple(
+        torch.tensor([i for r in index_set for i in r], dtype=torch.int64).reshape(
+            [-1 if d == dim else 1 for d in range(len(box))]
+        )
+        for dim, index_set in enumerate(box)
+    )
+
+
 def _demanded_mask(region: Region, shape: tuple[int, ...]) -> torch.Tensor:
     """The positioned part of ``region`` as a boolean tensor of ``shape`` (elements demanded
     with no position are left out: fewer picks, never more)."""
     mask = torch.zeros(shape, dtype=torch.bool)
     for box in region.boxes:
-        mask[
-            tuple(
-                torch.tensor([i for r in index_set for i in r], dtype=torch.int64).reshape(
-                    [-1 if d == dim else 1 for d in range(len(box))]
-                )
-                for dim, index_set in enumerate(box)
-            )
-        ] = True
+        mask[_box_index(box)] = True
     return mask
-
-
-def _embedding_picks(context: _Context, indices: torch.Tensor) -> Region:
-    """embedding(weight, indices): per demanded box, the distinct rows its lookups pick at the
-    box's own columns (united over the boxes); a demanded output with no position, one element."""
-    shape = context.op.writes[0].shape
-    boxes = []
-    for box in context.output.boxes:
-        rows = indices[_demanded_mask(Region.of([box]), shape).any(-1)].unique()
-        boxes.append((positions_to_set(rows.tolist()), box[-1]))
-    return Region.of(boxes, min(context.output.opaque, 1))
 
 
 _BAGS = _op_set([aten._embedding_bag, aten._embedding_bag_forward_only])
@@ -275,17 +269,44 @@ def _bag_picks(context: _Context, indices: torch.Tensor, offsets: torch.Tensor) 
     return Region.of(boxes, min(context.output.opaque, 1))
 
 
-def _index_select_picks(context: _Context, indices: torch.Tensor) -> Region:
-    """index_select(x, dim, index): each demanded box, its ``dim`` positions mapped through
-    the index values — the source elements those outputs copy, no more."""
-    dim = context.argument("dim") % len(context.op.reads[0].shape)
-    indices = indices.reshape(-1)  # a 0-dim index picks one position, as a 1-element one
-    boxes = [
-        (*box[:dim], positions_to_set(indices[[i for r in box[dim] for i in r]].tolist()),
-         *box[dim + 1 :])
-        for box in context.output.boxes
-    ]
+def _sliced_picks(context: _Context, dim: int, index: torch.Tensor) -> Region:
+    """A gather whose output holds, along dims ``dim`` … ``dim + index.dim()``, the source's
+    slices along ``dim`` that ``index`` names (negative ones from the end), and the source's own
+    positions along the other dims: ``index_select``, ``embedding`` (the rows of its weight),
+    ``x[:, i]``. Each demanded box, the positions its index elements hold along ``dim`` — the
+    source elements those outputs copy, no more — found from the index values alone, however
+    large the source."""
+    size = context.op.reads[0].shape[dim]
+    span = index.dim()
+    boxes = []
+    for box in context.output.boxes:
+        held = index[_box_index(box[dim : dim + span])] % size
+        boxes.append((*box[:dim], positions_to_set(held.unique().tolist()), *box[dim + span :]))
     return Region.of(boxes)
+
+
+def _index_select_picks(context: _Context, indices: torch.Tensor) -> Region:
+    """index_select(x, dim, index): slices along ``dim`` (a 0-dim index as a 1-element one)."""
+    dim = context.argument("dim") % len(context.op.reads[0].shape)
+    return _sliced_picks(context, dim, indices.reshape(-1))
+
+
+def _whole_slice_picks(context: _Context, values: list[torch.Tensor]) -> Region | None:
+    """A gather or advanced index that picks whole slices (:func:`_sliced_picks`): ``x[i]``,
+    ``x[:, i]`` (one integer index tensor), or ``gather`` along dim 0 with an index the same
+    along its other dims (each output row one source row). Else None."""
+    source = context.op.reads[0].shape
+    if not source or len(values) != 1 or values[0].dtype == torch.bool:
+        return None
+    if context.op.base in ("index", "_unsafe_index"):
+        dim = next(d for d, index in enumerate(context.op.args[1]) if index is not None)
+        return _sliced_picks(context, dim, values[0].long())
+    if aten.gather not in op_keys(context.op) or context.argument("dim") % len(source):
+        return None
+    index = values[0].long().reshape(values[0].shape[0], -1)  # kept outputs: not empty
+    if not bool((index == index[:, :1]).all()):
+        return None
+    return _sliced_picks(context, 0, index[:, 0])
 
 
 #: Largest source (elements) whose picked positions are found by running the gather on the
@@ -317,30 +338,42 @@ def _numbered_picks(context: _Context, values: list[torch.Tensor | None]) -> Reg
     return _numbers_region(picked[mask].unique(), source.shape)
 
 
-#: Most lines a gather's picked elements are placed on; past it they are a count.
-_PLACED_LINES = 64
+#: Most boxes a gather's picked elements are placed in; past it they are a count.
+_PLACED_BOXES = 64
 
 
 def _numbers_region(numbers: torch.Tensor, shape: tuple[int, ...]) -> Region:
-    """Distinct element numbers of a tensor of ``shape`` as a region: one box per line (all
-    dims but the last) when they lie on few lines, so a later union with another gather's
-    picks counts shared elements once; else a count with no position."""
-    if not shape:
-        return Region(opaque=numbers.numel())
-    width = shape[-1]
-    lines = numbers.div(width, rounding_mode="floor")
-    distinct = lines.unique()
-    if distinct.numel() > _PLACED_LINES:
-        return Region(opaque=numbers.numel())
-    boxes = []
-    for line in distinct.tolist():
-        coordinates, rest = [], line
-        for size in reversed(shape[:-1]):
-            coordinates.append((range(rest % size, rest % size + 1),))
-            rest //= size
-        columns = (numbers[lines == line] % width).tolist()
-        boxes.append((*reversed(coordinates), positions_to_set(columns)))
-    return Region.of(boxes)
+    """Sorted distinct element numbers of a tensor of ``shape`` as a region (:func:`_boxes_of`)
+    so a later union with another gather's picks counts shared elements once; past
+    :data:`_PLACED_BOXES` boxes, a count with no position."""
+    boxes = _boxes_of(numbers, shape) if shape else None
+    return Region(opaque=numbers.numel()) if boxes is None else Region.of(boxes)
+
+
+def _boxes_of(numbers: torch.Tensor, shape: tuple[int, ...]) -> list[Box] | None:
+    """Sorted distinct element numbers of a tensor of ``shape`` as disjoint boxes: the lines
+    (all dims but the last) grouped by the columns they hold, each group its lines (as boxes
+    of the leading dims, the same way) × those columns — whole rows picked by index are one
+    box however many rows; None past :data:`_PLACED_BOXES` boxes."""
+    if len(shape) == 1:
+        return [(positions_to_set(numbers.tolist()),)]
+    lines, line_of, counts = numbers.div(shape[-1], rounding_mode="floor").unique_consecutive(
+        return_inverse=True, return_counts=True
+    )
+    columns = numbers % shape[-1]
+    boxes: list[Box] = []
+    for held in counts.unique().tolist():
+        alike = counts == held
+        sets, group = columns[alike[line_of]].reshape(-1, held).unique(dim=0, return_inverse=True)
+        if len(boxes) + len(sets) > _PLACED_BOXES:
+            return None
+        for g, columns_held in enumerate(sets):
+            inner = _boxes_of(lines[alike][group == g], shape[:-1])
+            if inner is None or len(boxes) + len(inner) > _PLACED_BOXES:
+                return None
+            held_set = positions_to_set(columns_held.tolist())
+            boxes += [(*box, held_set) for box in inner]
+    return boxes
 
 
 def _indexed_lines(context: _Context, values: list[torch.Tensor | None]) -> Region | None:
@@ -373,12 +406,13 @@ def _known_picks(context: _Context) -> Region | None:
     if any(v is None for v in values):
         return None
     if aten.embedding in op_keys(context.op):
-        return _embedding_picks(context, values[0].long())
+        return _sliced_picks(context, 0, values[0].long())
     if aten.index_select in op_keys(context.op):
         return _index_select_picks(context, values[0].long())
-    if _one_of(context.op, _NUMBERED_GATHERS):
-        return _numbered_picks(context, values)
-    return None
+    if not _one_of(context.op, _NUMBERED_GATHERS):
+        return None
+    whole = _whole_slice_picks(context, values)
+    return _numbered_picks(context, values) if whole is None else whole
 
 
 _NUMBERED_GATHERS = _op_set([aten.gather, aten.index, aten._unsafe_index, aten.take])
