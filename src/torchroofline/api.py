@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn as nn
 
+from .collector import paused
 from .costs import float_element_bytes
 from .errors import InputError, ModelError
 from .given import DATA_LIMIT_BYTES, resolve_data, with_given_values
@@ -25,21 +24,7 @@ if TYPE_CHECKING:
     from .estimate import EstimateParams
 
 
-@contextlib.contextmanager
-def _collection_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while an analysis runs (reference counting still
-    frees what it drops): the trace makes hundreds of thousands of short-lived objects (fake
-    tensors, refs, regions) and collection passes over them cost 15–25 % of an analysis."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-@_collection_paused()
+@paused()
 def analyze(
     model: nn.Module,
     inputs: Any,

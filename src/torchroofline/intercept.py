@@ -11,6 +11,7 @@ out in aten ops the few Python bindings a CPU-only build cannot run on fake CUDA
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -109,11 +110,12 @@ class Interceptor(TorchFunctionMode):
                 recorder, a, k
             ),
         }
+        # handlers hold the recorder, never this mode: a cycle through the mode would keep the
+        # whole trace alive until the next cyclic collection
         for name in RNN_CALLS:
-            self._handlers[getattr(torch._VF, name)] = self._rnn_handler(name)
-
-    def _rnn_handler(self, name: str) -> Callable[[tuple, dict], Any]:
-        return lambda a, k: _intercept_rnn(self.recorder, name, a, k)
+            self._handlers[getattr(torch._VF, name)] = functools.partial(
+                _intercept_rnn, recorder, name
+            )
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}

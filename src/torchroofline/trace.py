@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import gc
 import logging
 import math
 import sys
@@ -39,6 +38,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from ._cuda_bindings import NO_CUDA_TEXT
+from .collector import paused
 from .errors import DataDependentError, InputError, ModelError, TorchrooflineError
 from .intercept import OWN_OUTPUTS, Interceptor
 from .regions import united_elements
@@ -863,19 +863,6 @@ def check_inputs(model: Any, inputs: Any) -> tuple:
     )
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The trace makes many small objects and frees none (the value table keeps every storage
-    alive), so cyclic garbage collection during it is pure cost."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 class StepRunner(Protocol):
     """What turns a forward trace into a training step's (:class:`torchroofline.training.Step`)."""
 
@@ -916,7 +903,7 @@ def _run(
         recorder.call = _MixedCall()
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
     with (
-        _collector_paused(),
+        paused(),
         warnings.catch_warnings(),
         _quiet_fake_tensor_log(),
         torch.no_grad() if step is None else torch.enable_grad(),
