@@ -10,7 +10,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "torchroofline"
 #: The modules in pipeline order; a module may import only modules listed before it.
 STAGES = (
     "errors", "gpu_spec", "kernelbench_gpus", "hardware",  # GPU facts
-    "aten_ops", "_cuda_bindings", "collector", "intercept", "regions", "shadow", "trace",  # 1. trace
+    # 1. trace
+    "aten_ops", "_cuda_bindings", "collector", "intercept", "regions", "shadow", "trace",
     "training",  # a training step's trace: loss, backward, optimizer
     "costs", "precision",  # 2. costs, and the units each precision runs on
     "demand", "fusion", "step_graphs", "plans", "memory",  # 3. plans: necessary work,
