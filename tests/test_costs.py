@@ -582,6 +582,18 @@ def test_lstm_cell_gate_math_is_one_fused_op() -> None:
     assert result.unsupported_ops == {}
 
 
+def test_lstm_cell_without_biases_traces() -> None:
+    # the fused cell's meta kernel reads each bias's device, so LSTMCell(bias=False) failed
+    # there; its outputs come from shapes. h = 0 as above: x @ W_ih only, and no bias adds.
+    # Compulsory: x (4·6) and W_ih (32·6) read, h' and c' (4·8 each) written
+    batch, inputs, hidden = 4, 6, 8
+    result = analyze(nn.LSTMCell(inputs, hidden, bias=False), meta(batch, inputs))
+    assert result.tensor_flops == 2 * batch * 4 * hidden * inputs
+    assert result.vector_flops == batch * hidden * 19
+    read, written = batch * inputs + 4 * hidden * inputs, 2 * batch * hidden
+    assert result.compulsory_bytes == (read + written) * 4
+
+
 def test_gru_cell_gate_math() -> None:
     # a CPU build cannot trace the fused GRU cell (CUDA only): the rule on shapes alone
     batch, hidden = 4, 8

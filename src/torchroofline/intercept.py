@@ -204,12 +204,23 @@ def _scaled_grouped_mm_output(func: Any, args: tuple, kwargs: dict) -> torch.Ten
     return left.new_empty(shape, dtype=bound.get("out_dtype") or torch.bfloat16)
 
 
+def _fused_lstm_cell_output(func: Any, args: tuple, kwargs: dict) -> tuple[torch.Tensor, ...]:
+    """``_thnn_fused_lstm_cell`` (hy, cy, workspace), shaped as its meta kernel makes them
+    (``torch/_meta_registrations.py``): that kernel reads ``.device`` of each bias, so a cell
+    without biases (``nn.LSTMCell(bias=False)``) fails there."""
+    bound = _bound_arguments(func, args, kwargs)
+    if bound.get("input_bias") is not None:
+        return func(*args, **kwargs)
+    gates, cell = bound["input_gates"], bound["cx"]
+    return cell.new_empty(cell.shape), cell.new_empty(cell.shape), gates.new_empty(gates.shape)
+
+
 #: Ops whose output the trace makes from shapes and dtypes instead of calling their fake/meta
 #: kernels. Those kernels check the layouts cuBLAS needs on the GPU they run on: block scales
 #: swizzled and padded to 128-row tiles, an exact dtype pairing per recipe ("Invalid scaling
 #: configuration" otherwise), and torch 2.13's ``_scaled_mm_v2`` counts MXFP4 scales against the
 #: packed K. A bound needs only the output's shape and dtype, and reads the scales given as
-#: the bytes they are.
+#: the bytes they are. The fused LSTM cell's meta kernel fails without biases.
 OWN_OUTPUTS: dict[Any, Callable[[Any, tuple, dict], torch.Tensor]] = {
     **{
         getattr(torch.ops.aten, name).default: _scaled_mm_output
@@ -221,4 +232,5 @@ OWN_OUTPUTS: dict[Any, Callable[[Any, tuple, dict], torch.Tensor]] = {
         for name in ("_scaled_grouped_mm", "_scaled_grouped_mm_v2")
         if hasattr(torch.ops.aten, name)
     },
+    torch.ops.aten._thnn_fused_lstm_cell.default: _fused_lstm_cell_output,
 }
