@@ -1086,3 +1086,10 @@ def test_index_tensor_built_in_forward_is_known() -> None:
     # 4 rows (8 elements), the 2 int64 indices, and writes 4 × 2
     result = bound(lambda x: x.index_select(1, torch.tensor([1, 4])), meta(4, 6))
     assert result.compulsory_bytes == 8 * FP32 + 2 * 8 + 8 * FP32
+
+
+def test_pdist_pairs_read_their_rows() -> None:
+    # pdist of 5 rows lists pairs (0,1), (0,2), (0,3), (0,4), (1,2)…: the first 3 need rows
+    # 0–3, 6 coordinates each (24 read), and write 3
+    result = bound(lambda x: F.pdist(x)[:3], meta(5, 6))
+    assert result.compulsory_bytes == (24 + 3) * FP32

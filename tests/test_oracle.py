@@ -420,6 +420,7 @@ REARRANGEMENTS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] =
         lambda: Fn(lambda x, s: x.index_add(0, torch.tensor([0, 2]), s)[1:]),
         lambda: (torch.randn(4, 6), torch.randn(2, 6)),
     ),
+    "pdist_pairs": (lambda: Fn(lambda x: F.pdist(x)[2:7]), lambda: (torch.randn(6, 3),)),
     "rfft_low_frequencies": (
         lambda: Fn(lambda x: torch.fft.rfft(x[:, :3], dim=-1)[..., :2].abs()),
         lambda: (torch.randn(4, 5, 8),),

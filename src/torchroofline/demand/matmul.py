@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 
@@ -263,6 +264,31 @@ def distance_demand(context: _Context) -> Demand:
     columns = Region.of([(*box[:-2], box[-1], coordinates) for box in region.boxes])
     rest = tuple(Region() for _ in context.op.reads[2:])
     return Demand((rows, columns, *rest), _scaled(context.record.flops, context.fraction))
+
+
+#: Demanded pairs :func:`pair_distance_demand` lists one by one; beyond, its share as a count
+PAIR_LIST_LIMIT = 1 << 16
+
+
+@demand_rule([aten._pdist_forward])
+def pair_distance_demand(context: _Context) -> Demand:
+    """``pdist(x (N, M))``: output k is the pair (i, j), i < j, in row-major order; it needs
+    rows i and j, every coordinate. Past :data:`PAIR_LIST_LIMIT` demanded pairs, the rows of
+    ⌈√(2·pairs)⌉ (fewer rows cannot form that many pairs), as a count."""
+    rows, columns = context.op.reads[0].shape
+    region = context.output
+    flops = _scaled(context.record.flops, context.fraction)
+    if region.count > PAIR_LIST_LIMIT or region.opaque:
+        needed = min(rows, math.ceil(math.sqrt(2 * region.count)))
+        return Demand((Region(opaque=needed * columns),), flops)
+    # pairs before row i: i·N − i(i+1)/2; the first row whose pairs reach past k holds k
+    starts = [i * rows - i * (i + 1) // 2 for i in range(rows)]
+    picked: set[int] = set()
+    for k in (k for box in region.boxes for r in box[0] for k in r):
+        i = bisect.bisect_right(starts, k) - 1
+        picked.update((i, i + 1 + k - starts[i]))
+    box = (positions_to_set(picked), (range(columns),))
+    return Demand((Region.of([box]),), flops)
 
 
 @demand_rule([aten.addbmm])
