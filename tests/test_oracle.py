@@ -403,6 +403,15 @@ REARRANGEMENTS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] =
         lambda: Fn(lambda x: F.pad(x, (3, 0, 1, 2), mode="replicate")[..., 4:, ::2]),
         lambda: (torch.randn(1, 2, 5, 6),),
     ),
+    # a stride-2 window's even and odd taps, mapped through the pad's edge, clash in step
+    "reflection_pad_strided_pool": (
+        lambda: Fn(lambda x: F.avg_pool2d(F.pad(x, (1, 0, 2, 0), mode="reflect"), 3, 2)),
+        lambda: (torch.randn(1, 1, 6, 6),),
+    ),
+    "replication_pad_strided_conv": (
+        lambda: nn.Sequential(nn.ReplicationPad2d((1, 0, 2, 0)), nn.Conv2d(1, 1, 3, stride=2)),
+        lambda: (torch.randn(1, 1, 6, 6),),
+    ),
     "unfold_columns": (
         lambda: Fn(lambda x: F.unfold(x, (2, 3), dilation=(2, 1), padding=1, stride=2)[..., 2:7]),
         lambda: (torch.randn(1, 3, 7, 8),),
