@@ -146,9 +146,11 @@ def _aliases(outputs: Any, values: Sequence[Any]) -> set[int]:
 
 def _convolution_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     """2 FLOPs per (input channel, in-bounds tap) pair of each demanded output: the count is
-    the same convolution of all-ones data with all-ones filters (border outputs have fewer)."""
-    data, weight = args[0].detach(), args[1].detach()
-    ones = torch.ones_like(data), torch.ones_like(weight)
+    the same convolution of all-ones data with all-ones filters (border outputs have fewer).
+    ``args[0]`` is the taps, not the data: 0 on the zeros of an explicit zero pad, which count
+    as padding (see ``_Retaining``), 1 elsewhere."""
+    taps, weight = args[0].detach(), args[1].detach()
+    ones = taps, torch.ones_like(weight)
     pairs = torch.ops.aten.convolution.default(*ones, None, *args[3:])
     return int(2 * pairs[demanded].sum())
 
@@ -213,10 +215,24 @@ def _avg_pool_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     return int((_taps(args, 4) - 1)[demanded].sum())
 
 
+def _attention_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """Per kept (query row, key) pair, 2·E FLOPs for the score once any output of the row is
+    demanded and 2 per demanded output for its value product (``flash_attention_for_cpu``'s
+    arguments: query, key, value, dropout, is_causal; causal masks are top-left aligned)."""
+    query, key = args[0], args[1]
+    causal = len(args) > 4 and bool(args[4])
+    rows, keys = query.shape[-2], key.shape[-2]
+    kept = torch.ones(rows, keys).tril() if causal else torch.ones(rows, keys)
+    per_row = kept.sum(-1)  # keys each query row attends to
+    row_demanded = demanded.any(-1).double()
+    return int(2 * query.shape[-1] * (row_demanded * per_row).sum()
+               + 2 * (demanded.double() * per_row[:, None]).sum())
+
+
 #: aten op → FLOPs its demanded outputs provably need (from its arguments and the mask of its
 #: first output's demanded elements), for ops whose outputs do not each cost the same: border
-#: outputs of a convolution or a padded pool, lines that share statistics, reductions (none over
-#: size-1 dims)
+#: outputs of a convolution or a padded pool, lines that share statistics, rows of causal
+#: attention, reductions (none over size-1 dims)
 DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.convolution.default: _convolution_flops,
     torch.ops.aten._softmax.default: _softmax_flops,
@@ -234,6 +250,7 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.max_pool3d_with_indices.default: _max_pool_flops,
     torch.ops.aten.avg_pool2d.default: _avg_pool_flops,
     torch.ops.aten.avg_pool3d.default: _avg_pool_flops,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default: _attention_flops,
 }
 
 
@@ -245,9 +262,23 @@ class _Retaining(Interpreter):
         self.kept: list[tuple[str, list[torch.Tensor]]] = []
         #: index in ``kept`` → the op's arguments (ops in ``DEMANDED_FLOPS``)
         self.arguments: dict[int, tuple[Any, Any]] = {}
+        #: id of a tensor → the tensor (kept, so the id is not reused) and where it holds
+        #: zeros a zero ``constant_pad_nd`` put there
+        self.padded_zeros: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def _padded_zeros(self, tensor: torch.Tensor) -> torch.Tensor:
+        _, zeros = self.padded_zeros.get(id(tensor), (None, torch.zeros(tensor.shape, dtype=bool)))
+        return zeros
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         out = super().call_function(target, args, kwargs)
+        if target is torch.ops.aten.constant_pad_nd.default and not (args[2:] and args[2]):
+            self.padded_zeros[id(out)] = (out, F.pad(self._padded_zeros(args[0]), args[1],
+                                                     value=True))
+        if target is torch.ops.aten.convolution.default:
+            # a product with a padded zero is no work (the bound folds such a pad into the
+            # convolution's own padding): the taps are the other elements
+            args = ((~self._padded_zeros(args[0])).to(args[0].dtype), *args[1:])
         if isinstance(target, torch._ops.OpOverload) and not target.is_view:
             tensors = [
                 t for t in tree_flatten(out)[0]
@@ -444,6 +475,16 @@ class OpTightness:
     proven_flops: float  #: FLOPs the demanded outputs need
 
 
+#: FLOP-free copies left out of the alignment of trace and replay
+COPIES = {"aten.clone.default", "aten._to_copy.default", "aten.copy_.default"}
+
+
+def _aligned(name: str) -> str:
+    """The op's name for alignment: SDPA is traced as itself and replayed as the back end the
+    CPU picks (``_scaled_dot_product_flash_attention_for_cpu``, ...)."""
+    return "sdpa" if "scaled_dot_product" in name else name
+
+
 def per_op(result: Result, proven: Oracle) -> list[OpTightness]:
     """The bound's FLOPs per op beside the oracle's demanded share, ops matched by name in
     execution order (the trace and the replay see the same aten ops, bar views)."""
@@ -453,14 +494,20 @@ def per_op(result: Result, proven: Oracle) -> list[OpTightness]:
     # a structure rule may price an op inside a later one (a product read only by its column
     # sum: x @ W.sum(1)): its FLOPs are that op's, so it has none of its own to compare
     absorbed = set(result.plans.necessary.absorbed_ops)
+    # copies come and go with layout (the CPU flash kernel returns a layout in which
+    # transpose-then-reshape is a view; the meta one does not), and have no FLOPs to compare:
+    # left in, a stray clone pairs the next op with the wrong one
+    trace_ops = [(i, op) for i, op in trace_ops if op.name not in COPIES]
+    replay_ops = [op for op in proven.ops if op.name not in COPIES]
     matcher = difflib.SequenceMatcher(
-        a=[op.name for _, op in trace_ops], b=[op.name for op in proven.ops], autojunk=False
+        a=[_aligned(op.name) for _, op in trace_ops], b=[_aligned(op.name) for op in replay_ops],
+        autojunk=False,
     )
     rows = []
     for block in matcher.get_matching_blocks():
         for k in range(block.size):
             index, op = trace_ops[block.a + k]
-            demand = proven.ops[block.b + k]
+            demand = replay_ops[block.b + k]
             executed = result.plans.ops[index].flops
             if index in absorbed or not demand.elements or not (executed.tensor + executed.vector):
                 continue

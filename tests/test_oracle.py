@@ -7,8 +7,10 @@ per op the FLOPs charged ≥ 0.95 × the op's FLOPs times the share of its outpu
 demanded. Soundness: compulsory bytes ≤ every input element read once and the outputs written
 once; necessary FLOPs ≤ executed FLOPs.
 
-Programs: hypothesis-generated chains over small NCHW tensors (windows, norms, softmax, views,
-masks, reductions and slices of the output) and attention blocks, and a list of tiny
+Programs: hypothesis-generated chains over small NCHW tensors (windows: plain, grouped,
+depthwise and transposed convolutions, padded, ceil-mode and adaptive pools; norms, softmax,
+gates, residuals, pads, resampling, shuffles, scans, views, masks; reductions and slices of the
+output) and attention blocks, and a list of tiny
 KernelBench-style problems, among them every collapse issue 16 found (pool of pool over a
 transposed convolution, norms and softmax read in part, cross-entropy, a class token or one
 query row behind attention, causal masks made in forward or kept as a buffer).
@@ -117,6 +119,51 @@ def _tril_where(x: torch.Tensor) -> torch.Tensor:
     return torch.where(keep, x, torch.zeros((), dtype=x.dtype))
 
 
+class Residual(nn.Module):
+    """``x + body(x)``."""
+
+    def __init__(self, body: nn.Module) -> None:
+        super().__init__()
+        self.body = body
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x)
+
+
+class Gate(nn.Module):
+    """A gated 1×1 convolution: ``act(a) * b`` of its two channel halves (GLU kind)."""
+
+    def __init__(self, channels: int, act: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.conv, self.act = nn.Conv2d(channels, 2 * channels, 1), act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.conv(x).chunk(2, 1)
+        return self.act(a) * b
+
+
+class ChannelsLastNorm(nn.Module):
+    """ConvNeXt's LayerNorm over channels: permute to NHWC, normalise, permute back."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class SqueezeExcite(nn.Module):
+    """Channel gates from the spatial mean: ``x * sigmoid(conv1x1(mean(x)))``."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.fc = nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.fc(F.adaptive_avg_pool2d(x, 1)).sigmoid()
+
+
 #: stages that keep an NCHW tensor NCHW; each takes the channel count, returns (module, channels)
 SHAPE_KEEPING: dict[str, Callable[[int], tuple[nn.Module, int]]] = {
     "relu": lambda c: (nn.ReLU(), c),
@@ -131,6 +178,19 @@ SHAPE_KEEPING: dict[str, Callable[[int], tuple[nn.Module, int]]] = {
     "flatten_unflatten": lambda c: (Fn(lambda x: x.flatten(2).unflatten(2, x.shape[2:])), c),
     "tril_masked_fill": lambda c: (Fn(_tril_masked), c),
     "tril_where": lambda c: (Fn(_tril_where), c),
+    "gelu": lambda c: (nn.GELU(), c),
+    "silu_gate": lambda c: (Gate(c, F.silu), c),
+    "residual_depthwise": lambda c: (Residual(nn.Conv2d(c, c, 3, padding=1, groups=c)), c),
+    "convnext_norm": lambda c: (ChannelsLastNorm(c), c),
+    "squeeze_excite": lambda c: (SqueezeExcite(c), c),
+    "cumsum_width": lambda c: (Fn(lambda x: x.cumsum(-1)), c),
+    "flip": lambda c: (Fn(lambda x: x.flip(-1)), c),
+    "roll": lambda c: (Fn(lambda x: x.roll((1, -2), (2, 3))), c),
+    "reflection_pad": lambda c: (nn.ReflectionPad2d(1), c),
+    "zero_pad": lambda c: (nn.ZeroPad2d((1, 2, 0, 1)), c),
+    "pixel_shuffle": lambda c: (nn.Sequential(nn.Conv2d(c, 4 * c, 1), nn.PixelShuffle(2)), c),
+    "nearest_up": lambda c: (nn.Upsample(scale_factor=2), c),
+    "bilinear_up": lambda c: (nn.Upsample(scale_factor=1.5, mode="bilinear"), c),
 }
 
 WINDOWS: dict[str, Callable[[int], tuple[nn.Module, int]]] = {
@@ -142,6 +202,16 @@ WINDOWS: dict[str, Callable[[int], tuple[nn.Module, int]]] = {
     "max_pool": lambda c: (nn.MaxPool2d(2), c),
     "max_pool_overlapping": lambda c: (nn.MaxPool2d(3, stride=1), c),
     "avg_pool": lambda c: (nn.AvgPool2d(2), c),
+    "conv_grouped": lambda c: (nn.Conv2d(c, 2 * c, 3, groups=c), 2 * c),
+    "conv_depthwise_strided": lambda c: (nn.Conv2d(c, c, 3, stride=2, padding=1, groups=c), c),
+    "conv_transpose_output_padding": lambda c: (
+        nn.ConvTranspose2d(c, 2, 3, stride=2, padding=1, output_padding=1), 2
+    ),
+    "avg_pool_ceil": lambda c: (nn.AvgPool2d(3, 2, ceil_mode=True), c),
+    "avg_pool_exclude_pad": lambda c: (nn.AvgPool2d(3, 2, padding=1, count_include_pad=False), c),
+    "max_pool_padded": lambda c: (nn.MaxPool2d(3, 2, padding=1), c),
+    "adaptive_avg": lambda c: (nn.AdaptiveAvgPool2d((3, 4)), c),
+    "adaptive_max": lambda c: (nn.AdaptiveMaxPool2d(3), c),
 }
 
 #: what the program keeps of the last NCHW tensor
@@ -149,6 +219,10 @@ TAILS: dict[str, Callable[[torch.Tensor], Any]] = {
     "all": lambda x: x,
     "channel_0": lambda x: x[:, 0],
     "row_0": lambda x: x[:, :, 0],
+    "last_row": lambda x: x[:, :, -1],
+    "strided_rows": lambda x: x[:, :, ::2],
+    "channels_from_1": lambda x: x[:, 1:],
+    "mean_of_rows_1_2": lambda x: x[:, :, 1:3].mean((1, 2, 3)),
     "sum_channels": lambda x: x.sum(1),
     "mean_spatial": lambda x: x.mean((2, 3)),
     "amax_width": lambda x: x.amax(-1),
@@ -348,6 +422,12 @@ KERNELBENCH_STYLE: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]
                           tail=SEQUENCE_TAILS["all"]),
         lambda: (torch.randn(2, 5, 8),),
     ),
+    # two heads: the traced op list has a copy (transpose → reshape) the CPU replay lacks
+    "sdpa_causal_token_0": (
+        lambda: Attention(8, 2, 3, sdpa=True, causal=True, residual=False,
+                          tail=SEQUENCE_TAILS["token_0"]),
+        lambda: (torch.randn(2, 3, 8),),
+    ),
     "sdpa_causal": (
         lambda: Attention(8, 2, 5, sdpa=True, causal=True, residual=False,
                           tail=SEQUENCE_TAILS["all"]),
@@ -403,6 +483,15 @@ REARRANGEMENTS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] =
         lambda: Fn(lambda x: F.pad(x, (3, 0, 1, 2), mode="replicate")[..., 4:, ::2]),
         lambda: (torch.randn(1, 2, 5, 6),),
     ),
+    # a stride-2 window's even and odd taps, mapped through the pad's edge, clash in step
+    "reflection_pad_strided_pool": (
+        lambda: Fn(lambda x: F.avg_pool2d(F.pad(x, (1, 0, 2, 0), mode="reflect"), 3, 2)),
+        lambda: (torch.randn(1, 1, 6, 6),),
+    ),
+    "replication_pad_strided_conv": (
+        lambda: nn.Sequential(nn.ReplicationPad2d((1, 0, 2, 0)), nn.Conv2d(1, 1, 3, stride=2)),
+        lambda: (torch.randn(1, 1, 6, 6),),
+    ),
     "unfold_columns": (
         lambda: Fn(lambda x: F.unfold(x, (2, 3), dilation=(2, 1), padding=1, stride=2)[..., 2:7]),
         lambda: (torch.randn(1, 3, 7, 8),),
@@ -445,6 +534,7 @@ CASES = {
     "tril_masked_fill_mean": _chain_case(["tril_masked_fill"], "mean_spatial"),
     "tril_where_sum": _chain_case(["tril_where"], "sum_channels"),
     "conv_tril_where": _chain_case(["conv3_padded", "tril_where"], "all"),
+    "zero_pad_conv": _chain_case(["zero_pad", "zero_pad", "conv3"], "all"),
 }
 
 def _figures_of(name: str) -> Figures:

@@ -102,16 +102,27 @@ def _sweep(index_set: IndexSet) -> tuple[IndexSet, list[int], list[int]]:
     ))
 
 
+#: Positions a set may hold to be rebuilt one by one where its ranges' steps clash
+_EXACT_POSITIONS = 4096
+
+
 def normalize(ranges: Iterable[range]) -> IndexSet:
-    """Disjoint ranges covering exactly the union of same-step ``ranges``; a range whose step
-    differs from an overlapping one's is dropped (an under-approximation)."""
+    """Disjoint ranges covering exactly the union of ``ranges``. Ranges of different steps that
+    overlap (a window's even and odd taps, a pad's edge beside its middle) are merged position
+    by position when they hold at most ``_EXACT_POSITIONS``; past it the later one is dropped
+    (an under-approximation)."""
+    ranges = sorted((r for r in ranges if r), key=lambda r: (r.step, r.start))
     kept: list[range] = []
-    for candidate in sorted((r for r in ranges if r), key=lambda r: (r.step, r.start)):
+    clashed = False
+    for candidate in ranges:
         if _merged_into(kept, candidate):
             continue
         if any(range_intersection(k, candidate) for k in kept):
-            continue  # overlaps a range of another step: keep the earlier, stay exact-or-under
+            clashed = True  # overlaps a range of another step: keep the earlier, stay under
+            continue
         kept.append(candidate)
+    if clashed and sum(map(len, ranges)) <= _EXACT_POSITIONS:
+        return positions_to_set(position for r in ranges for position in r)
     return tuple(sorted(kept, key=lambda r: r.start))
 
 
@@ -173,7 +184,7 @@ def _set_difference(first: IndexSet, second: IndexSet) -> IndexSet:
         return first
     if set_size(removed) == set_size(first):
         return ()
-    if set_size(first) <= 4096:
+    if set_size(first) <= _EXACT_POSITIONS:
         taken = {x for r in removed for x in r}
         return positions_to_set(x for r in first for x in r if x not in taken)
     result: list[range] = []
