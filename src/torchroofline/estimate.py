@@ -392,22 +392,22 @@ def wave_efficiency(gemm: GemmShape, sm_count: int, params: EstimateParams) -> f
     return tiles / (waves * sm_count)
 
 
-def memory_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
-    """Bytes at the achievable bandwidth; with a warm cache the part that fits the usable L2
-    comes from L2 at its published bandwidth (HBM rate where none is published)."""
+def memory_s(moved_bytes: int, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
+    """``moved_bytes`` at the achievable bandwidth; with a warm cache the part that fits the
+    usable L2 comes from L2 at its published bandwidth (HBM rate where none is published)."""
     hbm = params.hbm_fraction * gpu.memory_bandwidth_bytes_per_s
     l2_bandwidth = params.l2_bandwidth(gpu)
-    if cache != "warm" or l2_bandwidth is None or not load.bytes:
-        return load.bytes / hbm
-    from_l2 = min(load.bytes, params.l2_usable_fraction * gpu.l2_bytes)
-    return from_l2 / l2_bandwidth + (load.bytes - from_l2) / hbm
+    if cache != "warm" or l2_bandwidth is None or not moved_bytes:
+        return moved_bytes / hbm
+    from_l2 = min(moved_bytes, params.l2_usable_fraction * gpu.l2_bytes)
+    return from_l2 / l2_bandwidth + (moved_bytes - from_l2) / hbm
 
 
 def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
     """GPU time of one kernel: the slower of its memory and compute times at achievable rates,
     plus the fill/drain latency; a recurrence is at least its serial steps."""
     touched = load.bytes + load.reread_bytes
-    moved = memory_s(replace(load, bytes=touched), gpu, params, cache)
+    moved = memory_s(touched, gpu, params, cache)
     if load.family.startswith("conv") and load.family != "conv_grouped":
         moved *= 1 + params.conv_layout_passes
     if load.rows is not None:

@@ -599,10 +599,24 @@ def pooling_flops(op: TracedOp) -> FlopCount:
 # --- Compute: matmul-class library kernels, FLOPs from torch.utils.flop_counter --------------
 
 
+#: (overload, argument layouts) → FLOPs from :data:`flop_registry`; emptied when full. The
+#: formulas see shapes only, and a deep model repeats a few matmul shapes thousands of times,
+#: each costing a pytree walk of its arguments
+_FLOP_COUNTS: dict[tuple, int] = {}
+_FLOP_COUNTS_LIMIT = 4096
+
+
 def _flop_counter_formula(kind: MatmulKind) -> FlopFormula:
     def formula(op: TracedOp) -> FlopCount:
-        count = flop_registry[op.func.overloadpacket](*op.args, **op.kwargs, out_val=op.output)
-        return FlopCount(tensor=int(count), kind=kind)
+        key = (op.func, _layout_key((op.args, op.kwargs)))
+        count = _FLOP_COUNTS.get(key)
+        if count is None:
+            if len(_FLOP_COUNTS) >= _FLOP_COUNTS_LIMIT:
+                _FLOP_COUNTS.clear()
+            count = _FLOP_COUNTS[key] = int(
+                flop_registry[op.func.overloadpacket](*op.args, **op.kwargs, out_val=op.output)
+            )
+        return FlopCount(tensor=count, kind=kind)
 
     return formula
 
