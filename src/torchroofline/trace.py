@@ -439,14 +439,6 @@ class _Recorder(TorchDispatchMode):
         #: (:class:`_MixedCall`)
         self.call: Callable[[Any, tuple, dict, set[Any]], Any] = _call
 
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        """False: ``__torch_dispatch__`` is not wrapped in ``torch._disable_dynamo``
-        (``TorchDispatchMode.__init_subclass__``; the opt-out its docstring shows). A trace runs
-        eagerly and never under ``torch.compile``, so there is nothing for Dynamo to skip, and
-        the wrapper's frame-callback swaps cost ~1.4 µs per dispatched op."""
-        return False
-
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
         if self.paused or func.namespace in _UNRECORDED_NAMESPACES:
