@@ -336,8 +336,11 @@ def test_an_interrupted_batch_keeps_the_problems_finished(tmp_path, command, suf
     out = tmp_path / f"report{suffix}"
     argv = [sys.executable, "-m", "torchroofline", command, MATMUL, SLEEPS, "-j", "2",
             "--out", out, *(["--eager", TIMINGS] if command == "validate" else [])]
+    # Ctrl-C as a terminal delivers it: a shell that started this run in the background
+    # (a CI job under ``&``) leaves SIGINT ignored, which the child would inherit
     process = subprocess.Popen([str(a) for a in argv], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for line in process.stderr:  # one progress line per problem finished (not a terminal)
         seen.append(line)
