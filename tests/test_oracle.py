@@ -535,6 +535,12 @@ CASES = {
     "tril_where_sum": _chain_case(["tril_where"], "sum_channels"),
     "conv_tril_where": _chain_case(["conv3_padded", "tril_where"], "all"),
     "zero_pad_conv": _chain_case(["zero_pad", "zero_pad", "conv3"], "all"),
+    # an adaptive pool that upsamples (1×2 → 3×4), read in its first row: a third of the
+    # outputs, but every input element, each priced one FLOP
+    "adaptive_avg_upsampling_row": (
+        lambda: Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 4))[:, :, 0]),
+        lambda: (torch.randn(2, 2, 1, 2),),
+    ),
 }
 
 def _figures_of(name: str) -> Figures:
