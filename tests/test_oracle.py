@@ -509,6 +509,12 @@ REARRANGEMENTS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] =
         lambda: Fn(lambda x, s: x.index_add(0, torch.tensor([0, 2]), s)[1:]),
         lambda: (torch.randn(4, 6), torch.randn(2, 6)),
     ),
+    # repeats given in forward: the trace runs on real tensors (the output size is data), and
+    # the index the repeats make is still a constant: rows 0 and 1 are copied
+    "repeat_interleave_constant_rows": (
+        lambda: Fn(lambda x: x.repeat_interleave(torch.tensor([1, 2, 0, 1]), 0)[:2]),
+        lambda: (torch.randn(4, 6),),
+    ),
     "pdist_pairs": (lambda: Fn(lambda x: F.pdist(x)[2:7]), lambda: (torch.randn(6, 3),)),
     "rfft_low_frequencies": (
         lambda: Fn(lambda x: torch.fft.rfft(x[:, :3], dim=-1)[..., :2].abs()),
