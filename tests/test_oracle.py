@@ -515,6 +515,13 @@ REARRANGEMENTS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] =
         lambda: Fn(lambda x: x.repeat_interleave(torch.tensor([1, 2, 0, 1]), 0)[:2]),
         lambda: (torch.randn(4, 6),),
     ),
+    # only the product's diagonal is needed: row i of a and column i of b, 2·K FLOPs each
+    "diag_of_product": (
+        lambda: Fn(lambda a, b: torch.diag(a @ b)), lambda: (torch.randn(5, 4), torch.randn(4, 5)),
+    ),
+    "trace_of_product": (
+        lambda: Fn(lambda a, b: torch.trace(a @ b)), lambda: (torch.randn(5, 4), torch.randn(4, 5)),
+    ),
     "pdist_pairs": (lambda: Fn(lambda x: F.pdist(x)[2:7]), lambda: (torch.randn(6, 3),)),
     "rfft_low_frequencies": (
         lambda: Fn(lambda x: torch.fft.rfft(x[:, :3], dim=-1)[..., :2].abs()),
