@@ -87,6 +87,18 @@ def test_softmax_over_a_size_one_dim_needs_nothing_upstream() -> None:
     assert result.compulsory_bytes == 64 * FP32  # the constant output is still written
 
 
+@pytest.mark.parametrize("norm", [
+    lambda y: torch.linalg.vector_norm(y, dim=1), lambda y: y.norm(dim=-1),
+    lambda y: torch.linalg.vector_norm(y, ord=float("inf"), dim=1),
+])
+def test_a_norm_over_a_size_one_dim_is_an_abs(norm) -> None:  # noqa: ANN001
+    # ‖y[i, :1]‖ = |y[i, 0]|: one op per row, over column 0 of x @ w (2·K per row), which it
+    # reads with all of x; writes 64
+    result = bound(lambda x, w: norm((x @ w)[:, :1]), meta(64, 32), meta(32, 8))
+    assert result.flops == 2 * 64 * 32 + 64
+    assert result.compulsory_bytes == (64 * 32 + 32 + 64) * FP32
+
+
 def test_template_ops_read_nothing() -> None:
     result = bound(lambda x: torch.zeros_like(x) + 1, meta(1024, 1024))
     assert result.compulsory_bytes == 1024 * 1024 * FP32  # the write only

@@ -509,6 +509,19 @@ REARRANGEMENTS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] =
         lambda: Fn(lambda x, s: x.index_add(0, torch.tensor([0, 2]), s)[1:]),
         lambda: (torch.randn(4, 6), torch.randn(2, 6)),
     ),
+    # repeats given in forward: the trace runs on real tensors (the output size is data), and
+    # the index the repeats make is still a constant: rows 0 and 1 are copied
+    "repeat_interleave_constant_rows": (
+        lambda: Fn(lambda x: x.repeat_interleave(torch.tensor([1, 2, 0, 1]), 0)[:2]),
+        lambda: (torch.randn(4, 6),),
+    ),
+    # only the product's diagonal is needed: row i of a and column i of b, 2·K FLOPs each
+    "diag_of_product": (
+        lambda: Fn(lambda a, b: torch.diag(a @ b)), lambda: (torch.randn(5, 4), torch.randn(4, 5)),
+    ),
+    "trace_of_product": (
+        lambda: Fn(lambda a, b: torch.trace(a @ b)), lambda: (torch.randn(5, 4), torch.randn(4, 5)),
+    ),
     "pdist_pairs": (lambda: Fn(lambda x: F.pdist(x)[2:7]), lambda: (torch.randn(6, 3),)),
     "rfft_low_frequencies": (
         lambda: Fn(lambda x: torch.fft.rfft(x[:, :3], dim=-1)[..., :2].abs()),
@@ -535,6 +548,12 @@ CASES = {
     "tril_where_sum": _chain_case(["tril_where"], "sum_channels"),
     "conv_tril_where": _chain_case(["conv3_padded", "tril_where"], "all"),
     "zero_pad_conv": _chain_case(["zero_pad", "zero_pad", "conv3"], "all"),
+    # an adaptive pool that upsamples (1×2 → 3×4), read in its first row: a third of the
+    # outputs, but every input element, each priced one FLOP
+    "adaptive_avg_upsampling_row": (
+        lambda: Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 4))[:, :, 0]),
+        lambda: (torch.randn(2, 2, 1, 2),),
+    ),
 }
 
 def _figures_of(name: str) -> Figures:

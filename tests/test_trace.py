@@ -352,6 +352,17 @@ def test_nonzero_needs_real_data() -> None:
     assert any("real CPU tensors" in note and "nonzero" in note for note in result.notes)
 
 
+def test_tensors_built_in_forward_stay_known_only_before_data_decides() -> None:
+    # the repeats (lifted before the op that needs data) are a constant on the real retrace;
+    # the index built from x's value (lifted after it) holds data and stays unknown
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        rows = x.repeat_interleave(torch.tensor([1, 2, 0, 1]), 0)
+        return rows.index_select(0, torch.tensor([int(rows[0, 0] > 0)]))
+
+    trace = trace_model(Fn(forward), (torch.randn(4, 6),), device="cpu")
+    assert [value.tolist() for value in trace.constants.values()] == [[1, 2, 0, 1]]
+
+
 # --- One-line errors ---------------------------------------------------------------------------
 
 

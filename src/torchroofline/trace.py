@@ -423,6 +423,11 @@ class _Recorder(TorchDispatchMode):
         self.current_op = ""
         self.paused = False
         self.phase = "forward"  #: stamped on every op recorded (TracedOp.phase)
+        #: the value of each tensor lifted in forward (``torch.tensor([0, 2])``), in order,
+        #: None where unknown
+        self.lifts: list[torch.Tensor | None] = []
+        #: ``lifts`` of the fake run that failed, when this one runs on real tensors
+        self.fake_lifts: Sequence[torch.Tensor | None] = ()
         #: storages that live on the host in the real program (an optimizer's CPU step
         #: counters): ops that touch only these launch no GPU kernel and are not recorded
         self.host_storages: set[int] = set()
@@ -453,17 +458,33 @@ class _Recorder(TorchDispatchMode):
             return func(*args, **kwargs)
         reads = self._reads(in_tensors)
         output = self.call(func, args, kwargs, self.meta_only)
-        if func in _LIFTS and isinstance(output, FakeTensor):
-            # a tensor built from Python values in forward (``torch.tensor([0, 2])``), faked:
-            # its value is known
-            with unset_fake_temporarily():
-                lifted = known_value(args[0])
+        if func in _LIFTS:
+            lifted = self._lifted_value(args[0], output)
             if lifted is not None:
                 _know(self.values.known_storages, output, lifted)
         is_alias = func.is_view or _aliases_input(func, in_tensors, output)
         mutated = _mutated_arguments(func, args, kwargs, output)
         self.record(self.current_op, base, func, args, kwargs, output, reads, is_alias, mutated)
         return output
+
+    def _lifted_value(self, source: torch.Tensor, output: Any) -> torch.Tensor | None:
+        """The value of a tensor built from Python values in forward, if known: faked, it is
+        (Python values cannot come from fake data); real, after a fake run failed, only if
+        that run made the same one at the same point — it stopped at the first op data
+        decided, so its lifts are constants, while a later one may hold a data value (an
+        ``.item()``) of the random inputs."""
+        with unset_fake_temporarily():
+            value = known_value(source)
+        position = len(self.lifts)
+        self.lifts.append(value)
+        if value is None or isinstance(output, FakeTensor):
+            return value
+        fake = self.fake_lifts[position] if position < len(self.fake_lifts) else None
+        same = (
+            fake is not None and fake.shape == value.shape and fake.dtype == value.dtype
+            and bool((fake == value).all())
+        )
+        return value if same else None
 
     def _reads(self, tensors: Sequence[torch.Tensor]) -> list[TensorRef]:
         return [self.values.read(tensor) for tensor in tensors]
@@ -888,6 +909,7 @@ def _run(
     device: str,
     step: StepRunner | None = None,
     shapes_over_bytes: int | None = None,
+    fake_lifts: Sequence[torch.Tensor | None] = (),
 ) -> tuple[_Recorder, _ValueTable, Any]:
     convert = _Converter(fake_mode, device, shapes_over_bytes)
     params = {name: convert.buffer(t) for name, t in _module_tensors(model).items()}
@@ -899,6 +921,7 @@ def _run(
     values.known_storages = convert.known_storages
     modules = _ModuleStack(model)
     recorder = _Recorder(values, modules, fake=fake_mode is not None)
+    recorder.fake_lifts = fake_lifts
     if shapes_over_bytes is not None:
         recorder.call = _MixedCall()
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
@@ -922,7 +945,9 @@ def _run(
         except TorchrooflineError:  # the step's own one-line errors (a loss that trains nothing)
             raise
         except Exception as error:  # noqa: BLE001 — re-raised with where it happened
-            raise _TraceFailure(error, recorder.current_op, modules.failure_path(error)) from error
+            raise _TraceFailure(
+                error, recorder.current_op, modules.failure_path(error), recorder.lifts
+            ) from error
     attributes = [convert(value) for _, _, value in _plain_tensor_attributes(model)]
     values.resident = _resident(model, params, attributes, args, values)
     _given_value_ids(values, args, params, fake_mode is None and not convert.filled_at_random)
@@ -983,9 +1008,16 @@ def _quiet_fake_tensor_log() -> Iterator[None]:
 
 
 class _TraceFailure(Exception):
-    def __init__(self, error: Exception, op: str, module_path: str) -> None:
+    def __init__(
+        self,
+        error: Exception,
+        op: str,
+        module_path: str,
+        lifts: Sequence[torch.Tensor | None] = (),
+    ) -> None:
         super().__init__(str(error))
         self.error = error
+        self.lifts = tuple(lifts)  #: :attr:`_Recorder.lifts` up to the failure
         self.op = op
         self.module_path = module_path or "<top level>"
 
@@ -1113,7 +1145,7 @@ def _real_fallback(
         # meta tensors and big fake ones stay shapes (a model with its experts made shape
         # only): enough unless the op that needs data reads one of them
         try:
-            run = _run(model, args, None, "cpu", step, shapes_over_bytes)
+            run = _run(model, args, None, "cpu", step, shapes_over_bytes, failure.lifts)
         except _TraceFailure:
             pass
         else:
@@ -1135,6 +1167,6 @@ def _real_fallback(
         "(fake/meta tensors were filled with random values)"
     )
     try:
-        return _run(model, args, None, "cpu", step)
+        return _run(model, args, None, "cpu", step, fake_lifts=failure.lifts)
     except _TraceFailure as real_failure:
         raise real_failure.model_error(model_name) from real_failure.error

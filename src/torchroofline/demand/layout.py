@@ -11,6 +11,7 @@ from ..costs import (
     aten,
 )
 from ..regions import (
+    MAX_BOXES,
     Box,
     IndexSet,
     Region,
@@ -225,12 +226,11 @@ def triangle_demand(context: _Context) -> Demand:
 def diagonal_demand(context: _Context) -> Demand:
     """Building a diagonal matrix from a vector (any offset, a batch of vectors) needs the vector
     entries on demanded diagonal positions, and nothing for the zeros; extracting a diagonal
-    needs one element per demanded output (no index box)."""
-    source = context.op.reads[0]
+    needs the element each demanded output copies."""
     region = context.output
     offset = _built_offset(context.op)
     if offset is None:
-        return Demand((Region(opaque=min(region.count, source.elements)),), FlopCount())
+        return Demand((_extracted_diagonal(context),), FlopCount())
     # builder element (r, c) holds v[min(r, c)] where c − r = offset: the demanded columns
     # c of some demanded row c − offset, and the vector index c − max(offset, 0)
     columns = [set_intersection(mapped_set(box[-2], offset), box[-1]) for box in region.boxes]
@@ -242,6 +242,43 @@ def diagonal_demand(context: _Context) -> Demand:
         if hit
     ]
     return Demand((Region.of(boxes),), FlopCount())
+
+
+def _extracted_diagonal(context: _Context) -> Region:
+    """The source elements a diagonal extraction's demanded outputs copy: output (…, i) is
+    source element i + max(−offset, 0) along ``dim1`` and i + max(offset, 0) along ``dim2``,
+    the other dims in order — one box per diagonal position (a diagonal is no box), exact up
+    when there are at most :data:`MAX_BOXES` of them; past it, a count with no position."""
+    source = context.op.reads[0].shape
+    region = context.output
+    if len(source) < 2 or any(len(box) != len(source) - 1 for box in region.boxes):
+        return Region(opaque=min(region.count, math.prod(source)))
+    offset = context.argument("offset", context.argument("diagonal", 0))
+    dims = (context.argument("dim1", 0) % len(source), context.argument("dim2", 1) % len(source))
+    others = [d for d in range(len(source)) if d not in dims]
+    if sum(set_size(box[-1]) for box in region.boxes) > MAX_BOXES:
+        return Region(opaque=region.count)
+    boxes: list[Box] = []
+    for box in region.boxes:
+        for i in (i for r in box[-1] for i in r):
+            placed: list[IndexSet] = [()] * len(source)
+            for d, index_set in zip(others, box[:-1], strict=True):
+                placed[d] = index_set
+            placed[dims[0]] = (range(i + max(-offset, 0), i + max(-offset, 0) + 1),)
+            placed[dims[1]] = (range(i + max(offset, 0), i + max(offset, 0) + 1),)
+            boxes.append(tuple(placed))
+    return Region.of(boxes, region.opaque)
+
+
+@demand_rule([aten.trace])
+def trace_demand(context: _Context) -> Demand:
+    """The sum of a matrix's main diagonal needs exactly that diagonal."""
+    rows, columns = context.op.reads[0].shape
+    length = min(rows, columns)
+    if length > MAX_BOXES:
+        return Demand((Region(opaque=length),), context.record.flops)
+    boxes = [((range(i, i + 1),), (range(i, i + 1),)) for i in range(length)]
+    return Demand((Region.of(boxes),), context.record.flops)
 
 
 @demand_rule([aten.block_diag])

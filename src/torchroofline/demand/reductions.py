@@ -117,12 +117,14 @@ _IDENTITY_WHEN_SIZE_ONE = _op_set(
         aten.any,
         aten.all,
         aten.logsumexp,
-        aten.linalg_vector_norm,
-        aten.norm,
         aten.var_mean,
         aten.std_mean,
     ]
 )
+
+#: Norms, whose result over a size-1 dimension is |x| (any order p > 0 or ∞; ``x != 0`` for
+#: p = 0): one op per output, not none. See :data:`STRUCTURE_RULES`.
+_ABS_WHEN_SIZE_ONE = _op_set([aten.linalg_vector_norm, aten.norm])
 
 
 @demand_rule(
@@ -169,10 +171,12 @@ def reduction_demand(context: _Context) -> Demand:
             return rewritten
     share = fraction_of(region, math.prod(context.op.writes[0].shape))
     if all(source.shape[d] == 1 for d in reduced):
+        boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
+        inputs = (Region.of(boxes, region.opaque), *[Region()] * (len(context.op.reads) - 1))
         if _one_of(context.op, _IDENTITY_WHEN_SIZE_ONE):
-            boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
-            inputs = (Region.of(boxes, region.opaque), *[Region()] * (len(context.op.reads) - 1))
             return Demand(inputs, FlopCount(), structure="size-1 reduction")
+        if _one_of(context.op, _ABS_WHEN_SIZE_ONE):
+            return Demand(inputs, FlopCount(vector=region.count), structure="size-1 norm")
         return Demand(
             tuple(Region() for _ in context.op.reads), FlopCount(), structure="size-1 reduction"
         )

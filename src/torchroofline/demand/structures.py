@@ -368,6 +368,8 @@ STRUCTURE_RULES: dict[str, str] = {
     "one GEMM (one convolution), written B times — every batch entry is the same product",
     "size-1 reduction": "sum/mean/amax/… over dims of size 1 are the input itself (no "
     "arithmetic); var/std/argmax over them are constants (no input needed)",
+    "size-1 norm": "a vector norm over dims of size 1 is |x| (x != 0 for order 0): one op "
+    "per output, the input element under it",
     "size-1 normalisation": "softmax over a size-1 dim is 1 and log_softmax is 0 everywhere: "
     "nothing upstream is needed",
     "self difference": "x − x.mean(d, keepdim=True) (or a sum, max… of x) over dims of size 1 "

@@ -472,10 +472,15 @@ def _scale_ratios(context: _Context, spatial: int) -> list[float | None]:
 
 
 def _resampled(
-    context: _Context, source_positions: Callable[[int, int, int, float], Sequence[int]]
+    context: _Context,
+    source_positions: Callable[[int, int, int, float], Sequence[int]],
+    per_input: bool = False,
 ) -> Demand:
     """Resampling ops: per spatial dim, output o reads the source positions the mapping gives
-    (``source_positions(o, in_size, out_size, ratio)``, ratio = source steps per output step)."""
+    (``source_positions(o, in_size, out_size, ratio)``, ratio = source steps per output step).
+    FLOPs scale with the share of outputs demanded or, for ops priced per input element
+    (``per_input``), with the share of the input those outputs read if larger: every element
+    read is accumulated at least once."""
     source = context.op.reads[0]
     out_shape = context.op.writes[0].shape
     region = context.output
@@ -503,7 +508,10 @@ def _resampled(
             )
         boxes.append(tuple(sets))
     share = fraction_of(region, math.prod(out_shape))
-    inputs = (Region.of(boxes),) + tuple(Region() for _ in context.op.reads[1:])
+    read = Region.of(boxes)
+    if per_input:
+        share = max(share, fraction_of(read, math.prod(source.shape)))
+    inputs = (read,) + tuple(Region() for _ in context.op.reads[1:])
     return Demand(inputs, _scaled(context.record.flops, share))
 
 
@@ -563,5 +571,8 @@ def cubic_demand(context: _Context) -> Demand:
     ]
 )
 def adaptive_pool_demand(context: _Context) -> Demand:
-    """Adaptive pooling: output o averages source [floor(o·in/out), ceil((o+1)·in/out))."""
-    return _resampled(context, lambda o, i, n, ratio: range(o * i // n, -(-((o + 1) * i) // n)))
+    """Adaptive pooling: output o averages source [floor(o·in/out), ceil((o+1)·in/out)), one
+    FLOP per element of the input (so per element the demanded outputs read)."""
+    return _resampled(
+        context, lambda o, i, n, ratio: range(o * i // n, -(-((o + 1) * i) // n)), per_input=True
+    )
