@@ -978,6 +978,7 @@ class _Scheduler:
         all their closures (in a deep stack, a late node follows almost all before it)."""
         ancestors = group.ancestors
         start = group.merges_seen
+        grew = False
         while start < len(self.merges):
             run = start // MERGE_RUN
             stop = min((run + 1) * MERGE_RUN, len(self.merges))
@@ -986,8 +987,10 @@ class _Scheduler:
                 for mask, closure in self.merges[start:stop]:
                     if ancestors & mask:
                         ancestors |= closure
+                        grew = True
             start = stop
-        group.ancestors = _without(ancestors, group.mask)
+        if grew:  # the stored ancestors already leave out the group's own nodes
+            group.ancestors = _without(ancestors, group.mask)
         group.merges_seen = len(self.merges)
         return group.ancestors
 
