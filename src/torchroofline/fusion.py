@@ -978,6 +978,7 @@ class _Scheduler:
         all their closures (in a deep stack, a late node follows almost all before it)."""
         ancestors = group.ancestors
         start = group.merges_seen
+        grew = False
         while start < len(self.merges):
             run = start // MERGE_RUN
             stop = min((run + 1) * MERGE_RUN, len(self.merges))
@@ -986,8 +987,10 @@ class _Scheduler:
                 for mask, closure in self.merges[start:stop]:
                     if ancestors & mask:
                         ancestors |= closure
+                        grew = True
             start = stop
-        group.ancestors = _without(ancestors, group.mask)
+        if grew:  # the stored ancestors already leave out the group's own nodes
+            group.ancestors = _without(ancestors, group.mask)
         group.merges_seen = len(self.merges)
         return group.ancestors
 
@@ -1015,13 +1018,15 @@ def shares_data(s: _Scheduler, a: _Group, b: _Group) -> str | None:
     """Two independent nodes load fewer than 10 bytes in common or lie more than 64 nodes
     apart (``choices.can_fuse_horizontal``: ``score_fusion_memory_threshold``,
     ``are_long_distant_nodes``): horizontal fusion exists to load shared inputs once."""
-    if s.depends(a, b) or s.depends(b, a):
-        return None
+    # both tests first: they are cheaper than the dependency walk, and a pair that passes
+    # them fuses whether or not one depends on the other
     if _shared_bytes(s, a, b) < SCORE_FUSION_MEMORY_THRESHOLD:
-        return "no shared data (score_fusion_memory_threshold)"
-    if max(abs(a.first - b.last), abs(b.first - a.last)) > MAX_FUSION_DISTANCE:
-        return "nodes are too far apart"
-    return None
+        reason = "no shared data (score_fusion_memory_threshold)"
+    elif max(abs(a.first - b.last), abs(b.first - a.last)) > MAX_FUSION_DISTANCE:
+        reason = "nodes are too far apart"
+    else:
+        return None
+    return None if s.depends(a, b) or s.depends(b, a) else reason
 
 
 def loops_match(s: _Scheduler, a: _Group, b: _Group) -> str | None:

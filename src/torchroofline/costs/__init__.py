@@ -14,6 +14,7 @@ take the target precision's element size, integer and bool tensors keep their ow
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -1287,18 +1288,27 @@ def _cost_op(index: int, op: TracedOp) -> OpRecord:
 
 def _call_key(op: TracedOp) -> tuple:
     """See :attr:`OpRecord.call_key`: FX's CSE pass skips seeded-random and mutating ops."""
-    if op.func is None or op.func._schema.is_mutable:
-        return ()
-    if torch.Tag.nondeterministic_seeded in op.func.tags:
+    if op.func is None or _cse_skips(op.func):
         return ()
     return (op.name, _layout_key((op.args, op.kwargs)))
 
 
+@functools.cache
+def _cse_skips(func: OpOverload) -> bool:
+    return func._schema.is_mutable or torch.Tag.nondeterministic_seeded in func.tags
+
+
+#: argument types that are their own key (most leaves of an op's arguments)
+_PLAIN_LEAVES = frozenset({int, float, bool, str, type(None)})
+
+
 def _layout_key(tree: Any) -> Any:
+    if type(tree) in _PLAIN_LEAVES:
+        return tree
     if isinstance(tree, torch.Tensor):
         return (tuple(tree.shape), tuple(tree.stride()), tree.dtype)
     if isinstance(tree, (list, tuple)):
-        return tuple(_layout_key(item) for item in tree)
+        return tuple(item if type(item) in _PLAIN_LEAVES else _layout_key(item) for item in tree)
     if isinstance(tree, dict):
         return tuple((key, _layout_key(value)) for key, value in sorted(tree.items()))
     return tree

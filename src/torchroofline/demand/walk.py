@@ -188,10 +188,11 @@ def necessary_work(
             structures.append(result.structure)
         necessary_records[index] = _with_flops(record, flops)
     written_by_model = {v: r for v, r in kept_writes.items() if v not in sized_by_data}
+    by_value = _representative(all_refs, storages)
     return Necessary(
         ops=tuple(necessary_records),
-        input_refs=_counted(trace, demand, all_refs, storages),
-        output_refs=_kept_refs(written_by_model, all_refs, storages),
+        input_refs=_counted(trace, demand, by_value),
+        output_refs=_kept_refs(written_by_model, by_value),
         structures=tuple(structures),
         dead_ops=dead,
         absorbed_ops=tuple(sorted(absorbed)),
@@ -369,10 +370,10 @@ def _representative(all_refs: Sequence[TensorRef], storages: Storages) -> dict[i
 
 
 def _counted(
-    trace: Trace, demand: dict[int, Region], all_refs: Sequence[TensorRef], storages: Storages
+    trace: Trace, demand: dict[int, Region], by_value: dict[int, TensorRef]
 ) -> tuple[TensorRef, ...]:
-    """Each graph input storage once, with its demanded elements (all its views united)."""
-    by_value = _representative(all_refs, storages)
+    """Each graph input storage once, with its demanded elements (all its views united);
+    ``by_value``: :func:`_representative`'s reference per value."""
     refs = []
     for value_id in sorted(trace.input_value_ids):
         region = demand.get(value_id)
@@ -382,10 +383,10 @@ def _counted(
 
 
 def _kept_refs(
-    kept: dict[int, Region], all_refs: Sequence[TensorRef], storages: Storages
+    kept: dict[int, Region], by_value: dict[int, TensorRef]
 ) -> tuple[TensorRef, ...]:
-    """Each kept storage once, with the elements that must be written to it."""
-    by_value = _representative(all_refs, storages)
+    """Each kept storage once, with the elements that must be written to it;
+    ``by_value``: :func:`_representative`'s reference per value."""
     by_storage: dict[int, tuple[TensorRef, Region]] = {}
     for value_id, region in kept.items():
         ref = by_value.get(value_id)
