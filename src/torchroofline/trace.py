@@ -257,37 +257,38 @@ class _ValueTable:
             if key in self.initial_value
         }
 
-    def _storage_key(self, tensor: torch.Tensor) -> int:
-        storage = tensor.untyped_storage()
-        key = storage._cdata
-        if key not in self._current and key not in self.initial_value:
-            self._alive.append(storage)
-        return key
-
     def _new_value(self, key: int) -> int:
         self._next_id += 1
         self._current[key] = self._next_id
         return self._next_id
 
     def read(self, tensor: torch.Tensor) -> TensorRef:
-        key = self._storage_key(tensor)
-        if key not in self._current:
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        value = self._current.get(key)
+        if value is None:
+            if key not in self.initial_value:
+                self._alive.append(storage)
             value = self._new_value(key)
             self.input_value_ids.add(value)
             self.initial_value[key] = value
-        return _ref(tensor, self._current[key], key)
+        return _ref(tensor, value, storage)
 
     def write(self, tensor: torch.Tensor) -> TensorRef:
-        key = self._storage_key(tensor)
-        return _ref(tensor, self._new_value(key), key)
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key not in self._current and key not in self.initial_value:
+            self._alive.append(storage)
+        return _ref(tensor, self._new_value(key), storage)
 
     def current(self, tensor: torch.Tensor) -> int | None:
         return self._current.get(tensor.untyped_storage()._cdata)
 
     def output_ref(self, tensor: torch.Tensor) -> TensorRef | None:
         """The returned view ``tensor`` as a reference to its storage's current value."""
-        key = tensor.untyped_storage()._cdata
-        return _ref(tensor, self._current[key], key) if key in self._current else None
+        storage = tensor.untyped_storage()
+        value = self._current.get(storage._cdata)
+        return None if value is None else _ref(tensor, value, storage)
 
     def mutated_initial_values(self) -> set[int]:
         """Final values of storages that existed before the trace and were written in it."""
@@ -312,26 +313,31 @@ def _touched_elements(
     return min(elements, span, storage_elements) if storage_elements else min(elements, span)
 
 
-#: ``torch.float32`` → ``"float32"``, filled as dtypes are met
-_DTYPE_NAMES: dict[torch.dtype, str] = {}
+#: dtype → (its name, e.g. ``"float32"``; bytes per element; whether it is floating point or
+#: complex), filled as dtypes are met
+_DTYPE_FACTS: dict[torch.dtype, tuple[str, int, bool]] = {}
 
 
-def _ref(tensor: torch.Tensor, value_id: int, storage_id: int) -> TensorRef:
+def _ref(tensor: torch.Tensor, value_id: int, storage: Any) -> TensorRef:
+    """``tensor`` as a view of ``storage`` (its untyped storage) holding version ``value_id``."""
     dtype = tensor.dtype
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
-        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
-    itemsize = tensor.element_size()
+    facts = _DTYPE_FACTS.get(dtype)
+    if facts is None:
+        facts = _DTYPE_FACTS[dtype] = (
+            str(dtype).removeprefix("torch."), tensor.element_size(),
+            dtype.is_floating_point or dtype.is_complex,
+        )
+    name, itemsize, is_float = facts
     shape = tuple(tensor.shape)
-    strides = tuple(tensor.stride())
-    storage_elements = tensor.untyped_storage().nbytes() // max(itemsize, 1)
+    strides = tensor.stride()
+    storage_elements = storage.nbytes() // max(itemsize, 1)
     return TensorRef(
         value_id=value_id,
-        storage_id=storage_id,
+        storage_id=storage._cdata,
         shape=shape,
         dtype=name,
         elements=_touched_elements(shape, strides, storage_elements),
-        is_float=dtype.is_floating_point or dtype.is_complex,
+        is_float=is_float,
         itemsize=itemsize,
         offset=tensor.storage_offset(),
         strides=strides,
@@ -344,11 +350,20 @@ def _tensors(tree: Any) -> list[torch.Tensor]:
     A plain scan: pytree's generality costs more than the op itself on this hot path."""
     if isinstance(tree, torch.Tensor):
         return [tree]
-    if isinstance(tree, (tuple, list)):
-        return [t for item in tree for t in _tensors(item)]
-    if isinstance(tree, dict):
-        return [t for item in tree.values() for t in _tensors(item)]
-    return []
+    found: list[torch.Tensor] = []
+    if isinstance(tree, (tuple, list, dict)):
+        _collect_tensors(tree.values() if isinstance(tree, dict) else tree, found)
+    return found
+
+
+def _collect_tensors(items: Iterable[Any], found: list[torch.Tensor]) -> None:
+    for item in items:
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, (tuple, list)):
+            _collect_tensors(item, found)
+        elif isinstance(item, dict):
+            _collect_tensors(item.values(), found)
 
 
 def meta_copies(tree: Any, *, keep_shape_only: bool = False) -> Any:
@@ -440,14 +455,18 @@ class _Recorder(TorchDispatchMode):
         self._shape_only = (
             (lambda tree: tree) if fake else functools.partial(meta_copies, keep_shape_only=True)
         )
-        #: how ops run: :func:`_call`, or on real tensors beside meta ones that hold no data
-        #: (:class:`_MixedCall`)
-        self.call: Callable[[Any, tuple, dict, set[Any]], Any] = _call
+        #: how ops run: :func:`_call`, inside the fake mode that records (:class:`_FakeCall`),
+        #: or on real tensors beside meta ones that hold no data (:class:`_MixedCall`)
+        self.call: Callable[[Any, Any, tuple, dict, set[Any]], Any] = _call
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
         if self.paused or func.namespace in _UNRECORDED_NAMESPACES:
             return func(*args, **kwargs)
+        return self.run_recorded(func, types, args, kwargs)
+
+    def run_recorded(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        """Run ``func`` (with :attr:`call`) and record it, unless it only touches host storages."""
         names = _FUNC_NAMES.get(func)
         if names is None:
             names = _FUNC_NAMES[func] = (str(func), base_name(func))
@@ -457,7 +476,7 @@ class _Recorder(TorchDispatchMode):
         if self.host_storages and _on_host(in_tensors, self.host_storages):
             return func(*args, **kwargs)
         reads = self._reads(in_tensors)
-        output = self.call(func, args, kwargs, self.meta_only)
+        output = self.call(func, types, args, kwargs, self.meta_only)
         if func in _LIFTS:
             lifted = self._lifted_value(args[0], output)
             if lifted is not None:
@@ -562,7 +581,7 @@ def _check_operand_dtypes(func: Any, args: tuple) -> None:
         )
 
 
-def _call(func: Any, args: tuple, kwargs: dict, meta_only: set[Any]) -> Any:
+def _call(func: Any, types: Any, args: tuple, kwargs: dict, meta_only: set[Any]) -> Any:
     """Run ``func``; a CUDA op that a CPU-only build cannot fake (e.g. ``native_batch_norm``)
     is run on meta tensors instead and its outputs re-made as fake CUDA tensors. ``meta_only``
     (the trace's own) remembers such ops, so each fails once per trace. Scaled matmuls get
@@ -594,6 +613,68 @@ def _signature(leaf: Any) -> Any:
     return leaf
 
 
+class _RecordingFakeMode(FakeTensorMode):
+    """The trace's fake mode, which records too: an op that reaches it from outside it goes to
+    :attr:`recorder`, which runs it here (:class:`_FakeCall`) and records it. One Python
+    dispatch mode per op instead of a recorder mode above the fake one: each mode an op passes
+    costs its push and pop (~0.02 ms per op, as much as recording it)."""
+
+    def __init__(self) -> None:
+        # real tensors a model holds outside its modules (a closure, a global) become fake too
+        super().__init__(allow_non_fake_inputs=True)
+        #: the recorder of the trace running now; None outside one
+        self.recorder: _Recorder | None = None
+        #: True while an op runs: what it calls (a decomposition's ops) is part of it
+        self._running_op = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        recorder = self.recorder
+        if (recorder is None or self._running_op or recorder.paused
+                or func.namespace in _UNRECORDED_NAMESPACES):
+            return super().__torch_dispatch__(func, types, args, kwargs or {})
+        self._running_op = True
+        try:
+            return recorder.run_recorded(func, types, args, kwargs or {})
+        finally:
+            self._running_op = False
+
+
+class _FakeCall:
+    """How :class:`_RecordingFakeMode` runs an op it records: straight into fake dispatch. The
+    paths of :func:`_call` that make tensors themselves (outputs from shapes, the meta
+    fallback) run with the mode entered, so the tensors they make are fake."""
+
+    def __init__(self, mode: _RecordingFakeMode) -> None:
+        self.mode = mode
+
+    def __call__(self, func: Any, types: Any, args: tuple, kwargs: dict, meta_only: set[Any]
+                 ) -> Any:
+        if func not in OWN_OUTPUTS and func not in meta_only:
+            try:
+                return FakeTensorMode.__torch_dispatch__(self.mode, func, types, args, kwargs)
+            except RuntimeError as error:
+                if NO_CUDA_TEXT not in str(error):
+                    raise
+                meta_only.add(func)
+        with self.mode:
+            return _call(func, types, args, kwargs, meta_only)
+
+
+@contextlib.contextmanager
+def _recording(recorder: _Recorder, fake_mode: _RecordingFakeMode | None) -> Iterator[None]:
+    """``recorder`` records the ops run in the block: through ``fake_mode`` where the trace is
+    on fake tensors, else as a dispatch mode of its own."""
+    if fake_mode is None:
+        with recorder:
+            yield
+        return
+    fake_mode.recorder, recorder.call = recorder, _FakeCall(fake_mode)
+    try:
+        yield
+    finally:
+        fake_mode.recorder = None
+
+
 class _MixedCall:
     """Runs ops on real tensors beside meta ones (big tensors made as shapes only,
     :mod:`torchroofline.seeded`): an op that reads a meta tensor, or a real one such an op
@@ -604,11 +685,12 @@ class _MixedCall:
         #: storages of real tensors written from meta ones: their values are unknown
         self.unknown_storages: set[int] = set()
 
-    def __call__(self, func: Any, args: tuple, kwargs: dict, meta_only: set[Any]) -> Any:
+    def __call__(self, func: Any, types: Any, args: tuple, kwargs: dict, meta_only: set[Any]
+                 ) -> Any:
         tensors = _tensors((args, kwargs))
         if not any(t.is_meta or t.untyped_storage()._cdata in self.unknown_storages
                    for t in tensors):
-            return _call(func, args, kwargs, meta_only)
+            return _call(func, types, args, kwargs, meta_only)
         for position, name in _written_arguments(func):
             written = args[position] if position < len(args) else kwargs.get(name)
             if isinstance(written, torch.Tensor) and not written.is_meta:
@@ -905,7 +987,7 @@ class StepRunner(Protocol):
 def _run(
     model: nn.Module,
     inputs: tuple,
-    fake_mode: FakeTensorMode | None,
+    fake_mode: _RecordingFakeMode | None,
     device: str,
     step: StepRunner | None = None,
     shapes_over_bytes: int | None = None,
@@ -934,7 +1016,7 @@ def _run(
         outer,
         modules.active(),
         step_context,
-        recorder,
+        _recording(recorder, fake_mode),
         Interceptor(recorder),
     ):
         warnings.simplefilter("ignore")  # CPU-build warnings (no cuDNN) are not the user's
@@ -988,9 +1070,10 @@ def _resident(
     tagged += [("inputs", tensor) for tensor in _tensors(args)]
     seen: dict[int, tuple[str, TensorRef]] = {}
     for kind, tensor in tagged:
-        key = tensor.untyped_storage()._cdata
+        storage = tensor.untyped_storage()
+        key = storage._cdata
         if key not in seen:
-            seen[key] = (kind, _ref(tensor, values.initial_value.get(key, 0), key))
+            seen[key] = (kind, _ref(tensor, values.initial_value.get(key, 0), storage))
     return tuple(seen.values())
 
 
@@ -1078,9 +1161,7 @@ def trace_model(
     model_name = name or type(model).__name__
     notes: list[str] = []
     try:
-        # real tensors a model holds outside its modules (a closure, a global) become fake too
-        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-        recorder, values, output = _run(model, args, fake_mode, device, step)
+        recorder, values, output = _run(model, args, _RecordingFakeMode(), device, step)
     except _TraceFailure as failure:
         cpu_reason = failure.cpu_retrace_reason(device)
         if cpu_reason:

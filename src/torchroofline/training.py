@@ -267,8 +267,8 @@ def _seen(values: Any, tensor: torch.Tensor) -> bool:
 
 def _first_ref(values: Any, tensor: torch.Tensor) -> TensorRef:
     """``tensor`` as the value the step first read of its storage."""
-    key = tensor.untyped_storage()._cdata
-    return _ref(tensor, values.initial_value.get(key, values.current(tensor)), key)
+    storage = tensor.untyped_storage()
+    return _ref(tensor, values.initial_value.get(storage._cdata, values.current(tensor)), storage)
 
 
 def _label_nodes(output: Any, module_path: str, inputs: Any = ()) -> None:
