@@ -267,6 +267,32 @@ def test_in_place_op_on_an_input_writes_a_new_version() -> None:
     assert trace.output_value_ids == {op.writes[0].value_id}
 
 
+def _reshaped_in_place(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    y = x * 2
+    y.unsqueeze_(0)  # (1, 8, 2): same tensor object, same storage, new shape
+    z = y + 1
+    w = z[0].clone()
+    w.t_()  # (2, 8)
+    u = x.new_empty(3)
+    u.resize_(2, 8)  # a new, larger storage under the same tensor object
+    v = x - 1
+    v.data = v.view(4, 4)  # the same storage and value at a new shape, and no op recorded
+    return z, w.sum(0), u * 1, v + 1
+
+
+def test_a_tensor_reshaped_in_place_is_read_at_its_new_shape() -> None:
+    # a tensor whose shape or storage changed in place (by an op, or by ``.data =`` with no op)
+    # is read at its new shape
+    trace = trace_model(Fn(_reshaped_in_place), meta(8, 2))
+    reads = {}
+    for op in trace.ops:
+        reads.setdefault(op.base, []).append([(ref.shape, ref.storage_elements)
+                                              for ref in op.reads])
+    assert reads["add"] == [[((1, 8, 2), 16)], [((4, 4), 16)]]
+    assert reads["sum"] == [[((2, 8), 16)]]
+    assert reads["mul"][-1] == [((2, 8), 16)]
+
+
 def test_views_of_one_tensor_share_a_value() -> None:
     trace = trace_model(Fn(lambda x: x.view(4, 4).t() + x.view(16).view(4, 4)), meta(16))
     add = next(op for op in trace.ops if op.base == "add")
