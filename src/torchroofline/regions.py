@@ -336,15 +336,9 @@ class Region:
 
     @staticmethod
     def of(boxes: Iterable[Box], opaque: int = 0) -> Region:
-        sized = [(size, box) for box in boxes if (size := box_size(box))]
-        sized.sort(key=lambda pair: pair[0], reverse=True)
-        kept: list[Box] = []
-        for _, box in sized:
-            if not any(_contains(big, box) for big in kept):
-                kept.append(box)
-        if len(kept) > 1:
-            kept = _coalesced(kept)
-        return Region(tuple(kept[:MAX_BOXES]), max(0, int(opaque)))
+        """The union of ``boxes`` (contained ones dropped, neighbours merged) and ``opaque``
+        elements (clamped at 0)."""
+        return _region_of(tuple(boxes), max(0, int(opaque)))
 
     @cached_property
     def count(self) -> int:
@@ -387,7 +381,21 @@ class Region:
 
 
 #: The empty region, shared (regions are immutable)
-_NOWHERE = Region()
+NOWHERE = Region()
+
+
+@functools.lru_cache(maxsize=4096)  # a program's repeated layers unite the same boxes again
+def _region_of(boxes: tuple[Box, ...], opaque: int) -> Region:
+    """:meth:`Region.of` of a tuple of boxes and a clamped opaque count."""
+    sized = [(size, box) for box in boxes if (size := box_size(box))]
+    sized.sort(key=lambda pair: pair[0], reverse=True)
+    kept: list[Box] = []
+    for _, box in sized:
+        if not any(_contains(big, box) for big in kept):
+            kept.append(box)
+    if len(kept) > 1:
+        kept = _coalesced(kept)
+    return Region(tuple(kept[:MAX_BOXES]), opaque)
 
 
 def fraction_of(region: Region, total: int) -> float:
@@ -757,7 +765,7 @@ class Storages:
                 self._units[ref.storage_id] = ref.itemsize
         strides: dict[int, set[int]] = {}
         for ref in refs:
-            ref, _ = _in_units(ref, _NOWHERE, self._units[ref.storage_id])
+            ref, _ = _in_units(ref, NOWHERE, self._units[ref.storage_id])
             strides.setdefault(ref.storage_id, set()).update(
                 _walked_strides(ref.shape, ref.strides)
             )
@@ -794,7 +802,7 @@ class Storages:
         unit = self.unit(ref.storage_id)
         if not unit or ref.itemsize == unit:
             return from_base(self.placement(ref), ref, region)
-        canonical, _ = _in_units(ref, Region(), unit)
+        canonical, _ = _in_units(ref, NOWHERE, unit)
         if canonical is ref:
             return Region(opaque=region.count - (ref.storage_elements - ref.elements))
         mapped = from_base(self.placement(canonical), canonical, region)
@@ -894,7 +902,7 @@ def united_elements(refs: Sequence[TensorRef]) -> int:
     if len(distinct) == 1:
         return next(iter(distinct.values())).elements
     storages = Storages(list(distinct.values()))
-    spans, touched = Region(), Region()
+    spans, touched = NOWHERE, NOWHERE
     for ref in distinct.values():
         span = storages.region_of(ref)
         spans = spans.union(span)

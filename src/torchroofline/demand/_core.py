@@ -22,6 +22,7 @@ from ..costs import (
 )
 from ..intercept import RNN_CALLS
 from ..regions import (
+    NOWHERE,
     Region,
     fraction_of,
     full_box,
@@ -75,7 +76,7 @@ class _Context:
     def output(self) -> Region:
         """Demand on the first output united with that of same-shaped others."""
         shape = self.op.writes[0].shape
-        region = Region()
+        region = NOWHERE
         for demanded, ref in zip(self.outputs, self.op.writes, strict=True):
             if ref.shape == shape:
                 region = region.union(demanded)
@@ -149,7 +150,7 @@ def _proportional(context: _Context) -> Demand:
         elif share >= 1.0 or row_wise:
             inputs.append(Region(opaque=int(loaded * share)))
         else:
-            inputs.append(Region())
+            inputs.append(NOWHERE)
     return Demand(tuple(inputs), _scaled(context.record.flops, share))
 
 
@@ -173,9 +174,9 @@ def _biases(context: _Context, region: Region) -> tuple[Region, ...]:
     """The added input of addmm/baddbmm, broadcast; none when ``beta`` is 0 (torch ignores it)."""
     *bias, _, _ = context.op.reads
     if context.argument("beta", 1) == 0:
-        return tuple(Region() for _ in bias)
+        return tuple(NOWHERE for _ in bias)
     out_shape = context.op.writes[0].shape
-    return tuple(_broadcast(region, out_shape, ref.shape) or Region() for ref in bias)
+    return tuple(_broadcast(region, out_shape, ref.shape) or NOWHERE for ref in bias)
 
 
 def _broadcast_batch(ref: TensorRef) -> bool:

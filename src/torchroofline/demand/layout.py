@@ -12,6 +12,7 @@ from ..costs import (
 )
 from ..regions import (
     MAX_BOXES,
+    NOWHERE,
     Box,
     IndexSet,
     Region,
@@ -45,7 +46,7 @@ def cat_demand(context: _Context) -> Demand:
     inputs, offset = [], 0
     for ref in context.op.reads:
         if len(ref.shape) != rank:  # legacy empty 1-D inputs are skipped by cat
-            inputs.append(Region())
+            inputs.append(NOWHERE)
             continue
         size = ref.shape[dim]
         part = (range(offset, offset + size),)
@@ -76,7 +77,7 @@ def _per_dim(
     rank, out_shape = len(source.shape), context.op.writes[0].shape
     region = context.output
     lead = len(out_shape) - rank
-    rest = tuple(Region() for _ in context.op.reads[1:])
+    rest = tuple(NOWHERE for _ in context.op.reads[1:])
     if region and region.count >= math.prod(out_shape):
         return Demand((Region.of([full_box(source.shape)]), *rest), FlopCount())
     if lead < 0 or any(len(box) != len(out_shape) for box in region.boxes):

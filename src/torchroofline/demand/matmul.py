@@ -14,6 +14,7 @@ from ..costs import (
     aten,
 )
 from ..regions import (
+    NOWHERE,
     Box,
     IndexSet,
     Region,
@@ -241,7 +242,7 @@ def matrix_vector_demand(context: _Context) -> Demand:
     reduction = matrix.shape[1]
     every = (range(reduction),)
     rows = Region.of([(box[0], every) for box in region.boxes], region.opaque * reduction)
-    inputs = (*_biases(context, region), rows, Region.of([(every,)]) if region else Region())
+    inputs = (*_biases(context, region), rows, Region.of([(every,)]) if region else NOWHERE)
     tensor = min(2 * reduction * region.count, context.record.flops.tensor)
     return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.MATMUL))
 
@@ -262,7 +263,7 @@ def distance_demand(context: _Context) -> Demand:
     coordinates = (range(first.shape[-1]),)
     rows = Region.of([(*box[:-1], coordinates) for box in region.boxes])
     columns = Region.of([(*box[:-2], box[-1], coordinates) for box in region.boxes])
-    rest = tuple(Region() for _ in context.op.reads[2:])
+    rest = tuple(NOWHERE for _ in context.op.reads[2:])
     return Demand((rows, columns, *rest), _scaled(context.record.flops, context.fraction))
 
 
@@ -362,7 +363,7 @@ def attention_demand(context: _Context) -> Demand:
     masks = []
     for ref in rest:
         mapped = _broadcast(Region.of(mask_boxes), (*out_shape[:-1], keys), ref.shape)
-        masks.append(mapped if mapped is not None else Region())
+        masks.append(mapped if mapped is not None else NOWHERE)
     inputs = (Region.of(query_boxes), Region.of(key_boxes), Region.of(value_boxes), *masks)
     tensor = min(int(flops * share), context.record.flops.tensor)
     return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.ATTENTION))

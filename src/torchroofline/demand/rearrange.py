@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 from ..costs import FlopCount, aten
 from ..regions import (
+    NOWHERE,
     Box,
     IndexSet,
     Region,
@@ -47,7 +48,7 @@ def _remapped(context: _Context, boxes_of: Callable[[Box], Iterable[Box]]) -> De
     if any(len(box) != rank for box in region.boxes):
         return _proportional(context)
     boxes = [mapped for box in region.boxes for mapped in boxes_of(box) if all(mapped)]
-    rest = tuple(Region() for _ in context.op.reads[1:])
+    rest = tuple(NOWHERE for _ in context.op.reads[1:])
     return Demand((Region.of(boxes), *rest), FlopCount())
 
 

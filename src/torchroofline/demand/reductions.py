@@ -17,6 +17,7 @@ from ..costs import (
     lookup,
 )
 from ..regions import (
+    NOWHERE,
     Box,
     IndexSet,
     Region,
@@ -49,7 +50,7 @@ def pointwise_demand(context: _Context) -> Demand:
     inputs = []
     for position, ref in enumerate(context.op.reads):
         if not context.loaded(position):
-            inputs.append(Region())
+            inputs.append(NOWHERE)
             continue
         mapped = _broadcast(region, out_shape, ref.shape)
         if mapped is None:
@@ -172,24 +173,24 @@ def reduction_demand(context: _Context) -> Demand:
     share = fraction_of(region, math.prod(context.op.writes[0].shape))
     if all(source.shape[d] == 1 for d in reduced):
         boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
-        inputs = (Region.of(boxes, region.opaque), *[Region()] * (len(context.op.reads) - 1))
+        inputs = (Region.of(boxes, region.opaque), *[NOWHERE] * (len(context.op.reads) - 1))
         if _one_of(context.op, _IDENTITY_WHEN_SIZE_ONE):
             return Demand(inputs, FlopCount(), structure="size-1 reduction")
         if _one_of(context.op, _ABS_WHEN_SIZE_ONE):
             return Demand(inputs, FlopCount(vector=region.count), structure="size-1 norm")
         return Demand(
-            tuple(Region() for _ in context.op.reads), FlopCount(), structure="size-1 reduction"
+            tuple(NOWHERE for _ in context.op.reads), FlopCount(), structure="size-1 reduction"
         )
     boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
     if _one_of(context.op, _IDENTITY_WHEN_SIZE_ONE) and all(
         len(source.strides) == len(source.shape) and source.strides[d] == 0 for d in reduced
     ):
         # every reduced element is the same one (x.expand(n, m).sum(0) = n·x): one op each
-        inputs = (Region.of(boxes), *[Region()] * (len(context.op.reads) - 1))
+        inputs = (Region.of(boxes), *[NOWHERE] * (len(context.op.reads) - 1))
         return Demand(inputs, FlopCount(vector=region.count), structure="broadcast reduction")
     # c outputs with no position need at least c whole reduced lines
     line = math.prod(source.shape[d] for d in reduced)
-    inputs = (Region.of(boxes, region.opaque * line), *[Region()] * (len(context.op.reads) - 1))
+    inputs = (Region.of(boxes, region.opaque * line), *[NOWHERE] * (len(context.op.reads) - 1))
     return Demand(inputs, _scaled(context.record.flops, share))
 
 
@@ -231,7 +232,7 @@ def _reduced_product(context: _Context, region: Region) -> Demand | None:
     extra += tuple((ref, Region.of([full_box(ref.shape)])) for ref in bias)
     flops = FlopCount(tensor=tensor, vector=vector, kind=MatmulKind.MATMUL)
     return Demand(
-        (Region(),), flops, extra, structure="reduced product", absorbed=(source.value_id,)
+        (NOWHERE,), flops, extra, structure="reduced product", absorbed=(source.value_id,)
     )
 
 
@@ -283,7 +284,7 @@ def along_dim_demand(context: _Context) -> Demand:
         return _proportional(context)
     dim = context.argument("dim", -1) % rank
     if source.shape[dim] == 1 and _one_of(context.op, _CONSTANT_WHEN_SIZE_ONE):
-        return Demand((Region(),), FlopCount(), structure="size-1 normalisation")
+        return Demand((NOWHERE,), FlopCount(), structure="size-1 normalisation")
     region = context.output
     if any(len(box) != rank for box in region.boxes):
         return _proportional(context)
@@ -295,7 +296,7 @@ def along_dim_demand(context: _Context) -> Demand:
     # c outputs with no position lie on at least ⌈c / line⌉ lines
     needed = Region.of(boxes, -(-region.opaque // line) * line if line else 0)
     flops = _shared_statistics_flops(context, needed, region)
-    return Demand((needed, *(Region() for _ in context.op.reads[1:])), flops)
+    return Demand((needed, *(NOWHERE for _ in context.op.reads[1:])), flops)
 
 
 @demand_rule([aten._fft_r2c, aten._fft_c2c, aten._fft_c2r])
@@ -469,7 +470,7 @@ def norm_demand(context: _Context) -> Demand:
         if statistics.channel_params and len(ref.shape) == 1 and len(shape) > 1:
             params.append(Region.of([(box[1],) for box in main.boxes]))
         else:
-            params.append(_broadcast(main, shape, ref.shape) or Region())
+            params.append(_broadcast(main, shape, ref.shape) or NOWHERE)
     return Demand((needed, *params), _shared_statistics_flops(context, needed, main))
 
 
@@ -524,5 +525,5 @@ def difference_demand(context: _Context) -> Demand:
         _is_self_over_size_one(context, reads[1], reads[0])
         or _is_self_over_size_one(context, reads[0], reads[1])
     ):
-        return Demand((Region(), Region()), FlopCount(), structure="self difference")
+        return Demand((NOWHERE, NOWHERE), FlopCount(), structure="self difference")
     return pointwise_demand(context)

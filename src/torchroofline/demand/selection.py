@@ -21,6 +21,7 @@ from ..costs import (
     op_keys,
 )
 from ..regions import (
+    NOWHERE,
     Box,
     Region,
     full_box,
@@ -51,7 +52,7 @@ def nll_loss_demand(context: _Context) -> Demand:
     ``ignore_index`` picks no score, and the class weights are read at the picked classes."""
     scores, target, *rest = context.op.reads
     if not context.fraction:
-        return Demand(tuple(Region() for _ in context.op.reads), FlopCount())
+        return Demand(tuple(NOWHERE for _ in context.op.reads), FlopCount())
     class_dim = 1 if len(scores.shape) > 1 else 0
     # a kept total_weight (nll_loss_forward's second output) sums the weights of every target
     per_target = context.argument("reduction", 1) == 0 and not any(context.outputs[1:])
@@ -125,7 +126,7 @@ def selection_demand(context: _Context) -> Demand:
     picked = [p for p in others if context.op.reads[p].elements * 2 > elements]
     if mask is None:
         for position in picked:
-            inputs[position] = Region()
+            inputs[position] = NOWHERE
     else:  # a known mask: every tensor is needed where it is picked, broadcast ones too
         holds = _unexpanded(mask).bool()
         for position in others:
@@ -180,7 +181,7 @@ def gather_demand(context: _Context) -> Demand:
     chosen = 0 if _one_of(context.op, _GRID_SAMPLERS) else _data_chosen(demanded)
     inputs = [Region(opaque=chosen)]
     inputs += [
-        _index_read(context, position) if context.loaded(position) else Region()
+        _index_read(context, position) if context.loaded(position) else NOWHERE
         for position in range(1, len(context.op.reads))
     ]
     if aten.embedding in op_keys(context.op):  # (weight, indices): indices are the 2nd read
@@ -221,7 +222,7 @@ def _index_read(context: _Context, position: int) -> Region:
         return Region(opaque=int(ref.elements * context.fraction))
     dims = indexed(context)
     if len(dims) != len(ref.shape):  # a 0-dim index: one element every output reads
-        return Region.of([full_box(ref.shape)]) if context.output else Region()
+        return Region.of([full_box(ref.shape)]) if context.output else NOWHERE
     out_shape = context.op.writes[0].shape
     fan_out = math.prod(n for d, n in enumerate(out_shape) if d not in dims)
     boxes = [tuple(box[d] for d in dims) for box in context.output.boxes]
@@ -501,7 +502,7 @@ def _known_sources(context: _Context) -> tuple[Region, Region] | None:
         slices = [i for i, target in enumerate(targets) if target in wanted]
         if slices:
             boxes.append((*box[:dim], positions_to_set(slices), *box[dim + 1 :]))
-    destination = Region()
+    destination = NOWHERE
     for region in context.read:
         destination = destination.union(region)
     # a copy overwrites the slices it covers; so may a reduction that leaves out the old value
@@ -685,7 +686,7 @@ def _landed(context: _Context) -> dict[int, Region]:
         position: _numbers_region(elements[hit].unique(), context.op.reads[position].shape)
         for position, elements in operands.items()
     }
-    read = Region()
+    read = NOWHERE
     for region in context.read:
         read = read.union(region)
     if accumulates and context.argument("include_self", True):
@@ -705,9 +706,9 @@ def renorm_demand(context: _Context) -> Demand:
     its row. Which rows change is data; none may, so a kept weight nobody reads needs only the
     indices and one picked row — enough to find out."""
     weight, indices = context.op.reads[:2]
-    read = Region()
+    read = NOWHERE
     for region in context.read:
         read = read.union(region)
     picked = read if read else Region(opaque=_data_chosen(indices.elements) * weight.shape[-1])
-    rest = tuple(Region() for _ in context.op.reads[2:])
+    rest = tuple(NOWHERE for _ in context.op.reads[2:])
     return Demand((picked, Region.of([full_box(indices.shape)]), *rest), FlopCount())

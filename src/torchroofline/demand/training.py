@@ -14,7 +14,7 @@ import math
 
 from ..costs import aten
 from ..costs.training import FOREACH_FLOPS_PER_ELEMENT, FUSED_OPTIMIZER_FLOPS_PER_ELEMENT
-from ..regions import Region, fraction_of, full_box
+from ..regions import NOWHERE, Region, fraction_of, full_box
 from ._core import Demand, _Context, _proportional, _scaled, demand_rule
 
 
@@ -45,7 +45,7 @@ def _needed(shape: tuple[int, ...], wanted: list[tuple[Region, tuple[int, ...]]]
     """What a read of ``shape`` gives the outputs of its tensor's group: the elements they
     want where the shapes match (element-wise updates), all of it for a scalar or a read of
     another shape that some wanted output needs."""
-    needed = Region()
+    needed = NOWHERE
     for region, output_shape in wanted:
         if not region:
             continue

@@ -15,6 +15,7 @@ from ..costs import (
     op_keys,
 )
 from ..regions import (
+    NOWHERE,
     Box,
     IndexSet,
     Region,
@@ -218,7 +219,7 @@ def convolution_demand(context: _Context) -> Demand:
         structure = "broadcast batch" if broadcast else None
         return Demand((source_region, *rest), flop_count, structure=structure)
     extra = ((source, source_region),)
-    return Demand((Region(), *rest), flop_count, extra, structure="explicit padding")
+    return Demand((NOWHERE, *rest), flop_count, extra, structure="explicit padding")
 
 
 def _transposed_window(
@@ -340,7 +341,7 @@ def pooling_demand(context: _Context) -> Demand:
     source_region = Region.of(boxes, floor)
     if source is padded_source:
         return Demand((source_region,), flops)
-    return Demand((Region(),), flops, ((source, source_region),), structure="explicit padding")
+    return Demand((NOWHERE,), flops, ((source, source_region),), structure="explicit padding")
 
 
 def _clipped(index_set: IndexSet, origin: int, step: int, size: int) -> IndexSet:
@@ -511,7 +512,7 @@ def _resampled(
     read = Region.of(boxes)
     if per_input:
         share = max(share, fraction_of(read, math.prod(source.shape)))
-    inputs = (read,) + tuple(Region() for _ in context.op.reads[1:])
+    inputs = (read,) + tuple(NOWHERE for _ in context.op.reads[1:])
     return Demand(inputs, _scaled(context.record.flops, share))
 
 
