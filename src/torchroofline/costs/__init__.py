@@ -86,6 +86,17 @@ class FlopCount:
     kind: MatmulKind | None = None
     launches: int = 1  #: GPU kernel launches the op stands for (an RNN is many)
 
+    def scaled(self, share: float) -> FlopCount:
+        """These FLOPs times ``share`` (0..1), each count rounded down; itself when that
+        changes neither count (a wholly needed op, most often)."""
+        tensor, vector = int(self.tensor * share), int(self.vector * share)
+        if tensor == self.tensor and vector == self.vector:
+            return self
+        return FlopCount(tensor, vector, self.kind, self.launches)
+
+
+#: No FLOPs (one launch), shared: FLOP counts are immutable
+NO_FLOPS = FlopCount()
 
 @dataclass(frozen=True)
 class Cost:
@@ -357,7 +368,7 @@ def _input_numel(op: TracedOp) -> int:
 
 
 def _no_flops(op: TracedOp) -> FlopCount:
-    return FlopCount()
+    return NO_FLOPS
 
 
 def _per_output_element(flops_per_element: int) -> FlopFormula:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -126,10 +126,6 @@ def _one_of(op: TracedOp, keys: Collection[OpKey]) -> bool:
     return any(key in keys for key in op_keys(op))
 
 
-def _scaled(flops: FlopCount, share: float) -> FlopCount:
-    return replace(flops, tensor=int(flops.tensor * share), vector=int(flops.vector * share))
-
-
 #: Recurrences: any output needs every step, so any demand needs all of the inputs.
 RECURRENT = _op_set([getattr(aten, name) for name in RNN_CALLS])
 
@@ -151,7 +147,7 @@ def _proportional(context: _Context) -> Demand:
             inputs.append(Region(opaque=int(loaded * share)))
         else:
             inputs.append(NOWHERE)
-    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+    return Demand(tuple(inputs), context.record.flops.scaled(share))
 
 
 def _broadcast(region: Region, out_shape: Sequence[int], in_shape: Sequence[int]) -> Region | None:

@@ -32,7 +32,6 @@ from ._core import (
     _broadcast_batch,
     _Context,
     _proportional,
-    _scaled,
     demand_rule,
 )
 from .constants import _known
@@ -264,7 +263,7 @@ def distance_demand(context: _Context) -> Demand:
     rows = Region.of([(*box[:-1], coordinates) for box in region.boxes])
     columns = Region.of([(*box[:-2], box[-1], coordinates) for box in region.boxes])
     rest = tuple(NOWHERE for _ in context.op.reads[2:])
-    return Demand((rows, columns, *rest), _scaled(context.record.flops, context.fraction))
+    return Demand((rows, columns, *rest), context.record.flops.scaled(context.fraction))
 
 
 #: Demanded pairs :func:`pair_distance_demand` lists one by one; beyond, its share as a count
@@ -278,7 +277,7 @@ def pair_distance_demand(context: _Context) -> Demand:
     ⌈√(2·pairs)⌉ (fewer rows cannot form that many pairs), as a count."""
     rows, columns = context.op.reads[0].shape
     region = context.output
-    flops = _scaled(context.record.flops, context.fraction)
+    flops = context.record.flops.scaled(context.fraction)
     if region.count > PAIR_LIST_LIMIT or region.opaque:
         needed = min(rows, math.ceil(math.sqrt(2 * region.count)))
         return Demand((Region(opaque=needed * columns),), flops)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from ..costs import FlopCount, aten
+from ..costs import NO_FLOPS, aten
 from ..regions import (
     NOWHERE,
     Box,
@@ -49,7 +49,7 @@ def _remapped(context: _Context, boxes_of: Callable[[Box], Iterable[Box]]) -> De
         return _proportional(context)
     boxes = [mapped for box in region.boxes for mapped in boxes_of(box) if all(mapped)]
     rest = tuple(NOWHERE for _ in context.op.reads[1:])
-    return Demand((Region.of(boxes), *rest), FlopCount())
+    return Demand((Region.of(boxes), *rest), NO_FLOPS)
 
 
 @demand_rule([aten.pixel_shuffle])

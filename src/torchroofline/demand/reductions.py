@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..costs import (
+    NO_FLOPS,
     FlopCount,
     MatmulKind,
     OpKey,
@@ -35,7 +36,6 @@ from ._core import (
     _one_of,
     _op_set,
     _proportional,
-    _scaled,
     demand_rule,
 )
 from .structures import _as_written
@@ -57,7 +57,7 @@ def pointwise_demand(context: _Context) -> Demand:
             return _proportional(context)
         inputs.append(mapped)
     share = fraction_of(region, math.prod(out_shape))
-    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+    return Demand(tuple(inputs), context.record.flops.scaled(share))
 
 
 @demand_rule([aten.glu])
@@ -77,7 +77,7 @@ def glu_demand(context: _Context) -> Demand:
         for index_set in (box[dim],)
     ]
     share = fraction_of(region, math.prod(context.op.writes[0].shape))
-    return Demand((Region.of(boxes, 2 * region.opaque),), _scaled(context.record.flops, share))
+    return Demand((Region.of(boxes, 2 * region.opaque),), context.record.flops.scaled(share))
 
 
 def _reduced_dims(dims: Any, rank: int) -> set[int]:
@@ -175,11 +175,11 @@ def reduction_demand(context: _Context) -> Demand:
         boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
         inputs = (Region.of(boxes, region.opaque), *[NOWHERE] * (len(context.op.reads) - 1))
         if _one_of(context.op, _IDENTITY_WHEN_SIZE_ONE):
-            return Demand(inputs, FlopCount(), structure="size-1 reduction")
+            return Demand(inputs, NO_FLOPS, structure="size-1 reduction")
         if _one_of(context.op, _ABS_WHEN_SIZE_ONE):
             return Demand(inputs, FlopCount(vector=region.count), structure="size-1 norm")
         return Demand(
-            tuple(NOWHERE for _ in context.op.reads), FlopCount(), structure="size-1 reduction"
+            tuple(NOWHERE for _ in context.op.reads), NO_FLOPS, structure="size-1 reduction"
         )
     boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
     if _one_of(context.op, _IDENTITY_WHEN_SIZE_ONE) and all(
@@ -191,7 +191,7 @@ def reduction_demand(context: _Context) -> Demand:
     # c outputs with no position need at least c whole reduced lines
     line = math.prod(source.shape[d] for d in reduced)
     inputs = (Region.of(boxes, region.opaque * line), *[NOWHERE] * (len(context.op.reads) - 1))
-    return Demand(inputs, _scaled(context.record.flops, share))
+    return Demand(inputs, context.record.flops.scaled(share))
 
 
 _LINEAR_REDUCTIONS = _op_set([aten.sum, aten.mean])
@@ -284,7 +284,7 @@ def along_dim_demand(context: _Context) -> Demand:
         return _proportional(context)
     dim = context.argument("dim", -1) % rank
     if source.shape[dim] == 1 and _one_of(context.op, _CONSTANT_WHEN_SIZE_ONE):
-        return Demand((NOWHERE,), FlopCount(), structure="size-1 normalisation")
+        return Demand((NOWHERE,), NO_FLOPS, structure="size-1 normalisation")
     region = context.output
     if any(len(box) != rank for box in region.boxes):
         return _proportional(context)
@@ -316,7 +316,7 @@ def fft_demand(context: _Context) -> Demand:
         )
         for box in region.boxes
     ]
-    return Demand((Region.of(boxes),), _scaled(context.record.flops, context.fraction))
+    return Demand((Region.of(boxes),), context.record.flops.scaled(context.fraction))
 
 
 #: Batch norms, in training (batch statistics per channel) or eval (running statistics: a
@@ -490,7 +490,7 @@ def cell_demand(context: _Context) -> Demand:
         for ref in context.op.reads
     )
     share = set_size(rows) / context.op.writes[0].shape[0]
-    return Demand(inputs, _scaled(context.record.flops, share))
+    return Demand(inputs, context.record.flops.scaled(share))
 
 
 #: Reductions that are their input itself over dims of size 1 (not nansum: a NaN becomes 0).
@@ -525,5 +525,5 @@ def difference_demand(context: _Context) -> Demand:
         _is_self_over_size_one(context, reads[1], reads[0])
         or _is_self_over_size_one(context, reads[0], reads[1])
     ):
-        return Demand((NOWHERE, NOWHERE), FlopCount(), structure="self difference")
+        return Demand((NOWHERE, NOWHERE), NO_FLOPS, structure="self difference")
     return pointwise_demand(context)

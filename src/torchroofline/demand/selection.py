@@ -11,8 +11,8 @@ import torch
 
 from ..costs import (
     DESTINATION_ACCESS,
+    NO_FLOPS,
     DestinationAccess,
-    FlopCount,
     OpKey,
     add_rules,
     aten,
@@ -36,7 +36,6 @@ from ._core import (
     _one_of,
     _op_set,
     _proportional,
-    _scaled,
     demand_rule,
 )
 from .constants import _known, _region_where, _unexpanded
@@ -52,7 +51,7 @@ def nll_loss_demand(context: _Context) -> Demand:
     ``ignore_index`` picks no score, and the class weights are read at the picked classes."""
     scores, target, *rest = context.op.reads
     if not context.fraction:
-        return Demand(tuple(NOWHERE for _ in context.op.reads), FlopCount())
+        return Demand(tuple(NOWHERE for _ in context.op.reads), NO_FLOPS)
     class_dim = 1 if len(scores.shape) > 1 else 0
     # a kept total_weight (nll_loss_forward's second output) sums the weights of every target
     per_target = context.argument("reduction", 1) == 0 and not any(context.outputs[1:])
@@ -71,7 +70,7 @@ def nll_loss_demand(context: _Context) -> Demand:
     ]
     opaque = sum(region.opaque for region in picked.values())
     inputs = (Region.of(boxes, opaque), targets, *(weights for _ in rest))
-    return Demand(inputs, _scaled(context.record.flops, context.fraction))
+    return Demand(inputs, context.record.flops.scaled(context.fraction))
 
 
 def _known_targets(
@@ -137,7 +136,7 @@ def selection_demand(context: _Context) -> Demand:
     if mask is None and len(picked) == 2 and sourced == picked:
         narrower = min(picked, key=lambda p: context.op.reads[p].itemsize)
         inputs[narrower] = _broadcast(region, out_shape, context.op.reads[narrower].shape)
-    return Demand(tuple(inputs), _scaled(context.record.flops, context.fraction))
+    return Demand(tuple(inputs), context.record.flops.scaled(context.fraction))
 
 
 def _row_part(region: Region, width: int) -> int:
@@ -191,7 +190,7 @@ def gather_demand(context: _Context) -> Demand:
         )
     if picked is not None:
         inputs[0] = picked
-    return Demand(tuple(inputs), _scaled(context.record.flops, context.fraction))
+    return Demand(tuple(inputs), context.record.flops.scaled(context.fraction))
 
 
 def _output_dims(context: _Context) -> range:
@@ -472,7 +471,7 @@ def scatter_demand(context: _Context) -> Demand:
         inputs[0], inputs[-1] = known
     for position, region in _landed(context).items():
         inputs[position] = region
-    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+    return Demand(tuple(inputs), context.record.flops.scaled(share))
 
 
 _INDEXED_ALONG_DIM = _op_set([aten.index_add, aten.index_copy, aten.index_reduce])
@@ -711,4 +710,4 @@ def renorm_demand(context: _Context) -> Demand:
         read = read.union(region)
     picked = read if read else Region(opaque=_data_chosen(indices.elements) * weight.shape[-1])
     rest = tuple(NOWHERE for _ in context.op.reads[2:])
-    return Demand((picked, Region.of([full_box(indices.shape)]), *rest), FlopCount())
+    return Demand((picked, Region.of([full_box(indices.shape)]), *rest), NO_FLOPS)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ..costs import (
+    NO_FLOPS,
     FlopCount,
     MatmulKind,
     OpKey,
@@ -141,7 +142,7 @@ class _Diagonal:
         opaque = region.opaque if self.complete else 0
         operands = [NOWHERE, Region.of(other_boxes, opaque)][:: 1 - 2 * position]
         if self.vector is None:
-            return Demand((*_biases(context, region), *operands), FlopCount(), structure=_DIAGONAL)
+            return Demand((*_biases(context, region), *operands), NO_FLOPS, structure=_DIAGONAL)
         picked = Region.of(vector_boxes, min(opaque, self.vector.elements))
         flops = FlopCount(vector=products + opaque)
         extra = ((self.vector, picked),)

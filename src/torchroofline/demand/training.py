@@ -15,7 +15,7 @@ import math
 from ..costs import aten
 from ..costs.training import FOREACH_FLOPS_PER_ELEMENT, FUSED_OPTIMIZER_FLOPS_PER_ELEMENT
 from ..regions import NOWHERE, Region, fraction_of, full_box
-from ._core import Demand, _Context, _proportional, _scaled, demand_rule
+from ._core import Demand, _Context, _proportional, demand_rule
 
 
 @demand_rule([*FOREACH_FLOPS_PER_ELEMENT, aten._foreach_norm,
@@ -38,7 +38,7 @@ def per_tensor_demand(context: _Context) -> Demand:
     total = sum(math.prod(ref.shape) for ref in writes)
     share = sum(fraction_of(region, math.prod(ref.shape)) * math.prod(ref.shape)
                 for region, ref in zip(context.outputs, writes, strict=True)) / max(total, 1)
-    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+    return Demand(tuple(inputs), context.record.flops.scaled(share))
 
 
 def _needed(shape: tuple[int, ...], wanted: list[tuple[Region, tuple[int, ...]]]) -> Region:

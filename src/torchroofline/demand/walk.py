@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..costs import (
+    NO_FLOPS,
     Category,
     FlopCount,
     OpRecord,
@@ -127,7 +128,7 @@ def necessary_work(
                 read_wanted = read.pop(write.value_id, NOWHERE)
                 if write.value_id in previous:
                     add(previous[write.value_id], wanted, read_wanted)
-            necessary_records[index] = _with_flops(record, FlopCount())
+            necessary_records[index] = _with_flops(record, NO_FLOPS)
             continue
         outputs, read_outputs = [], []
         for write in op.writes:
@@ -160,7 +161,7 @@ def necessary_work(
                 absorbed.append(index)
             else:
                 dead += 1
-            necessary_records[index] = _with_flops(record, FlopCount())
+            necessary_records[index] = _with_flops(record, NO_FLOPS)
             continue
         used.update(ref.value_id for ref in op.reads)
         context = _Context(
@@ -169,7 +170,7 @@ def necessary_work(
         result = _rule(op, record, sized_by_data)(context)
         flops = result.flops
         if any(ref.value_id in sized_by_data for ref in (*op.reads, *op.writes)):
-            flops = FlopCount()  # on data-sized values, which any input may leave empty
+            flops = NO_FLOPS  # on data-sized values, which any input may leave empty
         # an op computing a data-sized value (x[x > 0] + y) may compute nothing: its other
         # inputs may be needed nowhere (the data-sized ones lead back to what decides the size)
         may_be_empty = any(w.value_id in sized_by_data for w in op.writes) and any(
@@ -267,12 +268,14 @@ def data_sized_demand(context: _Context) -> Demand:
         else Region(opaque=min(1, ref.elements))
         for ref, decides in zip(reads, deciding, strict=True)
     )
-    return Demand(inputs, FlopCount())
+    return Demand(inputs, NO_FLOPS)
 
 
 def _host_scalars(op: TracedOp) -> set[int]:
     """Positions of the reads that are 0-d CPU tensors: a CUDA kernel takes them by value as an
     argument (TensorIterator's CPU scalars), not from GPU memory."""
+    if all(ref.shape for ref in op.reads):  # no 0-d read: no need to collect the arguments
+        return set()
     tensors = op.argument_tensors
     if len(tensors) != len(op.reads):  # an intercepted call: its reads are not its arguments
         return set()

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..costs import (
+    NO_FLOPS,
     FlopCount,
     MatmulKind,
     aten,
@@ -30,7 +31,7 @@ from ..regions import (
     set_size,
 )
 from ..trace import TensorRef
-from ._core import Demand, _broadcast_batch, _Context, _one_of, _proportional, _scaled, demand_rule
+from ._core import Demand, _broadcast_batch, _Context, _one_of, _proportional, demand_rule
 from .rearrange import _quotients, _remapped
 
 
@@ -424,7 +425,7 @@ def im2col_demand(context: _Context) -> Demand:
             _window((range(max(out, 0)),), size, kernel[d], stride[d], padding[d], dilation[d])[0]
         )
     box = (*full_box(source.shape[:lead]), *windows)
-    return Demand((Region.of([box]),), FlopCount())
+    return Demand((Region.of([box]),), NO_FLOPS)
 
 
 @demand_rule([aten.col2im])
@@ -513,7 +514,7 @@ def _resampled(
     if per_input:
         share = max(share, fraction_of(read, math.prod(source.shape)))
     inputs = (read,) + tuple(NOWHERE for _ in context.op.reads[1:])
-    return Demand(inputs, _scaled(context.record.flops, share))
+    return Demand(inputs, context.record.flops.scaled(share))
 
 
 @demand_rule([aten.upsample_nearest1d, aten.upsample_nearest2d, aten.upsample_nearest3d])
