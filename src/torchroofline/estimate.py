@@ -165,6 +165,9 @@ class KernelLoad:
     reread_bytes: int = 0  #: input bytes a two-pass eager kernel reads a second time
     host_views: int = 0  #: view/metadata ops the host runs before this kernel (eager)
     host_modules: int = 0  #: submodule calls that start before this kernel (eager)
+    #: seconds of its FLOPs on the units that run them, at their peaks (the larger of the
+    #: tensor-core and CUDA-core times: the per-kernel roofline's compute time)
+    compute_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -281,8 +284,11 @@ def kernel_load(
     *,
     eager: bool,
     switches: MathSwitches | None = None,
+    host_views: int = 0,
+    host_modules: int = 0,
 ) -> KernelLoad:
-    """The model's view of one plan kernel on ``gpu`` (units as ``switches`` put them)."""
+    """The model's view of one plan kernel on ``gpu`` (units as ``switches`` put them), with
+    the view ops and submodule calls the host runs before it (eager)."""
     work = unit_seconds(kernel.ops, gpu, precision, switches)
     vector_s = kernel.vector_flops / gpu.vector_peak(precision)
     matmul_op = next((op for op in kernel.ops if op.flops.tensor), None)
@@ -316,16 +322,19 @@ def kernel_load(
         gemm=gemm,
         rows=rows,
         reread_bytes=reread,
+        host_views=host_views,
+        host_modules=host_modules,
+        compute_s=work.compute_s,
     )
 
 
-def _with_host_work(loads: list[KernelLoad], kernels: Sequence[Kernel], ops: Sequence[OpRecord]
-                    ) -> tuple[KernelLoad, ...]:
-    """Attach to each eager kernel the view ops and submodule calls the host runs before it
-    (since the previous kernel): eager dispatches every aten op, kernel or not, in order."""
+def _host_work(kernels: Sequence[Kernel], ops: Sequence[OpRecord]
+               ) -> tuple[list[int], list[int]]:
+    """(view ops, submodule calls) the host runs before each eager kernel (since the previous
+    kernel): eager dispatches every aten op, kernel or not, in order."""
     first_index = {kernel.ops[0].index: i for i, kernel in enumerate(kernels)}
-    views = [0] * len(loads)
-    modules = [0] * len(loads)
+    views = [0] * len(kernels)
+    modules = [0] * len(kernels)
     pending_views = pending_modules = 0
     previous_module = None
     for op in ops:
@@ -338,10 +347,7 @@ def _with_host_work(loads: list[KernelLoad], kernels: Sequence[Kernel], ops: Seq
             continue
         views[position], modules[position] = pending_views, pending_modules
         pending_views = pending_modules = 0
-    return tuple(
-        replace(load, host_views=v, host_modules=m)
-        for load, v, m in zip(loads, views, modules, strict=True)
-    )
+    return views, modules
 
 
 def program_load(
@@ -355,14 +361,14 @@ def program_load(
     """Both plans' :class:`KernelLoad` on ``gpu``."""
     trace = plans.trace
     eager = plans.eager.kernels
-    eager_loads = [
-        kernel_load(k, trace, gpu, precision, float_bytes, eager=True, switches=switches)
-        for k in eager
-    ]
     return ProgramLoad(
         gpu=gpu,
         cache=cache,
-        eager=_with_host_work(eager_loads, eager, plans.ops),
+        eager=tuple(
+            kernel_load(k, trace, gpu, precision, float_bytes, eager=True, switches=switches,
+                        host_views=views, host_modules=modules)
+            for k, views, modules in zip(eager, *_host_work(eager, plans.ops), strict=True)
+        ),
         fused=tuple(
             kernel_load(k, trace, gpu, precision, float_bytes, eager=False, switches=switches)
             for k in plans.fused.kernels
@@ -655,20 +661,6 @@ DEFAULT_PARAMS = EstimateParams(
 )
 
 
-def performance(
-    plans: Plans,
-    gpu: GPUSpec,
-    precision: str,
-    float_bytes: int,
-    cache: str,
-    params: EstimateParams | None = None,
-    switches: MathSwitches | None = None,
-) -> Performance:
-    """The model's prediction for ``plans`` priced on ``gpu``."""
-    program = program_load(plans, gpu, precision, float_bytes, cache, switches)
-    return estimate_modes(program, params or DEFAULT_PARAMS)
-
-
 __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PARAMS",
@@ -681,7 +673,7 @@ __all__ = [
     "host_scale_totals_ms",
     "host_scaled",
     "kernel_gpu_s",
-    "performance",
+    "program_load",
     "timeline",
     "wave_efficiency",
 ]

@@ -5,6 +5,7 @@ tables take. The figures themselves are in :mod:`torchroofline.hardware` (our ta
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ DEFAULT_LAUNCH_OVERHEAD_S = 2.5e-6
 An estimate for the "expected time" figures, never used in bounds."""
 
 
+@functools.lru_cache(maxsize=256)  # asked per kernel priced, of a few GPU names
 def _key_from_name(name: str) -> str:
     """Canonical key of a display name: lower case, words joined by dashes, except that an
     all-letter word is glued to the number after it ("H100 SXM" -> "h100-sxm",

@@ -39,6 +39,9 @@ NARROW_DTYPE_PRECISION = {
 #: are read, never multiplied on tensor cores, so they name no precision.)
 QUANTIZED_DTYPE_PRECISION = {"float4_e2m1fn_x2": "fp4"}
 
+#: Both tables above: the precision of each dtype narrower than fp32
+_NARROW_PRECISION = {**NARROW_DTYPE_PRECISION, **QUANTIZED_DTYPE_PRECISION}
+
 #: Bits of one value at each precision (TF32 values are stored as fp32): an op runs at the
 #: narrowest precision among its target's and the ones of the dtypes it reads.
 VALUE_BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "fp4": 4}
@@ -48,9 +51,8 @@ def read_precision(op: OpRecord) -> str | None:
     """The narrowest precision among the dtypes ``op`` reads (the first of equals); None where
     it reads no float narrower than fp32. An NVFP4 ``_scaled_mm`` reads fp4 data and e4m3
     scales: fp4."""
-    table = {**NARROW_DTYPE_PRECISION, **QUANTIZED_DTYPE_PRECISION}
     return min(
-        (table[r.dtype] for r in op.reads if r.dtype in table),
+        (_NARROW_PRECISION[r.dtype] for r in op.reads if r.dtype in _NARROW_PRECISION),
         key=VALUE_BITS.__getitem__,
         default=None,
     )

@@ -16,7 +16,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # views are duck-typed: this module imports nothing of the package
     from .trace import TensorRef
@@ -336,15 +336,9 @@ class Region:
 
     @staticmethod
     def of(boxes: Iterable[Box], opaque: int = 0) -> Region:
-        sized = [(size, box) for box in boxes if (size := box_size(box))]
-        sized.sort(key=lambda pair: pair[0], reverse=True)
-        kept: list[Box] = []
-        for _, box in sized:
-            if not any(_contains(big, box) for big in kept):
-                kept.append(box)
-        if len(kept) > 1:
-            kept = _coalesced(kept)
-        return Region(tuple(kept[:MAX_BOXES]), max(0, int(opaque)))
+        """The union of ``boxes`` (contained ones dropped, neighbours merged) and ``opaque``
+        elements (clamped at 0)."""
+        return _region_of(tuple(boxes), max(0, int(opaque)))
 
     @cached_property
     def count(self) -> int:
@@ -387,7 +381,21 @@ class Region:
 
 
 #: The empty region, shared (regions are immutable)
-_NOWHERE = Region()
+NOWHERE = Region()
+
+
+@functools.lru_cache(maxsize=4096)  # a program's repeated layers unite the same boxes again
+def _region_of(boxes: tuple[Box, ...], opaque: int) -> Region:
+    """:meth:`Region.of` of a tuple of boxes and a clamped opaque count."""
+    sized = [(size, box) for box in boxes if (size := box_size(box))]
+    sized.sort(key=lambda pair: pair[0], reverse=True)
+    kept: list[Box] = []
+    for _, box in sized:
+        if not any(_contains(big, box) for big in kept):
+            kept.append(box)
+    if len(kept) > 1:
+        kept = _coalesced(kept)
+    return Region(tuple(kept[:MAX_BOXES]), opaque)
 
 
 def fraction_of(region: Region, total: int) -> float:
@@ -398,9 +406,9 @@ def fraction_of(region: Region, total: int) -> float:
 # --- Where a view sits in its storage ----------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Layout:
-    """Common coordinates of one storage: dense dims, outermost first (``strides`` descending)."""
+class Layout(NamedTuple):
+    """Common coordinates of one storage: dense dims, outermost first (``strides`` descending).
+    A named tuple: it keys the mapping caches, and a tuple hashes in C."""
 
     sizes: tuple[int, ...]
     strides: tuple[int, ...]
@@ -745,6 +753,7 @@ class Storages:
         #: geometry, not the storage): the same layers' views of many storages map once
         self._placements: dict[tuple, Placement | None] = {}
         self._in_storage: dict[tuple, Region] = {}
+        self._in_view: dict[tuple, Region] = {}
         for ref in refs:
             if ref.storage_id not in self._layouts:
                 layout = dense_layout(ref)
@@ -757,7 +766,7 @@ class Storages:
                 self._units[ref.storage_id] = ref.itemsize
         strides: dict[int, set[int]] = {}
         for ref in refs:
-            ref, _ = _in_units(ref, _NOWHERE, self._units[ref.storage_id])
+            ref, _ = _in_units(ref, NOWHERE, self._units[ref.storage_id])
             strides.setdefault(ref.storage_id, set()).update(
                 _walked_strides(ref.shape, ref.strides)
             )
@@ -777,24 +786,36 @@ class Storages:
         """Bytes of the storage's elements as its layout counts them."""
         return self._units.get(storage_id, 0)
 
+    def _mapping_key(self, ref: TensorRef, region: Region | None) -> tuple:
+        """What mapping ``region`` between view ``ref`` and its storage depends on: the
+        storage's layout and unit and the view's geometry, not which storage it is."""
+        return (self._layouts.get(ref.storage_id), self._units.get(ref.storage_id, 0),
+                ref.itemsize, ref.shape, ref.strides, ref.offset, ref.elements,
+                ref.storage_elements, region)
+
     def region_of(self, ref: TensorRef, region: Region | None = None) -> Region:
         """``region`` (default: the whole view) of view ``ref`` in storage coordinates."""
-        unit = self.unit(ref.storage_id)
-        key = (self._layouts.get(ref.storage_id), unit, ref.itemsize, ref.shape, ref.strides,
-               ref.offset, ref.elements, ref.storage_elements, region)
+        key = self._mapping_key(ref, region)
         if key not in self._in_storage:
             view, in_view = _in_units(
-                ref, Region.of([full_box(ref.shape)]) if region is None else region, unit
+                ref, Region.of([full_box(ref.shape)]) if region is None else region,
+                self.unit(ref.storage_id),
             )
             self._in_storage[key] = to_base(self.placement(view), view, in_view)
         return self._in_storage[key]
 
     def in_view(self, ref: TensorRef, region: Region) -> Region:
         """The part of a storage region that view ``ref`` covers, in the view's coordinates."""
+        key = self._mapping_key(ref, region)
+        if key not in self._in_view:
+            self._in_view[key] = self._mapped_in_view(ref, region)
+        return self._in_view[key]
+
+    def _mapped_in_view(self, ref: TensorRef, region: Region) -> Region:
         unit = self.unit(ref.storage_id)
         if not unit or ref.itemsize == unit:
             return from_base(self.placement(ref), ref, region)
-        canonical, _ = _in_units(ref, Region(), unit)
+        canonical, _ = _in_units(ref, NOWHERE, unit)
         if canonical is ref:
             return Region(opaque=region.count - (ref.storage_elements - ref.elements))
         mapped = from_base(self.placement(canonical), canonical, region)
@@ -894,7 +915,7 @@ def united_elements(refs: Sequence[TensorRef]) -> int:
     if len(distinct) == 1:
         return next(iter(distinct.values())).elements
     storages = Storages(list(distinct.values()))
-    spans, touched = Region(), Region()
+    spans, touched = NOWHERE, NOWHERE
     for ref in distinct.values():
         span = storages.region_of(ref)
         spans = spans.union(span)

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from .costs import Category, Cost, MatmulKind, OpRecord, float_element_bytes, total_cost
 from .errors import InputError
-from .estimate import EstimateParams, Performance, performance
+from .estimate import (
+    DEFAULT_PARAMS,
+    EstimateParams,
+    KernelLoad,
+    Performance,
+    estimate_modes,
+    program_load,
+)
 from .fusion import Kernel, Plan, Refusal
 from .hardware import GPUSpec, get_gpu
 from .memory import MemoryTimeline, memory_timeline
@@ -153,24 +160,18 @@ def _finite(value: float) -> float | None:
     return value if value != float("inf") else None
 
 
-def _estimate(
-    number: int,
-    kernel: Kernel,
-    gpu: GPUSpec,
-    precision: str,
-    float_bytes: int,
-    switches: MathSwitches,
-) -> KernelEstimate:
-    cost = kernel.cost(float_bytes)
+def _estimate(number: int, kernel: Kernel, load: KernelLoad, gpu: GPUSpec) -> KernelEstimate:
+    """The roofline of ``kernel`` from its ``load`` (its bytes, launches and compute seconds,
+    worked out once for both the roofline and the performance model)."""
     return KernelEstimate(
         number=number,
         name=kernel.name,
         category=kernel.category.value,
         op_names=tuple(op.name for op in kernel.ops),
-        cost=cost,
-        compute_s=unit_seconds(kernel.ops, gpu, precision, switches).compute_s,
-        memory_s=cost.bytes / gpu.memory_bandwidth_bytes_per_s,
-        launches=kernel.launches,
+        cost=Cost(kernel.tensor_flops, kernel.vector_flops, load.bytes),
+        compute_s=load.compute_s,
+        memory_s=load.bytes / gpu.memory_bandwidth_bytes_per_s,
+        launches=load.launches,
         launch_s=gpu.launch_overhead_s,
         refusals=kernel.refusals,
     )
@@ -624,29 +625,28 @@ def price(
     unsupported = plans.unsupported_note(float_bytes)
     if unsupported:
         notes.append(unsupported)
+    program = program_load(plans, gpu, precision, float_bytes, cache, switches)
     result = Result(
         plans=plans,
         gpu=gpu,
         precision=precision,
         cache=cache,
-        kernels=_estimates(plans.fused, gpu, precision, float_bytes, switches),
-        eager_kernels=_estimates(plans.eager, gpu, precision, float_bytes, switches),
+        kernels=_estimates(plans.fused, program.fused, gpu),
+        eager_kernels=_estimates(plans.eager, program.eager, gpu),
         notes=tuple(notes),
         switches=switches,
         math=math,
-        performance=performance(
-            plans, gpu, precision, float_bytes, cache, estimate_params, switches
-        ),
+        performance=estimate_modes(program, estimate_params or DEFAULT_PARAMS),
     )
     return result.with_actual(actual_ms)
 
 
 def _estimates(
-    plan: Plan, gpu: GPUSpec, precision: str, float_bytes: int, switches: MathSwitches
+    plan: Plan, loads: Sequence[KernelLoad], gpu: GPUSpec
 ) -> tuple[KernelEstimate, ...]:
     return tuple(
-        _estimate(number, kernel, gpu, precision, float_bytes, switches)
-        for number, kernel in enumerate(plan.kernels, 1)
+        _estimate(number, kernel, load, gpu)
+        for number, (kernel, load) in enumerate(zip(plan.kernels, loads, strict=True), 1)
     )
 
 

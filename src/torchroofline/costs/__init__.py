@@ -86,6 +86,17 @@ class FlopCount:
     kind: MatmulKind | None = None
     launches: int = 1  #: GPU kernel launches the op stands for (an RNN is many)
 
+    def scaled(self, share: float) -> FlopCount:
+        """These FLOPs times ``share`` (0..1), each count rounded down; itself when that
+        changes neither count (a wholly needed op, most often)."""
+        tensor, vector = int(self.tensor * share), int(self.vector * share)
+        if tensor == self.tensor and vector == self.vector:
+            return self
+        return FlopCount(tensor, vector, self.kind, self.launches)
+
+
+#: No FLOPs (one launch), shared: FLOP counts are immutable
+NO_FLOPS = FlopCount()
 
 @dataclass(frozen=True)
 class Cost:
@@ -220,7 +231,10 @@ def op_keys(op: TracedOp) -> tuple[OpKey, ...]:
 
 def lookup(table: dict[OpKey, Any], op: TracedOp) -> Any:
     """The entry of ``table`` for ``op`` under its most specific key (None if none)."""
-    return next((table[key] for key in op_keys(op) if key in table), None)
+    for key in op_keys(op):
+        if key in table:
+            return table[key]
+    return None
 
 
 _RULES: dict[OpKey, CostRule] = {}
@@ -314,8 +328,16 @@ def rule_coverage() -> RuleCoverage:
 
 def rule_for(op: TracedOp) -> CostRule | None:
     """The registered rule, else the pointwise rule for an op PyTorch tags pointwise."""
-    rule = lookup(_RULES, op)
-    if rule is None and op.func is not None and torch.Tag.pointwise in op.func.tags:
+    if op.func is None:
+        return lookup(_RULES, op)
+    return _overload_rule(op.func)
+
+
+@functools.cache  # a program calls few overloads, each many times; rules are registered on import
+def _overload_rule(func: OpOverload) -> CostRule | None:
+    """:func:`rule_for` an op of overload ``func``."""
+    rule = _RULES.get(func, _RULES.get(func.overloadpacket))
+    if rule is None and torch.Tag.pointwise in func.tags:
         return _TAGGED_POINTWISE
     return rule
 
@@ -357,7 +379,7 @@ def _input_numel(op: TracedOp) -> int:
 
 
 def _no_flops(op: TracedOp) -> FlopCount:
-    return FlopCount()
+    return NO_FLOPS
 
 
 def _per_output_element(flops_per_element: int) -> FlopFormula:
@@ -609,7 +631,7 @@ _FLOP_COUNTS_LIMIT = 4096
 
 def _flop_counter_formula(kind: MatmulKind) -> FlopFormula:
     def formula(op: TracedOp) -> FlopCount:
-        key = (op.func, _layout_key((op.args, op.kwargs)))
+        key = (op.func, _arguments_key(op))
         count = _FLOP_COUNTS.get(key)
         if count is None:
             if len(_FLOP_COUNTS) >= _FLOP_COUNTS_LIMIT:
@@ -1290,7 +1312,7 @@ def _call_key(op: TracedOp) -> tuple:
     """See :attr:`OpRecord.call_key`: FX's CSE pass skips seeded-random and mutating ops."""
     if op.func is None or _cse_skips(op.func):
         return ()
-    return (op.name, _layout_key((op.args, op.kwargs)))
+    return (op.name, _arguments_key(op))
 
 
 @functools.cache
@@ -1302,13 +1324,20 @@ def _cse_skips(func: OpOverload) -> bool:
 _PLAIN_LEAVES = frozenset({int, float, bool, str, type(None)})
 
 
+def _arguments_key(op: TracedOp) -> tuple:
+    """:func:`_layout_key` of ``(op.args, op.kwargs)``."""
+    return (_layout_key(op.args), _layout_key(op.kwargs))
+
+
 def _layout_key(tree: Any) -> Any:
+    """``tree`` with each tensor replaced by its (shape, strides, dtype) and containers by
+    tuples: equal for calls the same up to tensor values."""
     if type(tree) in _PLAIN_LEAVES:
         return tree
+    if isinstance(tree, (list, tuple)):  # a list, not a generator: faster to build a tuple from
+        return tuple([item if type(item) in _PLAIN_LEAVES else _layout_key(item) for item in tree])
     if isinstance(tree, torch.Tensor):
         return (tuple(tree.shape), tuple(tree.stride()), tree.dtype)
-    if isinstance(tree, (list, tuple)):
-        return tuple(item if type(item) in _PLAIN_LEAVES else _layout_key(item) for item in tree)
     if isinstance(tree, dict):
         return tuple((key, _layout_key(value)) for key, value in sorted(tree.items()))
     return tree

@@ -17,6 +17,7 @@ from torch.utils.flop_counter import sdpa_backward_flop_count
 from ..aten_ops import aten
 from ..trace import TracedOp
 from . import (
+    NO_FLOPS,
     Category,
     FlopCount,
     MatmulKind,
@@ -151,4 +152,4 @@ for _packet, _flops in FUSED_OPTIMIZER_FLOPS_PER_ELEMENT.items():
 def view_backward_flops(op: TracedOp) -> FlopCount:
     """The gradient of a view: zeros of the base's shape with the view's gradient stored into
     them (no arithmetic; Inductor writes it as one pointwise kernel)."""
-    return FlopCount()
+    return NO_FLOPS

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -22,6 +22,7 @@ from ..costs import (
 )
 from ..intercept import RNN_CALLS
 from ..regions import (
+    NOWHERE,
     Region,
     fraction_of,
     full_box,
@@ -75,7 +76,7 @@ class _Context:
     def output(self) -> Region:
         """Demand on the first output united with that of same-shaped others."""
         shape = self.op.writes[0].shape
-        region = Region()
+        region = NOWHERE
         for demanded, ref in zip(self.outputs, self.op.writes, strict=True):
             if ref.shape == shape:
                 region = region.union(demanded)
@@ -125,10 +126,6 @@ def _one_of(op: TracedOp, keys: Collection[OpKey]) -> bool:
     return any(key in keys for key in op_keys(op))
 
 
-def _scaled(flops: FlopCount, share: float) -> FlopCount:
-    return replace(flops, tensor=int(flops.tensor * share), vector=int(flops.vector * share))
-
-
 #: Recurrences: any output needs every step, so any demand needs all of the inputs.
 RECURRENT = _op_set([getattr(aten, name) for name in RNN_CALLS])
 
@@ -149,8 +146,8 @@ def _proportional(context: _Context) -> Demand:
         elif share >= 1.0 or row_wise:
             inputs.append(Region(opaque=int(loaded * share)))
         else:
-            inputs.append(Region())
-    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+            inputs.append(NOWHERE)
+    return Demand(tuple(inputs), context.record.flops.scaled(share))
 
 
 def _broadcast(region: Region, out_shape: Sequence[int], in_shape: Sequence[int]) -> Region | None:
@@ -173,9 +170,9 @@ def _biases(context: _Context, region: Region) -> tuple[Region, ...]:
     """The added input of addmm/baddbmm, broadcast; none when ``beta`` is 0 (torch ignores it)."""
     *bias, _, _ = context.op.reads
     if context.argument("beta", 1) == 0:
-        return tuple(Region() for _ in bias)
+        return tuple(NOWHERE for _ in bias)
     out_shape = context.op.writes[0].shape
-    return tuple(_broadcast(region, out_shape, ref.shape) or Region() for ref in bias)
+    return tuple(_broadcast(region, out_shape, ref.shape) or NOWHERE for ref in bias)
 
 
 def _broadcast_batch(ref: TensorRef) -> bool:

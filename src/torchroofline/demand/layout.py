@@ -7,11 +7,12 @@ import math
 from collections.abc import Callable, Sequence
 
 from ..costs import (
-    FlopCount,
+    NO_FLOPS,
     aten,
 )
 from ..regions import (
     MAX_BOXES,
+    NOWHERE,
     Box,
     IndexSet,
     Region,
@@ -45,7 +46,7 @@ def cat_demand(context: _Context) -> Demand:
     inputs, offset = [], 0
     for ref in context.op.reads:
         if len(ref.shape) != rank:  # legacy empty 1-D inputs are skipped by cat
-            inputs.append(Region())
+            inputs.append(NOWHERE)
             continue
         size = ref.shape[dim]
         part = (range(offset, offset + size),)
@@ -56,7 +57,7 @@ def cat_demand(context: _Context) -> Demand:
                 boxes.append((*box[:dim], mapped_set(hit, -offset), *box[dim + 1 :]))
         inputs.append(Region.of(boxes, _opaque_in_part(region, out_shape, dim, size)))
         offset += size
-    return Demand(tuple(inputs), FlopCount())
+    return Demand(tuple(inputs), NO_FLOPS)
 
 
 def _per_dim(
@@ -76,9 +77,9 @@ def _per_dim(
     rank, out_shape = len(source.shape), context.op.writes[0].shape
     region = context.output
     lead = len(out_shape) - rank
-    rest = tuple(Region() for _ in context.op.reads[1:])
+    rest = tuple(NOWHERE for _ in context.op.reads[1:])
     if region and region.count >= math.prod(out_shape):
-        return Demand((Region.of([full_box(source.shape)]), *rest), FlopCount())
+        return Demand((Region.of([full_box(source.shape)]), *rest), NO_FLOPS)
     if lead < 0 or any(len(box) != len(out_shape) for box in region.boxes):
         return _proportional(context)
     boxes = [
@@ -88,7 +89,7 @@ def _per_dim(
         opaque = -(-region.opaque * source.elements // max(math.prod(out_shape), 1))
     else:
         opaque = -(-region.opaque // most_reads)
-    return Demand((Region.of(boxes, opaque), *rest), FlopCount())
+    return Demand((Region.of(boxes, opaque), *rest), NO_FLOPS)
 
 
 def _reversed(index_set: IndexSet, size: int) -> IndexSet:
@@ -168,7 +169,7 @@ def stack_demand(context: _Context) -> Demand:
             if set_intersection(box[dim], (range(part, part + 1),))
         ]
         inputs.append(Region.of(boxes, opaque))
-    return Demand(tuple(inputs), FlopCount())
+    return Demand(tuple(inputs), NO_FLOPS)
 
 
 @demand_rule([aten.constant_pad_nd])
@@ -190,7 +191,7 @@ def pad_demand(context: _Context) -> Demand:
             sets.append(mapped_set(inside, -shifts[dim]))
         if all(sets):
             boxes.append(tuple(sets))
-    return Demand((Region.of(boxes),), FlopCount())
+    return Demand((Region.of(boxes),), NO_FLOPS)
 
 
 #: Row bands a triangle is cut into: each band keeps the columns all its rows keep, so the
@@ -219,7 +220,7 @@ def triangle_demand(context: _Context) -> Demand:
             columns = set_intersection(box[-1], keep)
             if columns:
                 boxes.append((*box[:-2], positions_to_set(chunk), columns))
-    return Demand((Region.of(boxes),), FlopCount())
+    return Demand((Region.of(boxes),), NO_FLOPS)
 
 
 @demand_rule([aten.diag_embed, aten.diag, aten.diagflat, aten.diagonal_copy])
@@ -230,18 +231,18 @@ def diagonal_demand(context: _Context) -> Demand:
     region = context.output
     offset = _built_offset(context.op)
     if offset is None:
-        return Demand((_extracted_diagonal(context),), FlopCount())
+        return Demand((_extracted_diagonal(context),), NO_FLOPS)
     # builder element (r, c) holds v[min(r, c)] where c − r = offset: the demanded columns
     # c of some demanded row c − offset, and the vector index c − max(offset, 0)
     columns = [set_intersection(mapped_set(box[-2], offset), box[-1]) for box in region.boxes]
     if _boxed_vector(context.op) is None:
-        return Demand((Region(opaque=sum(map(set_size, columns))),), FlopCount())
+        return Demand((Region(opaque=sum(map(set_size, columns))),), NO_FLOPS)
     boxes = [
         (*box[:-2], mapped_set(hit, -max(offset, 0)))
         for box, hit in zip(region.boxes, columns, strict=True)
         if hit
     ]
-    return Demand((Region.of(boxes),), FlopCount())
+    return Demand((Region.of(boxes),), NO_FLOPS)
 
 
 def _extracted_diagonal(context: _Context) -> Region:
@@ -294,4 +295,4 @@ def block_diagonal_demand(context: _Context) -> Demand:
             used = set_intersection(box[1], block.contracted)
             if hits and used:
                 boxes[block.position].append(block.source_box(hits, used))
-    return Demand(tuple(Region.of(b) for b in boxes), FlopCount())
+    return Demand(tuple(Region.of(b) for b in boxes), NO_FLOPS)

@@ -14,6 +14,7 @@ from ..costs import (
     aten,
 )
 from ..regions import (
+    NOWHERE,
     Box,
     IndexSet,
     Region,
@@ -31,7 +32,6 @@ from ._core import (
     _broadcast_batch,
     _Context,
     _proportional,
-    _scaled,
     demand_rule,
 )
 from .constants import _known
@@ -241,7 +241,7 @@ def matrix_vector_demand(context: _Context) -> Demand:
     reduction = matrix.shape[1]
     every = (range(reduction),)
     rows = Region.of([(box[0], every) for box in region.boxes], region.opaque * reduction)
-    inputs = (*_biases(context, region), rows, Region.of([(every,)]) if region else Region())
+    inputs = (*_biases(context, region), rows, Region.of([(every,)]) if region else NOWHERE)
     tensor = min(2 * reduction * region.count, context.record.flops.tensor)
     return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.MATMUL))
 
@@ -262,8 +262,8 @@ def distance_demand(context: _Context) -> Demand:
     coordinates = (range(first.shape[-1]),)
     rows = Region.of([(*box[:-1], coordinates) for box in region.boxes])
     columns = Region.of([(*box[:-2], box[-1], coordinates) for box in region.boxes])
-    rest = tuple(Region() for _ in context.op.reads[2:])
-    return Demand((rows, columns, *rest), _scaled(context.record.flops, context.fraction))
+    rest = tuple(NOWHERE for _ in context.op.reads[2:])
+    return Demand((rows, columns, *rest), context.record.flops.scaled(context.fraction))
 
 
 #: Demanded pairs :func:`pair_distance_demand` lists one by one; beyond, its share as a count
@@ -277,7 +277,7 @@ def pair_distance_demand(context: _Context) -> Demand:
     ⌈√(2·pairs)⌉ (fewer rows cannot form that many pairs), as a count."""
     rows, columns = context.op.reads[0].shape
     region = context.output
-    flops = _scaled(context.record.flops, context.fraction)
+    flops = context.record.flops.scaled(context.fraction)
     if region.count > PAIR_LIST_LIMIT or region.opaque:
         needed = min(rows, math.ceil(math.sqrt(2 * region.count)))
         return Demand((Region(opaque=needed * columns),), flops)
@@ -362,7 +362,7 @@ def attention_demand(context: _Context) -> Demand:
     masks = []
     for ref in rest:
         mapped = _broadcast(Region.of(mask_boxes), (*out_shape[:-1], keys), ref.shape)
-        masks.append(mapped if mapped is not None else Region())
+        masks.append(mapped if mapped is not None else NOWHERE)
     inputs = (Region.of(query_boxes), Region.of(key_boxes), Region.of(value_boxes), *masks)
     tensor = min(int(flops * share), context.record.flops.tensor)
     return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.ATTENTION))

@@ -18,7 +18,7 @@ import torch
 
 from ..costs import FlopCount, MatmulKind, aten
 from ..costs.quantized import left_operand_name, reduction_length
-from ..regions import Region
+from ..regions import NOWHERE, Region
 from ..trace import TensorRef, TracedOp
 from ._core import Demand, _broadcast, _Context, _proportional, demand_rule
 
@@ -55,7 +55,7 @@ def _scale_demand(
         return broadcast
     block = SCALE_BLOCK_VALUES.get(ref.dtype)
     if block is None:
-        return Region()  # a layout not modelled: charge nothing rather than too much
+        return NOWHERE  # a layout not modelled: charge nothing rather than too much
     lines = _lines(region, axis, out_shape[1 - axis]).count
     return Region(opaque=min(lines * -(-values // block), ref.elements))
 
@@ -92,6 +92,6 @@ def scaled_mm_demand(context: _Context) -> Demand:
         elif role in _SCALED_AXIS:
             inputs.append(_scale_demand(ref, _SCALED_AXIS[role], region, out_shape, values))
         else:  # bias or accumulator (broadcast over the output), or the global scale_result
-            inputs.append(_broadcast(region, out_shape, ref.shape) or Region())
+            inputs.append(_broadcast(region, out_shape, ref.shape) or NOWHERE)
     tensor = min(2 * values * region.count, context.record.flops.tensor)
     return Demand(tuple(inputs), FlopCount(tensor=tensor, kind=MatmulKind.MATMUL))

@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from ..costs import FlopCount, aten
+from ..costs import NO_FLOPS, aten
 from ..regions import (
+    NOWHERE,
     Box,
     IndexSet,
     Region,
@@ -47,8 +48,8 @@ def _remapped(context: _Context, boxes_of: Callable[[Box], Iterable[Box]]) -> De
     if any(len(box) != rank for box in region.boxes):
         return _proportional(context)
     boxes = [mapped for box in region.boxes for mapped in boxes_of(box) if all(mapped)]
-    rest = tuple(Region() for _ in context.op.reads[1:])
-    return Demand((Region.of(boxes), *rest), FlopCount())
+    rest = tuple(NOWHERE for _ in context.op.reads[1:])
+    return Demand((Region.of(boxes), *rest), NO_FLOPS)
 
 
 @demand_rule([aten.pixel_shuffle])

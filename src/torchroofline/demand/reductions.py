@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..costs import (
+    NO_FLOPS,
     FlopCount,
     MatmulKind,
     OpKey,
@@ -17,6 +18,7 @@ from ..costs import (
     lookup,
 )
 from ..regions import (
+    NOWHERE,
     Box,
     IndexSet,
     Region,
@@ -34,7 +36,6 @@ from ._core import (
     _one_of,
     _op_set,
     _proportional,
-    _scaled,
     demand_rule,
 )
 from .structures import _as_written
@@ -49,14 +50,14 @@ def pointwise_demand(context: _Context) -> Demand:
     inputs = []
     for position, ref in enumerate(context.op.reads):
         if not context.loaded(position):
-            inputs.append(Region())
+            inputs.append(NOWHERE)
             continue
         mapped = _broadcast(region, out_shape, ref.shape)
         if mapped is None:
             return _proportional(context)
         inputs.append(mapped)
     share = fraction_of(region, math.prod(out_shape))
-    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+    return Demand(tuple(inputs), context.record.flops.scaled(share))
 
 
 @demand_rule([aten.glu])
@@ -76,7 +77,7 @@ def glu_demand(context: _Context) -> Demand:
         for index_set in (box[dim],)
     ]
     share = fraction_of(region, math.prod(context.op.writes[0].shape))
-    return Demand((Region.of(boxes, 2 * region.opaque),), _scaled(context.record.flops, share))
+    return Demand((Region.of(boxes, 2 * region.opaque),), context.record.flops.scaled(share))
 
 
 def _reduced_dims(dims: Any, rank: int) -> set[int]:
@@ -172,25 +173,25 @@ def reduction_demand(context: _Context) -> Demand:
     share = fraction_of(region, math.prod(context.op.writes[0].shape))
     if all(source.shape[d] == 1 for d in reduced):
         boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
-        inputs = (Region.of(boxes, region.opaque), *[Region()] * (len(context.op.reads) - 1))
+        inputs = (Region.of(boxes, region.opaque), *[NOWHERE] * (len(context.op.reads) - 1))
         if _one_of(context.op, _IDENTITY_WHEN_SIZE_ONE):
-            return Demand(inputs, FlopCount(), structure="size-1 reduction")
+            return Demand(inputs, NO_FLOPS, structure="size-1 reduction")
         if _one_of(context.op, _ABS_WHEN_SIZE_ONE):
             return Demand(inputs, FlopCount(vector=region.count), structure="size-1 norm")
         return Demand(
-            tuple(Region() for _ in context.op.reads), FlopCount(), structure="size-1 reduction"
+            tuple(NOWHERE for _ in context.op.reads), NO_FLOPS, structure="size-1 reduction"
         )
     boxes = [_expand_reduced(b, source.shape, reduced, keepdim) for b in region.boxes]
     if _one_of(context.op, _IDENTITY_WHEN_SIZE_ONE) and all(
         len(source.strides) == len(source.shape) and source.strides[d] == 0 for d in reduced
     ):
         # every reduced element is the same one (x.expand(n, m).sum(0) = n·x): one op each
-        inputs = (Region.of(boxes), *[Region()] * (len(context.op.reads) - 1))
+        inputs = (Region.of(boxes), *[NOWHERE] * (len(context.op.reads) - 1))
         return Demand(inputs, FlopCount(vector=region.count), structure="broadcast reduction")
     # c outputs with no position need at least c whole reduced lines
     line = math.prod(source.shape[d] for d in reduced)
-    inputs = (Region.of(boxes, region.opaque * line), *[Region()] * (len(context.op.reads) - 1))
-    return Demand(inputs, _scaled(context.record.flops, share))
+    inputs = (Region.of(boxes, region.opaque * line), *[NOWHERE] * (len(context.op.reads) - 1))
+    return Demand(inputs, context.record.flops.scaled(share))
 
 
 _LINEAR_REDUCTIONS = _op_set([aten.sum, aten.mean])
@@ -231,7 +232,7 @@ def _reduced_product(context: _Context, region: Region) -> Demand | None:
     extra += tuple((ref, Region.of([full_box(ref.shape)])) for ref in bias)
     flops = FlopCount(tensor=tensor, vector=vector, kind=MatmulKind.MATMUL)
     return Demand(
-        (Region(),), flops, extra, structure="reduced product", absorbed=(source.value_id,)
+        (NOWHERE,), flops, extra, structure="reduced product", absorbed=(source.value_id,)
     )
 
 
@@ -283,7 +284,7 @@ def along_dim_demand(context: _Context) -> Demand:
         return _proportional(context)
     dim = context.argument("dim", -1) % rank
     if source.shape[dim] == 1 and _one_of(context.op, _CONSTANT_WHEN_SIZE_ONE):
-        return Demand((Region(),), FlopCount(), structure="size-1 normalisation")
+        return Demand((NOWHERE,), NO_FLOPS, structure="size-1 normalisation")
     region = context.output
     if any(len(box) != rank for box in region.boxes):
         return _proportional(context)
@@ -295,7 +296,7 @@ def along_dim_demand(context: _Context) -> Demand:
     # c outputs with no position lie on at least ⌈c / line⌉ lines
     needed = Region.of(boxes, -(-region.opaque // line) * line if line else 0)
     flops = _shared_statistics_flops(context, needed, region)
-    return Demand((needed, *(Region() for _ in context.op.reads[1:])), flops)
+    return Demand((needed, *(NOWHERE for _ in context.op.reads[1:])), flops)
 
 
 @demand_rule([aten._fft_r2c, aten._fft_c2c, aten._fft_c2r])
@@ -315,7 +316,7 @@ def fft_demand(context: _Context) -> Demand:
         )
         for box in region.boxes
     ]
-    return Demand((Region.of(boxes),), _scaled(context.record.flops, context.fraction))
+    return Demand((Region.of(boxes),), context.record.flops.scaled(context.fraction))
 
 
 #: Batch norms, in training (batch statistics per channel) or eval (running statistics: a
@@ -469,7 +470,7 @@ def norm_demand(context: _Context) -> Demand:
         if statistics.channel_params and len(ref.shape) == 1 and len(shape) > 1:
             params.append(Region.of([(box[1],) for box in main.boxes]))
         else:
-            params.append(_broadcast(main, shape, ref.shape) or Region())
+            params.append(_broadcast(main, shape, ref.shape) or NOWHERE)
     return Demand((needed, *params), _shared_statistics_flops(context, needed, main))
 
 
@@ -489,7 +490,7 @@ def cell_demand(context: _Context) -> Demand:
         for ref in context.op.reads
     )
     share = set_size(rows) / context.op.writes[0].shape[0]
-    return Demand(inputs, _scaled(context.record.flops, share))
+    return Demand(inputs, context.record.flops.scaled(share))
 
 
 #: Reductions that are their input itself over dims of size 1 (not nansum: a NaN becomes 0).
@@ -524,5 +525,5 @@ def difference_demand(context: _Context) -> Demand:
         _is_self_over_size_one(context, reads[1], reads[0])
         or _is_self_over_size_one(context, reads[0], reads[1])
     ):
-        return Demand((Region(), Region()), FlopCount(), structure="self difference")
+        return Demand((NOWHERE, NOWHERE), NO_FLOPS, structure="self difference")
     return pointwise_demand(context)

@@ -11,8 +11,8 @@ import torch
 
 from ..costs import (
     DESTINATION_ACCESS,
+    NO_FLOPS,
     DestinationAccess,
-    FlopCount,
     OpKey,
     add_rules,
     aten,
@@ -21,6 +21,7 @@ from ..costs import (
     op_keys,
 )
 from ..regions import (
+    NOWHERE,
     Box,
     Region,
     full_box,
@@ -35,7 +36,6 @@ from ._core import (
     _one_of,
     _op_set,
     _proportional,
-    _scaled,
     demand_rule,
 )
 from .constants import _known, _region_where, _unexpanded
@@ -51,7 +51,7 @@ def nll_loss_demand(context: _Context) -> Demand:
     ``ignore_index`` picks no score, and the class weights are read at the picked classes."""
     scores, target, *rest = context.op.reads
     if not context.fraction:
-        return Demand(tuple(Region() for _ in context.op.reads), FlopCount())
+        return Demand(tuple(NOWHERE for _ in context.op.reads), NO_FLOPS)
     class_dim = 1 if len(scores.shape) > 1 else 0
     # a kept total_weight (nll_loss_forward's second output) sums the weights of every target
     per_target = context.argument("reduction", 1) == 0 and not any(context.outputs[1:])
@@ -70,7 +70,7 @@ def nll_loss_demand(context: _Context) -> Demand:
     ]
     opaque = sum(region.opaque for region in picked.values())
     inputs = (Region.of(boxes, opaque), targets, *(weights for _ in rest))
-    return Demand(inputs, _scaled(context.record.flops, context.fraction))
+    return Demand(inputs, context.record.flops.scaled(context.fraction))
 
 
 def _known_targets(
@@ -125,7 +125,7 @@ def selection_demand(context: _Context) -> Demand:
     picked = [p for p in others if context.op.reads[p].elements * 2 > elements]
     if mask is None:
         for position in picked:
-            inputs[position] = Region()
+            inputs[position] = NOWHERE
     else:  # a known mask: every tensor is needed where it is picked, broadcast ones too
         holds = _unexpanded(mask).bool()
         for position in others:
@@ -136,7 +136,7 @@ def selection_demand(context: _Context) -> Demand:
     if mask is None and len(picked) == 2 and sourced == picked:
         narrower = min(picked, key=lambda p: context.op.reads[p].itemsize)
         inputs[narrower] = _broadcast(region, out_shape, context.op.reads[narrower].shape)
-    return Demand(tuple(inputs), _scaled(context.record.flops, context.fraction))
+    return Demand(tuple(inputs), context.record.flops.scaled(context.fraction))
 
 
 def _row_part(region: Region, width: int) -> int:
@@ -180,7 +180,7 @@ def gather_demand(context: _Context) -> Demand:
     chosen = 0 if _one_of(context.op, _GRID_SAMPLERS) else _data_chosen(demanded)
     inputs = [Region(opaque=chosen)]
     inputs += [
-        _index_read(context, position) if context.loaded(position) else Region()
+        _index_read(context, position) if context.loaded(position) else NOWHERE
         for position in range(1, len(context.op.reads))
     ]
     if aten.embedding in op_keys(context.op):  # (weight, indices): indices are the 2nd read
@@ -190,7 +190,7 @@ def gather_demand(context: _Context) -> Demand:
         )
     if picked is not None:
         inputs[0] = picked
-    return Demand(tuple(inputs), _scaled(context.record.flops, context.fraction))
+    return Demand(tuple(inputs), context.record.flops.scaled(context.fraction))
 
 
 def _output_dims(context: _Context) -> range:
@@ -221,7 +221,7 @@ def _index_read(context: _Context, position: int) -> Region:
         return Region(opaque=int(ref.elements * context.fraction))
     dims = indexed(context)
     if len(dims) != len(ref.shape):  # a 0-dim index: one element every output reads
-        return Region.of([full_box(ref.shape)]) if context.output else Region()
+        return Region.of([full_box(ref.shape)]) if context.output else NOWHERE
     out_shape = context.op.writes[0].shape
     fan_out = math.prod(n for d, n in enumerate(out_shape) if d not in dims)
     boxes = [tuple(box[d] for d in dims) for box in context.output.boxes]
@@ -471,7 +471,7 @@ def scatter_demand(context: _Context) -> Demand:
         inputs[0], inputs[-1] = known
     for position, region in _landed(context).items():
         inputs[position] = region
-    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+    return Demand(tuple(inputs), context.record.flops.scaled(share))
 
 
 _INDEXED_ALONG_DIM = _op_set([aten.index_add, aten.index_copy, aten.index_reduce])
@@ -501,7 +501,7 @@ def _known_sources(context: _Context) -> tuple[Region, Region] | None:
         slices = [i for i, target in enumerate(targets) if target in wanted]
         if slices:
             boxes.append((*box[:dim], positions_to_set(slices), *box[dim + 1 :]))
-    destination = Region()
+    destination = NOWHERE
     for region in context.read:
         destination = destination.union(region)
     # a copy overwrites the slices it covers; so may a reduction that leaves out the old value
@@ -685,7 +685,7 @@ def _landed(context: _Context) -> dict[int, Region]:
         position: _numbers_region(elements[hit].unique(), context.op.reads[position].shape)
         for position, elements in operands.items()
     }
-    read = Region()
+    read = NOWHERE
     for region in context.read:
         read = read.union(region)
     if accumulates and context.argument("include_self", True):
@@ -705,9 +705,9 @@ def renorm_demand(context: _Context) -> Demand:
     its row. Which rows change is data; none may, so a kept weight nobody reads needs only the
     indices and one picked row — enough to find out."""
     weight, indices = context.op.reads[:2]
-    read = Region()
+    read = NOWHERE
     for region in context.read:
         read = read.union(region)
     picked = read if read else Region(opaque=_data_chosen(indices.elements) * weight.shape[-1])
-    rest = tuple(Region() for _ in context.op.reads[2:])
-    return Demand((picked, Region.of([full_box(indices.shape)]), *rest), FlopCount())
+    rest = tuple(NOWHERE for _ in context.op.reads[2:])
+    return Demand((picked, Region.of([full_box(indices.shape)]), *rest), NO_FLOPS)

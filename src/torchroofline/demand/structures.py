@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ..costs import (
+    NO_FLOPS,
     FlopCount,
     MatmulKind,
     OpKey,
@@ -17,6 +18,7 @@ from ..costs import (
     lookup,
 )
 from ..regions import (
+    NOWHERE,
     Box,
     IndexSet,
     Region,
@@ -138,9 +140,9 @@ class _Diagonal:
         # an output with no position may lie where the diagonal has no partner: only a full
         # diagonal maps c of them to c elements of the other operand
         opaque = region.opaque if self.complete else 0
-        operands = [Region(), Region.of(other_boxes, opaque)][:: 1 - 2 * position]
+        operands = [NOWHERE, Region.of(other_boxes, opaque)][:: 1 - 2 * position]
         if self.vector is None:
-            return Demand((*_biases(context, region), *operands), FlopCount(), structure=_DIAGONAL)
+            return Demand((*_biases(context, region), *operands), NO_FLOPS, structure=_DIAGONAL)
         picked = Region.of(vector_boxes, min(opaque, self.vector.elements))
         flops = FlopCount(vector=products + opaque)
         extra = ((self.vector, picked),)
@@ -222,7 +224,7 @@ class _BlockDiagonal:
                     2 * set_size(block.contracted) * set_size(hits) * set_size(kept)
                     * math.prod(set_size(s) for s in box[:lead])
                 )
-        operands = [Region(), Region.of(other_boxes)][:: 1 - 2 * position]
+        operands = [NOWHERE, Region.of(other_boxes)][:: 1 - 2 * position]
         extra = tuple((ref, Region.of(boxes)) for ref, boxes in sources.values())
         flops = FlopCount(tensor=tensor, kind=MatmulKind.MATMUL)
         inputs = (*_biases(context, region), *operands)

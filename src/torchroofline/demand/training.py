@@ -14,8 +14,8 @@ import math
 
 from ..costs import aten
 from ..costs.training import FOREACH_FLOPS_PER_ELEMENT, FUSED_OPTIMIZER_FLOPS_PER_ELEMENT
-from ..regions import Region, fraction_of, full_box
-from ._core import Demand, _Context, _proportional, _scaled, demand_rule
+from ..regions import NOWHERE, Region, fraction_of, full_box
+from ._core import Demand, _Context, _proportional, demand_rule
 
 
 @demand_rule([*FOREACH_FLOPS_PER_ELEMENT, aten._foreach_norm,
@@ -38,14 +38,14 @@ def per_tensor_demand(context: _Context) -> Demand:
     total = sum(math.prod(ref.shape) for ref in writes)
     share = sum(fraction_of(region, math.prod(ref.shape)) * math.prod(ref.shape)
                 for region, ref in zip(context.outputs, writes, strict=True)) / max(total, 1)
-    return Demand(tuple(inputs), _scaled(context.record.flops, share))
+    return Demand(tuple(inputs), context.record.flops.scaled(share))
 
 
 def _needed(shape: tuple[int, ...], wanted: list[tuple[Region, tuple[int, ...]]]) -> Region:
     """What a read of ``shape`` gives the outputs of its tensor's group: the elements they
     want where the shapes match (element-wise updates), all of it for a scalar or a read of
     another shape that some wanted output needs."""
-    needed = Region()
+    needed = NOWHERE
     for region, output_shape in wanted:
         if not region:
             continue

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..costs import (
+    NO_FLOPS,
     Category,
     FlopCount,
     OpRecord,
@@ -19,6 +20,7 @@ from ..costs import (
     tensor_bytes,
 )
 from ..regions import (
+    NOWHERE,
     Region,
     Storages,
     box_size,
@@ -92,16 +94,16 @@ def necessary_work(
 
     def add(value_id: int, region: Region, read_part: Region) -> None:
         if region:
-            demand[value_id] = demand.get(value_id, Region()).union(region)
+            demand[value_id] = demand.get(value_id, NOWHERE).union(region)
         if read_part:
-            read[value_id] = read.get(value_id, Region()).union(read_part)
+            read[value_id] = read.get(value_id, NOWHERE).union(read_part)
 
     # final values of inputs and buffers the model overwrote: until an op reads them, only the
     # end state wants them, and what an op leaves unchanged there is already in memory
     input_storages = {r.storage_id for r in all_refs if r.value_id in trace.input_value_ids}
     in_place = {w.value_id for op in trace.ops for w in op.writes if w.storage_id in input_storages}
     for value_id, region in kept.items():
-        add(value_id, region, Region() if value_id in in_place else region)
+        add(value_id, region, NOWHERE if value_id in in_place else region)
     necessary_records = list(records)
     structures: list[str] = []
     dead = 0
@@ -122,16 +124,16 @@ def necessary_work(
             # an in-place metadata op (transpose_, unsqueeze_…) makes a new version of the
             # same elements: what is demanded of it is demanded of the version before
             for write in op.writes:
-                wanted = demand.pop(write.value_id, Region())
-                read_wanted = read.pop(write.value_id, Region())
+                wanted = demand.pop(write.value_id, NOWHERE)
+                read_wanted = read.pop(write.value_id, NOWHERE)
                 if write.value_id in previous:
                     add(previous[write.value_id], wanted, read_wanted)
-            necessary_records[index] = _with_flops(record, FlopCount())
+            necessary_records[index] = _with_flops(record, NO_FLOPS)
             continue
         outputs, read_outputs = [], []
         for write in op.writes:
-            wanted = demand.pop(write.value_id, Region())
-            read_wanted = read.pop(write.value_id, Region())
+            wanted = demand.pop(write.value_id, NOWHERE)
+            read_wanted = read.pop(write.value_id, NOWHERE)
             written = storages.region_of(write)
             if not _data_chosen_write(op):  # those rules split old and new elements themselves
                 if write.value_id in previous:
@@ -159,7 +161,7 @@ def necessary_work(
                 absorbed.append(index)
             else:
                 dead += 1
-            necessary_records[index] = _with_flops(record, FlopCount())
+            necessary_records[index] = _with_flops(record, NO_FLOPS)
             continue
         used.update(ref.value_id for ref in op.reads)
         context = _Context(
@@ -168,7 +170,7 @@ def necessary_work(
         result = _rule(op, record, sized_by_data)(context)
         flops = result.flops
         if any(ref.value_id in sized_by_data for ref in (*op.reads, *op.writes)):
-            flops = FlopCount()  # on data-sized values, which any input may leave empty
+            flops = NO_FLOPS  # on data-sized values, which any input may leave empty
         # an op computing a data-sized value (x[x > 0] + y) may compute nothing: its other
         # inputs may be needed nowhere (the data-sized ones lead back to what decides the size)
         may_be_empty = any(w.value_id in sized_by_data for w in op.writes) and any(
@@ -259,19 +261,21 @@ def data_sized_demand(context: _Context) -> Demand:
     deciding = deciding if any(deciding) else [True] * len(reads)
     whole = context.fraction >= 1.0 or not any(math.prod(w.shape) for w in context.op.writes)
     inputs = tuple(
-        Region()
+        NOWHERE
         if not decides
         else Region.of([full_box(ref.shape)])
         if whole
         else Region(opaque=min(1, ref.elements))
         for ref, decides in zip(reads, deciding, strict=True)
     )
-    return Demand(inputs, FlopCount())
+    return Demand(inputs, NO_FLOPS)
 
 
 def _host_scalars(op: TracedOp) -> set[int]:
     """Positions of the reads that are 0-d CPU tensors: a CUDA kernel takes them by value as an
     argument (TensorIterator's CPU scalars), not from GPU memory."""
+    if all(ref.shape for ref in op.reads):  # no 0-d read: no need to collect the arguments
+        return set()
     tensors = op.argument_tensors
     if len(tensors) != len(op.reads):  # an intercepted call: its reads are not its arguments
         return set()
@@ -286,7 +290,7 @@ def _inside(wanted: Region, written: Region, total: int) -> Region:
     """The part of ``wanted`` inside the ``written`` part of a storage of ``total`` elements."""
     if not written.boxes:
         return wanted
-    result = Region()
+    result = NOWHERE
     for box in written.boxes:
         result = result.union(wanted.intersect_box(box, box_size(box), total))
     return result
@@ -335,7 +339,7 @@ def _kept_regions(
         returned_values.add(ref.value_id)
         if ref.storage_id in initial_storages or ref.value_id not in producers:
             continue  # an input (or what was overwritten in it, below) needs no other write
-        kept[ref.value_id] = kept.get(ref.value_id, Region()).union(storages.region_of(ref))
+        kept[ref.value_id] = kept.get(ref.value_id, NOWHERE).union(storages.region_of(ref))
         written[ref.value_id] = kept[ref.value_id]
     final_of_storage = {}
     for op in trace.ops:
@@ -346,14 +350,14 @@ def _kept_regions(
             if ref.storage_id in initial_storages:
                 final = final_of_storage[ref.storage_id]
                 region = storages.region_of(ref)
-                kept[final] = kept.get(final, Region()).union(region)
+                kept[final] = kept.get(final, NOWHERE).union(region)
                 if not _data_chosen_write(op):
-                    written[final] = written.get(final, Region()).union(region)
+                    written[final] = written.get(final, NOWHERE).union(region)
     for value_id in trace.output_value_ids - returned_values - set(kept):
         if value_id in producers:  # returned without a recorded view: all of its writes
             writes = [w for w in producers[value_id].writes if w.value_id == value_id]
             for ref in writes:
-                kept[value_id] = kept.get(value_id, Region()).union(storages.region_of(ref))
+                kept[value_id] = kept.get(value_id, NOWHERE).union(storages.region_of(ref))
             written[value_id] = kept[value_id]
     return kept, written
 

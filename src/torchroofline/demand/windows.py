@@ -9,12 +9,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..costs import (
+    NO_FLOPS,
     FlopCount,
     MatmulKind,
     aten,
     op_keys,
 )
 from ..regions import (
+    NOWHERE,
     Box,
     IndexSet,
     Region,
@@ -29,7 +31,7 @@ from ..regions import (
     set_size,
 )
 from ..trace import TensorRef
-from ._core import Demand, _broadcast_batch, _Context, _one_of, _proportional, _scaled, demand_rule
+from ._core import Demand, _broadcast_batch, _Context, _one_of, _proportional, demand_rule
 from .rearrange import _quotients, _remapped
 
 
@@ -218,7 +220,7 @@ def convolution_demand(context: _Context) -> Demand:
         structure = "broadcast batch" if broadcast else None
         return Demand((source_region, *rest), flop_count, structure=structure)
     extra = ((source, source_region),)
-    return Demand((Region(), *rest), flop_count, extra, structure="explicit padding")
+    return Demand((NOWHERE, *rest), flop_count, extra, structure="explicit padding")
 
 
 def _transposed_window(
@@ -340,7 +342,7 @@ def pooling_demand(context: _Context) -> Demand:
     source_region = Region.of(boxes, floor)
     if source is padded_source:
         return Demand((source_region,), flops)
-    return Demand((Region(),), flops, ((source, source_region),), structure="explicit padding")
+    return Demand((NOWHERE,), flops, ((source, source_region),), structure="explicit padding")
 
 
 def _clipped(index_set: IndexSet, origin: int, step: int, size: int) -> IndexSet:
@@ -423,7 +425,7 @@ def im2col_demand(context: _Context) -> Demand:
             _window((range(max(out, 0)),), size, kernel[d], stride[d], padding[d], dilation[d])[0]
         )
     box = (*full_box(source.shape[:lead]), *windows)
-    return Demand((Region.of([box]),), FlopCount())
+    return Demand((Region.of([box]),), NO_FLOPS)
 
 
 @demand_rule([aten.col2im])
@@ -511,8 +513,8 @@ def _resampled(
     read = Region.of(boxes)
     if per_input:
         share = max(share, fraction_of(read, math.prod(source.shape)))
-    inputs = (read,) + tuple(Region() for _ in context.op.reads[1:])
-    return Demand(inputs, _scaled(context.record.flops, share))
+    inputs = (read,) + tuple(NOWHERE for _ in context.op.reads[1:])
+    return Demand(inputs, context.record.flops.scaled(share))
 
 
 @demand_rule([aten.upsample_nearest1d, aten.upsample_nearest2d, aten.upsample_nearest3d])
