@@ -110,14 +110,13 @@ class TracedOp:
             return self.kwargs[name]
         if self.func is None:
             return default
-        for position, schema_argument in enumerate(self.func._schema.arguments):
-            if schema_argument.name == name:
-                if position < len(self.args):
-                    return self.args[position]
-                if schema_argument.has_default_value():
-                    return schema_argument.default_value
-                return default
-        return default
+        found = _schema_positions(self.func).get(name)
+        if found is None:
+            return default
+        position, schema_default = found
+        if position < len(self.args):
+            return self.args[position]
+        return default if schema_default is _NO_DEFAULT else schema_default
 
     @property
     def argument_tensors(self) -> list[torch.Tensor]:
@@ -759,9 +758,24 @@ def _meta_output_layout(func: Any, args: tuple, kwargs: dict, leaves: list) -> t
     return spec, layouts
 
 
+#: :func:`_schema_positions`' mark of an argument without a default
+_NO_DEFAULT = object()
+
+
+@functools.cache
+def _schema_positions(func: Any) -> dict[str, tuple[int, Any]]:
+    """An op's schema arguments by name: (position, default or :data:`_NO_DEFAULT`)."""
+    return {
+        argument.name: (
+            position, argument.default_value if argument.has_default_value() else _NO_DEFAULT
+        )
+        for position, argument in enumerate(func._schema.arguments)
+    }
+
+
 @functools.cache
 def _argument_names(func: Any) -> tuple[str, ...]:
-    return tuple(argument.name for argument in func._schema.arguments)
+    return tuple(_schema_positions(func))
 
 
 @functools.cache
@@ -790,10 +804,10 @@ def _mutated_arguments(func: Any, args: tuple, kwargs: dict, output: Any) -> lis
     if not written:
         return []
     returned = {t.untyped_storage()._cdata for t in _tensors(output)}
-    names = _argument_names(func)
+    positions = _schema_positions(func)
 
     def value_of(name: str) -> Any:
-        position = names.index(name)
+        position = positions[name][0]
         return args[position] if position < len(args) else kwargs.get(name)
 
     only_with = _WRITTEN_ONLY_WITH.get(func.overloadpacket.__name__)
