@@ -952,8 +952,9 @@ def _materialized_bytes(
 
 
 @contextlib.contextmanager
-def _swapped_attributes(model: nn.Module, convert: _Converter) -> Iterator[None]:
-    attributes = _plain_tensor_attributes(model)
+def _swapped_attributes(
+    attributes: Sequence[tuple[nn.Module, str, torch.Tensor]], convert: _Converter
+) -> Iterator[None]:
     for module, name, value in attributes:
         setattr(module, name, convert.buffer(value))
     try:
@@ -1017,6 +1018,7 @@ def _run(
     step_context = (
         contextlib.nullcontext() if step is None else step.prepare(model, params, args)
     )
+    plain_attributes = _plain_tensor_attributes(model)
     values = _ValueTable()
     values.known_storages = convert.known_storages
     modules = _ModuleStack(model)
@@ -1029,7 +1031,7 @@ def _run(
         warnings.catch_warnings(),
         _quiet_fake_tensor_log(),
         torch.no_grad() if step is None else torch.enable_grad(),
-        _swapped_attributes(model, convert),
+        _swapped_attributes(plain_attributes, convert),
         outer,
         modules.active(),
         step_context,
@@ -1047,7 +1049,7 @@ def _run(
             raise _TraceFailure(
                 error, recorder.current_op, modules.failure_path(error), recorder.lifts
             ) from error
-    attributes = [convert(value) for _, _, value in _plain_tensor_attributes(model)]
+    attributes = [convert(value) for _, _, value in plain_attributes]
     values.resident = _resident(model, params, attributes, args, values)
     _given_value_ids(values, args, params, fake_mode is None and not convert.filled_at_random)
     return recorder, values, output
