@@ -957,42 +957,50 @@ class _Scheduler:
     bytes_of: Callable[[TensorRef], int]
     #: every fusion so far: (the fused node's mask, its mask and ancestors)
     merges: list[tuple[int, int]] = field(default_factory=list)
-    #: per run of :data:`MERGE_RUN` consecutive entries of :attr:`merges`: their masks and
-    #: their closures, each united
-    merge_runs: list[tuple[int, int]] = field(default_factory=list)
+    #: for each size of :data:`MERGE_RUNS`, per run of that many consecutive entries of
+    #: :attr:`merges`: their masks and their closures, each united
+    merge_runs: tuple[list[tuple[int, int]], ...] = field(
+        default_factory=lambda: tuple([] for _ in MERGE_RUNS))
 
     def merged(self, mask: int, closure: int) -> None:
         """Log a fusion: the fused node's ``mask``, and ``closure``, its mask and ancestors."""
-        if len(self.merges) % MERGE_RUN:
-            masks, closures = self.merge_runs[-1]
-            self.merge_runs[-1] = (masks | mask, closures | closure)
-        else:
-            self.merge_runs.append((mask, closure))
+        for size, runs in zip(MERGE_RUNS, self.merge_runs, strict=True):
+            if len(self.merges) % size:
+                masks, closures = runs[-1]
+                runs[-1] = (masks | mask, closures | closure)
+            else:
+                runs.append((mask, closure))
         self.merges.append((mask, closure))
 
     def ancestors(self, group: _Group) -> int:
         """``group``'s ancestors with every fusion so far applied — a group that depends on a
         fused node follows all the fused node depends on. Fusions are replayed from
-        :attr:`merges` when a group is asked, not pushed to every group at each fusion. A run
-        of them changes nothing when the group depends on none of their nodes, or already on
-        all their closures (in a deep stack, a late node follows almost all before it)."""
-        ancestors = group.ancestors
-        start = group.merges_seen
-        grew = False
-        while start < len(self.merges):
-            run = start // MERGE_RUN
-            stop = min((run + 1) * MERGE_RUN, len(self.merges))
-            masks, closures = self.merge_runs[run]
-            if ancestors & masks and closures & ancestors != closures:
-                for mask, closure in self.merges[start:stop]:
-                    if ancestors & mask:
-                        ancestors |= closure
-                        grew = True
-            start = stop
-        if grew:  # the stored ancestors already leave out the group's own nodes
+        :attr:`merges` when a group is asked, not pushed to every group at each fusion."""
+        ancestors = self._replay(group.ancestors, 0, group.merges_seen, len(self.merges))
+        if ancestors != group.ancestors:  # the stored ancestors leave out the group's own nodes
             group.ancestors = _without(ancestors, group.mask)
         group.merges_seen = len(self.merges)
         return group.ancestors
+
+    def _replay(self, ancestors: int, level: int, start: int, stop: int) -> int:
+        """``ancestors`` after the fusions ``merges[start:stop]``, in order. A run of them (of
+        the size ``MERGE_RUNS[level]``) changes nothing when the ancestors meet none of their
+        nodes, or already hold all their closures (in a deep stack, a late node follows almost
+        all before it); a run that may change them is replayed in the runs of the next size,
+        and the last size one fusion at a time."""
+        if level == len(MERGE_RUNS):
+            for mask, closure in self.merges[start:stop]:
+                if ancestors & mask:
+                    ancestors |= closure
+            return ancestors
+        size, runs = MERGE_RUNS[level], self.merge_runs[level]
+        while start < stop:
+            end = min((start // size + 1) * size, stop)
+            masks, closures = runs[start // size]
+            if ancestors & masks and closures & ancestors != closures:
+                ancestors = self._replay(ancestors, level + 1, start, end)
+            start = end
+        return ancestors
 
     def depends(self, later: _Group, earlier: _Group) -> bool:
         return bool(self.ancestors(later) & earlier.mask)
@@ -1066,12 +1074,13 @@ def no_cycle(s: _Scheduler, a: _Group, b: _Group) -> str | None:
     for src, dst in ((a, b), (b, a)):
         # a node on such a path follows ``src``: nodes are numbered in a topological order
         after_src = src.first + 1
-        between = _without(s.ancestors(dst), src.mask | dst.mask) >> after_src << after_src
+        # bit k: node ``after_src + k`` (shifted down, the walk works on a few-bit int)
+        between = _without(s.ancestors(dst), src.mask | dst.mask) >> after_src
         seen: set[int] = set()
         while between:
             low = between & -between
             between ^= low
-            group_index = s.group_of[low.bit_length() - 1]
+            group_index = s.group_of[after_src + low.bit_length() - 1]
             if group_index in seen:
                 continue
             seen.add(group_index)
@@ -1080,8 +1089,9 @@ def no_cycle(s: _Scheduler, a: _Group, b: _Group) -> str | None:
     return None
 
 
-#: Fusions :meth:`_Scheduler.ancestors` tests together before it replays them one by one
-MERGE_RUN = 64
+#: Sizes of the runs of consecutive fusions :meth:`_Scheduler.ancestors` tests together before
+#: it replays them in smaller runs, then one by one
+MERGE_RUNS = (64, 8)
 #: ``config.max_fusion_size``
 MAX_FUSION_SIZE = 64
 #: ``config.score_fusion_memory_threshold`` (bytes both nodes load, for horizontal fusion)
@@ -1196,10 +1206,11 @@ def _topological(s: _Scheduler, deps: Sequence[set[int]]) -> list[int]:
     return order
 
 
-def _candidates(s: _Scheduler) -> list[tuple[int, int]]:
-    """``get_possible_fusions``: pairs of live groups that load or store the same value, best
-    first (``score_fusion``: reduction pairs of the same kind, then shared bytes, then the
-    closer pair in program order)."""
+def _candidates(s: _Scheduler) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """``get_possible_fusions``: pairs of live groups that load or store the same value — those
+    of two fusible groups best first (``score_fusion``: reduction pairs of the same kind, then
+    shared bytes, then the closer pair in program order), and those with an extern kernel,
+    which :func:`extern_never_fuses` refuses whatever their place in that order."""
     by_value: dict[int, list[int]] = {}
     for index in s.live:
         for value in s.groups[index].used:
@@ -1209,19 +1220,30 @@ def _candidates(s: _Scheduler) -> list[tuple[int, int]]:
         unique = sorted(groups, key=lambda g: s.groups[g].first)
         for i, a in enumerate(unique):
             pairs |= {(a, b) for b in unique[i + 1: i + 1 + MAX_FUSION_SIZE]}
+    fusible, with_extern = [], []
+    for pair in pairs:
+        extern = s.groups[pair[0]].extern or s.groups[pair[1]].extern
+        (with_extern if extern else fusible).append(pair)
 
     def score(pair: tuple[int, int]) -> tuple:
         a, b = s.groups[pair[0]], s.groups[pair[1]]
         distance = max(abs(a.first - b.last), abs(b.first - a.last))
         return (a.reduction == b.reduction, _shared_bytes(s, a, b), -distance, -a.first)
 
-    return sorted(pairs, key=score, reverse=True)
+    return sorted(fusible, key=score, reverse=True), with_extern
 
 
 def _fuse_once(s: _Scheduler, refused: dict[frozenset[int], str]) -> bool:
     """``fuse_nodes_once``: try every candidate pair in score order on the current groups."""
+    fusible, with_extern = _candidates(s)
+    # an extern kernel never joins a group, so its pairs are refused here (about two thirds
+    # of the candidates in a transformer) rather than scored; the refusals reach the same
+    # final groups whenever they are noted
+    for first, second in with_extern:
+        a, b = s.groups[first], s.groups[second]
+        refused[frozenset((a.members[0], b.members[0]))] = extern_never_fuses(s, a, b)
     fused = False
-    for first, second in _candidates(s):
+    for first, second in fusible:
         a_index = s.group_of[s.groups[first].members[0]]
         b_index = s.group_of[s.groups[second].members[0]]
         if a_index == b_index:
