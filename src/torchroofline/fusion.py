@@ -472,6 +472,8 @@ def lower_cat(graph: _Graph) -> None:
     written straight into their slices by their producers (pointwise kernels and reductions),
     others (graph inputs, extern outputs) are copied in by a pointwise kernel
     (see :func:`_into_slice`)."""
+    if not any(op.name in CAT_OPS for op in graph.ops):
+        return
     readers = graph.readers()
     producers = {ref.value_id: op for op in graph.ops for ref in op.writes}
     ops: list[OpRecord] = []
@@ -694,7 +696,11 @@ def split_normalization(op: OpRecord, fresh_id: Callable[[], int]) -> tuple[OpRe
     outputs (mean and rstd; an RMS norm's rstd), a softmax's row max and row sum (the buffers
     its decomposition stores: ``amax``, then ``sum(exp(x - amax))``); the normalize reads the
     input and the statistics and writes the normalized output."""
-    if _short_op_name(op) not in NORMALIZATIONS or _node_kind(op) is not NodeKind.REDUCTION:
+    if (
+        op.category is not Category.REDUCTION  # the cheap test first: most ops are not
+        or _short_op_name(op) not in NORMALIZATIONS
+        or _node_kind(op) is not NodeKind.REDUCTION
+    ):
         return (op,)
     rows = _loop(op, NodeKind.REDUCTION).numel
     out, *small = op.writes
@@ -797,13 +803,14 @@ def _external_reads(ops: Sequence[OpRecord]) -> tuple[TensorRef, ...]:
 
 
 def _inlined(op: OpRecord, expression: Sequence[OpRecord], graph: _Graph,
-             readers: dict[int, list[OpRecord]], kept_storages: set[int],
-             born: set[int]) -> bool:
+             readers: dict[int, list[OpRecord]], kinds: dict[int, NodeKind],
+             kept_storages: set[int], born: set[int]) -> bool:
     """Whether Inductor's lowering leaves this pointwise value unrealized (``StorageBox`` not
     stored), so every reader recomputes it: it is not kept, not mutated, not read by an extern
     kernel, loads few enough buffers (``mark_reuse``, ``has_exceeded_max_reads``), and —
     our addition, so that a plan never moves more than eager — recomputing it in each reader
-    loads no more than storing it once and loading it in each would."""
+    loads no more than storing it once and loading it in each would. ``kinds``: the node kind
+    of each op of the graph, by ``id``."""
     if len(op.writes) != 1:
         return False
     (out,) = op.writes
@@ -814,8 +821,7 @@ def _inlined(op: OpRecord, expression: Sequence[OpRecord], graph: _Graph,
         or out.value_id in graph.must_realize
         or out.storage_id in kept_storages
         or out.storage_id in born
-        or any(_node_kind(user) is not NodeKind.POINTWISE
-               and _node_kind(user) is not NodeKind.REDUCTION for user in users)
+        or any(kinds[id(user)] in (NodeKind.NOP, NodeKind.EXTERN) for user in users)
         or any(_mutates(user) and out.storage_id in {r.storage_id for r in user.writes}
                for user in users)
     ):
@@ -898,13 +904,15 @@ def lower(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> tuple[list[Sc
     split_normalizations(graph)
     lower_cat(graph)
     readers = graph.readers()
+    # a reduction's kind takes its loop to find: found once per op, not once per reader too
+    kinds = {id(op): _node_kind(op) for op in graph.ops}
     kept_storages = _kept_storages(graph.ops, graph.kept)
     expression = _Expressions()
     born: set[int] = set()  # storages seen so far: a later write into one is a mutation
     nodes: list[SchedulerNode] = []
     for op in graph.ops:
-        kind = _node_kind(op)
-        if kind is NodeKind.POINTWISE and _inlined(op, expression(op), graph, readers,
+        kind = kinds[id(op)]
+        if kind is NodeKind.POINTWISE and _inlined(op, expression(op), graph, readers, kinds,
                                                    kept_storages, born):
             expression.inlined[op.writes[0].value_id] = op
         elif kind is not NodeKind.NOP:
@@ -1397,7 +1405,8 @@ def fused_plan(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> Plan:
     charged: set[int] = set()  # ids of ops whose FLOPs a kernel already counts
     owned: list[list[OpRecord]] = []
     for members in groups:
-        kernel_ops = list(dict.fromkeys(op for m in members for op in nodes[m].ops))
+        # by identity: an op inlined into several nodes is one record (hashing records is slow)
+        kernel_ops = list({id(op): op for m in members for op in nodes[m].ops}.values())
         kernel_ops.sort(key=lambda op: op.index)
         run.append(kernel_ops)
         owned.append([op for op in kernel_ops if id(op) not in charged])
