@@ -176,7 +176,7 @@ def common_subexpressions(
     and the (twin, duplicate) pairs. A duplicate the model returns stays:
     Inductor would return one buffer twice, but the bound charges every returned tensor."""
     renamed: dict[int, TensorRef] = {}
-    seen: dict[tuple, OpRecord] = {}
+    seen: dict[_HashedKey, OpRecord] = {}
     kept_ops: list[OpRecord] = []
     pairs: list[tuple[OpRecord, OpRecord]] = []
     # FX CSE runs on a functional graph: a value whose storage is written again is not pure
@@ -202,17 +202,32 @@ def common_subexpressions(
     return kept_ops, pairs
 
 
-def _cse_key(op: OpRecord, kept_values: frozenset[int]) -> tuple | None:
+def _cse_key(op: OpRecord, kept_values: frozenset[int]) -> _HashedKey | None:
     if not op.call_key or not op.writes or op.category is Category.ZERO_COPY:
         return None
     if any(ref.value_id in kept_values for ref in op.writes):
         return None
-    key = (op.call_key, tuple(ref.value_id for ref in op.reads))
     try:
-        hash(key)
+        return _HashedKey((op.call_key, tuple(ref.value_id for ref in op.reads)))
     except TypeError:  # an argument torch gives no hash: never merged
         return None
-    return key
+
+
+class _HashedKey:
+    """A CSE key with its hash taken once: it nests the call's arguments, which the table of
+    calls seen would otherwise hash again at every lookup."""
+
+    __slots__ = ("key", "_hash")
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+        self._hash = hash(key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _HashedKey) and self.key == other.key
 
 
 def _call_arguments(op: OpRecord) -> tuple:
@@ -1099,7 +1114,7 @@ def no_cycle(s: _Scheduler, a: _Group, b: _Group) -> str | None:
 
 #: Sizes of the runs of consecutive fusions :meth:`_Scheduler.ancestors` tests together before
 #: it replays them in smaller runs, then one by one
-MERGE_RUNS = (64, 8)
+MERGE_RUNS = (64, 16, 4)
 #: ``config.max_fusion_size``
 MAX_FUSION_SIZE = 64
 #: ``config.score_fusion_memory_threshold`` (bytes both nodes load, for horizontal fusion)
@@ -1225,6 +1240,8 @@ def _candidates(s: _Scheduler) -> tuple[list[tuple[int, int]], list[tuple[int, i
             by_value.setdefault(value, []).append(index)
     pairs = set()
     for groups in by_value.values():
+        if len(groups) == 1:  # most values: no pair to make
+            continue
         unique = sorted(groups, key=lambda g: s.groups[g].first)
         for i, a in enumerate(unique):
             pairs |= {(a, b) for b in unique[i + 1: i + 1 + MAX_FUSION_SIZE]}
