@@ -31,6 +31,7 @@ buffer) — a kept storage in full, whatever part of it the kernel's last write 
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -757,6 +758,12 @@ class SchedulerNode:
     def op(self) -> OpRecord:
         return self.ops[-1]
 
+    @functools.cached_property
+    def loads(self) -> tuple[TensorRef, ...]:
+        """The values it loads from memory (made outside its ops), each once at its largest
+        view: asked for both its dependencies and its buffers, so found once."""
+        return _external_reads(self.ops)
+
 
 def _loop(op: OpRecord, kind: NodeKind) -> Loop | None:
     if kind is NodeKind.EXTERN:
@@ -1026,7 +1033,9 @@ class _Scheduler:
         return ancestors
 
     def depends(self, later: _Group, earlier: _Group) -> bool:
-        return bool(self.ancestors(later) & earlier.mask)
+        """Whether ``later`` must run after ``earlier`` (two live groups). Ancestors only grow as
+        fusions are replayed, so ancestors not brought up to date already settle a yes."""
+        return bool(later.ancestors & earlier.mask or self.ancestors(later) & earlier.mask)
 
 
 def extern_never_fuses(s: _Scheduler, a: _Group, b: _Group) -> str | None:
@@ -1107,7 +1116,7 @@ def no_cycle(s: _Scheduler, a: _Group, b: _Group) -> str | None:
             if group_index in seen:
                 continue
             seen.add(group_index)
-            if s.ancestors(s.groups[group_index]) & src.mask:
+            if s.depends(s.groups[group_index], src):
                 return "will create cycle"
     return None
 
@@ -1150,24 +1159,21 @@ def _dependencies(nodes: Sequence[SchedulerNode]) -> list[set[int]]:
     storage_users: dict[int, set[int]] = {}
     deps: list[set[int]] = []
     for index, node in enumerate(nodes):
-        produced = {ref.value_id for op in node.ops for ref in op.writes}
-        loads = {ref.value_id: ref for op in node.ops for ref in op.reads
-                 if ref.value_id not in produced}
-        mine = {producer[v] for v in loads if v in producer}
+        mine = {producer[ref.value_id] for ref in node.loads if ref.value_id in producer}
         for ref in node.op.writes:
             mine |= storage_users.get(ref.storage_id, set())
         mine.discard(index)
         deps.append(mine)
         for ref in node.op.writes:
             producer[ref.value_id] = index
-        for ref in (*loads.values(), *node.op.writes):
+        for ref in (*node.loads, *node.op.writes):
             storage_users.setdefault(ref.storage_id, set()).add(index)
     return deps
 
 
 def _node_values(node: SchedulerNode) -> dict[int, TensorRef]:
     """Values a node loads from or stores to memory (Inductor's ``used_buffer_names``)."""
-    return {ref.value_id: ref for ref in (*_external_reads(node.ops), *node.op.writes)}
+    return {ref.value_id: ref for ref in (*node.loads, *node.op.writes)}
 
 
 def schedule(nodes: Sequence[SchedulerNode], bytes_of: Callable[[TensorRef], int]
