@@ -31,6 +31,7 @@ buffer) — a kept storage in full, whatever part of it the kernel's last write 
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -176,7 +177,7 @@ def common_subexpressions(
     and the (twin, duplicate) pairs. A duplicate the model returns stays:
     Inductor would return one buffer twice, but the bound charges every returned tensor."""
     renamed: dict[int, TensorRef] = {}
-    seen: dict[tuple, OpRecord] = {}
+    seen: dict[_HashedKey, OpRecord] = {}
     kept_ops: list[OpRecord] = []
     pairs: list[tuple[OpRecord, OpRecord]] = []
     # FX CSE runs on a functional graph: a value whose storage is written again is not pure
@@ -202,17 +203,32 @@ def common_subexpressions(
     return kept_ops, pairs
 
 
-def _cse_key(op: OpRecord, kept_values: frozenset[int]) -> tuple | None:
+def _cse_key(op: OpRecord, kept_values: frozenset[int]) -> _HashedKey | None:
     if not op.call_key or not op.writes or op.category is Category.ZERO_COPY:
         return None
     if any(ref.value_id in kept_values for ref in op.writes):
         return None
-    key = (op.call_key, tuple(ref.value_id for ref in op.reads))
     try:
-        hash(key)
+        return _HashedKey((op.call_key, tuple(ref.value_id for ref in op.reads)))
     except TypeError:  # an argument torch gives no hash: never merged
         return None
-    return key
+
+
+class _HashedKey:
+    """A CSE key with its hash taken once: it nests the call's arguments, which the table of
+    calls seen would otherwise hash again at every lookup."""
+
+    __slots__ = ("key", "_hash")
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+        self._hash = hash(key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _HashedKey) and self.key == other.key
 
 
 def _call_arguments(op: OpRecord) -> tuple:
@@ -472,6 +488,8 @@ def lower_cat(graph: _Graph) -> None:
     written straight into their slices by their producers (pointwise kernels and reductions),
     others (graph inputs, extern outputs) are copied in by a pointwise kernel
     (see :func:`_into_slice`)."""
+    if not any(op.name in CAT_OPS for op in graph.ops):
+        return
     readers = graph.readers()
     producers = {ref.value_id: op for op in graph.ops for ref in op.writes}
     ops: list[OpRecord] = []
@@ -694,7 +712,11 @@ def split_normalization(op: OpRecord, fresh_id: Callable[[], int]) -> tuple[OpRe
     outputs (mean and rstd; an RMS norm's rstd), a softmax's row max and row sum (the buffers
     its decomposition stores: ``amax``, then ``sum(exp(x - amax))``); the normalize reads the
     input and the statistics and writes the normalized output."""
-    if _short_op_name(op) not in NORMALIZATIONS or _node_kind(op) is not NodeKind.REDUCTION:
+    if (
+        op.category is not Category.REDUCTION  # the cheap test first: most ops are not
+        or _short_op_name(op) not in NORMALIZATIONS
+        or _node_kind(op) is not NodeKind.REDUCTION
+    ):
         return (op,)
     rows = _loop(op, NodeKind.REDUCTION).numel
     out, *small = op.writes
@@ -735,6 +757,12 @@ class SchedulerNode:
     @property
     def op(self) -> OpRecord:
         return self.ops[-1]
+
+    @functools.cached_property
+    def loads(self) -> tuple[TensorRef, ...]:
+        """The values it loads from memory (made outside its ops), each once at its largest
+        view: asked for both its dependencies and its buffers, so found once."""
+        return _external_reads(self.ops)
 
 
 def _loop(op: OpRecord, kind: NodeKind) -> Loop | None:
@@ -797,13 +825,14 @@ def _external_reads(ops: Sequence[OpRecord]) -> tuple[TensorRef, ...]:
 
 
 def _inlined(op: OpRecord, expression: Sequence[OpRecord], graph: _Graph,
-             readers: dict[int, list[OpRecord]], kept_storages: set[int],
-             born: set[int]) -> bool:
+             readers: dict[int, list[OpRecord]], kinds: dict[int, NodeKind],
+             kept_storages: set[int], born: set[int]) -> bool:
     """Whether Inductor's lowering leaves this pointwise value unrealized (``StorageBox`` not
     stored), so every reader recomputes it: it is not kept, not mutated, not read by an extern
     kernel, loads few enough buffers (``mark_reuse``, ``has_exceeded_max_reads``), and —
     our addition, so that a plan never moves more than eager — recomputing it in each reader
-    loads no more than storing it once and loading it in each would."""
+    loads no more than storing it once and loading it in each would. ``kinds``: the node kind
+    of each op of the graph, by ``id``."""
     if len(op.writes) != 1:
         return False
     (out,) = op.writes
@@ -814,8 +843,7 @@ def _inlined(op: OpRecord, expression: Sequence[OpRecord], graph: _Graph,
         or out.value_id in graph.must_realize
         or out.storage_id in kept_storages
         or out.storage_id in born
-        or any(_node_kind(user) is not NodeKind.POINTWISE
-               and _node_kind(user) is not NodeKind.REDUCTION for user in users)
+        or any(kinds[id(user)] in (NodeKind.NOP, NodeKind.EXTERN) for user in users)
         or any(_mutates(user) and out.storage_id in {r.storage_id for r in user.writes}
                for user in users)
     ):
@@ -898,13 +926,15 @@ def lower(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> tuple[list[Sc
     split_normalizations(graph)
     lower_cat(graph)
     readers = graph.readers()
+    # a reduction's kind takes its loop to find: found once per op, not once per reader too
+    kinds = {id(op): _node_kind(op) for op in graph.ops}
     kept_storages = _kept_storages(graph.ops, graph.kept)
     expression = _Expressions()
     born: set[int] = set()  # storages seen so far: a later write into one is a mutation
     nodes: list[SchedulerNode] = []
     for op in graph.ops:
-        kind = _node_kind(op)
-        if kind is NodeKind.POINTWISE and _inlined(op, expression(op), graph, readers,
+        kind = kinds[id(op)]
+        if kind is NodeKind.POINTWISE and _inlined(op, expression(op), graph, readers, kinds,
                                                    kept_storages, born):
             expression.inlined[op.writes[0].value_id] = op
         elif kind is not NodeKind.NOP:
@@ -957,45 +987,55 @@ class _Scheduler:
     bytes_of: Callable[[TensorRef], int]
     #: every fusion so far: (the fused node's mask, its mask and ancestors)
     merges: list[tuple[int, int]] = field(default_factory=list)
-    #: per run of :data:`MERGE_RUN` consecutive entries of :attr:`merges`: their masks and
-    #: their closures, each united
-    merge_runs: list[tuple[int, int]] = field(default_factory=list)
+    #: for each size of :data:`MERGE_RUNS`, per run of that many consecutive entries of
+    #: :attr:`merges`: their masks and their closures, each united
+    merge_runs: tuple[list[tuple[int, int]], ...] = field(
+        default_factory=lambda: tuple([] for _ in MERGE_RUNS))
 
     def merged(self, mask: int, closure: int) -> None:
         """Log a fusion: the fused node's ``mask``, and ``closure``, its mask and ancestors."""
-        if len(self.merges) % MERGE_RUN:
-            masks, closures = self.merge_runs[-1]
-            self.merge_runs[-1] = (masks | mask, closures | closure)
-        else:
-            self.merge_runs.append((mask, closure))
+        for size, runs in zip(MERGE_RUNS, self.merge_runs, strict=True):
+            if len(self.merges) % size:
+                masks, closures = runs[-1]
+                runs[-1] = (masks | mask, closures | closure)
+            else:
+                runs.append((mask, closure))
         self.merges.append((mask, closure))
 
     def ancestors(self, group: _Group) -> int:
         """``group``'s ancestors with every fusion so far applied — a group that depends on a
         fused node follows all the fused node depends on. Fusions are replayed from
-        :attr:`merges` when a group is asked, not pushed to every group at each fusion. A run
-        of them changes nothing when the group depends on none of their nodes, or already on
-        all their closures (in a deep stack, a late node follows almost all before it)."""
-        ancestors = group.ancestors
-        start = group.merges_seen
-        grew = False
-        while start < len(self.merges):
-            run = start // MERGE_RUN
-            stop = min((run + 1) * MERGE_RUN, len(self.merges))
-            masks, closures = self.merge_runs[run]
-            if ancestors & masks and closures & ancestors != closures:
-                for mask, closure in self.merges[start:stop]:
-                    if ancestors & mask:
-                        ancestors |= closure
-                        grew = True
-            start = stop
-        if grew:  # the stored ancestors already leave out the group's own nodes
+        :attr:`merges` when a group is asked, not pushed to every group at each fusion."""
+        ancestors = self._replay(group.ancestors, 0, group.merges_seen, len(self.merges))
+        if ancestors != group.ancestors:  # the stored ancestors leave out the group's own nodes
             group.ancestors = _without(ancestors, group.mask)
         group.merges_seen = len(self.merges)
         return group.ancestors
 
+    def _replay(self, ancestors: int, level: int, start: int, stop: int) -> int:
+        """``ancestors`` after the fusions ``merges[start:stop]``, in order. A run of them (of
+        the size ``MERGE_RUNS[level]``) changes nothing when the ancestors meet none of their
+        nodes, or already hold all their closures (in a deep stack, a late node follows almost
+        all before it); a run that may change them is replayed in the runs of the next size,
+        and the last size one fusion at a time."""
+        if level == len(MERGE_RUNS):
+            for mask, closure in self.merges[start:stop]:
+                if ancestors & mask:
+                    ancestors |= closure
+            return ancestors
+        size, runs = MERGE_RUNS[level], self.merge_runs[level]
+        while start < stop:
+            end = min((start // size + 1) * size, stop)
+            masks, closures = runs[start // size]
+            if ancestors & masks and closures & ancestors != closures:
+                ancestors = self._replay(ancestors, level + 1, start, end)
+            start = end
+        return ancestors
+
     def depends(self, later: _Group, earlier: _Group) -> bool:
-        return bool(self.ancestors(later) & earlier.mask)
+        """Whether ``later`` must run after ``earlier`` (two live groups). Ancestors only grow as
+        fusions are replayed, so ancestors not brought up to date already settle a yes."""
+        return bool(later.ancestors & earlier.mask or self.ancestors(later) & earlier.mask)
 
 
 def extern_never_fuses(s: _Scheduler, a: _Group, b: _Group) -> str | None:
@@ -1066,22 +1106,24 @@ def no_cycle(s: _Scheduler, a: _Group, b: _Group) -> str | None:
     for src, dst in ((a, b), (b, a)):
         # a node on such a path follows ``src``: nodes are numbered in a topological order
         after_src = src.first + 1
-        between = _without(s.ancestors(dst), src.mask | dst.mask) >> after_src << after_src
+        # bit k: node ``after_src + k`` (shifted down, the walk works on a few-bit int)
+        between = _without(s.ancestors(dst), src.mask | dst.mask) >> after_src
         seen: set[int] = set()
         while between:
             low = between & -between
             between ^= low
-            group_index = s.group_of[low.bit_length() - 1]
+            group_index = s.group_of[after_src + low.bit_length() - 1]
             if group_index in seen:
                 continue
             seen.add(group_index)
-            if s.ancestors(s.groups[group_index]) & src.mask:
+            if s.depends(s.groups[group_index], src):
                 return "will create cycle"
     return None
 
 
-#: Fusions :meth:`_Scheduler.ancestors` tests together before it replays them one by one
-MERGE_RUN = 64
+#: Sizes of the runs of consecutive fusions :meth:`_Scheduler.ancestors` tests together before
+#: it replays them in smaller runs, then one by one
+MERGE_RUNS = (64, 16, 4)
 #: ``config.max_fusion_size``
 MAX_FUSION_SIZE = 64
 #: ``config.score_fusion_memory_threshold`` (bytes both nodes load, for horizontal fusion)
@@ -1117,24 +1159,21 @@ def _dependencies(nodes: Sequence[SchedulerNode]) -> list[set[int]]:
     storage_users: dict[int, set[int]] = {}
     deps: list[set[int]] = []
     for index, node in enumerate(nodes):
-        produced = {ref.value_id for op in node.ops for ref in op.writes}
-        loads = {ref.value_id: ref for op in node.ops for ref in op.reads
-                 if ref.value_id not in produced}
-        mine = {producer[v] for v in loads if v in producer}
+        mine = {producer[ref.value_id] for ref in node.loads if ref.value_id in producer}
         for ref in node.op.writes:
             mine |= storage_users.get(ref.storage_id, set())
         mine.discard(index)
         deps.append(mine)
         for ref in node.op.writes:
             producer[ref.value_id] = index
-        for ref in (*loads.values(), *node.op.writes):
+        for ref in (*node.loads, *node.op.writes):
             storage_users.setdefault(ref.storage_id, set()).add(index)
     return deps
 
 
 def _node_values(node: SchedulerNode) -> dict[int, TensorRef]:
     """Values a node loads from or stores to memory (Inductor's ``used_buffer_names``)."""
-    return {ref.value_id: ref for ref in (*_external_reads(node.ops), *node.op.writes)}
+    return {ref.value_id: ref for ref in (*node.loads, *node.op.writes)}
 
 
 def schedule(nodes: Sequence[SchedulerNode], bytes_of: Callable[[TensorRef], int]
@@ -1196,32 +1235,46 @@ def _topological(s: _Scheduler, deps: Sequence[set[int]]) -> list[int]:
     return order
 
 
-def _candidates(s: _Scheduler) -> list[tuple[int, int]]:
-    """``get_possible_fusions``: pairs of live groups that load or store the same value, best
-    first (``score_fusion``: reduction pairs of the same kind, then shared bytes, then the
-    closer pair in program order)."""
+def _candidates(s: _Scheduler) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """``get_possible_fusions``: pairs of live groups that load or store the same value — those
+    of two fusible groups best first (``score_fusion``: reduction pairs of the same kind, then
+    shared bytes, then the closer pair in program order), and those with an extern kernel,
+    which :func:`extern_never_fuses` refuses whatever their place in that order."""
     by_value: dict[int, list[int]] = {}
     for index in s.live:
         for value in s.groups[index].used:
             by_value.setdefault(value, []).append(index)
     pairs = set()
     for groups in by_value.values():
+        if len(groups) == 1:  # most values: no pair to make
+            continue
         unique = sorted(groups, key=lambda g: s.groups[g].first)
         for i, a in enumerate(unique):
             pairs |= {(a, b) for b in unique[i + 1: i + 1 + MAX_FUSION_SIZE]}
+    fusible, with_extern = [], []
+    for pair in pairs:
+        extern = s.groups[pair[0]].extern or s.groups[pair[1]].extern
+        (with_extern if extern else fusible).append(pair)
 
     def score(pair: tuple[int, int]) -> tuple:
         a, b = s.groups[pair[0]], s.groups[pair[1]]
         distance = max(abs(a.first - b.last), abs(b.first - a.last))
         return (a.reduction == b.reduction, _shared_bytes(s, a, b), -distance, -a.first)
 
-    return sorted(pairs, key=score, reverse=True)
+    return sorted(fusible, key=score, reverse=True), with_extern
 
 
 def _fuse_once(s: _Scheduler, refused: dict[frozenset[int], str]) -> bool:
     """``fuse_nodes_once``: try every candidate pair in score order on the current groups."""
+    fusible, with_extern = _candidates(s)
+    # an extern kernel never joins a group, so its pairs are refused here (about two thirds
+    # of the candidates in a transformer) rather than scored; the refusals reach the same
+    # final groups whenever they are noted
+    for first, second in with_extern:
+        a, b = s.groups[first], s.groups[second]
+        refused[frozenset((a.members[0], b.members[0]))] = extern_never_fuses(s, a, b)
     fused = False
-    for first, second in _candidates(s):
+    for first, second in fusible:
         a_index = s.group_of[s.groups[first].members[0]]
         b_index = s.group_of[s.groups[second].members[0]]
         if a_index == b_index:
@@ -1336,6 +1389,7 @@ def _boundary(
     ]
     loaded_elsewhere = {ref.value_id for refs in loads for ref in refs}
     kept_storages = _kept_storages(itertools.chain(*ops_by_kernel), kept_values)
+    united = _UnitedViews()
     boundaries = []
     for ops, refs in zip(ops_by_kernel, loads, strict=True):
         stores = [ref for op in ops for ref in op.writes]
@@ -1347,11 +1401,39 @@ def _boundary(
                 versions.setdefault(ref.storage_id, []).append(ref)
         in_full = (
             replace(max(refs, key=lambda r: r.elements), value_id=refs[-1].value_id,
-                    elements=united_elements(refs))
+                    elements=united(refs))
             for refs in versions.values()
         )
-        boundaries.append((largest_per_value(refs), largest_per_value(by_value) + tuple(in_full)))
+        boundaries.append((united.per_value(refs), united.per_value(by_value) + tuple(in_full)))
     return boundaries
+
+
+@dataclass
+class _UnitedViews:
+    """:func:`~torchroofline.regions.united_elements` remembered by the views' geometry (the
+    storage aside): uniting two strided views costs ~0.3 ms, and a deep model's kernels read
+    the same views of their own buffers layer after layer."""
+
+    _memo: dict[tuple, int] = field(default_factory=dict)
+
+    def __call__(self, refs: Sequence[TensorRef]) -> int:
+        """Distinct elements of ``refs``, views of one storage."""
+        key = tuple((ref.shape, ref.strides, ref.offset, ref.elements, ref.storage_elements,
+                     ref.itemsize, ref.dtype) for ref in refs)
+        if key not in self._memo:
+            self._memo[key] = united_elements(refs)
+        return self._memo[key]
+
+    def per_value(self, refs: Iterable[TensorRef]) -> tuple[TensorRef, ...]:
+        """:func:`~torchroofline.trace.largest_per_value` with its views united here."""
+        views: dict[int, list[TensorRef]] = {}
+        for ref in refs:
+            views.setdefault(ref.value_id, []).append(ref)
+        return tuple(
+            group[0] if len(group) == 1
+            else replace(max(group, key=lambda ref: ref.elements), elements=self(group))
+            for group in views.values()
+        )
 
 
 def _short_op_name(op: OpRecord) -> str:
@@ -1375,7 +1457,8 @@ def fused_plan(ops: Sequence[OpRecord], kept_values: frozenset[int]) -> Plan:
     charged: set[int] = set()  # ids of ops whose FLOPs a kernel already counts
     owned: list[list[OpRecord]] = []
     for members in groups:
-        kernel_ops = list(dict.fromkeys(op for m in members for op in nodes[m].ops))
+        # by identity: an op inlined into several nodes is one record (hashing records is slow)
+        kernel_ops = list({id(op): op for m in members for op in nodes[m].ops}.values())
         kernel_ops.sort(key=lambda op: op.index)
         run.append(kernel_ops)
         owned.append([op for op in kernel_ops if id(op) not in charged])
