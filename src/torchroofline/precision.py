@@ -51,11 +51,8 @@ def read_precision(op: OpRecord) -> str | None:
     """The narrowest precision among the dtypes ``op`` reads (the first of equals); None where
     it reads no float narrower than fp32. An NVFP4 ``_scaled_mm`` reads fp4 data and e4m3
     scales: fp4."""
-    return min(
-        (_NARROW_PRECISION[r.dtype] for r in op.reads if r.dtype in _NARROW_PRECISION),
-        key=VALUE_BITS.__getitem__,
-        default=None,
-    )
+    narrow = [_NARROW_PRECISION[r.dtype] for r in op.reads if r.dtype in _NARROW_PRECISION]
+    return min(narrow, key=VALUE_BITS.__getitem__) if narrow else None
 
 
 def op_precision(op: OpRecord, precision: str) -> str:
