@@ -359,6 +359,14 @@ class Region:
             total = max(total, _disjoint_count(self.boxes))
         return max(total, max(sizes, default=0), self.opaque)
 
+    def __hash__(self) -> int:
+        # regions key the mapping and region caches, looked up many times each: their nested
+        # ranges are hashed once, not per lookup (the dataclass hash would rebuild it each time)
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = self.__dict__["_hash"] = hash((self.boxes, self.opaque))
+        return cached
+
     def __bool__(self) -> bool:
         return bool(self.boxes) or self.opaque > 0
 
