@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
+from torch._ops import OpOverload
 
 from ..costs import (
     NO_FLOPS,
@@ -226,10 +227,15 @@ _DATA_SIZED_ONLY_WITH_MASKS = frozenset({aten.index})
 def _sizes_outputs_by_data(op: TracedOp) -> bool:
     """Whether the op's output sizes depend on tensor values (nonzero, masked_select, unique,
     bincount, boolean-mask indexing…), which torch tags ``dynamic_output_shape``."""
-    if op.func is None or torch.Tag.dynamic_output_shape not in op.func.tags:
+    if op.func is None or not _dynamic_output_shape(op.func):
         return False
     masks = any(ref.dtype == "bool" for ref in op.reads[1:])
     return masks or op.func.overloadpacket not in _DATA_SIZED_ONLY_WITH_MASKS
+
+
+@functools.cache  # a program calls few overloads, each many times
+def _dynamic_output_shape(func: OpOverload) -> bool:
+    return torch.Tag.dynamic_output_shape in func.tags
 
 
 def _sized_by_data(ops: Sequence[TracedOp]) -> dict[int, set[int]]:
@@ -240,7 +246,11 @@ def _sized_by_data(ops: Sequence[TracedOp]) -> dict[int, set[int]]:
     a reduction over it (``.sum()``) ends it."""
     sized: dict[int, set[int]] = {}
     for op in ops:
-        chosen = set().union(*(sized.get(ref.value_id, set()) for ref in op.reads))
+        chosen: set[int] = set()
+        if sized:  # most programs size nothing by data: no read to look up
+            for ref in op.reads:
+                if ref.value_id in sized:
+                    chosen |= sized[ref.value_id]
         if op.is_view or not (chosen or _sizes_outputs_by_data(op)):
             continue
         fixed = {n for ref in op.reads for n in ref.shape} - chosen
@@ -382,7 +392,7 @@ def _counted(
     for value_id in sorted(trace.input_value_ids):
         region = demand.get(value_id)
         if region and value_id in by_value:
-            refs.append(replace(by_value[value_id], elements=region.count))
+            refs.append(_with_elements(by_value[value_id], region.count))
     return tuple(refs)
 
 
@@ -401,4 +411,10 @@ def _kept_refs(
             by_storage[ref.storage_id] = (first, united.union(region))
         else:
             by_storage[ref.storage_id] = (ref, region)
-    return tuple(replace(ref, elements=region.count) for ref, region in by_storage.values())
+    return tuple(_with_elements(ref, region.count) for ref, region in by_storage.values())
+
+
+def _with_elements(ref: TensorRef, elements: int) -> TensorRef:
+    """``ref`` counting ``elements`` (itself when it already does: most storages are wholly
+    needed, and ``dataclasses.replace`` is slow)."""
+    return ref if ref.elements == elements else replace(ref, elements=elements)
