@@ -772,14 +772,20 @@ class Storages:
             if ref.storage_id not in self._layouts:
                 self._layouts[ref.storage_id] = inferred_layout(ref)
                 self._units[ref.storage_id] = ref.itemsize
-        strides: dict[int, set[int]] = {}
+        #: per storage, the strides its views walk, one tuple per view geometry (views of one
+        #: storage mostly share theirs: a set of tuples grows by a hash, not an update)
+        walked: dict[int, set[tuple[int, ...]]] = {}
         for ref in refs:
-            ref, _ = _in_units(ref, NOWHERE, self._units[ref.storage_id])
-            strides.setdefault(ref.storage_id, set()).update(
-                _walked_strides(ref.shape, ref.strides)
-            )
+            if ref.itemsize != self._units[ref.storage_id]:
+                ref, _ = _in_units(ref, NOWHERE, self._units[ref.storage_id])
+            strides = _walked_strides(ref.shape, ref.strides)
+            if ref.storage_id in walked:
+                walked[ref.storage_id].add(strides)
+            else:
+                walked[ref.storage_id] = {strides}
         for storage_id, layout in self._layouts.items():
-            self._layouts[storage_id] = refined(layout, frozenset(strides.get(storage_id, ())))
+            view_strides = frozenset(itertools.chain.from_iterable(walked.get(storage_id, ())))
+            self._layouts[storage_id] = refined(layout, view_strides)
 
     def placement(self, ref: TensorRef) -> Placement | None:
         layout = self._layouts.get(ref.storage_id)

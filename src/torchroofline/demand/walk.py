@@ -132,11 +132,13 @@ def necessary_work(
             necessary_records[index] = _with_flops(record, NO_FLOPS)
             continue
         outputs, read_outputs = [], []
+        # rules of writes at positions chosen by data split old and new elements themselves
+        splits_old_and_new = not _data_chosen_write(op)
         for write in op.writes:
             wanted = demand.pop(write.value_id, NOWHERE)
             read_wanted = read.pop(write.value_id, NOWHERE)
             written = storages.region_of(write)
-            if not _data_chosen_write(op):  # those rules split old and new elements themselves
+            if splits_old_and_new:
                 if write.value_id in previous:
                     add(
                         previous[write.value_id],
@@ -153,8 +155,8 @@ def necessary_work(
         # an empty output sized by data (the fallback's zero-filled masks pick nothing) still
         # needs its deciding inputs when anything uses it: only they show it is empty
         empty_but_used = (
-            op.writes[0].value_id in used
-            and op.writes[0].value_id in sized_by_data
+            op.writes[0].value_id in sized_by_data
+            and op.writes[0].value_id in used
             and not any(math.prod(w.shape) for w in op.writes)
         )
         if not any(outputs) and not empty_but_used:
@@ -168,15 +170,17 @@ def necessary_work(
         context = _Context(
             op, record, tuple(outputs), producers, tuple(read_outputs), known, readers
         )
-        result = _rule(op, record, sized_by_data)(context)
+        # (most programs size nothing by data: then no value is looked up)
+        sized_writes = bool(sized_by_data) and any(w.value_id in sized_by_data for w in op.writes)
+        sized_reads = bool(sized_by_data) and any(r.value_id in sized_by_data for r in op.reads)
+        rule = data_sized_demand if sized_writes and not sized_reads else _rule(op, record)
+        result = rule(context)
         flops = result.flops
-        if any(ref.value_id in sized_by_data for ref in (*op.reads, *op.writes)):
+        if sized_reads or sized_writes:
             flops = NO_FLOPS  # on data-sized values, which any input may leave empty
         # an op computing a data-sized value (x[x > 0] + y) may compute nothing: its other
         # inputs may be needed nowhere (the data-sized ones lead back to what decides the size)
-        may_be_empty = any(w.value_id in sized_by_data for w in op.writes) and any(
-            r.value_id in sized_by_data for r in op.reads
-        )
+        may_be_empty = sized_writes and sized_reads
         host = _host_scalars(op)
         for position, (ref, region) in enumerate(zip(op.reads, result.inputs, strict=False)):
             if position not in host and (ref.value_id in sized_by_data or not may_be_empty):
@@ -207,13 +211,9 @@ def _with_flops(record: OpRecord, flops: FlopCount) -> OpRecord:
     return record if record.flops == flops else replace(record, flops=flops)
 
 
-def _rule(op: TracedOp, record: OpRecord, sized_by_data: dict[int, set[int]]) -> Rule:
-    """The demand rule of ``op``: its own, the data-sized rule when its output sizes come from
-    values, else the pointwise rule or :func:`_proportional` by category."""
-    if any(w.value_id in sized_by_data for w in op.writes) and not any(
-        r.value_id in sized_by_data for r in op.reads
-    ):
-        return data_sized_demand
+def _rule(op: TracedOp, record: OpRecord) -> Rule:
+    """The demand rule of an ``op`` whose output sizes no value chose: its own, else the
+    pointwise rule or :func:`_proportional` by category."""
     return lookup(DEMAND_RULES, op) or (
         pointwise_demand if record.category is Category.POINTWISE else _proportional
     )
