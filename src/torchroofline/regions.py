@@ -810,20 +810,22 @@ class Storages:
     def region_of(self, ref: TensorRef, region: Region | None = None) -> Region:
         """``region`` (default: the whole view) of view ``ref`` in storage coordinates."""
         key = self._mapping_key(ref, region)
-        if key not in self._in_storage:
+        mapped = self._in_storage.get(key)  # (one hash of the key: most are found)
+        if mapped is None:
             view, in_view = _in_units(
                 ref, Region.of([full_box(ref.shape)]) if region is None else region,
                 self.unit(ref.storage_id),
             )
-            self._in_storage[key] = to_base(self.placement(view), view, in_view)
-        return self._in_storage[key]
+            mapped = self._in_storage[key] = to_base(self.placement(view), view, in_view)
+        return mapped
 
     def in_view(self, ref: TensorRef, region: Region) -> Region:
         """The part of a storage region that view ``ref`` covers, in the view's coordinates."""
         key = self._mapping_key(ref, region)
-        if key not in self._in_view:
-            self._in_view[key] = self._mapped_in_view(ref, region)
-        return self._in_view[key]
+        mapped = self._in_view.get(key)
+        if mapped is None:
+            mapped = self._in_view[key] = self._mapped_in_view(ref, region)
+        return mapped
 
     def _mapped_in_view(self, ref: TensorRef, region: Region) -> Region:
         unit = self.unit(ref.storage_id)
