@@ -367,6 +367,14 @@ class Region:
             cached = self.__dict__["_hash"] = hash((self.boxes, self.opaque))
         return cached
 
+    def __eq__(self, other: object) -> bool:
+        # the walk mostly compares a region with itself (cached results): no field compared
+        if self is other:
+            return True
+        if other.__class__ is not Region:
+            return NotImplemented
+        return self.boxes == other.boxes and self.opaque == other.opaque
+
     def __bool__(self) -> bool:
         return bool(self.boxes) or self.opaque > 0
 

@@ -208,7 +208,9 @@ def necessary_work(
 
 def _with_flops(record: OpRecord, flops: FlopCount) -> OpRecord:
     """``record`` charged ``flops`` (itself when it already is: most ops are wholly needed)."""
-    return record if record.flops == flops else replace(record, flops=flops)
+    if record.flops is flops or record.flops == flops:  # (most rules return the same count)
+        return record
+    return replace(record, flops=flops)
 
 
 def _rule(op: TracedOp, record: OpRecord) -> Rule:
