@@ -359,6 +359,22 @@ class Region:
             total = max(total, _disjoint_count(self.boxes))
         return max(total, max(sizes, default=0), self.opaque)
 
+    def __hash__(self) -> int:
+        # regions key the mapping and region caches, looked up many times each: their nested
+        # ranges are hashed once, not per lookup (the dataclass hash would rebuild it each time)
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = self.__dict__["_hash"] = hash((self.boxes, self.opaque))
+        return cached
+
+    def __eq__(self, other: object) -> bool:
+        # the walk mostly compares a region with itself (cached results): no field compared
+        if self is other:
+            return True
+        if other.__class__ is not Region:
+            return NotImplemented
+        return self.boxes == other.boxes and self.opaque == other.opaque
+
     def __bool__(self) -> bool:
         return bool(self.boxes) or self.opaque > 0
 
@@ -764,14 +780,20 @@ class Storages:
             if ref.storage_id not in self._layouts:
                 self._layouts[ref.storage_id] = inferred_layout(ref)
                 self._units[ref.storage_id] = ref.itemsize
-        strides: dict[int, set[int]] = {}
+        #: per storage, the strides its views walk, one tuple per view geometry (views of one
+        #: storage mostly share theirs: a set of tuples grows by a hash, not an update)
+        walked: dict[int, set[tuple[int, ...]]] = {}
         for ref in refs:
-            ref, _ = _in_units(ref, NOWHERE, self._units[ref.storage_id])
-            strides.setdefault(ref.storage_id, set()).update(
-                _walked_strides(ref.shape, ref.strides)
-            )
+            if ref.itemsize != self._units[ref.storage_id]:
+                ref, _ = _in_units(ref, NOWHERE, self._units[ref.storage_id])
+            strides = _walked_strides(ref.shape, ref.strides)
+            if ref.storage_id in walked:
+                walked[ref.storage_id].add(strides)
+            else:
+                walked[ref.storage_id] = {strides}
         for storage_id, layout in self._layouts.items():
-            self._layouts[storage_id] = refined(layout, frozenset(strides.get(storage_id, ())))
+            view_strides = frozenset(itertools.chain.from_iterable(walked.get(storage_id, ())))
+            self._layouts[storage_id] = refined(layout, view_strides)
 
     def placement(self, ref: TensorRef) -> Placement | None:
         layout = self._layouts.get(ref.storage_id)
@@ -796,20 +818,22 @@ class Storages:
     def region_of(self, ref: TensorRef, region: Region | None = None) -> Region:
         """``region`` (default: the whole view) of view ``ref`` in storage coordinates."""
         key = self._mapping_key(ref, region)
-        if key not in self._in_storage:
+        mapped = self._in_storage.get(key)  # (one hash of the key: most are found)
+        if mapped is None:
             view, in_view = _in_units(
                 ref, Region.of([full_box(ref.shape)]) if region is None else region,
                 self.unit(ref.storage_id),
             )
-            self._in_storage[key] = to_base(self.placement(view), view, in_view)
-        return self._in_storage[key]
+            mapped = self._in_storage[key] = to_base(self.placement(view), view, in_view)
+        return mapped
 
     def in_view(self, ref: TensorRef, region: Region) -> Region:
         """The part of a storage region that view ``ref`` covers, in the view's coordinates."""
         key = self._mapping_key(ref, region)
-        if key not in self._in_view:
-            self._in_view[key] = self._mapped_in_view(ref, region)
-        return self._in_view[key]
+        mapped = self._in_view.get(key)
+        if mapped is None:
+            mapped = self._in_view[key] = self._mapped_in_view(ref, region)
+        return mapped
 
     def _mapped_in_view(self, ref: TensorRef, region: Region) -> Region:
         unit = self.unit(ref.storage_id)

@@ -217,6 +217,7 @@ def add_rules(table: dict[OpKey, Any], ops: Iterable[OpKey], rule: Any, what: st
             if key in table:
                 raise ValueError(f"two {what} rules for {key}; keep one of them")
             table[key] = rule
+    _OVERLOAD_ENTRIES.clear()
 
 
 def op_keys(op: TracedOp) -> tuple[OpKey, ...]:
@@ -229,8 +230,28 @@ def op_keys(op: TracedOp) -> tuple[OpKey, ...]:
     return (op.func, op.func.overloadpacket)
 
 
+#: Each table's entry per overload, found once: a program calls few overloads, each many
+#: times, and an overload hashes in Python. Keyed by the table's id, holding the table so that no
+#: other takes its id; emptied by :func:`add_rules`, which fills the tables on import.
+_OVERLOAD_ENTRIES: dict[int, tuple[dict[OpKey, Any], dict[OpOverload, Any]]] = {}
+_NOT_FOUND = object()
+
+
 def lookup(table: dict[OpKey, Any], op: TracedOp) -> Any:
     """The entry of ``table`` for ``op`` under its most specific key (None if none)."""
+    if op.func is None:
+        return _entry(table, op)
+    held = _OVERLOAD_ENTRIES.get(id(table))
+    if held is None:
+        held = _OVERLOAD_ENTRIES[id(table)] = (table, {})
+    entry = held[1].get(op.func, _NOT_FOUND)
+    if entry is _NOT_FOUND:
+        entry = held[1][op.func] = _entry(table, op)
+    return entry
+
+
+def _entry(table: dict[OpKey, Any], op: TracedOp) -> Any:
+    """:func:`lookup`, uncached."""
     for key in op_keys(op):
         if key in table:
             return table[key]
@@ -1324,9 +1345,16 @@ def _cse_skips(func: OpOverload) -> bool:
 _PLAIN_LEAVES = frozenset({int, float, bool, str, type(None)})
 
 
+#: The last op :func:`_arguments_key` keyed, and its key: a matmul's FLOP formula and its call
+#: key both key its arguments, one after the other (held, so the identity test is sound)
+_LAST_ARGUMENTS_KEY: list[Any] = [None, ()]
+
+
 def _arguments_key(op: TracedOp) -> tuple:
     """:func:`_layout_key` of ``(op.args, op.kwargs)``."""
-    return (_layout_key(op.args), _layout_key(op.kwargs))
+    if _LAST_ARGUMENTS_KEY[0] is not op:
+        _LAST_ARGUMENTS_KEY[:] = [op, (_layout_key(op.args), _layout_key(op.kwargs))]
+    return _LAST_ARGUMENTS_KEY[1]
 
 
 def _layout_key(tree: Any) -> Any:

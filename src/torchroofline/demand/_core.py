@@ -3,6 +3,7 @@ the registry :data:`DEMAND_RULES`, and the helpers every family of rules shares.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -150,7 +151,10 @@ def _proportional(context: _Context) -> Demand:
     return Demand(tuple(inputs), context.record.flops.scaled(share))
 
 
-def _broadcast(region: Region, out_shape: Sequence[int], in_shape: Sequence[int]) -> Region | None:
+@functools.lru_cache(maxsize=4096)  # a program's repeated layers demand the same regions
+def _broadcast(
+    region: Region, out_shape: tuple[int, ...], in_shape: tuple[int, ...]
+) -> Region | None:
     """A demanded output region seen from a broadcast input (None: shapes do not broadcast)."""
     lead = len(out_shape) - len(in_shape)
     if lead < 0:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
+from torch._ops import OpOverload
 
 from ..costs import (
     NO_FLOPS,
@@ -131,11 +132,13 @@ def necessary_work(
             necessary_records[index] = _with_flops(record, NO_FLOPS)
             continue
         outputs, read_outputs = [], []
+        # rules of writes at positions chosen by data split old and new elements themselves
+        splits_old_and_new = not _data_chosen_write(op)
         for write in op.writes:
             wanted = demand.pop(write.value_id, NOWHERE)
             read_wanted = read.pop(write.value_id, NOWHERE)
             written = storages.region_of(write)
-            if not _data_chosen_write(op):  # those rules split old and new elements themselves
+            if splits_old_and_new:
                 if write.value_id in previous:
                     add(
                         previous[write.value_id],
@@ -152,8 +155,8 @@ def necessary_work(
         # an empty output sized by data (the fallback's zero-filled masks pick nothing) still
         # needs its deciding inputs when anything uses it: only they show it is empty
         empty_but_used = (
-            op.writes[0].value_id in used
-            and op.writes[0].value_id in sized_by_data
+            op.writes[0].value_id in sized_by_data
+            and op.writes[0].value_id in used
             and not any(math.prod(w.shape) for w in op.writes)
         )
         if not any(outputs) and not empty_but_used:
@@ -167,15 +170,17 @@ def necessary_work(
         context = _Context(
             op, record, tuple(outputs), producers, tuple(read_outputs), known, readers
         )
-        result = _rule(op, record, sized_by_data)(context)
+        # (most programs size nothing by data: then no value is looked up)
+        sized_writes = bool(sized_by_data) and any(w.value_id in sized_by_data for w in op.writes)
+        sized_reads = bool(sized_by_data) and any(r.value_id in sized_by_data for r in op.reads)
+        rule = data_sized_demand if sized_writes and not sized_reads else _rule(op, record)
+        result = rule(context)
         flops = result.flops
-        if any(ref.value_id in sized_by_data for ref in (*op.reads, *op.writes)):
+        if sized_reads or sized_writes:
             flops = NO_FLOPS  # on data-sized values, which any input may leave empty
         # an op computing a data-sized value (x[x > 0] + y) may compute nothing: its other
         # inputs may be needed nowhere (the data-sized ones lead back to what decides the size)
-        may_be_empty = any(w.value_id in sized_by_data for w in op.writes) and any(
-            r.value_id in sized_by_data for r in op.reads
-        )
+        may_be_empty = sized_writes and sized_reads
         host = _host_scalars(op)
         for position, (ref, region) in enumerate(zip(op.reads, result.inputs, strict=False)):
             if position not in host and (ref.value_id in sized_by_data or not may_be_empty):
@@ -203,16 +208,14 @@ def necessary_work(
 
 def _with_flops(record: OpRecord, flops: FlopCount) -> OpRecord:
     """``record`` charged ``flops`` (itself when it already is: most ops are wholly needed)."""
-    return record if record.flops == flops else replace(record, flops=flops)
+    if record.flops is flops or record.flops == flops:  # (most rules return the same count)
+        return record
+    return replace(record, flops=flops)
 
 
-def _rule(op: TracedOp, record: OpRecord, sized_by_data: dict[int, set[int]]) -> Rule:
-    """The demand rule of ``op``: its own, the data-sized rule when its output sizes come from
-    values, else the pointwise rule or :func:`_proportional` by category."""
-    if any(w.value_id in sized_by_data for w in op.writes) and not any(
-        r.value_id in sized_by_data for r in op.reads
-    ):
-        return data_sized_demand
+def _rule(op: TracedOp, record: OpRecord) -> Rule:
+    """The demand rule of an ``op`` whose output sizes no value chose: its own, else the
+    pointwise rule or :func:`_proportional` by category."""
     return lookup(DEMAND_RULES, op) or (
         pointwise_demand if record.category is Category.POINTWISE else _proportional
     )
@@ -226,10 +229,15 @@ _DATA_SIZED_ONLY_WITH_MASKS = frozenset({aten.index})
 def _sizes_outputs_by_data(op: TracedOp) -> bool:
     """Whether the op's output sizes depend on tensor values (nonzero, masked_select, unique,
     bincount, boolean-mask indexing…), which torch tags ``dynamic_output_shape``."""
-    if op.func is None or torch.Tag.dynamic_output_shape not in op.func.tags:
+    if op.func is None or not _dynamic_output_shape(op.func):
         return False
     masks = any(ref.dtype == "bool" for ref in op.reads[1:])
     return masks or op.func.overloadpacket not in _DATA_SIZED_ONLY_WITH_MASKS
+
+
+@functools.cache  # a program calls few overloads, each many times
+def _dynamic_output_shape(func: OpOverload) -> bool:
+    return torch.Tag.dynamic_output_shape in func.tags
 
 
 def _sized_by_data(ops: Sequence[TracedOp]) -> dict[int, set[int]]:
@@ -240,7 +248,11 @@ def _sized_by_data(ops: Sequence[TracedOp]) -> dict[int, set[int]]:
     a reduction over it (``.sum()``) ends it."""
     sized: dict[int, set[int]] = {}
     for op in ops:
-        chosen = set().union(*(sized.get(ref.value_id, set()) for ref in op.reads))
+        chosen: set[int] = set()
+        if sized:  # most programs size nothing by data: no read to look up
+            for ref in op.reads:
+                if ref.value_id in sized:
+                    chosen |= sized[ref.value_id]
         if op.is_view or not (chosen or _sizes_outputs_by_data(op)):
             continue
         fixed = {n for ref in op.reads for n in ref.shape} - chosen
@@ -382,7 +394,7 @@ def _counted(
     for value_id in sorted(trace.input_value_ids):
         region = demand.get(value_id)
         if region and value_id in by_value:
-            refs.append(replace(by_value[value_id], elements=region.count))
+            refs.append(_with_elements(by_value[value_id], region.count))
     return tuple(refs)
 
 
@@ -401,4 +413,10 @@ def _kept_refs(
             by_storage[ref.storage_id] = (first, united.union(region))
         else:
             by_storage[ref.storage_id] = (ref, region)
-    return tuple(replace(ref, elements=region.count) for ref, region in by_storage.values())
+    return tuple(_with_elements(ref, region.count) for ref, region in by_storage.values())
+
+
+def _with_elements(ref: TensorRef, elements: int) -> TensorRef:
+    """``ref`` counting ``elements`` (itself when it already does: most storages are wholly
+    needed, and ``dataclasses.replace`` is slow)."""
+    return ref if ref.elements == elements else replace(ref, elements=elements)
