@@ -1345,16 +1345,9 @@ def _cse_skips(func: OpOverload) -> bool:
 _PLAIN_LEAVES = frozenset({int, float, bool, str, type(None)})
 
 
-#: The last op :func:`_arguments_key` keyed, and its key: a matmul's FLOP formula and its call
-#: key both key its arguments, one after the other (held, so the identity test is sound)
-_LAST_ARGUMENTS_KEY: list[Any] = [None, ()]
-
-
 def _arguments_key(op: TracedOp) -> tuple:
     """:func:`_layout_key` of ``(op.args, op.kwargs)``."""
-    if _LAST_ARGUMENTS_KEY[0] is not op:
-        _LAST_ARGUMENTS_KEY[:] = [op, (_layout_key(op.args), _layout_key(op.kwargs))]
-    return _LAST_ARGUMENTS_KEY[1]
+    return (_layout_key(op.args), _layout_key(op.kwargs))
 
 
 def _layout_key(tree: Any) -> Any:
