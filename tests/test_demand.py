@@ -17,6 +17,7 @@ from conftest import Fn, meta
 from torchroofline import analyze
 from torchroofline.demand.selection import _numbers_region
 from torchroofline.regions import (
+    MAX_BOXES,
     Region,
     _strided_boxes,
     _union_set,
@@ -454,6 +455,18 @@ def test_offset_diagonal_matmul_is_a_shifted_row_scaling() -> None:
     assert (result.tensor_flops, result.vector_flops) == (0, (n - 1) * n)
     assert result.compulsory_bytes == ((n - 1) + (n - 1) * n + n * n) * FP32
     assert any("diagonal matmul" in note for note in result.notes)
+
+
+@pytest.mark.parametrize("n", [8, 64, 512])
+def test_a_diagonal_view_of_a_product_needs_its_rows_and_columns(n: int) -> None:
+    # torch.diagonal(a @ b, 1) keeps out[i, i + 1], i < n − 1: row i of a and column i + 1 of b,
+    # 2n FLOPs each. The view (stride n + 1) is no box of the product; its first MAX_BOXES
+    # elements are placed exactly, so up to that many rows and columns are charged:
+    # min(n − 1, MAX_BOXES) · n elements of each operand, plus the n − 1 outputs
+    result = bound(lambda a, b: torch.diagonal(a @ b, 1), meta(n, n), meta(n, n))
+    assert result.tensor_flops == 2 * n * (n - 1)
+    placed = min(n - 1, MAX_BOXES)
+    assert result.compulsory_bytes == (2 * placed * n + (n - 1)) * FP32
 
 
 def test_sliced_diagonal_matmul_scales_the_rows_it_keeps() -> None:

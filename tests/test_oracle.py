@@ -519,6 +519,16 @@ REARRANGEMENTS: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] =
     "diag_of_product": (
         lambda: Fn(lambda a, b: torch.diag(a @ b)), lambda: (torch.randn(5, 4), torch.randn(4, 5)),
     ),
+    # the same through a view (stride n + 1, no box of the product's layout): each of the 4
+    # kept elements is placed exactly, so rows 0..3 of a and columns 1..4 of b are needed
+    "diagonal_view_of_product": (
+        lambda: Fn(lambda a, b: torch.diagonal(a @ b, 1)),
+        lambda: (torch.randn(5, 4), torch.randn(4, 5)),
+    ),
+    # overlapping windows (a view with no box either): windows 0 and 1 of size 3, step 2
+    "unfold_windows_kept": (
+        lambda: Fn(lambda x: x.unfold(1, 3, 2)[:, :2].sum(-1)), lambda: (torch.randn(3, 9),),
+    ),
     "trace_of_product": (
         lambda: Fn(lambda a, b: torch.trace(a @ b)), lambda: (torch.randn(5, 4), torch.randn(4, 5)),
     ),

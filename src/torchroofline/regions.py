@@ -643,10 +643,15 @@ def _axis_pieces(
     return pieces
 
 
-def to_base(placement: Placement | None, ref: TensorRef, region: Region) -> Region:
-    """A region in ``ref``'s view coordinates as a region of its storage's layout."""
+def to_base(placement: Placement | None, ref: TensorRef, region: Region,
+            layout: Layout | None = None) -> Region:
+    """A region in ``ref``'s view coordinates as a region of its storage's layout. A view that
+    is no box there (a diagonal, overlapping windows) maps as a count, with the storage
+    elements of its first :data:`MAX_BOXES` demanded elements placed exactly where ``layout``
+    (the storage's) is given: a small diagonal keeps which rows and columns it needs."""
     if placement is None:
-        return Region(opaque=min(region.count, ref.elements))
+        points = [] if layout is None else _placed_points(ref, region, layout)
+        return Region.of(points, min(region.count, ref.elements))
     if placement.is_identity:
         return region
     boxes: list[Box] = []
@@ -675,6 +680,23 @@ def to_base(placement: Placement | None, ref: TensorRef, region: Region) -> Regi
     # view elements → storage elements (an overlapping view touches fewer than it shows)
     opaque = max(region.opaque, counted) * ref.elements // max(math.prod(ref.shape), 1)
     return Region.of(boxes, opaque)
+
+
+def _placed_points(ref: TensorRef, region: Region, layout: Layout) -> list[Box]:
+    """One-element boxes in ``layout`` for the storage elements of the first
+    :data:`MAX_BOXES` elements of ``region`` (view coordinates) that lie in the layout."""
+    if len(ref.strides) != len(ref.shape) or 0 in layout.sizes:
+        return []
+    points: list[Box] = []
+    for box in region.boxes:
+        for index in itertools.product(*(itertools.chain(*index_set) for index_set in box)):
+            flat = ref.offset + sum(map(int.__mul__, index, ref.strides))
+            coordinates = [(flat // stride) % size for size, stride in zip(*layout, strict=True)]
+            if sum(map(int.__mul__, coordinates, layout.strides)) == flat:  # inside the layout
+                points.append(tuple((range(c, c + 1),) for c in coordinates))
+            if len(points) == MAX_BOXES:
+                return points
+    return points
 
 
 def from_base(placement: Placement | None, ref: TensorRef, region: Region) -> Region:
@@ -824,7 +846,9 @@ class Storages:
                 ref, Region.of([full_box(ref.shape)]) if region is None else region,
                 self.unit(ref.storage_id),
             )
-            mapped = self._in_storage[key] = to_base(self.placement(view), view, in_view)
+            mapped = self._in_storage[key] = to_base(
+                self.placement(view), view, in_view, self._layouts.get(view.storage_id)
+            )
         return mapped
 
     def in_view(self, ref: TensorRef, region: Region) -> Region:
