@@ -98,6 +98,7 @@ class FlopCount:
 #: No FLOPs (one launch), shared: FLOP counts are immutable
 NO_FLOPS = FlopCount()
 
+
 @dataclass(frozen=True)
 class Cost:
     """The work and traffic of some ops or kernels, added with ``+``: FLOPs on the matmul units
@@ -349,18 +350,15 @@ def rule_coverage() -> RuleCoverage:
 
 def rule_for(op: TracedOp) -> CostRule | None:
     """The registered rule, else the pointwise rule for an op PyTorch tags pointwise."""
-    if op.func is None:
-        return lookup(_RULES, op)
-    return _overload_rule(op.func)
-
-
-@functools.cache  # a program calls few overloads, each many times; rules are registered on import
-def _overload_rule(func: OpOverload) -> CostRule | None:
-    """:func:`rule_for` an op of overload ``func``."""
-    rule = _RULES.get(func, _RULES.get(func.overloadpacket))
-    if rule is None and torch.Tag.pointwise in func.tags:
+    rule = lookup(_RULES, op)
+    if rule is None and op.func is not None and _tagged_pointwise(op.func):
         return _TAGGED_POINTWISE
     return rule
+
+
+@functools.cache  # an overload's tags never change, and reading them is slow
+def _tagged_pointwise(func: OpOverload) -> bool:
+    return torch.Tag.pointwise in func.tags
 
 
 def flops_on_shapes(func: OpOverload, *args: Any, **kwargs: Any) -> FlopCount:
