@@ -9,9 +9,10 @@ KernelBench problem files at the revision that was timed) and ``timings/<set>/ba
 What it does:
 
 1. analyzes every problem once (warm cache), then re-prices it on each setup's GPU with
-   ``Result.on`` and keeps only the model's input (:class:`~torchroofline.estimate.ProgramLoad`),
-   so the fit re-runs the model itself, not a copy of it;
-2. fits the shared constants of :data:`~torchroofline.estimate.DEFAULT_PARAMS` plus one host
+   ``Result.on`` and keeps only the model's input
+   (:class:`~torchroofline.price.estimate.ProgramLoad`), so the fit re-runs the model itself,
+   not a copy of it;
+2. fits the shared constants of :data:`~torchroofline.price.estimate.DEFAULT_PARAMS` plus one host
    speed per *training* setup (CPU costs differ between machines) by coordinate descent in log
    space on a robust loss over |log2(estimate / measured)|; the default host profile is the
    geometric mean of the training hosts;
@@ -34,15 +35,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from torchroofline.estimate import (
+from torchroofline.price.estimate import (
     DEFAULT_PARAMS,
     EstimateParams,
     HostCosts,
     ProgramLoad,
     estimate_modes,
 )
-from torchroofline.kernelbench import analyze_file, discover, load_timings, lookup_time
-from torchroofline.validate import MODES, Accuracy, plot_estimates
+from torchroofline.suites.kernelbench import analyze_file, discover, load_timings, lookup_time
+from torchroofline.suites.validate import MODES, Accuracy, plot_estimates
 
 ROOT = Path(__file__).resolve().parent.parent
 

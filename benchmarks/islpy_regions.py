@@ -1,5 +1,5 @@
 """Should regions be integer sets from ``islpy`` (isl)? The operations the demand walk makes,
-timed in ``torchroofline.regions`` and in islpy, with the distinct elements each counts.
+timed in ``torchroofline.trace.regions`` and in islpy, with the distinct elements each counts.
 
     pip install islpy   # 8.5 MB wheel, not a dependency of torchroofline
     python benchmarks/islpy_regions.py
@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from torchroofline.regions import Region
+from torchroofline.trace.regions import Region
 
 SHAPE = (8, 64, 56, 56)
 REPEATS = 2000

@@ -293,7 +293,7 @@ def child_perop(depth: str, repeats: str, layers: str) -> dict:
     import torch
 
     import torchroofline
-    from torchroofline.trace import trace_model
+    from torchroofline.trace.tracer import trace_model
 
     _warm_up_ours()
     count = int(repeats)
@@ -355,7 +355,7 @@ def _flop_counter_flops(path: str) -> int:
     from torch._guards import detect_fake_mode
     from torch.utils.flop_counter import FlopCounterMode
 
-    from torchroofline.kernelbench import build_problem, load_problem
+    from torchroofline.suites.kernelbench import build_problem, load_problem
 
     model, inputs, _ = build_problem(load_problem(path))
     mode = detect_fake_mode(list(inputs) + list(model.parameters()))
@@ -366,7 +366,7 @@ def _flop_counter_flops(path: str) -> int:
 
 
 def child_ours(*paths: str) -> dict:
-    from torchroofline.kernelbench import analyze_file
+    from torchroofline.suites.kernelbench import analyze_file
 
     _warm_up_ours()
     problems = []

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from calibrate import ROOT, SETUPS, setup_timings
 
-from torchroofline.batch import Progress, analyze_batch
-from torchroofline.kernelbench import discover, level_of, lookup_time, run_name
+from torchroofline.suites.batch import Progress, analyze_batch
+from torchroofline.suites.kernelbench import discover, level_of, lookup_time, run_name
 
 DEFAULT_DATA = ROOT.parent / "shared" / "calibration"
 DOC = ROOT / "docs" / "soundness.md"

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchroofline.batch import analyze_batch
-from torchroofline.kernelbench import discover, level_of
+from torchroofline.suites.batch import analyze_batch
+from torchroofline.suites.kernelbench import discover, level_of
 
 DEFAULT_PROBLEMS = Path("/work/shared/calibration/problems")
 DOC = Path(__file__).resolve().parent.parent / "docs" / "tightness.md"

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from torchroofline import analyze_file, get_gpu
-from torchroofline.kernelbench import discover, load_problem
+from torchroofline.suites.kernelbench import discover, load_problem
 
 FLUSH_BYTES = 512 * 2**20  # larger than any L2 in the table (B200: 126 MB)
 

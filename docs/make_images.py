@@ -1,6 +1,6 @@
 """Make the README pictures under docs/img/: ``python docs/make_images.py [out_dir]``.
 
-Every figure is drawn by torchroofline.viz from a real analysis. The MEASURED TIMES ARE
+Every figure is drawn by torchroofline.present.viz from a real analysis. The MEASURED TIMES ARE
 ILLUSTRATIVE: invented multiples of the speed of light, chosen to look like a typical suite
 (one deliberately faster than light, to show the "impossible" highlight). No GPU was used.
 """
@@ -15,8 +15,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torchroofline
-from torchroofline.batch_report import BatchReport
-from torchroofline.viz import plot_gpus, plot_result, plot_suite
+from torchroofline.present.viz import plot_gpus, plot_result, plot_suite
+from torchroofline.suites.batch_report import BatchReport
 
 IMG_DIR = Path(__file__).resolve().parent / "img"
 GPU = "h100-sxm"

@@ -59,7 +59,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def unit_rules() -> str:
-    from torchroofline.precision import UNIT_RULES
+    from torchroofline.price.precision import UNIT_RULES
 
     rows = [
         [precision, kind.value, rule.tensor_key or "CUDA cores (fp32 FMA)",
@@ -70,7 +70,7 @@ def unit_rules() -> str:
 
 
 def fp32_switches() -> str:
-    from torchroofline.precision import FP32_SWITCHES, TORCH_DEFAULTS
+    from torchroofline.price.precision import FP32_SWITCHES, TORCH_DEFAULTS
 
     rows = []
     for kind, rule in FP32_SWITCHES.items():
@@ -82,7 +82,7 @@ def fp32_switches() -> str:
 
 
 def fallback_units() -> str:
-    from torchroofline.precision import FALLBACK_UNITS
+    from torchroofline.price.precision import FALLBACK_UNITS
 
     rows = [[key, f"{fallback} tensor cores" if fallback else "CUDA cores", why]
             for key, (fallback, why) in FALLBACK_UNITS.items()]
@@ -154,7 +154,7 @@ def performance() -> str:
 
 
 def fusion_rules() -> str:
-    from torchroofline.fusion import FUSION_RULES
+    from torchroofline.plan.fusion import FUSION_RULES
 
     rows = [[f"`{rule.__name__}`", " ".join((rule.__doc__ or "").split())] for rule in FUSION_RULES]
     return _table(["rule (in the order tried)", "refuses a pair when — and the Inductor source"],
@@ -162,7 +162,7 @@ def fusion_rules() -> str:
 
 
 def demand_rules() -> str:
-    from torchroofline import demand
+    from torchroofline.plan import demand
 
     rules = {demand.pointwise_demand: ["every op of category pointwise"]}
     for name, rule in demand.DEMAND_RULES.items():
@@ -177,7 +177,7 @@ def demand_rules() -> str:
 
 
 def structure_rules() -> str:
-    from torchroofline.demand import STRUCTURE_RULES
+    from torchroofline.plan.demand import STRUCTURE_RULES
 
     rows = [[f"`{name}`", text] for name, text in STRUCTURE_RULES.items()]
     return _table(["rule", "pattern, cheapest implementation priced, and why it is the same"], rows)
@@ -202,7 +202,7 @@ def _constant_value(params: object, name: str) -> str:
 
 def estimate_constants() -> str:
     """Every constant of the performance model, its value and its source."""
-    from torchroofline.estimate import CONSTANT_NOTES, DEFAULT_PARAMS
+    from torchroofline.price.estimate import CONSTANT_NOTES, DEFAULT_PARAMS
 
     rows = [[f"`{name}`", _constant_value(DEFAULT_PARAMS, name), note]
             for name, note in CONSTANT_NOTES.items()]
@@ -243,7 +243,7 @@ def memory_verdicts() -> str:
     import torch
 
     import torchroofline
-    from torchroofline.report import fit_line
+    from torchroofline.present.report import fit_line
 
     spec = importlib.util.spec_from_file_location("gpt", ROOT / "benchmarks" / "models" / "gpt.py")
     gpt = importlib.util.module_from_spec(spec)

@@ -11,7 +11,7 @@ import torch.nn as nn
 from hypothesis import settings
 
 import torchroofline
-from torchroofline.roofline import Result
+from torchroofline.price.roofline import Result
 
 # generated programs are the same on every run (CI and a fresh clone see the examples the
 # last green run saw); a search for new counterexamples: pytest --hypothesis-profile=default

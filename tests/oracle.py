@@ -30,7 +30,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._pytree import tree_flatten
 
 from conftest import Fn
-from torchroofline.roofline import Result
+from torchroofline.price.roofline import Result
 
 #: a gradient this far below the largest one (float64: 1e-16 rounding) is taken for zero
 RELATIVE_ZERO = 1e-10

@@ -15,7 +15,7 @@ import torch
 
 from conftest import H100_FP32
 from torchroofline.cli import build_parser, main
-from torchroofline.kernelbench import analyze_file
+from torchroofline.suites.kernelbench import analyze_file
 
 SUITE = Path(__file__).parent / "fixtures" / "kernelbench"
 MATMUL = SUITE / "level1" / "1_Square_matrix_multiplication_.py"
@@ -180,7 +180,7 @@ def test_without_debug_an_error_with_a_cause_points_to_debug(capsys):
 
 
 def test_batch_progress_shows_a_workers_traceback_with_debug():
-    from torchroofline.batch import Outcome, Progress
+    from torchroofline.suites.batch import Outcome, Progress
 
     failed = Outcome("level1/1_x.py", "failed", "boom", None, 0.1, "Traceback (most recent...)\n")
     for debug in (False, True):
@@ -285,8 +285,8 @@ def test_batch_report_figures(suite_report):
 
 
 def test_batch_report_formats(suite_report, tmp_path):
-    from torchroofline.batch_report import BatchReport
     from torchroofline.cli import write_report
+    from torchroofline.suites.batch_report import BatchReport
 
     _, data = suite_report
     report = BatchReport.from_dict(data)
@@ -364,7 +364,7 @@ def test_an_interrupted_batch_keeps_the_problems_finished(tmp_path, command, suf
 
 
 def test_a_level_filter_that_keeps_nothing_says_so(capsys):
-    from torchroofline.kernelbench import discover
+    from torchroofline.suites.kernelbench import discover
 
     code, _, err = run(capsys, "kernelbench", SUITE, "--level", "7")
     assert code == 2
@@ -403,7 +403,7 @@ def test_kernel_names_are_never_cut():
     import torch.nn as nn
 
     import torchroofline
-    from torchroofline.report import format_result
+    from torchroofline.present.report import format_result
 
     class Model(nn.Module):
         def __init__(self) -> None:

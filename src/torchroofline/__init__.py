@@ -1,5 +1,6 @@
 """torchroofline: speed-of-light bounds for PyTorch programs on a chosen GPU."""
 
+from . import present  # noqa: F401  (Result's print, to_dict and plot register themselves)
 from .api import analyze, max_batch
 from .errors import (
     ClockError,
@@ -11,15 +12,18 @@ from .errors import (
     TorchrooflineError,
     UnknownGPUError,
 )
-from .hardware import GPUSpec, get_gpu, list_gpus
-from .kernelbench import analyze_file, compare_kernelbench, load_problem
-from .roofline import KernelEstimate, Result
+from .price.estimate import EstimateParams
+from .price.hardware import GPUSpec, get_gpu, list_gpus
+from .price.roofline import KernelEstimate, Result
+from .suites import validate
+from .suites.kernelbench import analyze_file, compare_kernelbench, load_problem
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ClockError",
     "DataDependentError",
+    "EstimateParams",
     "GPUSpec",
     "InputError",
     "KernelEstimate",
@@ -37,13 +41,14 @@ __all__ = [
     "load_problem",
     "max_batch",
     "plot_gpus",
+    "validate",
 ]
 
 
 def __getattr__(name: str):
     """``plot_gpus`` lives in the viz module, which needs matplotlib (the ``viz`` extra)."""
     if name == "plot_gpus":
-        from .viz import plot_gpus
+        from .present.viz import plot_gpus
 
         return plot_gpus
     raise AttributeError(f"module 'torchroofline' has no attribute '{name}'")

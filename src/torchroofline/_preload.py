@@ -4,6 +4,6 @@ paying it once per batch instead of once per worker is the point of long-lived w
 
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from . import kernelbench  # noqa: F401 — loads the analysis modules
+from .suites import kernelbench  # noqa: F401 — loads the analysis modules
 
 FakeTensorMode()

@@ -8,20 +8,20 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn as nn
 
-from .collector import paused
 from .costs import float_element_bytes
 from .errors import InputError, ModelError
-from .given import DATA_LIMIT_BYTES, resolve_data, with_given_values
-from .hardware import GPUSpec
-from .memory import Allocation, BatchFit, allocations, batch_scaled, largest_batch, replay
-from .plans import make_plans
-from .roofline import Result, price
-from .step_figures import with_checkpoint
-from .trace import REAL_FALLBACK_LIMIT_BYTES, _module_tensors, check_inputs, trace_model
-from .training import step_trace_options
+from .plan.given import DATA_LIMIT_BYTES, resolve_data, with_given_values
+from .plan.memory import Allocation, BatchFit, allocations, batch_scaled, largest_batch, replay
+from .plan.plans import make_plans
+from .price.hardware import GPUSpec
+from .price.roofline import Result, price
+from .price.step_figures import with_checkpoint
+from .trace.collector import paused
+from .trace.tracer import REAL_FALLBACK_LIMIT_BYTES, _module_tensors, check_inputs, trace_model
+from .trace.training import step_trace_options
 
 if TYPE_CHECKING:
-    from .estimate import EstimateParams
+    from .price.estimate import EstimateParams
 
 
 @paused()
@@ -88,8 +88,8 @@ def analyze(
     datasheet figures assume (:meth:`~torchroofline.gpu_spec.GPUSpec.at_clocks`).
     ``mem_clock_mhz`` likewise scales the bandwidth by the locked over the nominal memory clock.
     """
-    from .hardware import get_gpu
-    from .precision import MathSwitches, check_math, check_precision
+    from .price.hardware import get_gpu
+    from .price.precision import MathSwitches, check_math, check_precision
 
     spec = get_gpu(gpu).at_clocks(clock_mhz, mem_clock_mhz)
     check_precision(precision)  # fail before tracing
@@ -139,8 +139,8 @@ def max_batch(
     batch, and the search re-prices those sizes without tracing, then traces its answer and
     the batch above (where the search tried it) to confirm them. Otherwise every batch tried
     is one trace, at most ``traces``."""
-    from .hardware import get_gpu
-    from .precision import check_precision
+    from .price.hardware import get_gpu
+    from .price.precision import check_precision
 
     spec = get_gpu(gpu)
     float_bytes = float_element_bytes(check_precision(precision))

@@ -27,9 +27,9 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .batch_report import BatchReport
-    from .memory import BatchFit
-    from .roofline import Result
+    from .plan.memory import BatchFit
+    from .price.roofline import Result
+    from .suites.batch_report import BatchReport
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_FASTER_THAN_LIGHT = 3  #: a generated kernel's time beats the speed of light
@@ -176,7 +176,7 @@ def _times(text: str) -> list[float]:
 
 def estimate_params(host_scale: float) -> Any:
     """The performance model's constants for ``--host-scale``; None (the fitted ones) at 1."""
-    from .estimate import DEFAULT_PARAMS
+    from .price.estimate import DEFAULT_PARAMS
 
     return None if host_scale == 1 else DEFAULT_PARAMS.host_scaled(host_scale)
 
@@ -299,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--out", required=True, metavar="DIR", help="folder for the pictures")
     plot.add_argument("--per-problem", action="store_true", help="also one roofline each")
 
-    from .validate import add_arguments as validate_arguments
+    from .suites.validate import add_arguments as validate_arguments
 
     validate = _command(
         commands, "validate", help="check bounds and estimates against measured times",
@@ -315,8 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _target_gpu(args: argparse.Namespace) -> Any:
     """The GPU ``--gpu`` names, checked with ``--precision`` and ``--math`` before any work; a
     short name that several parts share (``a100``) gets a one-line note saying which it picks."""
-    from .hardware import choice_note, get_gpu
-    from .precision import check_math, check_precision
+    from .price.hardware import choice_note, get_gpu
+    from .price.precision import check_math, check_precision
 
     gpu = get_gpu(args.gpu).at_clocks(
         getattr(args, "clock_mhz", None), getattr(args, "mem_clock_mhz", None)
@@ -361,7 +361,7 @@ def _training_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from .kernelbench import compare_kernelbench, reference_for
+    from .suites.kernelbench import compare_kernelbench, reference_for
 
     gpu = _target_gpu(args)
     for file in args.files:
@@ -407,11 +407,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             if comparison is not None:
                 print(comparison.format())
             if batch_fit is not None:
-                from .report import batch_fit_line
+                from .present.report import batch_fit_line
 
                 print(batch_fit_line(batch_fit))
         elif args.format == "prompt":
-            from .report import format_prompt
+            from .present.report import format_prompt
 
             print(format_prompt(result, gen_ms=args.gen_ms))
         if args.plot:
@@ -429,8 +429,8 @@ def _analyzed(
     """``file`` analyzed and, with ``--max-batch``, the largest batch of the same built model
     that fits ``gpu``; the TF32 switches the file sets at import hold for both, and only them."""
     from .api import max_batch
-    from .kernelbench import analyze_file, load_and_build
-    from .precision import restoring_switches
+    from .price.precision import restoring_switches
+    from .suites.kernelbench import analyze_file, load_and_build
 
     with restoring_switches():
         built = load_and_build(file, class_name=args.class_name)
@@ -507,7 +507,7 @@ GPU_COLUMNS: dict[str, Callable[[Any], str]] = {
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:
-    from .hardware import list_gpus
+    from .price.hardware import list_gpus
 
     specs = list_gpus()
     if args.json:
@@ -543,7 +543,8 @@ def _levels(text: str | None) -> set[int] | None:
 def suite_text(report: BatchReport, suffix: str, interrupted: str | None = None) -> str:
     """The batch report as Markdown, CSV or JSON (``suffix``), marked partial when the batch was
     ``interrupted`` (the interruption's one line)."""
-    from .report import mark_partial, suite_csv, suite_markdown
+    from .present.report import suite_csv, suite_markdown
+    from .suites.batch_report import mark_partial
 
     writers = {
         ".md": suite_markdown,
@@ -564,7 +565,7 @@ def write_report(report: BatchReport, path: str, interrupted: str | None = None)
 
 def _nothing_to_run(paths: Sequence[str], levels: set[int] | None) -> str:
     """Why ``discover`` found nothing: no problem files at all, or a level filter that left none."""
-    from .kernelbench import discover, level_of
+    from .suites.kernelbench import discover, level_of
 
     where = " ".join(paths)
     unfiltered = discover(paths) if levels else []
@@ -579,9 +580,9 @@ def _nothing_to_run(paths: Sequence[str], levels: set[int] | None) -> str:
 
 
 def cmd_kernelbench(args: argparse.Namespace) -> int:
-    from .batch import BatchInterrupted, Progress, analyze_batch
-    from .kernelbench import discover, load_timings
-    from .report import suite_summary_line
+    from .present.report import suite_summary_line
+    from .suites.batch import BatchInterrupted, Progress, analyze_batch
+    from .suites.kernelbench import discover, load_timings
 
     gpu = _target_gpu(args)
     if args.out:
@@ -621,7 +622,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     if _said_where_it_wrote(args.out, interrupted):
         return EXIT_INTERRUPTED
     if args.plot_dir:
-        from .viz import plot_suite
+        from .present.viz import plot_suite
 
         _warn_if_unmeasured(report)
         for picture in plot_suite(report, args.plot_dir, per_problem=args.per_problem):
@@ -644,8 +645,8 @@ def _said_where_it_wrote(out: str | None, interrupted: str | None) -> bool:
 
 def _run_and_problems(folder: str, paths: list[Path], where: Sequence[str]) -> tuple[Any, list]:
     """The run in ``folder`` and the problem files among ``paths`` it has samples for."""
-    from .kernelbench import level_of, run_problems
-    from .runs import load_run
+    from .suites.kernelbench import level_of, run_problems
+    from .suites.runs import load_run
 
     levels = {level_of(path) for path in paths}
     run = load_run(folder, level=levels.pop() if len(levels) == 1 else None)
@@ -666,8 +667,8 @@ def _report_run(
 ) -> int:
     """The run report (``--run``) in place of the suite report: printed, written, pictured;
     marked partial when the batch was ``interrupted``."""
-    from .report import mark_partial
-    from .runs import RUN_WRITERS, join_run
+    from .suites.batch_report import mark_partial
+    from .suites.runs import RUN_WRITERS, join_run
 
     joined = join_run(run, report)
 
@@ -688,7 +689,7 @@ def _report_run(
     if _said_where_it_wrote(args.out, interrupted):
         return EXIT_INTERRUPTED
     if args.plot_dir:
-        from .viz import plot_run
+        from .present.viz import plot_run
 
         picture = Path(args.plot_dir) / "run_sol.png"
         picture.parent.mkdir(parents=True, exist_ok=True)
@@ -707,7 +708,7 @@ def _check_suffix(path: str) -> None:
 
 
 def _warn_if_unmeasured(report: BatchReport) -> None:
-    from .viz import problem_points
+    from .present.viz import problem_points
 
     if report.problems and not problem_points(report):
         _note(
@@ -717,8 +718,8 @@ def _warn_if_unmeasured(report: BatchReport) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from .batch_report import BatchReport
-    from .viz import plot_suite
+    from .present.viz import plot_suite
+    from .suites.batch_report import BatchReport
 
     try:
         data = json.loads(Path(args.report).read_text())
@@ -731,8 +732,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     for path in plot_suite(report, args.out, per_problem=args.per_problem):
         print(path)
     if "samples" in data:  # a 'kernelbench --run' report
-        from .runs import RunReport
-        from .viz import plot_run
+        from .present.viz import plot_run
+        from .suites.runs import RunReport
 
         picture = Path(args.out) / "run_sol.png"
         plot_run(RunReport.from_dict(data), picture)
@@ -742,9 +743,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """0, 1 when a measured time beats the speed of light, 130 when interrupted."""
-    from .batch import Progress
-    from .kernelbench import discover
-    from .validate import impossible_count, run
+    from .suites.batch import Progress
+    from .suites.kernelbench import discover
+    from .suites.validate import impossible_count, run
 
     levels = _levels(args.level)
     progress = Progress(len(discover(args.paths, levels)), debug=args.debug)

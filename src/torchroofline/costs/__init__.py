@@ -1,4 +1,5 @@
-"""Stage 2: the cost of each traced op — category, FLOPs, which unit runs them, bytes.
+"""Stage 2, costs: a :class:`~torchroofline.trace.tracer.Trace` in, one :class:`OpRecord` per op
+out — its category, FLOPs, which unit runs them, bytes.
 
 One registry maps aten ops to a :class:`CostRule`, keyed as ``torch.utils.flop_counter`` keys its
 formulas: by overload packet (``aten.add``: every overload and the ``out=`` spellings; the in-place
@@ -27,10 +28,10 @@ from torch._ops import OpOverload, OpOverloadPacket
 from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import flop_registry, sdpa_flop_count
 
-from ..aten_ops import aten, is_missing, missing_ops
 from ..errors import PrecisionError
-from ..intercept import RNN_CALLS
-from ..trace import TensorRef, Trace, TracedOp, base_name, largest_per_value
+from ..trace.aten_ops import aten, is_missing, missing_ops
+from ..trace.intercept import RNN_CALLS
+from ..trace.tracer import TensorRef, Trace, TracedOp, base_name, largest_per_value
 
 
 class Category(str, Enum):

@@ -14,8 +14,8 @@ import math
 import torch
 from torch.utils.flop_counter import sdpa_backward_flop_count
 
-from ..aten_ops import aten
-from ..trace import TracedOp
+from ..trace.aten_ops import aten
+from ..trace.tracer import TracedOp
 from . import (
     NO_FLOPS,
     Category,

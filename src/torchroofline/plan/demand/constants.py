@@ -1,0 +1,168 @@
+"""Known values: what depends only on shapes and constants is evaluated for real, so the
+rules can read a causal mask built in ``forward``."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_leaves, tree_map
+
+from ...trace.regions import (
+    Box,
+    Region,
+    positions_to_set,
+)
+from ...trace.tracer import TracedOp
+from ._core import _Context
+from .layout import TRIANGLE_BANDS
+
+#: Elements a value may have to be evaluated for real (a 2048 × 2048 causal mask is 4 M).
+CONSTANT_LIMIT_ELEMENTS = 1 << 22
+
+
+def _evaluable(op: TracedOp, known: dict[int, torch.Tensor]) -> bool:
+    """Whether ``op``'s outputs depend only on shapes and on values already known: an aten op
+    that is not random, writes nothing in place and allocates no uninitialised memory, whose
+    every read is known and whose outputs are small."""
+    func = op.func
+    if func is None or op.is_view or not op.writes or op.written_arguments:
+        return False
+    if torch.Tag.nondeterministic_seeded in func.tags or "empty" in op.base:
+        return False
+    if any(w.storage_elements > CONSTANT_LIMIT_ELEMENTS for w in op.writes):
+        return False
+    return all(ref.value_id in known for ref in op.reads)
+
+
+def _on_cpu(leaf: Any) -> Any:
+    return torch.device("cpu") if isinstance(leaf, torch.device) else leaf
+
+
+def _with_values(op: TracedOp, known: dict[int, torch.Tensor]) -> tuple[Any, Any]:
+    """``op``'s arguments with each tensor replaced by its known value, on the CPU."""
+    reads = iter(
+        known[ref.value_id].as_strided(ref.shape, ref.strides, ref.offset) for ref in op.reads
+    )
+    return tree_map(
+        lambda leaf: next(reads) if isinstance(leaf, torch.Tensor) else _on_cpu(leaf),
+        (op.args, op.kwargs),
+    )
+
+
+def known_values(
+    ops: Sequence[TracedOp],
+    constants: Mapping[int, torch.Tensor],
+    only: Collection[int] | None = None,
+) -> dict[int, torch.Tensor]:
+    """value id → its storage's elements (flat, on the CPU) for every value that depends only
+    on shapes and constants: ``ones``, ``arange``, ``eye``, ``tril`` of them, a comparison of
+    them — the causal masks and position ids a model builds in ``forward`` — starting from the
+    ``constants`` the trace knows (buffers such as a mask built in ``__init__``). They are
+    small, so the ops are run for real; the demand rules read them (:func:`_known`). With
+    ``only``, just the ops writing one of those value ids run (the values some rule reads and
+    what they are computed from: :func:`given.value_sources`)."""
+    known: dict[int, torch.Tensor] = dict(constants)
+    for op in ops:
+        if only is not None and not any(w.value_id in only for w in op.writes):
+            continue
+        if all(w.value_id in known for w in op.writes) or not _evaluable(op, known):
+            continue
+        args, kwargs = _with_values(op, known)
+        try:
+            output = op.func(*args, **kwargs)
+        except Exception:  # noqa: BLE001 — an op the CPU cannot run stays unknown
+            continue
+        tensors = [leaf for leaf in tree_leaves(output) if isinstance(leaf, torch.Tensor)]
+        for ref, tensor in zip(op.writes, tensors, strict=False):
+            if tuple(tensor.shape) != ref.shape:
+                break  # sized by other values than the traced ones (a random fill): unknown
+            storage = torch.zeros(ref.storage_elements or ref.elements, dtype=tensor.dtype)
+            storage.as_strided(ref.shape, ref.strides, ref.offset).copy_(tensor)
+            known[ref.value_id] = storage
+    return known
+
+
+def _known(context: _Context, position: int) -> torch.Tensor | None:
+    """The value of read ``position`` as the op sees it, if it is known."""
+    ref = context.op.reads[position]
+    storage = context.known.get(ref.value_id)
+    return None if storage is None else storage.as_strided(ref.shape, ref.strides, ref.offset)
+
+
+def _unexpanded(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` with every broadcast (stride-0) dim cut to size 1: what it was expanded from,
+    so a condition broadcast along a dim is seen to be the same all along it."""
+    for dim in range(tensor.dim()):
+        if tensor.stride(dim) == 0 and tensor.shape[dim] > 1:
+            tensor = tensor.narrow(dim, 0, 1)
+    return tensor
+
+
+#: Most positions of the leading dims (all but the last two) a known condition is split along,
+#: one set of boxes each: past it, what holds at every leading position is kept.
+_SPLIT_POSITIONS = 1024
+
+
+def _region_where(condition: torch.Tensor, region: Region) -> Region:
+    """The demanded elements where the known boolean ``condition`` (broadcast to the output
+    shape) holds. Along the leading dims, each position where the condition varies keeps its
+    own elements (a padding mask per batch row: each row its own columns); along dims it is
+    broadcast it is the same everywhere. Rows (the second-to-last dim) are cut into bands,
+    :data:`TRIANGLE_BANDS` shared by the distinct leading matrices, each band keeping the
+    columns all its rows keep — exact for masks constant along rows, and short of a causal
+    mask's triangle by at most 1/(2·bands) of it. Outputs with no position: none kept."""
+    boxes = []
+    for box in region.boxes:
+        lead = (1,) * (len(box) - condition.dim())
+        picked = _unexpanded(condition.reshape(lead + tuple(condition.shape)))
+        for dim, index_set in enumerate(box):
+            if picked.shape[dim] > 1:
+                positions = torch.tensor([i for r in index_set for i in r], dtype=torch.int64)
+                picked = picked.index_select(dim, positions)
+        if len(box) < 2:
+            flat = [i for r in box[0] for i in r] if box else []
+            kept = picked.expand(len(flat)).nonzero().reshape(-1).tolist() if box else []
+            if box and kept:
+                boxes.append((positions_to_set(flat[i] for i in kept),))
+            elif not box and bool(picked):
+                boxes.append(())
+            continue
+        boxes += _kept_boxes(picked, box)
+    return Region.of(boxes)
+
+
+def _kept_boxes(picked: torch.Tensor, box: Box) -> list[Box]:
+    """:func:`_region_where` for one box of two or more dims, ``picked`` the condition at its
+    positions (size 1 along dims it is broadcast)."""
+    lead = picked.shape[:-2]
+    split = [d for d, n in enumerate(lead) if n > 1]
+    if math.prod(lead[d] for d in split) > _SPLIT_POSITIONS:
+        split = []
+    others = [d for d in range(len(lead)) if d not in split]
+    matrices = picked.all(others) if others else picked  # (split sizes..., rows, cols)
+    rows = [i for r in box[-2] for i in r]
+    columns = [i for r in box[-1] for i in r]
+    shared: dict[bytes, list[tuple[int, ...]]] = {}
+    for combo in itertools.product(*(range(lead[d]) for d in split)):
+        shared.setdefault(matrices[combo].numpy().tobytes(), []).append(combo)
+    band = max(1, -(-len(rows) // max(1, TRIANGLE_BANDS // len(shared))))
+    positions = [[i for r in index_set for i in r] for index_set in box[:-2]]
+    boxes = []
+    for combos in shared.values():
+        matrix = matrices[combos[0]].expand(len(rows), len(columns))
+        for start in range(0, len(rows), band):
+            kept = matrix[start : start + band].all(0).nonzero().reshape(-1).tolist()
+            if not kept:
+                continue
+            chunk = positions_to_set(rows[start : start + band])
+            kept_columns = positions_to_set(columns[i] for i in kept)
+            for combo in combos:
+                leading = list(box[:-2])
+                for d, j in zip(split, combo, strict=True):
+                    leading[d] = (range(positions[d][j], positions[d][j] + 1),)
+                boxes.append((*leading, chunk, kept_columns))
+    return boxes

@@ -1,0 +1,121 @@
+"""The bound for the given input values: which values the demand rules read, and the second
+walk that reads them.
+
+The bound for *any* input (``data="any"``) reads only values that depend on shapes and
+constants (:func:`known_values`). With the input values given (``data="given"``: the tensors
+passed to ``analyze``, a problem file's ``get_inputs()``), the same mechanism runs from more
+seeds: the given inputs (and small real parameters) join the constants, and just the small ops
+that compute an index, a mask or a routing decision from them are run for real, on the CPU
+(:func:`value_sources`): router logits, ``topk``, comparisons, ``nonzero`` — never an expert's
+product. Everything else stays fake. The rules then charge what those values choose: distinct
+rows gathered (:mod:`.selection`), nonzero products of known matmul operands (:mod:`.matmul`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from ...costs import OpKey, OpRecord, add_rules, aten, lookup
+from ...trace.tracer import Trace, TracedOp
+from ._core import _one_of, _op_set
+from .constants import known_values
+from .matmul import has_structure
+from .walk import Necessary, _sized_by_data, necessary_work
+
+#: Ops whose demand rule reads the values of their index or mask arguments (the reads that are
+#: not floats: integer indices, boolean masks); ``nonzero`` reads its input's values to choose
+#: the positions it returns, so every read counts. Their producers are run for real when the
+#: values they come from are given. A ``topk`` or ``sort`` is no reader: its input's values
+#: matter only where a reader downstream consumes its indices, and :func:`value_sources`
+#: reaches it from there.
+_INDEX_READERS: dict[OpKey, bool] = {}
+add_rules(
+    _INDEX_READERS,
+    [
+        aten.embedding, aten.index_select, aten.gather, aten.index, aten._unsafe_index,
+        aten.take, aten._embedding_bag, aten._embedding_bag_forward_only, aten.scatter,
+        aten.scatter_add, aten.scatter_reduce, aten.index_put, aten._index_put_impl,
+        aten._unsafe_index_put, aten.index_add, aten.index_copy, aten.index_reduce, aten.put,
+        aten.masked_scatter, aten.index_fill, aten.masked_fill, aten.where,
+        aten.masked_select,
+    ],
+    False,
+    "value-reader",
+)
+add_rules(_INDEX_READERS, [aten.nonzero], True, "value-reader")
+
+#: Losses whose rule reads its targets (the second read) where their values are known anyway
+#: (passed to ``analyze``, constants): a target equal to ``ignore_index`` picks no score. They
+#: never make a problem's inputs: a benchmark draws its targets in range (``randint``), so the
+#: big logits made with them would change nothing.
+_TARGET_READERS = _op_set([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
+
+#: Matmuls whose rule reads known operand values (:func:`matmul.known_products`): their last two
+#: reads. Operands are read where they are known, never computed for the purpose (a product is
+#: big work to run on the CPU).
+_OPERAND_READERS = frozenset({aten.mm, aten.bmm, aten.addmm, aten.baddbmm})
+
+
+def _read_values(op: TracedOp) -> list[int]:
+    """Value ids whose values ``op``'s demand rule reads to choose positions."""
+    every_read = lookup(_INDEX_READERS, op)
+    if every_read is None:
+        return []
+    return [ref.value_id for ref in op.reads if every_read or not ref.is_float]
+
+
+def value_sources(ops: Sequence[TracedOp]) -> set[int]:
+    """The values some rule reads to choose positions, and every value they are computed from
+    (the index-producing subgraph: router logits → topk → indices)."""
+    wanted: set[int] = set()
+    for op in reversed(ops):
+        if any(w.value_id in wanted for w in op.writes):
+            wanted.update(ref.value_id for ref in op.reads)
+        wanted.update(_read_values(op))
+    return wanted
+
+
+def _operands(ops: Sequence[TracedOp]) -> set[int]:
+    """Values some matmul reads as an operand (:func:`matmul.known_products`)."""
+    return {
+        ref.value_id
+        for op in ops
+        if op.func is not None and op.func.overloadpacket in _OPERAND_READERS
+        for ref in op.reads[-2:]
+    }
+
+
+def _consulted(ops: Sequence[TracedOp]) -> set[int]:
+    """Values whose known value changes what a rule charges: indices, masks, matmul operands."""
+    return {v for op in ops for v in _read_values(op)} | _operands(ops)
+
+
+def reads_values_of(trace: Trace, value_ids: set[int]) -> bool:
+    """Whether some rule reads (or computes what it reads from) one of ``value_ids``."""
+    return not value_ids.isdisjoint(_consulted(trace.ops) | value_sources(trace.ops))
+
+
+def given_necessary(
+    trace: Trace, records: Sequence[OpRecord], known_any: Mapping[int, torch.Tensor]
+) -> Necessary | None:
+    """The necessary work for the given values (``trace.given``), or None when it is the same
+    as for any values: no rule reads a value the given inputs decide, and no size is decided
+    by them. Only then is the second walk run."""
+    given = trace.given or {}
+    sizes_given = trace.ran_on_given_values and bool(_sized_by_data(trace.ops))
+    if not given and not sizes_given:
+        return None
+    known = known_values(
+        trace.ops, {**known_any, **given}, only=value_sources(trace.ops)
+    )
+    newly_known = known.keys() - known_any.keys()
+    # an operand is read for its zeros only: one with none changes nothing
+    index_read = {v for op in trace.ops for v in _read_values(op)} | {
+        op.reads[1].value_id for op in trace.ops if _one_of(op, _TARGET_READERS)
+    }
+    zeros_read = {v for v in newly_known & _operands(trace.ops) if has_structure(known[v] != 0)}
+    if not sizes_given and newly_known.isdisjoint(index_read) and not zeros_read:
+        return None
+    return necessary_work(trace, records, known=known, sizes_given=sizes_given)

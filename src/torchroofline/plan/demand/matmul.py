@@ -1,0 +1,383 @@
+"""Demand rules of matrix products and attention."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+
+import torch
+
+from ...costs import (
+    FlopCount,
+    MatmulKind,
+    aten,
+)
+from ...trace.regions import (
+    NOWHERE,
+    Box,
+    IndexSet,
+    Region,
+    box_difference,
+    box_size,
+    full_box,
+    positions_to_set,
+    set_size,
+)
+from ...trace.tracer import TensorRef
+from ._core import (
+    Demand,
+    _biases,
+    _broadcast,
+    _broadcast_batch,
+    _Context,
+    _proportional,
+    demand_rule,
+)
+from .constants import _known
+from .structures import _structure
+
+
+@demand_rule([aten.mm, aten.addmm, aten.bmm, aten.baddbmm])
+def matmul_demand(context: _Context) -> Demand:
+    """out[..., i, j] needs row i of A and column j of B: 2·K FLOPs per demanded element. A
+    structured operand (a diagonal, a block diagonal) needs only its nonzeros; a batch both
+    operands broadcast is computed once."""
+    op = context.op
+    *bias, left, right = op.reads
+    region = context.output
+    out_shape = op.writes[0].shape
+    if any(len(box) != len(out_shape) for box in region.boxes) or len(left.shape) != len(out_shape):
+        return _proportional(context)
+    for position, ref in ((0, left), (1, right)):
+        structure = _structure(context, ref, -2 if position == 0 else -1)
+        if structure is not None:
+            return structure.product(context, region, position)
+    known = known_products(context, region)
+    if known is not None:
+        return known
+    reduction = left.shape[-1]
+    lead = len(out_shape) - 2
+    left_boxes = [(*b[:lead], b[-2], (range(reduction),)) for b in region.boxes]
+    right_boxes = [(*b[:lead], (range(reduction),), b[-1]) for b in region.boxes]
+    inputs = list(_biases(context, region))
+    # c outputs with no position span at least ⌈c/N⌉ rows of A and ⌈c/M⌉ columns of B
+    rows, columns = out_shape[-2], out_shape[-1]
+    left_opaque = -(-region.opaque // max(columns, 1)) * reduction
+    right_opaque = -(-region.opaque // max(rows, 1)) * reduction
+    inputs += [Region.of(left_boxes, left_opaque), Region.of(right_boxes, right_opaque)]
+    computed = region
+    structure = None
+    if lead and _broadcast_batch(left) and _broadcast_batch(right):
+        computed = Region.of(
+            [((range(1),), *b[1:]) for b in region.boxes], region.opaque // out_shape[0]
+        )
+        structure = "broadcast batch"
+    tensor = 2 * reduction * computed.count
+    flops = FlopCount(tensor=min(tensor, context.record.flops.tensor), kind=MatmulKind.MATMUL)
+    return Demand(tuple(inputs), flops, structure=structure)
+
+
+#: A known operand with fewer zeros than this share of its elements is read as dense: its
+#: zeros (``torch.rand`` draws 0.0 about once in 2**24 values) remove at most this share of
+#: the products, which no tile-wise tensor-core kernel turns into time saved.
+SCATTERED_ZERO_SHARE = 1e-3
+
+
+def _nonzeros(context: _Context, position: int) -> torch.Tensor | None:
+    """Where read ``position`` (a matrix or a batch of them) is nonzero, as a (batch, rows,
+    columns) boolean tensor, if its value is known and has zeros enough to be structure (at
+    least :data:`SCATTERED_ZERO_SHARE` of it; a dense one skips nothing)."""
+    ref = context.op.reads[position]
+    value = _known(context, position)
+    if value is None:
+        return None
+    nonzero = (value != 0).reshape(math.prod(ref.shape[:-2]), *ref.shape[-2:])
+    return nonzero if has_structure(nonzero) else None
+
+
+def has_structure(nonzero: torch.Tensor) -> bool:
+    """Whether a known operand's zeros (``nonzero`` is False there) are at least
+    :data:`SCATTERED_ZERO_SHARE` of it: structure a matmul's products skip."""
+    zeros = nonzero.numel() - int(nonzero.sum())
+    return zeros >= SCATTERED_ZERO_SHARE * nonzero.numel()
+
+
+def _unit_ranges(index_set: IndexSet) -> list[range]:
+    """``index_set`` as step-1 ranges (a strided range becomes one range per position)."""
+    units: list[range] = []
+    for r in index_set:
+        units += [r] if r.step == 1 else [range(i, i + 1) for i in r]
+    return units
+
+
+class _Lines:
+    """One batch entry of a matmul operand seen along its free axis (rows of A, columns of B):
+    the lines the demanded boxes name, cut into the segments their line sets share, and per
+    segment the nonzeros at each reduction position k. Every line is summed once, however
+    many boxes name it. ``nonzero`` is (lines, K); None: unknown, nonzero anywhere."""
+
+    def __init__(self, nonzero: torch.Tensor | None, sets: list[IndexSet], width: int) -> None:
+        ranges = [_unit_ranges(index_set) for index_set in sets]
+        points = sorted({p for rs in ranges for r in rs for p in (r.start, r.stop)})
+        self.segments = [
+            (lo, hi) for lo, hi in zip(points, points[1:], strict=False)
+            if any(r.start <= lo and hi <= r.stop for rs in ranges for r in rs)
+        ]
+        lengths = torch.tensor([hi - lo for lo, hi in self.segments], dtype=torch.float64)
+        if nonzero is None:
+            self.sums = lengths[:, None].expand(len(self.segments), width)
+            return
+        # one product sums every segment's lines (exact: counts stay far below 2^24)
+        members = torch.zeros(len(self.segments), nonzero.shape[0])
+        for number, (lo, hi) in enumerate(self.segments):
+            members[number, lo:hi] = 1
+        self.sums = (members @ nonzero.to(members.dtype)).to(torch.float64)
+
+    def inside(self, index_set: IndexSet) -> list[int]:
+        """The segments that make up ``index_set``."""
+        ranges = _unit_ranges(index_set)
+        return [
+            number for number, (lo, hi) in enumerate(self.segments)
+            if any(r.start <= lo and hi <= r.stop for r in ranges)
+        ]
+
+    def totals(self, index_set: IndexSet) -> torch.Tensor:
+        """Nonzeros of the lines ``index_set`` at each reduction position: (K,)."""
+        return self.sums[self.inside(index_set)].sum(0)
+
+    def needed(self, meets: list[tuple[IndexSet, torch.Tensor]]) -> int:
+        """Nonzeros at (line, k) with the line in some set whose ``meets`` flags k: the
+        elements a known operand supplies to products with two nonzero factors."""
+        flags = torch.zeros(self.sums.shape, dtype=torch.bool)
+        for index_set, wanted in meets:
+            flags[self.inside(index_set)] |= wanted
+        return int(self.sums[flags].sum())
+
+
+def _where_true(flags: torch.Tensor) -> IndexSet:
+    return positions_to_set(flags.nonzero().flatten().tolist())
+
+
+def _operand_region(
+    nonzero: torch.Tensor | None, needed: int, ref: TensorRef, lines: list[Box]
+) -> Region:
+    """What a matmul operand must supply: a known one its ``needed`` nonzeros (every element,
+    placed, when that is all of it); an unknown one the ``lines`` (boxes) a nonzero of the
+    known factor meets."""
+    if nonzero is None:
+        return Region.of(lines)
+    if needed == math.prod(ref.shape):
+        return Region.of([full_box(ref.shape)])
+    return Region(opaque=needed)
+
+
+def known_products(context: _Context, region: Region) -> Demand | None:
+    """A matmul with a known operand (a given triangular or banded input, a known mask):
+    out[b, i, j] = Σ_k A[b, i, k]·B[b, k, j] needs only the products whose factors are both
+    nonzero, Σ_k nnz(A[b, R, k])·nnz(B[b, k, C]) multiply-adds over each demanded box (R, C);
+    a known operand is read only at its nonzeros that meet a nonzero of the other factor, an
+    unknown one at the lines a nonzero of the known one meets. Outputs demanded with no
+    position are charged nothing here (fewer products, never more). None: no operand known,
+    a broadcast operand, or a batch of more than one dim."""
+    *bias, left, right = context.op.reads
+    first = len(bias)
+    a, b = _nonzeros(context, first), _nonzeros(context, first + 1)
+    if (a is None and b is None) or len(left.shape) > 3:
+        return None
+    if any(0 in ref.strides for ref in (left, right)):
+        return None
+    reduction = left.shape[-1]
+    by_entry: dict[int, list[tuple[IndexSet, IndexSet]]] = {}
+    for box in region.boxes:
+        *lead, rows, columns = box
+        for entry in [i for r in lead[0] for i in r] if lead else [0]:
+            # blocks made disjoint, so an output two demanded boxes share counts its products once
+            pieces = [(rows, columns)]
+            for earlier in by_entry.get(entry, []):
+                pieces = [piece for p in pieces for piece in box_difference(p, earlier)]
+            by_entry.setdefault(entry, []).extend(pieces)
+    products = needed_a = needed_b = 0
+    lines_a: list[Box] = []
+    lines_b: list[Box] = []
+    for entry, blocks in by_entry.items():
+        rows_of_a = _Lines(None if a is None else a[entry], [r for r, _ in blocks], reduction)
+        columns_of_b = _Lines(
+            None if b is None else b[entry].T, [c for _, c in blocks], reduction
+        )
+        index = ((range(entry, entry + 1),),) if len(left.shape) == 3 else ()
+        meets_a, meets_b = [], []
+        for rows, columns in blocks:
+            a_counts = rows_of_a.totals(rows)  # nonzeros of A[b, R, k]
+            b_counts = columns_of_b.totals(columns)  # nonzeros of B[b, k, C]
+            products += int((a_counts * b_counts).sum())
+            meets_a.append((rows, b_counts > 0))
+            meets_b.append((columns, a_counts > 0))
+            if a is None:
+                lines_a.append((*index, rows, _where_true(b_counts > 0)))
+            if b is None:
+                lines_b.append((*index, _where_true(a_counts > 0), columns))
+        needed_a += rows_of_a.needed(meets_a) if a is not None else 0
+        needed_b += columns_of_b.needed(meets_b) if b is not None else 0
+    inputs = [
+        *_biases(context, region),
+        _operand_region(a, needed_a, left, [box for box in lines_a if all(box)]),
+        _operand_region(b, needed_b, right, [box for box in lines_b if all(box)]),
+    ]
+    tensor = min(2 * products, context.record.flops.tensor)
+    flops = FlopCount(tensor=tensor, kind=MatmulKind.MATMUL)
+    structure = "known operand values" if tensor < context.record.flops.tensor else None
+    return Demand(tuple(inputs), flops, structure=structure)
+
+
+@demand_rule([aten.mv, aten.addmv])
+def matrix_vector_demand(context: _Context) -> Demand:
+    """out[i] = (β·c[i] +) α·A[i, :] @ v needs row i of A and all of v: 2·K FLOPs per demanded
+    element."""
+    *_, matrix, vector = context.op.reads
+    region = context.output
+    if len(matrix.shape) != 2 or any(len(box) != 1 for box in region.boxes):
+        return _proportional(context)
+    reduction = matrix.shape[1]
+    every = (range(reduction),)
+    rows = Region.of([(box[0], every) for box in region.boxes], region.opaque * reduction)
+    inputs = (*_biases(context, region), rows, Region.of([(every,)]) if region else NOWHERE)
+    tensor = min(2 * reduction * region.count, context.record.flops.tensor)
+    return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.MATMUL))
+
+
+@demand_rule([aten._cdist_forward, aten._euclidean_dist])
+def distance_demand(context: _Context) -> Demand:
+    """``cdist(x1 (…, P, M), x2 (…, R, M))``: out[…, i, j] needs row i of x1 and row j of x2,
+    every coordinate; each pair costs the same, so its share of the FLOPs."""
+    first, second = context.op.reads[:2]
+    region = context.output
+    out_shape = context.op.writes[0].shape
+    if (
+        first.shape[:-2] != out_shape[:-2]
+        or second.shape[:-2] != out_shape[:-2]
+        or any(len(box) != len(out_shape) for box in region.boxes)
+    ):
+        return _proportional(context)
+    coordinates = (range(first.shape[-1]),)
+    rows = Region.of([(*box[:-1], coordinates) for box in region.boxes])
+    columns = Region.of([(*box[:-2], box[-1], coordinates) for box in region.boxes])
+    rest = tuple(NOWHERE for _ in context.op.reads[2:])
+    return Demand((rows, columns, *rest), context.record.flops.scaled(context.fraction))
+
+
+#: Demanded pairs :func:`pair_distance_demand` lists one by one; beyond, its share as a count
+PAIR_LIST_LIMIT = 1 << 16
+
+
+@demand_rule([aten._pdist_forward])
+def pair_distance_demand(context: _Context) -> Demand:
+    """``pdist(x (N, M))``: output k is the pair (i, j), i < j, in row-major order; it needs
+    rows i and j, every coordinate. Past :data:`PAIR_LIST_LIMIT` demanded pairs, the rows of
+    ⌈√(2·pairs)⌉ (fewer rows cannot form that many pairs), as a count."""
+    rows, columns = context.op.reads[0].shape
+    region = context.output
+    flops = context.record.flops.scaled(context.fraction)
+    if region.count > PAIR_LIST_LIMIT or region.opaque:
+        needed = min(rows, math.ceil(math.sqrt(2 * region.count)))
+        return Demand((Region(opaque=needed * columns),), flops)
+    # pairs before row i: i·N − i(i+1)/2; the first row whose pairs reach past k holds k
+    starts = [i * rows - i * (i + 1) // 2 for i in range(rows)]
+    picked: set[int] = set()
+    for k in (k for box in region.boxes for r in box[0] for k in r):
+        i = bisect.bisect_right(starts, k) - 1
+        picked.update((i, i + 1 + k - starts[i]))
+    box = (positions_to_set(picked), (range(columns),))
+    return Demand((Region.of([box]),), flops)
+
+
+@demand_rule([aten.addbmm])
+def batch_sum_matmul_demand(context: _Context) -> Demand:
+    """``addbmm``: out[i, j] = β·c[i, j] + α·Σ_b A[b, i, :] @ B[b, :, j] needs row i of every
+    A[b] and column j of every B[b]: 2·batch·K FLOPs per demanded element."""
+    *_, left, right = context.op.reads
+    region = context.output
+    if len(left.shape) != 3 or any(len(box) != 2 for box in region.boxes):
+        return _proportional(context)
+    batch, rows, reduction = left.shape
+    columns = right.shape[-1]
+    every = ((range(batch),), (range(reduction),))
+    left_boxes = [(every[0], box[0], every[1]) for box in region.boxes]
+    right_boxes = [(every[0], every[1], box[1]) for box in region.boxes]
+    # c outputs with no position span at least ⌈c/N⌉ rows of each A[b], ⌈c/M⌉ columns of B[b]
+    per_line = batch * reduction
+    left_opaque = -(-region.opaque // max(columns, 1)) * per_line
+    right_opaque = -(-region.opaque // max(rows, 1)) * per_line
+    inputs = (
+        *_biases(context, region),
+        Region.of(left_boxes, left_opaque),
+        Region.of(right_boxes, right_opaque),
+    )
+    tensor = min(2 * per_line * region.count, context.record.flops.tensor)
+    return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.MATMUL))
+
+
+@demand_rule(
+    [
+        aten.scaled_dot_product_attention,
+        aten._scaled_dot_product_efficient_attention,
+        aten._scaled_dot_product_flash_attention,
+        aten._scaled_dot_product_cudnn_attention,
+        aten._scaled_dot_product_flash_attention_for_cpu,
+    ]
+)
+def attention_demand(context: _Context) -> Demand:
+    """out[..., l, e] needs query row l, the key and value rows row l attends to (all, or with a
+    causal — top-left aligned — mask keys 0..l) and value column e; grouped-query heads map to
+    their key/value head. 2·(E + Ev) FLOPs per kept (row, key) pair."""
+    query, key, value, *rest = context.op.reads
+    out_shape = context.op.writes[0].shape
+    region = Region.of(context.outputs[0].boxes, context.outputs[0].opaque)
+    if (
+        not region.boxes
+        or any(len(b) != len(out_shape) for b in region.boxes)
+        or len(query.shape) != len(out_shape)
+        or len(key.shape) != len(out_shape)
+    ):
+        return _proportional(context)
+    keys = key.shape[-2]
+    causal = bool(context.argument("is_causal", False))
+    embed = query.shape[-1]
+    flops, sizes = 0, 0
+    query_boxes, key_boxes, value_boxes, mask_boxes = [], [], [], []
+    for box in region.boxes:
+        *lead, rows, columns = box
+        kept = sum(min(r + 1, keys) if causal else keys for rng in rows for r in rng)
+        flops += 2 * math.prod(set_size(x) for x in lead) * kept * (embed + set_size(columns))
+        sizes += box_size(box)
+        last_row = max(r[-1] for r in rows if r)
+        attended = (range(min(last_row + 1, keys) if causal else keys),)
+        key_lead = _heads(lead, out_shape[:-2], key.shape[:-2])
+        value_lead = _heads(lead, out_shape[:-2], value.shape[:-2])
+        query_boxes.append((*lead, rows, (range(embed),)))
+        key_boxes.append((*key_lead, attended, (range(embed),)))
+        value_boxes.append((*value_lead, attended, columns))
+        mask_boxes.append((*lead, rows, attended))
+    share = region.count / sizes if sizes else 0.0
+    masks = []
+    for ref in rest:
+        mapped = _broadcast(Region.of(mask_boxes), (*out_shape[:-1], keys), ref.shape)
+        masks.append(mapped if mapped is not None else NOWHERE)
+    inputs = (Region.of(query_boxes), Region.of(key_boxes), Region.of(value_boxes), *masks)
+    tensor = min(int(flops * share), context.record.flops.tensor)
+    return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.ATTENTION))
+
+
+def _heads(lead: Sequence[IndexSet], out_lead: Sequence[int], kv_lead: Sequence[int]) -> Box:
+    """Query batch/head index sets seen from a key or value tensor: broadcast dims take index 0,
+    grouped-query heads map head h to h // (query heads / key heads)."""
+    mapped = []
+    for index_set, size, kv_size in zip(lead, out_lead, kv_lead, strict=True):
+        if kv_size == size:
+            mapped.append(index_set)
+        elif kv_size == 1:
+            mapped.append((range(1),))
+        else:
+            group = max(size // kv_size, 1)
+            mapped.append(positions_to_set(h // group for r in index_set for h in r))
+    return tuple(mapped)

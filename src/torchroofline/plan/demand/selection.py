@@ -1,0 +1,713 @@
+"""Demand rules of selections by data: masks (``masked_fill``, ``where``), gathers,
+scatters and losses that pick one score per target."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ...costs import (
+    DESTINATION_ACCESS,
+    NO_FLOPS,
+    DestinationAccess,
+    OpKey,
+    add_rules,
+    aten,
+    indexed_positions,
+    lookup,
+    op_keys,
+)
+from ...trace.regions import (
+    NOWHERE,
+    Box,
+    Region,
+    full_box,
+    positions_to_set,
+    set_size,
+)
+from ...trace.tracer import TracedOp
+from ._core import (
+    Demand,
+    _broadcast,
+    _Context,
+    _one_of,
+    _op_set,
+    _proportional,
+    demand_rule,
+)
+from .constants import _known, _region_where, _unexpanded
+
+
+@demand_rule([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
+def nll_loss_demand(context: _Context) -> Demand:
+    """Negative log-likelihood picks one score per target: each target a demanded output reads
+    (all of them for a mean or sum, those of the kept outputs for ``reduction='none'``), and one
+    class position in its row. Which class is data; the bound places it at class 0, so a
+    softmax before it is charged each picked row in full (cross-entropy reads all its logits).
+    With the targets known (:mod:`.given`), the class is the target's, a target equal to
+    ``ignore_index`` picks no score, and the class weights are read at the picked classes."""
+    scores, target, *rest = context.op.reads
+    if not context.fraction:
+        return Demand(tuple(NOWHERE for _ in context.op.reads), NO_FLOPS)
+    class_dim = 1 if len(scores.shape) > 1 else 0
+    # a kept total_weight (nll_loss_forward's second output) sums the weights of every target
+    per_target = context.argument("reduction", 1) == 0 and not any(context.outputs[1:])
+    targets = context.outputs[0] if per_target else Region.of([full_box(target.shape)])
+    values = _known(context, 1)
+    if values is None:
+        picked = {0: targets}
+        weights = Region(opaque=_data_chosen(targets.count))
+    else:
+        picked = _known_targets(context, targets, values.long())
+        weights = Region.of([(positions_to_set(picked),)] if picked else [])
+    boxes = [
+        (*box[:class_dim], (range(c, c + 1),), *box[class_dim:])
+        for c, region in picked.items()
+        for box in region.boxes
+    ]
+    opaque = sum(region.opaque for region in picked.values())
+    inputs = (Region.of(boxes, opaque), targets, *(weights for _ in rest))
+    return Demand(inputs, context.record.flops.scaled(context.fraction))
+
+
+def _known_targets(
+    context: _Context, targets: Region, values: torch.Tensor
+) -> dict[int, Region]:
+    """Class → the demanded target positions holding it (``ignore_index`` left out)."""
+    demanded = _demanded_mask(targets, tuple(values.shape)) & (
+        values != context.argument("ignore_index", -100)
+    )
+    return {
+        c: _numbers_region(
+            (demanded & (values == c)).reshape(-1).nonzero().reshape(-1), tuple(values.shape)
+        )
+        for c in values[demanded].unique().tolist()
+    }
+
+
+def _data_chosen_write(op: TracedOp) -> bool:
+    """Whether ``op`` writes positions chosen by index or mask values (in place, only those
+    change): :data:`costs.DESTINATION_ACCESS` declares it."""
+    access = lookup(DESTINATION_ACCESS, op)
+    return access is not None and access.data_chosen
+
+
+#: The argument a selection takes where its mask holds, and where it does not.
+_PICKED = {"masked_fill": ("value", "self"), "where": ("self", "other")}
+
+
+@demand_rule([aten.masked_fill, aten.where])
+def selection_demand(context: _Context) -> Demand:
+    """``masked_fill(x, mask, v)`` and ``where(mask, a, b)`` pick each element by the mask. A
+    mask known from shapes and constants (a causal ``tril(ones)`` mask built in ``forward``:
+    :func:`known_values`) picks known elements: each tensor is needed where it is picked. A
+    mask that is data is needed, but any one tensor it picks from may be picked nowhere (an
+    all-true mask), so those tensors are charged nothing (scalars and fill values aside) — the
+    floor: where both are graph inputs, each element needs one of them, so the narrower one is
+    charged at the demanded elements."""
+    region = context.output
+    out_shape = context.op.writes[0].shape
+    inputs = [_broadcast(region, out_shape, ref.shape) for ref in context.op.reads]
+    if any(mapped is None for mapped in inputs):
+        return _proportional(context)
+    names = [n for n in context.op.argument_names if isinstance(context.argument(n), torch.Tensor)]
+    if len(names) != len(context.op.reads):
+        return _proportional(context)
+    when_true, when_false = _PICKED[context.op.base]
+    mask_position = names.index("mask" if "mask" in names else "condition")
+    mask = _known(context, mask_position)
+    elements = math.prod(out_shape)
+    others = [position for position in range(len(context.op.reads)) if position != mask_position]
+    # with a data mask, the tensors it may pick nowhere (scalars and broadcast fills aside)
+    picked = [p for p in others if context.op.reads[p].elements * 2 > elements]
+    if mask is None:
+        for position in picked:
+            inputs[position] = NOWHERE
+    else:  # a known mask: every tensor is needed where it is picked, broadcast ones too
+        holds = _unexpanded(mask).bool()
+        for position in others:
+            where = holds if names[position] == when_true else ~holds
+            chosen = _region_where(where, region)
+            inputs[position] = _broadcast(chosen, out_shape, context.op.reads[position].shape)
+    sourced = [p for p in picked if context.op.reads[p].value_id not in context.producers]
+    if mask is None and len(picked) == 2 and sourced == picked:
+        narrower = min(picked, key=lambda p: context.op.reads[p].itemsize)
+        inputs[narrower] = _broadcast(region, out_shape, context.op.reads[narrower].shape)
+    return Demand(tuple(inputs), context.record.flops.scaled(context.fraction))
+
+
+def _row_part(region: Region, width: int) -> int:
+    """Elements of one looked-up row that demanded outputs use (their last-dim positions)."""
+    if region.boxes:
+        return min(width, max(set_size(box[-1]) for box in region.boxes if box))
+    return min(width, region.count)
+
+
+def _data_chosen(count: int) -> int:
+    """Source elements chosen by index values: the data is unknown at analysis time and repeated
+    indices may all pick one element, so the bound charges one (a loose but safe minimum)."""
+    return 1 if count > 0 else 0
+
+
+#: in a fixed order: registration order is the order METHOD's generated table lists them
+_GRID_SAMPLERS = (aten.grid_sampler_2d, aten.grid_sampler_3d)
+
+
+@demand_rule(
+    [
+        aten.embedding,
+        aten.index_select,
+        aten.gather,
+        aten.index,
+        aten._unsafe_index,
+        aten.take,
+        aten._embedding_bag,
+        aten._embedding_bag_forward_only,
+        *_GRID_SAMPLERS,
+    ]
+)
+def gather_demand(context: _Context) -> Demand:
+    """A gather reads the index tensors for the demanded outputs and source elements chosen by
+    their values: with the values known (:mod:`.given`), exactly the distinct source elements
+    the demanded outputs pick (:func:`_known_picks`); else see :func:`_data_chosen` (an
+    embedding: one row)."""
+    picked = _known_picks(context)
+    demanded = context.output.count
+    # a grid sample may land on padding only, reading nothing of its source
+    chosen = 0 if _one_of(context.op, _GRID_SAMPLERS) else _data_chosen(demanded)
+    inputs = [Region(opaque=chosen)]
+    inputs += [
+        _index_read(context, position) if context.loaded(position) else NOWHERE
+        for position in range(1, len(context.op.reads))
+    ]
+    if aten.embedding in op_keys(context.op):  # (weight, indices): indices are the 2nd read
+        weight = context.op.reads[0]
+        inputs[0] = Region(
+            opaque=_data_chosen(demanded) * _row_part(context.output, weight.shape[-1])
+        )
+    if picked is not None:
+        inputs[0] = picked
+    return Demand(tuple(inputs), context.record.flops.scaled(context.fraction))
+
+
+def _output_dims(context: _Context) -> range:
+    return range(len(context.op.writes[0].shape))
+
+
+def _index_select_dim(context: _Context) -> tuple[int, ...]:
+    return (context.argument("dim") % max(1, len(context.op.reads[0].shape)),)
+
+
+#: Gathers whose output position p reads index element p[dims] (the dims given here):
+#: ``gather`` and ``take`` index every output, ``embedding`` each row of D outputs,
+#: ``index_select`` each slice along ``dim``.
+_INDEXED_DIMS: dict[OpKey, Callable[[_Context], Sequence[int]]] = {}
+add_rules(_INDEXED_DIMS, [aten.gather, aten.take], _output_dims, "indexed-dims")
+add_rules(_INDEXED_DIMS, [aten.embedding], lambda c: _output_dims(c)[:-1], "indexed-dims")
+add_rules(_INDEXED_DIMS, [aten.index_select], _index_select_dim, "indexed-dims")
+
+
+def _index_read(context: _Context, position: int) -> Region:
+    """The elements of index read ``position`` that the demanded outputs read: every demanded
+    box projected onto the index's dims (:data:`_INDEXED_DIMS`; n demanded elements with no
+    position need n / (outputs one index element feeds) of them); for other gathers, the
+    demanded share of the index, as a count."""
+    ref = context.op.reads[position]
+    indexed = lookup(_INDEXED_DIMS, context.op)
+    if indexed is None:
+        return Region(opaque=int(ref.elements * context.fraction))
+    dims = indexed(context)
+    if len(dims) != len(ref.shape):  # a 0-dim index: one element every output reads
+        return Region.of([full_box(ref.shape)]) if context.output else NOWHERE
+    out_shape = context.op.writes[0].shape
+    fan_out = math.prod(n for d, n in enumerate(out_shape) if d not in dims)
+    boxes = [tuple(box[d] for d in dims) for box in context.output.boxes]
+    return Region.of(boxes, -(-context.output.opaque // max(fan_out, 1)))
+
+
+def _box_index(box: Box) -> tuple[torch.Tensor, ...]:
+    """A box's positions as index tensors that broadcast to its elements (``t[_box_index(b)]``
+    is the box of ``t``)."""
+    return tuple(
+        torch.tensor([i for r in index_set for i in r], dtype=torch.int64).reshape(
+            [-1 if d == dim else 1 for d in range(len(box))]
+        )
+        for dim, index_set in enumerate(box)
+    )
+
+
+def _demanded_mask(region: Region, shape: tuple[int, ...]) -> torch.Tensor:
+    """The positioned part of ``region`` as a boolean tensor of ``shape`` (elements demanded
+    with no position are left out: fewer picks, never more)."""
+    mask = torch.zeros(shape, dtype=torch.bool)
+    for box in region.boxes:
+        mask[_box_index(box)] = True
+    return mask
+
+
+_BAGS = _op_set([aten._embedding_bag, aten._embedding_bag_forward_only])
+
+
+def _bag_picks(context: _Context, indices: torch.Tensor, offsets: torch.Tensor) -> Region:
+    """_embedding_bag(weight, indices, offsets, …): bag b reduces (sums, averages or maxes)
+    the rows indices[offsets[b]:offsets[b + 1]] (the last bag runs to the end, unless
+    ``include_last_offset``), skipping entries equal to ``padding_idx``; each demanded box, the
+    distinct rows of its bags at its own columns. A demanded output with no position, one
+    element."""
+    indices, bounds = indices.reshape(-1).long(), offsets.reshape(-1).tolist()
+    if not context.argument("include_last_offset", False):
+        bounds.append(indices.numel())
+    padding = context.argument("padding_idx", -1)
+    boxes = []
+    for box in context.output.boxes:
+        used = [indices[bounds[b] : bounds[b + 1]] for r in box[0] for b in r]
+        rows = torch.cat(used).unique().tolist() if used else []
+        boxes.append((positions_to_set(r for r in rows if r != padding or padding < 0), box[-1]))
+    return Region.of(boxes, min(context.output.opaque, 1))
+
+
+def _sliced_picks(context: _Context, dim: int, index: torch.Tensor) -> Region:
+    """A gather whose output holds, along dims ``dim`` … ``dim + index.dim()``, the source's
+    slices along ``dim`` that ``index`` names (negative ones from the end), and the source's own
+    positions along the other dims: ``index_select``, ``embedding`` (the rows of its weight),
+    ``x[:, i]``. Each demanded box, the positions its index elements hold along ``dim`` — the
+    source elements those outputs copy, no more — found from the index values alone, however
+    large the source."""
+    size = context.op.reads[0].shape[dim]
+    span = index.dim()
+    boxes = []
+    for box in context.output.boxes:
+        held = index[_box_index(box[dim : dim + span])] % size
+        boxes.append((*box[:dim], positions_to_set(held.unique().tolist()), *box[dim + span :]))
+    return Region.of(boxes)
+
+
+def _index_select_picks(context: _Context, indices: torch.Tensor) -> Region:
+    """index_select(x, dim, index): slices along ``dim`` (a 0-dim index as a 1-element one)."""
+    dim = context.argument("dim") % len(context.op.reads[0].shape)
+    return _sliced_picks(context, dim, indices.reshape(-1))
+
+
+def _whole_slice_picks(context: _Context, values: list[torch.Tensor]) -> Region | None:
+    """A gather or advanced index that picks whole slices (:func:`_sliced_picks`): ``x[i]``,
+    ``x[:, i]`` (one integer index tensor), or ``gather`` along dim 0 with an index the same
+    along its other dims (each output row one source row). Else None."""
+    source = context.op.reads[0].shape
+    if not source or len(values) != 1 or values[0].dtype == torch.bool:
+        return None
+    if context.op.base in ("index", "_unsafe_index"):
+        dim = next(d for d, index in enumerate(context.op.args[1]) if index is not None)
+        return _sliced_picks(context, dim, values[0].long())
+    if aten.gather not in op_keys(context.op) or context.argument("dim") % len(source):
+        return None
+    index = values[0].long().reshape(values[0].shape[0], -1)  # kept outputs: not empty
+    if not bool((index == index[:, :1]).all()):
+        return None
+    return _sliced_picks(context, 0, index[:, 0])
+
+
+#: Largest source (elements) whose picked positions are found by running the gather on the
+#: source's element numbers (an arange): 16 M int64s, 128 MB.
+_NUMBERED_SOURCE_LIMIT = 1 << 24
+
+
+def _numbered_picks(context: _Context, values: list[torch.Tensor | None]) -> Region | None:
+    """A gather, ``take`` or advanced index with known indices: run it on the source's element
+    numbers and count the distinct numbers the demanded outputs hold."""
+    source = context.op.reads[0]
+    count = math.prod(source.shape)
+    if count > _NUMBERED_SOURCE_LIMIT:
+        return _indexed_lines(context, values)
+    numbers = torch.arange(count).reshape(source.shape)
+    args = list(context.op.args)
+    if context.op.base in ("index", "_unsafe_index"):
+        filled = iter(values)
+        args[1] = [None if i is None else next(filled) for i in args[1]]
+    else:
+        position = next(i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and i)
+        args[position] = values[0]
+    args[0] = numbers
+    try:
+        picked = context.op.func(*args, **context.op.kwargs)
+    except Exception:  # noqa: BLE001 — an index the CPU cannot run stays unknown
+        return None
+    mask = _demanded_mask(context.output, tuple(picked.shape))
+    return _numbers_region(picked[mask].unique(), source.shape)
+
+
+#: Most boxes a gather's picked elements are placed in; past it they are a count.
+_PLACED_BOXES = 64
+
+
+def _numbers_region(numbers: torch.Tensor, shape: tuple[int, ...]) -> Region:
+    """Sorted distinct element numbers of a tensor of ``shape`` as a region (:func:`_boxes_of`)
+    so a later union with another gather's picks counts shared elements once; past
+    :data:`_PLACED_BOXES` boxes, a count with no position."""
+    boxes = _boxes_of(numbers, shape) if shape else None
+    return Region(opaque=numbers.numel()) if boxes is None else Region.of(boxes)
+
+
+def _boxes_of(numbers: torch.Tensor, shape: tuple[int, ...]) -> list[Box] | None:
+    """Sorted distinct element numbers of a tensor of ``shape`` as disjoint boxes: the lines
+    (all dims but the last) grouped by the columns they hold, each group its lines (as boxes
+    of the leading dims, the same way) × those columns — whole rows picked by index are one
+    box however many rows; None past :data:`_PLACED_BOXES` boxes."""
+    if len(shape) == 1:
+        return [(positions_to_set(numbers.tolist()),)]
+    lines, line_of, counts = numbers.div(shape[-1], rounding_mode="floor").unique_consecutive(
+        return_inverse=True, return_counts=True
+    )
+    columns = numbers % shape[-1]
+    boxes: list[Box] = []
+    for held in counts.unique().tolist():
+        alike = counts == held
+        sets, group = columns[alike[line_of]].reshape(-1, held).unique(dim=0, return_inverse=True)
+        if len(boxes) + len(sets) > _PLACED_BOXES:
+            return None
+        for g, columns_held in enumerate(sets):
+            inner = _boxes_of(lines[alike][group == g], shape[:-1])
+            if inner is None or len(boxes) + len(inner) > _PLACED_BOXES:
+                return None
+            held_set = positions_to_set(columns_held.tolist())
+            boxes += [(*box, held_set) for box in inner]
+    return boxes
+
+
+def _indexed_lines(context: _Context, values: list[torch.Tensor | None]) -> Region | None:
+    """``x[i, j]`` on a source too big to number, every output kept (a paged KV cache read
+    through its page table): each distinct tuple of index values picks one whole sub-tensor
+    of the dims no index covers. Partly kept outputs: None (the any-input rule)."""
+    if context.op.base not in ("index", "_unsafe_index") or context.fraction < 1:
+        return None
+    indices = context.op.args[1]
+    source = context.op.reads[0]
+    covered = [dim for dim, index in enumerate(indices) if index is not None]
+    if any(v.dtype == torch.bool for v in values):
+        return None
+    # a negative index counts from the end: -1 and n - 1 are one line
+    wrapped = [v.long() % source.shape[dim] for v, dim in zip(values, covered, strict=True)]
+    tuples = torch.stack(torch.broadcast_tensors(*wrapped), -1)
+    distinct = tuples.reshape(-1, len(values)).unique(dim=0).shape[0]
+    rest = math.prod(size for dim, size in enumerate(source.shape) if dim not in covered)
+    return Region(opaque=distinct * rest)
+
+
+def _known_picks(context: _Context) -> Region | None:
+    """The source elements a gather's demanded outputs pick, when every index is known."""
+    if context.op.func is None or len(context.op.reads) < 2 or not context.output.boxes:
+        return None
+    if _one_of(context.op, _BAGS):  # per-sample weights are no index
+        indices, offsets = _known(context, 1), _known(context, 2)
+        return None if indices is None or offsets is None else _bag_picks(context, indices, offsets)
+    values = [_known(context, position) for position in range(1, len(context.op.reads))]
+    if any(v is None for v in values):
+        return None
+    if aten.embedding in op_keys(context.op):
+        return _sliced_picks(context, 0, values[0].long())
+    if aten.index_select in op_keys(context.op):
+        return _index_select_picks(context, values[0].long())
+    if not _one_of(context.op, _NUMBERED_GATHERS):
+        return None
+    whole = _whole_slice_picks(context, values)
+    return _numbered_picks(context, values) if whole is None else whole
+
+
+_NUMBERED_GATHERS = _op_set([aten.gather, aten.index, aten._unsafe_index, aten.take])
+
+
+def _covered(context: _Context) -> int:
+    """Most destination elements a scatter can overwrite (:func:`costs.indexed_positions`)."""
+    destination, *rest = context.op.reads
+    if not rest:
+        return 0
+    largest = max(ref.elements for ref in rest)
+    return min(destination.elements, indexed_positions(context.op, largest))
+
+
+_SCALAR_FILLS = _op_set([aten.index_fill])
+
+
+@demand_rule(
+    [
+        aten.scatter,
+        aten.scatter_add,
+        aten.scatter_reduce,
+        aten.index_put,
+        aten._index_put_impl,
+        aten._unsafe_index_put,
+        aten.index_add,
+        aten.index_copy,
+        aten.index_reduce,
+        aten.put,
+        aten.masked_scatter,
+        aten.index_fill,
+    ]
+)
+def scatter_demand(context: _Context) -> Demand:
+    """A scatter's output is its destination with data-chosen positions replaced: the
+    destination is needed where no source lands (at least read − source elements: the kept
+    end state of an input or buffer is already in memory where the scatter leaves it), the
+    indices for the demanded outputs and the source as :func:`_data_chosen` says. With the
+    indices known (:mod:`.given`), exactly the source and index elements that land on demanded
+    outputs, and the destination less the positions they overwrite (:func:`_landed`;
+    ``index_add``/``index_copy`` slice by slice: :func:`_known_sources`)."""
+    destination, *rest = context.op.reads
+    demanded = context.output.count
+    share = context.fraction
+    read = sum(region.count for region in context.read)
+    untouched = max(0, read - _covered(context))
+    inputs = [Region(opaque=untouched)]
+    *indices, source = rest if rest else [None]
+    scalar_value = not isinstance(context.argument("value"), torch.Tensor)
+    if _one_of(context.op, _SCALAR_FILLS) and scalar_value:
+        indices, source = [*indices, source], None  # index_fill.int_Scalar: no source tensor
+    inputs += [Region(opaque=int(ref.elements * share)) for ref in indices]
+    inputs += [Region(opaque=_data_chosen(demanded))] if source is not None else []
+    known = _known_sources(context)
+    if known is not None:
+        inputs[0], inputs[-1] = known
+    for position, region in _landed(context).items():
+        inputs[position] = region
+    return Demand(tuple(inputs), context.record.flops.scaled(share))
+
+
+_INDEXED_ALONG_DIM = _op_set([aten.index_add, aten.index_copy, aten.index_reduce])
+
+
+def _known_sources(context: _Context) -> tuple[Region, Region] | None:
+    """``index_add(x, dim, index, source)`` (``index_copy``, ``index_reduce``) with known
+    index values: source slice i lands on destination slice index[i], so each demanded box
+    needs the source slices whose index falls in its ``dim`` positions — every token an expert
+    processed, where the any-input rule charges one element. The destination, at the
+    positions later ops read: all of them for a sum or a reduction into it, those no slice
+    overwrites for a copy (or a reduction with ``include_self=False``); a copy with repeated
+    indices is left to the any-input rule. Returns (destination, source)."""
+    if not _one_of(context.op, _INDEXED_ALONG_DIM) or len(context.op.reads) != 3:
+        return None
+    index = _known(context, 1)
+    if index is None:
+        return None
+    dim = context.argument("dim") % len(context.op.reads[0].shape)
+    targets = index.long().reshape(-1).tolist()
+    copies = aten.index_copy in op_keys(context.op)
+    if copies and len(set(targets)) < len(targets):
+        return None  # which of two slices copied to one place survives is unspecified
+    boxes = []
+    for box in context.output.boxes:
+        wanted = {i for r in box[dim] for i in r}
+        slices = [i for i, target in enumerate(targets) if target in wanted]
+        if slices:
+            boxes.append((*box[:dim], positions_to_set(slices), *box[dim + 1 :]))
+    destination = NOWHERE
+    for region in context.read:
+        destination = destination.union(region)
+    # a copy overwrites the slices it covers; so may a reduction that leaves out the old value
+    if (copies or not context.argument("include_self", True)) and targets:
+        shape = context.op.reads[0].shape
+        covered = (*full_box(shape)[:dim], positions_to_set(targets), *full_box(shape)[dim + 1 :])
+        destination = destination.minus_box(covered)
+    return destination, Region.of(boxes)
+
+
+@dataclass(frozen=True)
+class _Landing:
+    """Where a scatter with known indices writes: pair p of its (index, source) elements lands
+    on destination element ``targets[p]`` (flat), and uses element ``operands[k][1][p]`` (flat)
+    of read ``operands[k][0]``: its index elements, its source element (read ``source``)."""
+
+    targets: torch.Tensor
+    operands: tuple[tuple[int, torch.Tensor], ...]
+    source: int | None
+
+
+def _element_numbers(shape: Sequence[int]) -> torch.Tensor:
+    return torch.arange(math.prod(shape)).reshape(tuple(shape))
+
+
+def _scatter_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """scatter(x, dim, index, src): src[p] (at index's positions p) lands on x at p with
+    ``dim`` replaced by index[p]."""
+    index = _known(context, 1)
+    if index is None:
+        return None
+    index = index.long()
+    targets = numbers.gather(context.argument("dim") % max(1, numbers.dim()), index)
+    operands = [(1, _element_numbers(index.shape))]
+    if len(context.op.reads) < 3:  # scatter.value: a scalar, no source tensor
+        return _Landing(targets, tuple(operands), None)
+    part = tuple(slice(0, n) for n in index.shape)
+    operands.append((2, _element_numbers(context.op.reads[2].shape)[part]))
+    return _Landing(targets, tuple(operands), 2)
+
+
+def _put_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """put(x, index, source): source[i] (flat) lands on x's flat element index[i] (negative
+    indices from the end)."""
+    index = _known(context, 1)
+    if index is None:
+        return None
+    elements = _element_numbers(index.shape)
+    targets = index.long() % max(1, numbers.numel())
+    return _Landing(targets, ((1, elements), (2, elements)), 2)
+
+
+def _masked_scatter_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """masked_scatter(x, mask, source): the k-th true position of the mask (broadcast to x,
+    row-major) takes source element k."""
+    mask = _known(context, 1)
+    if mask is None:
+        return None
+    targets = numbers[mask.bool().expand(numbers.shape)]
+    return _Landing(targets, ((2, torch.arange(targets.numel())),), 2)
+
+
+def _index_fill_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """index_fill(x, dim, index, value): slice index[i] along ``dim`` is filled with the value
+    (a scalar, or a 0-dim tensor: read 2)."""
+    index = _known(context, 1)
+    if index is None:
+        return None
+    dim = context.argument("dim") % max(1, numbers.dim())
+    targets = numbers.index_select(dim, index.long().reshape(-1))
+    along = [-1 if d == dim else 1 for d in range(targets.dim())]
+    operands = [(1, torch.arange(index.numel()).reshape(along).expand(targets.shape))]
+    if len(context.op.reads) > 2:
+        operands.append((2, torch.zeros_like(targets)))
+    return _Landing(targets, tuple(operands), None)
+
+
+def _index_put_landing(context: _Context, numbers: torch.Tensor) -> _Landing | None:
+    """index_put(x, indices, values): x[indices] = values, values broadcast to the indexed
+    shape; each index tensor's elements placed there as advanced indexing places them."""
+    tensors = [index for index in context.argument("indices") if index is not None]
+    known = [_known(context, position) for position in range(1, len(tensors) + 1)]
+    if any(index is None for index in known):
+        return None
+    filled = iter(known)
+    indices = [None if index is None else next(filled) for index in context.argument("indices")]
+    targets = numbers[tuple(slice(None) if index is None else index for index in indices)]
+    values = len(tensors) + 1
+    placed = _advanced_numbers(indices, targets.shape)
+    operands = list(enumerate(placed, start=1))
+    source = _element_numbers(context.op.reads[values].shape).expand(targets.shape)
+    operands.append((values, source))
+    return _Landing(targets, tuple(operands), values)
+
+
+def _advanced_numbers(
+    indices: Sequence[torch.Tensor | None], shape: Sequence[int]
+) -> list[torch.Tensor]:
+    """Each index tensor of ``x[indices]`` (of ``shape``), its element numbers at every
+    position of the result: the index tensors broadcast together (a boolean one as its true
+    elements) and their dims sit where the first indexed dim was when the indexed dims are
+    adjacent, else first (NumPy's rule)."""
+    forms, indexed, dim = [], [], 0
+    for index in indices:
+        if index is None:
+            dim += 1
+            continue
+        elements = _element_numbers(index.shape)
+        if index.dtype == torch.bool:
+            forms.append(elements[index])
+            indexed += range(dim, dim + index.dim())
+            dim += index.dim()
+        else:
+            forms.append(elements)
+            indexed.append(dim)
+            dim += 1
+    broadcast = torch.broadcast_shapes(*(form.shape for form in forms))
+    adjacent = indexed == list(range(indexed[0], indexed[0] + len(indexed)))
+    start = indexed[0] if adjacent else 0
+    placed = [1] * start + list(broadcast) + [1] * (len(shape) - start - len(broadcast))
+    return [form.expand(broadcast).reshape(placed).expand(tuple(shape)) for form in forms]
+
+
+#: How each scatter with known indices lands (:func:`_landed`).
+_LANDINGS: dict[OpKey, Callable[[_Context, torch.Tensor], _Landing | None]] = {}
+add_rules(
+    _LANDINGS, [aten.scatter, aten.scatter_add, aten.scatter_reduce], _scatter_landing, "landing"
+)
+add_rules(
+    _LANDINGS,
+    [aten.index_put, aten._index_put_impl, aten._unsafe_index_put],
+    _index_put_landing,
+    "landing",
+)
+add_rules(_LANDINGS, [aten.put], _put_landing, "landing")
+add_rules(_LANDINGS, [aten.masked_scatter], _masked_scatter_landing, "landing")
+add_rules(_LANDINGS, [aten.index_fill], _index_fill_landing, "landing")
+
+
+def _accumulates(context: _Context) -> bool:
+    """Whether every source element landing on a position goes into it (scatter_add, a
+    scatter with a ``reduce``, index_put with ``accumulate``), not one of them."""
+    access = lookup(DESTINATION_ACCESS, context.op)
+    return (
+        access is DestinationAccess.ACCUMULATED_AT_INDICES
+        or context.argument("reduce") is not None
+        or bool(context.argument("accumulate", False))
+    )
+
+
+def _landed(context: _Context) -> dict[int, Region]:
+    """A scatter with known indices (:data:`_LANDINGS`): read position → what it needs. The
+    source elements and index elements of every pair landing on a demanded output; the
+    destination where later ops read it, less the positions overwritten (all of it where the
+    sources accumulate into it, ``include_self`` aside). Where several sources land on one
+    demanded position and one of them wins (which is unspecified), none: the any-input rule."""
+    rule = lookup(_LANDINGS, context.op)
+    destination, *rest = context.op.reads
+    size = math.prod(destination.shape)
+    if rule is None or not context.output.boxes or size > _NUMBERED_SOURCE_LIMIT:
+        return {}
+    indices = [p for p, ref in enumerate(rest, start=1) if not ref.is_float]
+    if any(_known(context, position) is None for position in indices):
+        return {}  # the bound for any input: no destination numbered for nothing
+    numbers = _element_numbers(destination.shape)
+    try:
+        landing = rule(context, numbers)
+    except (IndexError, RuntimeError):  # an index out of range: the run would fail
+        return {}
+    if landing is None:
+        return {}
+    targets = landing.targets.reshape(-1)
+    hit = _demanded_mask(context.output, destination.shape).reshape(-1)[targets]
+    operands = {position: elements.reshape(-1) for position, elements in landing.operands}
+    accumulates = _accumulates(context)
+    if not accumulates and landing.source is not None:
+        pairs = torch.stack([targets[hit], operands[landing.source][hit]]).unique(dim=1)
+        if pairs[0].unique().numel() < pairs.shape[1]:
+            return {}
+    needed = {
+        position: _numbers_region(elements[hit].unique(), context.op.reads[position].shape)
+        for position, elements in operands.items()
+    }
+    read = NOWHERE
+    for region in context.read:
+        read = read.union(region)
+    if accumulates and context.argument("include_self", True):
+        return {**needed, 0: read}
+    kept = _demanded_mask(read, destination.shape).reshape(-1)
+    kept[targets] = False
+    overwritten = int(torch.zeros(size, dtype=torch.bool).index_fill_(0, targets, True).sum())
+    untouched = _numbers_region(kept.nonzero().reshape(-1), destination.shape)
+    return {**needed, 0: untouched.union(Region.of([], read.opaque - overwritten))}
+
+
+@demand_rule([aten.embedding_renorm])
+def renorm_demand(context: _Context) -> Demand:
+    """``embedding_renorm_`` rescales the rows its indices pick whose norm exceeds
+    ``max_norm``: out[r, c] is old[r, c] times a factor of row r, so a read element needs its
+    own old element (and, if renormed, its row — data), and every index, since any may pick
+    its row. Which rows change is data; none may, so a kept weight nobody reads needs only the
+    indices and one picked row — enough to find out."""
+    weight, indices = context.op.reads[:2]
+    read = NOWHERE
+    for region in context.read:
+        read = read.union(region)
+    picked = read if read else Region(opaque=_data_chosen(indices.elements) * weight.shape[-1])
+    rest = tuple(NOWHERE for _ in context.op.reads[2:])
+    return Demand((picked, Region.of([full_box(indices.shape)]), *rest), NO_FLOPS)

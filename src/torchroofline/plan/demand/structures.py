@@ -1,0 +1,394 @@
+"""Structured matmul operands: matrices whose zeros a rule can skip (diagonals, block
+diagonals, scaled ones), the builders that make them (:data:`MATRIX_BUILDERS`) and the
+structure rules' descriptions (:data:`STRUCTURE_RULES`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from ...costs import (
+    NO_FLOPS,
+    FlopCount,
+    MatmulKind,
+    OpKey,
+    add_rules,
+    aten,
+    lookup,
+)
+from ...trace.regions import (
+    NOWHERE,
+    Box,
+    IndexSet,
+    Region,
+    mapped_set,
+    positions_to_set,
+    set_intersection,
+    set_size,
+)
+from ...trace.tracer import TensorRef, TracedOp
+from ._core import Demand, _biases, _Context
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """One axis of a matmul operand seen as a view of a builder's matrix: operand index i sits
+    at coordinate ``origin + i·step`` of the builder's axis ``axis`` (0: rows, 1: columns)."""
+
+    axis: int
+    origin: int
+    step: int
+    size: int
+
+    def indices(self, low: int, high: int) -> IndexSet:
+        """The operand indices whose coordinate lies in [low, high)."""
+        first = max(-(-(low - self.origin) // self.step), 0)
+        last = min(-(-(high - self.origin) // self.step), self.size)
+        return (range(first, last),) if first < last else ()
+
+
+@dataclass(frozen=True)
+class _MatrixView:
+    """A matmul operand as a strided view (a slice, a transpose, a broadcast batch) of the
+    matrices an op built: its free axis (rows of a left operand, columns of a right one) and
+    its contracted axis each walk one axis of the builder's matrices; ``batch`` leading
+    broadcast dims come before the builder's own batch dims."""
+
+    free: _Walk
+    contracted: _Walk
+    batch: int
+
+
+def _matrix_view(ref: TensorRef, written: TensorRef, free_dim: int) -> _MatrixView | None:
+    """``ref`` as a view of ``written`` (a contiguous (batch of) matrices), or None if it is not
+    one whose two matrix axes each walk one axis of ``written``'s matrices."""
+    rank = len(written.shape)
+    batch = len(ref.shape) - rank
+    if rank < 2 or batch < 0 or len(ref.strides) != len(ref.shape):
+        return None
+    height, width = written.shape[-2:]
+    same_batch = ref.shape[batch:-2] == written.shape[:-2] and ref.strides[batch:-2] == (
+        written.strides[:-2]
+    )
+    start = ref.offset - written.offset
+    if (
+        not same_batch
+        or any(ref.strides[:batch])
+        or written.strides[-2:] != (width, 1)
+        or not 0 <= start < height * width
+    ):
+        return None
+    steps: list[tuple[int, int] | None] = []
+    for size, stride in zip(ref.shape[-2:], ref.strides[-2:], strict=True):
+        if size == 1:
+            steps.append(None)  # its step is never taken: the other axis decides
+        elif stride > 0 and stride % width == 0:
+            steps.append((0, stride // width))
+        elif 0 < stride < width:
+            steps.append((1, stride))
+        else:
+            return None
+    free_step, other_step = steps if free_dim == -2 else steps[::-1]
+    free_axis = free_step[0] if free_step else 1 - other_step[0] if other_step else 0
+    other_axis = other_step[0] if other_step else 1 - free_axis
+    if free_axis == other_axis:
+        return None
+    origin = divmod(start, width)
+    free_size, other_size = ref.shape[free_dim], ref.shape[-1 if free_dim == -2 else -2]
+    walks = (
+        _Walk(free_axis, origin[free_axis], free_step[1] if free_step else 1, free_size),
+        _Walk(other_axis, origin[other_axis], other_step[1] if other_step else 1, other_size),
+    )
+    if any(w.origin + (w.size - 1) * w.step >= (height, width)[w.axis] for w in walks):
+        return None
+    return _MatrixView(*walks, batch)
+
+
+@dataclass(frozen=True)
+class _Diagonal:
+    """An operand with at most one nonzero per row and column, a diagonal of some offset:
+    free index f pairs with contracted index ``pairs[f][0]``, whose value is element
+    ``pairs[f][1]`` along the last dim of ``vector`` (None: ``eye``, or a scaled diagonal whose
+    vector is charged nothing — less). ``complete``: every free index has a partner."""
+
+    pairs: dict[int, tuple[int, int]]
+    vector: TensorRef | None
+    complete: bool
+
+    def unsourced(self) -> _Diagonal:
+        return replace(self, vector=None)
+
+    def product(self, context: _Context, region: Region, position: int) -> Demand:
+        """out[i, j] = d[i]·B[partner(i), j] (left) or A[i, partner(j)]·d[j] (right), zero for
+        an index with no partner: one multiply per nonzero output (none for ``eye``)."""
+        lead = len(context.op.writes[0].shape) - 2
+        free_dim = lead + position
+        other_boxes, vector_boxes, products = [], [], 0
+        for box in region.boxes:
+            hits = [f for r in box[free_dim] for f in r if f in self.pairs]
+            if not hits:
+                continue
+            partners = positions_to_set(self.pairs[f][0] for f in hits)
+            kept = box[lead + 1 - position]  # the other operand's free positions
+            other_boxes.append(
+                (*box[:lead], partners, kept) if position == 0 else (*box[:lead], kept, partners)
+            )
+            batch = box[lead + 1 - len(self.vector.shape) : lead] if self.vector else ()
+            vector_boxes.append((*batch, positions_to_set(self.pairs[f][1] for f in hits)))
+            products += len(hits) * set_size(kept) * math.prod(set_size(s) for s in box[:lead])
+        # an output with no position may lie where the diagonal has no partner: only a full
+        # diagonal maps c of them to c elements of the other operand
+        opaque = region.opaque if self.complete else 0
+        operands = [NOWHERE, Region.of(other_boxes, opaque)][:: 1 - 2 * position]
+        if self.vector is None:
+            return Demand((*_biases(context, region), *operands), NO_FLOPS, structure=_DIAGONAL)
+        picked = Region.of(vector_boxes, min(opaque, self.vector.elements))
+        flops = FlopCount(vector=products + opaque)
+        extra = ((self.vector, picked),)
+        return Demand((*_biases(context, region), *operands), flops, extra, structure=_DIAGONAL)
+
+
+def _diagonal(view: _MatrixView, offset: int, vector: TensorRef | None) -> _Diagonal:
+    """Builder element (r, c) is nonzero only where c − r = ``offset``; its value is vector
+    element min(r, c) (diag_embed's ``out[..., i, i + offset] = v[..., i]``, and for a
+    negative offset ``out[..., i − offset, i] = v[..., i]``)."""
+    free, contracted = view.free, view.contracted
+    pairs = {}
+    for f in range(free.size):
+        coordinate = free.origin + f * free.step
+        target = coordinate + offset if free.axis == 0 else coordinate - offset
+        partner, remainder = divmod(target - contracted.origin, contracted.step)
+        if not remainder and 0 <= partner < contracted.size:
+            pairs[f] = (partner, min(coordinate, target))
+    return _Diagonal(pairs, vector, len(pairs) == free.size)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A dense block of a block-diagonal operand: the operand's free and contracted positions
+    inside it, and where operand positions fall in its ``source`` (read ``position`` of the
+    builder): ``origin + i·step`` along the builder axis ``free_axis`` or the other one."""
+
+    free: IndexSet
+    contracted: IndexSet
+    source: TensorRef
+    position: int
+    free_axis: int
+    free_walk: tuple[int, int]
+    contracted_walk: tuple[int, int]
+
+    def source_box(self, hits: IndexSet, contracted: IndexSet | None = None) -> Box:
+        """The source elements the free positions ``hits`` need, at the contracted positions
+        ``contracted`` (all of the block's by default); a 1-D source is one row of the
+        matrix, a 0-d one a single element."""
+        free = mapped_set(hits, *self.free_walk)
+        other = mapped_set(self.contracted if contracted is None else contracted,
+                           *self.contracted_walk)
+        box = (free, other) if self.free_axis == 0 else (other, free)
+        return box[2 - len(self.source.shape) :]
+
+
+@dataclass(frozen=True)
+class _BlockDiagonal:
+    """An operand whose nonzeros are dense blocks on its diagonal (``torch.block_diag``)."""
+
+    blocks: tuple[_Block, ...]
+    charged: bool = True
+
+    def unsourced(self) -> _BlockDiagonal:
+        return replace(self, charged=False)
+
+    def product(self, context: _Context, region: Region, position: int) -> Demand:
+        """Each block multiplies only the other operand's slice facing it: 2·(block width)
+        FLOPs per output element in the block's rows (columns); the zero blocks cost nothing."""
+        lead = len(context.op.writes[0].shape) - 2
+        free_dim = lead + position
+        other_boxes, tensor = [], 0
+        sources: dict[int, tuple[TensorRef, list[Box]]] = {}  # by builder read position
+        for box in region.boxes:
+            kept = box[lead + 1 - position]
+            for block in self.blocks:
+                hits = set_intersection(box[free_dim], block.free)
+                if not hits:
+                    continue
+                other_boxes.append(
+                    (*box[:lead], block.contracted, kept)
+                    if position == 0
+                    else (*box[:lead], kept, block.contracted)
+                )
+                sources.setdefault(block.position, (block.source, []))[1].append(
+                    block.source_box(hits)
+                )
+                tensor += (
+                    2 * set_size(block.contracted) * set_size(hits) * set_size(kept)
+                    * math.prod(set_size(s) for s in box[:lead])
+                )
+        operands = [NOWHERE, Region.of(other_boxes)][:: 1 - 2 * position]
+        extra = tuple((ref, Region.of(boxes)) for ref, boxes in sources.values())
+        flops = FlopCount(tensor=tensor, kind=MatmulKind.MATMUL)
+        inputs = (*_biases(context, region), *operands)
+        extra = extra if self.charged else ()
+        return Demand(inputs, flops, extra, structure="block-diagonal matmul")
+
+
+def _block_diagonal(view: _MatrixView, sources: Sequence[TensorRef]) -> _BlockDiagonal:
+    """``block_diag(A₁, A₂, …)``: Aₖ (a 1-D tensor is one row, a 0-d one 1×1) sits at the rows
+    and columns after the blocks before it."""
+    blocks, corner = [], [0, 0]
+    free, contracted = view.free, view.contracted
+    for position, source in enumerate(sources):
+        size = (*(1,) * (2 - len(source.shape)), *source.shape)
+        low, other_low = corner[free.axis], corner[contracted.axis]
+        free_positions = free.indices(low, low + size[free.axis])
+        contracted_positions = contracted.indices(other_low, other_low + size[contracted.axis])
+        if free_positions and contracted_positions:
+            blocks.append(
+                _Block(
+                    free_positions,
+                    contracted_positions,
+                    source,
+                    position,
+                    free.axis,
+                    (free.origin - low, free.step),
+                    (contracted.origin - other_low, contracted.step),
+                )
+            )
+        corner = [corner[0] + size[0], corner[1] + size[1]]
+    return _BlockDiagonal(tuple(blocks))
+
+
+_Structure = _Diagonal | _BlockDiagonal
+
+
+_DIAGONAL = "diagonal matmul"
+
+
+#: Ops that build matrices of known structure, keyed as the other registries: (the traced
+#: builder, the operand's view of its output) → the structure, or None.
+MATRIX_BUILDERS: dict[OpKey, Callable[[_Context, TracedOp, _MatrixView], _Structure | None]] = {}
+
+
+def matrix_builder(ops: Sequence[OpKey]) -> Callable:
+    """Decorator: register a structured-matrix builder for ``ops`` (no key twice)."""
+
+    def decorate(builder: Callable) -> Callable:
+        add_rules(MATRIX_BUILDERS, ops, builder, "matrix-builder")
+        return builder
+
+    return decorate
+
+
+def _built_offset(builder: TracedOp) -> int | None:
+    """The offset of the diagonal that ``builder`` (diag_embed, diag, diagflat) writes on the
+    last two dims of its output from a vector; None when it extracts a diagonal instead (its
+    output has fewer dims than its input) or writes on other dims."""
+    rank = len(builder.writes[0].shape)
+    if rank < 2 or not builder.reads or len(builder.reads[0].shape) >= rank:
+        return None
+    dims = (builder.argument("dim1", -2) % rank, builder.argument("dim2", -1) % rank)
+    if dims != (rank - 2, rank - 1):
+        return None
+    return builder.argument("offset", builder.argument("diagonal", 0))
+
+
+def _boxed_vector(builder: TracedOp) -> TensorRef | None:
+    """The vector a diagonal builder reads, if a vector index is a position along its last dim
+    (diagflat flattens a tensor of any rank: its index has no box there)."""
+    vector = builder.reads[0]
+    return vector if len(vector.shape) == len(builder.writes[0].shape) - 1 else None
+
+
+@matrix_builder([aten.diag_embed, aten.diag, aten.diagflat])
+def _built_diagonal(context: _Context, builder: TracedOp, view: _MatrixView) -> _Diagonal | None:
+    offset = _built_offset(builder)
+    return None if offset is None else _diagonal(view, offset, _boxed_vector(builder))
+
+
+@matrix_builder([aten.eye])
+def _built_identity(context: _Context, builder: TracedOp, view: _MatrixView) -> _Diagonal:
+    return _diagonal(view, 0, None)
+
+
+@matrix_builder([aten.block_diag])
+def _built_blocks(context: _Context, builder: TracedOp, view: _MatrixView) -> _BlockDiagonal:
+    return _block_diagonal(view, builder.reads)
+
+
+def _scaling(dividend_only: bool) -> Callable[[_Context, TracedOp, _MatrixView], _Structure | None]:
+    """A structured matrix times (or, as the dividend, over) a scalar keeps its zeros; its
+    source is then charged nothing (less)."""
+
+    def built(context: _Context, builder: TracedOp, view: _MatrixView) -> _Structure | None:
+        matrices = [r for r in builder.reads if math.prod(r.shape) > 1]
+        if len(matrices) != 1 or (dividend_only and builder.reads[0] is not matrices[0]):
+            return None
+        inner = context.producers.get(matrices[0].value_id)
+        if inner is None or not inner.writes or not _as_written(matrices[0], inner.writes[0]):
+            return None
+        written = builder.writes[0]
+        if (written.shape, written.strides) != (inner.writes[0].shape, inner.writes[0].strides):
+            return None
+        builder_of = lookup(MATRIX_BUILDERS, inner)
+        structure = builder_of(context, inner, view) if builder_of else None
+        return structure.unsourced() if structure else None
+
+    return built
+
+
+matrix_builder([aten.mul])(_scaling(dividend_only=False))
+
+
+matrix_builder([aten.div])(_scaling(dividend_only=True))
+
+
+def _as_written(ref: TensorRef, written: TensorRef) -> bool:
+    return (ref.shape, ref.strides, ref.offset) == (written.shape, written.strides, written.offset)
+
+
+def _structure(context: _Context, ref: TensorRef, free_dim: int) -> _Structure | None:
+    """The known structure of a matmul operand, if an op in :data:`MATRIX_BUILDERS` built it."""
+    producer = context.producers.get(ref.value_id)
+    builder = lookup(MATRIX_BUILDERS, producer) if producer is not None else None
+    if builder is None or not producer.writes:
+        return None
+    view = _matrix_view(ref, producer.writes[0], free_dim)
+    return builder(context, producer, view) if view is not None else None
+
+
+#: Structured operands the demand rules recognise, with the cheapest standard implementation
+#: they price and why it computes the same function.
+STRUCTURE_RULES: dict[str, str] = {
+    "diagonal matmul": "diag(a, k) @ B (or A @ diag(b, k)), the diagonal built by diag, "
+    "diag_embed, diagflat or eye, of any offset, sliced or transposed: priced as the row "
+    "(column) scaling a[:, None] * B[k:], one multiply per output element with a nonzero on its "
+    "row (column) — the zeros contribute nothing to any output; eye(n) @ B is a copy of B",
+    "block-diagonal matmul": "block_diag(A₁, A₂, …) @ x (or x @ block_diag(…)): priced as one "
+    "product per block, Aₖ @ x[rows of block k] — the zero blocks contribute nothing",
+    "broadcast batch": "a batched matmul whose operands are both broadcast along the batch "
+    "(stride 0, e.g. x.expand(B, M, K) @ W), or a convolution of an input broadcast along it: "
+    "one GEMM (one convolution), written B times — every batch entry is the same product",
+    "size-1 reduction": "sum/mean/amax/… over dims of size 1 are the input itself (no "
+    "arithmetic); var/std/argmax over them are constants (no input needed)",
+    "size-1 norm": "a vector norm over dims of size 1 is |x| (x != 0 for order 0): one op "
+    "per output, the input element under it",
+    "size-1 normalisation": "softmax over a size-1 dim is 1 and log_softmax is 0 everywhere: "
+    "nothing upstream is needed",
+    "self difference": "x − x.mean(d, keepdim=True) (or a sum, max… of x) over dims of size 1 "
+    "only: the reduction is x itself, so the difference is 0 for every finite x and nothing "
+    "upstream is needed — a kernel that writes zeros passes any check on finite inputs",
+    "broadcast reduction": "a reduction over dims the input is broadcast along (stride 0, "
+    "x.expand(n, m).sum(0)): every reduced element is the same, so one multiply (n·x) or copy "
+    "per output",
+    "reduced product": "(x @ W + b).sum(1) or .mean(1), the product read by nothing else: "
+    "priced as x @ W.sum(1) + b.sum() (divided by N for a mean), K·N adds to reduce W, then a "
+    "matrix-vector product, 2·K FLOPs per row — the sum over columns moves inside the product, "
+    "as a generated kernel for KernelBench's matmul → sum and matmul → mean problems does",
+    "known operand values": "A @ B with A or B known (a given triu(randn) input, a constant "
+    "mask): priced as the products of nonzero pairs, Σ_k nnz(A[R, k])·nnz(B[k, C]) "
+    "multiply-adds per demanded block (R, C), reading only the nonzeros those products use — a "
+    "product with a zero factor adds nothing to any output",
+    "explicit padding": "a convolution over F.pad(x, value=0) (a max-pool over value=−inf), as "
+    "padding='same' with an even kernel builds it: priced as the same op with implicit padding, "
+    "so taps on the padding cost nothing — they multiply zeros (compare −inf)",
+}

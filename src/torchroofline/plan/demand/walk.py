@@ -1,0 +1,422 @@
+"""The backwards walk: from the kept values through every op's demand rule to the demanded
+graph inputs, and the :class:`Necessary` work the bound charges."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import torch
+from torch._ops import OpOverload
+
+from ...costs import (
+    NO_FLOPS,
+    Category,
+    FlopCount,
+    OpRecord,
+    aten,
+    lookup,
+    tensor_bytes,
+)
+from ...trace.regions import (
+    NOWHERE,
+    Region,
+    Storages,
+    box_size,
+    full_box,
+)
+from ...trace.tracer import TensorRef, Trace, TracedOp
+from ._core import DEMAND_RULES, Demand, Rule, _Context, _proportional
+from .constants import known_values
+from .reductions import pointwise_demand
+from .selection import _data_chosen_write
+from .structures import STRUCTURE_RULES
+
+
+@dataclass(frozen=True)
+class Necessary:
+    """The bound's work: each op with its necessary FLOPs, the demanded elements of each input
+    storage and the kept elements of each written storage (``TensorRef.elements``)."""
+
+    ops: tuple[OpRecord, ...]
+    input_refs: tuple[TensorRef, ...]
+    output_refs: tuple[TensorRef, ...]
+    structures: tuple[str, ...]
+    dead_ops: int
+    #: indices into ``Trace.ops`` of the ops a structure rule priced inside a later op (a
+    #: product moved into the column sum that reads it): charged nothing themselves, not dead
+    absorbed_ops: tuple[int, ...] = ()
+
+    def bytes(self, float_bytes: int) -> int:
+        """Compulsory HBM bytes at a float element size of ``float_bytes``."""
+        return sum(tensor_bytes(ref, float_bytes) for ref in (*self.input_refs, *self.output_refs))
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        notes = [
+            f"structured operand: {name} ({STRUCTURE_RULES[name].split(':')[0]})"
+            for name in self.structures
+        ]
+        if self.dead_ops:
+            notes.append(
+                f"{self.dead_ops} op(s) feed no kept value (dead code or unused slices): "
+                "the bound charges them nothing"
+            )
+        return tuple(notes)
+
+
+def necessary_work(
+    trace: Trace,
+    records: Sequence[OpRecord],
+    *,
+    known: dict[int, torch.Tensor] | None = None,
+    sizes_given: bool = False,
+) -> Necessary:
+    """Walk ``trace`` backwards from its kept values; see the module docstring. ``known``: the
+    values rules may read (default: :func:`known_values` of shapes and constants);
+    ``sizes_given``: the sizes values decided are those of the given inputs (the bound for
+    them, :mod:`.given`), not sizes any input may make empty."""
+    all_refs = [r for op in trace.ops for r in (*op.writes, *op.reads)] + list(trace.output_refs)
+    storages = Storages(all_refs)
+    producers = {w.value_id: op for op in trace.ops if not op.is_view for w in op.writes}
+    previous = _previous_versions(trace.ops)
+    demand: dict[int, Region] = {}
+    #: the part of each value's demand that an op reads or the model returns (see _Context.read)
+    read: dict[int, Region] = {}
+    kept, kept_writes = _kept_regions(trace, storages, producers)
+    sized_by_data = {} if sizes_given else _sized_by_data(trace.ops)
+    if known is None:
+        known = known_values(trace.ops, trace.constants)
+
+    # the same layer's values, repeated, ask the same questions of regions: asked once each
+    inside = functools.cache(_inside)
+
+    def add(value_id: int, region: Region, read_part: Region) -> None:
+        if region:
+            demand[value_id] = demand.get(value_id, NOWHERE).union(region)
+        if read_part:
+            read[value_id] = read.get(value_id, NOWHERE).union(read_part)
+
+    # final values of inputs and buffers the model overwrote: until an op reads them, only the
+    # end state wants them, and what an op leaves unchanged there is already in memory
+    input_storages = {r.storage_id for r in all_refs if r.value_id in trace.input_value_ids}
+    in_place = {w.value_id for op in trace.ops for w in op.writes if w.storage_id in input_storages}
+    for value_id, region in kept.items():
+        add(value_id, region, NOWHERE if value_id in in_place else region)
+    necessary_records = list(records)
+    structures: list[str] = []
+    dead = 0
+    absorbed: list[int] = []
+    absorbed_values: set[int] = set()
+    #: values a live op reads or the model keeps, however few of their elements
+    used = set(trace.output_value_ids) | {ref.value_id for ref in trace.output_refs}
+    readers = dict.fromkeys(used, 1)
+    for op in trace.ops:
+        for ref in op.reads if not op.is_view else ():
+            readers[ref.value_id] = readers.get(ref.value_id, 0) + 1
+    for index in range(len(trace.ops) - 1, -1, -1):
+        op = trace.ops[index]
+        if op.is_view or not op.writes:
+            continue
+        record = records[index]
+        if record.category is Category.ZERO_COPY:
+            # an in-place metadata op (transpose_, unsqueeze_…) makes a new version of the
+            # same elements: what is demanded of it is demanded of the version before
+            for write in op.writes:
+                wanted = demand.pop(write.value_id, NOWHERE)
+                read_wanted = read.pop(write.value_id, NOWHERE)
+                if write.value_id in previous:
+                    add(previous[write.value_id], wanted, read_wanted)
+            necessary_records[index] = _with_flops(record, NO_FLOPS)
+            continue
+        outputs, read_outputs = [], []
+        # rules of writes at positions chosen by data split old and new elements themselves
+        splits_old_and_new = not _data_chosen_write(op)
+        for write in op.writes:
+            wanted = demand.pop(write.value_id, NOWHERE)
+            read_wanted = read.pop(write.value_id, NOWHERE)
+            written = storages.region_of(write)
+            if splits_old_and_new:
+                if write.value_id in previous:
+                    add(
+                        previous[write.value_id],
+                        _outside(wanted, written),
+                        _outside(read_wanted, written),
+                    )
+                total = write.storage_elements or write.elements
+                read_wanted = inside(read_wanted, written, total)
+                wanted = inside(wanted, written, total)
+            outputs.append(storages.in_view(write, wanted))
+            read_outputs.append(
+                outputs[-1] if read_wanted == wanted else storages.in_view(write, read_wanted)
+            )
+        # an empty output sized by data (the fallback's zero-filled masks pick nothing) still
+        # needs its deciding inputs when anything uses it: only they show it is empty
+        empty_but_used = (
+            op.writes[0].value_id in sized_by_data
+            and op.writes[0].value_id in used
+            and not any(math.prod(w.shape) for w in op.writes)
+        )
+        if not any(outputs) and not empty_but_used:
+            if any(w.value_id in absorbed_values for w in op.writes):
+                absorbed.append(index)
+            else:
+                dead += 1
+            necessary_records[index] = _with_flops(record, NO_FLOPS)
+            continue
+        used.update(ref.value_id for ref in op.reads)
+        context = _Context(
+            op, record, tuple(outputs), producers, tuple(read_outputs), known, readers
+        )
+        # (most programs size nothing by data: then no value is looked up)
+        sized_writes = bool(sized_by_data) and any(w.value_id in sized_by_data for w in op.writes)
+        sized_reads = bool(sized_by_data) and any(r.value_id in sized_by_data for r in op.reads)
+        rule = data_sized_demand if sized_writes and not sized_reads else _rule(op, record)
+        result = rule(context)
+        flops = result.flops
+        if sized_reads or sized_writes:
+            flops = NO_FLOPS  # on data-sized values, which any input may leave empty
+        # an op computing a data-sized value (x[x > 0] + y) may compute nothing: its other
+        # inputs may be needed nowhere (the data-sized ones lead back to what decides the size)
+        may_be_empty = sized_writes and sized_reads
+        host = _host_scalars(op)
+        for position, (ref, region) in enumerate(zip(op.reads, result.inputs, strict=False)):
+            if position not in host and (ref.value_id in sized_by_data or not may_be_empty):
+                in_storage = storages.region_of(ref, region)
+                add(ref.value_id, in_storage, in_storage)
+        for ref, region in result.extra:
+            if ref.value_id in sized_by_data or not may_be_empty:
+                in_storage = storages.region_of(ref, region)
+                add(ref.value_id, in_storage, in_storage)
+        absorbed_values.update(result.absorbed)
+        if result.structure and result.structure not in structures:
+            structures.append(result.structure)
+        necessary_records[index] = _with_flops(record, flops)
+    written_by_model = {v: r for v, r in kept_writes.items() if v not in sized_by_data}
+    by_value = _representative(all_refs, storages)
+    return Necessary(
+        ops=tuple(necessary_records),
+        input_refs=_counted(trace, demand, by_value),
+        output_refs=_kept_refs(written_by_model, by_value),
+        structures=tuple(structures),
+        dead_ops=dead,
+        absorbed_ops=tuple(sorted(absorbed)),
+    )
+
+
+def _with_flops(record: OpRecord, flops: FlopCount) -> OpRecord:
+    """``record`` charged ``flops`` (itself when it already is: most ops are wholly needed)."""
+    if record.flops is flops or record.flops == flops:  # (most rules return the same count)
+        return record
+    return replace(record, flops=flops)
+
+
+def _rule(op: TracedOp, record: OpRecord) -> Rule:
+    """The demand rule of an ``op`` whose output sizes no value chose: its own, else the
+    pointwise rule or :func:`_proportional` by category."""
+    return lookup(DEMAND_RULES, op) or (
+        pointwise_demand if record.category is Category.POINTWISE else _proportional
+    )
+
+
+#: Ops torch tags ``dynamic_output_shape`` that size their output by values only when an index
+#: is a boolean mask (integer indices give a size known from shapes).
+_DATA_SIZED_ONLY_WITH_MASKS = frozenset({aten.index})
+
+
+def _sizes_outputs_by_data(op: TracedOp) -> bool:
+    """Whether the op's output sizes depend on tensor values (nonzero, masked_select, unique,
+    bincount, boolean-mask indexing…), which torch tags ``dynamic_output_shape``."""
+    if op.func is None or not _dynamic_output_shape(op.func):
+        return False
+    masks = any(ref.dtype == "bool" for ref in op.reads[1:])
+    return masks or op.func.overloadpacket not in _DATA_SIZED_ONLY_WITH_MASKS
+
+
+@functools.cache  # a program calls few overloads, each many times
+def _dynamic_output_shape(func: OpOverload) -> bool:
+    return torch.Tag.dynamic_output_shape in func.tags
+
+
+def _sized_by_data(ops: Sequence[TracedOp]) -> dict[int, set[int]]:
+    """value id → the sizes of its dims that tensor values chose. The trace ran such ops on
+    random data (the real-data fallback), so their sizes are one draw: any input may make them
+    empty. A size chosen by data stays so in every later value an op computes from it with a
+    dim of that size (``x[x > 0] * 2``) or of a size no other input has (``cat([x[x > 0], y])``);
+    a reduction over it (``.sum()``) ends it."""
+    sized: dict[int, set[int]] = {}
+    for op in ops:
+        chosen: set[int] = set()
+        if sized:  # most programs size nothing by data: no read to look up
+            for ref in op.reads:
+                if ref.value_id in sized:
+                    chosen |= sized[ref.value_id]
+        if op.is_view or not (chosen or _sizes_outputs_by_data(op)):
+            continue
+        fixed = {n for ref in op.reads for n in ref.shape} - chosen
+        for ref in op.writes:
+            if dims := {n for n in ref.shape if n in chosen or n not in fixed}:
+                sized[ref.value_id] = dims
+    return sized
+
+
+def data_sized_demand(context: _Context) -> Demand:
+    """An op whose output sizes depend on values: any input may leave its output empty, so the
+    values it picks are needed nowhere, but finding out which it picks needs its deciding
+    inputs (its boolean masks, or every input when none is one): all of them for the whole
+    output — an empty one is known only after every element — and for part of it at least one
+    element each (the first positions examined may already yield that part). No FLOPs."""
+    reads = context.op.reads
+    deciding = [ref.dtype == "bool" for ref in reads]
+    deciding = deciding if any(deciding) else [True] * len(reads)
+    whole = context.fraction >= 1.0 or not any(math.prod(w.shape) for w in context.op.writes)
+    inputs = tuple(
+        NOWHERE
+        if not decides
+        else Region.of([full_box(ref.shape)])
+        if whole
+        else Region(opaque=min(1, ref.elements))
+        for ref, decides in zip(reads, deciding, strict=True)
+    )
+    return Demand(inputs, NO_FLOPS)
+
+
+def _host_scalars(op: TracedOp) -> set[int]:
+    """Positions of the reads that are 0-d CPU tensors: a CUDA kernel takes them by value as an
+    argument (TensorIterator's CPU scalars), not from GPU memory."""
+    if all(ref.shape for ref in op.reads):  # no 0-d read: no need to collect the arguments
+        return set()
+    tensors = op.argument_tensors
+    if len(tensors) != len(op.reads):  # an intercepted call: its reads are not its arguments
+        return set()
+    return {
+        position
+        for position, tensor in enumerate(tensors)
+        if tensor.dim() == 0 and tensor.device.type == "cpu"
+    }
+
+
+def _inside(wanted: Region, written: Region, total: int) -> Region:
+    """The part of ``wanted`` inside the ``written`` part of a storage of ``total`` elements."""
+    if not written.boxes:
+        return wanted
+    result = NOWHERE
+    for box in written.boxes:
+        result = result.union(wanted.intersect_box(box, box_size(box), total))
+    return result
+
+
+def _outside(wanted: Region, written: Region) -> Region:
+    if not written.boxes:
+        return Region(opaque=wanted.count - written.count)
+    result = wanted
+    for box in written.boxes:
+        result = result.minus_box(box)
+    return result
+
+
+def _previous_versions(ops: Sequence[TracedOp]) -> dict[int, int]:
+    """value id → the value of the same storage it overwrote (in-place and partial writes)."""
+    latest: dict[int, int] = {}
+    previous: dict[int, int] = {}
+    for op in ops:
+        for ref in op.reads:
+            latest[ref.storage_id] = ref.value_id
+        for ref in op.writes:
+            if ref.storage_id in latest and latest[ref.storage_id] != ref.value_id:
+                previous[ref.value_id] = latest[ref.storage_id]
+            latest[ref.storage_id] = ref.value_id
+    return previous
+
+
+def _kept_regions(
+    trace: Trace, storages: Storages, producers: dict[int, TracedOp]
+) -> tuple[dict[int, Region], dict[int, Region]]:
+    """What must be in memory at the end, per final value: the returned views of values the
+    model computed, and every element the model overwrote in an input or buffer (what it left
+    untouched is already there). Returns (the demand to walk back from, the elements that must
+    be written: positions chosen by data may be none)."""
+    kept: dict[int, Region] = {}
+    written: dict[int, Region] = {}
+    returned_values = set()
+    initial_storages = {
+        ref.storage_id
+        for op in trace.ops
+        for ref in op.reads
+        if ref.value_id in trace.input_value_ids
+    }
+    for ref in trace.output_refs:
+        returned_values.add(ref.value_id)
+        if ref.storage_id in initial_storages or ref.value_id not in producers:
+            continue  # an input (or what was overwritten in it, below) needs no other write
+        kept[ref.value_id] = kept.get(ref.value_id, NOWHERE).union(storages.region_of(ref))
+        written[ref.value_id] = kept[ref.value_id]
+    final_of_storage = {}
+    for op in trace.ops:
+        for ref in op.writes:
+            final_of_storage[ref.storage_id] = ref.value_id
+    for op in trace.ops:
+        for ref in op.writes:
+            if ref.storage_id in initial_storages:
+                final = final_of_storage[ref.storage_id]
+                region = storages.region_of(ref)
+                kept[final] = kept.get(final, NOWHERE).union(region)
+                if not _data_chosen_write(op):
+                    written[final] = written.get(final, NOWHERE).union(region)
+    for value_id in trace.output_value_ids - returned_values - set(kept):
+        if value_id in producers:  # returned without a recorded view: all of its writes
+            writes = [w for w in producers[value_id].writes if w.value_id == value_id]
+            for ref in writes:
+                kept[value_id] = kept.get(value_id, NOWHERE).union(storages.region_of(ref))
+            written[value_id] = kept[value_id]
+    return kept, written
+
+
+def _representative(all_refs: Sequence[TensorRef], storages: Storages) -> dict[int, TensorRef]:
+    """A reference per value, in the element size its storage's regions count in."""
+    by_value: dict[int, TensorRef] = {}
+    for ref in all_refs:
+        current = by_value.get(ref.value_id)
+        unit = storages.unit(ref.storage_id)
+        if current is None or (current.itemsize != unit and ref.itemsize == unit):
+            by_value[ref.value_id] = ref
+    return by_value
+
+
+def _counted(
+    trace: Trace, demand: dict[int, Region], by_value: dict[int, TensorRef]
+) -> tuple[TensorRef, ...]:
+    """Each graph input storage once, with its demanded elements (all its views united);
+    ``by_value``: :func:`_representative`'s reference per value."""
+    refs = []
+    for value_id in sorted(trace.input_value_ids):
+        region = demand.get(value_id)
+        if region and value_id in by_value:
+            refs.append(_with_elements(by_value[value_id], region.count))
+    return tuple(refs)
+
+
+def _kept_refs(
+    kept: dict[int, Region], by_value: dict[int, TensorRef]
+) -> tuple[TensorRef, ...]:
+    """Each kept storage once, with the elements that must be written to it;
+    ``by_value``: :func:`_representative`'s reference per value."""
+    by_storage: dict[int, tuple[TensorRef, Region]] = {}
+    for value_id, region in kept.items():
+        ref = by_value.get(value_id)
+        if ref is None:
+            continue
+        if ref.storage_id in by_storage:
+            first, united = by_storage[ref.storage_id]
+            by_storage[ref.storage_id] = (first, united.union(region))
+        else:
+            by_storage[ref.storage_id] = (ref, region)
+    return tuple(_with_elements(ref, region.count) for ref, region in by_storage.values())
+
+
+def _with_elements(ref: TensorRef, elements: int) -> TensorRef:
+    """``ref`` counting ``elements`` (itself when it already does: most storages are wholly
+    needed, and ``dataclasses.replace`` is slow)."""
+    return ref if ref.elements == elements else replace(ref, elements=elements)

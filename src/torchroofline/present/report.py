@@ -1,0 +1,679 @@
+"""Stage 5: present a :class:`~torchroofline.roofline.Result` — boxed text, JSON dict, units."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..price.precision import rung_name
+from ..units import human_bytes, human_ms, si
+from .breakdown import ModuleCost, module_costs, unconfirmed_figures
+
+if TYPE_CHECKING:
+    from ..plan.memory import BatchFit
+    from ..price.estimate import EstimateParams, KernelLoad
+    from ..price.roofline import Actual, KernelEstimate, Result
+    from ..suites.batch_report import BatchReport, ProblemReport
+
+SCHEMA_VERSION = 1
+WIDTH = 64
+
+def result_to_dict(result: Result) -> dict[str, Any]:
+    """The stable JSON layout (schema_version 1); see the README for every key."""
+    from ..price.roofline import roofline_entry
+
+    data: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "model": result.model_name,
+        "gpu": result.gpu.name,
+        "gpu_key": result.gpu.key,
+        "gpu_clocks": result.gpu.clocks,
+        "precision": result.precision,
+        "math": result.math,
+        "math_switches": dataclasses.asdict(result.switches),
+        "cache": result.cache,
+        "bound_data": result.plans.bound_data,
+        "params": result.params,
+        "flops": {
+            "total": result.flops,
+            "tensor": result.tensor_flops,
+            "vector": result.vector_flops,
+        },
+        "bytes": {
+            "unfused": result.unfused_bytes,
+            "fused": result.fused_bytes,
+            "compulsory": result.compulsory_bytes,
+        },
+        "kernel_count": {
+            "unfused": result.unfused_kernel_count,
+            "fused": result.fused_kernel_count,
+        },
+        "arithmetic_intensity": _finite(result.arithmetic_intensity),
+        "ridge_point": result.ridge_point,
+        "time_ms": result.time_ms,
+        "estimate": result.performance.to_dict(result.sol_s),
+        "bottleneck": result.bottleneck,
+        "roofline": roofline_entry(result.gpu, result.roofs),
+        "kernels": [kernel.to_dict() for kernel in result.kernels],
+        "op_count": len(result.ops),
+        "unsupported_ops": dict(result.unsupported_ops),
+        "notes": list(result.notes),
+        "unconfirmed_figures": unconfirmed_figures(result),
+        "modules": [cost.to_dict() for cost in module_costs(result)],
+        "memory": {**result.memory.to_dict(result.gpu), "summary": fit_line(result)},
+    }
+    if result.actual is not None:
+        data["actual"] = result.actual.to_dict()
+    if result.phases:
+        data["phases"] = {figures.phase: figures.to_dict() for figures in result.phases}
+    if result.checkpoint_what_if is not None:
+        data["checkpoint"] = result.checkpoint_what_if.to_dict()
+    return data
+
+
+def short_bytes(count: float) -> str:
+    """Decimal byte units to three significant digits: ``1.41e11`` → ``"141 GB"``."""
+    return human_bytes(count, ".3g")
+
+
+#: What each memory verdict (memory.MemoryFit.verdict) adds after the figures.
+_FIT_WORDS = {
+    "fits": "fits",
+    "tight": "tight (the blocks fit, the allocator's cached segments do not: it runs only if "
+             "the allocator frees its cache and retries)",
+    "does not fit": "does not fit",
+}
+
+
+def fit_line(result: Result) -> str:
+    """``needs 141 GB, H100 SXM has 80 GB: does not fit``: the eager peak against the GPU."""
+    fit = result.memory.fit(result.gpu)
+    reserved = (
+        f" ({short_bytes(fit.reserved_bytes)} reserved)" if fit.verdict == "tight" else ""
+    )
+    return (
+        f"needs {short_bytes(fit.peak_bytes)}{reserved}, {fit.gpu_name} has "
+        f"{short_bytes(fit.capacity_bytes)}: {_FIT_WORDS[fit.verdict]}"
+    )
+
+
+def phase_lines(result: Result) -> list[str]:
+    """A training step's table per phase: necessary FLOPs, bytes of each plan, the phase's
+    speed of light and the performance model's GPU time of its kernels (eager, compile)."""
+    if not result.phases:
+        return []
+    header = (f"  {'phase':<10} {'FLOPs':>10} {'eager B':>10} {'fused B':>10} "
+              f"{'boundary B':>10} {'SoL':>10} {'eager GPU':>10} {'compile GPU':>11}")
+    rows = [
+        f"  {f.phase:<10} {si(f.flops):>10} {short_bytes(f.eager_bytes):>10} "
+        f"{short_bytes(f.fused_bytes):>10} {short_bytes(f.boundary_bytes):>10} "
+        f"{human_ms(f.sol_ms):>10} {human_ms(f.eager_gpu_ms):>10} "
+        f"{human_ms(f.compile_gpu_ms):>11}"
+        for f in result.phases
+    ]
+    return ["", f"  Training step ({result.trace.step.optimizer} optimizer):", header, *rows,
+            *checkpoint_lines(result)]
+
+
+def checkpoint_lines(result: Result) -> list[str]:
+    """The activation-checkpointing what-if, where modules were named."""
+    what_if = result.checkpoint_what_if
+    if what_if is None:
+        return []
+    return [
+        f"  Checkpoint {', '.join(what_if.patterns)} ({what_if.modules} modules): recompute "
+        f"{si(what_if.recompute_flops)}FLOPs, +{human_ms(what_if.recompute_sol_ms)} at SoL, "
+        f"+{human_ms(what_if.recompute_eager_gpu_ms)} eager GPU; saves "
+        f"{short_bytes(what_if.saved_activation_bytes)} of activations, peak "
+        f"{short_bytes(result.memory.peak_bytes)} -> {short_bytes(what_if.peak_bytes)}",
+    ]
+
+
+def batch_fit_line(fit: BatchFit) -> str:
+    """``largest batch that fits H100 SXM (80 GB): 412 (needs 79.8 GB; 413 needs 80.1 GB)``."""
+    head = f"largest batch that fits {fit.gpu_name} ({short_bytes(fit.capacity_bytes)}): "
+    if not fit.batch:
+        smallest = min(fit.peaks)
+        return head + f"none (batch {smallest:,} needs {short_bytes(fit.peaks[smallest])})"
+    above = fit.peaks.get(fit.batch + 1)
+    then = f"; {fit.batch + 1:,} needs {human_bytes(above)}" if above is not None else ""
+    bound = "" if fit.exact else " or more (the search stopped)"
+    return head + f"{fit.batch:,}{bound} (needs {human_bytes(fit.peak_bytes)}{then})"
+
+
+def memory_lines(result: Result) -> list[str]:
+    """The Memory section: the eager peak, where it falls, what is live then, the verdict."""
+    memory = result.memory
+    where = (
+        f"at {memory.peak_op_name} in '{memory.peak_module or '<top level>'}'"
+        if memory.peak_op >= 0 else "before the first op"
+    )
+    live = ", ".join(
+        f"{kind.replace('_', ' ')} {short_bytes(size)}"
+        for kind, size in memory.peak_breakdown.items()
+    )
+    makers = list(memory.peak_activations_by_module.items())
+    by_module = ", ".join(
+        f"{module or '<top level>'} {short_bytes(size)}" for module, size in makers[:3]
+    )
+    more = f" (+{len(makers) - 3} more)" if len(makers) > 3 else ""
+    phases = ", ".join(
+        f"{phase} {short_bytes(size)}" for phase, size in memory.peak_bytes_by_phase.items()
+    )
+    return [
+        _line("Peak memory (eager)", human_bytes(memory.peak_bytes),
+              f"{memory.peak_phase}, {where}"),
+        f"    live then: {live}",
+        *([f"    activations by module: {by_module}{more}"] if makers else []),
+        *([f"    peak by phase: {phases}"] if len(memory.peak_bytes_by_phase) > 1 else []),
+        f"    {fit_line(result)}",
+    ]
+
+
+def _finite(value: float) -> float | None:
+    return value if value != float("inf") else None
+
+
+def _line(label: str, value: str, suffix: str = "") -> str:
+    text = f"  {label:<25}: {value:>14}"
+    return f"{text}   {suffix}" if suffix else text
+
+
+def format_result(result: Result, top: int = 5) -> str:
+    """The boxed text report followed by the top kernels by estimated time."""
+    rule = "=" * WIDTH
+    flops = result.flops
+    lines = [
+        rule,
+        f"  torchroofline — {result.model_name}",
+        f"  GPU: {result.gpu.name}   Precision: {result.precision}{_math_label(result)}   "
+        f"Cache: {result.cache}",
+        *_locked_clocks_line(result),
+        *_unconfirmed_line(result),
+        rule,
+        _line(
+            "FLOPs",
+            si(flops, "FLOPs"),
+            f"(tensor {si(result.tensor_flops)}, vector {si(result.vector_flops)})",
+        ),
+        _line("Params", si(result.params)),
+        "",
+        _line("HBM traffic (unfused)", human_bytes(result.unfused_bytes), "<- eager upper bound"),
+        _line("HBM traffic (fused)", human_bytes(result.fused_bytes), "<- inductor-style estimate"),
+        _line(
+            "HBM traffic (compulsory)",
+            human_bytes(result.compulsory_bytes),
+            "<- perfect-fusion lower bound",
+        ),
+        _line("Fusion reduction", f"{result.fusion_reduction:.1%}"),
+        _line(
+            "Kernels (eager / fused)",
+            f"{result.unfused_kernel_count} / {result.fused_kernel_count}",
+        ),
+        "",
+        _line("Arithmetic intensity", f"{_intensity(result.arithmetic_intensity)} FLOPs/Byte"),
+        _line(f"Ridge point ({result.precision})", f"{result.ridge_point:.1f} FLOPs/Byte"),
+        "",
+        _line("Compute SoL", human_ms(result.time_ms["compute_sol"])),
+        _line("Memory  SoL", human_ms(result.time_ms["memory_sol"])),
+        _line(
+            "Speed of light",
+            human_ms(result.sol_ms),
+            f"*** Bottleneck : {result.bottleneck.upper()} BOUND ***",
+        ),
+        f"  SoL by math: {ladder_line(result)}",
+        *bound_data_lines(result),
+        "",
+        *estimate_lines(result),
+        "",
+        *memory_lines(result),
+        *phase_lines(result),
+    ]
+    if result.actual is not None:
+        lines += ["", *_actual_lines(result)]
+    lines.append(rule)
+    if top > 0 and result.kernels:
+        shown = result.top_kernels(top)
+        lines += [
+            "",
+            *kernel_table(shown, gpu_s=result.kernel_gpu_s),
+            *far_above_peak_lines(shown, result),
+            *refusal_lines(shown, result.kernels),
+        ]
+    if top > 0 and result.ops:
+        lines += ["", *module_table(module_costs(result)[:top])]
+    if result.notes:
+        lines += ["", "Notes:", *(f"  - {note}" for note in result.notes)]
+    return "\n".join(lines)
+
+
+#: Estimate rows of the report: label, ``time_ms`` key, key of ``Result.performance.modes``.
+ESTIMATE_ROWS = (
+    ("Eager estimate", "eager_estimate", "eager"),
+    ("Compile estimate (fused)", "fused_estimate", "fused"),
+    ("CUDA-graph estimate", "cudagraph_estimate", "cudagraph"),
+)
+
+
+def _split(result: Result, mode: str) -> str:
+    """``GPU 1.2 ms, host 80% LAUNCH-BOUND``: how one estimate divides between the GPU's busy
+    time and the time the GPU waits for the host."""
+    estimate = result.performance.modes[mode]
+    verdict = " LAUNCH-BOUND" if estimate.launch_bound else ""
+    busy = human_ms(estimate.gpu_busy_s * 1e3)
+    return f"GPU {busy}, waits on host {estimate.host_bound_share:.0%}{verdict}"
+
+
+def estimate_lines(result: Result) -> list[str]:
+    """One line per estimate with its GPU / host split and the launch-bound verdict."""
+    return [
+        _line(label, human_ms(result.time_ms[key]), _split(result, mode))
+        for label, key, mode in ESTIMATE_ROWS
+    ]
+
+
+def _locked_clocks(result: Result) -> list[str]:
+    """Each locked clock of the GPU the result was priced on, e.g. "SM clock 1500 MHz (nominal
+    1980)"; none at nominal clocks."""
+    gpu = result.gpu
+    return [
+        f"{name} {locked:g} MHz (nominal {nominal:g})"
+        for name, locked, nominal in (
+            ("SM clock", gpu.locked_clock_mhz, gpu.boost_clock_mhz),
+            ("memory clock", gpu.locked_memory_clock_mhz, gpu.memory_clock_mhz),
+        )
+        if locked is not None
+    ]
+
+
+def _locked_clocks_line(result: Result) -> list[str]:
+    """The text header's line for a GPU priced at locked clocks (nothing at nominal clocks)."""
+    locks = _locked_clocks(result)
+    return [f"  Locked: {', '.join(locks)}; peaks scaled to match"] if locks else []
+
+
+def _prompt_clocks(result: Result) -> str:
+    """The prompt header's note of locked clocks, e.g. " at SM clock 1500 MHz (nominal 1980)"."""
+    locks = _locked_clocks(result)
+    return f" at {', '.join(locks)}" if locks else ""
+
+
+def _unconfirmed_line(result: Result) -> list[str]:
+    figures = unconfirmed_figures(result)
+    if not figures:
+        return []
+    return [f"  Unconfirmed GPU figures used: {', '.join(figures)} ('?' in torchroofline gpus)"]
+
+
+def module_table(costs: list[ModuleCost]) -> list[str]:
+    """The costliest modules: ops, FLOPs, eager bytes and eager roofline time (see
+    :class:`~torchroofline.breakdown.ModuleCost`)."""
+    width = max([len("module"), *(len(cost.path) for cost in costs)])
+    header = (
+        f"  {'module':<{width}} {'ops':>5} {'FLOPs':>11} {'bytes (eager)':>13} "
+        f"{'roofline':>11}"
+    )
+    rows = [header, "  " + "-" * (len(header) - 2)]
+    rows += [
+        f"  {cost.path:<{width}} {cost.ops:>5} {si(cost.flops):>11} "
+        f"{human_bytes(cost.bytes):>13} {human_ms(cost.time_ms):>11}"
+        for cost in costs
+    ]
+    return rows
+
+
+def _math_label(result: Result) -> str:
+    """The header's math, when the bound assumes other than the program's own."""
+    return "" if result.math == "program" else f"   Math: {rung_name(result.math, '')}"
+
+
+def faster_than_light(actual: Actual, result: Result) -> str:
+    """Why a time is below the bound: only lower-precision math can reach it
+    (:attr:`Actual.possible_with`), or nothing can (:attr:`Actual.impossible`)."""
+    if actual.impossible:
+        return "faster than any math on this GPU (a timing bug or a kernel that skips work)"
+    return (
+        f"faster than the {rung_name(result.math, result.precision)} bound; possible only with "
+        f"{rung_name(actual.possible_with, result.precision)} or lower math (check your "
+        "tolerance), else a timing bug or skipped work"
+    )
+
+
+def bound_data_lines(result: Result) -> list[str]:
+    """Which input values the bound holds for, and the bound for any values where it differs."""
+    if result.plans.bound_data == "any":
+        return ["  Bound for any input values"]
+    line = "  Bound for the given input values"
+    if result.sol_any_input_s is not None:
+        line += f" (for any input values: {human_ms(result.sol_any_input_s * 1e3)})"
+    return [line]
+
+
+def ladder_line(result: Result) -> str:
+    """The speed of light at each math rung, e.g. "fp32 2.05 ms · TF32 278 µs · …"."""
+    return " · ".join(
+        f"{rung_name(rung, result.precision)} {human_ms(sol * 1e3)}"
+        for rung, sol in result.sol_by_math_s.items()
+    )
+
+
+def _actual_lines(result: Result) -> list[str]:
+    actual = result.actual
+    assert actual is not None
+    verdict = (
+        f"*** {faster_than_light(actual, result)} ***"
+        if actual.below_bound
+        else f"({actual.headroom:.2f}x headroom)"
+    )
+    return [
+        _line("Measured", human_ms(actual.ms)),
+        _line("% of SoL", f"{actual.sol_fraction:.1%}", verdict),
+        _line("Achieved", f"{actual.tflops:.2f} TFLOP/s", f"{actual.gbps:.0f} GB/s compulsory"),
+    ]
+
+
+def _intensity(value: float) -> str:
+    return "inf" if value == float("inf") else f"{value:.2f}"
+
+
+def kernel_table(
+    kernels: Sequence[KernelEstimate],
+    name_width: int = 34,
+    gpu_s: Mapping[KernelEstimate, float] | None = None,
+) -> list[str]:
+    """Fixed-width table of kernels: number in execution order, name,
+    FLOPs, bytes, intensity, roofline time at peak, bound and, given ``gpu_s`` (kernel →
+    seconds), the performance model's GPU time. Names are never cut (two kernels cut to one
+    prefix would look alike): the column widens to the longest."""
+    name_width = max([name_width, *(len(kernel.name) for kernel in kernels)])
+    number_width = max(len(f"#{kernel.number}") for kernel in kernels)
+    header = (
+        f"  {'#':<{number_width}} {'kernel':<{name_width}} {'FLOPs':>11} {'bytes':>10} "
+        f"{'FLOP/B':>8} {'time':>11} {'bound':>7}"
+        + (f" {'est. GPU':>10}" if gpu_s is not None else "")
+    )
+    rows = [header, "  " + "-" * (len(header) - 2)]
+    for kernel in kernels:
+        estimate = f" {human_ms(gpu_s[kernel] * 1e3):>10}" if gpu_s is not None else ""
+        rows.append(
+            f"  {f'#{kernel.number}':<{number_width}} {kernel.name:<{name_width}} "
+            f"{si(kernel.flops):>11} "
+            f"{human_bytes(kernel.bytes):>10} {_intensity(kernel.intensity):>8} "
+            f"{human_ms(kernel.time_ms):>11} {kernel.bound:>7}" + estimate
+        )
+    return rows
+
+
+#: What the kernel table's two times are, printed under it.
+TIME_COLUMNS = (
+    "  time: FLOPs and bytes at the GPU's peaks, plus a launch floor per launch",
+    "  est. GPU: the performance model's GPU time under torch.compile (achievable rates; "
+    "METHOD.md)",
+)
+#: A kernel whose time or estimate, beyond one launch's fixed cost, is this many times its FLOPs
+#: and bytes at the peaks gets a note saying why (a recurrence, a family the libraries run far
+#: below the peak, …). The fixed cost is left out so that tiny kernels are not all flagged.
+FAR_ABOVE_PEAK = 10.0
+
+
+def _far_reason(kernel: KernelEstimate, load: KernelLoad, params: EstimateParams) -> str:
+    """Why a kernel takes far longer than its FLOPs and bytes at the peaks."""
+    if kernel.launches > 1:
+        return (
+            f"a serial recurrence: {kernel.launches} launches, each step waiting for the one "
+            f"before, so the launches ({human_ms(kernel.launches * kernel.launch_s * 1e3)} at "
+            f"the launch floor) and not the FLOPs set its time"
+        )
+    if load.matmul_s:
+        fraction = params.matmul_fraction[load.family]
+        return f"{load.family} kernels reach about {fraction:.1%} of the unit's peak (fitted)"
+    if load.rows is not None:
+        return f"a row-per-block reduction over only {load.rows} rows: few blocks run at once"
+    return "achievable rates far below the peaks (METHOD.md)"
+
+
+def far_above_peak_lines(shown: Sequence[KernelEstimate], result: Result) -> list[str]:
+    """The table's column definitions, and a note for each kernel whose time or estimate, less
+    one launch's fixed cost, is :data:`FAR_ABOVE_PEAK` times its FLOPs and bytes at the peaks."""
+    performance = result.performance
+    loads = dict(zip(result.kernels, performance.program.fused, strict=True))
+    gpu_s = result.kernel_gpu_s
+    params = performance.params.for_gpu(result.gpu)
+    lines = list(TIME_COLUMNS)
+    for kernel in shown:
+        at_peak_s = max(kernel.compute_s, kernel.memory_s)
+        slowest_s = max(kernel.time_s - kernel.launch_s, gpu_s[kernel] - params.fill_latency_s)
+        if at_peak_s and slowest_s >= FAR_ABOVE_PEAK * at_peak_s:
+            lines.append(
+                f"  #{kernel.number} {kernel.name}: {slowest_s / at_peak_s:.0f}× its "
+                f"{human_ms(at_peak_s * 1e3)} at the peaks: "
+                f"{_far_reason(kernel, loads[kernel], params)}"
+            )
+    return lines
+
+
+#: pairs shown per fusion rule under the kernel table; the JSON keeps every refusal
+PAIRS_PER_REASON = 3
+
+
+def refusal_lines(
+    shown: Sequence[KernelEstimate],
+    kernels: Sequence[KernelEstimate],
+    pairs_per_reason: int = PAIRS_PER_REASON,
+) -> list[str]:
+    """Why the kernels of the table stayed apart from kernels they share a buffer with,
+    grouped by the fusion rule's reason: each pair once (both kernels list it), the costliest
+    shown kernel first, at most ``pairs_per_reason`` pairs per reason with a count of the rest.
+    Pairs are written with both kernels' numbers and full names, since a neighbour may not be
+    in the table."""
+    pairs: dict[str, dict[frozenset[int], tuple[int, int]]] = {}
+    for kernel in shown:
+        for refusal in kernel.refusals:
+            pair = (kernel.number, refusal.kernel)
+            pairs.setdefault(refusal.reason, {}).setdefault(frozenset(pair), pair)
+    if not pairs:
+        return []
+    lines = ["", "  Why kernels that share a buffer stayed apart (#: execution order):"]
+    for reason, found in pairs.items():
+        count = len(found)
+        lines.append(f"    {reason} ({count} pair{'s' if count > 1 else ''}):")
+        lines += [
+            f"      #{a} {kernels[a - 1].name} — #{b} {kernels[b - 1].name}"
+            for a, b in list(found.values())[:pairs_per_reason]
+        ]
+        if count > pairs_per_reason:
+            lines.append(f"      … {count - pairs_per_reason} more (JSON: kernels[].refusals)")
+    return lines
+
+
+# --- Compact prompt block --------------------------------------------------------------------
+
+
+def unit_line(result: Result) -> str:
+    """The units and peaks the bound assumes, e.g. "fp32 convolutions on tf32 tensor cores
+    (494.7 TFLOP/s); other math on CUDA cores (66.9 TFLOP/s); HBM 3350 GB/s"."""
+    from ..price.precision import KIND_LABELS, op_precision, unit_for
+
+    families = dict.fromkeys(
+        (op_precision(op, result.precision), op.flops.kind)
+        for op in result.ops
+        if op.flops.tensor and op.flops.kind is not None
+    )
+    parts = []
+    for precision, kind in families:
+        unit = unit_for(result.gpu, precision, kind, result.switches)
+        parts.append(f"{precision} {KIND_LABELS[kind]} on {unit.label} "
+                     f"({unit.peak_flops_per_s / 1e12:.1f} TFLOP/s)")
+    vector_peak = result.gpu.vector_peak(result.precision)
+    parts.append(f"other math on CUDA cores ({vector_peak / 1e12:.1f} TFLOP/s)")
+    parts.append(f"HBM {result.gpu.memory_bandwidth_bytes_per_s / 1e9:.0f} GB/s")
+    return "; ".join(parts)
+
+
+def _timed_line(
+    label: str, actual: Actual, result: Result, ref_ms: float | None = None
+) -> str:
+    """A measured time against the bound, for the prompt."""
+    speedup = f", {ref_ms / actual.ms:.2f}x the reference" if ref_ms else ""
+    verdict = (
+        f"FASTER THAN LIGHT: {faster_than_light(actual, result)}"
+        if actual.impossible
+        else f"BELOW THE BOUND: {faster_than_light(actual, result)}"
+        if actual.below_bound
+        else f"at most {actual.headroom:.2f}x faster is physically possible"
+    )
+    fraction = f"{actual.sol_fraction:.1%} of SoL"
+    return f"- {label}: {human_ms(actual.ms)} = {fraction}{speedup}; {verdict}"
+
+
+def _prompt_math(result: Result) -> str:
+    return "" if result.math == "program" else f" at {rung_name(result.math, '')} math"
+
+
+def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> str:
+    """At most 15 plain lines for an LLM kernel-generation prompt: the work, the traffic, the
+    bound, the units it assumes and where the time goes; with ``gen_ms``, the generated
+    kernel's time against the bound too."""
+    lines = [
+        f"Speed-of-light analysis ({result.gpu.name}{_prompt_clocks(result)}, {result.precision}"
+        f"{_prompt_math(result)}, torchroofline):",
+        f"- FLOPs: {si(result.flops)} (tensor-core class {si(result.tensor_flops)}, "
+        f"other {si(result.vector_flops)})",
+        f"- HBM bytes: unfused {human_bytes(result.unfused_bytes)}, fused "
+        f"{human_bytes(result.fused_bytes)}, compulsory {human_bytes(result.compulsory_bytes)}",
+        f"- Speed of light: {human_ms(result.sol_ms)} ({result.bottleneck}-bound; compute "
+        f"{human_ms(result.time_ms['compute_sol'])}, "
+        f"memory {human_ms(result.time_ms['memory_sol'])})",
+        f"- Peaks the bound assumes: {unit_line(result)}",
+        f"- Speed of light by math precision: {ladder_line(result)}",
+        f"- Estimates: eager {human_ms(result.time_ms['eager_estimate'])} "
+        f"({result.unfused_kernel_count} kernels), torch.compile "
+        f"{human_ms(result.time_ms['fused_estimate'])} ({result.fused_kernel_count} kernels), "
+        f"CUDA graphs {human_ms(result.time_ms['cudagraph_estimate'])}",
+    ]
+    lines += [f"  {label.split(' estimate')[0].lower()}: {_split(result, mode)}"
+              for label, _, mode in ESTIMATE_ROWS[:2]]
+    kernels = result.top_kernels(top)
+    if kernels:
+        lines.append("- Where the GPU time goes (fused kernels, estimated):")
+        gpu_s = result.kernel_gpu_s
+        total = sum(gpu_s[k] for k in result.kernels) or 1.0
+        lines += [
+            f"  {k.name}: {human_ms(gpu_s[k] * 1e3)} ({gpu_s[k] / total:.0%}), {k.bound}-bound, "
+            f"{_intensity(k.intensity)} FLOP/B"
+            for k in kernels
+        ]
+    if result.actual is not None:
+        lines.append(_timed_line("Measured reference", result.actual, result))
+    generated = result.with_actual(gen_ms).actual if gen_ms else None
+    if generated is not None:
+        ref_ms = result.actual.ms if result.actual else None
+        lines.append(_timed_line("Generated kernel", generated, result, ref_ms))
+    return "\n".join(lines[:15])
+
+
+# --- Batch (KernelBench suite) reports -------------------------------------------------------
+
+#: Columns of the per-problem table: header → how to read it from a report's problem entry.
+SUITE_COLUMNS: dict[str, Any] = {
+    "level": lambda p: p.level,
+    "problem": lambda p: p.file,
+    "status": lambda p: p.status,
+    "flops": lambda p: _from_result(p, lambda r: r["flops"]["total"]),
+    "bytes_unfused": lambda p: _from_result(p, lambda r: r["bytes"]["unfused"]),
+    "bytes_fused": lambda p: _from_result(p, lambda r: r["bytes"]["fused"]),
+    "bytes_compulsory": lambda p: _from_result(p, lambda r: r["bytes"]["compulsory"]),
+    "sol_ms": lambda p: _from_result(p, lambda r: r["time_ms"]["sol"]),
+    "fused_estimate_ms": lambda p: _from_result(p, lambda r: r["time_ms"]["fused_estimate"]),
+    "eager_estimate_ms": lambda p: _from_result(p, lambda r: r["time_ms"]["eager_estimate"]),
+    "bottleneck": lambda p: _from_result(p, lambda r: r["bottleneck"]),
+    "measured_ms": lambda p: p.measured_ms,
+    "gen_ms": lambda p: p.gen_ms,
+    "sol_fraction": lambda p: p.sol_fraction,
+    "gen_sol_fraction": lambda p: p.gen_sol_fraction,
+    "possible_with": lambda p: p.possible_with,
+    "gen_possible_with": lambda p: p.gen_possible_with,
+    "gen_faster_than_light": lambda p: p.gen_impossible if p.gen_ms is not None else None,
+    "speedup": lambda p: p.speedup,
+    "error": lambda p: p.error,
+}
+
+
+def _from_result(problem: ProblemReport, read: Any) -> Any:
+    return read(problem.result) if problem.result else None
+
+
+def suite_rows(report: BatchReport) -> list[dict[str, Any]]:
+    """One flat dict per problem, keyed by :data:`SUITE_COLUMNS`."""
+    return [{name: read(p) for name, read in SUITE_COLUMNS.items()} for p in report.problems]
+
+
+def suite_csv(report: BatchReport) -> str:
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(SUITE_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(suite_rows(report))
+    return buffer.getvalue()
+
+
+def _cell(name: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if name == "flops":
+        return si(value)
+    if name.startswith("bytes"):
+        return human_bytes(value)
+    if name.endswith("_ms"):
+        return f"{value:.4g}"
+    if name.endswith("sol_fraction"):
+        # SoL / time above 1: the time is that many times under the bound (possible_with says
+        # whether lower-precision math could reach it)
+        return f"**{value:,.4g}x under SoL**" if value > 1 else f"{value:.1%}"
+    if name == "speedup":
+        return f"{value:.2f}x"
+    if name == "gen_faster_than_light":
+        return "**yes**" if value else "no"
+    if name == "error":
+        return str(value).replace("|", "\\|")[:120]
+    return str(value)
+
+
+def suite_summary_line(report: BatchReport) -> str:
+    """One line for the end of a batch: how many problems were analyzed, failed, and beat the
+    speed of light."""
+    row = report.summary["all"]
+    line = f"{row['analyzed']} of {row['problems']} problems analyzed, {row['failed']} failed"
+    if any(p.measured_ms for p in report.problems):
+        line += f"; {row['impossible']} measured time(s) below the speed of light"
+    if any(p.gen_ms for p in report.problems):
+        line += f"; {row['gen_impossible']} generated kernel time(s) below it"
+    return line
+
+
+def suite_markdown(report: BatchReport) -> str:
+    """Summary per level, then one row per problem."""
+    lines = [
+        f"# torchroofline KernelBench report — {report.gpu}, {report.precision}",
+        "",
+        "| level | problems | analyzed | failed | compute-bound | memory-bound "
+        "| median % of SoL | median speedup | measured < SoL |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for level, row in report.summary.items():
+        median = row["median_sol_fraction"]
+        speedup = row["median_speedup"]
+        lines.append(
+            f"| {level} | {row['problems']} | {row['analyzed']} | {row['failed']} "
+            f"| {row['compute_bound']} | {row['memory_bound']} "
+            f"| {'' if median is None else f'{median:.1%}'} "
+            f"| {'' if speedup is None else f'{speedup:.2f}x'} | {row['impossible']} |"
+        )
+    names = list(SUITE_COLUMNS)
+    lines += ["", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    for row in suite_rows(report):
+        lines.append("| " + " | ".join(_cell(name, row[name]) for name in names) + " |")
+    return "\n".join(lines) + "\n"

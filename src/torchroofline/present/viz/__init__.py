@@ -1,0 +1,49 @@
+"""Pictures of an analysis (the ``viz`` extra, matplotlib): one module per picture family.
+
+- :mod:`.rooflines`: the roofline of one result (:func:`plot_result`, :func:`plot_result_dict`);
+- :mod:`.gpus`: one workload's speed of light and fused estimate across GPUs (:func:`plot_gpus`);
+- :mod:`.suite`: a KernelBench batch report, a :class:`~torchroofline.batch_report.BatchReport`
+  (:func:`plot_suite` and its scatter and histogram);
+- :mod:`.runs`: a KernelBench run's samples against SoL (:func:`plot_run`);
+- :mod:`.labels`: the label placer they share; :mod:`.canvas`: figures, saving, colours.
+
+Pictures draw from results (or their dictionary form) and never trace a model.
+"""
+
+from ...price.roofline import Roof
+from .canvas import (
+    BOUND_COLOURS,
+    CATEGORY_COLOURS,
+    DPI,
+    FIGSIZE_IN,
+    GPUS_FIGSIZE_IN,
+    IMPOSSIBLE_COLOUR,
+    SUITE_FIGSIZE_IN,
+)
+from .gpus import DEFAULT_GPUS, plot_gpus
+from .rooflines import KernelPoint, describe_roof, kernel_points, plot_result, plot_result_dict
+from .runs import plot_run
+from .suite import plot_suite, plot_suite_histogram, plot_suite_scatter, problem_points
+
+__all__ = [
+    "BOUND_COLOURS",
+    "CATEGORY_COLOURS",
+    "DEFAULT_GPUS",
+    "DPI",
+    "FIGSIZE_IN",
+    "GPUS_FIGSIZE_IN",
+    "IMPOSSIBLE_COLOUR",
+    "SUITE_FIGSIZE_IN",
+    "KernelPoint",
+    "Roof",
+    "describe_roof",
+    "kernel_points",
+    "plot_gpus",
+    "plot_result",
+    "plot_result_dict",
+    "plot_run",
+    "plot_suite",
+    "plot_suite_histogram",
+    "plot_suite_scatter",
+    "problem_points",
+]

@@ -1,0 +1,256 @@
+"""Pictures of a KernelBench batch report: measured time against SoL, % of SoL, and one
+roofline per problem."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...suites.batch_report import level_name
+from .canvas import (
+    IMPOSSIBLE_COLOUR,
+    SUITE_FIGSIZE_IN,
+    figure_class,
+    freeze_layout,
+    new_figure,
+    percent_formatter,
+    plain_formatter,
+    save,
+    save_target,
+)
+from .labels import Labeller
+from .rooflines import plot_result_dict
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from ...suites.batch_report import BatchReport, ProblemReport
+
+
+def problem_points(report: BatchReport) -> list[ProblemReport]:
+    """The problems a suite picture can place: analyzed, with a positive measured time."""
+    return [p for p in report.problems if p.ok and p.measured_ms and p.measured_ms > 0]
+
+
+def _percent_of_sol(problem: ProblemReport) -> float:
+    return 100 * problem.sol_fraction
+
+
+def plot_suite(
+    report: BatchReport, out_dir: str | Path, *, per_problem: bool = False
+) -> list[Path]:
+    """Pictures of a KernelBench batch report in ``out_dir``; returns the paths written (PNG).
+
+    ``suite_scatter.png`` (:func:`plot_suite_scatter`), ``suite_histogram.png``
+    (:func:`plot_suite_histogram`) and, with ``per_problem``,
+    ``problems/<level>_<file stem>.png``: each problem's roofline from its result dict, with its
+    measured time when the report has one.
+    """
+    figure_class()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [out_dir / "suite_scatter.png", out_dir / "suite_histogram.png"]
+    plot_suite_scatter(report, written[0])
+    plot_suite_histogram(report, written[1])
+    if per_problem:
+        (out_dir / "problems").mkdir(exist_ok=True)
+        for problem in report.problems:
+            if problem.result:
+                name = f"{level_name(problem.level)}_{Path(problem.file).stem}.png"
+                path = out_dir / "problems" / name
+                plot_result_dict(with_measured(problem), path, title=_problem_title(problem))
+                written.append(path)
+    return written
+
+
+def with_measured(problem: ProblemReport) -> dict[str, Any]:
+    """The problem's result dict, with its measured time as ``actual`` when it has none."""
+    data = problem.result
+    if data.get("actual") is None and problem.measured_ms:
+        data = {**data, "actual": {"ms": problem.measured_ms}}
+    return data
+
+
+def _problem_title(problem: ProblemReport) -> str:
+    return f"{problem.file} on {problem.result['gpu']}, {problem.result['precision']}"
+
+
+def _levels(points: Sequence[ProblemReport]) -> dict[int | None, str]:
+    """Level → colour, levels in order, "no level" last."""
+    levels = sorted({p.level for p in points}, key=lambda level: (level is None, level or 0))
+    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22")
+    return {level: palette[i % len(palette)] for i, level in enumerate(levels)}
+
+
+def _suite_title(report: BatchReport, points: Sequence[ProblemReport], what: str) -> str:
+    skipped = len(report.problems) - len(points)
+    tail = f"; {skipped} failed or unmeasured, not shown" if skipped else ""
+    return f"{what} — {len(points)} problems on {report.gpu}, {report.precision}{tail}"
+
+
+def plot_suite_scatter(report: BatchReport, path: str | Path | None = None) -> Figure:
+    """Measured time against SoL per problem of a batch report, log–log, coloured by level,
+    with y = x: points below it beat the bound and are named, with the math that could reach
+    them (:attr:`ProblemReport.possible_with`); those no math reaches are impossible (measured
+    faster than light), ringed in red. Problems without a result or a measured time are counted
+    in the title."""
+    target = save_target(path)
+    points = problem_points(report)
+    fig, ax = new_figure(SUITE_FIGSIZE_IN)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    values = [t for p in points for t in (p.sol_ms, p.measured_ms)] or [1e-3, 1.0]
+    lo, hi = min(values) / 3, max(values) * 3
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.fill_between(
+        [lo, hi],
+        [lo, lo],
+        [lo, hi],
+        color=IMPOSSIBLE_COLOUR,
+        alpha=0.07,
+        lw=0,
+        label="measured < SoL: lower-precision math, or impossible",
+    )
+    ax.plot([lo, hi], [lo, hi], color="k", lw=1.2, gid="sol-line", label="measured = SoL")
+    for factor, text in ((10, "10% of SoL"), (100, "1% of SoL")):
+        ax.plot([lo, hi], [lo * factor, hi * factor], color="0.6", lw=0.7, ls=":")
+        x = lo * 1.5
+        if x * factor < hi:
+            ax.annotate(
+                text,
+                (x, x * factor),
+                xytext=(2, 2),
+                textcoords="offset points",
+                fontsize=7,
+                color="0.45",
+            )
+    for level, colour in _levels(points).items():
+        chosen = [p for p in points if p.level == level]
+        ax.scatter(
+            [p.sol_ms for p in chosen],
+            [p.measured_ms for p in chosen],
+            s=28,
+            c=colour,
+            alpha=0.8,
+            edgecolors="white",
+            linewidths=0.5,
+            zorder=3,
+            label="no level" if level is None else f"level {level}",
+            gid=f"level:{level}",
+        )
+    impossible = [p for p in points if p.impossible]
+    ax.scatter(
+        [p.sol_ms for p in impossible],
+        [p.measured_ms for p in impossible],
+        s=110,
+        facecolors="none",
+        edgecolors=IMPOSSIBLE_COLOUR,
+        linewidths=1.6,
+        zorder=4,
+        label=f"impossible ({len(impossible)})",
+        gid="impossible",
+    )
+    ax.set_xlabel("speed of light (ms)")
+    ax.set_ylabel("measured (ms)")
+    ax.xaxis.set_major_formatter(plain_formatter())
+    ax.yaxis.set_major_formatter(plain_formatter())
+    ax.grid(True, which="major", color="0.9", lw=0.6)
+    ax.set_title(_suite_title(report, points, "measured vs speed of light"), fontsize=10)
+    _say_if_empty(ax, points)
+    legend = ax.legend(loc="upper left", fontsize=8)
+    freeze_layout(fig, True)
+    labeller = Labeller(ax)
+    labeller.block(legend.get_window_extent())
+    for p in points:
+        labeller.block_marker(p.sol_ms, p.measured_ms, 110 if p.impossible else 28)
+    for p in (p for p in points if p.below_sol):
+        labeller.place(
+            p.sol_ms,
+            p.measured_ms,
+            Path(p.file).stem if p.impossible else f"{Path(p.file).stem} ({p.possible_with} math)",
+            fontsize=7,
+            color=IMPOSSIBLE_COLOUR if p.impossible else "0.3",
+            gid="label:impossible" if p.impossible else "label:lower-math",
+        )
+    return save(fig, target)
+
+
+# % of SoL bins: four per decade from 0.1 % to 100 %; anything faster than light gets its own bar.
+_PERCENT_EDGES = tuple(10 ** (e / 4) for e in range(-4, 9))
+_IMPOSSIBLE_BIN = (100.0, 10**2.25)
+
+
+def plot_suite_histogram(report: BatchReport, path: str | Path | None = None) -> Figure:
+    """How many problems reach each % of SoL (SoL / measured), stacked by level, on log bins;
+    those below the bound (>100 %: lower-precision math, or impossible) in their own hatched
+    bar."""
+    target = save_target(path)
+    points = problem_points(report)
+    fig, ax = new_figure(SUITE_FIGSIZE_IN)
+    ax.set_xscale("log")
+    levels = _levels(points)
+    floor = _PERCENT_EDGES[0] * 1.0001
+    stacks = [
+        [max(_percent_of_sol(p), floor) for p in points if p.level == level and not p.below_sol]
+        for level in levels
+    ]
+    if stacks:
+        ax.hist(
+            stacks,
+            bins=_PERCENT_EDGES,
+            stacked=True,
+            color=list(levels.values()),
+            edgecolor="white",
+            label=[_level_label(level) for level in levels],
+        )
+    below = sum(p.below_sol for p in points)
+    impossible = sum(p.impossible for p in points)
+    width = _IMPOSSIBLE_BIN[1] - _IMPOSSIBLE_BIN[0]
+    ax.bar(
+        [_IMPOSSIBLE_BIN[0]],
+        [below],
+        width=width,
+        align="edge",
+        color="white",
+        edgecolor=IMPOSSIBLE_COLOUR,
+        hatch="///",
+        label=f">100%: below SoL ({below}; {impossible} faster than any math)",
+        gid="bars:below-sol",
+    )
+    # from the bin holding the lowest value (at most 1 %, at least the first edge) to the end
+    lowest = min((_percent_of_sol(p) for p in points), default=100.0)
+    ax.set_xlim(
+        max([e for e in _PERCENT_EDGES if e <= min(lowest, 1.0)] or [_PERCENT_EDGES[0]]),
+        _IMPOSSIBLE_BIN[1],
+    )
+    ax.xaxis.set_major_formatter(percent_formatter())
+    ax.set_xlabel("% of speed of light (SoL / measured; 100% = at the bound)")
+    ax.set_ylabel("problems")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.grid(True, axis="y", color="0.9", lw=0.6)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title(_suite_title(report, points, "% of speed of light"), fontsize=10)
+    _say_if_empty(ax, points)
+    return save(fig, target)
+
+
+def _say_if_empty(ax: Any, points: Sequence[ProblemReport]) -> None:
+    """A picture without points says why, in the picture: no problem had a measured time."""
+    if not points:
+        ax.text(
+            0.5,
+            0.5,
+            "no problem has a measured time:\nrun 'torchroofline kernelbench' with --timings",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=10,
+            color=IMPOSSIBLE_COLOUR,
+            gid="note:empty",
+        )
+
+
+def _level_label(level: int | None) -> str:
+    return "no level" if level is None else f"level {level}"

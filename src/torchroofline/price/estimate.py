@@ -1,0 +1,679 @@
+"""The stage after the roofline: a performance model — how long a forward call should take on a
+real GPU driven by real PyTorch, as opposed to the speed of light (how long it could take at best).
+
+The roofline stage keeps the bounds; this stage predicts. It has two parts:
+
+1. **Per kernel, GPU time** at *achievable* rates (:func:`kernel_gpu_s`): bytes at a fraction of
+   the datasheet bandwidth plus a fixed fill/drain latency (so a small kernel reaches a small
+   share of the bandwidth and no kernel takes less than that latency), FLOPs at a per-family
+   fraction of the unit's peak, GEMM-class kernels in whole waves of output tiles over the SMs
+   (wave quantization), eager row-per-block reductions limited by how many rows they have, and
+   recurrences latency-bound per step. Data a warm L2 holds is read at the L2's bandwidth.
+2. **Per mode, a host/launch pipeline** (:func:`timeline`): the host issues kernel *k* when it
+   has finished the CPU work before it; the GPU runs it when the GPU is free and the kernel has
+   been issued. When kernels are short the host is the bottleneck and the GPU waits: the same
+   rule gives both the launch-bound and the GPU-bound regime. Modes: ``eager`` (one kernel per
+   aten op, Python and dispatcher cost per op), ``compile`` (Inductor's fused kernels, a guard
+   check per call and a launch per kernel) and ``cudagraph`` (the fused kernels replayed as one
+   CUDA graph: one replay per call, a small gap between kernels on the GPU).
+
+Every constant is a field of :class:`EstimateParams` (GPU side) or :class:`HostCosts` (CPU side,
+one machine) with its source; the fitted ones come from ``benchmarks/calibrate.py``, which
+writes ``docs/calibration.md`` with the data, the fit and its error per GPU and per level.
+Times are seconds inside this module.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..costs import Category, MatmulKind, OpRecord, tensor_bytes
+from ..errors import InputError
+from ..plan.fusion import Kernel
+from ..plan.plans import Plans
+from ..trace.tracer import Trace, TracedOp
+from .hardware import GPUSpec
+from .precision import MathSwitches, unit_seconds
+
+# --- Parameters ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    """CPU seconds of one forward call outside the GPU, on one machine (a host profile).
+
+    They differ between machines by about 2× across the calibration sets (CPU model, clock,
+    driver); ``docs/calibration.md`` lists the scale fitted for each. :meth:`scaled` gives a
+    profile for a faster or slower host from one measured ratio.
+    """
+
+    eager_call_s: float  #: Python call of the model (``nn.Module.__call__``, hooks check)
+    eager_op_s: float  #: one aten op that launches a kernel: Python, dispatcher, launch
+    eager_view_s: float  #: one view/metadata op (no kernel): Python and dispatcher only
+    eager_module_s: float  #: one submodule call in the forward (``nn.Module.__call__``)
+    launch_s: float  #: one extra kernel launch inside a library call (a cuDNN RNN's steps)
+    compile_call_s: float  #: ``torch.compile`` per call: guards, wrapper, output allocation
+    compile_kernel_s: float  #: one Triton or extern kernel launched by Inductor's wrapper
+    cudagraph_call_s: float  #: one CUDA-graph replay (``reduce-overhead``), with its checks
+    source: str = ""
+
+    def scaled(self, factor: float) -> HostCosts:
+        """Every CPU cost times ``factor`` (a host ``factor`` times slower)."""
+        if not isinstance(factor, (int, float)) or not factor > 0:
+            raise InputError(f"a host scale is a number above 0, got {factor!r}")
+        costs = {
+            name: getattr(self, name) * factor
+            for name in self.__dataclass_fields__
+            if name.endswith("_s")
+        }
+        return replace(self, **costs, source=f"{self.source} ×{factor:.3g}")
+
+
+@dataclass(frozen=True)
+class EstimateParams:
+    """GPU-side constants of the model and the host profile; all fields documented in METHOD.md.
+
+    Fractions are of the datasheet figures of :class:`~torchroofline.hardware.GPUSpec`.
+    """
+
+    host: HostCosts
+    hbm_fraction: float  #: achievable share of the datasheet memory bandwidth (large streams)
+    fill_latency_s: float  #: per-kernel fill/drain time: minimum duration of any kernel
+    vector_fraction: float  #: achievable share of the CUDA-core peak for pointwise math
+    #: achievable share of the unit's peak per matmul-class family (see :data:`FAMILIES`)
+    matmul_fraction: Mapping[str, float] = field(hash=False)
+    #: extra HBM passes over a tensor-core convolution's input and output (NCHW ↔ NHWC)
+    conv_layout_passes: float = 0.0
+    tile_edges: tuple[int, ...] = (128, 64, 32)  #: GEMM output tiles cuBLAS/cuDNN pick from
+    split_k_depth: int = 512  #: reduction depth per split when a GEMM splits K over more SMs
+    row_bandwidth_bytes_per_s: float = 10e9  #: one thread block streaming one row (eager)
+    rnn_step_s: float = 10e-6  #: one recurrent step: a small GEMM plus gate math, in series
+    cudagraph_gap_s: float = 1e-6  #: GPU gap between kernels replayed from a CUDA graph
+    #: L2 bandwidth (bytes/s) by GPU key where a microbenchmark figure is published
+    l2_bandwidth_bytes_per_s: Mapping[str, float] = field(default_factory=dict, hash=False)
+    #: share of the L2 a warm kernel's data can occupy and still hit (the rest: other data)
+    l2_usable_fraction: float = 0.5
+    #: per-GPU replacements of any field above, by GPU key (e.g. a measured ``hbm_fraction``)
+    per_gpu: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
+    source: str = ""
+
+    def for_gpu(self, gpu: GPUSpec) -> EstimateParams:
+        """These parameters with ``gpu``'s entries of :attr:`per_gpu` applied."""
+        changes = self.per_gpu.get(gpu.key)
+        return replace(self, **changes) if changes else self
+
+    def l2_bandwidth(self, gpu: GPUSpec) -> float | None:
+        return self.l2_bandwidth_bytes_per_s.get(gpu.key)
+
+    def with_host(self, host: HostCosts) -> EstimateParams:
+        return replace(self, host=host)
+
+    def host_scaled(self, factor: float) -> EstimateParams:
+        """These parameters on a host ``factor`` times slower (``--host-scale``): every CPU
+        cost times ``factor``, the GPU side unchanged."""
+        return self.with_host(self.host.scaled(factor))
+
+
+#: Published L2 bandwidths (bytes/s), measured by microbenchmarks; used only by the warm
+#: *estimate*, never by the bound. Vendor peaks (bytes per clock × clock: A100 7.2 TB/s, H100
+#: 9.0 TB/s, tabulated in doi:10.1016/j.ultsonch.2023.106546, Table 3) are not achieved rates:
+#: priced at them, the A100 and H100 estimates of the calibration set got worse, so a GPU
+#: without a measured figure reads warm data at HBM rates.
+L2_BANDWIDTH_BYTES_PER_S: dict[str, float] = {
+    # Jia, Maggioni, Staiger, Scarpazza, "Dissecting the NVIDIA Volta GPU Architecture via
+    # Microbenchmarking" (2018), L2 load throughput on V100: 2155 GB/s.
+    "v100": 2155e9,
+    # Jia, Maggioni, Smith, Scarpazza, "Dissecting the NVidia Turing T4 GPU via
+    # Microbenchmarking" (2019), L2 load throughput on T4: 1270 GB/s.
+    "t4": 1270e9,
+}
+
+
+# --- What one kernel asks of the GPU ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """The output grid of a GEMM-class kernel: ``batch`` independent ``m × n`` outputs, each
+    a reduction of depth ``k``."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+
+
+@dataclass(frozen=True)
+class KernelLoad:
+    """What one kernel asks of one GPU at one precision, at peak rates: the model's input.
+
+    Independent of :class:`EstimateParams`, so the calibration computes it once per problem
+    and GPU and re-prices it under many parameter sets.
+    """
+
+    name: str
+    family: str  #: a key of ``matmul_fraction`` for matmul-class kernels, else a category
+    matmul_s: float  #: matmul-class FLOPs at the peak of the unit that runs them
+    vector_s: float  #: other FLOPs at the CUDA-core peak
+    bytes: int  #: HBM bytes the plan charges this kernel
+    launches: int  #: GPU launches (a cuDNN RNN launches one per step)
+    gemm: GemmShape | None = None  #: output grid, for wave quantization
+    rows: int | None = None  #: rows of a row-per-block eager reduction (parallelism limit)
+    reread_bytes: int = 0  #: input bytes a two-pass eager kernel reads a second time
+    host_views: int = 0  #: view/metadata ops the host runs before this kernel (eager)
+    host_modules: int = 0  #: submodule calls that start before this kernel (eager)
+    #: seconds of its FLOPs on the units that run them, at their peaks (the larger of the
+    #: tensor-core and CUDA-core times: the per-kernel roofline's compute time)
+    compute_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProgramLoad:
+    """Both plans of one analysis on one GPU, as the model sees them."""
+
+    gpu: GPUSpec
+    cache: str
+    eager: tuple[KernelLoad, ...]
+    fused: tuple[KernelLoad, ...]
+
+
+#: Matmul-class families with their own achievable fraction, and why they differ.
+FAMILIES: dict[str, str] = {
+    "gemm": "cuBLAS GEMM (fp32: SGEMM on the CUDA cores)",
+    "conv": "cuDNN 2D convolution (implicit GEMM on TF32 tensor cores)",
+    "conv3d": "cuDNN 3D convolution: fewer tuned kernels, more index math per MAC",
+    "conv_transposed": "cuDNN transposed convolution: a data-gradient kernel with scattered "
+    "accumulation",
+    "conv_grouped": "grouped/depthwise convolution: too little work per group for the tensor cores",
+    "attention": "fused SDPA kernels (flash / memory-efficient)",
+    "rnn": "cuDNN RNN: per-step GEMMs, small and serial",
+}
+
+
+def _conv_family(traced: TracedOp) -> str:
+    """A convolution's kernel family from its schema arguments (``convolution``,
+    ``_convolution`` and ``convolution_backward`` name ``groups``, ``transposed`` and
+    ``weight`` alike, at different positions)."""
+    if int(traced.argument("groups", 1) or 1) > 1:
+        return "conv_grouped"
+    if traced.argument("transposed", False):
+        return "conv_transposed"
+    weight = traced.argument("weight")
+    return "conv3d" if getattr(weight, "dim", lambda: 4)() >= 5 else "conv"
+
+
+_FAMILY_OF_KIND: dict[MatmulKind, Callable[[TracedOp], str]] = {
+    MatmulKind.MATMUL: lambda traced: "gemm",
+    MatmulKind.CONV: _conv_family,
+    MatmulKind.ATTENTION: lambda traced: "attention",
+    MatmulKind.RNN: lambda traced: "rnn",
+}
+
+
+def _gemm_of(op: OpRecord) -> GemmShape | None:
+    """Output grid of a matmul-class op from its output shape; depth from its FLOPs
+    (2·batch·m·n·k). Convolutions are implicit GEMMs: m = images × output pixels, n = output
+    channels. Attention tiles over query blocks of each (batch, head)."""
+    if not op.writes or op.flops.kind is MatmulKind.RNN:
+        return None
+    shape = op.writes[0].shape
+    if op.flops.kind is MatmulKind.CONV and len(shape) >= 3:
+        batch, m, n = 1, shape[0] * math.prod(shape[2:]), shape[1]
+    elif len(shape) >= 2:
+        batch, m, n = math.prod(shape[:-2]), shape[-2], shape[-1]
+    else:
+        batch, m, n = 1, math.prod(shape), 1
+    outputs = max(batch * m * n, 1)
+    return GemmShape(max(batch, 1), max(m, 1), max(n, 1), max(op.flops.tensor // (2 * outputs), 1))
+
+
+def _layer_norm_rows(op: OpRecord, traced: TracedOp) -> int:
+    """``native_layer_norm`` / ``native_group_norm`` write (out, mean, rstd): one mean per row."""
+    return traced.writes[1].elements if len(traced.writes) > 1 else 1
+
+
+def _softmax_rows(op: OpRecord, traced: TracedOp) -> int | None:
+    """``_softmax(x, dim, …)`` over the last dim runs one block per row (``cunn_SoftMaxForward``);
+    over another dim it runs a spatial kernel parallel over the inner positions."""
+    source = traced.args[0]
+    dim = int(traced.args[1]) % max(source.dim(), 1)
+    if dim != source.dim() - 1:
+        return None
+    return source.numel() // max(source.shape[-1], 1)
+
+
+#: Eager kernels that give each row to one thread block, so a few long rows use a few SMs
+#: (PyTorch's ``RowwiseMomentsCUDAKernel`` for layer/group norm and ``cunn_SoftMaxForward``).
+#: Inductor splits such reductions across blocks, so the fused plan has no such limit.
+ROW_PER_BLOCK: dict[str, Callable[[OpRecord, TracedOp], int | None]] = {
+    "native_layer_norm": _layer_norm_rows,
+    "native_group_norm": _layer_norm_rows,
+    "_softmax": _softmax_rows,
+    "_log_softmax": _softmax_rows,
+}
+
+
+def _training(traced: TracedOp) -> bool:
+    """``native_batch_norm(input, weight, bias, running_mean, running_var, training, …)``; the
+    cuDNN and MIOpen spellings (what a CUDA or ROCm build of PyTorch traces) take the same."""
+    return bool(traced.args[5]) if len(traced.args) > 5 else True
+
+
+#: Eager normalisations that read their input twice: once for the statistics, once to normalise
+#: (PyTorch's batch-norm training kernels, ``RowwiseMoments`` + the apply kernel of group norm,
+#: and layer norm's Welford pass + its normalise pass). Inductor keeps a row on chip when it fits.
+TWO_PASS: dict[str, Callable[[TracedOp], bool]] = {
+    "native_batch_norm": _training,
+    "_native_batch_norm_legit": _training,
+    "cudnn_batch_norm": _training,
+    "miopen_batch_norm": _training,
+    "native_group_norm": lambda traced: True,
+    "native_layer_norm": lambda traced: True,
+}
+
+
+def kernel_load(
+    kernel: Kernel,
+    trace: Trace,
+    gpu: GPUSpec,
+    precision: str,
+    float_bytes: int,
+    *,
+    eager: bool,
+    switches: MathSwitches | None = None,
+    host_views: int = 0,
+    host_modules: int = 0,
+) -> KernelLoad:
+    """The model's view of one plan kernel on ``gpu`` (units as ``switches`` put them), with
+    the view ops and submodule calls the host runs before it (eager)."""
+    work = unit_seconds(kernel.ops, gpu, precision, switches)
+    vector_s = kernel.vector_flops / gpu.vector_peak(precision)
+    matmul_op = next((op for op in kernel.ops if op.flops.tensor), None)
+    family = kernel.category.value
+    gemm = None
+    if matmul_op is not None and matmul_op.flops.kind is not None:
+        family = _FAMILY_OF_KIND[matmul_op.flops.kind](trace.ops[matmul_op.index])
+        gemm = _gemm_of(matmul_op)
+    gemm_like = matmul_op is not None
+    rows = None
+    reread = 0
+    if eager:
+        traced = trace.ops[kernel.ops[0].index]
+        rule = ROW_PER_BLOCK.get(traced.base)
+        # the apply pass of a norm the eager plan split (pointwise) is parallel over elements
+        statistics = kernel.ops[0].category is not Category.POINTWISE
+        rows = rule(kernel.ops[0], traced) if rule and statistics else None
+        # one kernel for the whole op (the eager plan splits some into their two passes,
+        # each then charged its own load)
+        whole = kernel.ops[0].writes == traced.writes
+        if whole and TWO_PASS.get(traced.base, lambda traced: False)(traced):
+            reread = tensor_bytes(kernel.ops[0].reads[0], float_bytes)
+    return KernelLoad(
+        name=kernel.name,
+        family=family,
+        # fp32 GEMMs run on the CUDA cores: unit_seconds counts them in its vector seconds
+        matmul_s=work.tensor_s + max(work.vector_s - vector_s, 0.0) if gemm_like else 0.0,
+        vector_s=vector_s if gemm_like else work.vector_s,
+        bytes=kernel.bytes(float_bytes),
+        launches=kernel.launches,
+        gemm=gemm,
+        rows=rows,
+        reread_bytes=reread,
+        host_views=host_views,
+        host_modules=host_modules,
+        compute_s=work.compute_s,
+    )
+
+
+def _host_work(kernels: Sequence[Kernel], ops: Sequence[OpRecord]
+               ) -> tuple[list[int], list[int]]:
+    """(view ops, submodule calls) the host runs before each eager kernel (since the previous
+    kernel): eager dispatches every aten op, kernel or not, in order."""
+    first_index = {kernel.ops[0].index: i for i, kernel in enumerate(kernels)}
+    views = [0] * len(kernels)
+    modules = [0] * len(kernels)
+    pending_views = pending_modules = 0
+    previous_module = None
+    for op in ops:
+        if op.module_path != previous_module:
+            pending_modules += op.module_path != ""
+            previous_module = op.module_path
+        position = first_index.get(op.index)
+        if position is None:
+            pending_views += op.category is Category.ZERO_COPY
+            continue
+        views[position], modules[position] = pending_views, pending_modules
+        pending_views = pending_modules = 0
+    return views, modules
+
+
+def program_load(
+    plans: Plans,
+    gpu: GPUSpec,
+    precision: str,
+    float_bytes: int,
+    cache: str,
+    switches: MathSwitches | None = None,
+) -> ProgramLoad:
+    """Both plans' :class:`KernelLoad` on ``gpu``."""
+    trace = plans.trace
+    eager = plans.eager.kernels
+    return ProgramLoad(
+        gpu=gpu,
+        cache=cache,
+        eager=tuple(
+            kernel_load(k, trace, gpu, precision, float_bytes, eager=True, switches=switches,
+                        host_views=views, host_modules=modules)
+            for k, views, modules in zip(eager, *_host_work(eager, plans.ops), strict=True)
+        ),
+        fused=tuple(
+            kernel_load(k, trace, gpu, precision, float_bytes, eager=False, switches=switches)
+            for k in plans.fused.kernels
+        ),
+    )
+
+
+# --- Per kernel: GPU time ------------------------------------------------------------------
+
+
+def wave_efficiency(gemm: GemmShape, sm_count: int, params: EstimateParams) -> float:
+    """Share of the GPU a GEMM-class kernel keeps busy: its work items (output tiles, times
+    the K splits of a deep reduction) run in whole waves of ``sm_count``.
+
+    Like cuBLAS's heuristics, the largest tile edge that still gives a full wave is taken;
+    with too few tiles even at the smallest edge, K is split (when deep enough) to fill it.
+    """
+    edges = params.tile_edges
+    for edge in edges:
+        tiles = gemm.batch * math.ceil(gemm.m / edge) * math.ceil(gemm.n / edge)
+        if tiles >= sm_count or edge == edges[-1]:
+            break
+    if tiles < sm_count:
+        splits = max(1, min(gemm.k // params.split_k_depth, sm_count // tiles))
+        tiles *= splits
+    waves = math.ceil(tiles / sm_count)
+    return tiles / (waves * sm_count)
+
+
+def memory_s(moved_bytes: int, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
+    """``moved_bytes`` at the achievable bandwidth; with a warm cache the part that fits the
+    usable L2 comes from L2 at its published bandwidth (HBM rate where none is published)."""
+    hbm = params.hbm_fraction * gpu.memory_bandwidth_bytes_per_s
+    l2_bandwidth = params.l2_bandwidth(gpu)
+    if cache != "warm" or l2_bandwidth is None or not moved_bytes:
+        return moved_bytes / hbm
+    from_l2 = min(moved_bytes, params.l2_usable_fraction * gpu.l2_bytes)
+    return from_l2 / l2_bandwidth + (moved_bytes - from_l2) / hbm
+
+
+def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
+    """GPU time of one kernel: the slower of its memory and compute times at achievable rates,
+    plus the fill/drain latency; a recurrence is at least its serial steps."""
+    touched = load.bytes + load.reread_bytes
+    moved = memory_s(touched, gpu, params, cache)
+    if load.family.startswith("conv") and load.family != "conv_grouped":
+        moved *= 1 + params.conv_layout_passes
+    if load.rows is not None:
+        moved = max(moved, touched / (load.rows * params.row_bandwidth_bytes_per_s))
+    compute = load.vector_s / params.vector_fraction
+    if load.matmul_s:
+        fraction = params.matmul_fraction[load.family]
+        if load.gemm is not None:
+            fraction *= wave_efficiency(load.gemm, gpu.sm_count, params)
+        compute += load.matmul_s / fraction
+    busy = max(moved, compute) + params.fill_latency_s
+    if load.family == "rnn":
+        busy = max(busy, load.launches * params.rnn_step_s)
+    return busy
+
+
+# --- Per mode: the host/launch pipeline ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModeEstimate:
+    """One mode's predicted time: the pipeline's end, the GPU's busy time within it, and each
+    kernel's GPU time (in plan order)."""
+
+    mode: str
+    total_s: float
+    gpu_busy_s: float
+    host_s: float  #: CPU time of the call (issue of the last kernel)
+    kernel_gpu_s: tuple[float, ...]
+
+    @property
+    def host_bound_share(self) -> float:
+        """Share of the time the GPU waits for the host (0: GPU-bound, →1: launch-bound)."""
+        return 1 - self.gpu_busy_s / self.total_s if self.total_s else 0.0
+
+    @property
+    def launch_bound(self) -> bool:
+        """The GPU idles more than half the call, waiting on the host."""
+        return self.host_bound_share > 0.5
+
+
+def timeline(mode: str, start_s: float, issue_s: Sequence[float], gpu_s: Sequence[float]
+             ) -> ModeEstimate:
+    """Kernel *k* is issued ``issue_s[k]`` after kernel *k−1* (the first after ``start_s``)
+    and runs when the GPU is free and it has been issued."""
+    issued = start_s
+    end = 0.0
+    for host, busy in zip(issue_s, gpu_s, strict=True):
+        issued += host
+        end = max(end, issued) + busy
+    return ModeEstimate(mode, max(end, issued), sum(gpu_s), issued, tuple(gpu_s))
+
+
+def _eager_issue(load: KernelLoad, host: HostCosts) -> float:
+    return (
+        host.eager_op_s
+        + load.host_views * host.eager_view_s
+        + load.host_modules * host.eager_module_s
+        + (load.launches - 1) * host.launch_s
+    )
+
+
+def estimate_modes(program: ProgramLoad, params: EstimateParams) -> Performance:
+    """The three modes' :class:`ModeEstimate` for one program."""
+    gpu, cache = program.gpu, program.cache
+    on_gpu = params.for_gpu(gpu)
+    eager_gpu = [kernel_gpu_s(k, gpu, on_gpu, cache) for k in program.eager]
+    fused_gpu = [kernel_gpu_s(k, gpu, on_gpu, cache) for k in program.fused]
+    return _pipelines(program, params, eager_gpu, fused_gpu)
+
+
+def _pipelines(program: ProgramLoad, params: EstimateParams, eager_gpu: Sequence[float],
+               fused_gpu: Sequence[float]) -> Performance:
+    """Each mode's host/launch pipeline over the kernels' GPU seconds."""
+    on_gpu = params.for_gpu(program.gpu)
+    host = on_gpu.host
+    eager = timeline(
+        "eager", host.eager_call_s, [_eager_issue(k, host) for k in program.eager], eager_gpu
+    )
+    compiled = timeline(
+        "compile",
+        host.compile_call_s,
+        [host.compile_kernel_s + (k.launches - 1) * host.launch_s for k in program.fused],
+        fused_gpu,
+    )
+    replayed = timeline(
+        "cudagraph",
+        host.cudagraph_call_s,
+        [0.0] * len(fused_gpu),
+        [busy + on_gpu.cudagraph_gap_s for busy in fused_gpu],
+    )
+    return Performance(params, program, eager, compiled, replayed)
+
+
+def host_scaled(performance: Performance, factor: float) -> Performance:
+    """The same prediction on a host ``factor`` times slower: the kernels' GPU times are kept
+    (they do not depend on the host), only the pipelines are run again."""
+    return _pipelines(
+        performance.program, performance.params.host_scaled(factor),
+        performance.eager.kernel_gpu_s, performance.compile.kernel_gpu_s,
+    )
+
+
+def host_scale_totals_ms(performance: Performance, factors: Sequence[float], floor_s: float
+                         ) -> dict[str, list[float]]:
+    """Per mode (``eager``, ``fused``, ``cudagraph``), the estimated total (ms, never below
+    ``floor_s``, the SoL) at each host scale of ``factors``: what a host scale is fitted on."""
+    scaled = [host_scaled(performance, factor).modes for factor in factors]
+    return {
+        mode: [max(modes[mode].total_s, floor_s) * 1e3 for modes in scaled]
+        for mode in performance.modes
+    }
+
+
+@dataclass(frozen=True)
+class Performance:
+    """The model's prediction for one analysis: the parameters, its input and each mode."""
+
+    params: EstimateParams = field(repr=False)
+    program: ProgramLoad = field(repr=False)
+    eager: ModeEstimate
+    compile: ModeEstimate
+    cudagraph: ModeEstimate
+
+    @property
+    def modes(self) -> dict[str, ModeEstimate]:
+        """Result-facing names: ``eager``, ``fused`` (torch.compile) and ``cudagraph``."""
+        return {"eager": self.eager, "fused": self.compile, "cudagraph": self.cudagraph}
+
+    def loads(self, mode: str) -> tuple[KernelLoad, ...]:
+        """The kernels a mode runs (eager's plan, or the fused plan)."""
+        return self.program.eager if mode == "eager" else self.program.fused
+
+    def top_kernels(self, mode: str, count: int = 5) -> list[tuple[KernelLoad, float]]:
+        """A mode's kernels with the most estimated GPU time, with that time (s)."""
+        pairs = zip(self.loads(mode), self.modes[mode].kernel_gpu_s, strict=True)
+        return sorted(pairs, key=lambda pair: pair[1], reverse=True)[:count]
+
+    def gpu_s_by_family(self, mode: str) -> dict[str, float]:
+        """Estimated GPU seconds of a mode per kernel family, largest first."""
+        totals: dict[str, float] = {}
+        for load, busy in zip(self.loads(mode), self.modes[mode].kernel_gpu_s, strict=True):
+            totals[load.family] = totals.get(load.family, 0.0) + busy
+        return dict(sorted(totals.items(), key=lambda item: item[1], reverse=True))
+
+    def to_dict(self, floor_s: float, top: int = 5) -> dict[str, Any]:
+        """Per mode: total, GPU-busy and host ms, host-bound share, launch-bound verdict, GPU ms
+        per kernel family and the top kernels; a total is never below ``floor_s`` (the SoL)."""
+        return {
+            name: {
+                "total_ms": max(mode.total_s, floor_s) * 1e3,
+                "gpu_busy_ms": mode.gpu_busy_s * 1e3,
+                "host_ms": mode.host_s * 1e3,
+                "host_bound_share": mode.host_bound_share,
+                "launch_bound": mode.launch_bound,
+                "gpu_ms_by_family": {
+                    family: busy * 1e3 for family, busy in self.gpu_s_by_family(name).items()
+                },
+                "top_kernels": [
+                    {"name": load.name, "family": load.family, "gpu_ms": busy * 1e3}
+                    for load, busy in self.top_kernels(name, top)
+                ],
+            }
+            for name, mode in self.modes.items()
+        }
+
+
+# --- What each constant means and where it comes from (METHOD.md prints this table) --------
+
+CONSTANT_NOTES: dict[str, str] = {
+    "hbm_fraction": "share of the datasheet memory bandwidth a large streaming kernel reaches "
+    "(STREAM-like copies: 80-93 % on HBM and GDDR parts); fit",
+    "fill_latency_s": "fill/drain time of every kernel, so a small kernel reaches a small share "
+    "of the bandwidth and none is shorter (an empty kernel takes 1-3 µs on the GPU); fit",
+    "vector_fraction": "share of the CUDA-core peak pointwise math reaches: the peak counts an "
+    "FMA as 2 FLOPs, pointwise ops issue one FLOP per instruction (not fitted: the data is flat "
+    "in it)",
+    "matmul_fraction.*": "share of the unit's peak per matmul-class family (cuBLAS SGEMM, cuDNN "
+    "2D/3D/transposed/grouped convolution, SDPA, cuDNN RNN); fit",
+    "conv_layout_passes": "extra passes over a TF32 convolution's input and output: cuDNN's "
+    "tensor-core kernels work in NHWC, PyTorch hands it NCHW; fit",
+    "tile_edges": "output tile edges cuBLAS/cuDNN choose from (CUTLASS's 128/64/32 "
+    "threadblock tiles); the largest that fills a wave is taken",
+    "split_k_depth": "reduction depth per split when a GEMM splits K to fill the GPU (cuBLAS "
+    "split-K heuristics split reductions of a few hundred or more)",
+    "row_bandwidth_bytes_per_s": "bandwidth of one thread block streaming one row: bytes in "
+    "flight per block / memory latency (Little's law, a few KB / ~0.5 µs); fit",
+    "rnn_step_s": "one recurrent step of a cuDNN RNN: small GEMM + gate math in series; fit",
+    "cudagraph_gap_s": "GPU gap between kernels replayed from a CUDA graph; fit",
+    "l2_bandwidth_bytes_per_s": "published L2 bandwidth per GPU (microbenchmarks, cited at "
+    "L2_BANDWIDTH_BYTES_PER_S); warm estimate only, never the bound",
+    "l2_usable_fraction": "share of the L2 a warm kernel's data may occupy and still hit (half: "
+    "the other half holds the rest of the working set; not fitted)",
+    "host.eager_call_s": "eager: Python call of the model; fit",
+    "host.eager_op_s": "eager: one aten op that launches a kernel (Python, dispatcher, "
+    "cudaLaunchKernel); fit",
+    "host.eager_view_s": "eager: one view or metadata op (no kernel); fit",
+    "host.eager_module_s": "eager: one submodule call (nn.Module.__call__); fit",
+    "host.launch_s": "one extra launch inside a library call (a cuDNN RNN's steps); fit",
+    "host.compile_call_s": "torch.compile: guards, wrapper and output allocation per call; fit",
+    "host.compile_kernel_s": "torch.compile: one Triton or extern kernel launch; fit",
+    "host.cudagraph_call_s": "reduce-overhead: one CUDA-graph replay with its checks; fit",
+}
+
+
+# --- Defaults ------------------------------------------------------------------------------
+# Fitted by benchmarks/calibrate.py on the KernelBench timings of nine GPU setups; the fit, its
+# data and its error per GPU and level are in docs/calibration.md; the starting point and the
+# physical range each constant was held in are START and RANGES in that script. Constants the
+# fit left at a range limit are marked so in docs/calibration.md.
+
+DEFAULT_HOST = HostCosts(
+    eager_call_s=1.03e-05,
+    eager_op_s=1.87e-05,
+    eager_view_s=5.38e-06,
+    eager_module_s=8.78e-06,
+    launch_s=3.7e-06,
+    compile_call_s=9.35e-05,
+    compile_kernel_s=2.34e-05,
+    cudagraph_call_s=0.000122,
+    source="fit: docs/calibration.md (geometric mean of the six training hosts)",
+)
+
+DEFAULT_PARAMS = EstimateParams(
+    host=DEFAULT_HOST,
+    hbm_fraction=0.7,
+    fill_latency_s=1e-06,
+    vector_fraction=0.5,
+    matmul_fraction={
+        "gemm": 0.7,
+        "conv": 0.774,
+        "conv3d": 0.103,
+        "conv_transposed": 0.177,
+        "conv_grouped": 0.0135,
+        "attention": 0.604,
+        "rnn": 0.259,
+    },
+    conv_layout_passes=2.74,
+    row_bandwidth_bytes_per_s=8.52e+09,
+    rnn_step_s=5.17e-06,
+    cudagraph_gap_s=6.88e-07,
+    l2_bandwidth_bytes_per_s=L2_BANDWIDTH_BYTES_PER_S,
+    l2_usable_fraction=0.5,
+    source="fit: docs/calibration.md (benchmarks/calibrate.py)",
+)
+
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PARAMS",
+    "EstimateParams",
+    "HostCosts",
+    "KernelLoad",
+    "ModeEstimate",
+    "Performance",
+    "estimate_modes",
+    "host_scale_totals_ms",
+    "host_scaled",
+    "kernel_gpu_s",
+    "program_load",
+    "timeline",
+    "wave_efficiency",
+]

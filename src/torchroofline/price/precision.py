@@ -1,0 +1,410 @@
+"""The precision policy in one place: which unit runs matmul-class work at each precision, what
+the user's torch math switches change for fp32 work, and what runs a precision a GPU has no
+tensor cores for.
+
+Three tables decide it, each entry with its reason: :data:`FP32_SWITCHES` (fp32 work of a family
+runs at the math precision its torch switch allows), :data:`UNIT_RULES` (the unit of each
+precision and family) and :data:`FALLBACK_UNITS` (one rule for every precision a GPU lacks: the
+fastest unit that can run it, named in a note). :func:`unit_for` applies them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..costs import MatmulKind, OpRecord, float_element_bytes
+from ..errors import PrecisionError
+from .hardware import GPUSpec
+
+# --- The precision an op runs at ----------------------------------------------------------------
+
+#: Traced dtype → the precision whose units run it, for dtypes narrower than fp32.
+NARROW_DTYPE_PRECISION = {
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "float8_e4m3fnuz": "fp8",
+    "float8_e5m2fnuz": "fp8",
+}
+
+
+#: Packed quantized dtypes → the precision whose units run them: NVFP4 and MXFP4 data are
+#: ``float4_e2m1fn_x2``, two e2m1 values per byte. (Their scales, e4m3 or ``float8_e8m0fnu``,
+#: are read, never multiplied on tensor cores, so they name no precision.)
+QUANTIZED_DTYPE_PRECISION = {"float4_e2m1fn_x2": "fp4"}
+
+#: Both tables above: the precision of each dtype narrower than fp32
+_NARROW_PRECISION = {**NARROW_DTYPE_PRECISION, **QUANTIZED_DTYPE_PRECISION}
+
+#: Bits of one value at each precision (TF32 values are stored as fp32): an op runs at the
+#: narrowest precision among its target's and the ones of the dtypes it reads.
+VALUE_BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "fp4": 4}
+
+
+def read_precision(op: OpRecord) -> str | None:
+    """The narrowest precision among the dtypes ``op`` reads (the first of equals); None where
+    it reads no float narrower than fp32. An NVFP4 ``_scaled_mm`` reads fp4 data and e4m3
+    scales: fp4."""
+    narrow = [_NARROW_PRECISION[r.dtype] for r in op.reads if r.dtype in _NARROW_PRECISION]
+    return min(narrow, key=VALUE_BITS.__getitem__) if narrow else None
+
+
+def op_precision(op: OpRecord, precision: str) -> str:
+    """The precision an op runs at: the target, unless the model itself computes it in a
+    narrower float dtype (then that dtype's tensor cores are the ones that can run it)."""
+    narrow = read_precision(op)
+    if narrow is None or VALUE_BITS[narrow] >= VALUE_BITS[precision]:
+        return precision
+    return narrow
+
+
+# --- The user's switches ------------------------------------------------------------------------
+
+
+def _fp32_precision(*levels: Any) -> str:
+    """PyTorch's newer per-backend ``fp32_precision`` setting: the first of the operator, its
+    backend and ``torch.backends`` that is not ``"none"`` ("none" inherits from the parent);
+    IEEE fp32 when none is set."""
+    for level in (*levels, torch.backends):
+        value = getattr(level, "fp32_precision", "none")
+        if value != "none":
+            return value
+    return "ieee"
+
+
+def _float32_matmul_precision() -> str:
+    """``torch.get_float32_matmul_precision()``, which ``torch.backends.cuda.matmul.allow_tf32``
+    sets too ("high" when True). PyTorch refuses to answer once the newer
+    ``torch.backends.cuda.matmul.fp32_precision`` was set; that setting has no "medium"."""
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        tf32 = _fp32_precision(torch.backends.cuda.matmul) == "tf32"
+        return "high" if tf32 else "highest"
+
+
+#: The per-backend ``fp32_precision`` settings (PyTorch's newer spelling of the TF32 switches).
+_FP32_PRECISION_LEVELS = ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn")
+
+
+def _backend(path: str) -> Any:
+    backend = torch.backends
+    for part in filter(None, path.split(".")):
+        backend = getattr(backend, part)
+    return backend
+
+
+@contextlib.contextmanager
+def restoring_switches() -> Iterator[None]:
+    """Put every TF32 switch back as it was on exit: code run inside (a problem file's import)
+    may set them for its own analysis without changing the next one's. The legacy switches
+    are restored first, then the per-backend settings they also write; in that order both
+    spellings stay readable."""
+    matmul = _float32_matmul_precision()
+    cudnn = _fp32_precision(torch.backends.cudnn.conv, torch.backends.cudnn) == "tf32"
+    levels = [_backend(path).fp32_precision for path in _FP32_PRECISION_LEVELS]
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(matmul)
+        torch.backends.cudnn.allow_tf32 = cudnn
+        for path, value in zip(_FP32_PRECISION_LEVELS, levels, strict=True):
+            _backend(path).fp32_precision = value
+
+
+@dataclass(frozen=True)
+class MathSwitches:
+    """The torch switches that decide where fp32 matmul-class work runs, as read once at analysis
+    time (https://pytorch.org/docs/stable/notes/cuda.html#tf32-on-ampere). Defaults are
+    PyTorch's: fp32 matmuls in IEEE fp32, cuDNN convolutions and RNNs allowed TF32."""
+
+    #: ``torch.get_float32_matmul_precision()``: "highest", "high" (TF32) or "medium" (bf16)
+    matmul: str = "highest"
+    #: cuDNN convolutions: "tf32" or "ieee" (``torch.backends.cudnn.allow_tf32``)
+    cudnn_conv: str = "tf32"
+    #: cuDNN RNNs: "tf32" or "ieee" (``torch.backends.cudnn.allow_tf32``)
+    cudnn_rnn: str = "tf32"
+
+    @classmethod
+    def current(cls) -> MathSwitches:
+        """The switches as torch holds them now."""
+        cudnn = torch.backends.cudnn
+        return cls(
+            matmul=_float32_matmul_precision(),
+            cudnn_conv=_fp32_precision(cudnn.conv, cudnn),
+            cudnn_rnn=_fp32_precision(cudnn.rnn, cudnn),
+        )
+
+
+@dataclass(frozen=True)
+class SwitchRule:
+    """How one switch maps its states to the math precision fp32 work of a family runs at."""
+
+    attribute: str  #: the :class:`MathSwitches` field holding the switch's state
+    precision_by_state: Mapping[str, str] = field(hash=False)
+    spelling: Mapping[str, str] = field(hash=False)  #: each state as the user set it
+
+
+_MATMUL_SWITCH = SwitchRule(
+    "matmul",
+    {"highest": "fp32", "high": "tf32", "medium": "bf16"},
+    {
+        "highest": "torch.backends.cuda.matmul.allow_tf32 is False",
+        "high": "torch.backends.cuda.matmul.allow_tf32 is True (float32 matmul precision 'high')",
+        "medium": "torch.get_float32_matmul_precision() is 'medium'",
+    },
+)
+
+
+def _cudnn_switch(attribute: str, operator: str) -> SwitchRule:
+    return SwitchRule(
+        attribute,
+        {"ieee": "fp32", "tf32": "tf32"},
+        {
+            "ieee": f"torch.backends.cudnn.allow_tf32 is False (cudnn.{operator}.fp32_precision)",
+            "tf32": f"torch.backends.cudnn.allow_tf32 is True (cudnn.{operator}.fp32_precision)",
+        },
+    )
+
+
+#: fp32 work of each family runs at the precision its switch allows. "medium" lets cuBLAS use
+#: bf16 internally; pricing it on bf16 tensor cores takes the higher peak, which keeps a bound.
+#: SDPA follows the matmul switch: its math backend is two cuBLAS batched matmuls, a correct
+#: implementation that then runs at the precision the switch allows.
+FP32_SWITCHES: dict[MatmulKind, SwitchRule] = {
+    MatmulKind.MATMUL: _MATMUL_SWITCH,
+    MatmulKind.ATTENTION: _MATMUL_SWITCH,
+    MatmulKind.CONV: _cudnn_switch("cudnn_conv", "conv"),
+    MatmulKind.RNN: _cudnn_switch("cudnn_rnn", "rnn"),
+}
+
+#: PyTorch's own default switches (what a fresh ``import torch`` holds).
+TORCH_DEFAULTS = MathSwitches()
+
+
+def math_precision(precision: str, kind: MatmulKind, switches: MathSwitches) -> str:
+    """The precision ``kind`` work requested at ``precision`` runs at under ``switches``."""
+    if precision != "fp32":
+        return precision
+    rule = FP32_SWITCHES[kind]
+    return rule.precision_by_state[getattr(switches, rule.attribute)]
+
+
+# --- Units --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnitRule:
+    """Where a matmul-class family runs: a tensor-core peak (``tensor_key``) scaled by
+    ``throughput``, or the CUDA cores (``tensor_key=None``)."""
+
+    tensor_key: str | None
+    throughput: float
+    reason: str
+
+
+_CUDA_CORES = "CUDA cores"
+
+#: (math precision, matmul family) → unit. The math precision is the requested one, or for fp32
+#: the one :data:`FP32_SWITCHES` allows; these fp32 rows are what runs with TF32 switched off.
+UNIT_RULES: dict[tuple[str, MatmulKind], UnitRule] = {
+    ("fp32", MatmulKind.MATMUL): UnitRule(None, 1.0, "cuBLAS in IEEE fp32: FMA on CUDA cores"),
+    ("fp32", MatmulKind.CONV): UnitRule(None, 1.0, "cuDNN in IEEE fp32: FMA on CUDA cores"),
+    ("fp32", MatmulKind.ATTENTION): UnitRule(
+        "tf32",
+        1 / 3,
+        "fp32 SDPA dispatches to memory-efficient attention, 3xTF32 "
+        "(CUTLASS OpMultiplyAddFastF32: three TF32 MMAs per fp32 MMA)",
+    ),
+    ("fp32", MatmulKind.RNN): UnitRule(
+        None, 1.0, "cuDNN RNNs in CUDNN_FMA_MATH when TF32 is off: CUDA cores"
+    ),
+    **{("tf32", kind): UnitRule("tf32", 1.0, "TF32 tensor cores") for kind in MatmulKind},
+    **{
+        (precision, kind): UnitRule(precision, 1.0, f"{precision} tensor cores")
+        for precision in ("fp16", "bf16", "fp8", "fp4")
+        for kind in MatmulKind
+    },
+}
+
+#: One rule for every tensor-core format a GPU lacks: the work runs on the fastest unit that
+#: can run it, the entry here (``None``: the CUDA cores), and a note says so. The same rule
+#: prices ``--gpu a100 --precision fp8``, ``--gpu t4 --precision bf16`` and fp32 convolutions
+#: on a V100 (no TF32).
+FALLBACK_UNITS: dict[str, tuple[str | None, str]] = {
+    # a GPU table without an fp4 peak prices FP4 work at the fp8 rate: sound, as every GPU
+    # with FP4 tensor cores runs them at least as fast as fp8 (2x on Blackwell)
+    "fp4": ("fp8", "fp4 (e2m1) values are exact in e4m3"),
+    "fp8": ("fp16", "fp8 values are exact in fp16"),
+    "bf16": ("fp16", "no unit runs bf16 faster; the higher peak keeps a bound"),
+    "fp16": (None, "half-precision FMA"),
+    "tf32": (None, "TF32 inputs are fp32 values"),
+}
+
+
+@dataclass(frozen=True)
+class Unit:
+    """The unit that runs a matmul-class family, and why where it is not the table's plain
+    choice (a switch the user changed, or a fallback)."""
+
+    name: str  #: "tensor" or "vector"
+    peak_flops_per_s: float
+    label: str  #: e.g. "tf32 tensor cores"
+    notes: tuple[str, ...] = ()
+
+
+def unit_for(
+    gpu: GPUSpec, precision: str, kind: MatmulKind, switches: MathSwitches = TORCH_DEFAULTS
+) -> Unit:
+    """The unit that runs ``kind`` work requested at ``precision`` on ``gpu`` under the user's
+    ``switches``: :data:`FP32_SWITCHES`, then :data:`UNIT_RULES`, then
+    :data:`FALLBACK_UNITS` while the GPU lacks the unit."""
+    math = math_precision(precision, kind, switches)
+    reasons = []
+    rule = FP32_SWITCHES[kind]
+    state = getattr(switches, rule.attribute)
+    if precision == "fp32" and state != getattr(TORCH_DEFAULTS, rule.attribute):
+        reasons.append(rule.spelling[state])
+    unit_rule = UNIT_RULES[(math, kind)]
+    key, throughput = unit_rule.tensor_key, unit_rule.throughput
+    while key is not None and not gpu.has_tensor(key):
+        fallback, why = FALLBACK_UNITS[key]
+        reasons.append(
+            f"the {gpu.name} has no {key} tensor cores; priced on the fastest unit that can run "
+            f"them ({why})"
+        )
+        key, throughput = fallback, 1.0
+    if key is None:
+        return Unit("vector", gpu.vector_peak(math), _CUDA_CORES, tuple(reasons))
+    label = f"{key} tensor cores"
+    return Unit("tensor", gpu.tensor_peak(key) * throughput, label, tuple(reasons))
+
+
+@dataclass(frozen=True)
+class UnitSeconds:
+    """Seconds some work takes on each unit at its peak; the units overlap, so its compute time
+    is the larger of the two."""
+
+    tensor_s: float
+    vector_s: float
+
+    @property
+    def compute_s(self) -> float:
+        return max(self.tensor_s, self.vector_s)
+
+
+#: The math ladder: precisions a correct kernel may do its matmul-class work in, highest first.
+#: "program" is what the program itself runs (PyTorch's rules and the user's switches). Which
+#: rungs are correct is the benchmark's tolerance to decide (an fp32 check at 1e-2 admits TF32
+#: math): the bound at each rung says what a kernel computing at that precision cannot beat.
+MATH_RUNGS = ("program", "tf32", "bf16", "fp16", "fp8", "fp4")
+
+
+def math_rungs(gpu: GPUSpec, chosen: str = "program") -> tuple[str, ...]:
+    """The rungs of :data:`MATH_RUNGS` that ``gpu`` has, and the ``chosen`` one (the math an
+    analysis assumes): fp4 where it has FP4 tensor cores (Blackwell, CDNA4) or where fp4 is
+    chosen. Elsewhere FP4 math runs on the fp8 unit and its rung repeats fp8's; it is kept when
+    chosen so that the bound the analysis reports has its rung in the ladder."""
+    return tuple(rung for rung in MATH_RUNGS
+                 if rung != "fp4" or rung == chosen or gpu.has_tensor("fp4"))
+
+
+def check_math(math: str) -> str:
+    """Validate a math rung (:data:`MATH_RUNGS`); returns it lower-cased."""
+    rung = str(math).lower()
+    if rung not in MATH_RUNGS:
+        raise PrecisionError(
+            f"unknown math {math!r}; use one of: {', '.join(MATH_RUNGS)} (program: the "
+            "precision the program's own ops run at)"
+        )
+    return rung
+
+
+def possible_rung(sol_by_math: Mapping[str, float], measured: float) -> str | None:
+    """The highest math rung (:data:`MATH_RUNGS` order, the keys of ``sol_by_math``) whose speed
+    of light ``measured`` does not beat, in the same unit as the bounds; None: faster than the
+    bound of every rung, which no correct kernel on that GPU can be."""
+    return next((rung for rung, sol in sol_by_math.items() if sol <= measured), None)
+
+
+def _faster(first: Unit, second: Unit) -> Unit:
+    return first if first.peak_flops_per_s >= second.peak_flops_per_s else second
+
+
+def unit_seconds(
+    ops: Iterable[OpRecord],
+    gpu: GPUSpec,
+    precision: str,
+    switches: MathSwitches | None = None,
+    math: str = "program",
+) -> UnitSeconds:
+    """Tensor-core and CUDA-core seconds of ``ops``: FLOPs / the peak of the unit running them
+    (:func:`unit_for` under the user's ``switches``; default: as torch holds them now). At a
+    ``math`` rung other than "program", matmul-class work runs on that precision's unit and
+    vector work at that precision's vector rate wherever those are faster than the program's
+    own (a kernel may always keep the program's precision), so the rungs only ever lower."""
+    switches = switches or MathSwitches.current()
+    rung = None if math == "program" else math
+    vector_peak = max(gpu.vector_peak(precision), gpu.vector_peak(rung or precision))
+    tensor_s = 0.0
+    vector_s = 0.0
+    for op in ops:
+        vector_s += op.flops.vector / vector_peak
+        if op.flops.tensor:
+            unit = unit_for(gpu, op_precision(op, precision), op.flops.kind, switches)
+            if rung is not None:
+                unit = _faster(unit, unit_for(gpu, rung, op.flops.kind))
+            if unit.name == "tensor":
+                tensor_s += op.flops.tensor / unit.peak_flops_per_s
+            else:
+                vector_s += op.flops.tensor / unit.peak_flops_per_s
+    return UnitSeconds(tensor_s, vector_s)
+
+
+#: How notes name each family's work.
+KIND_LABELS = {
+    MatmulKind.MATMUL: "matmuls",
+    MatmulKind.CONV: "convolutions",
+    MatmulKind.ATTENTION: "attention",
+    MatmulKind.RNN: "cuDNN RNNs",
+}
+
+
+def unit_notes(
+    ops: Iterable[OpRecord], gpu: GPUSpec, precision: str, switches: MathSwitches
+) -> tuple[str, ...]:
+    """One note per matmul-class family of ``ops`` whose unit a changed switch or a fallback
+    decided, e.g. "fp32 matmuls on tf32 tensor cores: torch.backends.cuda.matmul.allow_tf32 is
+    True (float32 matmul precision 'high')"."""
+    families = dict.fromkeys(
+        (op_precision(op, precision), op.flops.kind)
+        for op in ops
+        if op.flops.tensor and op.flops.kind is not None
+    )
+    notes = []
+    for op_prec, kind in families:
+        unit = unit_for(gpu, op_prec, kind, switches)
+        if unit.notes:
+            notes.append(f"{op_prec} {KIND_LABELS[kind]} on {unit.label}: {'; '.join(unit.notes)}")
+    return tuple(notes)
+
+
+def check_precision(precision: str) -> str:
+    """Validate a requested precision; returns it lower-cased. Every known precision runs on
+    every GPU (:data:`FALLBACK_UNITS` covers the ones it lacks)."""
+    if not isinstance(precision, str):
+        raise PrecisionError(f"precision must be a string such as 'fp32', got {precision!r}")
+    precision = precision.lower()
+    float_element_bytes(precision)
+    return precision
+
+
+def rung_name(rung: str, precision: str) -> str:
+    """A math rung as the reports print it: "program" is the program's precision ("fp32")."""
+    return precision if rung == "program" else rung.upper()

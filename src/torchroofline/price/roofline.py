@@ -1,0 +1,654 @@
+"""Stage 5: price the plans on a GPU — speed of light, bottleneck, per-kernel rooflines — and
+gather everything one analysis found into a :class:`Result`.
+
+The plans (:mod:`torchroofline.plans`) do not depend on the GPU; :func:`price` divides their
+work by ``gpu``'s peaks under the precision policy of :mod:`torchroofline.precision` and runs the
+performance model (:mod:`torchroofline.estimate`) on them. Every total a :class:`Result` shows
+is derived from its plans and kernels, so no two figures can disagree. Times are seconds inside
+this module and milliseconds at the API (``*_ms``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from ..costs import Category, Cost, MatmulKind, OpRecord, float_element_bytes, total_cost
+from ..errors import InputError
+from ..plan.fusion import Kernel, Plan, Refusal
+from ..plan.memory import MemoryTimeline, memory_timeline
+from ..plan.plans import Plans
+from .estimate import (
+    DEFAULT_PARAMS,
+    EstimateParams,
+    KernelLoad,
+    Performance,
+    estimate_modes,
+    program_load,
+)
+from .hardware import GPUSpec, get_gpu
+from .precision import (
+    TORCH_DEFAULTS,
+    MathSwitches,
+    check_math,
+    check_precision,
+    math_rungs,
+    possible_rung,
+    unit_for,
+    unit_notes,
+    unit_seconds,
+)
+
+if TYPE_CHECKING:
+    from ..trace.tracer import Trace
+    from .step_figures import CheckpointWhatIf, PhaseFigures
+
+CACHE_MODES = ("cold", "warm")
+
+
+#: How a :class:`Result` shows itself ("to_dict", "format", "plot"), filled in by
+#: :mod:`torchroofline.present` when the package is imported. The one documented exception to
+#: the one-way flow: ``result.print()`` and ``result.plot()`` stay on the result for users, while
+#: this stage imports nothing of the presentation (it registers itself here instead).
+PRESENTERS: dict[str, Callable[..., Any]] = {}
+
+
+@dataclass(frozen=True)
+class Roof:
+    """A flat roof: the peak of one unit and the matmul families that run on it."""
+
+    unit: str  # "tensor" or "vector"
+    peak_flops_per_s: float
+    kinds: tuple[str, ...]
+
+    def ridge(self, bandwidth_bytes_per_s: float) -> float:
+        """FLOPs/byte where this roof meets the memory slope."""
+        return self.peak_flops_per_s / bandwidth_bytes_per_s
+
+
+def roofs_for(
+    gpu: GPUSpec,
+    precision: str,
+    kinds: Iterable[MatmulKind],
+    switches: MathSwitches = TORCH_DEFAULTS,
+) -> list[Roof]:
+    """The vector roof plus the roof each matmul family in ``kinds`` runs under, highest first.
+
+    Families that share a unit share a roof; a family that falls back to the CUDA cores (fp32
+    matmul) joins the vector roof. ``switches`` default to PyTorch's own.
+    """
+    vector_peak = gpu.vector_peak(precision)
+    users: dict[tuple[str, float], list[str]] = {("vector", vector_peak): []}
+    for kind in kinds:
+        unit = unit_for(gpu, precision, kind, switches)
+        peak = unit.peak_flops_per_s if unit.name == "tensor" else vector_peak
+        roof = (unit.name, peak)
+        users.setdefault(roof, []).append(kind.value)
+    roofs = [Roof(unit, peak, tuple(sorted(names))) for (unit, peak), names in users.items()]
+    return sorted(roofs, key=lambda roof: roof.peak_flops_per_s, reverse=True)
+
+
+def roofline_entry(gpu: GPUSpec, roofs: Sequence[Roof]) -> dict[str, Any]:
+    return {
+        "memory_bandwidth_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
+        "roofs": [
+            {
+                "unit": roof.unit,
+                "peak_flops_per_s": roof.peak_flops_per_s,
+                "kinds": list(roof.kinds),
+            }
+            for roof in roofs
+        ],
+    }
+
+
+
+@dataclass(frozen=True)
+class KernelEstimate:
+    """One kernel's roofline: FLOPs, HBM bytes and the time of the slower of the two."""
+
+    number: int  #: position in its plan's execution order, from 1 (what a Refusal names)
+    name: str
+    category: str
+    op_names: tuple[str, ...]
+    cost: Cost  #: the kernel's FLOPs and HBM bytes
+    compute_s: float
+    memory_s: float
+    launches: int
+    launch_s: float
+    #: why the kernel stayed apart from kernels it shares a buffer with (fusion.Kernel.refusals)
+    refusals: tuple[Refusal, ...] = ()
+
+    @property
+    def flops(self) -> int:
+        return self.cost.flops
+
+    @property
+    def bytes(self) -> int:
+        """HBM bytes read plus written."""
+        return self.cost.bytes
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per HBM byte."""
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.compute_s >= self.memory_s else "memory"
+
+    @property
+    def time_s(self) -> float:
+        """max(compute, memory) plus the launch floor of each launch."""
+        return max(self.compute_s, self.memory_s) + self.launches * self.launch_s
+
+    @property
+    def time_ms(self) -> float:
+        return self.time_s * 1e3
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "category": self.category,
+            "ops": list(self.op_names),
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "intensity": _finite(self.intensity),
+            "time_ms": self.time_ms,
+            "bound": self.bound,
+            "refusals": [str(refusal) for refusal in self.refusals],
+        }
+
+
+def _finite(value: float) -> float | None:
+    return value if value != float("inf") else None
+
+
+def _estimate(number: int, kernel: Kernel, load: KernelLoad, gpu: GPUSpec) -> KernelEstimate:
+    """The roofline of ``kernel`` from its ``load`` (its bytes, launches and compute seconds,
+    worked out once for both the roofline and the performance model)."""
+    return KernelEstimate(
+        number=number,
+        name=kernel.name,
+        category=kernel.category.value,
+        op_names=tuple(op.name for op in kernel.ops),
+        cost=Cost(kernel.tensor_flops, kernel.vector_flops, load.bytes),
+        compute_s=load.compute_s,
+        memory_s=load.bytes / gpu.memory_bandwidth_bytes_per_s,
+        launches=load.launches,
+        launch_s=gpu.launch_overhead_s,
+        refusals=kernel.refusals,
+    )
+
+
+def memory_sol_s(compulsory_bytes: int, gpu: GPUSpec, cache: str) -> float:
+    """Cold: every compulsory byte from HBM. Warm: the part that fits in L2 is charged at L2
+    bandwidth, or not at all where no trustworthy L2 figure exists (that keeps it a bound)."""
+    if cache == "cold":
+        return compulsory_bytes / gpu.memory_bandwidth_bytes_per_s
+    from_l2 = min(compulsory_bytes, gpu.l2_bytes)
+    l2_s = from_l2 / gpu.l2_bandwidth_bytes_per_s if gpu.l2_bandwidth_bytes_per_s else 0.0
+    return (compulsory_bytes - from_l2) / gpu.memory_bandwidth_bytes_per_s + l2_s
+
+
+@dataclass(frozen=True)
+class Actual:
+    """A measured time set against the bound."""
+
+    ms: float
+    sol_ms: float
+    flops: int
+    compulsory_bytes: int
+    fused_bytes: int
+    #: the highest math rung whose bound ``ms`` does not beat (:meth:`Result.possible_with`):
+    #: "program" unless the time beats the program's own bound; None: faster than any math
+    possible_with: str | None = "program"
+
+    @property
+    def below_bound(self) -> bool:
+        """Faster than ``sol_ms``, the bound at the analysis's math: a wrong timing, a kernel
+        that skips work, or (see :attr:`possible_with`) one computing at a lower precision."""
+        return self.ms < self.sol_ms
+
+    @property
+    def impossible(self) -> bool:
+        """Faster than the bound at every math rung on this GPU: no correct kernel can be (a
+        wrong timing or a kernel that skips work)."""
+        return self.possible_with is None
+
+    @property
+    def sol_fraction(self) -> float:
+        """SoL / measured (1.0 = at the limit); >1 only when impossible."""
+        return self.sol_ms / self.ms
+
+    @property
+    def headroom(self) -> float:
+        """How many times faster the measured kernel could still get."""
+        return self.ms / self.sol_ms if self.sol_ms else float("inf")
+
+    @property
+    def tflops(self) -> float:
+        return self.flops / (self.ms * 1e-3) / 1e12
+
+    @property
+    def gbps(self) -> float:
+        """Achieved GB/s on compulsory bytes."""
+        return self.compulsory_bytes / (self.ms * 1e-3) / 1e9
+
+    @property
+    def gbps_fused(self) -> float:
+        return self.fused_bytes / (self.ms * 1e-3) / 1e9
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ms": self.ms,
+            "sol_fraction": self.sol_fraction,
+            "headroom": self.headroom,
+            "tflops": self.tflops,
+            "gbps": self.gbps,
+            "gbps_fused": self.gbps_fused,
+            "impossible": self.impossible,
+            "possible_with": self.possible_with,
+        }
+
+
+@dataclass(frozen=True)
+class Result:
+    """Everything one analysis found: the GPU-independent ``plans`` priced on ``gpu``. FLOPs and
+    bytes are ints; ``*_s`` seconds, ``*_ms`` ms. Totals are derived from the plans and kernels."""
+
+    plans: Plans = field(repr=False, compare=False)
+    gpu: GPUSpec
+    precision: str
+    cache: str
+    kernels: tuple[KernelEstimate, ...]  #: the fused plan, in execution order
+    eager_kernels: tuple[KernelEstimate, ...]
+    notes: tuple[str, ...]
+    #: the performance model's prediction (estimate.py); the estimates below read it
+    performance: Performance = field(repr=False, compare=False)
+    actual: Actual | None = None
+    #: the torch math switches read at analysis time; :meth:`on` keeps them
+    switches: MathSwitches = TORCH_DEFAULTS
+    #: the math rung (:data:`precision.MATH_RUNGS`) the speed of light assumes: "program" (the
+    #: program's own math) unless the benchmark's tolerance admits lower-precision math
+    math: str = "program"
+    #: module-path patterns a training step's what-if checkpoints (:attr:`checkpoint_what_if`)
+    checkpoint: tuple[str, ...] = ()
+
+    # -- facts of the traced program --
+    @property
+    def trace(self) -> Trace:
+        return self.plans.trace
+
+    @property
+    def model_name(self) -> str:
+        return self.plans.trace.model_name
+
+    @property
+    def params(self) -> int:
+        """Parameter count (elements)."""
+        return self.plans.trace.params
+
+    @property
+    def ops(self) -> tuple[OpRecord, ...]:
+        return self.plans.ops
+
+    @property
+    def unsupported_ops(self) -> dict[str, int]:
+        return self.plans.unsupported_ops
+
+    # -- derived figures --
+    @property
+    def float_bytes(self) -> int:
+        """Bytes of one float element at this precision."""
+        return float_element_bytes(self.precision)
+
+    @cached_property
+    def necessary_cost(self) -> Cost:
+        """What the bound charges: the necessary FLOPs and the compulsory bytes."""
+        ops = self.plans.necessary.ops
+        return Cost(
+            tensor_flops=sum(op.flops.tensor for op in ops),
+            vector_flops=sum(op.flops.vector for op in ops),
+            bytes=self.plans.necessary.bytes(self.float_bytes),
+        )
+
+    @cached_property
+    def fused_cost(self) -> Cost:
+        """FLOPs and HBM bytes of the fused plan's kernels."""
+        return total_cost(kernel.cost for kernel in self.kernels)
+
+    @cached_property
+    def eager_cost(self) -> Cost:
+        """FLOPs and HBM bytes of the eager plan's kernels."""
+        return total_cost(kernel.cost for kernel in self.eager_kernels)
+
+    @property
+    def tensor_flops(self) -> int:
+        """Necessary matmul-class FLOPs."""
+        return self.necessary_cost.tensor_flops
+
+    @property
+    def vector_flops(self) -> int:
+        """Necessary FLOPs on the vector units."""
+        return self.necessary_cost.vector_flops
+
+    @property
+    def flops(self) -> int:
+        return self.necessary_cost.flops
+
+    @property
+    def compulsory_bytes(self) -> int:
+        """HBM bytes any implementation must move: the inputs the kept outputs need, and them."""
+        return self.necessary_cost.bytes
+
+    @property
+    def fused_bytes(self) -> int:
+        return self.fused_cost.bytes
+
+    @property
+    def unfused_bytes(self) -> int:
+        return self.eager_cost.bytes
+
+    @property
+    def fused_kernel_count(self) -> int:
+        """GPU launches of the fused plan."""
+        return sum(kernel.launches for kernel in self.kernels)
+
+    @property
+    def unfused_kernel_count(self) -> int:
+        """GPU launches of the eager plan."""
+        return sum(kernel.launches for kernel in self.eager_kernels)
+
+    @cached_property
+    def compute_sol_s(self) -> float:
+        """The necessary FLOPs on their units at peak, at the analysis's math rung (seconds)."""
+        return unit_seconds(
+            self.plans.necessary.ops, self.gpu, self.precision, self.switches, self.math
+        ).compute_s
+
+    @property
+    def memory_sol_s(self) -> float:
+        """The compulsory bytes at the memory system's speed (seconds; see :func:`memory_sol_s`)."""
+        return memory_sol_s(self.compulsory_bytes, self.gpu, self.cache)
+
+    @cached_property
+    def sol_by_math_s(self) -> dict[str, float]:
+        """The speed of light (seconds) at each rung the GPU has and at the analysis's math
+        (:func:`precision.math_rungs`: ``sol_by_math_s[result.math]`` is the bound): the
+        necessary matmul-class work on that precision's unit where it is faster. Inputs and
+        outputs keep their dtypes in memory, so the memory term is the same on every rung."""
+        necessary = self.plans.necessary.ops
+        return {
+            rung: max(
+                unit_seconds(necessary, self.gpu, self.precision, self.switches, rung).compute_s,
+                self.memory_sol_s,
+            )
+            for rung in math_rungs(self.gpu, self.math)
+        }
+
+    def possible_with(self, measured_s: float) -> str | None:
+        """The highest math rung whose speed of light ``measured_s`` does not beat (None: faster
+        than any math on this GPU)."""
+        return possible_rung(self.sol_by_math_s, measured_s)
+
+    @property
+    def sol_s(self) -> float:
+        return max(self.compute_sol_s, self.memory_sol_s)
+
+    @property
+    def sol_ms(self) -> float:
+        return self.sol_s * 1e3
+
+    @cached_property
+    def sol_any_input_s(self) -> float | None:
+        """The speed of light for any input values (seconds) where the bound (:attr:`sol_s`)
+        is for the given ones and differs from it (``plans.necessary_any_input``); else None."""
+        any_input = self.plans.necessary_any_input
+        if any_input is None:
+            return None
+        compute = unit_seconds(
+            any_input.ops, self.gpu, self.precision, self.switches, self.math
+        ).compute_s
+        any_input_s = max(
+            compute, memory_sol_s(any_input.bytes(self.float_bytes), self.gpu, self.cache)
+        )
+        return None if any_input_s == self.sol_s else any_input_s
+
+    @property
+    def bottleneck(self) -> str:
+        return "compute" if self.compute_sol_s >= self.memory_sol_s else "memory"
+
+    @property
+    def memory_fused_s(self) -> float:
+        """The prototype's memory figure: fused bytes / bandwidth."""
+        return self.fused_bytes / self.gpu.memory_bandwidth_bytes_per_s
+
+    def _predicted_s(self, mode: str) -> float:
+        """A mode's predicted time from the performance model, never below the speed of light."""
+        return max(self.performance.modes[mode].total_s, self.sol_s)
+
+    @property
+    def fused_estimate_s(self) -> float:
+        """``torch.compile`` (Inductor, no CUDA graphs): fused kernels plus host costs."""
+        return self._predicted_s("fused")
+
+    @property
+    def eager_estimate_s(self) -> float:
+        """Eager PyTorch: one kernel per op plus host costs."""
+        return self._predicted_s("eager")
+
+    @property
+    def cudagraph_estimate_s(self) -> float:
+        """Inductor with CUDA graphs (``mode="reduce-overhead"``)."""
+        return self._predicted_s("cudagraph")
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per fused HBM byte."""
+        return self.flops / self.fused_bytes if self.fused_bytes else float("inf")
+
+    @property
+    def compulsory_intensity(self) -> float:
+        return self.flops / self.compulsory_bytes if self.compulsory_bytes else float("inf")
+
+    @property
+    def main_peak_flops_per_s(self) -> float:
+        """Peak of the unit a matmul runs on at this precision (the ridge point's numerator)."""
+        unit = unit_for(self.gpu, self.precision, MatmulKind.MATMUL, self.switches)
+        return unit.peak_flops_per_s
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOPs/byte where the main unit's roof meets the memory slope."""
+        return self.main_peak_flops_per_s / self.gpu.memory_bandwidth_bytes_per_s
+
+    @cached_property
+    def memory(self) -> MemoryTimeline:
+        """Live bytes of the eager run at this precision and their peak (:mod:`memory`);
+        ``memory.fit(result.gpu)`` sets the peak against the GPU's memory."""
+        return memory_timeline(self.plans.trace, self.float_bytes)
+
+    @cached_property
+    def phases(self) -> tuple[PhaseFigures, ...]:
+        """A training step's figures per phase (forward, backward, optimizer); empty for an
+        inference analysis (:func:`step_figures.phase_figures`)."""
+        from .step_figures import phase_figures
+
+        return phase_figures(self)
+
+    @cached_property
+    def checkpoint_what_if(self) -> CheckpointWhatIf | None:
+        """What checkpointing the :attr:`checkpoint` modules would add and save (None when no
+        module is named; :func:`step_figures.checkpoint_what_if`)."""
+        from .step_figures import checkpoint_what_if
+
+        return checkpoint_what_if(self, self.checkpoint) if self.checkpoint else None
+
+    @property
+    def fusion_reduction(self) -> float:
+        """Share of eager traffic that fusion removes (0..1)."""
+        return 1 - self.fused_bytes / self.unfused_bytes if self.unfused_bytes else 0.0
+
+    @property
+    def time_ms(self) -> dict[str, Any]:
+        """Every time in ms; ``sol_by_math`` maps each math rung to its speed of light."""
+        return {
+            "compute_sol": self.compute_sol_s * 1e3,
+            "memory_sol": self.memory_sol_s * 1e3,
+            "memory_fused": self.memory_fused_s * 1e3,
+            "sol": self.sol_s * 1e3,
+            "sol_by_math": {rung: sol * 1e3 for rung, sol in self.sol_by_math_s.items()},
+            **_any_input_ms(self.sol_any_input_s),
+            "fused_estimate": self.fused_estimate_s * 1e3,
+            "eager_estimate": self.eager_estimate_s * 1e3,
+            "cudagraph_estimate": self.cudagraph_estimate_s * 1e3,
+        }
+
+    @property
+    def roofs(self) -> list[Roof]:
+        """The vector roof and the roof of each unit this model's matmul-class ops run on."""
+        kinds = {op.flops.kind for op in self.ops if op.flops.tensor and op.flops.kind}
+        ordered = sorted(kinds, key=list(MatmulKind).index)
+        return roofs_for(self.gpu, self.precision, ordered, self.switches)
+
+    @property
+    def kernel_gpu_s(self) -> dict[KernelEstimate, float]:
+        """The performance model's GPU seconds of each fused kernel."""
+        return dict(zip(self.kernels, self.performance.compile.kernel_gpu_s, strict=True))
+
+    def top_kernels(self, count: int = 5) -> list[KernelEstimate]:
+        """The ``count`` fused kernels with the most estimated GPU time."""
+        gpu_s = self.kernel_gpu_s
+        return sorted(self.kernels, key=gpu_s.__getitem__, reverse=True)[:count]
+
+    # -- output --
+    def to_dict(self) -> dict[str, Any]:
+        return PRESENTERS["to_dict"](self)
+
+    def to_json(self, path: str | None = None, *, indent: int = 2) -> str:
+        """The JSON of :meth:`to_dict`; written to ``path`` when given."""
+        text = json.dumps(self.to_dict(), indent=indent)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+        return text
+
+    def format(self, top: int = 5) -> str:
+        return PRESENTERS["format"](self, top=top)
+
+    def print(self, top: int = 5) -> None:
+        print(self.format(top=top))
+
+    def plot(self, path: str | None = None, *, ax: Any = None, top: int = 10) -> Any:
+        return PRESENTERS["plot"](self, path, ax=ax, top=top)
+
+    def with_notes(self, notes: Sequence[str]) -> Result:
+        """The same analysis with ``notes`` added in front (e.g. how a problem was built); its
+        plans keep them, so :meth:`on` shows them too."""
+        plans = replace(self.plans, notes=(*notes, *self.plans.notes))
+        return replace(self, plans=plans, notes=(*notes, *self.notes))
+
+    def with_actual(self, actual_ms: float | None) -> Result:
+        """The same analysis set against a measured time (ms)."""
+        return replace(self, actual=_actual(actual_ms, self))
+
+    def on(
+        self,
+        gpu: str | GPUSpec,
+        precision: str | None = None,
+        cache: str | None = None,
+        estimate_params: EstimateParams | None = None,
+        math: str | None = None,
+    ) -> Result:
+        """The same plans priced on another GPU / precision / cache mode / math rung, or under
+        other performance-model parameters (no retrace, no re-planning)."""
+        if estimate_params is None:
+            estimate_params = self.performance.params
+        return replace(price(
+            self.plans, gpu, precision or self.precision, cache or self.cache,
+            estimate_params=estimate_params, switches=self.switches, math=math or self.math,
+        ), checkpoint=self.checkpoint)
+
+
+def _any_input_ms(any_input_s: float | None) -> dict[str, float]:
+    """``{"sol_any_input": ms}`` where the bound for any input values differs from the bound."""
+    return {} if any_input_s is None else {"sol_any_input": any_input_s * 1e3}
+
+
+def _actual(actual_ms: float | None, result: Result) -> Actual | None:
+    if actual_ms is None:
+        return None
+    if not isinstance(actual_ms, (int, float)) or actual_ms <= 0:
+        raise InputError(f"actual_ms must be a positive time in milliseconds, got {actual_ms!r}")
+    return Actual(
+        ms=float(actual_ms),
+        sol_ms=result.sol_ms,
+        flops=result.flops,
+        compulsory_bytes=result.compulsory_bytes,
+        fused_bytes=result.fused_bytes,
+        possible_with=result.possible_with(actual_ms * 1e-3),
+    )
+
+
+def price(
+    plans: Plans,
+    gpu: str | GPUSpec,
+    precision: str,
+    cache: str = "cold",
+    actual_ms: float | None = None,
+    estimate_params: EstimateParams | None = None,
+    *,
+    switches: MathSwitches | None = None,
+    math: str = "program",
+) -> Result:
+    """Price ``plans`` on ``gpu`` at ``precision``: per-kernel rooflines of both plans, the
+    notes, and the performance model (:mod:`torchroofline.estimate`) under ``estimate_params``
+    (default: fitted). ``switches``: the torch math switches fp32 matmul-class work follows
+    (default: as torch holds them now). ``math``: the rung of :data:`precision.MATH_RUNGS` the
+    speed of light assumes (the per-kernel rooflines and estimates keep the program's math)."""
+    gpu = get_gpu(gpu)
+    precision = check_precision(precision)
+    math = check_math(math)
+    switches = switches or MathSwitches.current()
+    if cache not in CACHE_MODES:
+        raise InputError(f"cache must be 'cold' or 'warm', got {cache!r}")
+    float_bytes = float_element_bytes(precision)
+    notes = [
+        *plans.notes,
+        *plans.trace.notes,
+        *unit_notes(plans.ops, gpu, precision, switches),
+        *plans.necessary.notes,
+    ]
+    unsupported = plans.unsupported_note(float_bytes)
+    if unsupported:
+        notes.append(unsupported)
+    program = program_load(plans, gpu, precision, float_bytes, cache, switches)
+    result = Result(
+        plans=plans,
+        gpu=gpu,
+        precision=precision,
+        cache=cache,
+        kernels=_estimates(plans.fused, program.fused, gpu),
+        eager_kernels=_estimates(plans.eager, program.eager, gpu),
+        notes=tuple(notes),
+        switches=switches,
+        math=math,
+        performance=estimate_modes(program, estimate_params or DEFAULT_PARAMS),
+    )
+    return result.with_actual(actual_ms)
+
+
+def _estimates(
+    plan: Plan, loads: Sequence[KernelLoad], gpu: GPUSpec
+) -> tuple[KernelEstimate, ...]:
+    return tuple(
+        _estimate(number, kernel, load, gpu)
+        for number, (kernel, load) in enumerate(zip(plan.kernels, loads, strict=True), 1)
+    )
+
+
+__all__ = ["Actual", "Category", "KernelEstimate", "Result", "price"]

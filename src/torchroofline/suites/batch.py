@@ -1,0 +1,405 @@
+"""Analyze many KernelBench problems in worker processes, isolated from each other.
+
+Workers are long-lived: a forkserver imports torch once and each worker, forked from it, takes
+problem after problem, so a batch pays one interpreter start and one ``import torch`` rather than
+one per problem. A worker that hangs past the timeout, crashes, or grows past the memory limit is
+killed and replaced; that problem is recorded as failed (or timed out) with the reason, and every
+other result is kept. An interrupt (Ctrl-C, SIGTERM) stops the batch and raises
+:class:`BatchInterrupted` carrying the report of the problems finished so far.
+
+Workers never import the caller's ``__main__``: they need nothing from it, and a script that
+calls a batch without an ``if __name__ == "__main__":`` guard would otherwise run again in every
+worker (and try to start workers of its own there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from .batch_report import BatchReport, ProblemReport
+from .kernelbench import level_of, lookup_time, run_name
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MEMORY_LIMIT_BYTES = 6 * 2**30
+_POLL_S = 0.1
+
+
+@dataclass(frozen=True)
+class Task:
+    """One problem for a worker; plain data so it crosses the process boundary cheaply."""
+
+    index: int
+    path: str
+    gpu: Any  # a GPU name or a GPUSpec (picklable frozen dataclass)
+    precision: str
+    cache: str
+    estimate_params: Any = None  #: an EstimateParams, or None for the fitted defaults
+    host_scales: tuple[float, ...] = ()  #: also price the estimates at these host scales
+    math: str = "program"  #: the math rung the speed of light assumes
+    data: str | None = None  #: the bound for "any" input values or the "given" ones
+    data_limit_bytes: int = 2 * 2**30  #: inputs a "given" bound may make for real
+    also_on: tuple[str, ...] = ()  #: also the speed of light on these GPUs (no retrace)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one problem."""
+
+    path: str
+    status: str  #: "ok", "failed" or "timeout"
+    error: str | None
+    result: dict | None  #: the problem's Result.to_dict()
+    seconds: float
+    traceback: str | None = None  #: the worker's traceback of a failure (shown with --debug)
+
+
+def _analyze_task(task: Task) -> dict:
+    from ..price.estimate import host_scale_totals_ms
+    from .kernelbench import analyze_file
+
+    result = analyze_file(
+        task.path, task.gpu, task.precision, cache=task.cache, math=task.math, data=task.data,
+        data_limit_bytes=task.data_limit_bytes,
+    )
+    if task.estimate_params is not None:
+        result = result.on(result.gpu, estimate_params=task.estimate_params)
+    document = result.to_dict()
+    if task.host_scales:
+        document["host_scale_totals_ms"] = host_scale_totals_ms(
+            result.performance, task.host_scales, floor_s=result.sol_s
+        )
+    if task.also_on:
+        document["sol_ms_on"] = {gpu: result.on(gpu).sol_ms for gpu in task.also_on}
+    return document
+
+
+def _error_text(error: BaseException) -> str:
+    from ..errors import TorchrooflineError
+
+    if isinstance(error, TorchrooflineError):
+        return str(error)
+    if isinstance(error, MemoryError):
+        return "out of memory while analyzing (raise --memory-limit)"
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:300] if text else ''}"
+
+
+def _worker_main(connection: Connection) -> None:
+    """Worker loop: receive a Task, send back (index, status, error, result, traceback)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent
+    # stops the batch and kills the workers, whose half-done problem is of no use
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # problem files may print; keep the CLI's stdout clean
+    os.dup2(devnull, 2)
+    while True:
+        try:
+            task = connection.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        try:
+            connection.send((task.index, "ok", None, _analyze_task(task), None))
+        except BaseException as error:  # noqa: BLE001 — every failure is a result
+            failure = (_error_text(error), None, traceback.format_exc())
+            connection.send((task.index, "failed", *failure))
+
+
+class BatchInterrupted(KeyboardInterrupt):
+    """A batch stopped by Ctrl-C or SIGTERM: ``report`` covers the ``done`` problems finished
+    of the ``total`` asked for (a :class:`BatchReport`, or what a caller built from it)."""
+
+    def __init__(self, report: Any, done: int, total: int) -> None:
+        super().__init__(f"interrupted after {done} of {total} problems")
+        self.report = report
+        self.done = done
+        self.total = total
+
+    def with_report(self, report: Any) -> BatchInterrupted:
+        """The same interruption carrying another report made from the partial one."""
+        return BatchInterrupted(report, self.done, self.total)
+
+
+@dataclass
+class _Worker:
+    process: Any
+    connection: Connection
+    task: Task | None = None
+    started: float = 0.0
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the worker (Linux /proc; 0 where unavailable)."""
+        try:
+            with open(f"/proc/{self.process.pid}/statm") as statm:
+                return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join(timeout=5)
+        self.connection.close()
+
+
+def _context() -> Any:
+    if sys.platform.startswith("linux") or sys.platform == "darwin":
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["torchroofline._preload"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+@dataclass
+class _Pool:
+    jobs: int
+    timeout_s: float
+    memory_limit_bytes: int
+    context: Any = field(default_factory=_context)
+    workers: list[_Worker] = field(default_factory=list)
+
+    def start_worker(self) -> _Worker:
+        parent, child = self.context.Pipe()
+        process = self.context.Process(target=_worker_main, args=(child,), daemon=True)
+        with _main_module_hidden():
+            process.start()
+        child.close()
+        return _Worker(process, parent)
+
+    def run(self, tasks: Sequence[Task], on_done: Callable[[Outcome], None]) -> list[Outcome]:
+        """Every task's outcome, in task order; on an interrupt, :class:`BatchInterrupted`
+        carrying the outcomes finished so far."""
+        pending = list(reversed(tasks))
+        outcomes: dict[int, Outcome] = {}
+        self.workers = []
+        try:
+            # one by one, so that an interrupt while they start still kills those started
+            for _ in range(min(self.jobs, len(tasks))):
+                self.workers.append(self.start_worker())
+            while len(outcomes) < len(tasks):
+                for worker in self.workers:
+                    if worker.task is None and pending:
+                        worker.task = pending.pop()
+                        worker.started = time.perf_counter()
+                        worker.connection.send(worker.task)
+                busy = [w for w in self.workers if w.task is not None]
+                ready = wait([w.connection for w in busy], timeout=_POLL_S)
+                for worker in busy:
+                    checked = self._check(worker, worker.connection in ready)
+                    if checked is None:
+                        continue
+                    outcome, worker_lost = checked
+                    outcomes[worker.task.index] = outcome
+                    on_done(outcome)
+                    worker.task = None
+                    if worker_lost:
+                        self._replace(worker)
+        except KeyboardInterrupt:
+            finished = [outcomes[task.index] for task in tasks if task.index in outcomes]
+            raise BatchInterrupted(finished, len(finished), len(tasks)) from None
+        finally:
+            for worker in self.workers:
+                worker.kill()
+        return [outcomes[task.index] for task in tasks]
+
+    def _check(self, worker: _Worker, ready: bool) -> tuple[Outcome, bool] | None:
+        """The outcome of the worker's task if it has one, and whether the worker was lost
+        (crashed or killed) and must be replaced; ``None`` while it is still running."""
+        task = worker.task
+        elapsed = time.perf_counter() - worker.started
+
+        def lost(status: str, reason: str) -> tuple[Outcome, bool]:
+            return Outcome(task.path, status, reason, None, elapsed), True
+
+        if ready:
+            try:
+                _, status, error, result, trace = worker.connection.recv()
+            except (EOFError, OSError):
+                worker.process.join(timeout=1)
+                return lost("failed", _crash_reason(worker.process.exitcode))
+            return Outcome(task.path, status, error, result, elapsed, trace), False
+        if elapsed > self.timeout_s:
+            return lost("timeout", f"no result after {self.timeout_s:g} s (--timeout)")
+        if worker.rss_bytes() > self.memory_limit_bytes:
+            limit_gib = self.memory_limit_bytes / 2**30
+            return lost("failed", f"used more than {limit_gib:.1f} GiB (--memory-limit)")
+        if not worker.process.is_alive():
+            return lost("failed", _crash_reason(worker.process.exitcode))
+        return None
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.kill()
+        fresh = self.start_worker()
+        worker.process, worker.connection = fresh.process, fresh.connection
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Start processes without the caller's ``__main__``: multiprocessing's spawn and forkserver
+    re-import it in the child from ``__spec__`` or ``__file__`` (``multiprocessing.spawn.
+    get_preparation_data``) and leave it alone when it has neither, as in an interactive
+    session. Our workers run :func:`_worker_main` and never need it."""
+    main = sys.modules.get("__main__")
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__")
+             if main is not None and name in main.__dict__}
+    for name in saved:
+        setattr(main, name, None)  # read with getattr(..., None): None is "none"
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(main, name, value)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler's stop) ends a batch the way Ctrl-C does, so the problems
+    finished so far are kept; only the main thread can take signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _crash_reason(exit_code: int | None) -> str:
+    if exit_code is not None and exit_code < 0:
+        return f"worker crashed (killed by signal {-exit_code})"
+    return f"worker crashed (exit code {exit_code})"
+
+
+# --- Progress on stderr ---------------------------------------------------------------------
+
+
+class Progress:
+    """A progress bar on a terminal; one plain line per problem otherwise (logs, CI)."""
+
+    def __init__(self, total: int, stream: Any = None, *, debug: bool = False) -> None:
+        self.total = total
+        self.debug = debug
+        self.done = 0
+        self.failed = 0
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+
+    def __call__(self, outcome: Outcome) -> None:
+        self.done += 1
+        self.failed += outcome.status != "ok"
+        name = run_name(Path(outcome.path))
+        if self.tty:
+            filled = int(30 * self.done / max(self.total, 1))
+            self.stream.write(
+                f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} "
+                f"failed {self.failed}  {name[:40]:<40}"
+            )
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            reason = f"  ({outcome.error})" if outcome.error else ""
+            self.stream.write(
+                f"[{self.done}/{self.total}] {outcome.status:<7} {outcome.seconds:6.2f}s "
+                f"{name}{reason}\n"
+            )
+        if self.debug and outcome.traceback:
+            self.stream.write(("\n" if self.tty else "") + outcome.traceback)
+        self.stream.flush()
+
+    def start(self, jobs: int) -> None:
+        """Say what is about to run: the first problem takes a worker's start (``import torch``)
+        before any progress shows."""
+        workers = min(jobs, self.total)
+        self.stream.write(
+            f"analyzing {self.total} problem{'s' * (self.total != 1)} in {workers} worker "
+            f"process{'es' * (workers != 1)} (a worker's start imports torch: seconds)\n"
+        )
+        self.stream.flush()
+
+    def stop(self) -> None:
+        """End a bar the batch left unfinished (interrupted), so the lines after start afresh."""
+        if self.tty and self.done < self.total:
+            self.stream.write("\n")
+
+
+# --- The batch report ----------------------------------------------------------------------
+
+
+def analyze_batch(
+    paths: Sequence[Path],
+    gpu: Any,
+    precision: str,
+    *,
+    cache: str = "cold",
+    timings: dict | None = None,
+    gen_timings: dict | None = None,
+    jobs: int = 1,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
+    on_done: Callable[[Outcome], None] = lambda outcome: None,
+    estimate_params: Any = None,
+    host_scales: Sequence[float] = (),
+    math: str = "program",
+    data: str | None = None,
+    data_limit_bytes: int = 2 * 2**30,
+    also_on: Sequence[str] = (),
+) -> BatchReport:
+    """Analyze every problem in worker processes; ``.to_dict()`` is the JSON report (README).
+
+    ``estimate_params``: the performance model's constants (default: fitted); ``host_scales``:
+    each result also carries ``host_scale_totals_ms``, its estimates with the host costs
+    scaled by each factor (what ``validate`` fits a host scale from); ``also_on``: each result
+    also carries ``sol_ms_on``, its speed of light on each of these GPUs (``Result.on``: the
+    same plans re-priced, no retrace). Ctrl-C or SIGTERM raises
+    :class:`BatchInterrupted` with the report of the problems finished so far."""
+    from ..price.hardware import get_gpu
+
+    spec = get_gpu(gpu)
+    base = Task(0, "", spec, precision, cache, estimate_params, tuple(host_scales), math)
+    base = replace(base, data=data, data_limit_bytes=data_limit_bytes, also_on=tuple(also_on))
+    tasks = [replace(base, index=i, path=str(path)) for i, path in enumerate(paths)]
+    pool = _Pool(jobs=max(1, jobs), timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes)
+
+    def report(outcomes: Sequence[Outcome]) -> BatchReport:
+        problems = tuple(_problem_report(o, timings or {}, gen_timings or {}) for o in outcomes)
+        return BatchReport(spec.name, spec.key, precision, cache, problems)
+
+    try:
+        with _terminate_as_interrupt():
+            outcomes = pool.run(tasks, on_done) if tasks else []
+    except BatchInterrupted as stopped:
+        raise stopped.with_report(report(stopped.report)) from None
+    return report(outcomes)
+
+
+def _problem_report(outcome: Outcome, timings: dict, gen_timings: dict) -> ProblemReport:
+    path = Path(outcome.path)
+    level = level_of(path)
+    return ProblemReport(
+        level=level,
+        file=path.name,
+        path=str(path),
+        name=run_name(path),
+        status=outcome.status,
+        error=outcome.error,
+        seconds=outcome.seconds,
+        result=outcome.result,
+        measured_ms=lookup_time(timings, level, path.name),
+        gen_ms=lookup_time(gen_timings, level, path.name),
+    )

@@ -1,0 +1,217 @@
+"""The KernelBench batch report as facts: one :class:`ProblemReport` per problem file and the
+:class:`BatchReport` of a run, shared by ``batch`` (which builds it), ``report`` (Markdown, CSV)
+and ``viz`` (suite pictures). Every derived figure — % of SoL, speedup, "impossible", the
+per-level summary — is a property computed in one place; the JSON layout is :meth:`to_dict`,
+and :meth:`from_dict` reads it back (``torchroofline plot report.json``)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ..price.precision import possible_rung
+
+NO_LEVEL = "no-level"
+"""The name of the group of problems outside a ``levelN`` folder (summary key, file names)."""
+
+
+def level_name(level: int | None) -> str:
+    """``"level1"``, or :data:`NO_LEVEL`."""
+    return NO_LEVEL if level is None else f"level{level}"
+
+
+def beats_sol(sol_ms: float | None, measured_ms: float | None) -> bool:
+    """A measured time below the speed of light at the analysis's math: a wrong timing, a
+    kernel that skips work, or one computing at lower precision (the SoL score does not score
+    it)."""
+    return sol_ms is not None and bool(measured_ms) and measured_ms < sol_ms
+
+
+def rung_for(sol_by_math_ms: Mapping[str, float] | None, measured_ms: float | None) -> str | None:
+    """The highest math rung whose speed of light (ms) ``measured_ms`` does not beat
+    (:func:`~torchroofline.precision.possible_rung`); None without a time or a ladder, or when
+    the time beats every rung."""
+    if not sol_by_math_ms or not measured_ms:
+        return None
+    return possible_rung(sol_by_math_ms, measured_ms)
+
+
+def beats_every_rung(sol_by_math_ms: Mapping[str, float] | None, measured_ms: float | None) -> bool:
+    """A measured time below the speed of light at every math rung on the GPU: impossible for
+    a correct implementation (a wrong timing or a kernel that skips work). The one verdict the
+    batch and run reports use (``impossible``, ``gen_impossible``, a run sample's
+    ``faster_than_light``, exit code 3)."""
+    judged = bool(sol_by_math_ms) and bool(measured_ms)
+    return judged and rung_for(sol_by_math_ms, measured_ms) is None
+
+
+def ladder_ms(time_ms: Mapping[str, Any]) -> dict[str, float]:
+    """An analysis's speed of light per math rung (ms) from its JSON ``time_ms``; a report
+    written before the ladder existed has the program's bound alone."""
+    return dict(time_ms.get("sol_by_math") or {"program": time_ms["sol"]})
+
+
+@dataclass(frozen=True)
+class ProblemReport:
+    """One problem of a batch (a fact: frozen). Times in ms; ``result`` is the problem's
+    ``Result.to_dict()`` (None when it failed)."""
+
+    level: int | None
+    file: str
+    path: str
+    name: str
+    status: str  #: "ok", "failed" or "timeout"
+    error: str | None
+    seconds: float
+    result: dict | None
+    measured_ms: float | None
+    gen_ms: float | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.result is not None
+
+    @property
+    def sol_ms(self) -> float | None:
+        return self.result["time_ms"]["sol"] if self.result else None
+
+    @property
+    def sol_by_math_ms(self) -> dict[str, float] | None:
+        """The speed of light (ms) per math rung (:func:`ladder_ms`)."""
+        return ladder_ms(self.result["time_ms"]) if self.result else None
+
+    @property
+    def sol_fraction(self) -> float | None:
+        """SoL / measured time of the reference (1.0 = at the bound)."""
+        return _fraction(self.sol_ms, self.measured_ms)
+
+    @property
+    def gen_sol_fraction(self) -> float | None:
+        """SoL / time of the generated kernel."""
+        return _fraction(self.sol_ms, self.gen_ms)
+
+    @property
+    def speedup(self) -> float | None:
+        """Reference time / generated time."""
+        return _fraction(self.measured_ms, self.gen_ms)
+
+    @property
+    def possible_with(self) -> str | None:
+        """The highest math rung the reference's time does not beat (:func:`rung_for`)."""
+        return rung_for(self.sol_by_math_ms, self.measured_ms)
+
+    @property
+    def gen_possible_with(self) -> str | None:
+        return rung_for(self.sol_by_math_ms, self.gen_ms)
+
+    @property
+    def below_sol(self) -> bool:
+        """The reference's time beats the bound at the analysis's math (:func:`beats_sol`)."""
+        return beats_sol(self.sol_ms, self.measured_ms)
+
+    @property
+    def impossible(self) -> bool:
+        return beats_every_rung(self.sol_by_math_ms, self.measured_ms)
+
+    @property
+    def gen_impossible(self) -> bool:
+        return beats_every_rung(self.sol_by_math_ms, self.gen_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {item.name: getattr(self, item.name) for item in fields(self)}
+        derived = (
+            "sol_fraction", "gen_sol_fraction", "speedup", "possible_with", "gen_possible_with",
+            "impossible", "gen_impossible",
+        )
+        return {**data, **{name: getattr(self, name) for name in derived}}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProblemReport:
+        """From :meth:`to_dict`'s layout; derived keys are recomputed, not read."""
+        return cls(**{item.name: data.get(item.name) for item in fields(cls)})
+
+
+def _fraction(numerator: float | None, denominator: float | None) -> float | None:
+    return numerator / denominator if numerator is not None and denominator else None
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """A batch run: where it was priced and every problem, in the order they were given."""
+
+    gpu: str
+    gpu_key: str
+    precision: str
+    cache: str
+    problems: tuple[ProblemReport, ...]
+
+    @property
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """Per level (and ``"all"``): counts, bottlenecks, medians, problems that beat SoL."""
+        groups: dict[str, list[ProblemReport]] = {"all": list(self.problems)}
+        for problem in self.problems:
+            groups.setdefault(level_name(problem.level), []).append(problem)
+        return {key: _summary_of(group) for key, group in groups.items()}
+
+    @property
+    def failed(self) -> int:
+        return sum(not problem.ok for problem in self.problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report (see the README)."""
+        return {
+            "gpu": self.gpu,
+            "gpu_key": self.gpu_key,
+            "precision": self.precision,
+            "cache": self.cache,
+            "problems": [problem.to_dict() for problem in self.problems],
+            "summary": self.summary,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BatchReport:
+        """From :meth:`to_dict`'s layout (a saved ``report.json``); the summary is recomputed."""
+        return cls(
+            gpu=data.get("gpu", "?"),
+            gpu_key=data.get("gpu_key", ""),
+            precision=data.get("precision", "?"),
+            cache=data.get("cache", "cold"),
+            problems=tuple(ProblemReport.from_dict(p) for p in data.get("problems", ())),
+        )
+
+
+def _summary_of(problems: Sequence[ProblemReport]) -> dict[str, Any]:
+    ok = [p for p in problems if p.ok]
+
+    def median(values: list[float | None]) -> float | None:
+        present = [value for value in values if value is not None]
+        return statistics.median(present) if present else None
+
+    return {
+        "problems": len(problems),
+        "analyzed": len(ok),
+        "failed": len(problems) - len(ok),
+        "compute_bound": sum(p.result["bottleneck"] == "compute" for p in ok),
+        "memory_bound": sum(p.result["bottleneck"] == "memory" for p in ok),
+        "median_sol_fraction": median([p.sol_fraction for p in ok]),
+        "median_gen_sol_fraction": median([p.gen_sol_fraction for p in ok]),
+        "median_speedup": median([p.speedup for p in ok]),
+        "impossible": sum(p.impossible for p in ok),
+        "gen_impossible": sum(p.gen_impossible for p in ok),
+    }
+
+
+def mark_partial(text: str, suffix: str, note: str) -> str:
+    """A report cut short (``note``: "interrupted after 90 of 250 problems") marked so in its own
+    format: JSON gains ``"partial": true`` and ``"interrupted"``, Markdown a first line, CSV a
+    ``#`` comment line (``pandas.read_csv(..., comment="#")`` skips it)."""
+    import json
+
+    if suffix == ".json":
+        document = {"partial": True, "interrupted": note, **json.loads(text)}
+        return json.dumps(document, indent=2) + "\n"
+    if suffix == ".csv":
+        return f"# partial report: {note}\n{text}"
+    return f"> **Partial report**: {note}.\n\n{text}"

@@ -1,0 +1,1272 @@
+"""Stage 1: run the model once on fake tensors and record every aten op it executes.
+
+The trace sees what a GPU would run: parameters and inputs become fake tensors on
+``device="cuda"`` (fake CUDA tensors work on a CPU-only build and keep CUDA-side dispatch and
+dtype rules). No tensor data is allocated and no arithmetic is done. Ops whose GPU kernel is one
+library call but whose CPU-build dispatch is a decomposition (attention, cuDNN RNNs) are
+intercepted above the dispatcher by a ``TorchFunctionMode`` and recorded as that one call.
+
+The trace knows nothing of costs: it records, per op, the aten overload, its arguments (shape-only
+tensors), the tensor *values* it reads and writes and the module that ran it. A value is one
+version of one storage, so views of a buffer are one tensor and an in-place op makes a new
+version of the buffer it writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import logging
+import math
+import sys
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+import torch.nn as nn
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    FakeTensorMode,
+    unset_fake_temporarily,
+)
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from ..errors import DataDependentError, InputError, ModelError, TorchrooflineError
+from ._cuda_bindings import NO_CUDA_TEXT
+from .collector import paused
+from .intercept import OWN_OUTPUTS, Interceptor
+from .regions import united_elements
+from .shadow import known_value
+
+#: Default ceiling on the real tensors the real-data fallback may build (bytes).
+REAL_FALLBACK_LIMIT_BYTES = 2 * 2**30
+
+#: The real-data fallback first keeps as shapes (meta) every fake tensor over this share of
+#: its limit, and runs the ops that read them on meta (:class:`_MixedCall`).
+SHAPE_SHARE_OF_FALLBACK_LIMIT = 4
+
+#: Error texts that mean "this op needs real data"; the real-data fallback handles them.
+_DATA_DEPENDENT_ERRORS = (DataDependentOutputException, DynamicOutputShapeException)
+#: A CPU-only build raises this for the few CUDA ops that have no fake/meta kernel (e.g. nonzero).
+#: Python-level checks in torch (nested tensors, cuDNN CTC) that say the same thing.
+_NO_CUDA_ASSERT_TEXT = "Torch not compiled with CUDA enabled"
+#: A meta kernel that needs a value (boolean-mask indexing calls nonzero) raises this.
+_META_NEEDS_DATA_TEXTS = ("nonzero", "data-independent")
+_DEVICE_MISMATCH_TEXTS = ("same device", "two devices", "Expected all tensors")
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """One tensor an op reads or writes.
+
+    ``elements`` is the number of distinct memory elements the view touches (broadcast,
+    stride-0 dimensions are not counted; capped at the storage size), so an expanded bias reads
+    its own size, not the size it is broadcast to.
+    """
+
+    value_id: int
+    storage_id: int
+    shape: tuple[int, ...]
+    dtype: str
+    elements: int
+    is_float: bool
+    itemsize: int
+    #: where the view sits in its storage (elements): the demand analysis maps views of one
+    #: storage onto common coordinates with these
+    offset: int = 0
+    strides: tuple[int, ...] = ()
+    storage_elements: int = 0
+
+
+@dataclass(frozen=True)
+class TracedOp:
+    """One executed aten op (or one intercepted library call) with shape-only arguments."""
+
+    name: str  #: e.g. ``"aten.addmm.default"``
+    base: str  #: the op name without namespace, overload and in-place suffix, e.g. ``"addmm"``
+    func: Any  #: the aten overload, or ``None`` for an intercepted library call
+    args: tuple
+    kwargs: dict
+    output: Any
+    reads: tuple[TensorRef, ...]
+    writes: tuple[TensorRef, ...]
+    module_path: str
+    is_view: bool
+    #: the part of a training step that ran it: ``"forward"`` (the only one in inference),
+    #: ``"backward"`` (autograd's ops) or ``"optimizer"`` (the optimizer's step)
+    phase: str = "forward"
+
+    def argument(self, name: str, default: Any = None) -> Any:
+        """An argument by its schema name: passed by keyword or by position, else the schema's
+        default; ``default`` where the schema has none (or the op is an intercepted call with
+        no aten schema, whose options are its kwargs)."""
+        if name in self.kwargs:
+            return self.kwargs[name]
+        if self.func is None:
+            return default
+        found = _schema_positions(self.func).get(name)
+        if found is None:
+            return default
+        position, schema_default = found
+        if position < len(self.args):
+            return self.args[position]
+        return default if schema_default is _NO_DEFAULT else schema_default
+
+    @property
+    def argument_tensors(self) -> list[torch.Tensor]:
+        """The tensors among the op's arguments, in order: those its reads were recorded from
+        (an intercepted call's reads are not its arguments)."""
+        return _tensors((self.args, self.kwargs))
+
+    @property
+    def argument_names(self) -> tuple[str, ...]:
+        """The names of the op's schema arguments (none for an intercepted call)."""
+        return () if self.func is None else _argument_names(self.func)
+
+    @property
+    def written_arguments(self) -> tuple[tuple[int, str], ...]:
+        """(position, name) of the arguments the schema marks as written in place."""
+        return () if self.func is None else _written_arguments(self.func)
+
+
+@dataclass(frozen=True)
+class StepTensors:
+    """The roles of a training step's tensors (:mod:`torchroofline.training`), each as the
+    value the step first sees (``value_id``; ``storage_id`` names the buffer across versions).
+
+    ``parameters``: the trained parameters as the forward reads them (the optimizer writes new
+    values of the same storages). ``gradients``: each parameter's ``.grad`` as backward leaves it
+    for the optimizer (in a model without parameters, each floating input's: kept).
+    ``optimizer_states``: the optimizer's state tensors (AdamW's ``exp_avg``, ``exp_avg_sq``,
+    a device-side ``step``), alive across steps, as the step reads them.
+    ``losses``: the values backward starts from (the loss, or the model's outputs when the
+    gradient is seeded). Unused parameters (no gradient) are left out of every tuple.
+    """
+
+    parameters: tuple[TensorRef, ...]
+    gradients: tuple[TensorRef, ...]
+    optimizer_states: tuple[TensorRef, ...]
+    losses: tuple[TensorRef, ...]
+    optimizer: str  #: e.g. ``"adamw"``, or ``"none"`` for forward + backward only
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Everything the trace saw: the ops in execution order and the graph's boundary values."""
+
+    model_name: str
+    ops: tuple[TracedOp, ...]
+    input_value_ids: frozenset[int]  #: values read before any op wrote them (inputs, params)
+    output_value_ids: frozenset[int]  #: values the model returns or leaves in mutated buffers
+    params: int  #: parameter count (elements)
+    notes: tuple[str, ...]
+    device: str
+    #: the tensors the model returns, as the views it returns (not whole storages)
+    output_refs: tuple[TensorRef, ...] = ()
+    #: value id → its storage's elements (flat, CPU) for buffers whose values are known
+    #: constants (:func:`shadow.known_value`: a causal mask built in ``__init__``)
+    constants: Mapping[int, torch.Tensor] = dataclasses.field(default_factory=dict)
+    #: the value id each forward-argument tensor starts as, in argument order (0: never read),
+    #: and each parameter's or buffer's by name: where given values attach (:mod:`given`)
+    argument_value_ids: tuple[int, ...] = ()
+    module_value_ids: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    #: traced on real tensors (the real-data fallback) none of which was filled at random: the
+    #: sizes a value decided (``nonzero``, a boolean mask) are those of the given values
+    ran_on_given_values: bool = False
+    #: value id → its storage's elements (flat, CPU) for the given input values the bound may
+    #: read (:mod:`torchroofline.given`); None: the bound is for any input values
+    given: Mapping[int, torch.Tensor] | None = None
+    #: a training step's tensor roles; None for an inference trace
+    step: StepTensors | None = None
+    #: (kind, tensor) for every storage that exists before the first op, each once: the
+    #: model's parameters and buffers (used or not) and the forward arguments; kind is
+    #: "parameters", "buffers" or "inputs" (what the memory timeline starts from)
+    resident: tuple[tuple[str, TensorRef], ...] = ()
+
+
+def largest_per_value(refs: Iterable[TensorRef]) -> tuple[TensorRef, ...]:
+    """Each value once (a value read twice costs once), at the largest view of it among
+    ``refs`` with the elements of all its views united (``x[:, :512] + x[:, 512:]`` reads all
+    of ``x``)."""
+    refs = tuple(refs)
+    if len({ref.value_id for ref in refs}) == len(refs):  # each value once: nothing to unite
+        return refs
+    views: dict[int, list[TensorRef]] = {}
+    for ref in refs:
+        views.setdefault(ref.value_id, []).append(ref)
+    united = []
+    for group in views.values():
+        largest = max(group, key=lambda ref: ref.elements)
+        if len(group) > 1:
+            largest = dataclasses.replace(largest, elements=united_elements(group))
+        united.append(largest)
+    return tuple(united)
+
+
+def base_name(func: Any) -> str:
+    """``aten.add_.Tensor`` → ``"add"``: the key of the cost registry (in-place shares a rule)."""
+    name = func.overloadpacket.__name__
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
+
+
+def _know(known_storages: dict[int, torch.Tensor], tensor: torch.Tensor, value: Any) -> None:
+    """Keep ``value`` as the known elements of ``tensor``'s part of its storage (flat, CPU)."""
+    storage = tensor.untyped_storage()
+    with unset_fake_temporarily():
+        flat = known_storages.setdefault(
+            storage._cdata,
+            torch.zeros(storage.nbytes() // max(tensor.element_size(), 1), dtype=tensor.dtype),
+        )
+        flat.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset()).copy_(value)
+
+
+#: the ops that turn a real tensor made in forward into a fake one
+_LIFTS = frozenset({torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default})
+
+
+class _ValueTable:
+    """Maps storages to the current version's value id; keeps storages alive so ids never repeat."""
+
+    def __init__(self) -> None:
+        self._current: dict[int, int] = {}
+        self._alive: list[Any] = []
+        self._next_id = 0
+        self.input_value_ids: set[int] = set()
+        self.initial_value: dict[int, int] = {}
+        #: storage key → known elements of a buffer's storage (:meth:`_Converter.buffer`)
+        self.known_storages: dict[int, torch.Tensor] = {}
+        #: (kind, tensor) of the storages that exist before the first op (Trace.resident)
+        self.resident: tuple[tuple[str, TensorRef], ...] = ()
+        #: Trace.argument_value_ids, Trace.module_value_ids, Trace.ran_on_given_values
+        self.argument_value_ids: tuple[int, ...] = ()
+        self.module_value_ids: dict[str, int] = {}
+        self.ran_on_given_values = False
+
+    def constants(self) -> dict[int, torch.Tensor]:
+        """value id → known elements, for the known buffers the program read."""
+        return {
+            self.initial_value[key]: flat
+            for key, flat in self.known_storages.items()
+            if key in self.initial_value
+        }
+
+    def _new_value(self, key: int) -> int:
+        self._next_id += 1
+        self._current[key] = self._next_id
+        return self._next_id
+
+    def read(self, tensor: torch.Tensor) -> TensorRef:
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        value = self._current.get(key)
+        if value is None:
+            if key not in self.initial_value:
+                self._alive.append(storage)
+            value = self._new_value(key)
+            self.input_value_ids.add(value)
+            self.initial_value[key] = value
+        return _ref(tensor, value, storage)
+
+    def write(self, tensor: torch.Tensor) -> TensorRef:
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key not in self._current and key not in self.initial_value:
+            self._alive.append(storage)
+        return _ref(tensor, self._new_value(key), storage)
+
+    def current(self, tensor: torch.Tensor) -> int | None:
+        return self._current.get(tensor.untyped_storage()._cdata)
+
+    def output_ref(self, tensor: torch.Tensor) -> TensorRef | None:
+        """The returned view ``tensor`` as a reference to its storage's current value."""
+        storage = tensor.untyped_storage()
+        value = self._current.get(storage._cdata)
+        return None if value is None else _ref(tensor, value, storage)
+
+    def mutated_initial_values(self) -> set[int]:
+        """Final values of storages that existed before the trace and were written in it."""
+        return {
+            self._current[key]
+            for key, first in self.initial_value.items()
+            if self._current[key] != first
+        }
+
+
+@functools.lru_cache(maxsize=4096)  # called for every tensor an op reads or writes
+def _touched_elements(
+    shape: tuple[int, ...], strides: tuple[int, ...], storage_elements: int
+) -> int:
+    """Distinct elements a strided view touches: stride-0 (broadcast) dims do not multiply, and
+    an overlapping view (``unfold``) touches no more than the span between its first and last
+    element, nor more than its storage."""
+    elements = math.prod(size for size, stride in zip(shape, strides, strict=True) if stride)
+    if elements == 0:
+        return 0
+    span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(shape, strides, strict=True))
+    return min(elements, span, storage_elements) if storage_elements else min(elements, span)
+
+
+#: dtype → (its name, e.g. ``"float32"``; bytes per element; whether it is floating point or
+#: complex), filled as dtypes are met
+_DTYPE_FACTS: dict[torch.dtype, tuple[str, int, bool]] = {}
+
+
+def _ref(tensor: torch.Tensor, value_id: int, storage: Any) -> TensorRef:
+    """``tensor`` as a view of ``storage`` (its untyped storage) holding version ``value_id``."""
+    dtype = tensor.dtype
+    facts = _DTYPE_FACTS.get(dtype)
+    if facts is None:
+        facts = _DTYPE_FACTS[dtype] = (
+            str(dtype).removeprefix("torch."), tensor.element_size(),
+            dtype.is_floating_point or dtype.is_complex,
+        )
+    name, itemsize, is_float = facts
+    shape = tuple(tensor.shape)
+    strides = tensor.stride()
+    storage_elements = storage.nbytes() // max(itemsize, 1)
+    return TensorRef(
+        value_id=value_id,
+        storage_id=storage._cdata,
+        shape=shape,
+        dtype=name,
+        elements=_touched_elements(shape, strides, storage_elements),
+        is_float=is_float,
+        itemsize=itemsize,
+        offset=tensor.storage_offset(),
+        strides=strides,
+        storage_elements=storage_elements,
+    )
+
+
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    """Every tensor in nested tuples, lists and dicts (an op's arguments or outputs), in order.
+    A plain scan: pytree's generality costs more than the op itself on this hot path."""
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    found: list[torch.Tensor] = []
+    if isinstance(tree, (tuple, list, dict)):
+        _collect_tensors(tree.values() if isinstance(tree, dict) else tree, found)
+    return found
+
+
+def _collect_tensors(items: Iterable[Any], found: list[torch.Tensor]) -> None:
+    for item in items:
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, (tuple, list)):
+            _collect_tensors(item, found)
+        elif isinstance(item, dict):
+            _collect_tensors(item.values(), found)
+
+
+def meta_copies(tree: Any, *, keep_shape_only: bool = False) -> Any:
+    """Each tensor in ``tree`` as a plain meta tensor of its shape, strides and dtype (no data
+    kept, and no dispatch mode sees the copies); with ``keep_shape_only``, fake and meta
+    tensors stay as they are (they hold no data either)."""
+
+    def copy(leaf: Any) -> Any:
+        if not isinstance(leaf, torch.Tensor) or (
+            keep_shape_only and (isinstance(leaf, FakeTensor) or leaf.is_meta)
+        ):
+            return leaf
+        return torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device="meta")
+
+    with torch._C._DisableTorchDispatch():
+        return tree_map(copy, tree)
+
+
+class _ModuleStack:
+    """Tracks the qualified name of the module running now (for op records and error messages).
+
+    Exit hooks run even when a forward raises (``always_call``), so the stack stays right when a
+    model catches a submodule's exception. The first exit that sees an exception in flight is
+    the innermost module it passed through: :meth:`failure_path` names that module.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self._names = {id(module): name for name, module in model.named_modules()}
+        self._stack: list[str] = []
+        self._outer: BaseException | None = None  # what the caller was handling: not the model's
+        self._raised: BaseException | None = None
+        self._raised_in = ""
+
+    @property
+    def path(self) -> str:
+        return self._stack[-1] if self._stack else ""
+
+    def failure_path(self, error: BaseException) -> str:
+        """The module ``error`` was raised in (the current one if no module exit saw it)."""
+        return self._raised_in if error is self._raised else self.path
+
+    def _enter(self, module: nn.Module, *_: Any) -> None:
+        self._stack.append(self._names.get(id(module), type(module).__name__))
+
+    def _leave(self, *_: Any) -> None:
+        error = sys.exc_info()[1]
+        if error is not None and error is not self._outer and error is not self._raised:
+            self._raised, self._raised_in = error, self.path
+        if self._stack:
+            self._stack.pop()
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        self._outer = sys.exc_info()[1]
+        pre = nn.modules.module.register_module_forward_pre_hook(self._enter)
+        post = nn.modules.module.register_module_forward_hook(self._leave, always_call=True)
+        try:
+            yield
+        finally:
+            pre.remove()
+            post.remove()
+
+
+class _Recorder(TorchDispatchMode):
+    """Records every aten op that reaches the dispatcher, with the values it reads and writes."""
+
+    def __init__(self, values: _ValueTable, modules: _ModuleStack, fake: bool) -> None:
+        super().__init__()
+        self.values = values
+        self.modules = modules
+        self.ops: list[TracedOp] = []
+        self.current_op = ""
+        self.paused = False
+        self.phase = "forward"  #: stamped on every op recorded (TracedOp.phase)
+        #: the value of each tensor lifted in forward (``torch.tensor([0, 2])``), in order,
+        #: None where unknown
+        self.lifts: list[torch.Tensor | None] = []
+        #: ``lifts`` of the fake run that failed, when this one runs on real tensors
+        self.fake_lifts: Sequence[torch.Tensor | None] = ()
+        #: storages that live on the host in the real program (an optimizer's CPU step
+        #: counters): ops that touch only these launch no GPU kernel and are not recorded
+        self.host_storages: set[int] = set()
+        #: what a training step's trace found (:class:`StepTensors`), set by its step runner
+        self.step: StepTensors | None = None
+        #: ops that raised "not linked with CUDA" once in this trace: later calls go straight to
+        #: meta (training batch norm otherwise runs its whole decomposition twice per call)
+        self.meta_only: set[Any] = set()
+        # fake tensors hold no data, so records may keep them; real ones become meta copies
+        self._shape_only = (
+            (lambda tree: tree) if fake else functools.partial(meta_copies, keep_shape_only=True)
+        )
+        #: how ops run: :func:`_call`, inside the fake mode that records (:class:`_FakeCall`),
+        #: or on real tensors beside meta ones that hold no data (:class:`_MixedCall`)
+        self.call: Callable[[Any, Any, tuple, dict, set[Any]], Any] = _call
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        if self.paused or func.namespace in _UNRECORDED_NAMESPACES:
+            return func(*args, **kwargs)
+        return self.run_recorded(func, types, args, kwargs)
+
+    def run_recorded(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        """Run ``func`` (with :attr:`call`) and record it, unless it only touches host storages."""
+        names = _FUNC_NAMES.get(func)
+        if names is None:
+            names = _FUNC_NAMES[func] = (str(func), base_name(func))
+        self.current_op, base = names
+        _check_operand_dtypes(func, args)
+        in_tensors = _tensors((args, kwargs))
+        if self.host_storages and _on_host(in_tensors, self.host_storages):
+            return func(*args, **kwargs)
+        reads = self._reads(in_tensors)
+        output = self.call(func, types, args, kwargs, self.meta_only)
+        if func in _LIFTS:
+            lifted = self._lifted_value(args[0], output)
+            if lifted is not None:
+                _know(self.values.known_storages, output, lifted)
+        is_alias = func.is_view or (
+            not _written_arguments(func) and _aliases_input(reads, output)
+        )
+        mutated = _mutated_arguments(func, args, kwargs, output)
+        self.record(self.current_op, base, func, args, kwargs, output, reads, is_alias, mutated)
+        return output
+
+    def _lifted_value(self, source: torch.Tensor, output: Any) -> torch.Tensor | None:
+        """The value of a tensor built from Python values in forward, if known: faked, it is
+        (Python values cannot come from fake data); real, after a fake run failed, only if
+        that run made the same one at the same point — it stopped at the first op data
+        decided, so its lifts are constants, while a later one may hold a data value (an
+        ``.item()``) of the random inputs."""
+        with unset_fake_temporarily():
+            value = known_value(source)
+        position = len(self.lifts)
+        self.lifts.append(value)
+        if value is None or isinstance(output, FakeTensor):
+            return value
+        fake = self.fake_lifts[position] if position < len(self.fake_lifts) else None
+        same = (
+            fake is not None and fake.shape == value.shape and fake.dtype == value.dtype
+            and bool((fake == value).all())
+        )
+        return value if same else None
+
+    def _reads(self, tensors: Sequence[torch.Tensor]) -> list[TensorRef]:
+        return [self.values.read(tensor) for tensor in tensors]
+
+    def record(
+        self,
+        name: str,
+        base: str,
+        func: Any,
+        args: tuple,
+        kwargs: dict,
+        output: Any,
+        reads: list[TensorRef],
+        is_view: bool,
+        also_written: Sequence[torch.Tensor] = (),
+    ) -> None:
+        out_tensors = _tensors(output) + list(also_written)
+        if is_view:
+            writes: tuple[TensorRef, ...] = ()
+        else:
+            writes = tuple(self.values.write(tensor) for tensor in out_tensors)
+        self.ops.append(
+            TracedOp(
+                name=name,
+                base=base,
+                func=func,
+                args=self._shape_only(args),
+                kwargs=self._shape_only(kwargs),
+                output=self._shape_only(output),
+                reads=tuple(reads),
+                writes=writes,
+                module_path=self.modules.path,
+                is_view=is_view,
+                phase=self.phase,
+            )
+        )
+
+
+#: aten overload → (its full name, :func:`base_name`), filled as ops are met
+_FUNC_NAMES: dict[Any, tuple[str, str]] = {}
+
+#: Namespaces of ops that are no GPU work: primitives (``prim.device``) and the profiler's
+#: markers (every ``Optimizer.step`` opens a ``record_function``).
+_UNRECORDED_NAMESPACES = frozenset({"prim", "profiler"})
+
+
+def _on_host(tensors: Sequence[torch.Tensor], host_storages: set[int]) -> bool:
+    """An op on host storages and 0-dim scalars only (``step += 1`` with a CPU ``tensor(1.)``)."""
+    on_host = [t.untyped_storage()._cdata in host_storages for t in tensors]
+    return any(on_host) and all(here or t.dim() == 0 for here, t in zip(on_host, tensors,
+                                                                          strict=True))
+
+
+#: Matmuls whose meta kernels (torch/_meta_registrations.py meta_mm, meta_addmm, meta_mv,
+#: meta_addbmm) do not check what eager PyTorch's kernels do: that both matrix operands (these
+#: argument positions) share a dtype. Without the check, fake tensors would analyse a model
+#: eager PyTorch rejects, e.g. nn.Linear on an int64 input.
+_SAME_DTYPE_OPERANDS: dict[Any, tuple[int, int]] = {
+    torch.ops.aten.mm.default: (0, 1),
+    torch.ops.aten.addmm.default: (1, 2),
+    torch.ops.aten.mv.default: (0, 1),
+    torch.ops.aten.addbmm.default: (1, 2),
+}
+
+
+def _check_operand_dtypes(func: Any, args: tuple) -> None:
+    positions = _SAME_DTYPE_OPERANDS.get(func)
+    if positions is None or len(args) <= max(positions):
+        return
+    first, second = (args[i] for i in positions)
+    if first.dtype != second.dtype:
+        raise RuntimeError(
+            f"expected both matrix operands to have the same dtype, but got {first.dtype} and "
+            f"{second.dtype}"
+        )
+
+
+def _call(func: Any, types: Any, args: tuple, kwargs: dict, meta_only: set[Any]) -> Any:
+    """Run ``func``; a CUDA op that a CPU-only build cannot fake (e.g. ``native_batch_norm``)
+    is run on meta tensors instead and its outputs re-made as fake CUDA tensors. ``meta_only``
+    (the trace's own) remembers such ops, so each fails once per trace. Scaled matmuls get
+    their outputs from shapes alone (:data:`intercept.OWN_OUTPUTS`)."""
+    own_output = OWN_OUTPUTS.get(func)
+    if own_output is not None:
+        return own_output(func, args, kwargs)
+    if func in meta_only and any(t.is_cuda for t in _tensors(args)):
+        return _call_on_meta(func, args, kwargs)
+    try:
+        return func(*args, **kwargs)
+    except RuntimeError as error:
+        if NO_CUDA_TEXT not in str(error):
+            raise
+        meta_only.add(func)
+        return _call_on_meta(func, args, kwargs)
+
+
+#: (op, the metadata of its arguments) → the layout of its outputs, as :func:`_call_on_meta`
+#: found them: a meta kernel's outputs depend on shapes, strides, dtypes and plain arguments
+#: only, and a batch-norm meta kernel (a Python decomposition) costs milliseconds per call
+_META_OUTPUTS: dict[tuple, tuple[Any, tuple]] = {}
+_META_OUTPUTS_LIMIT = 4096
+
+
+def _signature(leaf: Any) -> Any:
+    if isinstance(leaf, torch.Tensor):
+        return ("tensor", tuple(leaf.shape), tuple(leaf.stride()), leaf.dtype)
+    return leaf
+
+
+class _RecordingFakeMode(FakeTensorMode):
+    """The trace's fake mode, which records too: an op that reaches it from outside it goes to
+    :attr:`recorder`, which runs it here (:class:`_FakeCall`) and records it. One Python
+    dispatch mode per op instead of a recorder mode above the fake one: each mode an op passes
+    costs its push and pop (~0.02 ms per op, as much as recording it)."""
+
+    def __init__(self) -> None:
+        # real tensors a model holds outside its modules (a closure, a global) become fake too
+        super().__init__(allow_non_fake_inputs=True)
+        #: the recorder of the trace running now; None outside one
+        self.recorder: _Recorder | None = None
+        #: True while an op runs: what it calls (a decomposition's ops) is part of it
+        self._running_op = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        recorder = self.recorder
+        if (recorder is None or self._running_op or recorder.paused
+                or func.namespace in _UNRECORDED_NAMESPACES):
+            return super().__torch_dispatch__(func, types, args, kwargs or {})
+        self._running_op = True
+        try:
+            return recorder.run_recorded(func, types, args, kwargs or {})
+        finally:
+            self._running_op = False
+
+
+class _FakeCall:
+    """How :class:`_RecordingFakeMode` runs an op it records: straight into fake dispatch. The
+    paths of :func:`_call` that make tensors themselves (outputs from shapes, the meta
+    fallback) run with the mode entered, so the tensors they make are fake."""
+
+    def __init__(self, mode: _RecordingFakeMode) -> None:
+        self.mode = mode
+
+    def __call__(self, func: Any, types: Any, args: tuple, kwargs: dict, meta_only: set[Any]
+                 ) -> Any:
+        if func not in OWN_OUTPUTS and func not in meta_only:
+            try:
+                return FakeTensorMode.__torch_dispatch__(self.mode, func, types, args, kwargs)
+            except RuntimeError as error:
+                if NO_CUDA_TEXT not in str(error):
+                    raise
+                meta_only.add(func)
+        with self.mode:
+            return _call(func, types, args, kwargs, meta_only)
+
+
+@contextlib.contextmanager
+def _recording(recorder: _Recorder, fake_mode: _RecordingFakeMode | None) -> Iterator[None]:
+    """``recorder`` records the ops run in the block: through ``fake_mode`` where the trace is
+    on fake tensors, else as a dispatch mode of its own."""
+    if fake_mode is None:
+        with recorder:
+            yield
+        return
+    fake_mode.recorder, recorder.call = recorder, _FakeCall(fake_mode)
+    try:
+        yield
+    finally:
+        fake_mode.recorder = None
+
+
+class _MixedCall:
+    """Runs ops on real tensors beside meta ones (big tensors made as shapes only,
+    :mod:`torchroofline.seeded`): an op that reads a meta tensor, or a real one such an op
+    wrote, runs on meta and its outputs are meta, so values that are not known are never
+    mistaken for given ones; an op on known values runs for real."""
+
+    def __init__(self) -> None:
+        #: storages of real tensors written from meta ones: their values are unknown
+        self.unknown_storages: set[int] = set()
+
+    def __call__(self, func: Any, types: Any, args: tuple, kwargs: dict, meta_only: set[Any]
+                 ) -> Any:
+        tensors = _tensors((args, kwargs))
+        if not any(t.is_meta or t.untyped_storage()._cdata in self.unknown_storages
+                   for t in tensors):
+            return _call(func, types, args, kwargs, meta_only)
+        for position, name in _written_arguments(func):
+            written = args[position] if position < len(args) else kwargs.get(name)
+            if isinstance(written, torch.Tensor) and not written.is_meta:
+                self.unknown_storages.add(written.untyped_storage()._cdata)
+        if all(t.is_meta for t in tensors):  # meta kernels keep views and in-place writes
+            return func(*args, **kwargs)
+        return _call_on_meta(func, args, kwargs, device="meta")
+
+
+def _call_on_meta(func: Any, args: tuple, kwargs: dict, device: Any = None) -> Any:
+    """Run ``func`` on meta copies of its arguments; its outputs are re-made on ``device``
+    (default: the arguments'); an output that is an argument, in place, is that argument."""
+    leaves, _ = tree_flatten((args, kwargs))
+    key = (func, tuple(_signature(leaf) for leaf in leaves))
+    try:
+        found = _META_OUTPUTS.get(key)
+    except TypeError:  # an unhashable plain argument: no caching
+        key, found = None, None
+    if found is None:
+        found = _meta_output_layout(func, args, kwargs, leaves)
+        if key is not None and len(_META_OUTPUTS) < _META_OUTPUTS_LIMIT:
+            _META_OUTPUTS[key] = found
+    spec, layouts = found
+    tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    if device is None:
+        device = tensors[0].device if tensors else "cuda"
+    made = [
+        leaves[layout[1]] if layout[0] == "argument"  # an in-place op returned its argument
+        else torch.empty_strided(*layout[1:3], dtype=layout[3], device=device)
+        if layout[0] == "tensor"
+        else layout[1]
+        for layout in layouts
+    ]
+    return tree_unflatten(made, spec)
+
+
+def _meta_output_layout(func: Any, args: tuple, kwargs: dict, leaves: list) -> tuple[Any, tuple]:
+    """(tree spec, per output leaf ``("argument", index of the argument leaf it is)``,
+    ``("tensor", shape, stride, dtype)`` to make, or ``("value", it)``) of ``func`` run on
+    meta copies of its arguments."""
+    position: dict[int, int] = {}
+
+    def to_meta(index: int, leaf: Any) -> Any:
+        if not isinstance(leaf, torch.Tensor):
+            return leaf
+        meta = torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device="meta")
+        position[id(meta)] = index
+        return meta
+
+    _, spec_in = tree_flatten((args, kwargs))
+    with unset_fake_temporarily():
+        meta_args, meta_kwargs = tree_unflatten(
+            [to_meta(i, leaf) for i, leaf in enumerate(leaves)], spec_in
+        )
+        meta_output = func(*meta_args, **meta_kwargs)
+    out_leaves, spec = tree_flatten(meta_output)
+    layouts = tuple(
+        ("argument", position[id(leaf)]) if isinstance(leaf, torch.Tensor) and id(leaf) in position
+        else ("tensor", tuple(leaf.shape), tuple(leaf.stride()), leaf.dtype)
+        if isinstance(leaf, torch.Tensor)
+        else ("value", leaf)
+        for leaf in out_leaves
+    )
+    return spec, layouts
+
+
+#: :func:`_schema_positions`' mark of an argument without a default
+_NO_DEFAULT = object()
+
+
+@functools.cache
+def _schema_positions(func: Any) -> dict[str, tuple[int, Any]]:
+    """An op's schema arguments by name: (position, default or :data:`_NO_DEFAULT`)."""
+    return {
+        argument.name: (
+            position, argument.default_value if argument.has_default_value() else _NO_DEFAULT
+        )
+        for position, argument in enumerate(func._schema.arguments)
+    }
+
+
+@functools.cache
+def _argument_names(func: Any) -> tuple[str, ...]:
+    return tuple(_schema_positions(func))
+
+
+@functools.cache
+def _written_arguments(func: Any) -> tuple[tuple[int, str], ...]:
+    """(position, name) of the arguments an op's schema marks as written in place."""
+    return tuple(
+        (position, argument.name)
+        for position, argument in enumerate(func._schema.arguments)
+        if argument.alias_info is not None and argument.alias_info.is_write
+    )
+
+
+#: Arguments a schema marks written that the kernel writes only when another argument is
+#: given: the fused optimizers unscale ``grads`` in place only with a ``grad_scale`` (AMP),
+#: and otherwise only read them. Keyed by op packet name: (written argument, condition).
+_WRITTEN_ONLY_WITH: dict[str, tuple[str, str]] = {
+    name: ("grads", "grad_scale")
+    for name in ("_fused_adamw_", "_fused_adam_", "_fused_sgd_", "_fused_adagrad_")
+}
+
+
+def _mutated_arguments(func: Any, args: tuple, kwargs: dict, output: Any) -> list[torch.Tensor]:
+    """Arguments the op writes in place that it does not also return (batch-norm running
+    statistics): they are writes too."""
+    written = _written_arguments(func)
+    if not written:
+        return []
+    returned = {t.untyped_storage()._cdata for t in _tensors(output)}
+    positions = _schema_positions(func)
+
+    def value_of(name: str) -> Any:
+        position = positions[name][0]
+        return args[position] if position < len(args) else kwargs.get(name)
+
+    only_with = _WRITTEN_ONLY_WITH.get(func.overloadpacket.__name__)
+    mutated = []
+    for _, name in written:
+        if only_with and name == only_with[0] and value_of(only_with[1]) is None:
+            continue
+        tensors = _tensors(value_of(name))
+        mutated += [t for t in tensors if t.untyped_storage()._cdata not in returned]
+    return mutated
+
+
+def _aliases_input(reads: Sequence[TensorRef], output: Any) -> bool:
+    """Whether an op that writes none of its arguments returns the storage of one it read
+    (``_unsafe_view``, ``alias``)."""
+    out_tensors = _tensors(output)
+    if not out_tensors:
+        return False
+    in_storages = {ref.storage_id for ref in reads}
+    return all(t.untyped_storage()._cdata in in_storages for t in out_tensors)
+
+
+# --- Converting the model and inputs ---------------------------------------------------------
+
+
+def _module_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters and buffers by qualified name, tied ones under every name."""
+    tensors = dict(model.named_parameters(remove_duplicate=False))
+    tensors.update(model.named_buffers(remove_duplicate=False))
+    return tensors
+
+
+def _plain_tensor_attributes(model: nn.Module) -> list[tuple[nn.Module, str, torch.Tensor]]:
+    """Tensors kept as plain attributes (not parameters or buffers) of any submodule."""
+    return [
+        (module, name, value)
+        for module in model.modules()
+        for name, value in vars(module).items()
+        if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
+    ]
+
+
+class _Converter:
+    """Turns real, meta or foreign-fake tensors into tensors of the trace (fake or real)."""
+
+    def __init__(self, fake_mode: FakeTensorMode | None, device: str,
+                 shapes_over_bytes: int | None = None) -> None:
+        self.fake_mode = fake_mode
+        self.device = device
+        #: real-data runs only: meta tensors, and fake ones over this many bytes, become
+        #: meta (shapes whose values are unknown) instead of being filled at random
+        self.shapes_over_bytes = shapes_over_bytes
+        self._done: dict[int, torch.Tensor] = {}
+        self._storages: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+        #: storage key of a converted buffer → its storage's known elements (flat, CPU)
+        self.known_storages: dict[int, torch.Tensor] = {}
+        #: whether a fake or meta tensor was replaced by random values (the real fallback)
+        self.filled_at_random = False
+
+    def buffer(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Convert a model's buffer (or plain tensor attribute), keeping its value where it is
+        a known constant (:func:`shadow.known_value`); parameters and inputs are data."""
+        converted = self(tensor)
+        with unset_fake_temporarily():  # the caller may convert inside the fake mode
+            value = known_value(tensor)
+        if value is not None and not isinstance(tensor, nn.Parameter):
+            _know(self.known_storages, converted, value)
+        return converted
+
+    def __call__(self, tensor: torch.Tensor) -> torch.Tensor:
+        if id(tensor) not in self._done:
+            self._done[id(tensor)] = self._convert(tensor)
+        return self._done[id(tensor)]
+
+    def _convert(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.fake_mode is None:
+            if _kept_as_shape(tensor, self.shapes_over_bytes):
+                return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
+                                           device="meta")
+            if isinstance(tensor, FakeTensor) or tensor.is_meta:
+                self.filled_at_random = True
+                return _random_like(tensor)
+            return tensor.detach()
+        # views of one storage (two inputs sliced from one tensor, tied weights) stay views of
+        # one fake storage, so the bound reads shared elements once
+        key = (tensor.untyped_storage()._cdata, tensor.dtype)
+        with self.fake_mode:
+            if key not in self._storages:
+                elements = tensor.untyped_storage().nbytes() // max(tensor.element_size(), 1)
+                if tensor.storage_offset() == 0 and elements == _extent(tensor):
+                    # the whole storage (a parameter, most often): made as it is, which fake
+                    # mode does ~6× faster than a flat storage and a strided view of it
+                    made = torch.empty_strided(
+                        tensor.shape, tensor.stride(), dtype=tensor.dtype, device=self.device
+                    )
+                    self._storages[key] = made
+                    return made
+                self._storages[key] = torch.empty(
+                    elements, dtype=tensor.dtype, device=self.device
+                )
+            return self._storages[key].as_strided(
+                tensor.shape, tensor.stride(), tensor.storage_offset()
+            )
+
+
+def _extent(tensor: torch.Tensor) -> int:
+    """Elements from a tensor's first to its last, in storage order (0 when empty)."""
+    if tensor.numel() == 0:
+        return 0
+    return 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(),
+                                                               strict=True))
+
+
+def _random_like(tensor: torch.Tensor) -> torch.Tensor:
+    """Real data standing in for a fake/meta tensor in the real-data fallback."""
+    make = torch.randn if tensor.is_floating_point() else torch.zeros
+    return make(tensor.shape, dtype=tensor.dtype)
+
+
+def _kept_as_shape(tensor: torch.Tensor, shapes_over_bytes: int | None) -> bool:
+    """Whether a real-data trace keeps ``tensor`` as a meta shape: a meta tensor, or a fake
+    one over ``shapes_over_bytes`` (never, when that is None)."""
+    if shapes_over_bytes is None:
+        return False
+    if isinstance(tensor, FakeTensor):
+        return tensor.numel() * tensor.element_size() > shapes_over_bytes
+    return tensor.is_meta
+
+
+def _materialized_bytes(
+    model: nn.Module, inputs: Sequence[Any], shapes_over_bytes: int | None = None
+) -> int:
+    """Bytes of the real tensors a real-data trace would have to build: the fake and meta
+    ones it does not keep as shapes (:func:`_kept_as_shape`)."""
+    tensors = list(_module_tensors(model).values()) + _tensors(inputs)
+    tensors += [value for _, _, value in _plain_tensor_attributes(model)]
+    unique = {id(t): t for t in tensors}.values()
+    return sum(
+        t.numel() * t.element_size() for t in unique
+        if (isinstance(t, FakeTensor) or t.is_meta) and not _kept_as_shape(t, shapes_over_bytes)
+    )
+
+
+@contextlib.contextmanager
+def _swapped_attributes(
+    attributes: Sequence[tuple[nn.Module, str, torch.Tensor]], convert: _Converter
+) -> Iterator[None]:
+    for module, name, value in attributes:
+        setattr(module, name, convert.buffer(value))
+    try:
+        yield
+    finally:
+        for module, name, value in attributes:
+            setattr(module, name, value)
+
+
+# --- The trace itself ------------------------------------------------------------------------
+
+
+def check_inputs(model: Any, inputs: Any) -> tuple:
+    """Validate what the user passed; returns the forward arguments as a tuple."""
+    if not isinstance(model, nn.Module):
+        raise InputError(
+            f"model must be a torch.nn.Module, got {type(model).__name__}; "
+            "wrap a function in an nn.Module whose forward calls it"
+        )
+    if isinstance(inputs, torch.Tensor):
+        return (inputs,)
+    if isinstance(inputs, (list, tuple)):
+        return tuple(inputs)
+    raise InputError(
+        f"inputs must be a tensor or a tuple/list of forward arguments, got {type(inputs).__name__}"
+    )
+
+
+class StepRunner(Protocol):
+    """What turns a forward trace into a training step's (:class:`torchroofline.training.Step`)."""
+
+    def prepare(
+        self, model: nn.Module, module_tensors: Mapping[str, torch.Tensor], args: tuple
+    ) -> contextlib.AbstractContextManager:
+        """Mark the trace's parameters (or, in a model without any, its floating inputs) as
+        trained; the context it returns is active while the forward and the step run."""
+
+    def run(
+        self, model: nn.Module, module_tensors: Mapping[str, torch.Tensor], output: Any,
+        recorder: _Recorder,
+    ) -> Any:
+        """Run loss, backward and the optimizer step under ``recorder`` (setting its
+        ``phase`` and ``step``); returns what the step keeps besides the parameters and the
+        optimizer's state (the loss)."""
+
+
+def _run(
+    model: nn.Module,
+    inputs: tuple,
+    fake_mode: _RecordingFakeMode | None,
+    device: str,
+    step: StepRunner | None = None,
+    shapes_over_bytes: int | None = None,
+    fake_lifts: Sequence[torch.Tensor | None] = (),
+) -> tuple[_Recorder, _ValueTable, Any]:
+    convert = _Converter(fake_mode, device, shapes_over_bytes)
+    outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
+    with outer:  # entered once here, each conversion's own entry is a no-op (~15 µs each)
+        params = {name: convert.buffer(t) for name, t in _module_tensors(model).items()}
+        args = tree_map(lambda x: convert(x) if isinstance(x, torch.Tensor) else x, inputs)
+    step_context = (
+        contextlib.nullcontext() if step is None else step.prepare(model, params, args)
+    )
+    plain_attributes = _plain_tensor_attributes(model)
+    values = _ValueTable()
+    values.known_storages = convert.known_storages
+    modules = _ModuleStack(model)
+    recorder = _Recorder(values, modules, fake=fake_mode is not None)
+    recorder.fake_lifts = fake_lifts
+    if shapes_over_bytes is not None:
+        recorder.call = _MixedCall()
+    with (
+        paused(),
+        warnings.catch_warnings(),
+        _quiet_fake_tensor_log(),
+        torch.no_grad() if step is None else torch.enable_grad(),
+        _swapped_attributes(plain_attributes, convert),
+        outer,
+        modules.active(),
+        step_context,
+        _recording(recorder, fake_mode),
+        Interceptor(recorder),
+    ):
+        warnings.simplefilter("ignore")  # CPU-build warnings (no cuDNN) are not the user's
+        try:
+            output = torch.func.functional_call(model, params, args, strict=False)
+            if step is not None:
+                output = step.run(model, params, output, recorder)
+        except TorchrooflineError:  # the step's own one-line errors (a loss that trains nothing)
+            raise
+        except Exception as error:  # noqa: BLE001 — re-raised with where it happened
+            raise _TraceFailure(
+                error, recorder.current_op, modules.failure_path(error), recorder.lifts
+            ) from error
+    attributes = [convert(value) for _, _, value in plain_attributes]
+    values.resident = _resident(model, params, attributes, args, values)
+    _given_value_ids(values, args, params, fake_mode is None and not convert.filled_at_random)
+    return recorder, values, output
+
+
+def _given_value_ids(
+    values: _ValueTable, args: Any, params: Mapping[str, torch.Tensor], on_real_values: bool
+) -> None:
+    """Record where given values attach: the value each argument tensor and each parameter or
+    buffer starts as (Trace.argument_value_ids, Trace.module_value_ids)."""
+    values.argument_value_ids = tuple(
+        values.initial_value.get(t.untyped_storage()._cdata, 0) for t in _tensors(args)
+    )
+    values.module_value_ids = {
+        name: values.initial_value.get(t.untyped_storage()._cdata, 0)
+        for name, t in params.items()
+    }
+    values.ran_on_given_values = on_real_values
+
+
+def _resident(
+    model: nn.Module,
+    module_tensors: Mapping[str, torch.Tensor],
+    attributes: Sequence[torch.Tensor],
+    args: Any,
+    values: _ValueTable,
+) -> tuple[tuple[str, TensorRef], ...]:
+    """(kind, tensor) for each storage of the model's parameters and buffers (tensors it keeps
+    as plain attributes count as buffers) and of the forward arguments, first kind wins (a
+    tied weight is one parameter)."""
+    parameter_names = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    tagged = [
+        ("parameters" if name in parameter_names else "buffers", tensor)
+        for name, tensor in module_tensors.items()
+    ]
+    tagged += [("buffers", tensor) for tensor in attributes]
+    tagged += [("inputs", tensor) for tensor in _tensors(args)]
+    seen: dict[int, tuple[str, TensorRef]] = {}
+    for kind, tensor in tagged:
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key not in seen:
+            seen[key] = (kind, _ref(tensor, values.initial_value.get(key, 0), storage))
+    return tuple(seen.values())
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensor_log() -> Iterator[None]:
+    """FakeTensorMode logs a traceback for every op whose meta kernel raises; the error itself
+    reaches the user as one ModelError line instead."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+class _TraceFailure(Exception):
+    def __init__(
+        self,
+        error: Exception,
+        op: str,
+        module_path: str,
+        lifts: Sequence[torch.Tensor | None] = (),
+    ) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.lifts = tuple(lifts)  #: :attr:`_Recorder.lifts` up to the failure
+        self.op = op
+        self.module_path = module_path or "<top level>"
+
+    @property
+    def data_dependent(self) -> bool:
+        text = str(self.error)
+        if isinstance(self.error, NotImplementedError):
+            return any(needle in text for needle in _META_NEEDS_DATA_TEXTS)
+        return isinstance(self.error, _DATA_DEPENDENT_ERRORS) or NO_CUDA_TEXT in text
+
+    @property
+    def device_mismatch(self) -> bool:
+        return any(text in str(self.error) for text in _DEVICE_MISMATCH_TEXTS)
+
+    def cpu_retrace_reason(self, device: str) -> str | None:
+        """Why a trace on fake ``device`` tensors should be redone on fake CPU ones, if it should.
+
+        A CPU-only build cannot run some Python bindings on fake CUDA tensors at all (``copy_``,
+        ``__setitem__`` open a CUDA device guard before dispatch); fake CPU tensors trace them
+        without real data."""
+        if device == "cpu":
+            return None
+        if self.device_mismatch:
+            return f"the model mixes devices on '{device}'"
+        if NO_CUDA_TEXT in str(self.error) or _NO_CUDA_ASSERT_TEXT in str(self.error):
+            return "this CPU-only PyTorch build cannot run it on fake CUDA tensors"
+        return None
+
+    def model_error(self, model_name: str) -> ModelError:
+        first_line = str(self.error).strip().splitlines()[0] if str(self.error).strip() else ""
+        return ModelError(
+            f"{model_name} raised {type(self.error).__name__} at {self.op or 'start'} in module "
+            f"'{self.module_path}': {first_line[:300]} (check the inputs' shapes and dtypes "
+            "against the model)"
+        )
+
+
+def trace_model(
+    model: nn.Module,
+    inputs: Any,
+    *,
+    device: str = "cuda",
+    real_fallback_limit_bytes: int = REAL_FALLBACK_LIMIT_BYTES,
+    name: str | None = None,
+    step: StepRunner | None = None,
+) -> Trace:
+    """Run ``model(*inputs)`` once on fake tensors on ``device`` and record every op.
+
+    ``step`` makes it a training step: after the forward, ``step`` runs the loss, backward and
+    the optimizer under the same recorder (:mod:`torchroofline.training`).
+
+    Falls back to fake tensors on the CPU when the model mixes devices, and to real tensors on
+    the CPU when an op needs real data (``.item()``, ``nonzero``, control flow on values), as
+    long as the real tensors fit in ``real_fallback_limit_bytes``; each fallback is named in
+    ``Trace.notes``.
+    """
+    args = check_inputs(model, inputs)
+    model_name = name or type(model).__name__
+    notes: list[str] = []
+    try:
+        recorder, values, output = _run(model, args, _RecordingFakeMode(), device, step)
+    except _TraceFailure as failure:
+        cpu_reason = failure.cpu_retrace_reason(device)
+        if cpu_reason:
+            notes.append(
+                f"traced on fake CPU tensors: {cpu_reason} "
+                f"({failure.op} in '{failure.module_path}')"
+            )
+            return _with_notes(
+                trace_model(
+                    model,
+                    args,
+                    device="cpu",
+                    real_fallback_limit_bytes=real_fallback_limit_bytes,
+                    name=model_name,
+                    step=step,
+                ),
+                notes,
+            )
+        if not failure.data_dependent:
+            raise failure.model_error(model_name) from failure.error
+        recorder, values, output = _real_fallback(
+            model, args, failure, model_name, real_fallback_limit_bytes, notes, step
+        )
+        device = "cpu"
+    outputs = {values.current(t) for t in _tensors(output)} - {None}
+    output_refs = tuple(ref for ref in map(values.output_ref, _tensors(output)) if ref)
+    return Trace(
+        model_name=model_name,
+        ops=tuple(recorder.ops),
+        input_value_ids=frozenset(values.input_value_ids),
+        output_value_ids=frozenset(outputs | values.mutated_initial_values()),
+        params=sum(p.numel() for p in model.parameters()),
+        notes=tuple(notes),
+        device=device,
+        output_refs=output_refs,
+        constants=values.constants(),
+        resident=values.resident,
+        step=recorder.step,
+        argument_value_ids=values.argument_value_ids,
+        module_value_ids=values.module_value_ids,
+        ran_on_given_values=values.ran_on_given_values,
+    )
+
+
+def _with_notes(trace: Trace, notes: list[str]) -> Trace:
+    return Trace(**{**trace.__dict__, "notes": tuple(notes) + trace.notes})
+
+
+def _real_fallback(
+    model: nn.Module,
+    args: tuple,
+    failure: _TraceFailure,
+    model_name: str,
+    limit_bytes: int,
+    notes: list[str],
+    step: StepRunner | None = None,
+) -> tuple[_Recorder, _ValueTable, Any]:
+    needed = _materialized_bytes(model, args)
+    shapes_over_bytes = limit_bytes // SHAPE_SHARE_OF_FALLBACK_LIMIT
+    needed_with_shapes = _materialized_bytes(model, args, shapes_over_bytes)
+    if needed_with_shapes < needed and needed_with_shapes <= limit_bytes:
+        # meta tensors and big fake ones stay shapes (a model with its experts made shape
+        # only): enough unless the op that needs data reads one of them
+        try:
+            run = _run(model, args, None, "cpu", step, shapes_over_bytes, failure.lifts)
+        except _TraceFailure:
+            pass
+        else:
+            notes.append(
+                f"traced with real CPU tensors: {failure.op} in '{failure.module_path}' needs "
+                f"real data (fake tensors up to {shapes_over_bytes / 2**20:,.0f} MiB were "
+                "filled with random values; meta and bigger ones stayed shapes)"
+            )
+            return run
+    if needed > limit_bytes:
+        raise DataDependentError(
+            f"{model_name} needs real data at {failure.op} in module '{failure.module_path}' "
+            f"(a value-dependent shape or branch), and real tensors would take "
+            f"{needed / 2**20:,.0f} MiB, over the {limit_bytes / 2**20:,.0f} MiB limit; "
+            "raise real_fallback_limit_bytes or make that code shape-static"
+        ) from failure.error
+    notes.append(
+        f"traced with real CPU tensors: {failure.op} in '{failure.module_path}' needs real data "
+        "(fake/meta tensors were filled with random values)"
+    )
+    try:
+        return _run(model, args, None, "cpu", step, fake_lifts=failure.lifts)
+    except _TraceFailure as real_failure:
+        raise real_failure.model_error(model_name) from real_failure.error

@@ -1,0 +1,232 @@
+"""The performance model (estimate.py) on closed cases built so each effect alone sets the time."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import H100_BANDWIDTH, Fn, analyze, meta
+from torchroofline.errors import InputError
+from torchroofline.price.estimate import (
+    DEFAULT_PARAMS,
+    EstimateParams,
+    GemmShape,
+    HostCosts,
+    KernelLoad,
+    host_scale_totals_ms,
+    host_scaled,
+    kernel_gpu_s,
+    timeline,
+    wave_efficiency,
+)
+from torchroofline.price.hardware import get_gpu
+
+H100 = get_gpu("h100-sxm")
+H100_SMS = 132
+
+#: Host costs that are all zero but one per-op cost: times follow in closed form.
+OP_ONLY = HostCosts(
+    eager_call_s=0.0, eager_op_s=10e-6, eager_view_s=0.0, eager_module_s=0.0, launch_s=0.0,
+    compile_call_s=0.0, compile_kernel_s=0.0, cudagraph_call_s=0.0,
+)
+
+
+def chain(length: int) -> nn.Module:
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(length):
+            x = torch.relu(x)
+        return x
+
+    return Fn(forward)
+
+
+def test_a_chain_of_tiny_kernels_is_launch_bound_at_the_host_cost_per_kernel() -> None:
+    params = replace(DEFAULT_PARAMS, host=OP_ONLY)
+    length = 20
+    result = analyze(chain(length), meta(32), estimate_params=params)
+    eager = result.performance.eager
+    assert len(eager.kernel_gpu_s) == length
+    last_kernel = eager.kernel_gpu_s[-1]
+    assert max(eager.kernel_gpu_s) < OP_ONLY.eager_op_s  # each kernel hides behind the host
+    # the host issues kernel k at k·10 µs; the GPU finishes the last one right after its issue
+    assert eager.total_s == pytest.approx(length * OP_ONLY.eager_op_s + last_kernel, rel=1e-12)
+    assert eager.launch_bound
+    assert eager.host_bound_share == pytest.approx(1 - sum(eager.kernel_gpu_s) / eager.total_s)
+    assert "LAUNCH-BOUND" in result.format()
+
+
+def test_a_huge_streaming_kernel_runs_at_the_achieved_bandwidth() -> None:
+    elements = 2**28  # 1 GiB in, 1 GiB out at fp32
+    result = analyze(Fn(torch.relu), meta(elements))
+    [kernel] = result.eager_kernels
+    assert kernel.bytes == 2 * elements * 4
+    achieved = DEFAULT_PARAMS.hbm_fraction * H100_BANDWIDTH
+    expected = kernel.bytes / achieved + DEFAULT_PARAMS.fill_latency_s
+    assert result.performance.eager.kernel_gpu_s[0] == pytest.approx(expected, rel=1e-12)
+    assert not result.performance.eager.launch_bound
+
+
+def test_bandwidth_share_grows_with_bytes_moved() -> None:
+    small = analyze(Fn(torch.relu), meta(2**10)).performance.eager.kernel_gpu_s[0]
+    large = analyze(Fn(torch.relu), meta(2**26)).performance.eager.kernel_gpu_s[0]
+    assert (2**10 * 8 / small) < 0.01 * (2**26 * 8 / large)
+    assert small >= DEFAULT_PARAMS.fill_latency_s  # no kernel is shorter than the fill latency
+
+
+def gemm_load(tiles_m: int) -> KernelLoad:
+    """A compute-bound GEMM of ``tiles_m`` × 1 output tiles of 128 (k = 64: no K split)."""
+    shape = GemmShape(batch=1, m=128 * tiles_m, n=128, k=64)
+    flops = 2 * shape.m * shape.n * shape.k
+    return KernelLoad("mm", "gemm", matmul_s=flops / 66.9e12, vector_s=0.0, bytes=0,
+                      launches=1, gemm=shape)
+
+
+def test_one_tile_more_than_a_full_wave_costs_a_second_wave() -> None:
+    full, one_more = gemm_load(H100_SMS), gemm_load(H100_SMS + 1)
+    assert wave_efficiency(full.gemm, H100_SMS, DEFAULT_PARAMS) == 1.0
+    assert wave_efficiency(one_more.gemm, H100_SMS, DEFAULT_PARAMS) == (133 / 264)
+    fill = DEFAULT_PARAMS.fill_latency_s
+    full_s = kernel_gpu_s(full, H100, DEFAULT_PARAMS, "cold") - fill
+    one_more_s = kernel_gpu_s(one_more, H100, DEFAULT_PARAMS, "cold") - fill
+    assert one_more_s == pytest.approx(2 * full_s, rel=1e-12)  # the step, not 133/132
+
+
+def test_too_few_tiles_take_smaller_tiles_then_split_k() -> None:
+    small = GemmShape(batch=1, m=256, n=256, k=131072)  # 4 tiles of 128, 64 of 32: split K
+    assert wave_efficiency(small, H100_SMS, DEFAULT_PARAMS) == 128 / H100_SMS  # 2 splits
+    shallow = GemmShape(batch=1, m=256, n=256, k=64)  # 64 tiles of 32, nothing to split
+    assert wave_efficiency(shallow, H100_SMS, DEFAULT_PARAMS) == 64 / H100_SMS
+
+
+def test_a_16_row_layer_norm_is_parallelism_limited_in_eager_only() -> None:
+    result = analyze(nn.LayerNorm((64, 256, 256)), meta(16, 64, 256, 256))
+    [kernel] = [k for k in result.eager_kernels if "layer_norm" in k.name]
+    load = result.performance.program.eager[result.eager_kernels.index(kernel)]
+    assert load.rows == 16
+    assert load.reread_bytes == 16 * 64 * 256 * 256 * 4  # statistics, then normalise: two reads
+    rows_s = (kernel.bytes + load.reread_bytes) / (16 * DEFAULT_PARAMS.row_bandwidth_bytes_per_s)
+    assert rows_s > kernel.bytes / (DEFAULT_PARAMS.hbm_fraction * H100_BANDWIDTH)
+    eager_s = result.performance.eager.kernel_gpu_s[result.eager_kernels.index(kernel)]
+    assert eager_s == pytest.approx(rows_s + DEFAULT_PARAMS.fill_latency_s, rel=1e-12)
+    assert all(load.rows is None for load in result.performance.program.fused)
+    assert result.performance.compile.gpu_busy_s < result.performance.eager.gpu_busy_s
+
+
+@pytest.mark.parametrize("norm", [nn.GroupNorm(4, 64), nn.BatchNorm2d(64)])
+def test_a_norm_run_as_two_kernels_reads_its_input_twice_not_four_times(norm) -> None:
+    # eager group norm (RowwiseMoments, then the apply kernel) and batch norm in training:
+    # the statistics kernel reads x, the normalize kernel reads x and writes y — 3·|x| in all,
+    # plus the small statistics; no kernel adds a second pass of its own
+    x_bytes = 16 * 64 * 32 * 32 * 4
+    result = analyze(norm, meta(16, 64, 32, 32))
+    loads = [load for load in result.performance.program.eager if "norm" in load.name]
+    assert len(loads) == 2
+    moved = sum(load.bytes + load.reread_bytes for load in loads)
+    assert 3 * x_bytes <= moved < 3 * x_bytes + 4096
+    # only group norm's statistics run a block per (sample, group) row: 16 × 4; the apply
+    # pass is parallel over elements (batch norm's kernels have no row limit)
+    expected = [16 * 4, None] if isinstance(norm, nn.GroupNorm) else [None, None]
+    assert [load.rows for load in loads] == expected
+
+
+def test_a_recurrence_is_at_least_its_serial_steps() -> None:
+    gru = nn.GRU(64, 64, num_layers=2, batch_first=True)
+    result = analyze(gru, meta(4, 100, 64))
+    [load] = [k for k in result.performance.program.eager if k.family == "rnn"]
+    index = result.performance.program.eager.index(load)
+    assert load.launches == 2 * (1 + 100)
+    assert result.performance.eager.kernel_gpu_s[index] >= load.launches * (
+        DEFAULT_PARAMS.rnn_step_s
+    )
+
+
+def test_timeline_is_gpu_bound_when_kernels_outlast_the_host() -> None:
+    mode = timeline("eager", 0.0, [1e-6] * 3, [10e-6] * 3)
+    assert mode.total_s == pytest.approx(1e-6 + 30e-6)
+    assert mode.gpu_busy_s == pytest.approx(30e-6)
+    assert not mode.launch_bound
+
+
+FAST_AS_LIGHT = EstimateParams(
+    host=replace(OP_ONLY, eager_op_s=0.0),
+    hbm_fraction=1.0,
+    fill_latency_s=0.0,
+    vector_fraction=1.0,
+    matmul_fraction=dict.fromkeys(DEFAULT_PARAMS.matmul_fraction, 1.0),
+    cudagraph_gap_s=0.0,
+)
+
+
+@pytest.mark.parametrize("params", [DEFAULT_PARAMS, FAST_AS_LIGHT])
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+def test_no_estimate_is_below_the_speed_of_light(params: EstimateParams, cache: str) -> None:
+    models = [
+        (nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 30 * 30, 10)),
+         meta(8, 3, 32, 32)),
+        (chain(4), meta(1024)),
+        (Fn(torch.mm), (meta(512, 512), meta(512, 512))),
+    ]
+    for model, inputs in models:
+        inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+        result = analyze(model, *inputs, cache=cache, estimate_params=params)
+        for gpu in ("h100-sxm", "t4", "b200"):
+            priced = result.on(gpu)
+            assert priced.performance.params is params  # Result.on keeps the parameters
+            for estimate in (priced.eager_estimate_s, priced.fused_estimate_s,
+                             priced.cudagraph_estimate_s):
+                assert priced.sol_s <= estimate
+
+
+def test_host_profile_scales_every_cpu_cost() -> None:
+    slow = DEFAULT_PARAMS.host.scaled(2.0)
+    for name in ("eager_op_s", "compile_call_s", "cudagraph_call_s", "launch_s"):
+        assert getattr(slow, name) == pytest.approx(2 * getattr(DEFAULT_PARAMS.host, name))
+
+
+def test_a_host_scale_reruns_only_the_pipelines() -> None:
+    # a launch-bound chain of 20 relus with only the per-op host cost: eager = 20 · 10 µs · s
+    # plus the last kernel's GPU time, at any host scale s
+    params = replace(DEFAULT_PARAMS, host=OP_ONLY)
+    result = analyze(chain(20), meta(32), estimate_params=params)
+    last_kernel = result.performance.eager.kernel_gpu_s[-1]
+    for scale in (0.5, 2.0):
+        fast = host_scaled(result.performance, scale)  # GPU times kept, pipelines rerun
+        assert fast.eager.total_s == pytest.approx(20 * 10e-6 * scale + last_kernel, rel=1e-12)
+        full = analyze(chain(20), meta(32), estimate_params=params.host_scaled(scale))
+        assert fast.modes == full.performance.modes  # the same as pricing from scratch
+    totals = host_scale_totals_ms(result.performance, (0.5, 1.0), floor_s=result.sol_s)
+    assert totals["eager"][1] == pytest.approx(result.eager_estimate_s * 1e3, rel=1e-12)
+    assert totals["eager"][0] == pytest.approx((10 * 10e-6 + last_kernel) * 1e3, rel=1e-12)
+
+
+@pytest.mark.parametrize("factor", [0, -1.0, float("nan"), "2"])
+def test_a_host_scale_is_a_positive_number(factor: object) -> None:
+    with pytest.raises(InputError, match="a host scale is a number above 0"):
+        DEFAULT_PARAMS.host_scaled(factor)
+
+
+def test_json_has_each_mode_with_its_split() -> None:
+    result = analyze(chain(3), meta(64))
+    data = result.to_dict()
+    assert data["time_ms"]["cudagraph_estimate"] == pytest.approx(result.cudagraph_estimate_s * 1e3)
+    for mode in ("eager", "fused", "cudagraph"):
+        entry = data["estimate"][mode]
+        assert entry["total_ms"] == pytest.approx(data["time_ms"][f"{mode}_estimate"])
+        assert 0.0 <= entry["host_bound_share"] <= 1.0
+        assert math.isclose(sum(entry["gpu_ms_by_family"].values()), entry["gpu_busy_ms"])
+
+
+def test_per_gpu_entries_replace_a_constant_on_that_gpu_only() -> None:
+    params = replace(DEFAULT_PARAMS, per_gpu={"h100-sxm": {"hbm_fraction": 0.5}})
+    result = analyze(Fn(torch.relu), meta(2**26), estimate_params=params)
+    [kernel] = result.eager_kernels
+    expected = kernel.bytes / (0.5 * H100_BANDWIDTH) + DEFAULT_PARAMS.fill_latency_s
+    assert result.performance.eager.kernel_gpu_s[0] == pytest.approx(expected, rel=1e-12)
+    a100 = result.on("a100-80gb").performance.eager.kernel_gpu_s[0]
+    assert a100 == pytest.approx(
+        kernel.bytes / (DEFAULT_PARAMS.hbm_fraction * 2039e9) + DEFAULT_PARAMS.fill_latency_s
+    )
