@@ -19,7 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = (ROOT / "README.md", ROOT / "METHOD.md")
+#: The documents with generated blocks: README and METHOD, and the reference pages in docs/.
+DOCS = (
+    ROOT / "README.md",
+    ROOT / "METHOD.md",
+    *(ROOT / "docs" / f"{page}.md"
+      for page in ("api", "guide", "kernelbench", "estimates", "reference", "limitations")),
+)
 SUITE = "tests/fixtures/kernelbench"
 _BLOCK = re.compile(r"(<!-- BEGIN (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.DOTALL)
 

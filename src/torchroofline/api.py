@@ -17,7 +17,8 @@ from .price.hardware import GPUSpec
 from .price.roofline import Result, price
 from .price.step_figures import with_checkpoint
 from .trace.collector import paused
-from .trace.tracer import REAL_FALLBACK_LIMIT_BYTES, _module_tensors, check_inputs, trace_model
+from .trace.inputs import _module_tensors
+from .trace.tracer import REAL_FALLBACK_LIMIT_BYTES, check_inputs, trace_model
 from .trace.training import step_trace_options
 
 if TYPE_CHECKING:

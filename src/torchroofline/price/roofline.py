@@ -43,7 +43,7 @@ from .precision import (
 )
 
 if TYPE_CHECKING:
-    from ..trace.tracer import Trace
+    from ..trace.refs import Trace
     from .step_figures import CheckpointWhatIf, PhaseFigures
 
 CACHE_MODES = ("cold", "warm")

@@ -14,7 +14,7 @@ from typing import Any
 from ..costs import tensor_bytes
 from ..errors import InputError
 from ..plan.memory import Allocation, replay, storage_bytes
-from ..trace.tracer import TensorRef, largest_per_value
+from ..trace.refs import TensorRef, largest_per_value
 from ..trace.training import PHASES
 from .precision import unit_seconds
 

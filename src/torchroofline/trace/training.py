@@ -33,7 +33,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import InputError, ModelError
 from .intercept import AUTOGRAD_CALLS, OWN_OUTPUTS, _paused
-from .tracer import StepTensors, TensorRef, _Recorder, _ref, _tensors, meta_copies
+from .refs import StepTensors, TensorRef
+from .schema import _tensors
+from .tracer import _Recorder, _ref, meta_copies
 
 #: Training-step phases in execution order (``TracedOp.phase``).
 PHASES = ("forward", "backward", "optimizer")

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from ...costs import OpKey, OpRecord, add_rules, aten, lookup
-from ...trace.tracer import Trace, TracedOp
+from ...trace.refs import Trace, TracedOp
 from ._core import _one_of, _op_set
 from .constants import known_values
 from .matmul import has_structure

@@ -20,6 +20,7 @@ from ...costs import (
     lookup,
     op_keys,
 )
+from ...trace.refs import TracedOp
 from ...trace.regions import (
     NOWHERE,
     Box,
@@ -28,7 +29,6 @@ from ...trace.regions import (
     positions_to_set,
     set_size,
 )
-from ...trace.tracer import TracedOp
 from ._core import (
     Demand,
     _broadcast,

@@ -20,6 +20,7 @@ from ...costs import (
     lookup,
     tensor_bytes,
 )
+from ...trace.refs import TensorRef, Trace, TracedOp
 from ...trace.regions import (
     NOWHERE,
     Region,
@@ -27,7 +28,6 @@ from ...trace.regions import (
     box_size,
     full_box,
 )
-from ...trace.tracer import TensorRef, Trace, TracedOp
 from ._core import DEMAND_RULES, Demand, Rule, _Context, _proportional
 from .constants import known_values
 from .reductions import pointwise_demand

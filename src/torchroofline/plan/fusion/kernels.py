@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from ...costs import Category, Cost, OpRecord, tensor_bytes
+from ...trace.refs import TensorRef
 from ...trace.regions import (
     united_elements,
 )
-from ...trace.tracer import TensorRef
 from .lowering import (
     SEPARATE_BIAS,
     _kept_storages,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from ...costs import Category, FlopCount, OpRecord
+from ...trace.refs import TensorRef, largest_per_value
 from ...trace.regions import (
     Box,
     Region,
@@ -23,7 +24,6 @@ from ...trace.regions import (
     place,
     to_base,
 )
-from ...trace.tracer import TensorRef, largest_per_value
 from .passes import (
     _call_arguments,
     _Graph,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ...costs import Category, OpRecord
-from ...trace.tracer import TensorRef
+from ...trace.refs import TensorRef
 
 if TYPE_CHECKING:  # a ConcatKernel's slices, made by lowering
     from .lowering import Concat

@@ -8,7 +8,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ...trace.tracer import TensorRef
+from ...trace.refs import TensorRef
 from .lowering import Loop, NodeKind, SchedulerNode
 
 
