@@ -1286,9 +1286,9 @@ def _real_fallback(
         )
         run = _stand_in_run(model, args, model_name, too_big, step, device)
         notes.append(
-            f"bound for every size the data could give: {', '.join(run[0].sized_ops)} "
-            f"sized its output by values and {too_big}, so it ran on stand-in values (the "
-            "bound charges what it computes as possibly empty)"
+            f"bound for every size the data could give: {', '.join(run[0].sized_ops)} size "
+            f"outputs by values and {too_big}, so they ran on stand-in values (the bound "
+            "charges what they compute as possibly empty)"
         )
         return (*run[1:], device)
     notes.append(
