@@ -38,6 +38,7 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from ..errors import DataDependentError, InputError, ModelError, TorchrooflineError
 from ._cuda_bindings import NO_CUDA_TEXT
 from .collector import paused
+from .data_sized import stand_in_output
 from .inputs import (
     _Converter,
     _know,
@@ -441,11 +442,16 @@ class _RecordingFakeMode(FakeTensorMode):
     dispatch mode per op instead of a recorder mode above the fake one: each mode an op passes
     costs its push and pop (~0.02 ms per op, as much as recording it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stand_ins: bool = False) -> None:
         # real tensors a model holds outside its modules (a closure, a global) become fake too
         super().__init__(allow_non_fake_inputs=True)
         #: the recorder of the trace running now; None outside one
         self.recorder: _Recorder | None = None
+        #: an op whose output sizes depend on values runs on stand-in values instead of
+        #: raising (:func:`data_sized.stand_in_output`)
+        self.stand_ins = stand_ins
+        #: "op in 'module'" for each op sized so, first seen first
+        self.sized_ops: dict[str, None] = {}
         #: True while an op runs: what it calls (a decomposition's ops) is part of it
         self._running_op = False
 
@@ -471,6 +477,21 @@ class _FakeCall:
 
     def __call__(self, func: Any, types: Any, args: tuple, kwargs: dict, meta_only: set[Any]
                  ) -> Any:
+        try:
+            return self._dispatch(func, types, args, kwargs, meta_only)
+        except (DynamicOutputShapeException, NotImplementedError):
+            # its output sizes depend on values (a meta kernel that needs them raises
+            # NotImplementedError): on stand-in values where the trace allows it
+            if not self.mode.stand_ins or torch.Tag.dynamic_output_shape not in func.tags:
+                raise
+            recorder = self.mode.recorder
+            where = recorder.modules.path if recorder is not None else ""
+            self.mode.sized_ops[f"{func} in '{where or '<top level>'}'"] = None
+            with self.mode:
+                return stand_in_output(func, args, kwargs)
+
+    def _dispatch(self, func: Any, types: Any, args: tuple, kwargs: dict, meta_only: set[Any]
+                  ) -> Any:
         if func not in OWN_OUTPUTS and func not in meta_only:
             try:
                 return FakeTensorMode.__torch_dispatch__(self.mode, func, types, args, kwargs)
@@ -816,10 +837,9 @@ def trace_model(
             )
         if not failure.data_dependent:
             raise failure.model_error(model_name) from failure.error
-        recorder, values, output = _real_fallback(
-            model, args, failure, model_name, real_fallback_limit_bytes, notes, step
+        recorder, values, output, device = _real_fallback(
+            model, args, failure, model_name, real_fallback_limit_bytes, notes, step, device
         )
-        device = "cpu"
     outputs = {values.current(t) for t in _tensors(output)} - {None}
     output_refs = tuple(ref for ref in map(values.output_ref, _tensors(output)) if ref)
     return Trace(
@@ -851,8 +871,12 @@ def _real_fallback(
     model_name: str,
     limit_bytes: int,
     notes: list[str],
-    step: StepRunner | None = None,
-) -> tuple[_Recorder, _ValueTable, Any]:
+    step: StepRunner | None,
+    device: str,
+) -> tuple[_Recorder, _ValueTable, Any, str]:
+    """The trace again, on real CPU tensors where they fit in ``limit_bytes``, else on fake
+    ones with data-sized ops run on stand-in values (:func:`_stand_in_run`); returns
+    the run and the device it traced on."""
     needed = _materialized_bytes(model, args)
     shapes_over_bytes = limit_bytes // SHAPE_SHARE_OF_FALLBACK_LIMIT
     needed_with_shapes = _materialized_bytes(model, args, shapes_over_bytes)
@@ -869,19 +893,55 @@ def _real_fallback(
                 f"real data (fake tensors up to {shapes_over_bytes / 2**20:,.0f} MiB were "
                 "filled with random values; meta and bigger ones stayed shapes)"
             )
-            return run
+            return (*run, "cpu")
     if needed > limit_bytes:
-        raise DataDependentError(
-            f"{model_name} needs real data at {failure.op} in module '{failure.module_path}' "
-            f"(a value-dependent shape or branch), and real tensors would take "
-            f"{needed / 2**20:,.0f} MiB, over the {limit_bytes / 2**20:,.0f} MiB limit; "
-            "raise real_fallback_limit_bytes or make that code shape-static"
-        ) from failure.error
+        too_big = (
+            f"real tensors would take {needed / 2**20:,.0f} MiB, over the "
+            f"{limit_bytes / 2**20:,.0f} MiB limit"
+        )
+        run = _stand_in_run(model, args, model_name, too_big, step, device)
+        notes.append(
+            f"bound for every size the data could give: {', '.join(run[0].sized_ops)} size "
+            f"outputs by values and {too_big}, so they ran on stand-in values (the bound "
+            "charges what they compute as possibly empty)"
+        )
+        return (*run[1:], device)
     notes.append(
         f"traced with real CPU tensors: {failure.op} in '{failure.module_path}' needs real data "
         "(fake/meta tensors were filled with random values)"
     )
     try:
-        return _run(model, args, None, "cpu", step, fake_lifts=failure.lifts)
+        return (*_run(model, args, None, "cpu", step, fake_lifts=failure.lifts), "cpu")
     except _TraceFailure as real_failure:
         raise real_failure.model_error(model_name) from real_failure.error
+
+
+def _stand_in_run(
+    model: nn.Module,
+    args: tuple,
+    model_name: str,
+    too_big: str,
+    step: StepRunner | None,
+    device: str,
+) -> tuple[_RecordingFakeMode, _Recorder, _ValueTable, Any]:
+    """The trace on fake tensors, each op that sizes its outputs by values (``nonzero``,
+    ``x[mask]``, ``unique``…) run on stand-in values (:mod:`.data_sized`): the bound charges
+    what such ops compute as possibly empty, so it holds for every size. Raises
+    DataDependentError where no such bound exists: a value becomes a Python number or decides
+    a branch (``.item()``, ``if x.sum() > 0``), or the program fails on the sizes drawn."""
+    mode = _RecordingFakeMode(stand_ins=True)
+    try:
+        return (mode, *_run(model, args, mode, device, step))
+    except _TraceFailure as failure:
+        why = (
+            "a value becomes a Python number or decides a branch, so no bound holds for every "
+            "value"
+            if failure.data_dependent
+            else "it fails on the sizes drawn for its data-sized outputs "
+            f"({type(failure.error).__name__}), so no bound holds for every size"
+        )
+        raise DataDependentError(
+            f"{model_name} needs real data at {failure.op} in module '{failure.module_path}' "
+            f"({why}), and {too_big}; raise real_fallback_limit_bytes or make that code "
+            "shape-static"
+        ) from failure.error
