@@ -466,25 +466,28 @@ class _Recorder(TorchDispatchMode):
 
     def run_recorded(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         """Run ``func`` (with :attr:`call`) and record it, unless it only touches host storages."""
-        names = _FUNC_NAMES.get(func)
-        if names is None:
-            names = _FUNC_NAMES[func] = (str(func), base_name(func))
-        self.current_op, base = names
+        self.current_op = _names(func)[0]
         _check_operand_dtypes(func, args)
         in_tensors = _tensors((args, kwargs))
         if self.host_storages and _on_host(in_tensors, self.host_storages):
             return func(*args, **kwargs)
+        recorded, recorded_kwargs = _functional_form(func) or func, kwargs
+        if recorded is not func:  # the out tensors' old values are no input of the op
+            out_names = _out_names(func)
+            recorded_kwargs = {key: value for key, value in kwargs.items() if key not in out_names}
+            in_tensors = _tensors((args, recorded_kwargs))
         reads = self._reads(in_tensors)
         output = self.call(func, types, args, kwargs, self.meta_only)
         if func in _LIFTS:
             lifted = self._lifted_value(args[0], output)
             if lifted is not None:
                 _know(self.values.known_storages, output, lifted)
-        is_alias = func.is_view or (
-            not _written_arguments(func) and _aliases_input(reads, output)
+        is_alias = recorded.is_view or (
+            not _written_arguments(recorded) and _aliases_input(reads, output)
         )
-        mutated = _mutated_arguments(func, args, kwargs, output)
-        self.record(self.current_op, base, func, args, kwargs, output, reads, is_alias, mutated)
+        mutated = _mutated_arguments(recorded, args, recorded_kwargs, output)
+        self.record(*_names(recorded), recorded, args, recorded_kwargs, output, reads, is_alias,
+                    mutated)
         return output
 
     def _lifted_value(self, source: torch.Tensor, output: Any) -> torch.Tensor | None:
@@ -545,6 +548,14 @@ class _Recorder(TorchDispatchMode):
 
 #: aten overload → (its full name, :func:`base_name`), filled as ops are met
 _FUNC_NAMES: dict[Any, tuple[str, str]] = {}
+
+
+def _names(func: Any) -> tuple[str, str]:
+    """An aten overload's full name and :func:`base_name` (looked up once per overload)."""
+    names = _FUNC_NAMES.get(func)
+    if names is None:
+        names = _FUNC_NAMES[func] = (str(func), base_name(func))
+    return names
 
 #: Namespaces of ops that are no GPU work: primitives (``prim.device``) and the profiler's
 #: markers (every ``Optimizer.step`` opens a ``record_function``).
@@ -820,6 +831,34 @@ def _mutated_arguments(func: Any, args: tuple, kwargs: dict, output: Any) -> lis
     return mutated
 
 
+@functools.cache
+def _functional_form(func: Any) -> Any:
+    """The overload whose result an ``out=`` overload writes into its ``out`` arguments
+    (``aten.mm.out`` → ``aten.mm.default``, ``aten.max.dim_max`` → ``aten.max.dim``); None for
+    any other op. The out tensor's old value is no input of the op: recorded as the functional
+    op, it is neither read nor charged, and every rule sees the arguments it knows."""
+    outs = _out_names(func)
+    if not outs:
+        return None
+    inputs = [(a.name, str(a.type)) for a in func._schema.arguments if a.name not in outs]
+    for name in func.overloadpacket.overloads():
+        candidate = getattr(func.overloadpacket, name)
+        schema = candidate._schema
+        if (
+            not _written_arguments(candidate)
+            and [(a.name, str(a.type)) for a in schema.arguments] == inputs
+            and len(schema.returns) == len(outs)
+        ):
+            return candidate
+    return None
+
+
+@functools.cache
+def _out_names(func: Any) -> frozenset[str]:
+    """The names of an ``out=`` overload's out arguments (keyword-only in every aten schema)."""
+    return frozenset(argument.name for argument in func._schema.arguments if argument.is_out)
+
+
 def _aliases_input(reads: Sequence[TensorRef], output: Any) -> bool:
     """Whether an op that writes none of its arguments returns the storage of one it read
     (``_unsafe_view``, ``alias``)."""
@@ -1001,6 +1040,7 @@ class StepRunner(Protocol):
         optimizer's state (the loss)."""
 
 
+@torch.inference_mode(False)
 def _run(
     model: nn.Module,
     inputs: tuple,
@@ -1009,6 +1049,7 @@ def _run(
     step: StepRunner | None = None,
     shapes_over_bytes: int | None = None,
     fake_lifts: Sequence[torch.Tensor | None] = (),
+    autocast: torch.dtype | None = None,
 ) -> tuple[_Recorder, _ValueTable, Any]:
     convert = _Converter(fake_mode, device, shapes_over_bytes)
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
@@ -1031,6 +1072,7 @@ def _run(
         warnings.catch_warnings(),
         _quiet_fake_tensor_log(),
         torch.no_grad() if step is None else torch.enable_grad(),
+        autocast_state(device, autocast),
         _swapped_attributes(plain_attributes, convert),
         outer,
         modules.active(),
@@ -1094,6 +1136,33 @@ def _resident(
         if key not in seen:
             seen[key] = (kind, _ref(tensor, values.initial_value.get(key, 0), storage))
     return tuple(seen.values())
+
+
+#: The devices a trace runs on (fake CUDA, or fake/real CPU after a fallback).
+_TRACE_DEVICES = ("cuda", "cpu")
+
+
+@contextlib.contextmanager
+def autocast_state(device: str, dtype: torch.dtype | None) -> Iterator[None]:
+    """Autocast on ``device`` in ``dtype`` (None: off) and off on the other trace devices,
+    whatever the caller had set, as ``torch.autocast`` would set it; restored on exit. It sets
+    the dispatcher's state directly: ``torch.autocast("cuda")`` turns itself off on a CPU-only
+    build, but the state holds for fake CUDA tensors."""
+    saved = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _TRACE_DEVICES]
+    for each in _TRACE_DEVICES:
+        on = dtype is not None and each == device
+        torch.set_autocast_enabled(each, on)
+        if on:
+            torch.set_autocast_dtype(each, dtype)
+    torch.autocast_increment_nesting()
+    try:
+        yield
+    finally:
+        if torch.autocast_decrement_nesting() == 0:
+            torch.clear_autocast_cache()
+        for each, enabled, saved_dtype in saved:
+            torch.set_autocast_enabled(each, enabled)
+            torch.set_autocast_dtype(each, saved_dtype)
 
 
 @contextlib.contextmanager
@@ -1165,11 +1234,16 @@ def trace_model(
     real_fallback_limit_bytes: int = REAL_FALLBACK_LIMIT_BYTES,
     name: str | None = None,
     step: StepRunner | None = None,
+    autocast: torch.dtype | None = None,
 ) -> Trace:
     """Run ``model(*inputs)`` once on fake tensors on ``device`` and record every op.
 
     ``step`` makes it a training step: after the forward, ``step`` runs the loss, backward and
-    the optimizer under the same recorder (:mod:`torchroofline.training`).
+    the optimizer under the same recorder (:mod:`torchroofline.training`). ``autocast`` (a
+    dtype) runs an inference forward under autocast in it (:func:`autocast_state`); any
+    autocast the caller entered is off in the trace. The trace also leaves the caller's
+    ``torch.inference_mode``: under it PyTorch does not decompose composite ops
+    (``aten.linear`` reaches the dispatcher whole), so the ops would differ from a GPU run's.
 
     Falls back to fake tensors on the CPU when the model mixes devices, and to real tensors on
     the CPU when an op needs real data (``.item()``, ``nonzero``, control flow on values), as
@@ -1180,7 +1254,9 @@ def trace_model(
     model_name = name or type(model).__name__
     notes: list[str] = []
     try:
-        recorder, values, output = _run(model, args, _RecordingFakeMode(), device, step)
+        recorder, values, output = _run(
+            model, args, _RecordingFakeMode(), device, step, autocast=autocast
+        )
     except _TraceFailure as failure:
         cpu_reason = failure.cpu_retrace_reason(device)
         if cpu_reason:
@@ -1196,13 +1272,14 @@ def trace_model(
                     real_fallback_limit_bytes=real_fallback_limit_bytes,
                     name=model_name,
                     step=step,
+                    autocast=autocast,
                 ),
                 notes,
             )
         if not failure.data_dependent:
             raise failure.model_error(model_name) from failure.error
         recorder, values, output = _real_fallback(
-            model, args, failure, model_name, real_fallback_limit_bytes, notes, step
+            model, args, failure, model_name, real_fallback_limit_bytes, notes, step, autocast
         )
         device = "cpu"
     outputs = {values.current(t) for t in _tensors(output)} - {None}
@@ -1237,6 +1314,7 @@ def _real_fallback(
     limit_bytes: int,
     notes: list[str],
     step: StepRunner | None = None,
+    autocast: torch.dtype | None = None,
 ) -> tuple[_Recorder, _ValueTable, Any]:
     needed = _materialized_bytes(model, args)
     shapes_over_bytes = limit_bytes // SHAPE_SHARE_OF_FALLBACK_LIMIT
@@ -1245,7 +1323,7 @@ def _real_fallback(
         # meta tensors and big fake ones stay shapes (a model with its experts made shape
         # only): enough unless the op that needs data reads one of them
         try:
-            run = _run(model, args, None, "cpu", step, shapes_over_bytes, failure.lifts)
+            run = _run(model, args, None, "cpu", step, shapes_over_bytes, failure.lifts, autocast)
         except _TraceFailure:
             pass
         else:
@@ -1267,6 +1345,6 @@ def _real_fallback(
         "(fake/meta tensors were filled with random values)"
     )
     try:
-        return _run(model, args, None, "cpu", step, fake_lifts=failure.lifts)
+        return _run(model, args, None, "cpu", step, fake_lifts=failure.lifts, autocast=autocast)
     except _TraceFailure as real_failure:
         raise real_failure.model_error(model_name) from real_failure.error

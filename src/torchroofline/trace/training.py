@@ -33,13 +33,22 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import InputError, ModelError
 from .intercept import AUTOGRAD_CALLS, OWN_OUTPUTS, _paused
-from .tracer import StepTensors, TensorRef, _Recorder, _ref, _tensors, meta_copies
+from .tracer import (
+    StepTensors,
+    TensorRef,
+    _Recorder,
+    _ref,
+    _tensors,
+    autocast_state,
+    meta_copies,
+)
 
 #: Training-step phases in execution order (``TracedOp.phase``).
 PHASES = ("forward", "backward", "optimizer")
 MODES = ("inference", "train")
 #: ``autocast=`` names → the dtype ``torch.autocast`` runs the forward's matmuls in.
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+_AUTOCAST_NAMES = {dtype: name for name, dtype in AUTOCAST_DTYPES.items()}
 
 #: ``--optimizer`` name → its ``torch.optim`` class (None: no optimizer step). Each runs with
 #: PyTorch's own defaults (lr 1e-3 and betas of each class) unless ``optimizer_options`` says
@@ -74,6 +83,25 @@ def check_training(mode: str, optimizer: str, loss: Any, autocast: str | None = 
         )
 
 
+def caller_autocast() -> str | None:
+    """The ``autocast=`` name of the ``torch.autocast`` block the caller is in (CUDA's, else
+    the CPU's); None outside one. A block that is open but off is refused: on a PyTorch build
+    without CUDA ``torch.autocast("cuda")`` turns itself off (with a warning) before any
+    analysis can see its dtype, and it cannot be told from an ``enabled=False`` block."""
+    for device in ("cuda", "cpu"):
+        if torch.is_autocast_enabled(device):  # both run only bf16 or fp16 autocast
+            return _AUTOCAST_NAMES[torch.get_autocast_dtype(device)]
+    nesting = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    if nesting:
+        raise InputError(
+            "the analysis runs inside a torch.autocast block that is off (without CUDA, "
+            "torch.autocast('cuda') turns itself off); leave the block and pass autocast='bf16' "
+            "or 'fp16' (CLI: --autocast)"
+        )
+    return None
+
+
 def step_trace_options(
     mode: str,
     loss: Any,
@@ -82,20 +110,21 @@ def step_trace_options(
     autocast: str | None = None,
     checkpoint: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The :func:`~torchroofline.trace.trace_model` keywords of ``mode``: none for inference,
-    a :class:`Step` on fake CPU tensors for a training step (see the module docstring). A
-    training-step option given for inference is an error, before anything is traced."""
+    """The :func:`~torchroofline.trace.trace_model` keywords of ``mode``: for inference the
+    forward's autocast dtype, if any; for a training step a :class:`Step` on fake CPU tensors
+    (see the module docstring). A training-step option given for inference is an error, before
+    anything is traced."""
     check_training(mode, optimizer, loss, autocast)
     if mode == "inference":
-        options = {"loss": loss, "optimizer_options": optimizer_options, "autocast": autocast,
+        options = {"loss": loss, "optimizer_options": optimizer_options,
                    "checkpoint": checkpoint}
         given = [name for name, value in options.items() if value]
         if given:
             raise InputError(
-                f"{', '.join(given)}: training-step option(s), ignored in inference; add "
-                "mode='train' (CLI: --train)"
+                f"{', '.join(given)}: training-step option(s), which an inference analysis "
+                "has no use for; add mode='train' (CLI: --train) or leave them out"
             )
-        return {}
+        return {"autocast": AUTOCAST_DTYPES[autocast]} if autocast else {}
     step = Step(loss, optimizer, dict(optimizer_options or {}), autocast)
     return {"device": "cpu", "step": step}
 
@@ -141,7 +170,7 @@ class Step:
         if self.autocast is not None:
             device = next(iter(module_tensors.values())).device.type if module_tensors else "cpu"
             self._forward_only.enter_context(
-                torch.autocast(device, dtype=AUTOCAST_DTYPES[self.autocast])
+                autocast_state(device, AUTOCAST_DTYPES[self.autocast])
             )
         try:
             yield
