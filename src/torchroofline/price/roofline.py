@@ -339,7 +339,15 @@ class Result:
 
     @property
     def flops(self) -> int:
+        """Necessary FLOPs: the work the bound charges, which leaves out what no kept output
+        needs (dead ops, products with a padded border's zeros, masked scores)."""
         return self.necessary_cost.flops
+
+    @property
+    def executed_flops(self) -> int:
+        """FLOPs the traced kernels execute, every op as it ran (the eager plan's; what
+        ``torch.utils.flop_counter.FlopCounterMode`` counts for the matmul-class ops)."""
+        return self.eager_cost.flops
 
     @property
     def compulsory_bytes(self) -> int:
