@@ -11,6 +11,7 @@ fastest unit that can run it, named in a note). :func:`unit_for` applies them.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import inf
@@ -412,9 +413,9 @@ def _least_compute_s(
     Two assignments are known: the program's units, and each op on its faster unit; the better
     one's time is ``best``. No assignment that beats ``best`` puts an op where its own seconds,
     added to the work that has one place, reach ``best``: such an op is pinned to its other
-    unit, and pinning repeats while pins add up. The ops left with two places are balanced in
-    fractional shares (:func:`_balanced_s`), which no whole assignment beats. The bound is the
-    smaller of that and ``best``: exact where nothing is left to balance."""
+    unit, and pinning repeats while pins add up. The ops left with two places are assigned
+    (:func:`_assigned_s`): exactly where they are few, else in fractional shares, which no whole
+    assignment beats. The bound is the smaller of that and ``best``."""
     vector_peak = max(gpu.vector_peak(p) for p in (precision, *rungs))
     program = [0.0, 0.0]  # tensor-core, CUDA-core seconds on the program's own units
     #: per op: its vector work's seconds, and its matmul-class work's seconds on the fastest
@@ -448,7 +449,7 @@ def _least_compute_s(
             if not all(fits):
                 pins[i] = 0 if fits[0] else 1
         if not pins:
-            return min(best, _balanced_s(tensor_s, vector_s, [items[i][1:] for i in either]))
+            return min(best, _assigned_s(tensor_s, vector_s, [items[i][1:] for i in either]))
         for i, place in pins.items():
             places[i] = place
 
@@ -472,6 +473,27 @@ def _seconds_on(units: Sequence[Unit], name: str, flops: int) -> float:
     """Seconds of ``flops`` on the fastest of ``units`` named ``name``; inf where none is."""
     peaks = [unit.peak_flops_per_s for unit in units if unit.name == name]
     return flops / max(peaks) if peaks else inf
+
+
+#: Up to this many ops that may run on either unit are assigned exactly (2ⁿ assignments tried,
+#: 1,024 at most); more are shared out fractionally, a lower bound on the best assignment.
+EXACT_ASSIGNMENT_OPS = 10
+
+
+def _assigned_s(
+    tensor_s: float, vector_s: float, movable: Sequence[tuple[float, float]]
+) -> float:
+    """The least max(tensor, vector seconds) over assignments of the ``movable`` items (their
+    tensor-core and CUDA-core seconds) to either unit, the loads starting at ``tensor_s`` and
+    ``vector_s``: every whole assignment where there are at most :data:`EXACT_ASSIGNMENT_OPS`,
+    else the fractional optimum (:func:`_balanced_s`)."""
+    if len(movable) > EXACT_ASSIGNMENT_OPS:
+        return _balanced_s(tensor_s, vector_s, movable)
+    return min(
+        max(tensor_s + sum(item[0] for item, on in zip(movable, picks, strict=True) if on),
+            vector_s + sum(item[1] for item, on in zip(movable, picks, strict=True) if not on))
+        for picks in itertools.product((True, False), repeat=len(movable))
+    )
 
 
 def _balanced_s(
