@@ -66,6 +66,33 @@ def test_inference_mode_gives_the_no_grad_figures(mode):
         assert _figures(result) == expected
 
 
+class _Selecting(nn.Module):
+    """A linear layer whose positive outputs are summed: ``y[y > 0]`` needs real values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        return y[y > 0].sum()
+
+
+def test_a_model_made_under_inference_mode_traces_as_a_plain_one():
+    # parameters and inputs made under inference_mode are inference tensors; the real-data
+    # fallback runs ops on them, where aten.linear reached the recorder whole (no FLOPs): it
+    # copies them into plain tensors first
+    torch.manual_seed(0)
+    with torch.inference_mode():
+        model, x = _Selecting(), torch.randn(8, 16)
+    plain = _Selecting()
+    plain.load_state_dict(model.state_dict())
+    made_inside = analyze(model, x)
+    assert "needs real data" in made_inside.notes[0]
+    assert not made_inside.unsupported_ops
+    assert _figures(made_inside) == _figures(analyze(plain, x.clone()))
+
+
 # --- autocast ------------------------------------------------------------------------------
 
 
