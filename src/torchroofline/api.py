@@ -17,8 +17,9 @@ from .price.hardware import GPUSpec
 from .price.roofline import Result, price
 from .price.step_figures import with_checkpoint
 from .trace.collector import paused
+from .trace.modes import caller_autocast
 from .trace.tracer import REAL_FALLBACK_LIMIT_BYTES, _module_tensors, check_inputs, trace_model
-from .trace.training import caller_autocast, step_trace_options
+from .trace.training import step_trace_options
 
 if TYPE_CHECKING:
     from .price.estimate import EstimateParams

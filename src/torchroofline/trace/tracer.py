@@ -41,6 +41,7 @@ from ..errors import DataDependentError, InputError, ModelError, TorchrooflineEr
 from ._cuda_bindings import NO_CUDA_TEXT
 from .collector import paused
 from .intercept import OWN_OUTPUTS, Interceptor
+from .modes import autocast_state
 from .regions import united_elements
 from .shadow import known_value
 
@@ -1153,33 +1154,6 @@ def _resident(
     return tuple(seen.values())
 
 
-#: The devices a trace runs on (fake CUDA, or fake/real CPU after a fallback).
-_TRACE_DEVICES = ("cuda", "cpu")
-
-
-@contextlib.contextmanager
-def autocast_state(device: str, dtype: torch.dtype | None) -> Iterator[None]:
-    """Autocast on ``device`` in ``dtype`` (None: off) and off on the other trace devices,
-    whatever the caller had set, as ``torch.autocast`` would set it; restored on exit. It sets
-    the dispatcher's state directly: ``torch.autocast("cuda")`` turns itself off on a CPU-only
-    build, but the state holds for fake CUDA tensors."""
-    saved = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _TRACE_DEVICES]
-    for each in _TRACE_DEVICES:
-        on = dtype is not None and each == device
-        torch.set_autocast_enabled(each, on)
-        if on:
-            torch.set_autocast_dtype(each, dtype)
-    torch.autocast_increment_nesting()
-    try:
-        yield
-    finally:
-        if torch.autocast_decrement_nesting() == 0:
-            torch.clear_autocast_cache()
-        for each, enabled, saved_dtype in saved:
-            torch.set_autocast_enabled(each, enabled)
-            torch.set_autocast_dtype(each, saved_dtype)
-
-
 @contextlib.contextmanager
 def _quiet_fake_tensor_log() -> Iterator[None]:
     """FakeTensorMode logs a traceback for every op whose meta kernel raises; the error itself
@@ -1255,7 +1229,7 @@ def trace_model(
 
     ``step`` makes it a training step: after the forward, ``step`` runs the loss, backward and
     the optimizer under the same recorder (:mod:`torchroofline.training`). ``autocast`` (a
-    dtype) runs an inference forward under autocast in it (:func:`autocast_state`); any
+    dtype) runs an inference forward under autocast in it (:func:`.modes.autocast_state`); any
     autocast the caller entered is off in the trace. The trace also leaves the caller's
     ``torch.inference_mode``: under it PyTorch does not decompose composite ops
     (``aten.linear`` reaches the dispatcher whole), so the ops would differ from a GPU run's.

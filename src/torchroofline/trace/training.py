@@ -33,22 +33,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import InputError, ModelError
 from .intercept import AUTOGRAD_CALLS, OWN_OUTPUTS, _paused
-from .tracer import (
-    StepTensors,
-    TensorRef,
-    _Recorder,
-    _ref,
-    _tensors,
-    autocast_state,
-    meta_copies,
-)
+from .modes import AUTOCAST_DTYPES, autocast_state
+from .tracer import StepTensors, TensorRef, _Recorder, _ref, _tensors, meta_copies
 
 #: Training-step phases in execution order (``TracedOp.phase``).
 PHASES = ("forward", "backward", "optimizer")
 MODES = ("inference", "train")
-#: ``autocast=`` names → the dtype ``torch.autocast`` runs the forward's matmuls in.
-AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-_AUTOCAST_NAMES = {dtype: name for name, dtype in AUTOCAST_DTYPES.items()}
 
 #: ``--optimizer`` name → its ``torch.optim`` class (None: no optimizer step). Each runs with
 #: PyTorch's own defaults (lr 1e-3 and betas of each class) unless ``optimizer_options`` says
@@ -81,25 +71,6 @@ def check_training(mode: str, optimizer: str, loss: Any, autocast: str | None = 
         raise InputError(
             f"loss must be a function of the model's output, got {type(loss).__name__}"
         )
-
-
-def caller_autocast() -> str | None:
-    """The ``autocast=`` name of the ``torch.autocast`` block the caller is in (CUDA's, else
-    the CPU's); None outside one. A block that is open but off is refused: on a PyTorch build
-    without CUDA ``torch.autocast("cuda")`` turns itself off (with a warning) before any
-    analysis can see its dtype, and it cannot be told from an ``enabled=False`` block."""
-    for device in ("cuda", "cpu"):
-        if torch.is_autocast_enabled(device):  # both run only bf16 or fp16 autocast
-            return _AUTOCAST_NAMES[torch.get_autocast_dtype(device)]
-    nesting = torch.autocast_increment_nesting() - 1
-    torch.autocast_decrement_nesting()
-    if nesting:
-        raise InputError(
-            "the analysis runs inside a torch.autocast block that is off (without CUDA, "
-            "torch.autocast('cuda') turns itself off); leave the block and pass autocast='bf16' "
-            "or 'fp16' (CLI: --autocast)"
-        )
-    return None
 
 
 def step_trace_options(
