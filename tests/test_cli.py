@@ -464,3 +464,14 @@ def test_max_batch_reuses_the_analyzed_build_and_keeps_its_switches(capsys, tmp_
     finally:
         vars(torch).pop("_tf32_linear_imports", None)
     assert torch.get_float32_matmul_precision() == before
+
+
+def test_cli_autocast_without_train(capsys):
+    # --autocast was a training what-if only; an inference forward now runs under it too
+    code, out, _ = run(capsys, "analyze", MATMUL, "--json")
+    plain = json.loads(out)
+    code_mixed, out, _ = run(capsys, "analyze", MATMUL, "--json", "--autocast", "bf16")
+    mixed = json.loads(out)
+    assert code == code_mixed == 0
+    assert mixed["flops"]["tensor"] == plain["flops"]["tensor"]
+    assert mixed["time_ms"]["compute_sol"] < plain["time_ms"]["compute_sol"]

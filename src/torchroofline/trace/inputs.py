@@ -76,6 +76,8 @@ class _Converter:
             if isinstance(tensor, FakeTensor) or tensor.is_meta:
                 self.filled_at_random = True
                 return _random_like(tensor)
+            if tensor.is_inference():  # made under inference_mode: see :meth:`_plain_copy`
+                return self._plain_copy(tensor)
             return tensor.detach()
         # views of one storage (two inputs sliced from one tensor, tied weights) stay views of
         # one fake storage, so the bound reads shared elements once
@@ -97,6 +99,19 @@ class _Converter:
             return self._storages[key].as_strided(
                 tensor.shape, tensor.stride(), tensor.storage_offset()
             )
+
+
+    def _plain_copy(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A copy of an inference tensor that is none: ops on an inference tensor skip
+        autograd's dispatch key, where composite ops decompose (``aten.linear`` would reach the
+        recorder whole). Views of one storage stay views of one copy."""
+        key = (tensor.untyped_storage()._cdata, tensor.dtype)
+        if key not in self._storages:
+            elements = tensor.untyped_storage().nbytes() // max(tensor.element_size(), 1)
+            self._storages[key] = tensor.as_strided((elements,), (1,), 0).clone()
+        return self._storages[key].as_strided(
+            tensor.shape, tensor.stride(), tensor.storage_offset()
+        )
 
 
 def _extent(tensor: torch.Tensor) -> int:

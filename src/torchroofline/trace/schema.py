@@ -75,6 +75,34 @@ def _mutated_arguments(func: Any, args: tuple, kwargs: dict, output: Any) -> lis
     return mutated
 
 
+@functools.cache
+def _functional_form(func: Any) -> Any:
+    """The overload whose result an ``out=`` overload writes into its ``out`` arguments
+    (``aten.mm.out`` → ``aten.mm.default``, ``aten.max.dim_max`` → ``aten.max.dim``); None for
+    any other op. The out tensor's old value is no input of the op: recorded as the functional
+    op, it is neither read nor charged, and every rule sees the arguments it knows."""
+    outs = _out_names(func)
+    if not outs:
+        return None
+    inputs = [(a.name, str(a.type)) for a in func._schema.arguments if a.name not in outs]
+    for name in func.overloadpacket.overloads():
+        candidate = getattr(func.overloadpacket, name)
+        schema = candidate._schema
+        if (
+            not _written_arguments(candidate)
+            and [(a.name, str(a.type)) for a in schema.arguments] == inputs
+            and len(schema.returns) == len(outs)
+        ):
+            return candidate
+    return None
+
+
+@functools.cache
+def _out_names(func: Any) -> frozenset[str]:
+    """The names of an ``out=`` overload's out arguments (keyword-only in every aten schema)."""
+    return frozenset(argument.name for argument in func._schema.arguments if argument.is_out)
+
+
 def _aliases_input(reads: Sequence[TensorRef], output: Any) -> bool:
     """Whether an op that writes none of its arguments returns the storage of one it read
     (``_unsafe_view``, ``alias``)."""

@@ -48,8 +48,16 @@ from .inputs import (
     _swapped_attributes,
 )
 from .intercept import OWN_OUTPUTS, Interceptor
+from .modes import autocast_state
 from .refs import StepTensors, TensorRef, Trace, TracedOp, base_name
-from .schema import _aliases_input, _mutated_arguments, _tensors, _written_arguments
+from .schema import (
+    _aliases_input,
+    _functional_form,
+    _mutated_arguments,
+    _out_names,
+    _tensors,
+    _written_arguments,
+)
 from .shadow import known_value
 
 #: Default ceiling on the real tensors the real-data fallback may build (bytes).
@@ -288,25 +296,28 @@ class _Recorder(TorchDispatchMode):
 
     def run_recorded(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         """Run ``func`` (with :attr:`call`) and record it, unless it only touches host storages."""
-        names = _FUNC_NAMES.get(func)
-        if names is None:
-            names = _FUNC_NAMES[func] = (str(func), base_name(func))
-        self.current_op, base = names
+        self.current_op = _names(func)[0]
         _check_operand_dtypes(func, args)
         in_tensors = _tensors((args, kwargs))
         if self.host_storages and _on_host(in_tensors, self.host_storages):
             return func(*args, **kwargs)
+        recorded, recorded_kwargs = _functional_form(func) or func, kwargs
+        if recorded is not func:  # the out tensors' old values are no input of the op
+            out_names = _out_names(func)
+            recorded_kwargs = {key: value for key, value in kwargs.items() if key not in out_names}
+            in_tensors = _tensors((args, recorded_kwargs))
         reads = self._reads(in_tensors)
         output = self.call(func, types, args, kwargs, self.meta_only)
         if func in _LIFTS:
             lifted = self._lifted_value(args[0], output)
             if lifted is not None:
                 _know(self.values.known_storages, output, lifted)
-        is_alias = func.is_view or (
-            not _written_arguments(func) and _aliases_input(reads, output)
+        is_alias = recorded.is_view or (
+            not _written_arguments(recorded) and _aliases_input(reads, output)
         )
-        mutated = _mutated_arguments(func, args, kwargs, output)
-        self.record(self.current_op, base, func, args, kwargs, output, reads, is_alias, mutated)
+        mutated = _mutated_arguments(recorded, args, recorded_kwargs, output)
+        self.record(*_names(recorded), recorded, args, recorded_kwargs, output, reads, is_alias,
+                    mutated)
         return output
 
     def _lifted_value(self, source: torch.Tensor, output: Any) -> torch.Tensor | None:
@@ -367,6 +378,15 @@ class _Recorder(TorchDispatchMode):
 
 #: aten overload → (its full name, :func:`base_name`), filled as ops are met
 _FUNC_NAMES: dict[Any, tuple[str, str]] = {}
+
+
+def _names(func: Any) -> tuple[str, str]:
+    """An aten overload's full name and :func:`base_name` (looked up once per overload)."""
+    names = _FUNC_NAMES.get(func)
+    if names is None:
+        names = _FUNC_NAMES[func] = (str(func), base_name(func))
+    return names
+
 
 #: Namespaces of ops that are no GPU work: primitives (``prim.device``) and the profiler's
 #: markers (every ``Optimizer.step`` opens a ``record_function``).
@@ -637,6 +657,7 @@ class StepRunner(Protocol):
         optimizer's state (the loss)."""
 
 
+@torch.inference_mode(False)
 def _run(
     model: nn.Module,
     inputs: tuple,
@@ -645,6 +666,7 @@ def _run(
     step: StepRunner | None = None,
     shapes_over_bytes: int | None = None,
     fake_lifts: Sequence[torch.Tensor | None] = (),
+    autocast: torch.dtype | None = None,
 ) -> tuple[_Recorder, _ValueTable, Any]:
     convert = _Converter(fake_mode, device, shapes_over_bytes)
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
@@ -667,6 +689,7 @@ def _run(
         warnings.catch_warnings(),
         _quiet_fake_tensor_log(),
         torch.no_grad() if step is None else torch.enable_grad(),
+        autocast_state(device, autocast),
         _swapped_attributes(plain_attributes, convert),
         outer,
         modules.active(),
@@ -801,11 +824,16 @@ def trace_model(
     real_fallback_limit_bytes: int = REAL_FALLBACK_LIMIT_BYTES,
     name: str | None = None,
     step: StepRunner | None = None,
+    autocast: torch.dtype | None = None,
 ) -> Trace:
     """Run ``model(*inputs)`` once on fake tensors on ``device`` and record every op.
 
     ``step`` makes it a training step: after the forward, ``step`` runs the loss, backward and
-    the optimizer under the same recorder (:mod:`torchroofline.training`).
+    the optimizer under the same recorder (:mod:`torchroofline.training`). ``autocast`` (a
+    dtype) runs an inference forward under autocast in it (:func:`.modes.autocast_state`); any
+    autocast the caller entered is off in the trace. The trace also leaves the caller's
+    ``torch.inference_mode``: under it PyTorch does not decompose composite ops
+    (``aten.linear`` reaches the dispatcher whole), so the ops would differ from a GPU run's.
 
     Falls back to fake tensors on the CPU when the model mixes devices, and to real tensors on
     the CPU when an op needs real data (``.item()``, ``nonzero``, control flow on values), as
@@ -816,7 +844,9 @@ def trace_model(
     model_name = name or type(model).__name__
     notes: list[str] = []
     try:
-        recorder, values, output = _run(model, args, _RecordingFakeMode(), device, step)
+        recorder, values, output = _run(
+            model, args, _RecordingFakeMode(), device, step, autocast=autocast
+        )
     except _TraceFailure as failure:
         cpu_reason = failure.cpu_retrace_reason(device)
         if cpu_reason:
@@ -832,13 +862,15 @@ def trace_model(
                     real_fallback_limit_bytes=real_fallback_limit_bytes,
                     name=model_name,
                     step=step,
+                    autocast=autocast,
                 ),
                 notes,
             )
         if not failure.data_dependent:
             raise failure.model_error(model_name) from failure.error
         recorder, values, output, device = _real_fallback(
-            model, args, failure, model_name, real_fallback_limit_bytes, notes, step, device
+            model, args, failure, model_name, real_fallback_limit_bytes, notes, step, device,
+            autocast,
         )
     outputs = {values.current(t) for t in _tensors(output)} - {None}
     output_refs = tuple(ref for ref in map(values.output_ref, _tensors(output)) if ref)
@@ -873,6 +905,7 @@ def _real_fallback(
     notes: list[str],
     step: StepRunner | None,
     device: str,
+    autocast: torch.dtype | None = None,
 ) -> tuple[_Recorder, _ValueTable, Any, str]:
     """The trace again, on real CPU tensors where they fit in ``limit_bytes``, else on fake
     ones with data-sized ops run on stand-in values (:func:`_stand_in_run`); returns
@@ -884,7 +917,7 @@ def _real_fallback(
         # meta tensors and big fake ones stay shapes (a model with its experts made shape
         # only): enough unless the op that needs data reads one of them
         try:
-            run = _run(model, args, None, "cpu", step, shapes_over_bytes, failure.lifts)
+            run = _run(model, args, None, "cpu", step, shapes_over_bytes, failure.lifts, autocast)
         except _TraceFailure:
             pass
         else:
@@ -899,7 +932,7 @@ def _real_fallback(
             f"real tensors would take {needed / 2**20:,.0f} MiB, over the "
             f"{limit_bytes / 2**20:,.0f} MiB limit"
         )
-        run = _stand_in_run(model, args, model_name, too_big, step, device)
+        run = _stand_in_run(model, args, model_name, too_big, step, device, autocast)
         notes.append(
             f"bound for every size the data could give: {', '.join(run[0].sized_ops)} size "
             f"outputs by values and {too_big}, so they ran on stand-in values (the bound "
@@ -911,7 +944,8 @@ def _real_fallback(
         "(fake/meta tensors were filled with random values)"
     )
     try:
-        return (*_run(model, args, None, "cpu", step, fake_lifts=failure.lifts), "cpu")
+        run = _run(model, args, None, "cpu", step, fake_lifts=failure.lifts, autocast=autocast)
+        return (*run, "cpu")
     except _TraceFailure as real_failure:
         raise real_failure.model_error(model_name) from real_failure.error
 
@@ -923,6 +957,7 @@ def _stand_in_run(
     too_big: str,
     step: StepRunner | None,
     device: str,
+    autocast: torch.dtype | None = None,
 ) -> tuple[_RecordingFakeMode, _Recorder, _ValueTable, Any]:
     """The trace on fake tensors, each op that sizes its outputs by values (``nonzero``,
     ``x[mask]``, ``unique``…) run on stand-in values (:mod:`.data_sized`): the bound charges
@@ -931,7 +966,7 @@ def _stand_in_run(
     a branch (``.item()``, ``if x.sum() > 0``), or the program fails on the sizes drawn."""
     mode = _RecordingFakeMode(stand_ins=True)
     try:
-        return (mode, *_run(model, args, mode, device, step))
+        return (mode, *_run(model, args, mode, device, step, autocast=autocast))
     except _TraceFailure as failure:
         why = (
             "a value becomes a Python number or decides a branch, so no bound holds for every "
