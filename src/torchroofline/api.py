@@ -13,6 +13,7 @@ from .errors import InputError, ModelError
 from .plan.given import DATA_LIMIT_BYTES, resolve_data, with_given_values
 from .plan.memory import Allocation, BatchFit, allocations, batch_scaled, largest_batch, replay
 from .plan.plans import make_plans
+from .price.context import PricingContext
 from .price.hardware import GPUSpec
 from .price.roofline import Result, price
 from .price.step_figures import with_checkpoint
@@ -91,13 +92,12 @@ def analyze(
     datasheet figures assume (:meth:`~torchroofline.gpu_spec.GPUSpec.at_clocks`).
     ``mem_clock_mhz`` likewise scales the bandwidth by the locked over the nominal memory clock.
     """
-    from .price.hardware import get_gpu
-    from .price.precision import MathSwitches, check_math, check_precision
-
-    spec = get_gpu(gpu).at_clocks(clock_mhz, mem_clock_mhz)
-    check_precision(precision)  # fail before tracing
-    check_math(math)
-    switches = MathSwitches.current()  # fp32 matmul-class units follow the user's torch switches
+    # resolved once, before tracing (a bad GPU name or precision fails first); fp32
+    # matmul-class units follow the torch switches as the user holds them now
+    context = PricingContext.resolve(
+        gpu, precision, cache, math=math, estimate_params=estimate_params,
+        clock_mhz=clock_mhz, mem_clock_mhz=mem_clock_mhz,
+    )
     if mode == "train" and data == "given":
         raise InputError(
             "data='given' is for inference: a training step's bound holds for any input "
@@ -113,10 +113,7 @@ def analyze(
     )
     if bound_data == "given" and trace.step is None:
         trace = with_given_values(trace, input_values or inputs, _module_tensors(model))
-    return with_checkpoint(price(
-        make_plans(trace), spec, precision, cache, actual_ms,
-        estimate_params=estimate_params, switches=switches, math=math,
-    ), checkpoint)
+    return with_checkpoint(price(make_plans(trace), context, actual_ms), checkpoint)
 
 
 def max_batch(

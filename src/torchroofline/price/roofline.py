@@ -16,25 +16,23 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ..costs import Category, Cost, MatmulKind, OpRecord, float_element_bytes, total_cost
+from ..costs import Category, Cost, MatmulKind, OpRecord, total_cost
 from ..errors import InputError
 from ..plan.fusion import Kernel, Plan, Refusal
 from ..plan.memory import MemoryTimeline, memory_timeline
 from ..plan.plans import Plans
+from .context import PricingContext
 from .estimate import (
-    DEFAULT_PARAMS,
     EstimateParams,
     KernelLoad,
     Performance,
     estimate_modes,
     program_load,
 )
-from .hardware import GPUSpec, get_gpu
+from .hardware import GPUSpec
 from .precision import (
     TORCH_DEFAULTS,
     MathSwitches,
-    check_math,
-    check_precision,
     compute_seconds,
     compute_seconds_by_math,
     math_rungs,
@@ -47,7 +45,6 @@ if TYPE_CHECKING:
     from ..trace.refs import Trace
     from .step_figures import CheckpointWhatIf, PhaseFigures
 
-CACHE_MODES = ("cold", "warm")
 
 
 #: How a :class:`Result` shows itself ("to_dict", "format", "plot"), filled in by
@@ -262,22 +259,41 @@ class Result:
     bytes are ints; ``*_s`` seconds, ``*_ms`` ms. Totals are derived from the plans and kernels."""
 
     plans: Plans = field(repr=False, compare=False)
-    gpu: GPUSpec
-    precision: str
-    cache: str
+    #: the GPU, precision, math rung, cache mode, torch switches and model constants it was
+    #: priced under (:class:`~.context.PricingContext`); :meth:`on` changes some of them
+    context: PricingContext
     kernels: tuple[KernelEstimate, ...]  #: the fused plan, in execution order
     eager_kernels: tuple[KernelEstimate, ...]
     notes: tuple[str, ...]
     #: the performance model's prediction (estimate.py); the estimates below read it
     performance: Performance = field(repr=False, compare=False)
     actual: Actual | None = None
-    #: the torch math switches read at analysis time; :meth:`on` keeps them
-    switches: MathSwitches = TORCH_DEFAULTS
-    #: the math rung (:data:`precision.MATH_RUNGS`) the speed of light assumes: "program" (the
-    #: program's own math) unless the benchmark's tolerance admits lower-precision math
-    math: str = "program"
     #: module-path patterns a training step's what-if checkpoints (:attr:`checkpoint_what_if`)
     checkpoint: tuple[str, ...] = ()
+
+    # -- what it was priced under (the context's fields) --
+    @property
+    def gpu(self) -> GPUSpec:
+        return self.context.gpu
+
+    @property
+    def precision(self) -> str:
+        return self.context.precision
+
+    @property
+    def cache(self) -> str:
+        return self.context.cache
+
+    @property
+    def switches(self) -> MathSwitches:
+        """The torch math switches read at analysis time; :meth:`on` keeps them."""
+        return self.context.switches
+
+    @property
+    def math(self) -> str:
+        """The math rung (:data:`precision.MATH_RUNGS`) the speed of light assumes: "program"
+        (the program's own math) unless the benchmark's tolerance admits lower-precision math."""
+        return self.context.math
 
     # -- facts of the traced program --
     @property
@@ -305,7 +321,7 @@ class Result:
     @property
     def float_bytes(self) -> int:
         """Bytes of one float element at this precision."""
-        return float_element_bytes(self.precision)
+        return self.context.float_bytes
 
     @cached_property
     def necessary_cost(self) -> Cost:
@@ -573,12 +589,8 @@ class Result:
     ) -> Result:
         """The same plans priced on another GPU / precision / cache mode / math rung, or under
         other performance-model parameters (no retrace, no re-planning)."""
-        if estimate_params is None:
-            estimate_params = self.performance.params
-        return replace(price(
-            self.plans, gpu, precision or self.precision, cache or self.cache,
-            estimate_params=estimate_params, switches=self.switches, math=math or self.math,
-        ), checkpoint=self.checkpoint)
+        context = self.context.on(gpu, precision, cache, estimate_params, math)
+        return replace(price(self.plans, context), checkpoint=self.checkpoint)
 
 
 def _any_input_ms(any_input_s: float | None) -> dict[str, float]:
@@ -601,50 +613,29 @@ def _actual(actual_ms: float | None, result: Result) -> Actual | None:
     )
 
 
-def price(
-    plans: Plans,
-    gpu: str | GPUSpec,
-    precision: str,
-    cache: str = "cold",
-    actual_ms: float | None = None,
-    estimate_params: EstimateParams | None = None,
-    *,
-    switches: MathSwitches | None = None,
-    math: str = "program",
-) -> Result:
-    """Price ``plans`` on ``gpu`` at ``precision``: per-kernel rooflines of both plans, the
-    notes, and the performance model (:mod:`torchroofline.estimate`) under ``estimate_params``
-    (default: fitted). ``switches``: the torch math switches fp32 matmul-class work follows
-    (default: as torch holds them now). ``math``: the rung of :data:`precision.MATH_RUNGS` the
-    speed of light assumes (the per-kernel rooflines and estimates keep the program's math)."""
-    gpu = get_gpu(gpu)
-    precision = check_precision(precision)
-    math = check_math(math)
-    switches = switches or MathSwitches.current()
-    if cache not in CACHE_MODES:
-        raise InputError(f"cache must be 'cold' or 'warm', got {cache!r}")
-    float_bytes = float_element_bytes(precision)
+def price(plans: Plans, context: PricingContext, actual_ms: float | None = None) -> Result:
+    """Price ``plans`` under ``context``: per-kernel rooflines of both plans, the notes, and the
+    performance model (:mod:`torchroofline.price.estimate`). The per-kernel rooflines and
+    estimates keep the program's math; ``context.math`` is the rung the speed of light
+    assumes."""
+    gpu, precision, switches = context.gpu, context.precision, context.switches
     notes = [
         *plans.notes,
         *plans.trace.notes,
         *unit_notes(plans.ops, gpu, precision, switches),
         *plans.necessary.notes,
     ]
-    unsupported = plans.unsupported_note(float_bytes)
+    unsupported = plans.unsupported_note(context.float_bytes)
     if unsupported:
         notes.append(unsupported)
-    program = program_load(plans, gpu, precision, float_bytes, cache, switches)
+    program = program_load(plans, context)
     result = Result(
         plans=plans,
-        gpu=gpu,
-        precision=precision,
-        cache=cache,
+        context=context,
         kernels=_estimates(plans.fused, program.fused, gpu),
         eager_kernels=_estimates(plans.eager, program.eager, gpu),
         notes=tuple(notes),
-        switches=switches,
-        math=math,
-        performance=estimate_modes(program, estimate_params or DEFAULT_PARAMS),
+        performance=estimate_modes(program, context.estimate_params),
     )
     return result.with_actual(actual_ms)
 
