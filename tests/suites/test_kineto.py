@@ -258,3 +258,24 @@ def test_picture(tiny, tmp_path) -> None:
     gids = {artist.get_gid() for artist in fig.axes[0].get_children()}
     assert "roof:memory" in gids and "roof:bf16 tensor" in gids
     assert "ops:aten::addmm" in gids
+
+
+def test_the_accuracy_table_of_benchmarks(tmp_path) -> None:
+    import importlib.util
+    import shutil
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "trace_accuracy.py"
+    spec = importlib.util.spec_from_file_location("_bench_trace_accuracy", script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    shutil.copy(TF32, tmp_path / TF32.name)
+    body = module.table(tmp_path)
+    # two fp32 GEMMs of 12 and 60 µs, both ≥ 3 µs; the trace row and the "all" row
+    assert "| tiny_tf32 | H100 SXM | 2 |" in body and "| all | H100 SXM | 2 |" in body
+    doc = tmp_path / "doc.md"
+    begin, end = "<!-- BEGIN trace-accuracy -->\n", "<!-- END trace-accuracy -->"
+    doc.write_text(f"a\n{begin}old\n{end}\nb\n")
+    module.write(doc, body)
+    assert doc.read_text() == f"a\n{begin}{body}{end}\nb\n"
