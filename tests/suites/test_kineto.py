@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from torchroofline.cli import main
 from torchroofline.errors import TraceFileError, UnknownGPUError
@@ -279,3 +280,24 @@ def test_the_accuracy_table_of_benchmarks(tmp_path) -> None:
     doc.write_text(f"a\n{begin}old\n{end}\nb\n")
     module.write(doc, body)
     assert doc.read_text() == f"a\n{begin}{body}{end}\nb\n"
+
+
+def _priced(name: str, types: list, dims: list, concrete: list):
+    from torchroofline.suites.kineto.events import CpuOp
+    from torchroofline.suites.kineto.pricing import Pricer
+
+    op = CpuOp(0, name, (1, 1), 0.0, 1.0, None, None, "",
+               {"Input type": types, "Input Dims": dims, "Concrete Inputs": concrete})
+    return Pricer(get_gpu("h100-sxm"), torch.bfloat16).figures(op, None)
+
+
+def test_an_op_called_with_out_records_its_output_among_its_inputs() -> None:
+    figures = _priced("aten::where", ["bool", "float", "float", "float"], [[8]] * 4, [""] * 4)
+    assert figures.priced_as == "aten.where.self_out"
+    assert figures.bytes == 8 * 1 + 3 * 8 * 4  # reads a bool mask and two fp32, writes one
+
+
+def test_memory_format_codes_are_parsed() -> None:
+    # c10::MemoryFormat 0 is contiguous; a 4×4 fp32 clone reads and writes 64 B
+    figures = _priced("aten::clone", ["float", "Scalar"], [[4, 4], []], ["", "0"])
+    assert figures.bytes == 2 * 16 * 4

@@ -134,6 +134,14 @@ def _literal_list(text: str) -> list:
     return list(value)
 
 
+#: c10::Layout and c10::MemoryFormat codes (c10/core/Layout.h, MemoryFormat.h) as recorded.
+LAYOUT_CODES = {0: torch.strided}
+MEMORY_FORMAT_CODES = {
+    0: torch.contiguous_format, 1: torch.preserve_format, 2: torch.channels_last,
+    3: torch.channels_last_3d,
+}
+
+
 def _unparsed(text: str) -> Any:
     raise ValueError(f"no value of this type is rebuilt from text ({text!r})")
 
@@ -142,6 +150,9 @@ def _unparsed(text: str) -> Any:
 _SCALAR_PARSERS: dict[str, Callable[[str], Any]] = {
     "int": int, "SymInt": int, "float": float, "bool": _boolean, "Scalar": _number,
     "number": _number, "str": str, "ScalarType": _dtype,
+    "Layout": lambda text: LAYOUT_CODES[int(text)],
+    "MemoryFormat": lambda text: MEMORY_FORMAT_CODES[int(text)],
+    "Device": torch.device,
 }
 
 
@@ -194,7 +205,7 @@ class _Inputs:
 
 def _fits(schema: Any, inputs: _Inputs) -> bool:
     arguments = schema.arguments
-    if len(inputs.types) > len(arguments) or any(a.is_out for a in arguments):
+    if len(inputs.types) > len(arguments):
         return False
     for position, argument in enumerate(arguments):
         kind = _kind(str(argument.real_type))
@@ -211,17 +222,22 @@ def _fits(schema: Any, inputs: _Inputs) -> bool:
     return True
 
 
-def _overload(name: str, inputs: _Inputs) -> Any:
-    """The aten overload whose schema the recorded inputs fit (the first, in torch's order)."""
+def _overloads(name: str, inputs: _Inputs) -> list[Any]:
+    """The aten overloads whose schemas the recorded inputs fit: those with as many arguments
+    as were recorded first, ``out=`` variants (an op called with ``out=`` records its output
+    among its inputs) last, each group in torch's order."""
     namespace, _, op_name = name.partition("::")
     packet = getattr(getattr(torch.ops, namespace, None), op_name, None) if op_name else None
     if packet is None:
         raise RebuildError(f"{name} is no op of the installed PyTorch")
-    for overload_name in packet.overloads():
-        overload = getattr(packet, overload_name)
-        if _fits(overload._schema, inputs):
-            return overload
-    raise RebuildError(f"no schema of {name} fits its recorded inputs {list(inputs.types)}")
+    fitting = [getattr(packet, overload) for overload in packet.overloads()]
+    fitting = [overload for overload in fitting if _fits(overload._schema, inputs)]
+    if not fitting:
+        raise RebuildError(f"no schema of {name} fits its recorded inputs {list(inputs.types)}")
+    return sorted(fitting, key=lambda overload: (
+        any(argument.is_out for argument in overload._schema.arguments),
+        len(overload._schema.arguments) != len(inputs.types),
+    ))
 
 
 def _strides(sizes: Sequence[int], strides: Any, assumed: list[str]) -> tuple[int, ...] | None:
@@ -260,7 +276,9 @@ class _OneOp(nn.Module):
                 return [placed(item) for item in slot]
             return slot
 
-        return self.call(*[placed(slot) for slot in self.layout], **self.keywords)
+        positional = [placed(slot) for slot in self.layout]  # schema order: these first
+        keywords = {name: placed(slot) for name, slot in self.keywords.items()}
+        return self.call(*positional, **keywords)
 
 
 class _Slot:
@@ -272,7 +290,16 @@ def rebuild(name: str, args: Mapping[str, Any], list_dtype: torch.dtype) -> Rebu
     its record_shapes ``args``. ``list_dtype``: the dtype assumed for the tensors of a tensor
     list (the trace writes none). Raises :class:`RebuildError` where that cannot be done."""
     inputs = _Inputs.of(args)
-    overload = _overload(name, inputs)
+    failures = []
+    for overload in _overloads(name, inputs):
+        try:
+            return _rebuilt(name, overload, inputs, list_dtype)
+        except RebuildError as error:  # a value this schema cannot take: try the next one
+            failures.append(error)
+    raise failures[0]
+
+
+def _rebuilt(name: str, overload: Any, inputs: _Inputs, list_dtype: torch.dtype) -> Rebuilt:
     assumed: list[str] = [] if inputs.concrete is not None else ["no Concrete Inputs"]
     layout: list[Any] = []
     keywords: dict[str, Any] = {}
