@@ -301,3 +301,16 @@ def test_memory_format_codes_are_parsed() -> None:
     # c10::MemoryFormat 0 is contiguous; a 4×4 fp32 clone reads and writes 64 B
     figures = _priced("aten::clone", ["float", "Scalar"], [[4, 4], []], ["", "0"])
     assert figures.bytes == 2 * 16 * 4
+
+
+def test_flash_attention_is_priced_as_the_attention_it_computes() -> None:
+    # (batch 1, length 141, heads 8, E 64): QKᵀ and PV, 2·L·S·E FLOPs each, per head
+    q = [1, 141, 8, 64]
+    types = ["c10::BFloat16"] * 3 + ["", "", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"]
+    full = _priced("aten::_flash_attention_forward", types, [q, q, q] + [[]] * 7,
+                   ["", "", "", "", "", "141", "141", "0.", "False", "False"])
+    assert full.flops == 2 * (2 * 141 * 141 * 64) * 8
+    causal = _priced("aten::_flash_attention_forward", types, [q, q, q] + [[]] * 7,
+                     ["", "", "", "", "", "141", "141", "0.", "True", "False"])
+    # a causal mask keeps L(L + 1)/2 of the L² scores
+    assert causal.flops == 2 * (2 * (141 * 142 // 2) * 64) * 8

@@ -70,13 +70,53 @@ def _convolution(transposed: bool, has_bias: bool) -> Callable[..., Any]:
     return call
 
 
+def _no_window(*sizes: int | None) -> bool:
+    return all(size is None or size < 0 for size in sizes)
+
+
+def _flash_attention(query: Any, key: Any, value: Any, cum_seq_q: Any, cum_seq_k: Any,
+                     *rest: Any, **options: Any) -> Any:
+    """``aten::_flash_attention_forward`` (batch, length, heads, E) as the SDPA call it serves,
+    whose rule counts both matmuls in (batch, heads, length, E) and keeps a causal mask's half;
+    packed variable-length batches and sliding windows keep their own op."""
+    max_q, max_k, dropout_p, is_causal = rest[:4]
+    if cum_seq_q is not None or not _no_window(options.get("window_size_left"),
+                                                options.get("window_size_right")):
+        return aten._flash_attention_forward.default(
+            query, key, value, cum_seq_q, cum_seq_k, *rest, **options
+        )
+    return F.scaled_dot_product_attention(
+        query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+        dropout_p=dropout_p, is_causal=is_causal, scale=options.get("scale"),
+    )
+
+
+def _efficient_attention(query: Any, key: Any, value: Any, bias: Any, cu_seqlens_q: Any,
+                         *rest: Any, **options: Any) -> Any:
+    """``aten::_efficient_attention_forward`` likewise (``custom_mask_type`` 1 and 2 are causal
+    masks, top-left and bottom-right aligned; the SDPA rule keeps the top-left one's entries,
+    no more than either keeps)."""
+    custom_mask_type, dropout_p = rest[4], rest[3]
+    if cu_seqlens_q is not None or not _no_window(options.get("window_size")):
+        return aten._efficient_attention_forward.default(
+            query, key, value, bias, cu_seqlens_q, *rest, **options
+        )
+    return F.scaled_dot_product_attention(
+        query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), attn_mask=bias,
+        dropout_p=dropout_p, is_causal=bool(custom_mask_type), scale=options.get("scale"),
+    )
+
+
 #: Ops rebuilt through another call than their own aten overload, and why.
 #: ``aten::scaled_dot_product_attention`` is one fused kernel on a GPU, which the tracer records
 #: only when it sees the ``F.scaled_dot_product_attention`` call (on a CPU build the aten op
 #: decomposes into the math path's matmuls and softmax); same argument order as the schema.
+#: The flash and memory-efficient attention kernels' own ops likewise (:func:`_flash_attention`).
 #: The cuDNN and MIOpen convolutions have no meta kernel: see :func:`_convolution`.
 SUBSTITUTES: dict[str, Callable[..., Any]] = {
     "aten::scaled_dot_product_attention": F.scaled_dot_product_attention,
+    "aten::_flash_attention_forward": _flash_attention,
+    "aten::_efficient_attention_forward": _efficient_attention,
     "aten::cudnn_convolution": _convolution(transposed=False, has_bias=False),
     "aten::cudnn_convolution_transpose": _convolution(transposed=True, has_bias=False),
     "aten::miopen_convolution": _convolution(transposed=False, has_bias=True),
