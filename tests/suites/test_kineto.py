@@ -314,3 +314,22 @@ def test_flash_attention_is_priced_as_the_attention_it_computes() -> None:
                      ["", "", "", "", "", "141", "141", "0.", "True", "False"])
     # a causal mask keeps L(L + 1)/2 of the L² scores
     assert causal.flops == 2 * (2 * (141 * 142 // 2) * 64) * 8
+
+
+def test_a_trace_of_pytorch_1_8_joins_too(tmp_path) -> None:
+    # PyTorch 1.8–1.9 wrote categories "Operator", "Runtime", "Kernel", "Memset" and the
+    # argument names "Input dims" and "external id"; a ProfilerStep range is no op
+    document = json.loads(TINY.read_text())
+    renamed = {"cpu_op": "Operator", "cuda_runtime": "Runtime", "kernel": "Kernel",
+               "gpu_memset": "Memset"}
+    for event in document["traceEvents"]:
+        event["cat"] = renamed.get(event["cat"], event["cat"])
+        event["args"] = {{"Input Dims": "Input dims", "External id": "external id"}.get(k, k): v
+                         for k, v in event["args"].items()}
+    document["traceEvents"].append({"ph": "X", "cat": "Operator", "name": "ProfilerStep#3",
+                                    "pid": 1, "tid": 1, "ts": 0, "dur": 400, "args": {}})
+    old = analyze_trace(_written(tmp_path, "old.json", json.dumps(document).encode()))
+    assert [(i.op.name, i.measured_us) for i in old.instances] == [
+        (i.op.name, i.measured_us) for i in analyze_trace(TINY).instances
+    ]
+    assert old.to_dict()["unjoined"] == analyze_trace(TINY).to_dict()["unjoined"]

@@ -24,12 +24,24 @@ from typing import Any
 
 from ...errors import TraceFileError
 
-#: Chrome-trace categories of GPU activity, and what each is called in the report.
-ACTIVITY_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+#: Chrome-trace categories (lower case) of GPU activity, and what each is called in the report;
+#: PyTorch 1.8–1.9 wrote "Kernel", "Memcpy" and "Memset".
+ACTIVITY_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
+                  "memcpy": "memcpy", "memset": "memset"}
 #: Categories of the host-side runtime and driver calls that queue GPU work (CUDA and HIP
 #: traces both write ``cuda_runtime``; newer Kineto builds write ``cuda_driver`` for
-#: ``cuLaunchKernel`` and some write ``hip_runtime``).
-LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"})
+#: ``cuLaunchKernel``, some ``hip_runtime``; PyTorch 1.8–1.9 wrote "Runtime").
+LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver",
+                               "runtime"})
+#: Categories of ops ("Operator" before PyTorch 1.10).
+OP_CATEGORIES = frozenset({"cpu_op", "operator"})
+#: The step ranges ``profile.step()`` marks (a ``cpu_op`` in some releases): no op of their own.
+STEP_PREFIX = "ProfilerStep#"
+#: Older spellings of the argument names read here → the current ones.
+ARGUMENT_SPELLINGS = {
+    "input dims": "Input Dims", "input type": "Input type", "input strides": "Input Strides",
+    "concrete inputs": "Concrete Inputs", "external id": "External id",
+}
 #: ``with_modules=True`` marks each module's forward as a ``python_function`` named so.
 MODULE_PREFIX = "nn.Module: "
 
@@ -189,18 +201,24 @@ def _split(events: Sequence[dict]) -> tuple[list[dict], dict[int, dict], list[di
     numbers (a malformed event raises KeyError, TypeError or ValueError)."""
     ops, launches, activities = [], {}, []
     for event in events:
-        category = event.get("cat")
-        if category == "cpu_op":
+        category = str(event.get("cat", "")).lower()
+        if category in OP_CATEGORIES and not str(event.get("name", "")).startswith(STEP_PREFIX):
             float(event["ts"]), float(event["dur"])
             ops.append(event)
         elif category in LAUNCH_CATEGORIES:
-            correlation = event.get("args", {}).get("correlation")
+            correlation = (event.get("args") or {}).get("correlation")
             if correlation is not None:
                 launches[correlation] = event
         elif category in ACTIVITY_KINDS:
             float(event["ts"]), float(event["dur"])
-            activities.append(event)
+            activities.append({**event, "cat": category, "args": _arguments(event)})
     return ops, launches, activities
+
+
+def _arguments(event: dict) -> dict[str, Any]:
+    """An event's args under their current names."""
+    return {ARGUMENT_SPELLINGS.get(str(key).lower(), key): value
+            for key, value in (event.get("args") or {}).items()}
 
 
 def _thread(event: dict) -> tuple[Any, Any]:
@@ -233,7 +251,7 @@ def _cpu_ops(ops: Sequence[dict], modules: Sequence[dict]) -> list[CpuOp]:
             start, duration = float(event["ts"]), float(event["dur"])
             while op_stack and op_stack[-1].end_us <= start:
                 op_stack.pop()
-            args = event.get("args", {})
+            args = _arguments(event)
             op = CpuOp(
                 index=len(made),
                 name=str(event["name"]),
@@ -302,7 +320,7 @@ def _join(raw: Sequence[dict], launches: Mapping[int, dict], ops: Sequence[CpuOp
     first_op_us = min(op.start_us for op in ops)
     joined = []
     for event in sorted(raw, key=lambda e: float(e["ts"])):
-        args = event.get("args", {})
+        args = event["args"]
         launch = launches.get(args.get("correlation"))
         op = None
         if launch is not None:
