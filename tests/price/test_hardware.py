@@ -127,6 +127,10 @@ def test_unknown_gpu_message_is_one_line_with_close_names() -> None:
         ("AMD Instinct MI300X VF", "mi300x"),
         ("AMD Instinct MI300X", "mi300x"),
         ("NVIDIA B200", "b200"),
+        ("Tesla V100-SXM2-32GB", "v100"),
+        ("Tesla V100-PCIE-32GB", "v100"),
+        ("Tesla V100-SXM2-16GB", "v100-16gb"),
+        ("NVIDIA A100-PCIE-40GB", "a100-40gb"),
     ],
 )
 def test_device_names_as_drivers_print_them(name: str, key: str) -> None:
@@ -288,6 +292,7 @@ def test_peak_tables_are_read_only_and_specs_still_pickle() -> None:
             {"memory_bytes", "memory_bandwidth_bytes_per_s", "memory_clock_mhz", "unconfirmed"},
         ),
         ("a100-pcie", "a100-80gb", {"memory_bandwidth_bytes_per_s", "memory_clock_mhz"}),
+        ("v100-16gb", "v100", {"memory_bytes"}),
     ],
 )
 def test_variants_differ_from_their_base_only_in_memory(variant, base, differs) -> None:

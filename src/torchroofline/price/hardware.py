@@ -119,6 +119,26 @@ _A100_80GB = GPUSpec(
     unconfirmed=("memory_clock_mhz",),
 )
 
+# V100 SXM2 32 GB: tensor cores do FP16 (mixed FP16/FP32) only; no BF16/TF32/INT8 tensor path.
+_V100 = GPUSpec(
+    name="V100",
+    vendor="NVIDIA",
+    architecture="Volta",
+    memory_bytes=int(32 * _GIGA),
+    memory_bandwidth_bytes_per_s=900 * _GIGA,
+    l2_bytes=6 * _MIB,
+    sm_count=80,
+    tensor_peak_flops_per_s=_tera(fp16=125),
+    vector_peak_flops_per_s=_tera(fp64=7.8, fp32=15.7, fp16=31.4),
+    # PCIe 32 GB: 14 FP32 / 112 tensor TFLOP/s at the same 900 GB/s; the SXM2's higher peaks kept
+    aliases=("v100-sxm2", "v100-sxm2-32gb", "v100-pcie-32gb"),
+    source=(
+        "NVIDIA V100 datasheet / Volta architecture whitepaper (SXM2 32 GB); FP16 non-tensor "
+        "31.4: NVIDIA A100 (GA100) architecture whitepaper, Table 1 (V100 column)"
+    ),
+    boost_clock_mhz=1530,
+)
+
 # MI300X: AMD prints dense and sparse separately; these are dense. FP32 163.4 is the vector
 # (dual-issue) rate. L2 = 8 XCDs x 4 MB; the 256 MB Infinity Cache is not counted.
 _MI300X = GPUSpec(
@@ -328,7 +348,8 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         name="A100 40GB",
         memory_bytes=int(40 * _GIGA),
         memory_bandwidth_bytes_per_s=1555 * _GIGA,
-        aliases=("a100-sxm4-40gb",),
+        # "A100-PCIE-40GB": the same 312 TFLOP/s and 1555 GB/s on a PCIe card
+        aliases=("a100-sxm4-40gb", "a100-pcie-40gb"),
         memory_clock_mhz=1215,  # HBM2: 5120 / 8 B x 2 x 1215 MHz = 1555 GB/s
         unconfirmed=(),
     ),
@@ -600,24 +621,10 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         ),
         boost_clock_mhz=1710,
     ),
-    # V100 SXM2 32 GB: tensor cores do FP16 (mixed FP16/FP32) only; no BF16/TF32/INT8 tensor path.
-    GPUSpec(
-        name="V100",
-        vendor="NVIDIA",
-        architecture="Volta",
-        memory_bytes=int(32 * _GIGA),
-        memory_bandwidth_bytes_per_s=900 * _GIGA,
-        l2_bytes=6 * _MIB,
-        sm_count=80,
-        tensor_peak_flops_per_s=_tera(fp16=125),
-        vector_peak_flops_per_s=_tera(fp64=7.8, fp32=15.7, fp16=31.4),
-        aliases=("v100-sxm2", "v100-sxm2-32gb"),
-        source=(
-            "NVIDIA V100 datasheet / Volta architecture whitepaper (SXM2 32 GB); FP16 non-tensor "
-            "31.4: NVIDIA A100 (GA100) architecture whitepaper, Table 1 (V100 column)"
-        ),
-        boost_clock_mhz=1530,
-    ),
+    _V100,
+    # V100 16 GB (SXM2 and PCIe): the V100's GV100 with half the HBM2, at the same 900 GB/s.
+    replace(_V100, name="V100 16GB", memory_bytes=int(16 * _GIGA),
+            aliases=("v100-sxm2-16gb", "v100-pcie-16gb")),
     _MI300X,
     # MI325X: the same CDNA3 compute as MI300X with 256 GB at 6 TB/s.
     replace(
