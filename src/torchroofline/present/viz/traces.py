@@ -70,10 +70,11 @@ def plot_trace(report: TraceReport, path: str | Path | None = None) -> Figure:
     ax.set_xlabel("arithmetic intensity (FLOPs per HBM byte)")
     ax.set_ylabel("measured throughput")
     unplaced = Counter(i.op.name for i in report.priced if i not in placed)
+    name = Path(report.path).name.removesuffix(".gz").removesuffix(".json")
     ax.set_title(
-        f"{Path(report.path).name} on the {gpu.name}: {len(placed)} ops at their measured "
-        f"throughput\n({sum(unplaced.values())} ops without FLOPs not shown; marker area: "
-        "GPU time)", fontsize=10,
+        f"{name} on the {gpu.name}: {len(placed)} ops at their measured throughput\n"
+        f"({sum(unplaced.values())} ops without FLOPs not shown; marker area: GPU time)",
+        fontsize=9,
     )
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, which="major", lw=0.3, alpha=0.5)

@@ -364,8 +364,8 @@ def _argument(position: int, argument: Any, inputs: _Inputs, list_dtype: torch.d
     """One argument's value: a slot for a tensor (its meta tensor appended to ``tensors``),
     a parsed scalar, or the schema default."""
     kind = _kind(str(argument.real_type))
-    if position >= len(inputs.types):
-        return _default(argument, assumed)
+    if position >= len(inputs.types):  # an argument newer than the release that recorded
+        return _default(argument, [])  # the trace: its default is what that release ran
     type_name, sizes = inputs.types[position], inputs.dims[position]
     strides = inputs.strides[position] if inputs.strides else None
     recorded = _recorded_kind(type_name)
