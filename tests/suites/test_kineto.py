@@ -333,3 +333,13 @@ def test_a_trace_of_pytorch_1_8_joins_too(tmp_path) -> None:
         (i.op.name, i.measured_us) for i in analyze_trace(TINY).instances
     ]
     assert old.to_dict()["unjoined"] == analyze_trace(TINY).to_dict()["unjoined"]
+
+
+def test_modules_roll_up_by_the_innermost_module_class(tiny) -> None:
+    rows = {row.kind: row for row in tiny.modules()}
+    # addmm (10 µs) ran in Linear_0; add, mul, zero_, neg and the unrebuilt op in Block_0
+    assert rows["Linear"].count == 1 and rows["Linear"].measured_us == 10.0
+    assert rows["Block"].count == 5
+    assert rows["Block"].measured_us == pytest.approx(4 + 3 + 1 + 5 + 3)
+    assert "By module" in WRITERS["text"](tiny)
+    assert analyze_trace(TF32).modules() == []  # recorded without with_modules

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -92,11 +93,15 @@ class TraceReport:
 
     def kinds(self) -> list[KindRow]:
         """One row per op kind, the most measured time first."""
-        grouped: dict[str, list[OpInstance]] = defaultdict(list)
-        for instance in self.instances:
-            grouped[instance.op.name].append(instance)
-        rows = [_kind_row(kind, listed) for kind, listed in grouped.items()]
-        return sorted(rows, key=lambda row: -row.measured_us)
+        return _grouped(self.instances, lambda instance: instance.op.name)
+
+    def modules(self) -> list[KindRow]:
+        """One row per class of the innermost ``nn.Module`` around the ops (``Linear_25`` and
+        ``Linear_3`` are both ``Linear``), the most measured time first; empty for a trace
+        recorded without ``with_modules``."""
+        if not any(instance.op.module for instance in self.instances):
+            return []
+        return _grouped(self.instances, _module_class)
 
     def above_bound(self, count: int = TOP_COUNT) -> list[OpInstance]:
         """The priced instances with the most measured time above their warm bound."""
@@ -115,6 +120,7 @@ class TraceReport:
             "joined_gpu_us": sum(i.measured_us for i in self.instances),
             "priced_gpu_us": sum(i.measured_us for i in self.priced),
             "kinds": [row.to_dict() for row in self.kinds()],
+            "modules": [row.to_dict() for row in self.modules()],
             "ops": [_op_dict(instance) for instance in self.instances],
             "unjoined": [
                 {"name": a.name, "kind": a.kind, "duration_us": a.duration_us,
@@ -123,6 +129,20 @@ class TraceReport:
             ],
             "notes": list(self.notes),
         }
+
+
+def _module_class(instance: OpInstance) -> str:
+    innermost = instance.op.module.rsplit("/", 1)[-1]
+    return re.sub(r"_\d+$", "", innermost) or "(no module)"
+
+
+def _grouped(instances: Sequence[OpInstance], key: Callable[[OpInstance], str]
+             ) -> list[KindRow]:
+    grouped: dict[str, list[OpInstance]] = defaultdict(list)
+    for instance in instances:
+        grouped[key(instance)].append(instance)
+    rows = [_kind_row(kind, listed) for kind, listed in grouped.items()]
+    return sorted(rows, key=lambda row: -row.measured_us)
 
 
 def _kind_row(kind: str, instances: Sequence[OpInstance]) -> KindRow:
@@ -222,13 +242,10 @@ def format_report(report: TraceReport, markdown: bool = False, top: int = TOP_CO
         f"({_us(sum(a.duration_us for a in report.unjoined))} µs)",
         "",
     ]
-    rows = [
-        [row.kind, str(row.count), _us(row.measured_us), _us(row.sol_us),
-         _percent(row.sol_fraction), _times(row.headroom), _us(row.estimate_us)]
-        for row in report.kinds()
-    ]
-    lines += _table(["op kind", "count", "measured µs", "SoL µs", "% of SoL", "headroom",
-                     "estimate µs"], rows, markdown)
+    lines += _kind_table("op kind", report.kinds(), markdown)
+    if report.modules():
+        lines += ["", f"{heading}By module (the innermost nn.Module's class)", ""]
+        lines += _kind_table("module", report.modules()[:top], markdown)
     lines += ["", f"{heading}Most time above the bound", ""]
     lines += _table(
         ["op", "module", "shapes", "measured µs", "SoL µs", "above µs"],
@@ -238,6 +255,16 @@ def format_report(report: TraceReport, markdown: bool = False, top: int = TOP_CO
     )
     lines += _listing(report, heading)
     return "\n".join(lines) + "\n"
+
+
+def _kind_table(title: str, rows: Sequence[KindRow], markdown: bool) -> list[str]:
+    cells = [
+        [row.kind, str(row.count), _us(row.measured_us), _us(row.sol_us),
+         _percent(row.sol_fraction), _times(row.headroom), _us(row.estimate_us)]
+        for row in rows
+    ]
+    return _table([title, "count", "measured µs", "SoL µs", "% of SoL", "headroom",
+                   "estimate µs"], cells, markdown)
 
 
 def _listing(report: TraceReport, heading: str) -> list[str]:
