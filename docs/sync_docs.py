@@ -1,4 +1,4 @@
-"""Regenerate every figure README.md, METHOD.md and docs/trace.md show from the code itself.
+"""Regenerate every figure README.md, METHOD.md and the pages in docs/ show from the code itself.
 
 Each generated block sits between ``<!-- BEGIN name -->`` and ``<!-- END name -->``; this script
 replaces its body by what the code prints now. ``--check`` changes nothing and exits 1 naming
@@ -19,7 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = (ROOT / "README.md", ROOT / "METHOD.md", ROOT / "docs" / "trace.md")
+#: The documents with generated blocks: README and METHOD, and the reference pages in docs/.
+DOCS = (
+    ROOT / "README.md",
+    ROOT / "METHOD.md",
+    *(ROOT / "docs" / f"{page}.md"
+      for page in ("api", "guide", "kernelbench", "estimates", "reference", "limitations",
+                   "trace")),
+)
 SUITE = "tests/fixtures/kernelbench"
 _BLOCK = re.compile(r"(<!-- BEGIN (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.DOTALL)
 

@@ -17,7 +17,9 @@ from .price.hardware import GPUSpec
 from .price.roofline import Result, price
 from .price.step_figures import with_checkpoint
 from .trace.collector import paused
-from .trace.tracer import REAL_FALLBACK_LIMIT_BYTES, _module_tensors, check_inputs, trace_model
+from .trace.inputs import _module_tensors
+from .trace.modes import caller_autocast
+from .trace.tracer import REAL_FALLBACK_LIMIT_BYTES, check_inputs, trace_model
 from .trace.training import step_trace_options
 
 if TYPE_CHECKING:
@@ -78,7 +80,8 @@ def analyze(
     would), autograd's backward and one step of ``optimizer`` ("adamw", "adam", "sgd",
     "adafactor" or "none") built with ``optimizer_options`` (e.g. ``{"fused": True}``); the
     Result's ``phases`` split its figures by forward, backward and optimizer. ``autocast``
-    ("bf16", "fp16") runs the forward under ``torch.autocast`` (mixed precision);
+    ("bf16", "fp16"; default: that of a ``torch.autocast`` block around the call) runs the
+    forward under ``torch.autocast`` (mixed precision), in inference and in a training step;
     ``checkpoint`` names modules (``fnmatch`` patterns of module paths, ``["blocks.*"]``) whose
     activation checkpointing the Result prices (``checkpoint_what_if``: recompute FLOPs and
     time added, activation bytes saved).
@@ -100,6 +103,7 @@ def analyze(
             "data='given' is for inference: a training step's bound holds for any input "
             "values; leave data unset or pass data='any'"
         )
+    autocast = autocast or caller_autocast()
     bound_data = "given" if input_values is not None else resolve_data(
         data, inputs, data_limit_bytes
     )

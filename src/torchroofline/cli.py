@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument(
         "--autocast", choices=("bf16", "fp16"),
-        help="with --train: the forward under torch.autocast (mixed precision)",
+        help="the forward under torch.autocast (mixed precision), in inference or with --train",
     )
     analyze.add_argument(
         "--checkpoint", action="append", metavar="PATTERN", default=[],
@@ -362,11 +362,12 @@ def _plot_path(base: str, file: str, many: bool) -> str:
 
 
 def _training_options(args: argparse.Namespace) -> dict[str, Any] | None:
-    """analyze()'s training-step keywords from --train and its options."""
+    """analyze()'s training-step keywords from --train and its options (--autocast alone:
+    an inference forward under autocast)."""
     if not args.train:
-        if args.autocast or args.checkpoint:
-            raise _UsageError("--autocast and --checkpoint are training what-ifs; add --train")
-        return None
+        if args.checkpoint:
+            raise _UsageError("--checkpoint is a training what-if; add --train")
+        return {"autocast": args.autocast} if args.autocast else None
     return {"mode": "train", "optimizer": args.optimizer, "autocast": args.autocast,
             "checkpoint": args.checkpoint}
 

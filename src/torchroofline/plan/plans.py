@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..costs import OpRecord, cost_trace
-from ..trace.tracer import Trace
+from ..trace.refs import Trace
 from .demand import Necessary, known_values, necessary_work
 from .demand.given import given_necessary
 from .fusion import Plan, eager_plan, fused_plan

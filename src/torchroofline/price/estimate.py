@@ -34,7 +34,7 @@ from ..costs import Category, MatmulKind, OpRecord, tensor_bytes
 from ..errors import InputError
 from ..plan.fusion import Kernel
 from ..plan.plans import Plans
-from ..trace.tracer import Trace, TracedOp
+from ..trace.refs import Trace, TracedOp
 from .hardware import GPUSpec
 from .precision import MathSwitches, unit_seconds
 

@@ -35,15 +35,16 @@ from .precision import (
     MathSwitches,
     check_math,
     check_precision,
+    compute_seconds,
+    compute_seconds_by_math,
     math_rungs,
     possible_rung,
     unit_for,
     unit_notes,
-    unit_seconds,
 )
 
 if TYPE_CHECKING:
-    from ..trace.tracer import Trace
+    from ..trace.refs import Trace
     from .step_figures import CheckpointWhatIf, PhaseFigures
 
 CACHE_MODES = ("cold", "warm")
@@ -338,7 +339,15 @@ class Result:
 
     @property
     def flops(self) -> int:
+        """Necessary FLOPs: the work the bound charges, which leaves out what no kept output
+        needs (dead ops, products with a padded border's zeros, masked scores)."""
         return self.necessary_cost.flops
+
+    @property
+    def executed_flops(self) -> int:
+        """FLOPs the traced kernels execute, every op as it ran (the eager plan's; what
+        ``torch.utils.flop_counter.FlopCounterMode`` counts for the matmul-class ops)."""
+        return self.eager_cost.flops
 
     @property
     def compulsory_bytes(self) -> int:
@@ -366,9 +375,9 @@ class Result:
     @cached_property
     def compute_sol_s(self) -> float:
         """The necessary FLOPs on their units at peak, at the analysis's math rung (seconds)."""
-        return unit_seconds(
+        return compute_seconds(
             self.plans.necessary.ops, self.gpu, self.precision, self.switches, self.math
-        ).compute_s
+        )
 
     @property
     def memory_sol_s(self) -> float:
@@ -379,16 +388,14 @@ class Result:
     def sol_by_math_s(self) -> dict[str, float]:
         """The speed of light (seconds) at each rung the GPU has and at the analysis's math
         (:func:`precision.math_rungs`: ``sol_by_math_s[result.math]`` is the bound): the
-        necessary matmul-class work on that precision's unit where it is faster. Inputs and
-        outputs keep their dtypes in memory, so the memory term is the same on every rung."""
-        necessary = self.plans.necessary.ops
-        return {
-            rung: max(
-                unit_seconds(necessary, self.gpu, self.precision, self.switches, rung).compute_s,
-                self.memory_sol_s,
-            )
-            for rung in math_rungs(self.gpu, self.math)
-        }
+        necessary work on the units the rung allows, each rung at most the one above
+        (:func:`precision.compute_seconds_by_math`). Inputs and outputs keep their dtypes in
+        memory, so the memory term is the same on every rung."""
+        compute = compute_seconds_by_math(
+            self.plans.necessary.ops, self.gpu, self.precision, self.switches,
+            math_rungs(self.gpu, self.math),
+        )
+        return {rung: max(compute_s, self.memory_sol_s) for rung, compute_s in compute.items()}
 
     def possible_with(self, measured_s: float) -> str | None:
         """The highest math rung whose speed of light ``measured_s`` does not beat (None: faster
@@ -410,9 +417,9 @@ class Result:
         any_input = self.plans.necessary_any_input
         if any_input is None:
             return None
-        compute = unit_seconds(
+        compute = compute_seconds(
             any_input.ops, self.gpu, self.precision, self.switches, self.math
-        ).compute_s
+        )
         any_input_s = max(
             compute, memory_sol_s(any_input.bytes(self.float_bytes), self.gpu, self.cache)
         )
