@@ -581,7 +581,7 @@ class Result:
 
     def on(
         self,
-        gpu: str | GPUSpec,
+        gpu: str | GPUSpec | None = None,
         precision: str | None = None,
         cache: str | None = None,
         estimate_params: EstimateParams | None = None,

@@ -20,6 +20,7 @@ import torch
 
 from ...errors import TorchrooflineError
 from ...plan.plans import make_plans
+from ...price.context import PricingContext
 from ...price.gpu_spec import GPUSpec
 from ...price.precision import TORCH_DEFAULTS, MathSwitches
 from ...price.roofline import price
@@ -148,10 +149,11 @@ class Pricer:
         except TorchrooflineError as error:
             return f"does not run on fake tensors ({str(error).split(': ', 1)[-1][:120]})"
         switches = math.switches if math else TORCH_DEFAULTS
-        warm = price(make_plans(traced), self.gpu, PRICING_PRECISION, "warm", switches=switches)
+        context = PricingContext.resolve(self.gpu, PRICING_PRECISION, "warm", switches=switches)
+        warm = price(make_plans(traced), context)
         if warm.unsupported_ops:
             return f"no cost rule for {', '.join(warm.unsupported_ops)}"
-        cold = warm.on(self.gpu, cache="cold")
+        cold = warm.on(cache="cold")
         return OpFigures(
             priced_as=", ".join(dict.fromkeys(o.name for o in traced.ops if not o.is_view))
             or rebuilt.overload,
