@@ -16,17 +16,19 @@ take the target precision's element size, integer and bool tensors keep their ow
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
 import torch
 from torch._ops import OpOverload, OpOverloadPacket
+from torch._subclasses.fake_tensor import is_fake
 from torch.utils._pytree import tree_map
-from torch.utils.flop_counter import flop_registry, sdpa_flop_count
+from torch.utils.flop_counter import conv_flop_count, flop_registry, sdpa_flop_count
 
 from ..errors import PrecisionError
 from ..trace.aten_ops import aten, is_missing, missing_ops
@@ -223,13 +225,25 @@ def add_rules(table: dict[OpKey, Any], ops: Iterable[OpKey], rule: Any, what: st
 
 
 def op_keys(op: TracedOp) -> tuple[OpKey, ...]:
-    """The keys ``op`` is looked up by, most specific first: its overload, then its packet. An
-    op recorded without its overload (``func=None``: a call intercepted above the dispatcher,
-    :data:`INTERCEPTED_KEYS`) is keyed by the aten packet its base name names."""
+    """The keys ``op`` is looked up by, most specific first: its overload, the overload an
+    ``out=`` spelling computes (``div.Scalar_mode_out`` → ``div.Scalar_mode``), then its packet.
+    An op recorded without its overload (``func=None``: a call intercepted above the
+    dispatcher, :data:`INTERCEPTED_KEYS`) is keyed by the aten packet its base name names."""
     if op.func is None:
         packet = getattr(torch.ops.aten, op.base, None)
         return () if packet is None else (packet,)
-    return (op.func, op.func.overloadpacket)
+    computed = _computed_overload(op.func)
+    if computed is None:
+        return (op.func, op.func.overloadpacket)
+    return (op.func, computed, op.func.overloadpacket)
+
+
+@functools.cache
+def _computed_overload(func: OpOverload) -> OpOverload | None:
+    """The functional overload an ``out=`` overload computes (``add.out`` → ``add.default``)."""
+    name = func._overloadname
+    functional = "default" if name == "out" else name.removesuffix("_out")
+    return None if functional == name else getattr(func.overloadpacket, functional, None)
 
 
 #: Each table's entry per overload, found once: a program calls few overloads, each many
@@ -349,6 +363,21 @@ def rule_coverage() -> RuleCoverage:
     )
 
 
+def bytes_only_ops() -> dict[str, list[str]]:
+    """Why an op is priced as bytes alone → the ops so priced (docs/bytes_only_ops.md): those
+    whose rule is a :class:`NoArithmetic` (in-place twins left out), and those a forward model
+    may meet with no rule (:func:`rule_coverage`), under :data:`NO_RULE`'s reason."""
+    twins = {twin for key in _RULES for twin in _with_in_place(key)[1:]}
+    by_reason: dict[str, list[str]] = {}
+    for key, rule in _RULES.items():
+        if isinstance(rule.flops, NoArithmetic) and key not in twins and not is_missing(key):
+            by_reason.setdefault(rule.flops.reason, []).append(str(key))
+    by_reason.setdefault(NO_RULE.reason, []).extend(
+        f"aten.{name}" for name in rule_coverage().unsupported
+    )
+    return {reason: sorted(names) for reason, names in by_reason.items()}
+
+
 def rule_for(op: TracedOp) -> CostRule | None:
     """The registered rule, else the pointwise rule for an op PyTorch tags pointwise."""
     rule = lookup(_RULES, op)
@@ -394,15 +423,47 @@ def _numel(tree: Any) -> int:
     return 0
 
 
+def _first_tensor(tree: Any) -> torch.Tensor:
+    """The first tensor of an op's output (the output itself, or the first of a tuple)."""
+    return tree[0] if isinstance(tree, (list, tuple)) else tree
+
+
 def _input_numel(op: TracedOp) -> int:
     return _numel(op.args[0]) if op.args else 0
 
 
-def _no_flops(op: TracedOp) -> FlopCount:
-    return NO_FLOPS
+@dataclass(frozen=True)
+class NoArithmetic:
+    """The FLOP formula of ops that do no arithmetic: they alias, move, pick or store values.
+    ``reason`` says why (docs/bytes_only_ops.md lists these ops by it)."""
+
+    reason: str
+
+    def __call__(self, op: TracedOp) -> FlopCount:
+        return NO_FLOPS
+
+
+VIEWS = NoArithmetic("a view, alias, metadata query or allocation: no kernel and no bytes")
+COPIES = NoArithmetic(
+    "a cast, copy or fill, a select by a mask or index range, or a generated index sequence: "
+    "values are moved or written, no floating-point arithmetic"
+)
+GATHERS = NoArithmetic("picks source elements by index: loads and stores, no arithmetic")
+LAYOUT_COPIES = NoArithmetic(
+    "copies elements to new positions (concatenation, padding, repeats, flips, shuffles, "
+    "patches): no arithmetic"
+)
+STORES = NoArithmetic(
+    "stores values at the positions indices or a mask choose, replacing what was there: "
+    "no arithmetic"
+)
+#: Ops with no rule: priced as their bytes (:data:`UNSUPPORTED_RULE`).
+NO_RULE = NoArithmetic("no cost rule yet: priced as every input and output byte, no FLOPs")
 
 
 def _per_output_element(flops_per_element: int) -> FlopFormula:
+    if flops_per_element == 0:
+        return COPIES
     return lambda op: FlopCount(vector=flops_per_element * _numel(op.output))
 
 
@@ -448,13 +509,13 @@ register(
     ],
     Category.ZERO_COPY,
     fusible=False,
-)(_no_flops)
+)(VIEWS)
 register(
     [aten.empty_like, aten.new_empty, aten.new_empty_strided],
     Category.ZERO_COPY,
     fusible=False,
     reads=_template_unread,
-)(_no_flops)
+)(VIEWS)
 
 # --- Pointwise: FLOPs per output element, the minimum a kernel must do ------------------------
 # 1 FLOP for each basic arithmetic, comparison or transcendental instruction; composites are
@@ -656,12 +717,35 @@ def _flop_counter_formula(kind: MatmulKind) -> FlopFormula:
         if count is None:
             if len(_FLOP_COUNTS) >= _FLOP_COUNTS_LIMIT:
                 _FLOP_COUNTS.clear()
-            count = _FLOP_COUNTS[key] = int(
-                flop_registry[op.func.overloadpacket](*op.args, **op.kwargs, out_val=op.output)
+            formula = flop_registry[_functional_packet(op.func)]
+            count = _FLOP_COUNTS[key] = complex_factor(op) * int(
+                formula(*op.args, **op.kwargs, out_val=op.output)
             )
         return FlopCount(tensor=count, kind=kind)
 
     return formula
+
+
+@functools.cache
+def _functional_packet(func: OpOverload) -> OpOverloadPacket:
+    """The packet flop_counter keys ``func``'s formula by: the functional one of an in-place
+    overload (``addmm_`` → ``addmm``), whose FLOPs it shares."""
+    packet = func.overloadpacket
+    return getattr(torch.ops.aten, packet.__name__.removesuffix("_")) if packet not in \
+        flop_registry else packet
+
+
+#: Real products per complex product in a matrix product of complex operands, at least: Gauss's
+#: 3M method forms A·B from three real products, Ar·Br, Ai·Bi and (Ar + Ai)·(Br + Bi) (real part:
+#: the first less the second; imaginary part: the third less both), where the direct method takes
+#: four. Its extra additions are one per operand or output element, not counted (as the bias of
+#: addmm is not). flop_counter's formulas count real products.
+COMPLEX_PRODUCT_FACTOR = 3
+
+
+def complex_factor(op: TracedOp) -> int:
+    """:data:`COMPLEX_PRODUCT_FACTOR` for a product of complex operands, else 1."""
+    return COMPLEX_PRODUCT_FACTOR if any(t.is_complex() for t in op.argument_tensors) else 1
 
 
 # (scaled, quantized matmuls: costs/quantized.py)
@@ -669,24 +753,42 @@ register([aten.mm, aten.addmm, aten.bmm, aten.baddbmm], Category.COMPUTE, fusibl
     _flop_counter_formula(MatmulKind.MATMUL)
 )
 register(
-    [aten.convolution, aten._convolution, aten.cudnn_convolution, aten.convolution_overrideable,
-     aten._slow_conv2d_forward],
+    [aten.convolution, aten._convolution, aten.cudnn_convolution, aten.convolution_overrideable],
     Category.COMPUTE,
     fusible=False,
 )(_flop_counter_formula(MatmulKind.CONV))
-register(
-    [aten._efficient_attention_forward, aten._flash_attention_forward],  # (batch, length, heads, E)
+
+
+@register(
+    [aten._slow_conv2d_forward, aten.slow_conv3d_forward, aten._conv_depthwise2d,
+     aten.conv_depthwise3d, aten.slow_conv_dilated2d, aten.slow_conv_dilated3d],
     Category.COMPUTE,
     fusible=False,
-)(_flop_counter_formula(MatmulKind.ATTENTION))
+)
+def backend_conv_flops(op: TracedOp) -> FlopCount:
+    """The backends' own convolutions, ``(input, weight, kernel_size, bias, stride, padding[,
+    dilation])``: flop_counter's convolution count (``conv_flop_count``) on their shapes. Its
+    formula registered for ``_slow_conv2d_forward`` reads ``aten.convolution``'s arguments
+    (``transposed`` seventh), which this op does not take. A depthwise weight (C, 1, k…) counts
+    one input channel per output channel."""
+    flops = conv_flop_count(op.args[0].shape, op.args[1].shape, _first_tensor(op.output).shape)
+    return FlopCount(tensor=flops, kind=MatmulKind.CONV)
 
 
+@register([aten.slow_conv_transpose2d, aten.slow_conv_transpose3d], Category.COMPUTE,
+          fusible=False)
+def backend_transposed_conv_flops(op: TracedOp) -> FlopCount:
+    """A transposed convolution scatters each input element through the whole (Ci, Co, k…)
+    weight: ``conv_flop_count``'s transposed count."""
+    flops = conv_flop_count(op.args[0].shape, op.args[1].shape, _first_tensor(op.output).shape,
+                            transposed=True)
+    return FlopCount(tensor=flops, kind=MatmulKind.CONV)
 @register([aten.mv, aten.addmv, aten.dot, aten.vdot], Category.COMPUTE, fusible=False)
 def vector_product_flops(op: TracedOp) -> FlopCount:
     """Matrix-vector and dot products: 2 FLOPs per multiply-add, one per element of the largest
-    operand."""
+    operand (:func:`complex_factor` times that for complex operands)."""
     largest = max(a.numel() for a in op.args if isinstance(a, torch.Tensor))
-    return FlopCount(tensor=2 * largest, kind=MatmulKind.MATMUL)
+    return FlopCount(tensor=2 * largest * complex_factor(op), kind=MatmulKind.MATMUL)
 
 
 # torch.outer and torch.ger decompose into mul before the trace sees them (pointwise)
@@ -702,7 +804,8 @@ def addbmm_flops(op: TracedOp) -> FlopCount:
     is one GEMM over the concatenated inner dimension, b·n·m·p multiply-adds = 2·b·n·m·p FLOPs
     (the bias add is not counted, as flop_counter's addmm does not)."""
     batch, rows, inner = op.args[1].shape
-    return FlopCount(tensor=2 * batch * rows * inner * op.args[2].shape[-1], kind=MatmulKind.MATMUL)
+    products = batch * rows * inner * op.args[2].shape[-1] * complex_factor(op)
+    return FlopCount(tensor=2 * products, kind=MatmulKind.MATMUL)
 
 
 @register([aten._trilinear], Category.COMPUTE, fusible=False)
@@ -769,21 +872,21 @@ def pdist_flops(op: TracedOp) -> FlopCount:
     # (SDPA called inside another torch function such as F.multi_head_attention_forward)
     [aten.scaled_dot_product_attention, aten._scaled_dot_product_efficient_attention,
      aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_cudnn_attention,
-     aten._scaled_dot_product_flash_attention_for_cpu],
+     aten._scaled_dot_product_flash_attention_for_cpu,
+     aten._scaled_dot_product_fused_attention_overrideable],
     Category.COMPUTE,
     fusible=False,
 )
 def attention_flops(op: TracedOp) -> FlopCount:
-    """The two matmuls of attention; with ``is_causal`` only the unmasked score blocks."""
-    query, key, value = op.args[:3]
-    q_shape = _as_4d(query.shape)
-    k_shape = _as_4d(key.shape)
-    v_shape = _as_4d(value.shape)
-    flops = sdpa_flop_count(q_shape, k_shape, v_shape)
+    """The two matmuls of attention (flop_counter's ``sdpa_flop_count``, query heads a multiple
+    of key/value heads); with ``is_causal`` only the unmasked score entries (top-left aligned,
+    as SDPA documents ``is_causal``)."""
+    query, key, value = (_as_4d(t.shape) for t in op.args[:3])
+    flops = sdpa_flop_count(query, key, value)
     if op.argument("is_causal"):
-        query_len, key_len = q_shape[2], k_shape[2]
+        query_len, key_len = query[2], key[2]
         # integer arithmetic: both matmuls' FLOPs are a multiple of L·S, so this is exact
-        flops = flops * _causal_kept(query_len, key_len) // (query_len * key_len)
+        flops = flops * kept_pairs(query_len, key_len, high=0) // (query_len * key_len)
     return FlopCount(tensor=int(flops), kind=MatmulKind.ATTENTION)
 
 
@@ -795,12 +898,123 @@ def _as_4d(shape: torch.Size) -> tuple[int, int, int, int]:
     return (1, lead[0] if lead else 1, length, embed)
 
 
-def _causal_kept(query_len: int, key_len: int) -> int:
-    """Score entries a causal (top-left aligned, ``tril``) mask keeps: row ``r`` keeps
-    ``min(r + 1, key_len)``, summed in closed form."""
-    full_rows = max(query_len - key_len, 0)  # rows past the diagonal's end keep every key
-    triangle = query_len - full_rows
-    return triangle * (triangle + 1) // 2 + full_rows * key_len
+def kept_pairs(queries: int, keys: int, low: int | None = None, high: int | None = None) -> int:
+    """Score entries (query i, key j), 0 ≤ i < ``queries``, 0 ≤ j < ``keys``, that a banded mask
+    keeps: row i keeps the keys i + ``low`` ≤ j ≤ i + ``high`` (None: no limit on that side).
+    A causal mask aligned top-left is ``high=0``; aligned bottom-right, ``high=keys − queries``.
+    In closed form: row i keeps clamp(i + high + 1, 0, keys) − clamp(i + low, 0, keys)."""
+    reach = queries + keys  # a shift past every key: no limit on that side
+    high = reach if high is None else high
+    low = -reach if low is None else low
+    return _clamped_sum(high + 1, queries, keys) - _clamped_sum(low, queries, keys)
+
+
+def _clamped_sum(start: int, count: int, limit: int) -> int:
+    """Σ clamp(x, 0, limit) over x = start … start + count − 1."""
+    return _ramp(max(start + count, 0), limit) - _ramp(max(start, 0), limit)
+
+
+def _ramp(n: int, limit: int) -> int:
+    """Σ min(x, limit) over x = 0 … n − 1."""
+    if n <= limit + 1:
+        return n * (n - 1) // 2
+    return limit * (limit + 1) // 2 + (n - limit - 1) * limit
+
+
+# The fused kernels SDPA dispatches to on CUDA take (batch, length, heads, E), not SDPA's
+# (batch, heads, length, E), and spell their masks their own way, so flop_counter's formulas for
+# them (which read the shapes as (batch, heads, length, E)) do not apply.
+
+
+def flash_band(op: TracedOp, queries: int, keys: int) -> tuple[int | None, int | None]:
+    """(low, high) of the keys row i of ``_flash_attention_*`` attends, relative to i (see
+    :func:`kept_pairs`). FlashAttention-2 aligns its mask bottom-right: query i attends keys
+    i + S − L − window_size_left … i + S − L + window_size_right (−1 or None: unlimited), and
+    ``is_causal`` sets window_size_right to 0 (flash_api.cpp, ``mha_fwd``)."""
+    shift = keys - queries
+    left, right = op.argument("window_size_left"), op.argument("window_size_right")
+    if op.argument("is_causal"):
+        right = 0
+    low = None if left is None or left < 0 else shift - left
+    high = None if right is None or right < 0 else shift + right
+    return low, high
+
+
+#: ``custom_mask_type`` of ``_efficient_attention_*`` (xformers' MaskType): the shift of the causal
+#: diagonal, top-left (1: key j ≤ query i) or bottom-right (2: j ≤ i + S − L); 0 is no mask.
+EFFICIENT_CAUSAL_SHIFT: dict[int, Callable[[int, int], int]] = {
+    1: lambda queries, keys: 0,
+    2: lambda queries, keys: keys - queries,
+}
+
+
+def efficient_band(op: TracedOp, queries: int, keys: int) -> tuple[int | None, int | None]:
+    """(low, high) for ``_efficient_attention_*``: the causal mask of ``custom_mask_type``, and
+    a local ``window_size`` w > 0 keeps at least the w keys that end at the diagonal (xformers'
+    local masks; fewer when the kind of window is not known, as a bound must)."""
+    shift_of = EFFICIENT_CAUSAL_SHIFT.get(op.argument("custom_mask_type") or 0)
+    shift = shift_of(queries, keys) if shift_of else 0
+    window = op.argument("window_size")
+    low = shift - (window - 1) if window and window > 0 else None
+    high = shift if shift_of or low is not None else None
+    return low, high
+
+
+Band = Callable[[TracedOp, int, int], tuple[int | None, int | None]]
+
+
+def _sequence_lengths(op: TracedOp) -> list[tuple[int, int]]:
+    """(query length, key length) of each sequence: B of (L, S) for (B, L, H, E) inputs; for
+    packed variable-length ones (the cumulative offsets ``cum_seq_q``/``cu_seqlens_q`` given),
+    the lengths the offsets hold, none when their values are not known (a bound then charges
+    nothing for the sequences it cannot see)."""
+    query, key = op.argument("query"), op.argument("key")
+    offsets = [op.argument(name) for name in ("cum_seq_q", "cum_seq_k", "cu_seqlens_q",
+                                              "cu_seqlens_k")]
+    offsets = [t for t in offsets if t is not None]
+    if not offsets:
+        return [(query.shape[1], key.shape[1])] * query.shape[0]
+    if any(t.is_meta or is_fake(t) for t in offsets):
+        return []
+    query_offsets, key_offsets = (t.tolist() for t in offsets)
+    return [(q1 - q0, k1 - k0) for q0, q1, k0, k1 in zip(
+        query_offsets, query_offsets[1:], key_offsets, key_offsets[1:], strict=False)]
+
+
+def _fused_attention_flops(band: Band, matmuls: Callable[[int, int], int]) -> FlopFormula:
+    """FLOPs of a (batch, length, heads, E) attention kernel: for each sequence and query head,
+    ``matmuls(E, Ev)`` FLOPs per score entry the mask keeps (grouped-query key/value heads are
+    shared, their products are not)."""
+
+    def formula(op: TracedOp) -> FlopCount:
+        query, value = op.argument("query"), op.argument("value")
+        heads, embed, value_embed = query.shape[-2], query.shape[-1], value.shape[-1]
+        pairs = sum(kept_pairs(queries, keys, *band(op, queries, keys))
+                    for queries, keys in _sequence_lengths(op))
+        return FlopCount(tensor=heads * pairs * matmuls(embed, value_embed),
+                         kind=MatmulKind.ATTENTION)
+
+    return formula
+
+
+def forward_flops_per_entry(embed: int, value_embed: int) -> int:
+    """Per kept score entry: its dot product S = Q·Kᵀ (2·E) and its share of O = P·V (2·Ev)."""
+    return 2 * (embed + value_embed)
+
+
+def backward_flops_per_entry(embed: int, value_embed: int) -> int:
+    """Per kept score entry, flop_counter's ``sdpa_backward_flop_count`` terms: S = Q·Kᵀ
+    recomputed (2·E), dP = dO·Vᵀ (2·Ev), dV = Pᵀ·dO (2·Ev), dQ = dS·K (2·E), dK = dSᵀ·Q
+    (2·E): 2.5× the forward when E = Ev."""
+    return 2 * (3 * embed + 2 * value_embed)
+
+
+register([aten._flash_attention_forward], Category.COMPUTE, fusible=False)(
+    _fused_attention_flops(flash_band, forward_flops_per_entry)
+)
+register([aten._efficient_attention_forward], Category.COMPUTE, fusible=False)(
+    _fused_attention_flops(efficient_band, forward_flops_per_entry)
+)
 
 
 #: Pointwise FLOPs per hidden unit per step of each recurrent cell, after the two GEMMs:
@@ -1094,52 +1308,180 @@ def gathered_reads(op: TracedOp) -> tuple[TensorRef, ...]:
 
 
 register(
-    [ aten.gather, aten.index, aten.index_select, aten.embedding, aten.take, aten._unsafe_index,
-     aten._embedding_bag,
-     aten._embedding_bag_forward_only, aten.upsample_nearest1d, aten.upsample_nearest2d,
-     aten.upsample_nearest3d, aten._upsample_nearest_exact1d, aten._upsample_nearest_exact2d,
+    [aten.gather, aten.index, aten.index_select, aten.embedding, aten.take, aten._unsafe_index,
+     aten.upsample_nearest1d, aten.upsample_nearest2d, aten.upsample_nearest3d,
+     aten._upsample_nearest_exact1d, aten._upsample_nearest_exact2d,
      aten._upsample_nearest_exact3d, aten.diagonal_copy],
     Category.DATA_MOVEMENT,
     fusible=True,
     reads=gathered_reads,
-)(_no_flops)
+)(GATHERS)
+
+
+#: ``_embedding_bag``'s ``mode``: 0 sum, 1 mean, 2 max.
+EMBEDDING_BAG_MEAN = 1
+
+
+@register([aten._embedding_bag, aten._embedding_bag_forward_only], Category.DATA_MOVEMENT,
+          fusible=True, reads=gathered_reads)
+def embedding_bag_flops(op: TracedOp) -> FlopCount:
+    """Each bag folds the rows its indices pick: one add (sum, mean) or compare (max) per
+    gathered element, as a reduction charges one per input element; a multiply-add with
+    ``per_sample_weights``; mean divides each output element once more."""
+    weight, indices = op.args[:2]
+    gathered = indices.numel() * weight.shape[-1]
+    per_element = 1 if op.argument("per_sample_weights") is None else 2
+    divides = _numel(op.output) if op.argument("mode") == EMBEDDING_BAG_MEAN else 0
+    return FlopCount(vector=per_element * gathered + divides)
+
 
 register(
     [
         aten.cat, aten.stack, aten._stack, aten._chunk_cat, aten.lu_unpack, aten.constant_pad_nd,
-        aten.pad,
-        aten.reflection_pad1d, aten.reflection_pad2d,
-        aten.reflection_pad3d, aten.replication_pad1d, aten.replication_pad2d,
-        aten.replication_pad3d,
+        aten.pad, aten.reflection_pad1d, aten.reflection_pad2d, aten.reflection_pad3d,
+        aten.replication_pad1d, aten.replication_pad2d, aten.replication_pad3d,
         aten.repeat, aten.roll, aten.flip, aten.narrow_copy, aten.slice_scatter,
-        aten.select_scatter,
-        aten.as_strided_scatter, aten.diagonal_scatter,
-        aten.upsample_bilinear2d, aten._upsample_bilinear2d_aa, aten.upsample_linear1d,
-        aten.upsample_bicubic2d,
-        aten._upsample_bicubic2d_aa, aten._upsample_lanczos2d_aa, aten.grid_sampler_3d,
-        aten.upsample_trilinear3d, aten.pixel_shuffle, aten.pixel_unshuffle, aten.im2col,
-        aten.col2im,
-        aten.masked_select, aten.repeat_interleave, aten.channel_shuffle, aten.grid_sampler_2d,
-        aten.unfold_copy,
+        aten.select_scatter, aten.as_strided_scatter, aten.diagonal_scatter,
+        aten.pixel_shuffle, aten.pixel_unshuffle, aten.im2col,
+        aten.masked_select, aten.repeat_interleave, aten.channel_shuffle, aten.unfold_copy,
         aten.diag_embed, aten.diag, aten.diagflat, aten.rot90, aten.block_diag,
     ],
     Category.DATA_MOVEMENT,
     fusible=True,
-)(_no_flops)
+)(LAYOUT_COPIES)
+
+
+#: Taps per spatial axis of each interpolating resample: (bi/tri)linear 2, bicubic 4,
+#: Lanczos-3 6. The antialiased (``_aa``) variants widen their support when they shrink an axis,
+#: so these are the fewest they use.
+RESAMPLE_TAPS: dict[OpKey, int] = {
+    aten.upsample_linear1d: 2, aten.upsample_bilinear2d: 2, aten.upsample_trilinear3d: 2,
+    aten._upsample_bilinear2d_aa: 2, aten.upsample_bicubic2d: 4, aten._upsample_bicubic2d_aa: 4,
+    aten._upsample_lanczos2d_aa: 6,
+}
+
+
+def resample_flops(taps: int) -> FlopFormula:
+    """Each output element is a weighted sum of ``taps`` source elements per resampled axis, a
+    multiply-add per tap (as a convolution counts 2 FLOPs per tap). Separable, it is one 1-D
+    pass per axis, each over the elements the passes before it produced; charged is the
+    cheapest of all pass orders and of the direct sum over every tap at once (taps^d per
+    output element). An axis kept at its size passes its source through unchanged (weights
+    0 and 1), so it costs nothing."""
+
+    def formula(op: TracedOp) -> FlopCount:
+        source, out = op.args[0].shape, _first_tensor(op.output).shape
+        planes = math.prod(out[:2])
+        axes = [(size, out_size) for size, out_size in zip(source[2:], out[2:], strict=True)
+                if size != out_size]
+        direct = taps ** len(axes) * math.prod(out[2:]) if axes else 0
+        passes = [_separable_passes(order, source[2:], out[2:], axes) for order in
+                  itertools.permutations(range(len(axes)))]
+        per_plane = min([direct, *(taps * elements for elements in passes)])
+        return FlopCount(vector=2 * planes * per_plane)
+
+    return formula
+
+
+def _separable_passes(order: tuple[int, ...], source: Sequence[int], out: Sequence[int],
+                      axes: list[tuple[int, int]]) -> int:
+    """Elements one plane's 1-D passes write, resampling ``axes`` (their (source, output)
+    sizes) in ``order``; each pass writes the output size along the axes done so far and the
+    source size along the rest."""
+    sizes = list(source)
+    resampled = [d for d, (size, out_size) in enumerate(zip(source, out, strict=True))
+                 if size != out_size]
+    written = 0
+    for index in order:
+        dim = resampled[index]
+        sizes[dim] = axes[index][1]
+        written += math.prod(sizes)
+    return written
+
+
+for _name, _taps in RESAMPLE_TAPS.items():
+    register([_name], Category.DATA_MOVEMENT, fusible=True)(resample_flops(_taps))
+
+
+#: ``grid_sampler``'s ``interpolation_mode``: taps per spatial axis (0 bilinear, 1 nearest,
+#: 2 bicubic).
+GRID_SAMPLER_TAPS = {0: 2, 1: 0, 2: 4}
+
+
+@register([aten.grid_sampler_2d, aten.grid_sampler_3d], Category.DATA_MOVEMENT, fusible=True)
+def grid_sampler_flops(op: TracedOp) -> FlopCount:
+    """Each output element is a weighted sum of the taps around an arbitrary grid point (no
+    separable passes): a multiply-add per tap, taps^d of them (nearest: a pick, none). The
+    weights' own arithmetic, once per grid point for all channels, is not counted."""
+    taps = GRID_SAMPLER_TAPS[op.argument("interpolation_mode")]
+    spatial = op.args[0].dim() - 2
+    return FlopCount(vector=2 * taps**spatial * _numel(op.output) if taps else 0)
+
+
+@register([aten.col2im], Category.DATA_MOVEMENT, fusible=True)
+def col2im_flops(op: TracedOp) -> FlopCount:
+    """``col2im`` (``F.fold``) sums the patch columns into the image: one add per column
+    element that lands inside it (those on the padding are dropped). Along each axis, block b's
+    tap t lands at b·stride − padding + t·dilation."""
+    image, kernel, dilation, padding, stride = (op.argument(name) for name in (
+        "output_size", "kernel_size", "dilation", "padding", "stride"))
+    blocks, landed = 1, 1
+    for size, k, d, p, s in zip(image, kernel, dilation, padding, stride, strict=True):
+        count = (size + 2 * p - d * (k - 1) - 1) // s + 1
+        blocks *= count
+        landed *= sum(1 for b in range(count) for t in range(k) if 0 <= b * s - p + t * d < size)
+    planes = op.args[0].numel() // (math.prod(kernel) * blocks)
+    return FlopCount(vector=planes * landed)
+
 
 register(
-    [aten.scatter, aten.scatter_add, aten.scatter_reduce, aten.index_put, aten._index_put_impl,
-     aten._unsafe_index_put, aten.index_add, aten.index_copy, aten.index_fill, aten.masked_scatter,
-     aten.nonzero,
-     aten._unique2, aten._unique, aten.unique_consecutive, aten.unique_dim,
-     aten.unique_dim_consecutive,
-     aten.bincount, aten.histc, aten.nonzero_static, aten.max_unpool2d, aten.max_unpool3d, aten.put,
-     aten.index_reduce,
-     # a linalg op's error check: reads one int32 status per matrix, no arithmetic
-     aten._linalg_check_errors],
+    [aten.scatter, aten.index_put, aten._index_put_impl, aten._unsafe_index_put, aten.index_copy,
+     aten.index_fill, aten.masked_scatter, aten.max_unpool2d, aten.max_unpool3d, aten.put],
     Category.DATA_MOVEMENT,
     fusible=False,
-)(_no_flops)
+)(STORES)
+
+#: a linalg op's error check: reads one int32 status per matrix
+register([aten._linalg_check_errors], Category.DATA_MOVEMENT, fusible=False)(
+    NoArithmetic("checks one status per matrix: no arithmetic")
+)
+
+#: Compares and counts by value: ``nonzero`` compares each element with 0; ``unique`` sorts
+#: (one compare per element, as :data:`REDUCTION_FLOPS_PER_INPUT_ELEMENT` charges ``sort``);
+#: ``bincount`` adds 1 (or a weight) per element; ``histc`` subtracts the low edge, scales and
+#: rounds down per element.
+SELECTION_FLOPS_PER_INPUT_ELEMENT: dict[OpKey, int] = {
+    aten.nonzero: 1, aten.nonzero_static: 1, aten._unique2: 1, aten._unique: 1,
+    aten.unique_consecutive: 1, aten.unique_dim: 1, aten.unique_dim_consecutive: 1,
+    aten.bincount: 1, aten.histc: 3,
+}
+for _name, _flops in SELECTION_FLOPS_PER_INPUT_ELEMENT.items():
+    register([_name], Category.DATA_MOVEMENT, fusible=False)(_per_input_element(_flops))
+
+
+#: ``reduce`` values of the accumulating scatters that divide by the count at the end.
+_AVERAGING = frozenset({"mean"})
+
+
+def accumulated_flops(folded: str) -> FlopFormula:
+    """An accumulating store (``scatter_add``, ``index_add``, ``scatter_reduce``, ...) folds each
+    element of its argument ``folded`` (a scatter's index: it uses as many source elements as
+    that holds) into the destination: one add, multiply or compare each, a multiply-add where
+    ``index_add`` scales by ``alpha`` ≠ 1; a mean divides each destination element once more."""
+
+    def formula(op: TracedOp) -> FlopCount:
+        per_element = 1 if op.argument("alpha", 1) == 1 else 2
+        divides = _numel(op.output) if op.argument("reduce") in _AVERAGING else 0
+        return FlopCount(vector=per_element * op.argument(folded).numel() + divides)
+
+    return formula
+
+
+register([aten.scatter_add, aten.scatter_reduce, aten.scatter.reduce, aten.scatter.value_reduce],
+         Category.DATA_MOVEMENT, fusible=False)(accumulated_flops("index"))
+register([aten.index_add, aten.index_reduce], Category.DATA_MOVEMENT, fusible=False)(
+    accumulated_flops("source")
+)
 
 
 def _binary_search_flops(sorted_position: int) -> FlopFormula:
@@ -1157,7 +1499,7 @@ register([aten.searchsorted], Category.DATA_MOVEMENT, fusible=False)(_binary_sea
 register([aten.bucketize], Category.DATA_MOVEMENT, fusible=False)(_binary_search_flops(1))
 
 #: Ops with no rule: conservative default — input and output bytes, no FLOPs, own kernel.
-UNSUPPORTED_RULE = CostRule(Category.DATA_MOVEMENT, _no_flops, fusible=False)
+UNSUPPORTED_RULE = CostRule(Category.DATA_MOVEMENT, NO_RULE, fusible=False)
 
 
 def cost_trace(trace: Trace) -> tuple[OpRecord, ...]:
