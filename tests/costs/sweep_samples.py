@@ -290,7 +290,7 @@ CALLS: dict[str, Builder] = {
          m.f(2, 4, n, 8), m.f(2, 4, n), m.i(2), m.i(2), 0.0, [True, True, True, False]), {}),
     "_scaled_dot_product_flash_attention_for_cpu_backward": lambda m, n: (
         (m.f(2, 4, n, 8), m.f(2, 4, n, 8), m.f(2, 4, n + 2, 8), m.f(2, 4, n + 2, 8),
-         m.f(2, 4, n, 8), m.f(2, 4, n, dtype=torch.float32) if False else m.f(2, 4, n), 0.0,
+         m.f(2, 4, n, 8), m.f(2, 4, n), 0.0,
          False), {}),
     "lstm": lambda m, n: ((m.f(n, 2, 3), [m.f(1, 2, 4), m.f(1, 2, 4)], [m.f(16, 3), m.f(16, 4)],
                            False, 1, 0.0, False, False, False), {}),
@@ -316,14 +316,15 @@ NEEDS_DATA = frozenset({
 })
 
 
-def _packet_name(func: OpOverload) -> str:
+def packet_name(func: OpOverload) -> str:
+    """The packet an overload belongs to, its in-place twin's named as the functional one."""
     name = func.overloadpacket.__name__
     return name[:-1] if name.endswith("_") and not name.startswith("__") else name
 
 
 def build_call(func: OpOverload, dtype: torch.dtype, n: int) -> Call:
     """A call of ``func`` with float tensors of ``dtype`` at size ``n`` (raises when none)."""
-    name = _packet_name(func)
+    name = packet_name(func)
     make = Maker(dtype, data=name in NEEDS_DATA)
     builder = CALLS.get(name)
     return builder(make, n) if builder is not None else schema_call(func, make, n)

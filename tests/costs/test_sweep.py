@@ -22,8 +22,15 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sweep_samples import UNSWEPT, build_call, is_out_variant, registered_overloads
+from sweep_samples import (
+    UNSWEPT,
+    build_call,
+    is_out_variant,
+    packet_name,
+    registered_overloads,
+)
 from torch._ops import OpOverload
+from torch.utils._pytree import tree_flatten, tree_unflatten
 from torch.utils.flop_counter import conv_flop_count, flop_registry
 
 from conftest import Fn, analyze
@@ -275,11 +282,6 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 OVERLOADS = registered_overloads(_RULES)
 
 
-def _packet(func: OpOverload) -> str:
-    name = func.overloadpacket.__name__
-    return name[:-1] if name.endswith("_") and not name.startswith("__") else name
-
-
 def _calls(func: OpOverload) -> bool:
     try:
         args, kwargs = build_call(func, torch.float32, 3)
@@ -289,12 +291,12 @@ def _calls(func: OpOverload) -> bool:
     return True
 
 
-SWEPT = [func for func in OVERLOADS if _packet(func) not in UNSWEPT and _calls(func)]
+SWEPT = [func for func in OVERLOADS if packet_name(func) not in UNSWEPT and _calls(func)]
 
 
 def test_every_registered_op_is_swept_or_listed() -> None:
-    swept = {_packet(func) for func in SWEPT}
-    assert {_packet(func) for func in OVERLOADS} - swept == set(UNSWEPT)
+    swept = {packet_name(func) for func in SWEPT}
+    assert {packet_name(func) for func in OVERLOADS} - swept == set(UNSWEPT)
 
 
 #: Ops whose FLOPs a table sets to zero per element with launches of their own (the
@@ -323,7 +325,7 @@ def test_flops_invariants(func: OpOverload, n: int) -> None:
     count = counts[torch.float32]
     args, kwargs = build_call(func, torch.float32, n)
     formula = _rule(func, args, kwargs).flops
-    if not isinstance(formula, NoArithmetic) and _packet(func) not in ZERO_IN_TABLE:
+    if not isinstance(formula, NoArithmetic) and packet_name(func) not in ZERO_IN_TABLE:
         assert count.tensor + count.vector > 0
     for twin in _spellings(func):
         args, kwargs = build_call(func, torch.float32, n)
@@ -383,18 +385,16 @@ def _bytes_case(func: OpOverload) -> object:
 @pytest.mark.parametrize("func", [_bytes_case(func) for func in SWEPT], ids=str)
 def test_bytes_invariants(func: OpOverload) -> None:
     args, kwargs = build_call(func, torch.float32, 3)
-    if any(isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor) for a in args):
-        pytest.skip("a tensor list is no model input")
-    inputs = [a for a in args if isinstance(a, torch.Tensor)]
-    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    # every tensor argument (tensor lists' too) is a model input, in the order of the arguments
+    inputs, spec = tree_flatten(args)
+    tensors = [leaf for leaf in inputs if isinstance(leaf, torch.Tensor)]
 
-    def call(*tensors: torch.Tensor) -> object:
-        filled = list(args)
-        for position, tensor in zip(positions, tensors, strict=True):
-            filled[position] = tensor
-        return func(*filled, **kwargs)
+    def call(*given: torch.Tensor) -> object:
+        supplied = iter(given)
+        leaves = [next(supplied) if isinstance(leaf, torch.Tensor) else leaf for leaf in inputs]
+        return func(*tree_unflatten(leaves, spec), **kwargs)
 
-    result = analyze(Fn(call), *inputs)
+    result = analyze(Fn(call), *tensors)
     assert 0 <= result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes
     record = next((r for r in result.ops if r.name == str(func)), None)
     if record is None or record.category is Category.ZERO_COPY:
@@ -403,4 +403,4 @@ def test_bytes_invariants(func: OpOverload) -> None:
     # the op overwrites its destination in place (copy_, fill_) without loading it
     assert result.unfused_bytes >= sum(tensor_bytes(ref, 4) for ref in record.writes)
     if _rule(func, args, kwargs).reads is None and not func._schema.is_mutable:
-        assert record.bytes_read(4) >= sum(_bytes(t) for t in inputs)
+        assert record.bytes_read(4) >= sum(_bytes(t) for t in tensors)
