@@ -295,8 +295,10 @@ SWEPT = [func for func in OVERLOADS if packet_name(func) not in UNSWEPT and _cal
 
 
 def test_every_registered_op_is_swept_or_listed() -> None:
+    # a new rule the sweep cannot call fails here until sweep_samples builds a call of it or
+    # UNSWEPT says why not (another torch release may call more of the listed ones)
     swept = {packet_name(func) for func in SWEPT}
-    assert {packet_name(func) for func in OVERLOADS} - swept == set(UNSWEPT)
+    assert {packet_name(func) for func in OVERLOADS} - swept <= set(UNSWEPT)
 
 
 #: Ops whose FLOPs a table sets to zero per element with launches of their own (the
