@@ -135,7 +135,6 @@ def test_no_module_imports_a_later_stage() -> None:
     assert backwards == []
 
 
-@pytest.mark.xfail(strict=True, reason="costs/__init__ and its rules: split next")
 def test_no_import_circle() -> None:
     assert _cycles(_graph()) == []
 

@@ -16,22 +16,16 @@ from torch.utils.flop_counter import sdpa_backward_flop_count
 
 from ..trace.aten_ops import aten
 from ..trace.tracer import TensorRef, TracedOp
-from . import (
-    Category,
-    FlopCount,
-    MatmulKind,
-    NoArithmetic,
+from ._core import Category, FlopCount, MatmulKind, NoArithmetic, _numel, register
+from .attention import (
     _as_4d,
-    _flop_counter_formula,
     _fused_attention_flops,
-    _numel,
     backward_flops_per_entry,
     efficient_band,
     flash_band,
     kept_pairs,
-    register,
-    rnn_flops,
 )
+from .matmul import _flop_counter_formula, rnn_flops
 
 register([aten.convolution_backward], Category.COMPUTE, fusible=False)(
     _flop_counter_formula(MatmulKind.CONV)
