@@ -25,7 +25,7 @@ DOCS = (
     ROOT / "METHOD.md",
     *(ROOT / "docs" / f"{page}.md"
       for page in ("api", "guide", "kernelbench", "estimates", "reference", "limitations",
-                   "trace")),
+                   "trace", "bytes_only_ops")),
 )
 SUITE = "tests/fixtures/kernelbench"
 _BLOCK = re.compile(r"(<!-- BEGIN (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.DOTALL)
@@ -150,7 +150,16 @@ def _torch_release() -> str:
 
 #: Blocks that count the installed PyTorch's own ops: generated on the lowest supported
 #: release, and checked only on the release they name (another release lists other ops).
-RELEASE_DEPENDENT = {"rule-coverage"}
+def bytes_only_ops() -> str:
+    """The ops priced as bytes alone, by the reason their rule gives (costs.bytes_only_ops)."""
+    from torchroofline.costs import bytes_only_ops as by_reason
+
+    rows = [[reason, str(len(names)), ", ".join(f"`{name}`" for name in names)]
+            for reason, names in by_reason().items()]
+    return f"On torch {_torch_release()}:\n\n" + _table(["why no FLOPs", "ops", "names"], rows)
+
+
+RELEASE_DEPENDENT = {"rule-coverage", "bytes-only-ops"}
 
 
 def performance() -> str:
@@ -304,6 +313,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "memory-verdicts": memory_verdicts,
     "performance": performance,
     "rule-coverage": rule_coverage,
+    "bytes-only-ops": bytes_only_ops,
     "estimate-constants": estimate_constants,
     "estimate-accuracy": estimate_accuracy,
     "unit-rules": unit_rules,

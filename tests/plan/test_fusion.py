@@ -502,8 +502,9 @@ def test_batch_norm_in_training_is_statistics_then_a_pointwise_kernel() -> None:
     model = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU())
     kernels, _ = plan_of(model, meta(n, c, 16, 16))
     stats, normalize = [k for k in kernels if "batch_norm" in k.name]
-    # statistics: the saved mean and inverse standard deviation (c each)
-    assert kernel_elements(stats) == n * c * hw + params + 2 * c
+    # statistics: the saved mean and inverse standard deviation (c each), and the running mean
+    # and variance it updates (c each)
+    assert kernel_elements(stats) == n * c * hw + params + 2 * c + 2 * c
     assert kernel_elements(normalize) == n * c * hw + params + 2 * c + n * c * hw
     assert "reduction over outer dims" in " ".join(map(str, normalize.refusals))
 
@@ -515,8 +516,9 @@ def test_eager_batch_norm_in_training_is_two_kernels() -> None:
     result = analyze(nn.BatchNorm2d(c), meta(n, c, 16, 16))
     stats, normalize = [k for k in result.eager_kernels if "batch_norm" in k.name]
     # statistics: x and four parameter vectors in; the saved mean and inverse standard
-    # deviation out (batch_norm_stats' mean and invstd), which the normalize reads
-    assert stats.bytes == (n * c * hw + 4 * c + 2 * c) * FP32
+    # deviation out (batch_norm_stats' mean and invstd), which the normalize reads, and the
+    # updated running mean and variance
+    assert stats.bytes == (n * c * hw + 4 * c + 2 * c + 2 * c) * FP32
     assert normalize.bytes == (n * c * hw + 4 * c + 2 * c + n * c * hw) * FP32
     assert result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes
 

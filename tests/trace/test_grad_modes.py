@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from conftest import H100_BF16, Fn, analyze, meta
 from torchroofline.errors import InputError
 from torchroofline.price.roofline import Result
-from torchroofline.trace.tracer import _functional_form
+from torchroofline.trace.schema import _functional_form
 
 
 def _figures(result: Result) -> tuple:

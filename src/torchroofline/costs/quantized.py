@@ -19,8 +19,9 @@ import math
 
 import torch
 
+from ..trace.aten_ops import aten
 from ..trace.refs import TracedOp
-from . import Category, FlopCount, MatmulKind, aten, register
+from ._core import Category, FlopCount, MatmulKind, register
 
 #: Values one element of a packed dtype holds; every other dtype holds one.
 VALUES_PER_ELEMENT = {torch.float4_e2m1fn_x2: 2}

@@ -15,19 +15,17 @@ import torch
 from torch.utils.flop_counter import sdpa_backward_flop_count
 
 from ..trace.aten_ops import aten
-from ..trace.refs import TracedOp
-from . import (
-    NO_FLOPS,
-    Category,
-    FlopCount,
-    MatmulKind,
+from ..trace.refs import TensorRef, TracedOp
+from ._core import Category, FlopCount, MatmulKind, NoArithmetic, _numel, register
+from .attention import (
     _as_4d,
-    _causal_kept,
-    _flop_counter_formula,
-    _numel,
-    register,
-    rnn_flops,
+    _fused_attention_flops,
+    backward_flops_per_entry,
+    efficient_band,
+    flash_band,
+    kept_pairs,
 )
+from .matmul import _flop_counter_formula, rnn_flops
 
 register([aten.convolution_backward], Category.COMPUTE, fusible=False)(
     _flop_counter_formula(MatmulKind.CONV)
@@ -35,7 +33,10 @@ register([aten.convolution_backward], Category.COMPUTE, fusible=False)(
 
 
 @register([aten._scaled_dot_product_flash_attention_backward,
-           aten._scaled_dot_product_efficient_attention_backward],
+           aten._scaled_dot_product_efficient_attention_backward,
+           aten._scaled_dot_product_cudnn_attention_backward,
+           aten._scaled_dot_product_flash_attention_for_cpu_backward,
+           aten._scaled_dot_product_fused_attention_overrideable_backward],
           Category.COMPUTE, fusible=False)
 def attention_backward_flops(op: TracedOp) -> FlopCount:
     """dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K, dK = dSᵀ·Q and the recomputed S = Q·Kᵀ: 2.5× the
@@ -45,8 +46,16 @@ def attention_backward_flops(op: TracedOp) -> FlopCount:
     flops = sdpa_backward_flop_count(grad_output, query, key, value)
     if op.argument("is_causal"):
         query_len, key_len = query[2], key[2]
-        flops = flops * _causal_kept(query_len, key_len) // (query_len * key_len)
+        flops = flops * kept_pairs(query_len, key_len, high=0) // (query_len * key_len)
     return FlopCount(tensor=int(flops), kind=MatmulKind.ATTENTION)
+
+
+register([aten._flash_attention_backward], Category.COMPUTE, fusible=False)(
+    _fused_attention_flops(flash_band, backward_flops_per_entry)
+)
+register([aten._efficient_attention_backward], Category.COMPUTE, fusible=False)(
+    _fused_attention_flops(efficient_band, backward_flops_per_entry)
+)
 
 
 @register([aten._cudnn_rnn_backward], Category.COMPUTE, fusible=False)
@@ -84,6 +93,33 @@ def softmax_backward_flops(op: TracedOp) -> FlopCount:
 def embedding_backward_flops(op: TracedOp) -> FlopCount:
     """Each gradient row is added into the weight row its index picks: one add per element."""
     return FlopCount(vector=op.args[0].numel())
+
+
+#: ``reduction`` of the loss ops (``torch.nn._reduction``): 0 none, 1 mean, 2 sum.
+LOSS_REDUCTION_NONE = 0
+
+
+@register([aten.mse_loss_backward], Category.POINTWISE, fusible=True)
+def mse_loss_backward_flops(op: TracedOp) -> FlopCount:
+    """dx = (x − t)·2·dy (/N for a mean): reduced, dy is one value, so the scale 2·dy/N is
+    computed once and each element costs a subtract and a multiply; unreduced (``none``), dy
+    has a value per element: a subtract and two multiplies."""
+    per_element = 3 if op.argument("reduction") == LOSS_REDUCTION_NONE else 2
+    return FlopCount(vector=per_element * op.argument("self").numel())
+
+
+def _pooled_gradient_reads(op: TracedOp) -> tuple[TensorRef, ...]:
+    """A max-pool backward loads the output gradient and the argmax indices; its ``self`` (the
+    forward input) gives the gradient's shape, its values are never loaded."""
+    grad_output, _source, *rest = op.reads
+    return (grad_output, *rest)
+
+
+register([aten.max_pool2d_with_indices_backward, aten.max_pool3d_with_indices_backward],
+         Category.DATA_MOVEMENT, fusible=True, reads=_pooled_gradient_reads)(NoArithmetic(
+    "routes each output gradient to its window's argmax: two windows add into one element "
+    "only where they overlap and their maxima coincide, which the data decides"
+))
 
 
 # --- Optimizers: multi-tensor apply and fused kernels --------------------------------------
@@ -146,10 +182,9 @@ for _packet, _flops in FUSED_OPTIMIZER_FLOPS_PER_ELEMENT.items():
     register([_packet], Category.POINTWISE, fusible=False)(_foreach(_flops))
 
 
-@register([aten.slice_backward, aten.select_backward, aten.diagonal_backward,
-           aten.unfold_backward, aten.as_strided_backward],
-          Category.DATA_MOVEMENT, fusible=True)
-def view_backward_flops(op: TracedOp) -> FlopCount:
-    """The gradient of a view: zeros of the base's shape with the view's gradient stored into
-    them (no arithmetic; Inductor writes it as one pointwise kernel)."""
-    return NO_FLOPS
+register([aten.slice_backward, aten.select_backward, aten.diagonal_backward,
+          aten.unfold_backward, aten.as_strided_backward],
+         Category.DATA_MOVEMENT, fusible=True)(NoArithmetic(
+    "the gradient of a view: zeros of the base's shape with the view's gradient stored into "
+    "them (Inductor writes it as one pointwise kernel)"
+))

@@ -52,11 +52,22 @@ _WRITTEN_ONLY_WITH: dict[str, tuple[str, str]] = {
 }
 
 
+#: Arguments a kernel writes in place though its schema does not mark them: the batch norms
+#: whose schemas predate alias annotations update ``running_mean`` and ``running_var`` in
+#: training (``_native_batch_norm_legit`` marks them). Keyed by op packet name: (written
+#: arguments, the flag argument that must be true).
+_WRITTEN_UNMARKED: dict[str, tuple[tuple[str, ...], str]] = {
+    name: (("running_mean", "running_var"), "training")
+    for name in ("native_batch_norm", "cudnn_batch_norm", "miopen_batch_norm")
+}
+
+
 def _mutated_arguments(func: Any, args: tuple, kwargs: dict, output: Any) -> list[torch.Tensor]:
     """Arguments the op writes in place that it does not also return (batch-norm running
     statistics): they are writes too."""
-    written = _written_arguments(func)
-    if not written:
+    written = [name for _, name in _written_arguments(func)]
+    unmarked, flag = _WRITTEN_UNMARKED.get(func.overloadpacket.__name__, ((), ""))
+    if not written and not unmarked:
         return []
     returned = {t.untyped_storage()._cdata for t in _tensors(output)}
     positions = _schema_positions(func)
@@ -65,9 +76,11 @@ def _mutated_arguments(func: Any, args: tuple, kwargs: dict, output: Any) -> lis
         position = positions[name][0]
         return args[position] if position < len(args) else kwargs.get(name)
 
+    if unmarked and value_of(flag):
+        written += unmarked
     only_with = _WRITTEN_ONLY_WITH.get(func.overloadpacket.__name__)
     mutated = []
-    for _, name in written:
+    for name in written:
         if only_with and name == only_with[0] and value_of(only_with[1]) is None:
             continue
         tensors = _tensors(value_of(name))

@@ -403,7 +403,9 @@ def split_normalization(op: OpRecord, fresh_id: Callable[[], int]) -> tuple[OpRe
     reduction keeps the op's FLOPs and writes the per-row statistics — a norm's own small
     outputs (mean and rstd; an RMS norm's rstd), a softmax's row max and row sum (the buffers
     its decomposition stores: ``amax``, then ``sum(exp(x - amax))``); the normalize reads the
-    input and the statistics and writes the normalized output."""
+    input and the statistics and writes the normalized output. A batch norm's updated running
+    statistics (written over its inputs' storage) are the statistics kernel's too; the
+    normalize does not read them."""
     if (
         op.category is not Category.REDUCTION  # the cheap test first: most ops are not
         or _short_op_name(op) not in NORMALIZATIONS
@@ -417,10 +419,12 @@ def split_normalization(op: OpRecord, fresh_id: Callable[[], int]) -> tuple[OpRe
                 offset=0, storage_elements=rows, elements=rows)
         for _ in ("max", "sum")
     )
+    updated = {ref.storage_id for ref in op.reads}
     return (
         replace(op, writes=stats),
-        replace(op, category=Category.POINTWISE, reads=(*op.reads, *stats), writes=(out,),
-                flops=FlopCount(), call_key=(), reduced_dims=None),
+        replace(op, category=Category.POINTWISE,
+                reads=(*op.reads, *(ref for ref in stats if ref.storage_id not in updated)),
+                writes=(out,), flops=FlopCount(), call_key=(), reduced_dims=None),
     )
 
 
