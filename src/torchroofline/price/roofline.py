@@ -41,8 +41,10 @@ from .precision import (
     unit_notes,
     unit_seconds,
 )
+from .shortcuts import Shortcut, any_input_work, bound_work, shortcut_verdict, shortcuts
 
 if TYPE_CHECKING:
+    from ..plan.demand import Necessary
     from ..trace.tracer import Trace
     from .step_figures import CheckpointWhatIf, PhaseFigures
 
@@ -206,6 +208,9 @@ class Actual:
     #: the highest math rung whose bound ``ms`` does not beat (:meth:`Result.possible_with`):
     #: "program" unless the time beats the program's own bound; None: faster than any math
     possible_with: str | None = "program"
+    #: "possible only with an algebraic shortcut (…)" for a time between the bound and the
+    #: bound of the program as written (:func:`.shortcuts.shortcut_verdict`); else None
+    shortcut: str | None = None
 
     @property
     def below_bound(self) -> bool:
@@ -252,6 +257,7 @@ class Actual:
             "gbps_fused": self.gbps_fused,
             "impossible": self.impossible,
             "possible_with": self.possible_with,
+            **({} if self.shortcut is None else {"shortcut": self.shortcut}),
         }
 
 
@@ -309,12 +315,29 @@ class Result:
     @cached_property
     def necessary_cost(self) -> Cost:
         """What the bound charges: the necessary FLOPs and the compulsory bytes."""
-        ops = self.plans.necessary.ops
+        ops = self.necessary.ops
         return Cost(
             tensor_flops=sum(op.flops.tensor for op in ops),
             vector_flops=sum(op.flops.vector for op in ops),
-            bytes=self.plans.necessary.bytes(self.float_bytes),
+            bytes=self.necessary.bytes(self.float_bytes),
         )
+
+    @cached_property
+    def necessary(self) -> Necessary:
+        """The work the bound charges: that of the cheapest equal program the algebraic rules
+        found, where it prices lower here than the program as written
+        (:func:`.shortcuts.bound_work`)."""
+        return bound_work(self)
+
+    @cached_property
+    def rewrites(self) -> tuple[Shortcut, ...]:
+        """The algebraic shortcuts the bound takes, each with the work and time it saves."""
+        return shortcuts(self)
+
+    @cached_property
+    def sol_as_written_ms(self) -> float | None:
+        """The speed of light of the program as written (ms), where shortcuts lower it."""
+        return self.sol_of(self.plans.necessary) * 1e3 if self.rewrites else None
 
     @cached_property
     def fused_cost(self) -> Cost:
@@ -367,7 +390,7 @@ class Result:
     def compute_sol_s(self) -> float:
         """The necessary FLOPs on their units at peak, at the analysis's math rung (seconds)."""
         return unit_seconds(
-            self.plans.necessary.ops, self.gpu, self.precision, self.switches, self.math
+            self.necessary.ops, self.gpu, self.precision, self.switches, self.math
         ).compute_s
 
     @property
@@ -381,7 +404,7 @@ class Result:
         (:func:`precision.math_rungs`: ``sol_by_math_s[result.math]`` is the bound): the
         necessary matmul-class work on that precision's unit where it is faster. Inputs and
         outputs keep their dtypes in memory, so the memory term is the same on every rung."""
-        necessary = self.plans.necessary.ops
+        necessary = self.necessary.ops
         return {
             rung: max(
                 unit_seconds(necessary, self.gpu, self.precision, self.switches, rung).compute_s,
@@ -407,16 +430,19 @@ class Result:
     def sol_any_input_s(self) -> float | None:
         """The speed of light for any input values (seconds) where the bound (:attr:`sol_s`)
         is for the given ones and differs from it (``plans.necessary_any_input``); else None."""
-        any_input = self.plans.necessary_any_input
+        any_input = any_input_work(self)
         if any_input is None:
             return None
-        compute = unit_seconds(
-            any_input.ops, self.gpu, self.precision, self.switches, self.math
-        ).compute_s
-        any_input_s = max(
-            compute, memory_sol_s(any_input.bytes(self.float_bytes), self.gpu, self.cache)
-        )
+        any_input_s = self.sol_of(any_input)
         return None if any_input_s == self.sol_s else any_input_s
+
+    def sol_of(self, necessary: Necessary) -> float:
+        """The speed of light (seconds) of ``necessary`` work on this GPU, at this precision,
+        math rung and cache mode."""
+        compute = unit_seconds(
+            necessary.ops, self.gpu, self.precision, self.switches, self.math
+        ).compute_s
+        return max(compute, memory_sol_s(necessary.bytes(self.float_bytes), self.gpu, self.cache))
 
     @property
     def bottleneck(self) -> str:
@@ -503,6 +529,7 @@ class Result:
             "sol": self.sol_s * 1e3,
             "sol_by_math": {rung: sol * 1e3 for rung, sol in self.sol_by_math_s.items()},
             **_any_input_ms(self.sol_any_input_s),
+            **_as_written_ms(self.sol_as_written_ms),
             "fused_estimate": self.fused_estimate_s * 1e3,
             "eager_estimate": self.eager_estimate_s * 1e3,
             "cudagraph_estimate": self.cudagraph_estimate_s * 1e3,
@@ -579,6 +606,11 @@ def _any_input_ms(any_input_s: float | None) -> dict[str, float]:
     return {} if any_input_s is None else {"sol_any_input": any_input_s * 1e3}
 
 
+def _as_written_ms(as_written_ms: float | None) -> dict[str, float]:
+    """``{"sol_as_written": ms}`` where algebraic shortcuts lower the bound."""
+    return {} if as_written_ms is None else {"sol_as_written": as_written_ms}
+
+
 def _actual(actual_ms: float | None, result: Result) -> Actual | None:
     if actual_ms is None:
         return None
@@ -591,6 +623,7 @@ def _actual(actual_ms: float | None, result: Result) -> Actual | None:
         compulsory_bytes=result.compulsory_bytes,
         fused_bytes=result.fused_bytes,
         possible_with=result.possible_with(actual_ms * 1e-3),
+        shortcut=shortcut_verdict(result, float(actual_ms)),
     )
 
 

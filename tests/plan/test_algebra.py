@@ -1,0 +1,257 @@
+"""The algebraic rules (torchroofline.algebra): each identity with a closed form where it fires
+and a program where it must not (a nonlinearity between, a cropped border, an in-place write
+between the reads). How the result, the JSON, the report and the prompt name a shortcut:
+tests/price/test_shortcuts.py.
+
+Sizes are large (meta tensors: free) so that the products are compute-bound and a shortcut
+lowers the speed of light; FLOPs are counted as the cost rules count them: a product
+2·M·K·N, a sum or mean one add per input element, a pointwise op one per output element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import Fn, analyze, meta
+from torchroofline.plan.algebra import chain_order
+from torchroofline.price.roofline import Result
+
+M, K, N = 2048, 1024, 512
+
+
+class _With(nn.Module):
+    """``forward`` is ``fn(self, *inputs)``; the keyword modules and parameters are attributes."""
+
+    def __init__(self, fn: Callable[..., Any], **parts: Any) -> None:
+        super().__init__()
+        self.fn = fn
+        for name, part in parts.items():
+            setattr(self, name, part)
+
+    def forward(self, *inputs: Any) -> Any:
+        return self.fn(self, *inputs)
+
+
+def _weight(*shape: int) -> nn.Parameter:
+    return nn.Parameter(torch.empty(shape, device="meta"))
+
+
+def _rules(result: Result) -> list[tuple[str, str]]:
+    return [(shortcut.module, shortcut.rule) for shortcut in result.rewrites]
+
+
+# --- linear maps commute with sums and means ---------------------------------------------------
+
+
+def test_a_column_sum_through_a_scale_is_a_matrix_vector_product() -> None:
+    # (x @ W / 2).sum(1) * 1.5 = (x @ W.sum(1)) / 2 * 1.5: 2·M·K tensor FLOPs; K·N adds to sum
+    # W, then a divide and a multiply per row
+    model = _With(lambda s, x: (x @ s.w / 2).sum(1, keepdim=True) * 1.5, w=_weight(K, N))
+    result = analyze(model, meta(M, K))
+    assert (result.tensor_flops, result.vector_flops) == (2 * M * K, K * N + 2 * M)
+    assert _rules(result) == [("", "sum through the linear map")]
+    shortcut = result.rewrites[0]
+    assert shortcut.flops_before == 2 * M * K * N + 2 * M * N  # the product, divide and sum
+    assert shortcut.flops_after == 2 * M * K + K * N + M
+    assert result.time_ms["sol_as_written"] > result.time_ms["sol"]
+
+
+def test_a_nonlinearity_between_the_product_and_the_sum_stops_the_rule() -> None:
+    model = _With(lambda s, x: torch.relu(x @ s.w).sum(1), w=_weight(K, N))
+    result = analyze(model, meta(M, K))
+    assert result.tensor_flops == 2 * M * K * N
+    assert not result.rewrites and "sol_as_written" not in result.time_ms
+
+
+def test_a_sum_over_a_transposed_product_is_no_column_sum() -> None:
+    # ((x @ W) / 2)ᵀ.sum(1) sums the product's rows: with a square product a column sum would
+    # have the right shape and the wrong value, so the rule must not take it for one
+    model = _With(lambda s, x: ((x @ s.w) / 2).T.sum(1), w=_weight(K, K))
+    result = analyze(model, meta(K, K))
+    assert result.tensor_flops == 2 * K**3 and not result.rewrites
+
+
+def test_a_linear_layer_on_a_3d_input_then_a_mean_over_features() -> None:
+    # B·M rows: 2·B·M·K tensor FLOPs; K·N (W) + N (bias) adds, a divide per row
+    batch = 4
+    model = _With(lambda s, x: s.fc(x).mean(-1), fc=nn.Linear(K, N, device="meta"))
+    result = analyze(model, meta(batch, M, K))
+    assert result.tensor_flops == 2 * batch * M * K
+    assert result.vector_flops == K * N + N + batch * M
+    assert _rules(result) == [("fc", "sum through the linear map")]
+
+
+def test_a_sum_over_rows_is_the_summed_rows_times_the_matrix() -> None:
+    # (x @ W).sum(0) = x.sum(0) @ W: M·K adds, then 2·K·N
+    model = _With(lambda s, x: (x @ s.w).sum(0), w=_weight(K, N))
+    result = analyze(model, meta(M, K))
+    assert (result.tensor_flops, result.vector_flops) == (2 * K * N, M * K)
+
+
+def test_kernelbench_51_subtract_then_mean_moves_into_the_gemm() -> None:
+    # mean(x @ Wᵀ + b − c, 1) = (x @ ΣW + Σb − Σc) / N: N adds each for b and c, the subtract
+    # and the divide per row
+    model = _With(
+        lambda s, x: (s.gemm(x) - s.c).mean(1, keepdim=True),
+        gemm=nn.Linear(K, N, device="meta"), c=_weight(N),
+    )
+    result = analyze(model, meta(M, K))
+    assert result.tensor_flops == 2 * M * K
+    assert result.vector_flops == K * N + 2 * N + 2 * M
+
+
+def test_a_channel_sum_of_a_convolution_is_a_one_channel_convolution() -> None:
+    # Σ_co conv(x, W) = conv(x, Σ_co W): 2·Cin·k² per output pixel of one channel
+    n, cin, cout, size, k = 64, 64, 128, 64, 3
+    model = _With(lambda s, x: s.conv(x).sum(1), conv=nn.Conv2d(cin, cout, k, device="meta"))
+    result = analyze(model, meta(n, cin, size, size))
+    out = size - k + 1
+    assert result.tensor_flops == 2 * cin * k * k * n * out * out
+    assert _rules(result) == [("conv", "sum through the linear map")]
+
+
+def test_kernelbench_42_uncropped_transposed_conv_then_global_mean() -> None:
+    # Σ_p convT(x, W)[n, co] = Σ_ci (Σ x[n, ci])·(Σ_t W[ci, co, t]) + |p|·b[co]: one
+    # (N, Cin) @ (Cin, Cout) product
+    n, cin, cout, size = 64, 64, 128, 64
+    conv = nn.ConvTranspose2d(cin, cout, 3, stride=2, device="meta")
+    model = _With(lambda s, x: s.conv(x).mean((2, 3), keepdim=True), conv=conv)
+    result = analyze(model, meta(n, cin, size, size))
+    assert result.tensor_flops == 2 * n * cin * cout
+
+
+def test_a_cropped_border_keeps_the_transposed_conv() -> None:
+    n, cin, cout, size = 64, 64, 128, 64
+    conv = nn.ConvTranspose2d(cin, cout, 3, stride=2, padding=1, device="meta")
+    model = _With(lambda s, x: s.conv(x).mean((2, 3)), conv=conv)
+    result = analyze(model, meta(n, cin, size, size))
+    assert not result.rewrites
+    assert result.tensor_flops > 2 * n * cin * cout * 9 * size * size // 2
+
+
+def test_an_in_place_write_between_the_product_and_the_sum_stops_the_rule() -> None:
+    def forward(s: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        y = x @ s.w
+        s.w.mul_(2)  # the sum must use the W the product read
+        return (y / 2).sum(1)
+
+    result = analyze(_With(forward, w=_weight(K, N)), meta(M, K))
+    assert result.tensor_flops == 2 * M * K * N
+
+
+# --- constants, common subexpressions, broadcast operands --------------------------------------
+
+
+IDENTITIES = [
+    ("x − x = 0", lambda x: x - x, 4),
+    ("x·0 = 0", lambda x: x * 0, 4),
+    ("x eq x = True", lambda x: x == x, 1),
+    ("exp(x)·exp(−x) = 1", lambda x: torch.exp(x) * torch.exp(-x), 4),
+]
+
+
+@pytest.mark.parametrize(
+    ("rule", "function", "itemsize"), IDENTITIES, ids=[r for r, *_ in IDENTITIES]
+)
+def test_a_value_constant_for_finite_inputs_is_only_written(
+    rule: str, function: Callable, itemsize: int
+) -> None:
+    # no FLOPs and no input read: the M·K outputs written once
+    result = analyze(Fn(function), meta(M, K))
+    assert (result.flops, result.compulsory_bytes) == (0, M * K * itemsize)
+    assert _rules(result) == [("", rule)]
+
+
+@pytest.mark.parametrize(
+    ("rule", "function"),
+    [
+        ("softmax rows sum to 1", lambda x: torch.softmax(x, 1).sum(1)),
+        ("normalised rows sum to 0", lambda x: F.layer_norm(x, (K,)).mean(-1)),
+    ],
+)
+def test_rows_of_a_softmax_or_normalisation_sum_to_a_constant(
+    rule: str, function: Callable
+) -> None:
+    result = analyze(Fn(function), meta(M, K))
+    assert (result.flops, result.compulsory_bytes) == (0, M * 4)
+    assert _rules(result) == [("", rule)]
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        lambda x, y: x - y,
+        lambda x, y: torch.softmax(x, 1).sum(0),  # not along the softmax's dim
+        lambda x, y: (x * y).sum(1),
+    ],
+)
+def test_no_constant_where_the_identity_does_not_hold(function: Callable) -> None:
+    result = analyze(Fn(function), meta(M, K), meta(M, K))
+    assert not result.rewrites and result.flops > 0
+
+
+def test_layer_norm_with_an_affine_keeps_its_mean() -> None:
+    model = _With(lambda s, x: s.norm(x).mean(-1), norm=nn.LayerNorm(K, device="meta"))
+    assert analyze(model, meta(M, K)).flops > M * K
+
+
+def test_the_same_product_twice_is_computed_once() -> None:
+    # (x @ W) + (x @ W): one product, 2·M·K·N, and the add
+    model = _With(lambda s, x: (x @ s.w) + (x @ s.w), w=_weight(K, N))
+    result = analyze(model, meta(M, K))
+    assert (result.tensor_flops, result.vector_flops) == (2 * M * K * N, M * N)
+    assert _rules(result) == [("", "common subexpression")]
+    other = _With(lambda s, x: (x @ s.w) + (x @ s.v), w=_weight(K, N), v=_weight(K, N))
+    assert analyze(other, meta(M, K)).tensor_flops == 4 * M * K * N
+
+
+def test_a_row_broadcast_operand_is_one_row_of_the_product() -> None:
+    model = _With(lambda s, v: v.expand(M, K) @ s.w, w=_weight(K, N))
+    result = analyze(model, meta(K))
+    assert result.tensor_flops == 2 * K * N
+    assert _rules(result) == [("", "broadcast operand computed once")]
+    assert analyze(model, meta(M, K)).tensor_flops == 2 * M * K * N  # no broadcast: no rule
+
+
+# --- chains ----------------------------------------------------------------------------------
+
+
+def test_chain_order_is_the_classic_dynamic_program() -> None:
+    # 10×30, 30×5, 5×60: (AB)C = 1500 + 3000 = 4500 multiply-adds, A(BC) = 9000 + 18000
+    cost, split = chain_order([10, 30, 5, 60])
+    assert (cost, split[0, 2]) == (4500, 1)
+
+
+def test_a_product_times_a_vector_is_reassociated() -> None:
+    # (A @ B) @ v = A @ (B @ v): two matrix-vector products, 2·2·n²
+    n = 4096
+    result = analyze(Fn(lambda a, b, v: (a @ b) @ v), meta(n, n), meta(n, n), meta(n))
+    assert result.tensor_flops == 4 * n * n
+    assert _rules(result) == [("", "matrix chain reassociated")]
+    already = analyze(Fn(lambda a, b, v: a @ (b @ v)), meta(n, n), meta(n, n), meta(n))
+    assert not already.rewrites and already.tensor_flops == 4 * n * n
+
+
+def test_a_low_rank_operand_is_applied_factor_by_factor() -> None:
+    # x @ (u @ vᵀ) = (x @ u) @ vᵀ: 2·n·n·1 twice instead of 2·n³
+    n = 4096
+    result = analyze(Fn(lambda x, u, v: x @ (u @ v)), meta(n, n), meta(n, 1), meta(1, n))
+    assert result.tensor_flops == 4 * n * n
+
+
+def test_two_linear_layers_without_activation_are_multiplied_out() -> None:
+    # Linear(K, H) → Linear(H, 1): W₁ @ W₂ (2·K·H), x @ that (2·M·K), b₁ @ W₂ (2·H)
+    hidden = 2048
+    first, second = nn.Linear(K, hidden, device="meta"), nn.Linear(hidden, 1, device="meta")
+    model = _With(lambda s, x: s.b(s.a(x)), a=first, b=second)
+    result = analyze(model, meta(M, K))
+    assert result.tensor_flops == 2 * K * hidden + 2 * M * K + 2 * hidden
+    assert _rules(result) == [("b", "linear layers multiplied out")]
+    relu = _With(lambda s, x: s.b(torch.relu(s.a(x))), a=first, b=second)
+    assert analyze(relu, meta(M, K)).tensor_flops == 2 * M * hidden * (K + 1)
