@@ -20,7 +20,9 @@ import torch.nn.functional as F
 
 from conftest import Fn, analyze, meta
 from torchroofline.plan.algebra import chain_order
+from torchroofline.plan.algebra._core import Graph, rules_for
 from torchroofline.price.roofline import Result
+from torchroofline.trace.tracer import trace_model
 
 M, K, N = 2048, 1024, 512
 
@@ -124,6 +126,20 @@ def test_kernelbench_42_uncropped_transposed_conv_then_global_mean() -> None:
     model = _With(lambda s, x: s.conv(x).mean((2, 3), keepdim=True), conv=conv)
     result = analyze(model, meta(n, cin, size, size))
     assert result.tensor_flops == 2 * n * cin * cout
+
+
+def test_a_global_mean_of_a_padded_convolution_sums_boxes_of_the_input() -> None:
+    # each tap sums the input box it reaches (prefix sums, borders cut), then one
+    # (N, Cin·9) @ (Cin·9, Cout) product: 2·N·Cin·9·Cout tensor FLOPs
+    n, cin, cout, size = 64, 64, 128, 64
+    conv = nn.Conv2d(cin, cout, 3, padding=1, device="meta")
+    model = _With(lambda s, x: s.conv(x).mean((2, 3)), conv=conv)
+    result = analyze(model, meta(n, cin, size, size))
+    assert result.tensor_flops == 2 * n * cin * 9 * cout
+    assert _rules(result) == [("conv", "sum through the linear map")]
+    strided = nn.Conv2d(cin, cout, 3, stride=2, device="meta")  # boxes with holes: no rule
+    model = _With(lambda s, x: s.conv(x).mean((2, 3)), conv=strided)
+    assert not analyze(model, meta(n, cin, size, size)).rewrites
 
 
 def test_a_cropped_border_keeps_the_transposed_conv() -> None:
@@ -255,3 +271,79 @@ def test_two_linear_layers_without_activation_are_multiplied_out() -> None:
     assert _rules(result) == [("b", "linear layers multiplied out")]
     relu = _With(lambda s, x: s.b(torch.relu(s.a(x))), a=first, b=second)
     assert analyze(relu, meta(M, K)).tensor_flops == 2 * M * hidden * (K + 1)
+
+
+# --- every replacement computes what the op it replaces computes --------------------------------
+
+
+def _replacement(model: nn.Module, inputs: tuple) -> tuple[str, torch.Tensor]:
+    """The first shortcut a rule finds in ``model(*inputs)``: its name and its replacement run
+    on the real inputs and parameters (each read as the trace read it: views included)."""
+    trace = trace_model(model, inputs)
+    values = dict(zip(trace.argument_value_ids, inputs, strict=True))
+    parameters = dict(model.named_parameters())
+    values |= {value: parameters[name] for name, value in trace.module_value_ids.items()}
+    graph = Graph.of(trace)
+    for index, op in enumerate(trace.ops):
+        for rule in rules_for(op):
+            match = rule(graph, index)
+            if match is not None:
+                tensors = [
+                    values[ref.value_id].detach().as_strided(ref.shape, ref.strides, ref.offset)
+                    for ref in match.inputs
+                ]
+                return match.rule, match.build(*tensors)
+    raise AssertionError("no rule fired")
+
+
+def _double(*shape: int) -> torch.Tensor:
+    return torch.randn(shape, dtype=torch.float64)
+
+
+class _Linear(nn.Module):
+    def __init__(self, body: Callable[..., torch.Tensor], **layers: nn.Module) -> None:
+        super().__init__()
+        self.body = body
+        self.layers = nn.ModuleDict(layers)
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.body(self.layers, *inputs)
+
+
+EXACT = [
+    ("gemm-scale-sum", Fn(lambda x, w: (x @ w / 2).sum(1, keepdim=True)),
+     (_double(7, 5), _double(5, 4))),
+    ("rows", Fn(lambda x, w: (x @ w).sum(0)), (_double(7, 5), _double(5, 4))),
+    ("both", Fn(lambda x, w: (-(x @ w)).mean()), (_double(7, 5), _double(5, 4))),
+    ("bmm", Fn(lambda x, w: (torch.bmm(x, w) * 3).sum(-1)), (_double(2, 7, 5), _double(2, 5, 4))),
+    ("linear-3d-sub",
+     _Linear(lambda m, x, c: (m["fc"](x) - c).mean(-1), fc=nn.Linear(5, 4).double()),
+     (_double(2, 3, 5), _double(4))),
+    ("conv-channels", Fn(lambda x, w, b: F.conv2d(x, w, b, padding=1).sum(1)),
+     (_double(2, 3, 6, 5), _double(4, 3, 3, 3), _double(4))),
+    ("conv-window", Fn(lambda x, w, b: F.conv2d(x, w, b, padding=2).mean((2, 3))),
+     (_double(2, 3, 6, 5), _double(4, 3, 3, 3), _double(4))),
+    ("conv1d-window", Fn(lambda x, w: F.conv1d(x, w).sum(-1)),
+     (_double(2, 3, 9), _double(4, 3, 3))),
+    ("convT-global", Fn(lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2).mean((2, 3))),
+     (_double(2, 3, 5, 4), _double(3, 4, 3, 3), _double(4))),
+    ("convT-channels", Fn(lambda x, w: F.conv_transpose2d(x, w, padding=1).sum(1)),
+     (_double(2, 3, 5, 4), _double(3, 4, 3, 3))),
+    ("chain", Fn(lambda a, b, v: (a @ b) @ v), (_double(6, 6), _double(6, 6), _double(6))),
+    ("low-rank", Fn(lambda x, u, v: x @ (u @ v)), (_double(6, 6), _double(6, 1), _double(1, 6))),
+    ("linear-linear", _Linear(lambda m, x: m["b"](m["a"](x)), a=nn.Linear(6, 8).double(),
+                              b=nn.Linear(8, 1).double()), (_double(7, 6),)),
+    ("broadcast", Fn(lambda v, w: v.expand(6, 5) @ w), (_double(5), _double(5, 3))),
+    ("softmax", Fn(lambda x: torch.softmax(x, 1).mean(1)), (_double(4, 5),)),
+    ("layer-norm", Fn(lambda x: F.layer_norm(x, (5,)).sum(-1)), (_double(4, 5),)),
+    ("exp", Fn(lambda x: torch.exp(-x) * torch.exp(x)), (_double(4, 5),)),
+]
+
+
+@pytest.mark.parametrize(("model", "inputs"), [c[1:] for c in EXACT], ids=[c[0] for c in EXACT])
+def test_the_replacement_computes_the_same_values(model: nn.Module, inputs: tuple) -> None:
+    """Each identity checked on float64 data: the replacement equals the program's output."""
+    _, replaced = _replacement(model, inputs)
+    expected = model(*inputs)
+    assert replaced.shape == expected.shape
+    assert torch.allclose(replaced, expected.to(replaced.dtype), atol=1e-9)

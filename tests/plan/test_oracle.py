@@ -613,6 +613,8 @@ ALGEBRA_PROGRAMS = [
      (torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3))),
     ("convT-global-mean", lambda x, w: F.conv_transpose2d(x, w, stride=2).mean((2, 3)),
      (torch.randn(2, 3, 5, 5), torch.randn(3, 4, 3, 3))),
+    ("conv-global-mean", lambda x, w: F.conv2d(x, w, padding=1).mean((2, 3)),
+     (torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3))),
     ("self-difference", lambda x: x - x, (torch.randn(4, 5),)),
     ("exp-times-exp-negated", lambda x: torch.exp(x) * torch.exp(-x), (torch.randn(4, 5),)),
     ("softmax-row-sum", lambda x: torch.softmax(x, 1).sum(1), (torch.randn(4, 5),)),

@@ -17,11 +17,13 @@ to an operand in between (an in-place change between the two reads).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from ...costs import OpKey, aten, lookup
 from ...trace.tracer import TensorRef, TracedOp
@@ -204,6 +206,52 @@ def _spatial_form(op: TracedOp) -> _Form | None:
     return _Form((source, weight, *bias), build)
 
 
+def _window_form(op: TracedOp) -> _Form | None:
+    """Σ_p conv(x, W)[n, co, p] = Σ_{ci, t} W[co, ci, t]·S[n, ci, t] + |p|·b[co], where
+    S[n, ci, t] sums the input box tap t reaches (with stride 1 the box [t − pad, t − pad +
+    out) per dim, cut by the borders): each box from the input's prefix sums by
+    inclusion–exclusion over its 2^d corners, then one (N, Cin·T) @ (Cin·T, Cout) product.
+    Stride and dilation 1 (every input element then lies in some box), one group, zero padding."""
+    args = _conv_arguments(op)
+    source, weight, *bias = op.reads
+    spatial = len(source.shape) - 2
+    if args["transposed"] or args["groups"] != 1 or spatial < 1 or any(
+        s != 1 for s in (*args["stride"], *args["dilation"])
+    ):
+        return None
+    shape = op.writes[0].shape
+    sizes, kernel, out = source.shape[2:], weight.shape[2:], shape[2:]
+    padding = tuple(args["padding"])
+    area = math.prod(out)
+    taps = list(itertools.product(*(range(k) for k in kernel)))
+    boxes = [
+        [(max(t - p, 0), min(t - p + o, n)) for t, p, o, n in zip(tap, padding, out, sizes,
+                                                                 strict=True)]
+        for tap in taps
+    ]
+
+    def build(x: torch.Tensor, w: torch.Tensor, *b: torch.Tensor) -> torch.Tensor:
+        prefix = F.pad(x, (1, 0) * spatial)  # prefix[..., i] = Σ_{q < i} x[..., q]
+        for dim in range(2, 2 + spatial):
+            prefix = prefix.cumsum(dim)
+        sums = []
+        for box in boxes:
+            # the all-high corner first: its sign is +, then ± by the count of low corners
+            corners = sorted(itertools.product((0, 1), repeat=spatial), key=sum, reverse=True)
+            total = None
+            for corner in corners:
+                term = prefix[(..., *(box[d][c] for d, c in enumerate(corner)))]
+                plus = (spatial - sum(corner)) % 2 == 0
+                total = term if total is None else total + term if plus else total - term
+            sums.append(total)
+        boxed = torch.stack(sums, -1).reshape(x.shape[0], -1)  # (N, Cin·T)
+        flat = w.reshape(w.shape[0], -1).t()  # (Cin·T, Cout)
+        y = torch.addmm(b[0] * area, boxed, flat) if b else torch.mm(boxed, flat)
+        return y.reshape(*y.shape, *(1 for _ in range(spatial)))
+
+    return _Form((source, weight, *bias), build)
+
+
 def _form(op: TracedOp, ref: TensorRef, dims: tuple[int, ...]) -> _Form | None:
     """The summed map for a sum over ``dims`` of ``ref`` (a contiguous view of ``op``'s
     output), or None where the dims are no whole axis of the map's output."""
@@ -230,7 +278,7 @@ def _form(op: TracedOp, ref: TensorRef, dims: tuple[int, ...]) -> _Form | None:
         if dims == (1,):
             return _channel_form(op)
         if dims == tuple(range(2, len(shape))):
-            return _spatial_form(op)
+            return _spatial_form(op) or _window_form(op)
     return None
 
 
