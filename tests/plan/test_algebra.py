@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from conftest import Fn, analyze, meta
 from torchroofline.plan.algebra import chain_order
 from torchroofline.plan.algebra._core import Graph, rules_for
+from torchroofline.plan.demand import known_values
 from torchroofline.price.roofline import Result
 from torchroofline.trace.tracer import trace_model
 
@@ -273,6 +274,65 @@ def test_two_linear_layers_without_activation_are_multiplied_out() -> None:
     assert analyze(relu, meta(M, K)).tensor_flops == 2 * M * hidden * (K + 1)
 
 
+# --- constant buffers with structure ---------------------------------------------------------
+
+
+class _Buffered(nn.Module):
+    """``forward`` is ``fn(self, *inputs)``; the keyword tensors are buffers (known values)."""
+
+    def __init__(self, fn: Callable[..., Any], **buffers: torch.Tensor) -> None:
+        super().__init__()
+        self.fn = fn
+        for name, value in buffers.items():
+            self.register_buffer(name, value)
+
+    def forward(self, *inputs: Any) -> Any:
+        return self.fn(self, *inputs)
+
+
+SQUARE = 1024
+
+
+@pytest.mark.parametrize(
+    ("rule", "model", "vector_flops"),
+    [
+        # x @ 1: a row sum (n adds per row), broadcast, and the scale: n² + n
+        ("constant matrix product is a sum",
+         _Buffered(lambda s, x: x @ s.m, m=torch.ones(SQUARE, SQUARE)), SQUARE**2 + SQUARE),
+        # x @ triu(1): a cumulative sum along the rows and the scale: 2·n²
+        ("triangular constant product is a cumulative sum",
+         _Buffered(lambda s, x: x @ s.m, m=torch.ones(SQUARE, SQUARE).triu()), 2 * SQUARE**2),
+        ("triangular constant product is a cumulative sum",
+         _Buffered(lambda s, x: s.m @ x, m=torch.ones(SQUARE, SQUARE).tril()), 2 * SQUARE**2),
+    ],
+)
+def test_a_product_with_a_constant_matrix_is_a_sum(
+    rule: str, model: nn.Module, vector_flops: int
+) -> None:
+    result = analyze(model, meta(SQUARE, SQUARE))
+    assert (result.tensor_flops, result.vector_flops) == (0, vector_flops)
+    assert _rules(result) == [("", rule)]
+
+
+def test_a_matrix_with_unequal_values_or_a_parameter_is_no_constant() -> None:
+    varied = _Buffered(lambda s, x: x @ s.m, m=torch.arange(SQUARE**2.0).reshape(SQUARE, SQUARE))
+    assert analyze(varied, meta(SQUARE, SQUARE)).tensor_flops == 2 * SQUARE**3
+    parameter = _With(lambda s, x: x @ s.w, w=nn.Parameter(torch.ones(SQUARE, SQUARE)))
+    assert analyze(parameter, meta(SQUARE, SQUARE)).tensor_flops == 2 * SQUARE**3
+
+
+def test_a_convolution_with_a_box_filter_is_a_box_sum() -> None:
+    # the channels summed (Cin adds per pixel) and one add per tap per output pixel: a 3×3
+    # average pool's 9 of one channel, then the scale; no tensor-core work
+    n, channels, size = 16, 64, 64
+    model = _Buffered(lambda s, x: F.conv2d(x, s.w, padding=1), w=torch.ones(8, channels, 3, 3))
+    result = analyze(model, meta(n, channels, size, size))
+    assert result.tensor_flops == 0
+    assert _rules(result) == [("", "constant filter is a box sum")]
+    dilated = _Buffered(lambda s, x: F.conv2d(x, s.w, dilation=2), w=torch.ones(8, channels, 3, 3))
+    assert not analyze(dilated, meta(n, channels, size, size)).rewrites
+
+
 # --- every replacement computes what the op it replaces computes --------------------------------
 
 
@@ -281,9 +341,9 @@ def _replacement(model: nn.Module, inputs: tuple) -> tuple[str, torch.Tensor]:
     on the real inputs and parameters (each read as the trace read it: views included)."""
     trace = trace_model(model, inputs)
     values = dict(zip(trace.argument_value_ids, inputs, strict=True))
-    parameters = dict(model.named_parameters())
-    values |= {value: parameters[name] for name, value in trace.module_value_ids.items()}
-    graph = Graph.of(trace)
+    held = dict(model.state_dict(keep_vars=True))  # parameters and buffers
+    values |= {value: held[name] for name, value in trace.module_value_ids.items()}
+    graph = Graph.of(trace, known_values(trace.ops, trace.constants))
     for index, op in enumerate(trace.ops):
         for rule in rules_for(op):
             match = rule(graph, index)
@@ -337,6 +397,19 @@ EXACT = [
     ("softmax", Fn(lambda x: torch.softmax(x, 1).mean(1)), (_double(4, 5),)),
     ("layer-norm", Fn(lambda x: F.layer_norm(x, (5,)).sum(-1)), (_double(4, 5),)),
     ("exp", Fn(lambda x: torch.exp(-x) * torch.exp(x)), (_double(4, 5),)),
+    ("ones", _Buffered(lambda s, x: x @ s.m, m=torch.full((5, 4), 3.0, dtype=torch.float64)),
+     (_double(6, 5),)),
+    ("triu-right", _Buffered(lambda s, x: x @ s.m, m=torch.ones(5, 5).double().triu()),
+     (_double(6, 5),)),
+    ("tril-right", _Buffered(lambda s, x: x @ s.m, m=torch.ones(5, 5).double().tril() * 2),
+     (_double(6, 5),)),
+    ("tril-left", _Buffered(lambda s, x: s.m @ x, m=torch.ones(5, 5).double().tril()),
+     (_double(5, 6),)),
+    ("triu-left", _Buffered(lambda s, x: s.m @ x, m=torch.ones(5, 5).double().triu()),
+     (_double(5, 6),)),
+    ("box", _Buffered(lambda s, x, b: F.conv2d(x, s.w, b, stride=2, padding=1),
+                      w=torch.full((4, 3, 3, 3), 0.5, dtype=torch.float64)),
+     (_double(2, 3, 7, 6), _double(4))),
 ]
 
 

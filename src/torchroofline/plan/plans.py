@@ -21,6 +21,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import torch
+
 from ..costs import OpRecord, cost_trace
 from ..trace.tracer import Trace
 from .algebra import Rewritten, cheapest_program
@@ -90,7 +92,8 @@ def make_plans(trace: Trace, ops: Sequence[OpRecord] | None = None) -> Plans:
     """Cost ``trace`` (unless its costed ``ops`` are given) and build its three plans, and the
     necessary work of the cheapest equal program where it is less."""
     ops = tuple(cost_trace(trace) if ops is None else ops)
-    any_input, given = _necessary(trace, ops)
+    known_any = known_values(trace.ops, trace.constants)
+    any_input, given = _necessary(trace, ops, known_any)
     return Plans(
         trace=trace,
         ops=ops,
@@ -99,24 +102,30 @@ def make_plans(trace: Trace, ops: Sequence[OpRecord] | None = None) -> Plans:
         else fused_step_plan(trace, ops),
         necessary=any_input if given is None else given,
         necessary_any_input=None if given is None else any_input,
-        cheapest=_cheapest(trace, ops, any_input if given is None else given),
+        cheapest=_cheapest(trace, ops, any_input if given is None else given, known_any),
     )
 
 
-def _necessary(trace: Trace, ops: Sequence[OpRecord]) -> tuple[Necessary, Necessary | None]:
+def _necessary(
+    trace: Trace, ops: Sequence[OpRecord], known_any: dict[int, torch.Tensor]
+) -> tuple[Necessary, Necessary | None]:
     """The necessary work for any input values, and for the given ones (None: no values
-    given, or none that change it)."""
-    known_any = known_values(trace.ops, trace.constants)
+    given, or none that change it); ``known_any``: the values known from shapes and
+    constants."""
     return necessary_work(trace, ops, known=known_any), given_necessary(trace, ops, known_any)
 
 
-def _cheapest(trace: Trace, ops: Sequence[OpRecord], as_written: Necessary) -> Cheapest | None:
+def _cheapest(
+    trace: Trace, ops: Sequence[OpRecord], as_written: Necessary,
+    known_any: dict[int, torch.Tensor],
+) -> Cheapest | None:
     """The cheapest equal program (:func:`.algebra.cheapest_program`) and its necessary work,
     where that is less than ``as_written`` in FLOPs or bytes (None otherwise)."""
-    program = cheapest_program(trace, ops)
+    program = cheapest_program(trace, ops, known_any)
     if program is None:
         return None
-    any_input, given = _necessary(program.trace, program.ops)
+    known = known_values(program.trace.ops, program.trace.constants)
+    any_input, given = _necessary(program.trace, program.ops, known)
     necessary = any_input if given is None else given
     if _flops(necessary) >= _flops(as_written) and necessary.bytes(4) >= as_written.bytes(4):
         return None

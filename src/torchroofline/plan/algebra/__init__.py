@@ -6,7 +6,8 @@ inputs: what a tolerance check accepts). Each identity is one rule (:data:`ALGEB
 keyed by the op whose output it recomputes), in a module of its family: :mod:`.linear` (linear
 maps commute with sums and means), :mod:`.identities` (values constant for finite inputs),
 :mod:`.shared` (work done once: common subexpressions, broadcast operands), :mod:`.chains`
-(matrix chains in their cheapest order). A rule rewrites, it never prices:
+(matrix chains in their cheapest order), :mod:`.buffers` (constant buffers with structure:
+ones, triangles of ones, box filters). A rule rewrites, it never prices:
 :func:`cheapest_program` splices every rule's replacement into the trace (:mod:`.splice`), and
 the demand walk and the pricing take the rewritten program as they take the program as
 written. Why a hand-written
@@ -15,20 +16,27 @@ pass and not equality saturation: docs/algebra.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+import torch
 
 from ...costs import OpRecord
 from ...trace.tracer import Trace
-from . import chains, identities, linear, shared
+from . import buffers, chains, identities, linear, shared
 from ._core import ALGEBRA_RULES, Graph, Match, rules_for
 from .chains import chain_order
 from .splice import Rewrite, Rewritten, spliced
 
 
-def cheapest_program(trace: Trace, records: Sequence[OpRecord]) -> Rewritten | None:
+def cheapest_program(
+    trace: Trace,
+    records: Sequence[OpRecord],
+    known: Mapping[int, torch.Tensor] | None = None,
+) -> Rewritten | None:
     """``trace`` with every shortcut a rule finds applied, costed; None when none applies (most
     programs: one registry look-up per op) or for a training step (its backward reads the
-    forward's values)."""
+    forward's values). ``known``: the values known from shapes and constants
+    (:func:`..demand.known_values`), which constant buffers' rules read."""
     if trace.step is not None:
         return None
     candidates = [
@@ -36,7 +44,7 @@ def cheapest_program(trace: Trace, records: Sequence[OpRecord]) -> Rewritten | N
     ]
     if not candidates:
         return None
-    graph = Graph.of(trace)
+    graph = Graph.of(trace, known)
     matches: list[Match] = []
     for index, rules in candidates:
         match = next((m for rule in rules if (m := rule(graph, index)) is not None), None)
@@ -52,6 +60,7 @@ __all__ = [
     "ALGEBRA_RULES",
     "Rewrite",
     "Rewritten",
+    "buffers",
     "chain_order",
     "chains",
     "cheapest_program",

@@ -4,7 +4,7 @@ the registry :data:`ALGEBRA_RULES` keyed by the aten op whose output a rule reco
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,10 +42,13 @@ class Graph:
     writers: dict[int, list[int]] = field(default_factory=dict)
     #: a call's (name, reads, arguments) → the first op that made it (:mod:`.shared`)
     first_call: dict[tuple, int] = field(default_factory=dict)
+    #: value id → its storage's elements, for the values known from shapes and constants
+    #: (:func:`..demand.known_values`)
+    known: Mapping[int, torch.Tensor] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, trace: Trace) -> Graph:
-        graph = cls(trace)
+    def of(cls, trace: Trace, known: Mapping[int, torch.Tensor] | None = None) -> Graph:
+        graph = cls(trace, known=known or {})
         for index, op in enumerate(trace.ops):
             if op.is_view:
                 continue
@@ -63,6 +66,11 @@ class Graph:
         """The op that wrote the value ``ref`` reads, if an op did (not an input)."""
         index = self.producers.get(ref.value_id)
         return None if index is None else (index, self.trace.ops[index])
+
+    def value(self, ref: TensorRef) -> torch.Tensor | None:
+        """The value ``ref`` reads, as it reads it, if it is known from shapes and constants."""
+        storage = self.known.get(ref.value_id)
+        return None if storage is None else storage.as_strided(ref.shape, ref.strides, ref.offset)
 
     def read_only_by(self, ref: TensorRef, index: int) -> bool:
         """Whether the value ``ref`` reads is read by op ``index`` alone (once) and is no output:
