@@ -262,6 +262,14 @@ def test_a_low_rank_operand_is_applied_factor_by_factor() -> None:
     assert result.tensor_flops == 4 * n * n
 
 
+def test_an_outer_product_operand_is_applied_factor_by_factor() -> None:
+    # x @ outer(u, v) = (x @ u) vᵀ: 2·n² for the matrix-vector product, n² for the scaling
+    n = 4096
+    result = analyze(Fn(lambda x, u, v: x @ torch.outer(u, v)), meta(n, n), meta(n), meta(n))
+    assert (result.tensor_flops, result.vector_flops) == (2 * n * n, n * n)
+    assert _rules(result) == [("", "matrix chain reassociated")]
+
+
 def test_two_linear_layers_without_activation_are_multiplied_out() -> None:
     # Linear(K, H) → Linear(H, 1): W₁ @ W₂ (2·K·H), x @ that (2·M·K), b₁ @ W₂ (2·H)
     hidden = 2048
@@ -394,6 +402,10 @@ EXACT = [
     ("linear-linear", _Linear(lambda m, x: m["b"](m["a"](x)), a=nn.Linear(6, 8).double(),
                               b=nn.Linear(8, 1).double()), (_double(7, 6),)),
     ("broadcast", Fn(lambda v, w: v.expand(6, 5) @ w), (_double(5), _double(5, 3))),
+    ("outer-right", Fn(lambda x, u, v: x @ torch.outer(u, v)), (_double(3, 5), _double(5),
+                                                               _double(4))),
+    ("outer-left", Fn(lambda u, v, y: torch.outer(u, v) @ y), (_double(3), _double(5),
+                                                              _double(5, 4))),
     ("softmax", Fn(lambda x: torch.softmax(x, 1).mean(1)), (_double(4, 5),)),
     ("layer-norm", Fn(lambda x: F.layer_norm(x, (5,)).sum(-1)), (_double(4, 5),)),
     ("exp", Fn(lambda x: torch.exp(-x) * torch.exp(x)), (_double(4, 5),)),

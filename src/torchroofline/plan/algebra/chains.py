@@ -2,7 +2,8 @@
 be evaluated in any association, and the classic dynamic program finds the one with the fewest
 multiply-adds. This covers (A @ B) @ v → A @ (B @ v), a low-rank operand x @ (u @ vᵀ) →
 (x @ u) @ vᵀ, and two linear layers with no nonlinearity between, whose weights a kernel
-multiplies first: (x @ W₁ + b₁) @ W₂ + b₂ = x @ (W₁ @ W₂) + (b₁ @ W₂ + b₂).
+multiplies first: (x @ W₁ + b₁) @ W₂ + b₂ = x @ (W₁ @ W₂) + (b₁ @ W₂ + b₂); and an outer
+product operand (``torch.outer``) applied factor by factor.
 
 Exact over the reals; the conditions: every inner product is read by the next one alone (else
 it must be computed anyway) and is no view of another shape (a reshape between two products
@@ -106,6 +107,49 @@ def reassociated_chain(graph: Graph, root: int) -> Match | None:
         return result.squeeze(-1) if vector else result
 
     return Match(RULE, root, tuple(factors), build, root)
+
+
+def _outer_factors(graph: Graph, ref: TensorRef, reader: int) -> tuple[TensorRef, TensorRef] | None:
+    """(a, b) where ``ref`` is the outer product a[:, None] · b[None, :] a ``mul`` of a column
+    and a row made (``torch.outer``), read by ``reader`` alone; None otherwise."""
+    found = graph.producer(ref)
+    if found is None or found[1].func is None or found[1].func.overloadpacket is not aten.mul:
+        return None
+    index, op = found
+    if len(op.reads) != 2 or op.writes[0] != ref or not graph.read_only_by(ref, reader):
+        return None
+    rows, columns = ref.shape
+    shapes = [(1,) * (2 - len(r.shape)) + tuple(r.shape) for r in op.reads]
+    for (column, row), (a, b) in ((shapes, op.reads), (shapes[::-1], op.reads[::-1])):
+        if column == (rows, 1) and row == (1, columns):
+            return a, b
+    return None
+
+
+@algebra_rule([aten.mm])
+def rank_one_operand(graph: Graph, root: int) -> Match | None:
+    """x @ (a bᵀ) = (x @ a) bᵀ and (a bᵀ) @ y = a (bᵀ @ y): a product with an outer product is a
+    matrix-vector product and a scaling, 2·M·K + M·N instead of 2·M·K·N."""
+    op = graph.op(root)
+    left, right = op.reads
+    rows, columns = op.writes[0].shape
+    factors = _outer_factors(graph, right, root)
+    if factors is not None:
+        inner = right.shape[0]
+
+        def build_right(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return (x @ a.reshape(inner, 1)) * b.reshape(1, columns)
+
+        return Match(RULE, root, (left, *factors), build_right, root)
+    factors = _outer_factors(graph, left, root)
+    if factors is None:
+        return None
+    inner = left.shape[1]
+
+    def build_left(y: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a.reshape(rows, 1) * (b.reshape(1, inner) @ y)
+
+    return Match(RULE, root, (right, *factors), build_left, root)
 
 
 @algebra_rule([aten.addmm])
