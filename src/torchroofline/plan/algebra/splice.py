@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from ...costs import OpRecord, cost_trace
+from ...errors import TorchrooflineError
 from ...trace.tracer import TensorRef, Trace, TracedOp, trace_model
 from ._core import Graph, Match, meta_like
 
@@ -68,7 +69,10 @@ def _recorded(match: Match, graph: Graph, names: _Names) -> tuple[TracedOp, ...]
     does not fill ``root``'s output as it is laid out (the rule then does not apply)."""
     root = graph.op(match.root)
     target = root.writes[0]
-    sub = trace_model(_Replacement(match.build), tuple(meta_like(r) for r in match.inputs))
+    try:
+        sub = trace_model(_Replacement(match.build), tuple(meta_like(r) for r in match.inputs))
+    except TorchrooflineError:  # a replacement torch cannot trace here: the rule does not apply
+        return None
     if len(sub.output_refs) != 1:
         return None
     result = sub.output_refs[0]
