@@ -72,6 +72,13 @@ def test_a_nonlinearity_between_the_product_and_the_sum_stops_the_rule() -> None
     assert not result.rewrites and "sol_as_written" not in result.time_ms
 
 
+def test_a_sum_over_a_transposed_product_sums_the_products_rows() -> None:
+    # (x @ W)ᵀ.sum(1) = Σ over the product's rows = x.sum(0) @ W: M·K adds, 2·K·N
+    model = _With(lambda s, x: (x @ s.w).T.sum(1), w=_weight(K, N))
+    result = analyze(model, meta(M, K))
+    assert (result.tensor_flops, result.vector_flops) == (2 * K * N, M * K)
+
+
 def test_a_sum_over_a_transposed_product_is_no_column_sum() -> None:
     # ((x @ W) / 2)ᵀ.sum(1) sums the product's rows: with a square product a column sum would
     # have the right shape and the wrong value, so the rule must not take it for one
@@ -382,6 +389,8 @@ EXACT = [
     ("gemm-scale-sum", Fn(lambda x, w: (x @ w / 2).sum(1, keepdim=True)),
      (_double(7, 5), _double(5, 4))),
     ("rows", Fn(lambda x, w: (x @ w).sum(0)), (_double(7, 5), _double(5, 4))),
+    ("transposed", Fn(lambda x, w: (x @ w).T.sum(1, keepdim=True)), (_double(7, 5), _double(5, 4))),
+    ("transposed-square", Fn(lambda x, w: (x @ w).t().mean(0)), (_double(5, 5), _double(5, 5))),
     ("both", Fn(lambda x, w: (-(x @ w)).mean()), (_double(7, 5), _double(5, 4))),
     ("bmm", Fn(lambda x, w: (torch.bmm(x, w) * 3).sum(-1)), (_double(2, 7, 5), _double(2, 5, 4))),
     ("linear-3d-sub",

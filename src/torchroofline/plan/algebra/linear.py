@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -127,6 +127,8 @@ class _Form:
 
     operands: tuple[TensorRef, ...]
     build: Callable[..., torch.Tensor]
+    #: the sum reads the map's (matrix) output transposed: the result is transposed back
+    transposed: bool = False
 
 
 def _summed(value: torch.Tensor, shape: Sequence[int], dims: Sequence[int]) -> torch.Tensor:
@@ -254,8 +256,13 @@ def _window_form(op: TracedOp) -> _Form | None:
 
 def _form(op: TracedOp, ref: TensorRef, dims: tuple[int, ...]) -> _Form | None:
     """The summed map for a sum over ``dims`` of ``ref`` (a contiguous view of ``op``'s
-    output), or None where the dims are no whole axis of the map's output."""
+    output, or a matrix output transposed), or None where the dims are no whole axis of the
+    map's output."""
     out = op.writes[0]
+    if _transposed(ref, out):
+        # Σ over dim d of the transpose is Σ over dim 1 − d of the product
+        form = _form(op, out, tuple(sorted(1 - d for d in dims)))
+        return None if form is None else replace(form, transposed=True)
     if ref.offset != out.offset or not is_contiguous(ref) or math.prod(ref.shape) != out.elements:
         return None
     shape = ref.shape
@@ -280,6 +287,13 @@ def _form(op: TracedOp, ref: TensorRef, dims: tuple[int, ...]) -> _Form | None:
         if dims == tuple(range(2, len(shape))):
             return _spatial_form(op) or _window_form(op)
     return None
+
+
+def _transposed(ref: TensorRef, out: TensorRef) -> bool:
+    """Whether ``ref`` reads a matrix ``out`` transposed (``.T``, ``.t()``)."""
+    return len(out.shape) == 2 and ref.offset == out.offset and (ref.shape, ref.strides) == (
+        out.shape[::-1], out.strides[::-1]
+    ) and ref.strides != out.strides
 
 
 def _suffix(shape: Sequence[int], dims: Sequence[int], size: int) -> bool:
@@ -362,7 +376,8 @@ def sum_through_linear_map(graph: Graph, root: int) -> Match | None:
     count = len(form.operands)
 
     def build(*tensors: torch.Tensor) -> torch.Tensor:
-        y = form.build(*tensors[:count]).reshape(keep_shape)
+        y = form.build(*tensors[:count])
+        y = (y.transpose(-2, -1) if form.transposed else y).reshape(keep_shape)
         rest = iter(tensors[count:])
         for step in steps:
             values = [
