@@ -3,6 +3,7 @@
 Every figure is drawn by torchroofline.present.viz from a real analysis. The MEASURED TIMES ARE
 ILLUSTRATIVE: invented multiples of the speed of light, chosen to look like a typical suite
 (one deliberately faster than light, to show the "impossible" highlight). No GPU was used.
+The trace picture is the exception: its times were measured on an H100 (a profiler trace).
 """
 
 from __future__ import annotations
@@ -15,10 +16,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torchroofline
-from torchroofline.present.viz import plot_gpus, plot_result, plot_suite
+from torchroofline.present.viz import plot_gpus, plot_result, plot_suite, plot_trace
 from torchroofline.suites.batch_report import BatchReport
+from torchroofline.suites.kineto import analyze_trace
 
 IMG_DIR = Path(__file__).resolve().parent / "img"
+#: A real H100 profiler trace (AMD-AGI/TraceLens, MIT): its times are measured, not invented.
+BERT_TRACE = (Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "traces"
+              / "h100_gaunernst_bert-small-uncased__1016001.json.gz")
 GPU = "h100-sxm"
 PRECISION = "fp32"
 
@@ -130,7 +135,14 @@ def main(out_dir: str | Path = IMG_DIR) -> list[Path]:
     plot_gpus(
         result, gpus=("v100", "a100-80gb", "h100-sxm", "b200", "l40s", "mi300x"), path=written[1]
     )
-    return written + plot_suite(suite_report(), out_dir)
+    return written + plot_suite(suite_report(), out_dir) + [trace_picture(out_dir)]
+
+
+def trace_picture(out_dir: Path) -> Path:
+    """``torchroofline trace --plot`` of the BERT-small H100 trace (docs/trace.md)."""
+    path = out_dir / "trace.png"
+    plot_trace(analyze_trace(BERT_TRACE), path)
+    return path
 
 
 if __name__ == "__main__":

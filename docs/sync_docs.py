@@ -1,4 +1,4 @@
-"""Regenerate every figure README.md and METHOD.md show from the code itself.
+"""Regenerate every figure README.md, METHOD.md and the pages in docs/ show from the code itself.
 
 Each generated block sits between ``<!-- BEGIN name -->`` and ``<!-- END name -->``; this script
 replaces its body by what the code prints now. ``--check`` changes nothing and exits 1 naming
@@ -19,7 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = (ROOT / "README.md", ROOT / "METHOD.md")
+#: The documents with generated blocks: README and METHOD, and the reference pages in docs/.
+DOCS = (
+    ROOT / "README.md",
+    ROOT / "METHOD.md",
+    *(ROOT / "docs" / f"{page}.md"
+      for page in ("api", "guide", "kernelbench", "estimates", "reference", "limitations",
+                   "trace")),
+)
 SUITE = "tests/fixtures/kernelbench"
 _BLOCK = re.compile(r"(<!-- BEGIN (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.DOTALL)
 
@@ -284,6 +291,11 @@ BLOCKS: dict[str, Callable[[], str]] = {
         "--format", "prompt", "--actual-ms", "2.9",
     ),
     "cli-gpus": lambda: _command("gpus"),
+    # a real H100 trace (AMD-AGI/TraceLens, MIT) kept as a test fixture
+    "cli-trace": lambda: _command(
+        "trace", "tests/fixtures/traces/h100_gaunernst_bert-small-uncased__1016001.json.gz",
+        "--top", "5",
+    ),
     "cli-kernelbench": lambda: _command(
         "kernelbench", f"{SUITE}/level1", f"{SUITE}/level2",
         "--timings", f"{SUITE}/baseline_time_torch.json",

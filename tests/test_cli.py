@@ -421,9 +421,9 @@ def test_kernel_names_are_never_cut():
     assert "projection_into_the_second_hidden_space: addmm" in text
 
 
-def test_every_json_key_is_documented_in_the_readme(capsys):
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    keys_section = readme.split("## JSON keys", 1)[1].split("\n## ", 1)[0]
+def test_every_json_key_is_documented_in_the_reference(capsys):
+    reference = (Path(__file__).parent.parent / "docs" / "reference.md").read_text()
+    keys_section = reference.split("## JSON keys", 1)[1].split("\n## ", 1)[0]
     code, out, _ = run(capsys, "analyze", MATMUL, "--json", "--actual-ms", "1")
     assert code == 0
     for key in json.loads(out):
@@ -464,3 +464,14 @@ def test_max_batch_reuses_the_analyzed_build_and_keeps_its_switches(capsys, tmp_
     finally:
         vars(torch).pop("_tf32_linear_imports", None)
     assert torch.get_float32_matmul_precision() == before
+
+
+def test_cli_autocast_without_train(capsys):
+    # --autocast was a training what-if only; an inference forward now runs under it too
+    code, out, _ = run(capsys, "analyze", MATMUL, "--json")
+    plain = json.loads(out)
+    code_mixed, out, _ = run(capsys, "analyze", MATMUL, "--json", "--autocast", "bf16")
+    mixed = json.loads(out)
+    assert code == code_mixed == 0
+    assert mixed["flops"]["tensor"] == plain["flops"]["tensor"]
+    assert mixed["time_ms"]["compute_sol"] < plain["time_ms"]["compute_sol"]

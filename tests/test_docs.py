@@ -12,6 +12,7 @@ import torch.nn as nn
 import torchroofline
 
 ROOT = Path(__file__).resolve().parent.parent
+_DOCS = (ROOT / "README.md", ROOT / "METHOD.md", *sorted((ROOT / "docs").glob("*.md")))
 
 
 def test_generated_blocks_are_current():
@@ -70,7 +71,7 @@ def _fences_outside_generated_blocks(text: str) -> list[str]:
 
 def test_program_output_in_the_docs_is_generated():
     # a report line pasted by hand goes stale silently; generated blocks are checked above
-    for name in ("README.md", "METHOD.md"):
-        assert _fences_outside_generated_blocks((ROOT / name).read_text()) == [], name
+    for doc in _DOCS:
+        assert _fences_outside_generated_blocks(doc.read_text()) == [], doc.name
     pasted = "intro\n```text\n  Eager estimate : 64.5 µs\n```\n"
     assert _fences_outside_generated_blocks(pasted) == ["```text\n  Eager estimate : 64.5 µs"]

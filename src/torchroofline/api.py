@@ -13,11 +13,14 @@ from .errors import InputError, ModelError
 from .plan.given import DATA_LIMIT_BYTES, resolve_data, with_given_values
 from .plan.memory import Allocation, BatchFit, allocations, batch_scaled, largest_batch, replay
 from .plan.plans import make_plans
+from .price.context import PricingContext
 from .price.hardware import GPUSpec
 from .price.roofline import Result, price
 from .price.step_figures import with_checkpoint
 from .trace.collector import paused
-from .trace.tracer import REAL_FALLBACK_LIMIT_BYTES, _module_tensors, check_inputs, trace_model
+from .trace.inputs import _module_tensors
+from .trace.modes import caller_autocast
+from .trace.tracer import REAL_FALLBACK_LIMIT_BYTES, check_inputs, trace_model
 from .trace.training import step_trace_options
 
 if TYPE_CHECKING:
@@ -78,7 +81,8 @@ def analyze(
     would), autograd's backward and one step of ``optimizer`` ("adamw", "adam", "sgd",
     "adafactor" or "none") built with ``optimizer_options`` (e.g. ``{"fused": True}``); the
     Result's ``phases`` split its figures by forward, backward and optimizer. ``autocast``
-    ("bf16", "fp16") runs the forward under ``torch.autocast`` (mixed precision);
+    ("bf16", "fp16"; default: that of a ``torch.autocast`` block around the call) runs the
+    forward under ``torch.autocast`` (mixed precision), in inference and in a training step;
     ``checkpoint`` names modules (``fnmatch`` patterns of module paths, ``["blocks.*"]``) whose
     activation checkpointing the Result prices (``checkpoint_what_if``: recompute FLOPs and
     time added, activation bytes saved).
@@ -88,18 +92,18 @@ def analyze(
     datasheet figures assume (:meth:`~torchroofline.gpu_spec.GPUSpec.at_clocks`).
     ``mem_clock_mhz`` likewise scales the bandwidth by the locked over the nominal memory clock.
     """
-    from .price.hardware import get_gpu
-    from .price.precision import MathSwitches, check_math, check_precision
-
-    spec = get_gpu(gpu).at_clocks(clock_mhz, mem_clock_mhz)
-    check_precision(precision)  # fail before tracing
-    check_math(math)
-    switches = MathSwitches.current()  # fp32 matmul-class units follow the user's torch switches
+    # resolved once, before tracing (a bad GPU name or precision fails first); fp32
+    # matmul-class units follow the torch switches as the user holds them now
+    context = PricingContext.resolve(
+        gpu, precision, cache, math=math, estimate_params=estimate_params,
+        clock_mhz=clock_mhz, mem_clock_mhz=mem_clock_mhz,
+    )
     if mode == "train" and data == "given":
         raise InputError(
             "data='given' is for inference: a training step's bound holds for any input "
             "values; leave data unset or pass data='any'"
         )
+    autocast = autocast or caller_autocast()
     bound_data = "given" if input_values is not None else resolve_data(
         data, inputs, data_limit_bytes
     )
@@ -109,10 +113,7 @@ def analyze(
     )
     if bound_data == "given" and trace.step is None:
         trace = with_given_values(trace, input_values or inputs, _module_tensors(model))
-    return with_checkpoint(price(
-        make_plans(trace), spec, precision, cache, actual_ms,
-        estimate_params=estimate_params, switches=switches, math=math,
-    ), checkpoint)
+    return with_checkpoint(price(make_plans(trace), context, actual_ms), checkpoint)
 
 
 def max_batch(

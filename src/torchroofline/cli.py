@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument(
         "--autocast", choices=("bf16", "fp16"),
-        help="with --train: the forward under torch.autocast (mixed precision)",
+        help="the forward under torch.autocast (mixed precision), in inference or with --train",
     )
     analyze.add_argument(
         "--checkpoint", action="append", metavar="PATTERN", default=[],
@@ -309,6 +309,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate_arguments(validate)
     _common(validate)
+
+    from .suites.kineto import add_arguments as trace_arguments
+
+    trace = _command(
+        commands, "trace", help="price each op of a torch.profiler trace against its bound",
+        description="Join every kernel of a torch.profiler (Kineto) trace recorded with "
+        "record_shapes=True to the aten op that launched it, rebuild each op on fake tensors and "
+        "set its measured time against its speed of light on the trace's GPU; two traces are "
+        "compared op kind by op kind.",
+    )
+    trace_arguments(trace)
     return parser
 
 
@@ -351,11 +362,12 @@ def _plot_path(base: str, file: str, many: bool) -> str:
 
 
 def _training_options(args: argparse.Namespace) -> dict[str, Any] | None:
-    """analyze()'s training-step keywords from --train and its options."""
+    """analyze()'s training-step keywords from --train and its options (--autocast alone:
+    an inference forward under autocast)."""
     if not args.train:
-        if args.autocast or args.checkpoint:
-            raise _UsageError("--autocast and --checkpoint are training what-ifs; add --train")
-        return None
+        if args.checkpoint:
+            raise _UsageError("--checkpoint is a training what-if; add --train")
+        return {"autocast": args.autocast} if args.autocast else None
     return {"mode": "train", "optimizer": args.optimizer, "autocast": args.autocast,
             "checkpoint": args.checkpoint}
 
@@ -755,12 +767,28 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_FAILED if impossible_count(report) else EXIT_OK
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    """0: the report of one trace, or two side by side; ``--plot`` pictures each."""
+    from .suites.kineto import run
+
+    reports = run(args, _note)
+    if args.plot:
+        from .present.viz import plot_trace
+
+        for report in reports:
+            picture = _plot_path(args.plot, report.path, len(reports) > 1)
+            plot_trace(report, picture)
+            _note(f"wrote {picture}")
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "analyze": cmd_analyze,
     "gpus": cmd_gpus,
     "kernelbench": cmd_kernelbench,
     "plot": cmd_plot,
     "validate": cmd_validate,
+    "trace": cmd_trace,
 }
 
 

@@ -41,3 +41,8 @@ class DataDependentError(TorchrooflineError, RuntimeError):
 
 class ProblemFileError(TorchrooflineError, ValueError):
     """A KernelBench problem file that cannot be loaded (syntax error, no Model, ...)."""
+
+
+class TraceFileError(TorchrooflineError, ValueError):
+    """A profiler trace that cannot be used: not JSON, truncated, CPU-only, or recorded without
+    the fields the command needs (record_shapes)."""

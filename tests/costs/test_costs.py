@@ -19,7 +19,7 @@ from torchroofline.costs import (
     rule_coverage,
     rule_for,
 )
-from torchroofline.trace.tracer import TracedOp
+from torchroofline.trace.refs import TracedOp
 
 # --- Matmul class ------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from conftest import H100_BANDWIDTH, Fn, analyze, meta
 from torchroofline.costs import Cost, total_cost
 from torchroofline.plan import plans as plans_module
 from torchroofline.plan.plans import make_plans
+from torchroofline.price.context import PricingContext
 from torchroofline.price.roofline import price
 from torchroofline.trace.tracer import trace_model
 
@@ -59,8 +60,8 @@ def test_totals_are_the_sums_of_the_kernels() -> None:
 def test_price_takes_plans_built_from_the_stages() -> None:
     trace = trace_model(Fn(mlp), (meta(M, K), meta(K, N)))
     plans = make_plans(trace)
-    half = price(plans, "h100-sxm", "bf16")
-    full = price(plans, "h100-sxm", "fp32")
+    half = price(plans, PricingContext.resolve("h100-sxm", "bf16"))
+    full = price(plans, PricingContext.resolve("h100-sxm", "fp32"))
     # the same plans at two element sizes: every byte count halves
     assert 2 * half.fused_bytes == full.fused_bytes
     assert 2 * half.compulsory_bytes == full.compulsory_bytes

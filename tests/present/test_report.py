@@ -157,3 +157,32 @@ def test_a_chosen_math_makes_its_rung_the_speed_of_light() -> None:
         analyze(Fn(torch.relu), meta(8), math="int4")
     assert ladder_line(result) == (
         "fp32 32.1 µs · TF32 4.34 µs · BF16 3.76 µs · FP16 3.76 µs · FP8 3.76 µs")
+
+
+def test_headline_flops_are_necessary_and_executed_flops_stand_beside_them():
+    # Conv2d(8, 8, 3, padding=1, no bias) over (2, 8, 16, 16): per image and channel pair the
+    # kernels run 9·16·16 = 2,304 taps; 46² = 2,116 of them read the image (16·3 − 2 = 46 taps
+    # per axis land inside), the rest multiply the padding's zeros, which the bound leaves out.
+    # FlopCounterMode counts what ran
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from torchroofline.present.report import result_to_dict
+
+    conv = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)
+    result = analyze(conv, meta(2, 8, 16, 16))
+    executed = 2 * (2 * 8 * 8) * 9 * 16 * 16
+    assert result.flops == 2 * (2 * 8 * 8) * 46 * 46
+    assert result.executed_flops == executed
+    with FlopCounterMode(display=False) as counter:
+        conv(torch.randn(2, 8, 16, 16))
+    assert counter.get_total_flops() == executed
+    lines = format_result(result).splitlines()
+    assert any(line.startswith("  FLOPs (necessary)") and "541.70 KFLOPs" in line
+               for line in lines)
+    assert any(line.startswith("  FLOPs (executed)") and "589.82 KFLOPs" in line
+               for line in lines)
+    assert result_to_dict(result)["flops"] == {
+        "total": result.flops, "tensor": result.flops, "vector": 0, "executed": executed,
+    }
+    assert "necessary 541.70 K" in format_prompt(result) and "executed 589.82 K" in \
+        format_prompt(result)

@@ -513,6 +513,7 @@ def test_make_images_writes_the_readme_pictures(tmp_path):
         "roofline.png",
         "suite_histogram.png",
         "suite_scatter.png",
+        "trace.png",
     ]
     for path in paths:
         assert path.read_bytes()[:8] == PNG_MAGIC

@@ -114,6 +114,44 @@ def test_unknown_gpu_message_is_one_line_with_close_names() -> None:
     assert "torchroofline gpus" in message
 
 
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        # as nvidia-smi, rocm-smi and torch.cuda.get_device_name() print them
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("H100-SXM5-80GB", "h100-sxm"),
+        ("NVIDIA H100 NVL", "h100-nvl"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("NVIDIA A100 80GB PCIe", "a100-pcie"),
+        ("AMD Instinct MI300X VF", "mi300x"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("NVIDIA B200", "b200"),
+        ("Tesla V100-SXM2-32GB", "v100"),
+        ("Tesla V100-PCIE-32GB", "v100"),
+        ("Tesla V100-SXM2-16GB", "v100-16gb"),
+        ("NVIDIA A100-PCIE-40GB", "a100-40gb"),
+    ],
+)
+def test_device_names_as_drivers_print_them(name: str, key: str) -> None:
+    assert get_gpu(name).key == key
+
+
+def test_an_unknown_device_name_suggests_its_model_first() -> None:
+    # "H100 80GB" spelled otherwise: its other words resemble "A100 80GB", its model is an H100
+    with pytest.raises(UnknownGPUError) as caught:
+        get_gpu("NVIDIA H100 80GB HBM9")
+    assert "closest: h100-sxm, h100-pcie, h100-nvl " in str(caught.value)
+
+
+def test_h100_nvl_keeps_the_sxm_compute_with_its_own_memory() -> None:
+    # NVIDIA's H100 datasheet: 94 GB at 3.9 TB/s; the SXM's higher peaks keep it a bound
+    nvl, sxm = get_gpu("h100-nvl"), get_gpu("h100-sxm")
+    assert nvl.memory_bandwidth_bytes_per_s > sxm.memory_bandwidth_bytes_per_s
+    assert nvl.tensor_peak_flops_per_s == sxm.tensor_peak_flops_per_s
+    assert nvl.memory_bytes == 94e9
+
+
 def test_unknown_gpu_without_close_names() -> None:
     with pytest.raises(UnknownGPUError, match="^unknown GPU 'zzzzzzzz' \\(run"):
         get_gpu("zzzzzzzz")
@@ -254,6 +292,7 @@ def test_peak_tables_are_read_only_and_specs_still_pickle() -> None:
             {"memory_bytes", "memory_bandwidth_bytes_per_s", "memory_clock_mhz", "unconfirmed"},
         ),
         ("a100-pcie", "a100-80gb", {"memory_bandwidth_bytes_per_s", "memory_clock_mhz"}),
+        ("v100-16gb", "v100", {"memory_bytes"}),
     ],
 )
 def test_variants_differ_from_their_base_only_in_memory(variant, base, differs) -> None:
@@ -288,7 +327,7 @@ def test_to_dict_is_json_serialisable() -> None:
     data = json.loads(json.dumps(get_gpu("h100").to_dict()))
     assert data["key"] == "h100-sxm"
     assert data["tensor_peak_flops_per_s"]["bf16"] == pytest.approx(989.4e12)
-    assert data["aliases"] == ["h100", "h100-sxm5"]
+    assert data["aliases"] == ["h100", "h100-sxm5", "h100-80gb-hbm3", "h100-sxm5-80gb"]
 
 
 def test_parse_kernelbench_specs() -> None:

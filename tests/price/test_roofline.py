@@ -524,7 +524,8 @@ def test_to_dict_layout() -> None:
     assert data["params"] == 64 * 128 + 128
     # addmm: 2·16·128·64 (torch's flop_counter: the bias add is free); relu: 1 per element
     tensor, vector = 2 * 16 * 128 * 64, 16 * 128
-    assert data["flops"] == {"total": tensor + vector, "tensor": tensor, "vector": vector}
+    assert data["flops"] == {"total": tensor + vector, "tensor": tensor, "vector": vector,
+                             "executed": tensor + vector}  # nothing is dead
     # fp32 elements: x 16·64, W 128·64, bias 128, y 16·128. Eager: addmm reads x, W, bias and
     # writes y; relu reads and writes y. Fused: Inductor unfuses the addmm into a GEMM that
     # writes x·Wᵀ and one kernel for bias add + relu (the GEMM, an extern kernel, takes no

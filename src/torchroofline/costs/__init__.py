@@ -31,7 +31,7 @@ from torch.utils.flop_counter import flop_registry, sdpa_flop_count
 from ..errors import PrecisionError
 from ..trace.aten_ops import aten, is_missing, missing_ops
 from ..trace.intercept import RNN_CALLS
-from ..trace.tracer import TensorRef, Trace, TracedOp, base_name, largest_per_value
+from ..trace.refs import TensorRef, Trace, TracedOp, base_name, largest_per_value
 
 
 class Category(str, Enum):

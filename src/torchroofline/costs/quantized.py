@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from ..trace.tracer import TracedOp
+from ..trace.refs import TracedOp
 from . import Category, FlopCount, MatmulKind, aten, register
 
 #: Values one element of a packed dtype holds; every other dtype holds one.

@@ -15,7 +15,7 @@ import torch
 from torch.utils.flop_counter import sdpa_backward_flop_count
 
 from ..trace.aten_ops import aten
-from ..trace.tracer import TracedOp
+from ..trace.refs import TracedOp
 from . import (
     NO_FLOPS,
     Category,

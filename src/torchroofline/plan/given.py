@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from ..errors import InputError
-from ..trace.tracer import Trace
+from ..trace.refs import Trace
 from .demand.constants import CONSTANT_LIMIT_ELEMENTS
 from .demand.given import reads_values_of, value_sources
 from .demand.walk import _sized_by_data

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..costs import tensor_bytes
-from ..trace.tracer import TensorRef, Trace, TracedOp
+from ..trace.refs import TensorRef, Trace, TracedOp
 
 if TYPE_CHECKING:  # a fit compares with a GPU's memory; the spec is priced later
     from ..price.gpu_spec import GPUSpec

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..costs import OpRecord, cost_trace
-from ..trace.tracer import Trace
+from ..trace.refs import Trace
 from .algebra import Rewritten, cheapest_program
 from .demand import Necessary, known_values, necessary_work
 from .demand.given import given_necessary

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..costs import Category, OpRecord
-from ..trace.tracer import Trace
+from ..trace.refs import Trace
 from ..trace.training import PHASES
 from .fusion import Plan, fused_plan
 

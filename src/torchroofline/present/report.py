@@ -39,6 +39,7 @@ def result_to_dict(result: Result) -> dict[str, Any]:
             "total": result.flops,
             "tensor": result.tensor_flops,
             "vector": result.vector_flops,
+            "executed": result.executed_flops,
         },
         "bytes": {
             "unfused": result.unfused_bytes,
@@ -194,10 +195,11 @@ def format_result(result: Result, top: int = 5) -> str:
         *_unconfirmed_line(result),
         rule,
         _line(
-            "FLOPs",
+            "FLOPs (necessary)",
             si(flops, "FLOPs"),
             f"(tensor {si(result.tensor_flops)}, vector {si(result.vector_flops)})",
         ),
+        _line("FLOPs (executed)", si(result.executed_flops, "FLOPs"), "<- the traced kernels"),
         _line("Params", si(result.params)),
         "",
         _line("HBM traffic (unfused)", human_bytes(result.unfused_bytes), "<- eager upper bound"),
@@ -573,8 +575,8 @@ def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> 
     lines = [
         f"Speed-of-light analysis ({result.gpu.name}{_prompt_clocks(result)}, {result.precision}"
         f"{_prompt_math(result)}, torchroofline):",
-        f"- FLOPs: {si(result.flops)} (tensor-core class {si(result.tensor_flops)}, "
-        f"other {si(result.vector_flops)})",
+        f"- FLOPs: necessary {si(result.flops)} (tensor-core class {si(result.tensor_flops)}, "
+        f"other {si(result.vector_flops)}); executed {si(result.executed_flops)}",
         f"- HBM bytes: unfused {human_bytes(result.unfused_bytes)}, fused "
         f"{human_bytes(result.fused_bytes)}, compulsory {human_bytes(result.compulsory_bytes)}",
         f"- Speed of light: {human_ms(result.sol_ms)} ({result.bottleneck}-bound; compute "

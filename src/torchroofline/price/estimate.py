@@ -28,15 +28,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..costs import Category, MatmulKind, OpRecord, tensor_bytes
 from ..errors import InputError
 from ..plan.fusion import Kernel
 from ..plan.plans import Plans
-from ..trace.tracer import Trace, TracedOp
+from ..trace.refs import Trace, TracedOp
 from .hardware import GPUSpec
 from .precision import MathSwitches, unit_seconds
+
+if TYPE_CHECKING:  # the context holds this module's EstimateParams
+    from .context import PricingContext
 
 # --- Parameters ----------------------------------------------------------------------------
 
@@ -350,20 +353,15 @@ def _host_work(kernels: Sequence[Kernel], ops: Sequence[OpRecord]
     return views, modules
 
 
-def program_load(
-    plans: Plans,
-    gpu: GPUSpec,
-    precision: str,
-    float_bytes: int,
-    cache: str,
-    switches: MathSwitches | None = None,
-) -> ProgramLoad:
-    """Both plans' :class:`KernelLoad` on ``gpu``."""
+def program_load(plans: Plans, context: PricingContext) -> ProgramLoad:
+    """Both plans' :class:`KernelLoad` under ``context`` (its GPU, precision and switches)."""
     trace = plans.trace
     eager = plans.eager.kernels
+    gpu, precision, switches = context.gpu, context.precision, context.switches
+    float_bytes = context.float_bytes
     return ProgramLoad(
         gpu=gpu,
-        cache=cache,
+        cache=context.cache,
         eager=tuple(
             kernel_load(k, trace, gpu, precision, float_bytes, eager=True, switches=switches,
                         host_views=views, host_modules=modules)

@@ -39,12 +39,23 @@ def _tera(**peaks: float) -> dict[str, float]:
 
 
 _VENDOR_PREFIX = re.compile(r"^(?:(?:nvidia|amd|geforce|instinct|tesla)[\s_\-]+)+")
+#: What a driver appends to a name without naming another part: "AMD Instinct MI300X VF" is an
+#: SR-IOV virtual function, the whole GPU as a virtual machine sees it (rocm-smi, torch).
+_DRIVER_SUFFIX = re.compile(r"[\s_\-]+vf$")
+#: The model number in a name ("h100" in "NVIDIA H100 80GB HBM3", "mi300x" in "MI300X VF").
+_MODEL = re.compile(r"[a-z]*\d+[a-z]*")
+
+
+def _words(name: str) -> str:
+    """A name in lower case without the vendor's words and the driver's suffix."""
+    return _VENDOR_PREFIX.sub("", _DRIVER_SUFFIX.sub("", name.strip().lower()))
 
 
 def _compact(name: str) -> str:
-    """Lookup form of a GPU name: lower case, vendor words and all spaces, dashes and
-    underscores removed, so "NVIDIA GeForce RTX_4090", "rtx-4090" and "RTX4090" all match."""
-    return re.sub(r"[\s_\-]+", "", _VENDOR_PREFIX.sub("", name.strip().lower()))
+    """Lookup form of a GPU name: lower case, vendor words, a driver's " VF" and all spaces,
+    dashes and underscores removed, so "NVIDIA GeForce RTX_4090", "rtx-4090" and "RTX4090" all
+    match."""
+    return re.sub(r"[\s_\-]+", "", _words(name))
 
 
 
@@ -79,7 +90,8 @@ _H100_SXM = GPUSpec(
     sm_count=132,
     tensor_peak_flops_per_s=_tera(tf32=494.7, fp16=989.4, bf16=989.4, fp8=1978.9, int8=1978.9),
     vector_peak_flops_per_s=_tera(fp64=33.5, fp32=66.9, fp16=133.8),
-    aliases=("h100", "h100-sxm5"),
+    # "H100 80GB HBM3": nvidia-smi and torch.cuda.get_device_name(); "H100-SXM5-80GB": the board
+    aliases=("h100", "h100-sxm5", "h100-80gb-hbm3", "h100-sxm5-80gb"),
     source=_H100_SOURCE,
     boost_clock_mhz=1980,
     tensor_clock_mhz=1830,
@@ -105,6 +117,26 @@ _A100_80GB = GPUSpec(
     # HBM2e on a 5120-bit bus at twice the memory clock: 5120 / 8 B x 2 x 1593 MHz = 2039 GB/s
     memory_clock_mhz=1593,
     unconfirmed=("memory_clock_mhz",),
+)
+
+# V100 SXM2 32 GB: tensor cores do FP16 (mixed FP16/FP32) only; no BF16/TF32/INT8 tensor path.
+_V100 = GPUSpec(
+    name="V100",
+    vendor="NVIDIA",
+    architecture="Volta",
+    memory_bytes=int(32 * _GIGA),
+    memory_bandwidth_bytes_per_s=900 * _GIGA,
+    l2_bytes=6 * _MIB,
+    sm_count=80,
+    tensor_peak_flops_per_s=_tera(fp16=125),
+    vector_peak_flops_per_s=_tera(fp64=7.8, fp32=15.7, fp16=31.4),
+    # PCIe 32 GB: 14 FP32 / 112 tensor TFLOP/s at the same 900 GB/s; the SXM2's higher peaks kept
+    aliases=("v100-sxm2", "v100-sxm2-32gb", "v100-pcie-32gb"),
+    source=(
+        "NVIDIA V100 datasheet / Volta architecture whitepaper (SXM2 32 GB); FP16 non-tensor "
+        "31.4: NVIDIA A100 (GA100) architecture whitepaper, Table 1 (V100 column)"
+    ),
+    boost_clock_mhz=1530,
 )
 
 # MI300X: AMD prints dense and sparse separately; these are dense. FP32 163.4 is the vector
@@ -212,6 +244,21 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_clock_mhz=1593,  # HBM2e at 3.2 GT/s effective
         tensor_clock_mhz=1620,  # derived: 756 TFLOP/s = 114 SM x 4096 FLOP/clk x 1.62 GHz
     ),
+    # H100 NVL: the GH100 of the H100 SXM (132 SMs, 50 MB L2) with 94 GB HBM3 at 3.9 TB/s on a
+    # PCIe card (NVIDIA H100 datasheet: 3.9 TB/s; 3938 GB/s = 6016 bits / 8 x 5.24 GT/s). The
+    # datasheet's compute figures are lower (835 TF32 / 1671 FP16 sparse, 60 FP32 TFLOP/s at its
+    # 350-400 W); the SXM's higher peaks are kept, so the bound holds at any power limit.
+    replace(
+        _H100_SXM,
+        name="H100 NVL",
+        memory_bytes=int(94 * _GIGA),
+        memory_bandwidth_bytes_per_s=3938 * _GIGA,
+        aliases=("h100-nvl-94gb",),
+        source="NVIDIA H100 datasheet (H100 NVL: 94 GB, 3.9 TB/s); compute kept at the H100 SXM's: "
+        + _H100_SOURCE,
+        memory_clock_mhz=None,
+        unconfirmed=("memory_bandwidth_bytes_per_s",),
+    ),
     # H200: the same GH100 compute as H100 SXM; only memory differs (141 GB HBM3e, 4.8 TB/s).
     # L2 50 MB is inferred from the identical die.
     replace(
@@ -301,7 +348,8 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         name="A100 40GB",
         memory_bytes=int(40 * _GIGA),
         memory_bandwidth_bytes_per_s=1555 * _GIGA,
-        aliases=("a100-sxm4-40gb",),
+        # "A100-PCIE-40GB": the same 312 TFLOP/s and 1555 GB/s on a PCIe card
+        aliases=("a100-sxm4-40gb", "a100-pcie-40gb"),
         memory_clock_mhz=1215,  # HBM2: 5120 / 8 B x 2 x 1215 MHz = 1555 GB/s
         unconfirmed=(),
     ),
@@ -309,7 +357,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         _A100_80GB,
         name="A100 PCIe",
         memory_bandwidth_bytes_per_s=1935 * _GIGA,
-        aliases=("a100-pcie-80gb",),
+        aliases=("a100-pcie-80gb", "a100-80gb-pcie"),  # the second as nvidia-smi prints it
         memory_clock_mhz=1512,  # 5120 / 8 B x 2 x 1512 MHz = 1935 GB/s
         source="NVIDIA A100 datasheet (r4, 80GB PCIe); NVIDIA A100 (GA100) whitepaper",
     ),
@@ -573,24 +621,10 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         ),
         boost_clock_mhz=1710,
     ),
-    # V100 SXM2 32 GB: tensor cores do FP16 (mixed FP16/FP32) only; no BF16/TF32/INT8 tensor path.
-    GPUSpec(
-        name="V100",
-        vendor="NVIDIA",
-        architecture="Volta",
-        memory_bytes=int(32 * _GIGA),
-        memory_bandwidth_bytes_per_s=900 * _GIGA,
-        l2_bytes=6 * _MIB,
-        sm_count=80,
-        tensor_peak_flops_per_s=_tera(fp16=125),
-        vector_peak_flops_per_s=_tera(fp64=7.8, fp32=15.7, fp16=31.4),
-        aliases=("v100-sxm2", "v100-sxm2-32gb"),
-        source=(
-            "NVIDIA V100 datasheet / Volta architecture whitepaper (SXM2 32 GB); FP16 non-tensor "
-            "31.4: NVIDIA A100 (GA100) architecture whitepaper, Table 1 (V100 column)"
-        ),
-        boost_clock_mhz=1530,
-    ),
+    _V100,
+    # V100 16 GB (SXM2 and PCIe): the V100's GV100 with half the HBM2, at the same 900 GB/s.
+    replace(_V100, name="V100 16GB", memory_bytes=int(16 * _GIGA),
+            aliases=("v100-sxm2-16gb", "v100-pcie-16gb")),
     _MI300X,
     # MI325X: the same CDNA3 compute as MI300X with 256 GB at 6 TB/s.
     replace(
@@ -687,10 +721,22 @@ def get_gpu(name: str | GPUSpec) -> GPUSpec:
     spec = index.get(_compact(name))
     if spec is not None:
         return spec
-    close = difflib.get_close_matches(_compact(name), index, n=len(index), cutoff=0.5)
-    keys = list(dict.fromkeys(index[match].key for match in close))[:3]
+    keys = _closest_keys(name, index)
     hint = f"; closest: {', '.join(keys)}" if keys else ""
     raise UnknownGPUError(f"unknown GPU {name!r}{hint} (run 'torchroofline gpus' for the list)")
+
+
+def _closest_keys(name: str, index: Mapping[str, GPUSpec], count: int = 3) -> list[str]:
+    """The GPUs to suggest for an unknown name: first those that share its model number, so
+    "NVIDIA H100 80GB HBX" suggests the H100s, not the "A100 80GB" its other words resemble;
+    then the closest spellings."""
+    model = _MODEL.search(_words(name))
+    same_model = [
+        spec.key for spec in _all_gpus()
+        if model and any(model.group() in _compact(known) for known in _names(spec))
+    ]
+    close = difflib.get_close_matches(_compact(name), index, n=len(index), cutoff=0.5)
+    return list(dict.fromkeys([*same_model, *(index[match].key for match in close)]))[:count]
 
 
 def choice_note(name: str | GPUSpec) -> str | None:

@@ -11,8 +11,10 @@ fastest unit that can run it, named in a note). :func:`unit_for` applies them.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from math import inf
 from typing import Any
 
 import torch
@@ -333,38 +335,183 @@ def possible_rung(sol_by_math: Mapping[str, float], measured: float) -> str | No
     return next((rung for rung, sol in sol_by_math.items() if sol <= measured), None)
 
 
-def _faster(first: Unit, second: Unit) -> Unit:
-    return first if first.peak_flops_per_s >= second.peak_flops_per_s else second
-
-
 def unit_seconds(
     ops: Iterable[OpRecord],
     gpu: GPUSpec,
     precision: str,
     switches: MathSwitches | None = None,
-    math: str = "program",
 ) -> UnitSeconds:
-    """Tensor-core and CUDA-core seconds of ``ops``: FLOPs / the peak of the unit running them
-    (:func:`unit_for` under the user's ``switches``; default: as torch holds them now). At a
-    ``math`` rung other than "program", matmul-class work runs on that precision's unit and
-    vector work at that precision's vector rate wherever those are faster than the program's
-    own (a kernel may always keep the program's precision), so the rungs only ever lower."""
+    """Tensor-core and CUDA-core seconds of ``ops`` as the program runs them: FLOPs / the peak
+    of the unit running them (:func:`unit_for` under the user's ``switches``; default: as torch
+    holds them now)."""
     switches = switches or MathSwitches.current()
-    rung = None if math == "program" else math
-    vector_peak = max(gpu.vector_peak(precision), gpu.vector_peak(rung or precision))
+    vector_peak = gpu.vector_peak(precision)
     tensor_s = 0.0
     vector_s = 0.0
     for op in ops:
         vector_s += op.flops.vector / vector_peak
         if op.flops.tensor:
             unit = unit_for(gpu, op_precision(op, precision), op.flops.kind, switches)
-            if rung is not None:
-                unit = _faster(unit, unit_for(gpu, rung, op.flops.kind))
             if unit.name == "tensor":
                 tensor_s += op.flops.tensor / unit.peak_flops_per_s
             else:
                 vector_s += op.flops.tensor / unit.peak_flops_per_s
     return UnitSeconds(tensor_s, vector_s)
+
+
+def compute_seconds(
+    ops: Sequence[OpRecord],
+    gpu: GPUSpec,
+    precision: str,
+    switches: MathSwitches | None = None,
+    math: str = "program",
+) -> float:
+    """The compute time of ``ops`` at the ``math`` rung (seconds): the entry of
+    :func:`compute_seconds_by_math` on the ladder down to that rung."""
+    rungs = MATH_RUNGS[: MATH_RUNGS.index(math) + 1]
+    return compute_seconds_by_math(ops, gpu, precision, switches, rungs)[math]
+
+
+def compute_seconds_by_math(
+    ops: Sequence[OpRecord],
+    gpu: GPUSpec,
+    precision: str,
+    switches: MathSwitches | None = None,
+    rungs: Sequence[str] = MATH_RUNGS,
+) -> dict[str, float]:
+    """The compute time of ``ops`` (seconds) at each of ``rungs`` (the ladder of
+    :data:`MATH_RUNGS` from "program" down, as :func:`math_rungs` gives it), each at most the
+    one above it by construction.
+
+    "program" is :func:`unit_seconds`: each op on its own unit. A lower rung lets each op's
+    matmul-class work run on its own unit or on the unit of any rung down to this one (a kernel
+    that may use bf16 math may also keep the program's precision, or use TF32), and vector work
+    at the fastest vector rate among them. The units overlap, so the time is the larger of the
+    tensor-core and the CUDA-core seconds; moving every op to its faster unit can raise it (an
+    fp32 ``addmm`` that hid under the convolutions' tensor-core time on the CUDA cores adds to
+    it on the tensor cores), so each rung takes a lower bound on the best assignment
+    (:func:`_least_compute_s`), and the least of it and every rung above."""
+    switches = switches or MathSwitches.current()
+    by_math: dict[str, float] = {}
+    for depth, rung in enumerate(rungs):
+        least = _least_compute_s(ops, gpu, precision, switches, tuple(rungs[1 : depth + 1]))
+        by_math[rung] = min([least, *by_math.values()])
+    return by_math
+
+
+def _least_compute_s(
+    ops: Sequence[OpRecord],
+    gpu: GPUSpec,
+    precision: str,
+    switches: MathSwitches,
+    rungs: tuple[str, ...],
+) -> float:
+    """A lower bound (seconds) on the compute time of the best assignment of each op's
+    matmul-class work, whole, to its own unit or a unit of ``rungs``, with vector work at the
+    fastest vector rate of ``precision`` and ``rungs``.
+
+    Two assignments are known: the program's units, and each op on its faster unit; the better
+    one's time is ``best``. No assignment that beats ``best`` puts an op where its own seconds,
+    added to the work that has one place, reach ``best``: such an op is pinned to its other
+    unit, and pinning repeats while pins add up. The ops left with two places are assigned
+    (:func:`_assigned_s`): exactly where they are few, else in fractional shares, which no whole
+    assignment beats. The bound is the smaller of that and ``best``."""
+    vector_peak = max(gpu.vector_peak(p) for p in (precision, *rungs))
+    program = [0.0, 0.0]  # tensor-core, CUDA-core seconds on the program's own units
+    #: per op: its vector work's seconds, and its matmul-class work's seconds on the fastest
+    #: tensor-core and CUDA-core unit allowed (inf: none)
+    items: list[tuple[float, float, float]] = []
+    places: list[int | None] = []  #: 0 tensor cores, 1 CUDA cores, None: either
+    for op in ops:
+        vector_s = op.flops.vector / vector_peak
+        program[1] += vector_s
+        if not op.flops.tensor:
+            items.append((vector_s, 0.0, 0.0))
+            places.append(1)
+            continue
+        own = unit_for(gpu, op_precision(op, precision), op.flops.kind, switches)
+        program[0 if own.name == "tensor" else 1] += op.flops.tensor / own.peak_flops_per_s
+        units = [own, *(unit_for(gpu, rung, op.flops.kind) for rung in rungs)]
+        on_tensor, on_vector = (_seconds_on(units, name, op.flops.tensor)
+                                for name in ("tensor", "vector"))
+        items.append((vector_s, on_tensor, on_vector))
+        places.append(None if inf not in (on_tensor, on_vector) else int(on_tensor == inf))
+    fastest = [0 if on_tensor <= on_vector else 1 for _, on_tensor, on_vector in items]
+    best = min(max(_loads(items, fastest)), max(program))
+    while True:
+        tensor_s, vector_s = _loads(items, places)
+        either = [i for i, place in enumerate(places) if place is None]
+        pins = {}
+        for i in either:
+            fits = (tensor_s + items[i][1] < best, vector_s + items[i][2] < best)
+            if not any(fits):
+                return best
+            if not all(fits):
+                pins[i] = 0 if fits[0] else 1
+        if not pins:
+            return min(best, _assigned_s(tensor_s, vector_s, [items[i][1:] for i in either]))
+        for i, place in pins.items():
+            places[i] = place
+
+
+def _loads(items: Sequence[tuple[float, float, float]], places: Sequence[int | None]
+           ) -> tuple[float, float]:
+    """Tensor-core and CUDA-core seconds of ``items`` (see :func:`_least_compute_s`) with each
+    op's matmul-class work where ``places`` puts it (None: left out), summed in op order."""
+    tensor_s = 0.0
+    vector_s = 0.0
+    for (own_vector_s, on_tensor, on_vector), place in zip(items, places, strict=True):
+        vector_s += own_vector_s
+        if place == 0:
+            tensor_s += on_tensor
+        elif place == 1:
+            vector_s += on_vector
+    return tensor_s, vector_s
+
+
+def _seconds_on(units: Sequence[Unit], name: str, flops: int) -> float:
+    """Seconds of ``flops`` on the fastest of ``units`` named ``name``; inf where none is."""
+    peaks = [unit.peak_flops_per_s for unit in units if unit.name == name]
+    return flops / max(peaks) if peaks else inf
+
+
+#: Up to this many ops that may run on either unit are assigned exactly (2ⁿ assignments tried,
+#: 1,024 at most); more are shared out fractionally, a lower bound on the best assignment.
+EXACT_ASSIGNMENT_OPS = 10
+
+
+def _assigned_s(
+    tensor_s: float, vector_s: float, movable: Sequence[tuple[float, float]]
+) -> float:
+    """The least max(tensor, vector seconds) over assignments of the ``movable`` items (their
+    tensor-core and CUDA-core seconds) to either unit, the loads starting at ``tensor_s`` and
+    ``vector_s``: every whole assignment where there are at most :data:`EXACT_ASSIGNMENT_OPS`,
+    else the fractional optimum (:func:`_balanced_s`)."""
+    if len(movable) > EXACT_ASSIGNMENT_OPS:
+        return _balanced_s(tensor_s, vector_s, movable)
+    return min(
+        max(tensor_s + sum(item[0] for item, on in zip(movable, picks, strict=True) if on),
+            vector_s + sum(item[1] for item, on in zip(movable, picks, strict=True) if not on))
+        for picks in itertools.product((True, False), repeat=len(movable))
+    )
+
+
+def _balanced_s(
+    tensor_s: float, vector_s: float, movable: Sequence[tuple[float, float]]
+) -> float:
+    """The least max(tensor, vector seconds) when each ``movable`` item (its tensor-core and
+    CUDA-core seconds) may be split between the units, the loads starting at ``tensor_s`` and
+    ``vector_s``: the linear programme's optimum. Items move to the tensor cores in order of
+    their tensor-to-vector time ratio until the loads meet; the one where they meet is split."""
+    ordered = sorted(movable, key=lambda item: item[0] / item[1])
+    vector_s += sum(item[1] for item in ordered)
+    for on_tensor, on_vector in ordered:
+        if tensor_s + on_tensor >= vector_s - on_vector:
+            share = max(vector_s - tensor_s, 0.0) / (on_tensor + on_vector)
+            return tensor_s + share * on_tensor
+        tensor_s += on_tensor
+        vector_s -= on_vector
+    return max(tensor_s, vector_s)
 
 
 #: How notes name each family's work.

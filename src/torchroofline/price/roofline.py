@@ -16,39 +16,37 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ..costs import Category, Cost, MatmulKind, OpRecord, float_element_bytes, total_cost
+from ..costs import Category, Cost, MatmulKind, OpRecord, total_cost
 from ..errors import InputError
 from ..plan.fusion import Kernel, Plan, Refusal
 from ..plan.memory import MemoryTimeline, memory_timeline
 from ..plan.plans import Plans
+from .context import PricingContext
 from .estimate import (
-    DEFAULT_PARAMS,
     EstimateParams,
     KernelLoad,
     Performance,
     estimate_modes,
     program_load,
 )
-from .hardware import GPUSpec, get_gpu
+from .hardware import GPUSpec
 from .precision import (
     TORCH_DEFAULTS,
     MathSwitches,
-    check_math,
-    check_precision,
+    compute_seconds,
+    compute_seconds_by_math,
     math_rungs,
     possible_rung,
     unit_for,
     unit_notes,
-    unit_seconds,
 )
 from .shortcuts import Shortcut, any_input_work, bound_work, shortcut_verdict, shortcuts
 
 if TYPE_CHECKING:
     from ..plan.demand import Necessary
-    from ..trace.tracer import Trace
+    from ..trace.refs import Trace
     from .step_figures import CheckpointWhatIf, PhaseFigures
 
-CACHE_MODES = ("cold", "warm")
 
 
 #: How a :class:`Result` shows itself ("to_dict", "format", "plot"), filled in by
@@ -267,22 +265,41 @@ class Result:
     bytes are ints; ``*_s`` seconds, ``*_ms`` ms. Totals are derived from the plans and kernels."""
 
     plans: Plans = field(repr=False, compare=False)
-    gpu: GPUSpec
-    precision: str
-    cache: str
+    #: the GPU, precision, math rung, cache mode, torch switches and model constants it was
+    #: priced under (:class:`~.context.PricingContext`); :meth:`on` changes some of them
+    context: PricingContext
     kernels: tuple[KernelEstimate, ...]  #: the fused plan, in execution order
     eager_kernels: tuple[KernelEstimate, ...]
     notes: tuple[str, ...]
     #: the performance model's prediction (estimate.py); the estimates below read it
     performance: Performance = field(repr=False, compare=False)
     actual: Actual | None = None
-    #: the torch math switches read at analysis time; :meth:`on` keeps them
-    switches: MathSwitches = TORCH_DEFAULTS
-    #: the math rung (:data:`precision.MATH_RUNGS`) the speed of light assumes: "program" (the
-    #: program's own math) unless the benchmark's tolerance admits lower-precision math
-    math: str = "program"
     #: module-path patterns a training step's what-if checkpoints (:attr:`checkpoint_what_if`)
     checkpoint: tuple[str, ...] = ()
+
+    # -- what it was priced under (the context's fields) --
+    @property
+    def gpu(self) -> GPUSpec:
+        return self.context.gpu
+
+    @property
+    def precision(self) -> str:
+        return self.context.precision
+
+    @property
+    def cache(self) -> str:
+        return self.context.cache
+
+    @property
+    def switches(self) -> MathSwitches:
+        """The torch math switches read at analysis time; :meth:`on` keeps them."""
+        return self.context.switches
+
+    @property
+    def math(self) -> str:
+        """The math rung (:data:`precision.MATH_RUNGS`) the speed of light assumes: "program"
+        (the program's own math) unless the benchmark's tolerance admits lower-precision math."""
+        return self.context.math
 
     # -- facts of the traced program --
     @property
@@ -310,7 +327,7 @@ class Result:
     @property
     def float_bytes(self) -> int:
         """Bytes of one float element at this precision."""
-        return float_element_bytes(self.precision)
+        return self.context.float_bytes
 
     @cached_property
     def necessary_cost(self) -> Cost:
@@ -361,7 +378,15 @@ class Result:
 
     @property
     def flops(self) -> int:
+        """Necessary FLOPs: the work the bound charges, which leaves out what no kept output
+        needs (dead ops, products with a padded border's zeros, masked scores)."""
         return self.necessary_cost.flops
+
+    @property
+    def executed_flops(self) -> int:
+        """FLOPs the traced kernels execute, every op as it ran (the eager plan's; what
+        ``torch.utils.flop_counter.FlopCounterMode`` counts for the matmul-class ops)."""
+        return self.eager_cost.flops
 
     @property
     def compulsory_bytes(self) -> int:
@@ -389,9 +414,9 @@ class Result:
     @cached_property
     def compute_sol_s(self) -> float:
         """The necessary FLOPs on their units at peak, at the analysis's math rung (seconds)."""
-        return unit_seconds(
+        return compute_seconds(
             self.necessary.ops, self.gpu, self.precision, self.switches, self.math
-        ).compute_s
+        )
 
     @property
     def memory_sol_s(self) -> float:
@@ -402,16 +427,14 @@ class Result:
     def sol_by_math_s(self) -> dict[str, float]:
         """The speed of light (seconds) at each rung the GPU has and at the analysis's math
         (:func:`precision.math_rungs`: ``sol_by_math_s[result.math]`` is the bound): the
-        necessary matmul-class work on that precision's unit where it is faster. Inputs and
-        outputs keep their dtypes in memory, so the memory term is the same on every rung."""
-        necessary = self.necessary.ops
-        return {
-            rung: max(
-                unit_seconds(necessary, self.gpu, self.precision, self.switches, rung).compute_s,
-                self.memory_sol_s,
-            )
-            for rung in math_rungs(self.gpu, self.math)
-        }
+        necessary work on the units the rung allows, each rung at most the one above
+        (:func:`precision.compute_seconds_by_math`). Inputs and outputs keep their dtypes in
+        memory, so the memory term is the same on every rung."""
+        compute = compute_seconds_by_math(
+            self.necessary.ops, self.gpu, self.precision, self.switches,
+            math_rungs(self.gpu, self.math),
+        )
+        return {rung: max(compute_s, self.memory_sol_s) for rung, compute_s in compute.items()}
 
     def possible_with(self, measured_s: float) -> str | None:
         """The highest math rung whose speed of light ``measured_s`` does not beat (None: faster
@@ -439,9 +462,9 @@ class Result:
     def sol_of(self, necessary: Necessary) -> float:
         """The speed of light (seconds) of ``necessary`` work on this GPU, at this precision,
         math rung and cache mode."""
-        compute = unit_seconds(
+        compute = compute_seconds(
             necessary.ops, self.gpu, self.precision, self.switches, self.math
-        ).compute_s
+        )
         return max(compute, memory_sol_s(necessary.bytes(self.float_bytes), self.gpu, self.cache))
 
     @property
@@ -585,7 +608,7 @@ class Result:
 
     def on(
         self,
-        gpu: str | GPUSpec,
+        gpu: str | GPUSpec | None = None,
         precision: str | None = None,
         cache: str | None = None,
         estimate_params: EstimateParams | None = None,
@@ -593,12 +616,8 @@ class Result:
     ) -> Result:
         """The same plans priced on another GPU / precision / cache mode / math rung, or under
         other performance-model parameters (no retrace, no re-planning)."""
-        if estimate_params is None:
-            estimate_params = self.performance.params
-        return replace(price(
-            self.plans, gpu, precision or self.precision, cache or self.cache,
-            estimate_params=estimate_params, switches=self.switches, math=math or self.math,
-        ), checkpoint=self.checkpoint)
+        context = self.context.on(gpu, precision, cache, estimate_params, math)
+        return replace(price(self.plans, context), checkpoint=self.checkpoint)
 
 
 def _any_input_ms(any_input_s: float | None) -> dict[str, float]:
@@ -627,50 +646,29 @@ def _actual(actual_ms: float | None, result: Result) -> Actual | None:
     )
 
 
-def price(
-    plans: Plans,
-    gpu: str | GPUSpec,
-    precision: str,
-    cache: str = "cold",
-    actual_ms: float | None = None,
-    estimate_params: EstimateParams | None = None,
-    *,
-    switches: MathSwitches | None = None,
-    math: str = "program",
-) -> Result:
-    """Price ``plans`` on ``gpu`` at ``precision``: per-kernel rooflines of both plans, the
-    notes, and the performance model (:mod:`torchroofline.estimate`) under ``estimate_params``
-    (default: fitted). ``switches``: the torch math switches fp32 matmul-class work follows
-    (default: as torch holds them now). ``math``: the rung of :data:`precision.MATH_RUNGS` the
-    speed of light assumes (the per-kernel rooflines and estimates keep the program's math)."""
-    gpu = get_gpu(gpu)
-    precision = check_precision(precision)
-    math = check_math(math)
-    switches = switches or MathSwitches.current()
-    if cache not in CACHE_MODES:
-        raise InputError(f"cache must be 'cold' or 'warm', got {cache!r}")
-    float_bytes = float_element_bytes(precision)
+def price(plans: Plans, context: PricingContext, actual_ms: float | None = None) -> Result:
+    """Price ``plans`` under ``context``: per-kernel rooflines of both plans, the notes, and the
+    performance model (:mod:`torchroofline.price.estimate`). The per-kernel rooflines and
+    estimates keep the program's math; ``context.math`` is the rung the speed of light
+    assumes."""
+    gpu, precision, switches = context.gpu, context.precision, context.switches
     notes = [
         *plans.notes,
         *plans.trace.notes,
         *unit_notes(plans.ops, gpu, precision, switches),
         *plans.necessary.notes,
     ]
-    unsupported = plans.unsupported_note(float_bytes)
+    unsupported = plans.unsupported_note(context.float_bytes)
     if unsupported:
         notes.append(unsupported)
-    program = program_load(plans, gpu, precision, float_bytes, cache, switches)
+    program = program_load(plans, context)
     result = Result(
         plans=plans,
-        gpu=gpu,
-        precision=precision,
-        cache=cache,
+        context=context,
         kernels=_estimates(plans.fused, program.fused, gpu),
         eager_kernels=_estimates(plans.eager, program.eager, gpu),
         notes=tuple(notes),
-        switches=switches,
-        math=math,
-        performance=estimate_modes(program, estimate_params or DEFAULT_PARAMS),
+        performance=estimate_modes(program, context.estimate_params),
     )
     return result.with_actual(actual_ms)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..costs import OpRecord
 from ..plan.demand import Necessary
-from .precision import unit_seconds
+from .precision import compute_seconds
 
 if TYPE_CHECKING:
     from .roofline import Result
@@ -96,7 +96,7 @@ def _flops(ops: Sequence) -> int:
 
 
 def _compute_s(result: Result, ops: Sequence) -> float:
-    return unit_seconds(ops, result.gpu, result.precision, result.switches, result.math).compute_s
+    return compute_seconds(ops, result.gpu, result.precision, result.switches, result.math)
 
 
 def shortcut_verdict(result: Result, measured_ms: float) -> str | None:

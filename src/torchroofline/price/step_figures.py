@@ -14,9 +14,9 @@ from typing import Any
 from ..costs import tensor_bytes
 from ..errors import InputError
 from ..plan.memory import Allocation, replay, storage_bytes
-from ..trace.tracer import TensorRef, largest_per_value
+from ..trace.refs import TensorRef, largest_per_value
 from ..trace.training import PHASES
-from .precision import unit_seconds
+from .precision import compute_seconds
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ def phase_figures(result: Any) -> tuple[PhaseFigures, ...]:
     figures = []
     for phase in PHASES:
         necessary = [op for op in result.plans.necessary.ops if phase_of[op.index] == phase]
-        compute_s = unit_seconds(necessary, result.gpu, result.precision, result.switches,
-                                 result.math).compute_s
+        compute_s = compute_seconds(necessary, result.gpu, result.precision, result.switches,
+                                    result.math)
         boundary_bytes = sum(tensor_bytes(ref, float_bytes) for ref in boundary[phase])
         eager = _in_phase(result.plans.eager.kernels, phase_of, phase)
         fused = _in_phase(result.plans.fused.kernels, phase_of, phase)

@@ -35,9 +35,9 @@ from ..plan.given import (
 from ..price.hardware import GPUSpec
 from ..price.precision import restoring_switches, rung_name
 from ..price.roofline import Actual, Result
+from ..trace.inputs import _module_tensors
 from ..trace.seeded import TENSOR_SHARE_OF_LIMIT, ShapeOnlyDraws, ShapeOnlyError
 from ..trace.shadow import ConstantShadow
-from ..trace.tracer import _module_tensors
 from ..units import human_bytes
 from .runs import (
     COMPILED_BACKENDS,

@@ -19,7 +19,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # views are duck-typed: this module imports nothing of the package
-    from .tracer import TensorRef
+    from .refs import TensorRef
 
 IndexSet = tuple[range, ...]
 Box = tuple[IndexSet, ...]

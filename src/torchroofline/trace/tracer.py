@@ -15,14 +15,12 @@ version of the buffer it writes.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import logging
 import math
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -40,8 +38,26 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from ..errors import DataDependentError, InputError, ModelError, TorchrooflineError
 from ._cuda_bindings import NO_CUDA_TEXT
 from .collector import paused
+from .data_sized import stand_in_output
+from .inputs import (
+    _Converter,
+    _know,
+    _materialized_bytes,
+    _module_tensors,
+    _plain_tensor_attributes,
+    _swapped_attributes,
+)
 from .intercept import OWN_OUTPUTS, Interceptor
-from .regions import united_elements
+from .modes import autocast_state
+from .refs import StepTensors, TensorRef, Trace, TracedOp, base_name
+from .schema import (
+    _aliases_input,
+    _functional_form,
+    _mutated_arguments,
+    _out_names,
+    _tensors,
+    _written_arguments,
+)
 from .shadow import known_value
 
 #: Default ceiling on the real tensors the real-data fallback may build (bytes).
@@ -59,171 +75,6 @@ _NO_CUDA_ASSERT_TEXT = "Torch not compiled with CUDA enabled"
 #: A meta kernel that needs a value (boolean-mask indexing calls nonzero) raises this.
 _META_NEEDS_DATA_TEXTS = ("nonzero", "data-independent")
 _DEVICE_MISMATCH_TEXTS = ("same device", "two devices", "Expected all tensors")
-
-
-@dataclass(frozen=True)
-class TensorRef:
-    """One tensor an op reads or writes.
-
-    ``elements`` is the number of distinct memory elements the view touches (broadcast,
-    stride-0 dimensions are not counted; capped at the storage size), so an expanded bias reads
-    its own size, not the size it is broadcast to.
-    """
-
-    value_id: int
-    storage_id: int
-    shape: tuple[int, ...]
-    dtype: str
-    elements: int
-    is_float: bool
-    itemsize: int
-    #: where the view sits in its storage (elements): the demand analysis maps views of one
-    #: storage onto common coordinates with these
-    offset: int = 0
-    strides: tuple[int, ...] = ()
-    storage_elements: int = 0
-
-
-@dataclass(frozen=True)
-class TracedOp:
-    """One executed aten op (or one intercepted library call) with shape-only arguments."""
-
-    name: str  #: e.g. ``"aten.addmm.default"``
-    base: str  #: the op name without namespace, overload and in-place suffix, e.g. ``"addmm"``
-    func: Any  #: the aten overload, or ``None`` for an intercepted library call
-    args: tuple
-    kwargs: dict
-    output: Any
-    reads: tuple[TensorRef, ...]
-    writes: tuple[TensorRef, ...]
-    module_path: str
-    is_view: bool
-    #: the part of a training step that ran it: ``"forward"`` (the only one in inference),
-    #: ``"backward"`` (autograd's ops) or ``"optimizer"`` (the optimizer's step)
-    phase: str = "forward"
-
-    def argument(self, name: str, default: Any = None) -> Any:
-        """An argument by its schema name: passed by keyword or by position, else the schema's
-        default; ``default`` where the schema has none (or the op is an intercepted call with
-        no aten schema, whose options are its kwargs)."""
-        if name in self.kwargs:
-            return self.kwargs[name]
-        if self.func is None:
-            return default
-        found = _schema_positions(self.func).get(name)
-        if found is None:
-            return default
-        position, schema_default = found
-        if position < len(self.args):
-            return self.args[position]
-        return default if schema_default is _NO_DEFAULT else schema_default
-
-    @property
-    def argument_tensors(self) -> list[torch.Tensor]:
-        """The tensors among the op's arguments, in order: those its reads were recorded from
-        (an intercepted call's reads are not its arguments)."""
-        return _tensors((self.args, self.kwargs))
-
-    @property
-    def argument_names(self) -> tuple[str, ...]:
-        """The names of the op's schema arguments (none for an intercepted call)."""
-        return () if self.func is None else _argument_names(self.func)
-
-    @property
-    def written_arguments(self) -> tuple[tuple[int, str], ...]:
-        """(position, name) of the arguments the schema marks as written in place."""
-        return () if self.func is None else _written_arguments(self.func)
-
-
-@dataclass(frozen=True)
-class StepTensors:
-    """The roles of a training step's tensors (:mod:`torchroofline.training`), each as the
-    value the step first sees (``value_id``; ``storage_id`` names the buffer across versions).
-
-    ``parameters``: the trained parameters as the forward reads them (the optimizer writes new
-    values of the same storages). ``gradients``: each parameter's ``.grad`` as backward leaves it
-    for the optimizer (in a model without parameters, each floating input's: kept).
-    ``optimizer_states``: the optimizer's state tensors (AdamW's ``exp_avg``, ``exp_avg_sq``,
-    a device-side ``step``), alive across steps, as the step reads them.
-    ``losses``: the values backward starts from (the loss, or the model's outputs when the
-    gradient is seeded). Unused parameters (no gradient) are left out of every tuple.
-    """
-
-    parameters: tuple[TensorRef, ...]
-    gradients: tuple[TensorRef, ...]
-    optimizer_states: tuple[TensorRef, ...]
-    losses: tuple[TensorRef, ...]
-    optimizer: str  #: e.g. ``"adamw"``, or ``"none"`` for forward + backward only
-
-
-@dataclass(frozen=True)
-class Trace:
-    """Everything the trace saw: the ops in execution order and the graph's boundary values."""
-
-    model_name: str
-    ops: tuple[TracedOp, ...]
-    input_value_ids: frozenset[int]  #: values read before any op wrote them (inputs, params)
-    output_value_ids: frozenset[int]  #: values the model returns or leaves in mutated buffers
-    params: int  #: parameter count (elements)
-    notes: tuple[str, ...]
-    device: str
-    #: the tensors the model returns, as the views it returns (not whole storages)
-    output_refs: tuple[TensorRef, ...] = ()
-    #: value id → its storage's elements (flat, CPU) for buffers whose values are known
-    #: constants (:func:`shadow.known_value`: a causal mask built in ``__init__``)
-    constants: Mapping[int, torch.Tensor] = dataclasses.field(default_factory=dict)
-    #: the value id each forward-argument tensor starts as, in argument order (0: never read),
-    #: and each parameter's or buffer's by name: where given values attach (:mod:`given`)
-    argument_value_ids: tuple[int, ...] = ()
-    module_value_ids: Mapping[str, int] = dataclasses.field(default_factory=dict)
-    #: traced on real tensors (the real-data fallback) none of which was filled at random: the
-    #: sizes a value decided (``nonzero``, a boolean mask) are those of the given values
-    ran_on_given_values: bool = False
-    #: value id → its storage's elements (flat, CPU) for the given input values the bound may
-    #: read (:mod:`torchroofline.given`); None: the bound is for any input values
-    given: Mapping[int, torch.Tensor] | None = None
-    #: a training step's tensor roles; None for an inference trace
-    step: StepTensors | None = None
-    #: (kind, tensor) for every storage that exists before the first op, each once: the
-    #: model's parameters and buffers (used or not) and the forward arguments; kind is
-    #: "parameters", "buffers" or "inputs" (what the memory timeline starts from)
-    resident: tuple[tuple[str, TensorRef], ...] = ()
-
-
-def largest_per_value(refs: Iterable[TensorRef]) -> tuple[TensorRef, ...]:
-    """Each value once (a value read twice costs once), at the largest view of it among
-    ``refs`` with the elements of all its views united (``x[:, :512] + x[:, 512:]`` reads all
-    of ``x``)."""
-    refs = tuple(refs)
-    if len({ref.value_id for ref in refs}) == len(refs):  # each value once: nothing to unite
-        return refs
-    views: dict[int, list[TensorRef]] = {}
-    for ref in refs:
-        views.setdefault(ref.value_id, []).append(ref)
-    united = []
-    for group in views.values():
-        largest = max(group, key=lambda ref: ref.elements)
-        if len(group) > 1:
-            largest = dataclasses.replace(largest, elements=united_elements(group))
-        united.append(largest)
-    return tuple(united)
-
-
-def base_name(func: Any) -> str:
-    """``aten.add_.Tensor`` → ``"add"``: the key of the cost registry (in-place shares a rule)."""
-    name = func.overloadpacket.__name__
-    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
-
-
-def _know(known_storages: dict[int, torch.Tensor], tensor: torch.Tensor, value: Any) -> None:
-    """Keep ``value`` as the known elements of ``tensor``'s part of its storage (flat, CPU)."""
-    storage = tensor.untyped_storage()
-    with unset_fake_temporarily():
-        flat = known_storages.setdefault(
-            storage._cdata,
-            torch.zeros(storage.nbytes() // max(tensor.element_size(), 1), dtype=tensor.dtype),
-        )
-        flat.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset()).copy_(value)
 
 
 #: the ops that turn a real tensor made in forward into a fake one
@@ -344,27 +195,6 @@ def _ref(tensor: torch.Tensor, value_id: int, storage: Any) -> TensorRef:
     )
 
 
-def _tensors(tree: Any) -> list[torch.Tensor]:
-    """Every tensor in nested tuples, lists and dicts (an op's arguments or outputs), in order.
-    A plain scan: pytree's generality costs more than the op itself on this hot path."""
-    if isinstance(tree, torch.Tensor):
-        return [tree]
-    found: list[torch.Tensor] = []
-    if isinstance(tree, (tuple, list, dict)):
-        _collect_tensors(tree.values() if isinstance(tree, dict) else tree, found)
-    return found
-
-
-def _collect_tensors(items: Iterable[Any], found: list[torch.Tensor]) -> None:
-    for item in items:
-        if isinstance(item, torch.Tensor):
-            found.append(item)
-        elif isinstance(item, (tuple, list)):
-            _collect_tensors(item, found)
-        elif isinstance(item, dict):
-            _collect_tensors(item.values(), found)
-
-
 def meta_copies(tree: Any, *, keep_shape_only: bool = False) -> Any:
     """Each tensor in ``tree`` as a plain meta tensor of its shape, strides and dtype (no data
     kept, and no dispatch mode sees the copies); with ``keep_shape_only``, fake and meta
@@ -466,25 +296,28 @@ class _Recorder(TorchDispatchMode):
 
     def run_recorded(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         """Run ``func`` (with :attr:`call`) and record it, unless it only touches host storages."""
-        names = _FUNC_NAMES.get(func)
-        if names is None:
-            names = _FUNC_NAMES[func] = (str(func), base_name(func))
-        self.current_op, base = names
+        self.current_op = _names(func)[0]
         _check_operand_dtypes(func, args)
         in_tensors = _tensors((args, kwargs))
         if self.host_storages and _on_host(in_tensors, self.host_storages):
             return func(*args, **kwargs)
+        recorded, recorded_kwargs = _functional_form(func) or func, kwargs
+        if recorded is not func:  # the out tensors' old values are no input of the op
+            out_names = _out_names(func)
+            recorded_kwargs = {key: value for key, value in kwargs.items() if key not in out_names}
+            in_tensors = _tensors((args, recorded_kwargs))
         reads = self._reads(in_tensors)
         output = self.call(func, types, args, kwargs, self.meta_only)
         if func in _LIFTS:
             lifted = self._lifted_value(args[0], output)
             if lifted is not None:
                 _know(self.values.known_storages, output, lifted)
-        is_alias = func.is_view or (
-            not _written_arguments(func) and _aliases_input(reads, output)
+        is_alias = recorded.is_view or (
+            not _written_arguments(recorded) and _aliases_input(reads, output)
         )
-        mutated = _mutated_arguments(func, args, kwargs, output)
-        self.record(self.current_op, base, func, args, kwargs, output, reads, is_alias, mutated)
+        mutated = _mutated_arguments(recorded, args, recorded_kwargs, output)
+        self.record(*_names(recorded), recorded, args, recorded_kwargs, output, reads, is_alias,
+                    mutated)
         return output
 
     def _lifted_value(self, source: torch.Tensor, output: Any) -> torch.Tensor | None:
@@ -545,6 +378,15 @@ class _Recorder(TorchDispatchMode):
 
 #: aten overload → (its full name, :func:`base_name`), filled as ops are met
 _FUNC_NAMES: dict[Any, tuple[str, str]] = {}
+
+
+def _names(func: Any) -> tuple[str, str]:
+    """An aten overload's full name and :func:`base_name` (looked up once per overload)."""
+    names = _FUNC_NAMES.get(func)
+    if names is None:
+        names = _FUNC_NAMES[func] = (str(func), base_name(func))
+    return names
+
 
 #: Namespaces of ops that are no GPU work: primitives (``prim.device``) and the profiler's
 #: markers (every ``Optimizer.step`` opens a ``record_function``).
@@ -620,11 +462,16 @@ class _RecordingFakeMode(FakeTensorMode):
     dispatch mode per op instead of a recorder mode above the fake one: each mode an op passes
     costs its push and pop (~0.02 ms per op, as much as recording it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stand_ins: bool = False) -> None:
         # real tensors a model holds outside its modules (a closure, a global) become fake too
         super().__init__(allow_non_fake_inputs=True)
         #: the recorder of the trace running now; None outside one
         self.recorder: _Recorder | None = None
+        #: an op whose output sizes depend on values runs on stand-in values instead of
+        #: raising (:func:`data_sized.stand_in_output`)
+        self.stand_ins = stand_ins
+        #: "op in 'module'" for each op sized so, first seen first
+        self.sized_ops: dict[str, None] = {}
         #: True while an op runs: what it calls (a decomposition's ops) is part of it
         self._running_op = False
 
@@ -650,6 +497,21 @@ class _FakeCall:
 
     def __call__(self, func: Any, types: Any, args: tuple, kwargs: dict, meta_only: set[Any]
                  ) -> Any:
+        try:
+            return self._dispatch(func, types, args, kwargs, meta_only)
+        except (DynamicOutputShapeException, NotImplementedError):
+            # its output sizes depend on values (a meta kernel that needs them raises
+            # NotImplementedError): on stand-in values where the trace allows it
+            if not self.mode.stand_ins or torch.Tag.dynamic_output_shape not in func.tags:
+                raise
+            recorder = self.mode.recorder
+            where = recorder.modules.path if recorder is not None else ""
+            self.mode.sized_ops[f"{func} in '{where or '<top level>'}'"] = None
+            with self.mode:
+                return stand_in_output(func, args, kwargs)
+
+    def _dispatch(self, func: Any, types: Any, args: tuple, kwargs: dict, meta_only: set[Any]
+                  ) -> Any:
         if func not in OWN_OUTPUTS and func not in meta_only:
             try:
                 return FakeTensorMode.__torch_dispatch__(self.mode, func, types, args, kwargs)
@@ -758,212 +620,6 @@ def _meta_output_layout(func: Any, args: tuple, kwargs: dict, leaves: list) -> t
     return spec, layouts
 
 
-#: :func:`_schema_positions`' mark of an argument without a default
-_NO_DEFAULT = object()
-
-
-@functools.cache
-def _schema_positions(func: Any) -> dict[str, tuple[int, Any]]:
-    """An op's schema arguments by name: (position, default or :data:`_NO_DEFAULT`)."""
-    return {
-        argument.name: (
-            position, argument.default_value if argument.has_default_value() else _NO_DEFAULT
-        )
-        for position, argument in enumerate(func._schema.arguments)
-    }
-
-
-@functools.cache
-def _argument_names(func: Any) -> tuple[str, ...]:
-    return tuple(_schema_positions(func))
-
-
-@functools.cache
-def _written_arguments(func: Any) -> tuple[tuple[int, str], ...]:
-    """(position, name) of the arguments an op's schema marks as written in place."""
-    return tuple(
-        (position, argument.name)
-        for position, argument in enumerate(func._schema.arguments)
-        if argument.alias_info is not None and argument.alias_info.is_write
-    )
-
-
-#: Arguments a schema marks written that the kernel writes only when another argument is
-#: given: the fused optimizers unscale ``grads`` in place only with a ``grad_scale`` (AMP),
-#: and otherwise only read them. Keyed by op packet name: (written argument, condition).
-_WRITTEN_ONLY_WITH: dict[str, tuple[str, str]] = {
-    name: ("grads", "grad_scale")
-    for name in ("_fused_adamw_", "_fused_adam_", "_fused_sgd_", "_fused_adagrad_")
-}
-
-
-def _mutated_arguments(func: Any, args: tuple, kwargs: dict, output: Any) -> list[torch.Tensor]:
-    """Arguments the op writes in place that it does not also return (batch-norm running
-    statistics): they are writes too."""
-    written = _written_arguments(func)
-    if not written:
-        return []
-    returned = {t.untyped_storage()._cdata for t in _tensors(output)}
-    positions = _schema_positions(func)
-
-    def value_of(name: str) -> Any:
-        position = positions[name][0]
-        return args[position] if position < len(args) else kwargs.get(name)
-
-    only_with = _WRITTEN_ONLY_WITH.get(func.overloadpacket.__name__)
-    mutated = []
-    for _, name in written:
-        if only_with and name == only_with[0] and value_of(only_with[1]) is None:
-            continue
-        tensors = _tensors(value_of(name))
-        mutated += [t for t in tensors if t.untyped_storage()._cdata not in returned]
-    return mutated
-
-
-def _aliases_input(reads: Sequence[TensorRef], output: Any) -> bool:
-    """Whether an op that writes none of its arguments returns the storage of one it read
-    (``_unsafe_view``, ``alias``)."""
-    out_tensors = _tensors(output)
-    if not out_tensors:
-        return False
-    in_storages = {ref.storage_id for ref in reads}
-    return all(t.untyped_storage()._cdata in in_storages for t in out_tensors)
-
-
-# --- Converting the model and inputs ---------------------------------------------------------
-
-
-def _module_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Parameters and buffers by qualified name, tied ones under every name."""
-    tensors = dict(model.named_parameters(remove_duplicate=False))
-    tensors.update(model.named_buffers(remove_duplicate=False))
-    return tensors
-
-
-def _plain_tensor_attributes(model: nn.Module) -> list[tuple[nn.Module, str, torch.Tensor]]:
-    """Tensors kept as plain attributes (not parameters or buffers) of any submodule."""
-    return [
-        (module, name, value)
-        for module in model.modules()
-        for name, value in vars(module).items()
-        if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
-    ]
-
-
-class _Converter:
-    """Turns real, meta or foreign-fake tensors into tensors of the trace (fake or real)."""
-
-    def __init__(self, fake_mode: FakeTensorMode | None, device: str,
-                 shapes_over_bytes: int | None = None) -> None:
-        self.fake_mode = fake_mode
-        self.device = device
-        #: real-data runs only: meta tensors, and fake ones over this many bytes, become
-        #: meta (shapes whose values are unknown) instead of being filled at random
-        self.shapes_over_bytes = shapes_over_bytes
-        self._done: dict[int, torch.Tensor] = {}
-        self._storages: dict[tuple[int, torch.dtype], torch.Tensor] = {}
-        #: storage key of a converted buffer → its storage's known elements (flat, CPU)
-        self.known_storages: dict[int, torch.Tensor] = {}
-        #: whether a fake or meta tensor was replaced by random values (the real fallback)
-        self.filled_at_random = False
-
-    def buffer(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Convert a model's buffer (or plain tensor attribute), keeping its value where it is
-        a known constant (:func:`shadow.known_value`); parameters and inputs are data."""
-        converted = self(tensor)
-        with unset_fake_temporarily():  # the caller may convert inside the fake mode
-            value = known_value(tensor)
-        if value is not None and not isinstance(tensor, nn.Parameter):
-            _know(self.known_storages, converted, value)
-        return converted
-
-    def __call__(self, tensor: torch.Tensor) -> torch.Tensor:
-        if id(tensor) not in self._done:
-            self._done[id(tensor)] = self._convert(tensor)
-        return self._done[id(tensor)]
-
-    def _convert(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.fake_mode is None:
-            if _kept_as_shape(tensor, self.shapes_over_bytes):
-                return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
-                                           device="meta")
-            if isinstance(tensor, FakeTensor) or tensor.is_meta:
-                self.filled_at_random = True
-                return _random_like(tensor)
-            return tensor.detach()
-        # views of one storage (two inputs sliced from one tensor, tied weights) stay views of
-        # one fake storage, so the bound reads shared elements once
-        key = (tensor.untyped_storage()._cdata, tensor.dtype)
-        with self.fake_mode:
-            if key not in self._storages:
-                elements = tensor.untyped_storage().nbytes() // max(tensor.element_size(), 1)
-                if tensor.storage_offset() == 0 and elements == _extent(tensor):
-                    # the whole storage (a parameter, most often): made as it is, which fake
-                    # mode does ~6× faster than a flat storage and a strided view of it
-                    made = torch.empty_strided(
-                        tensor.shape, tensor.stride(), dtype=tensor.dtype, device=self.device
-                    )
-                    self._storages[key] = made
-                    return made
-                self._storages[key] = torch.empty(
-                    elements, dtype=tensor.dtype, device=self.device
-                )
-            return self._storages[key].as_strided(
-                tensor.shape, tensor.stride(), tensor.storage_offset()
-            )
-
-
-def _extent(tensor: torch.Tensor) -> int:
-    """Elements from a tensor's first to its last, in storage order (0 when empty)."""
-    if tensor.numel() == 0:
-        return 0
-    return 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(),
-                                                               strict=True))
-
-
-def _random_like(tensor: torch.Tensor) -> torch.Tensor:
-    """Real data standing in for a fake/meta tensor in the real-data fallback."""
-    make = torch.randn if tensor.is_floating_point() else torch.zeros
-    return make(tensor.shape, dtype=tensor.dtype)
-
-
-def _kept_as_shape(tensor: torch.Tensor, shapes_over_bytes: int | None) -> bool:
-    """Whether a real-data trace keeps ``tensor`` as a meta shape: a meta tensor, or a fake
-    one over ``shapes_over_bytes`` (never, when that is None)."""
-    if shapes_over_bytes is None:
-        return False
-    if isinstance(tensor, FakeTensor):
-        return tensor.numel() * tensor.element_size() > shapes_over_bytes
-    return tensor.is_meta
-
-
-def _materialized_bytes(
-    model: nn.Module, inputs: Sequence[Any], shapes_over_bytes: int | None = None
-) -> int:
-    """Bytes of the real tensors a real-data trace would have to build: the fake and meta
-    ones it does not keep as shapes (:func:`_kept_as_shape`)."""
-    tensors = list(_module_tensors(model).values()) + _tensors(inputs)
-    tensors += [value for _, _, value in _plain_tensor_attributes(model)]
-    unique = {id(t): t for t in tensors}.values()
-    return sum(
-        t.numel() * t.element_size() for t in unique
-        if (isinstance(t, FakeTensor) or t.is_meta) and not _kept_as_shape(t, shapes_over_bytes)
-    )
-
-
-@contextlib.contextmanager
-def _swapped_attributes(
-    attributes: Sequence[tuple[nn.Module, str, torch.Tensor]], convert: _Converter
-) -> Iterator[None]:
-    for module, name, value in attributes:
-        setattr(module, name, convert.buffer(value))
-    try:
-        yield
-    finally:
-        for module, name, value in attributes:
-            setattr(module, name, value)
-
-
 # --- The trace itself ------------------------------------------------------------------------
 
 
@@ -1001,6 +657,7 @@ class StepRunner(Protocol):
         optimizer's state (the loss)."""
 
 
+@torch.inference_mode(False)
 def _run(
     model: nn.Module,
     inputs: tuple,
@@ -1009,6 +666,7 @@ def _run(
     step: StepRunner | None = None,
     shapes_over_bytes: int | None = None,
     fake_lifts: Sequence[torch.Tensor | None] = (),
+    autocast: torch.dtype | None = None,
 ) -> tuple[_Recorder, _ValueTable, Any]:
     convert = _Converter(fake_mode, device, shapes_over_bytes)
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
@@ -1031,6 +689,7 @@ def _run(
         warnings.catch_warnings(),
         _quiet_fake_tensor_log(),
         torch.no_grad() if step is None else torch.enable_grad(),
+        autocast_state(device, autocast),
         _swapped_attributes(plain_attributes, convert),
         outer,
         modules.active(),
@@ -1165,11 +824,16 @@ def trace_model(
     real_fallback_limit_bytes: int = REAL_FALLBACK_LIMIT_BYTES,
     name: str | None = None,
     step: StepRunner | None = None,
+    autocast: torch.dtype | None = None,
 ) -> Trace:
     """Run ``model(*inputs)`` once on fake tensors on ``device`` and record every op.
 
     ``step`` makes it a training step: after the forward, ``step`` runs the loss, backward and
-    the optimizer under the same recorder (:mod:`torchroofline.training`).
+    the optimizer under the same recorder (:mod:`torchroofline.training`). ``autocast`` (a
+    dtype) runs an inference forward under autocast in it (:func:`.modes.autocast_state`); any
+    autocast the caller entered is off in the trace. The trace also leaves the caller's
+    ``torch.inference_mode``: under it PyTorch does not decompose composite ops
+    (``aten.linear`` reaches the dispatcher whole), so the ops would differ from a GPU run's.
 
     Falls back to fake tensors on the CPU when the model mixes devices, and to real tensors on
     the CPU when an op needs real data (``.item()``, ``nonzero``, control flow on values), as
@@ -1180,7 +844,9 @@ def trace_model(
     model_name = name or type(model).__name__
     notes: list[str] = []
     try:
-        recorder, values, output = _run(model, args, _RecordingFakeMode(), device, step)
+        recorder, values, output = _run(
+            model, args, _RecordingFakeMode(), device, step, autocast=autocast
+        )
     except _TraceFailure as failure:
         cpu_reason = failure.cpu_retrace_reason(device)
         if cpu_reason:
@@ -1196,15 +862,16 @@ def trace_model(
                     real_fallback_limit_bytes=real_fallback_limit_bytes,
                     name=model_name,
                     step=step,
+                    autocast=autocast,
                 ),
                 notes,
             )
         if not failure.data_dependent:
             raise failure.model_error(model_name) from failure.error
-        recorder, values, output = _real_fallback(
-            model, args, failure, model_name, real_fallback_limit_bytes, notes, step
+        recorder, values, output, device = _real_fallback(
+            model, args, failure, model_name, real_fallback_limit_bytes, notes, step, device,
+            autocast,
         )
-        device = "cpu"
     outputs = {values.current(t) for t in _tensors(output)} - {None}
     output_refs = tuple(ref for ref in map(values.output_ref, _tensors(output)) if ref)
     return Trace(
@@ -1236,8 +903,13 @@ def _real_fallback(
     model_name: str,
     limit_bytes: int,
     notes: list[str],
-    step: StepRunner | None = None,
-) -> tuple[_Recorder, _ValueTable, Any]:
+    step: StepRunner | None,
+    device: str,
+    autocast: torch.dtype | None = None,
+) -> tuple[_Recorder, _ValueTable, Any, str]:
+    """The trace again, on real CPU tensors where they fit in ``limit_bytes``, else on fake
+    ones with data-sized ops run on stand-in values (:func:`_stand_in_run`); returns
+    the run and the device it traced on."""
     needed = _materialized_bytes(model, args)
     shapes_over_bytes = limit_bytes // SHAPE_SHARE_OF_FALLBACK_LIMIT
     needed_with_shapes = _materialized_bytes(model, args, shapes_over_bytes)
@@ -1245,7 +917,7 @@ def _real_fallback(
         # meta tensors and big fake ones stay shapes (a model with its experts made shape
         # only): enough unless the op that needs data reads one of them
         try:
-            run = _run(model, args, None, "cpu", step, shapes_over_bytes, failure.lifts)
+            run = _run(model, args, None, "cpu", step, shapes_over_bytes, failure.lifts, autocast)
         except _TraceFailure:
             pass
         else:
@@ -1254,19 +926,57 @@ def _real_fallback(
                 f"real data (fake tensors up to {shapes_over_bytes / 2**20:,.0f} MiB were "
                 "filled with random values; meta and bigger ones stayed shapes)"
             )
-            return run
+            return (*run, "cpu")
     if needed > limit_bytes:
-        raise DataDependentError(
-            f"{model_name} needs real data at {failure.op} in module '{failure.module_path}' "
-            f"(a value-dependent shape or branch), and real tensors would take "
-            f"{needed / 2**20:,.0f} MiB, over the {limit_bytes / 2**20:,.0f} MiB limit; "
-            "raise real_fallback_limit_bytes or make that code shape-static"
-        ) from failure.error
+        too_big = (
+            f"real tensors would take {needed / 2**20:,.0f} MiB, over the "
+            f"{limit_bytes / 2**20:,.0f} MiB limit"
+        )
+        run = _stand_in_run(model, args, model_name, too_big, step, device, autocast)
+        notes.append(
+            f"bound for every size the data could give: {', '.join(run[0].sized_ops)} size "
+            f"outputs by values and {too_big}, so they ran on stand-in values (the bound "
+            "charges what they compute as possibly empty)"
+        )
+        return (*run[1:], device)
     notes.append(
         f"traced with real CPU tensors: {failure.op} in '{failure.module_path}' needs real data "
         "(fake/meta tensors were filled with random values)"
     )
     try:
-        return _run(model, args, None, "cpu", step, fake_lifts=failure.lifts)
+        run = _run(model, args, None, "cpu", step, fake_lifts=failure.lifts, autocast=autocast)
+        return (*run, "cpu")
     except _TraceFailure as real_failure:
         raise real_failure.model_error(model_name) from real_failure.error
+
+
+def _stand_in_run(
+    model: nn.Module,
+    args: tuple,
+    model_name: str,
+    too_big: str,
+    step: StepRunner | None,
+    device: str,
+    autocast: torch.dtype | None = None,
+) -> tuple[_RecordingFakeMode, _Recorder, _ValueTable, Any]:
+    """The trace on fake tensors, each op that sizes its outputs by values (``nonzero``,
+    ``x[mask]``, ``unique``…) run on stand-in values (:mod:`.data_sized`): the bound charges
+    what such ops compute as possibly empty, so it holds for every size. Raises
+    DataDependentError where no such bound exists: a value becomes a Python number or decides
+    a branch (``.item()``, ``if x.sum() > 0``), or the program fails on the sizes drawn."""
+    mode = _RecordingFakeMode(stand_ins=True)
+    try:
+        return (mode, *_run(model, args, mode, device, step, autocast=autocast))
+    except _TraceFailure as failure:
+        why = (
+            "a value becomes a Python number or decides a branch, so no bound holds for every "
+            "value"
+            if failure.data_dependent
+            else "it fails on the sizes drawn for its data-sized outputs "
+            f"({type(failure.error).__name__}), so no bound holds for every size"
+        )
+        raise DataDependentError(
+            f"{model_name} needs real data at {failure.op} in module '{failure.module_path}' "
+            f"({why}), and {too_big}; raise real_fallback_limit_bytes or make that code "
+            "shape-static"
+        ) from failure.error

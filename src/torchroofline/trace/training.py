@@ -33,13 +33,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import InputError, ModelError
 from .intercept import AUTOGRAD_CALLS, OWN_OUTPUTS, _paused
-from .tracer import StepTensors, TensorRef, _Recorder, _ref, _tensors, meta_copies
+from .modes import AUTOCAST_DTYPES, autocast_state
+from .refs import StepTensors, TensorRef
+from .schema import _tensors
+from .tracer import _Recorder, _ref, meta_copies
 
 #: Training-step phases in execution order (``TracedOp.phase``).
 PHASES = ("forward", "backward", "optimizer")
 MODES = ("inference", "train")
-#: ``autocast=`` names → the dtype ``torch.autocast`` runs the forward's matmuls in.
-AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 #: ``--optimizer`` name → its ``torch.optim`` class (None: no optimizer step). Each runs with
 #: PyTorch's own defaults (lr 1e-3 and betas of each class) unless ``optimizer_options`` says
@@ -82,20 +83,21 @@ def step_trace_options(
     autocast: str | None = None,
     checkpoint: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The :func:`~torchroofline.trace.trace_model` keywords of ``mode``: none for inference,
-    a :class:`Step` on fake CPU tensors for a training step (see the module docstring). A
-    training-step option given for inference is an error, before anything is traced."""
+    """The :func:`~torchroofline.trace.trace_model` keywords of ``mode``: for inference the
+    forward's autocast dtype, if any; for a training step a :class:`Step` on fake CPU tensors
+    (see the module docstring). A training-step option given for inference is an error, before
+    anything is traced."""
     check_training(mode, optimizer, loss, autocast)
     if mode == "inference":
-        options = {"loss": loss, "optimizer_options": optimizer_options, "autocast": autocast,
+        options = {"loss": loss, "optimizer_options": optimizer_options,
                    "checkpoint": checkpoint}
         given = [name for name, value in options.items() if value]
         if given:
             raise InputError(
-                f"{', '.join(given)}: training-step option(s), ignored in inference; add "
-                "mode='train' (CLI: --train)"
+                f"{', '.join(given)}: training-step option(s), which an inference analysis "
+                "has no use for; add mode='train' (CLI: --train) or leave them out"
             )
-        return {}
+        return {"autocast": AUTOCAST_DTYPES[autocast]} if autocast else {}
     step = Step(loss, optimizer, dict(optimizer_options or {}), autocast)
     return {"device": "cpu", "step": step}
 
@@ -141,7 +143,7 @@ class Step:
         if self.autocast is not None:
             device = next(iter(module_tensors.values())).device.type if module_tensors else "cpu"
             self._forward_only.enter_context(
-                torch.autocast(device, dtype=AUTOCAST_DTYPES[self.autocast])
+                autocast_state(device, AUTOCAST_DTYPES[self.autocast])
             )
         try:
             yield

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from ...costs import OpRecord
-from ...trace.tracer import Trace
+from ...trace.refs import Trace
 from . import buffers, chains, identities, linear, shared
 from ._core import ALGEBRA_RULES, Graph, Match, rules_for
 from .chains import chain_order

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ...costs import OpKey, aten, lookup
-from ...trace.tracer import TensorRef, Trace, TracedOp
+from ...trace.refs import TensorRef, Trace, TracedOp
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from ...costs import aten
-from ...trace.tracer import TensorRef
+from ...trace.refs import TensorRef
 from ._core import Graph, Match, algebra_rule
 
 SUMS_RULE = "constant matrix product is a sum"

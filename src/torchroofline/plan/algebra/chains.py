@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 
 from ...costs import aten
-from ...trace.tracer import TensorRef, TracedOp
+from ...trace.refs import TensorRef, TracedOp
 from ._core import Graph, Match, algebra_rule
 
 RULE = "matrix chain reassociated"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from ...costs import aten
-from ...trace.tracer import TensorRef, TracedOp
+from ...trace.refs import TensorRef, TracedOp
 from ._core import SUMS, Graph, Match, algebra_rule, folded, reduced_dims, scalar_argument
 
 

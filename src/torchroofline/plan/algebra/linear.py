@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from ...costs import OpKey, aten, lookup
-from ...trace.tracer import TensorRef, TracedOp
+from ...trace.refs import TensorRef, TracedOp
 from ._core import (
     SUMS,
     Graph,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ...costs import aten
-from ...trace.tracer import TracedOp
+from ...trace.refs import TracedOp
 from ._core import Graph, Match, algebra_rule
 
 #: Ops whose repeat a rule removes: the expensive, deterministic ones (a repeated cheap op

@@ -14,7 +14,8 @@ from torch import nn
 
 from ...costs import OpRecord, cost_trace
 from ...errors import TorchrooflineError
-from ...trace.tracer import TensorRef, Trace, TracedOp, trace_model
+from ...trace.refs import TensorRef, Trace, TracedOp
+from ...trace.tracer import trace_model
 from ._core import Graph, Match, meta_like
 
 

@@ -22,13 +22,13 @@ from ...costs import (
     op_keys,
 )
 from ...trace.intercept import RNN_CALLS
+from ...trace.refs import TensorRef, TracedOp
 from ...trace.regions import (
     NOWHERE,
     Region,
     fraction_of,
     full_box,
 )
-from ...trace.tracer import TensorRef, TracedOp
 
 
 @dataclass(frozen=True)

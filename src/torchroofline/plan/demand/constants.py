@@ -11,12 +11,12 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
+from ...trace.refs import TracedOp
 from ...trace.regions import (
     Box,
     Region,
     positions_to_set,
 )
-from ...trace.tracer import TracedOp
 from ._core import _Context
 from .layout import TRIANGLE_BANDS
 

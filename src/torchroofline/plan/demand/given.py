@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from ...costs import OpKey, OpRecord, add_rules, aten, lookup
-from ...trace.tracer import Trace, TracedOp
+from ...trace.refs import Trace, TracedOp
 from ._core import _one_of, _op_set
 from .constants import known_values
 from .matmul import has_structure
@@ -103,7 +103,9 @@ def given_necessary(
     """The necessary work for the given values (``trace.given``), or None when it is the same
     as for any values: no rule reads a value the given inputs decide, and no size is decided
     by them. Only then is the second walk run."""
-    given = trace.given or {}
+    if trace.given is None:  # the bound for any values was asked for
+        return None
+    given = trace.given
     sizes_given = trace.ran_on_given_values and bool(_sized_by_data(trace.ops))
     if not given and not sizes_given:
         return None

@@ -13,6 +13,7 @@ from ...costs import (
     MatmulKind,
     aten,
 )
+from ...trace.refs import TensorRef
 from ...trace.regions import (
     NOWHERE,
     Box,
@@ -24,7 +25,6 @@ from ...trace.regions import (
     positions_to_set,
     set_size,
 )
-from ...trace.tracer import TensorRef
 from ._core import (
     Demand,
     _biases,

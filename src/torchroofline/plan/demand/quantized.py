@@ -18,8 +18,8 @@ import torch
 
 from ...costs import FlopCount, MatmulKind, aten
 from ...costs.quantized import left_operand_name, reduction_length
+from ...trace.refs import TensorRef, TracedOp
 from ...trace.regions import NOWHERE, Region
-from ...trace.tracer import TensorRef, TracedOp
 from ._core import Demand, _broadcast, _Context, _proportional, demand_rule
 
 #: Values one block scale covers, by the scale's dtype: NVFP4's e4m3 scales cover 16 values,

@@ -17,6 +17,7 @@ from ...costs import (
     aten,
     lookup,
 )
+from ...trace.refs import TensorRef, TracedOp
 from ...trace.regions import (
     NOWHERE,
     Box,
@@ -28,7 +29,6 @@ from ...trace.regions import (
     normalize,
     set_size,
 )
-from ...trace.tracer import TensorRef, TracedOp
 from ._core import (
     Demand,
     _broadcast,

@@ -20,15 +20,16 @@ from ...costs import (
     lookup,
     op_keys,
 )
+from ...trace.refs import TensorRef, TracedOp
 from ...trace.regions import (
     NOWHERE,
     Box,
+    IndexSet,
     Region,
     full_box,
     positions_to_set,
     set_size,
 )
-from ...trace.tracer import TracedOp
 from ._core import (
     Demand,
     _broadcast,
@@ -201,13 +202,29 @@ def _index_select_dim(context: _Context) -> tuple[int, ...]:
     return (context.argument("dim") % max(1, len(context.op.reads[0].shape)),)
 
 
+def _advanced_index_dims(context: _Context) -> Sequence[int] | None:
+    """``x[..., i, j, ...]`` with integer index tensors of one shape: output dims d0 … d0 +
+    i.dim() hold their positions, d0 the first indexed dim when the indexed dims are adjacent,
+    else 0 (NumPy's rule). Boolean or broadcast index tensors: None."""
+    indices = context.argument("indices")
+    used = [(d, index) for d, index in enumerate(indices) if index is not None]
+    shapes = {tuple(index.shape) for _, index in used}
+    if len(shapes) != 1 or any(index.dtype == torch.bool for _, index in used):
+        return None
+    first, last = used[0][0], used[-1][0]
+    start = first if last - first + 1 == len(used) else 0
+    return range(start, start + len(next(iter(shapes))))
+
+
 #: Gathers whose output position p reads index element p[dims] (the dims given here):
 #: ``gather`` and ``take`` index every output, ``embedding`` each row of D outputs,
-#: ``index_select`` each slice along ``dim``.
-_INDEXED_DIMS: dict[OpKey, Callable[[_Context], Sequence[int]]] = {}
+#: ``index_select`` each slice along ``dim``, an advanced index the dims its tensors make
+#: (None: unknown, the demanded share as a count).
+_INDEXED_DIMS: dict[OpKey, Callable[[_Context], Sequence[int] | None]] = {}
 add_rules(_INDEXED_DIMS, [aten.gather, aten.take], _output_dims, "indexed-dims")
 add_rules(_INDEXED_DIMS, [aten.embedding], lambda c: _output_dims(c)[:-1], "indexed-dims")
 add_rules(_INDEXED_DIMS, [aten.index_select], _index_select_dim, "indexed-dims")
+add_rules(_INDEXED_DIMS, [aten.index, aten._unsafe_index], _advanced_index_dims, "indexed-dims")
 
 
 def _index_read(context: _Context, position: int) -> Region:
@@ -217,9 +234,9 @@ def _index_read(context: _Context, position: int) -> Region:
     demanded share of the index, as a count."""
     ref = context.op.reads[position]
     indexed = lookup(_INDEXED_DIMS, context.op)
-    if indexed is None:
+    dims = None if indexed is None else indexed(context)
+    if dims is None:
         return Region(opaque=int(ref.elements * context.fraction))
-    dims = indexed(context)
     if len(dims) != len(ref.shape):  # a 0-dim index: one element every output reads
         return Region.of([full_box(ref.shape)]) if context.output else NOWHERE
     out_shape = context.op.writes[0].shape
@@ -427,7 +444,10 @@ def _covered(context: _Context) -> int:
     return min(destination.elements, indexed_positions(context.op, largest))
 
 
-_SCALAR_FILLS = _op_set([aten.index_fill])
+#: Scatters along ``dim`` (``scatter(x, dim, index, src)``): index[q] sends src[q] to x at q
+#: with ``dim`` replaced, so an output line along ``dim`` is reached from the index's same line
+#: only. The other scatters may send any index element to any output (:func:`_index_demand`).
+_ALONG_DIM_LINES = _op_set([aten.scatter, aten.scatter_add, aten.scatter_reduce])
 
 
 @demand_rule(
@@ -449,29 +469,90 @@ _SCALAR_FILLS = _op_set([aten.index_fill])
 def scatter_demand(context: _Context) -> Demand:
     """A scatter's output is its destination with data-chosen positions replaced: the
     destination is needed where no source lands (at least read − source elements: the kept
-    end state of an input or buffer is already in memory where the scatter leaves it), the
-    indices for the demanded outputs and the source as :func:`_data_chosen` says. With the
-    indices known (:mod:`.given`), exactly the source and index elements that land on demanded
-    outputs, and the destination less the positions they overwrite (:func:`_landed`;
-    ``index_add``/``index_copy`` slice by slice: :func:`_known_sources`)."""
+    end state of an input or buffer is already in memory where the scatter leaves it; all
+    that later ops read where the sources add into it), every index element that may land on
+    a demanded output (:func:`_index_demand`) and the source as :func:`_source_demand` says.
+    With the indices known (:mod:`.given`), exactly the source and index elements that land
+    on demanded outputs, and the destination less the positions they overwrite
+    (:func:`_landed`; ``index_add``/``index_copy`` slice by slice: :func:`_known_sources`)."""
     destination, *rest = context.op.reads
-    demanded = context.output.count
     share = context.fraction
-    read = sum(region.count for region in context.read)
-    untouched = max(0, read - _covered(context))
-    inputs = [Region(opaque=untouched)]
-    *indices, source = rest if rest else [None]
-    scalar_value = not isinstance(context.argument("value"), torch.Tensor)
-    if _one_of(context.op, _SCALAR_FILLS) and scalar_value:
-        indices, source = [*indices, source], None  # index_fill.int_Scalar: no source tensor
-    inputs += [Region(opaque=int(ref.elements * share)) for ref in indices]
-    inputs += [Region(opaque=_data_chosen(demanded))] if source is not None else []
+    read = _read_region(context)
+    if _accumulates(context) and context.argument("include_self", True):
+        inputs = [read]  # every old element goes into its output, whatever lands on it
+    else:
+        inputs = [Region(opaque=max(0, read.count - _covered(context)))]
+    # scatter.value and index_fill.int_Scalar write a Python number: no source tensor
+    has_source = "value" not in context.op.argument_names or isinstance(
+        context.argument("value"), torch.Tensor
+    )
+    indices = rest[:-1] if has_source else rest
+    inputs += [_index_demand(context, ref) for ref in indices]
+    inputs += [_source_demand(context, rest[-1])] if has_source and rest else []
     known = _known_sources(context)
     if known is not None:
         inputs[0], inputs[-1] = known
     for position, region in _landed(context).items():
         inputs[position] = region
     return Demand(tuple(inputs), context.record.flops.scaled(share))
+
+
+def _read_region(context: _Context) -> Region:
+    """The demanded outputs that later ops read (:attr:`_Context.read`), united."""
+    read = NOWHERE
+    for region in context.read:
+        read = read.union(region)
+    return read
+
+
+def _index_demand(context: _Context, index: TensorRef) -> Region:
+    """The index (or mask) elements a scatter's demanded outputs need, whatever their values.
+    Whether an output is overwritten, and by what, is known only after every index element
+    that could land on it: the whole line along ``dim`` through it for a scatter along a dim
+    (outputs with no position: as many whole lines), every element for the others (any may
+    name any slice) — only those an adversary could point at a demanded output, which is
+    all of them. A ``masked_scatter`` mask at the demanded positions (broadcast)."""
+    region = context.output
+    if not region:
+        return NOWHERE
+    out_shape = context.op.writes[0].shape
+    if aten.masked_scatter in op_keys(context.op):
+        return _broadcast(region, out_shape, index.shape) or Region(opaque=region.count)
+    if not _one_of(context.op, _ALONG_DIM_LINES) or len(index.shape) != len(out_shape):
+        return Region.of([full_box(index.shape)])
+    dim = context.argument("dim") % max(1, len(out_shape))
+    boxes = [
+        tuple(
+            (range(index.shape[d]),) if d == dim else _clipped(box[d], index.shape[d])
+            for d in range(len(out_shape))
+        )
+        for box in region.boxes
+    ]
+    # c outputs with no position lie on ⌈c / line⌉ lines, which an index as wide as the
+    # output along the other dims holds all of
+    lines = -(-region.opaque // max(1, out_shape[dim]))
+    whole = all(index.shape[d] == n for d, n in enumerate(out_shape) if d != dim)
+    return Region.of(boxes, lines * index.shape[dim] if whole else 0)
+
+
+def _clipped(index_set: IndexSet, size: int) -> IndexSet:
+    """The positions of ``index_set`` below ``size``."""
+    return tuple(range(r.start, min(r.stop, size)) for r in index_set if r.start < size)
+
+
+def _source_demand(context: _Context, source: TensorRef) -> Region:
+    """The source elements a scatter's demanded outputs need, whatever the indices: where
+    every source element goes into the output it lands on (a sum or a reduction:
+    :func:`_accumulates`) and every output is demanded, each one that lands — all of them, or
+    those at the index's positions for a scatter along a dim (src may be larger). Where one
+    of several landing on a position wins, or only some outputs are demanded, all may land
+    elsewhere but one: :func:`_data_chosen`."""
+    if context.fraction < 1.0 or not _accumulates(context):
+        return Region(opaque=_data_chosen(context.output.count))
+    if not _one_of(context.op, _ALONG_DIM_LINES):
+        return Region.of([full_box(source.shape)])
+    index = context.op.reads[1].shape  # as many dims as src (torch checks it)
+    return Region.of([tuple((range(min(n, m)),) for n, m in zip(index, source.shape, strict=True))])
 
 
 _INDEXED_ALONG_DIM = _op_set([aten.index_add, aten.index_copy, aten.index_reduce])
@@ -501,9 +582,7 @@ def _known_sources(context: _Context) -> tuple[Region, Region] | None:
         slices = [i for i, target in enumerate(targets) if target in wanted]
         if slices:
             boxes.append((*box[:dim], positions_to_set(slices), *box[dim + 1 :]))
-    destination = NOWHERE
-    for region in context.read:
-        destination = destination.union(region)
+    destination = _read_region(context)
     # a copy overwrites the slices it covers; so may a reduction that leaves out the old value
     if (copies or not context.argument("include_self", True)) and targets:
         shape = context.op.reads[0].shape
@@ -685,9 +764,7 @@ def _landed(context: _Context) -> dict[int, Region]:
         position: _numbers_region(elements[hit].unique(), context.op.reads[position].shape)
         for position, elements in operands.items()
     }
-    read = NOWHERE
-    for region in context.read:
-        read = read.union(region)
+    read = _read_region(context)
     if accumulates and context.argument("include_self", True):
         return {**needed, 0: read}
     kept = _demanded_mask(read, destination.shape).reshape(-1)
@@ -705,9 +782,7 @@ def renorm_demand(context: _Context) -> Demand:
     its row. Which rows change is data; none may, so a kept weight nobody reads needs only the
     indices and one picked row — enough to find out."""
     weight, indices = context.op.reads[:2]
-    read = NOWHERE
-    for region in context.read:
-        read = read.union(region)
+    read = _read_region(context)
     picked = read if read else Region(opaque=_data_chosen(indices.elements) * weight.shape[-1])
     rest = tuple(NOWHERE for _ in context.op.reads[2:])
     return Demand((picked, Region.of([full_box(indices.shape)]), *rest), NO_FLOPS)

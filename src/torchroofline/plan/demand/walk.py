@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -20,6 +20,7 @@ from ...costs import (
     lookup,
     tensor_bytes,
 )
+from ...trace.refs import TensorRef, Trace, TracedOp
 from ...trace.regions import (
     NOWHERE,
     Region,
@@ -27,7 +28,6 @@ from ...trace.regions import (
     box_size,
     full_box,
 )
-from ...trace.tracer import TensorRef, Trace, TracedOp
 from ._core import DEMAND_RULES, Demand, Rule, _Context, _proportional
 from .constants import known_values
 from .reductions import pointwise_demand
@@ -86,9 +86,9 @@ def necessary_work(
     #: the part of each value's demand that an op reads or the model returns (see _Context.read)
     read: dict[int, Region] = {}
     kept, kept_writes = _kept_regions(trace, storages, producers)
-    sized_by_data = {} if sizes_given else _sized_by_data(trace.ops)
     if known is None:
         known = known_values(trace.ops, trace.constants)
+    sized_by_data = {} if sizes_given else _sized_by_data(trace.ops, known)
 
     # the same layer's values, repeated, ask the same questions of regions: asked once each
     inside = functools.cache(_inside)
@@ -181,7 +181,7 @@ def necessary_work(
         # an op computing a data-sized value (x[x > 0] + y) may compute nothing: its other
         # inputs may be needed nowhere (the data-sized ones lead back to what decides the size)
         may_be_empty = sized_writes and sized_reads
-        host = _host_scalars(op)
+        host = _host_scalars(op, producers if trace.device == "cpu" else None)
         for position, (ref, region) in enumerate(zip(op.reads, result.inputs, strict=False)):
             if position not in host and (ref.value_id in sized_by_data or not may_be_empty):
                 in_storage = storages.region_of(ref, region)
@@ -240,12 +240,16 @@ def _dynamic_output_shape(func: OpOverload) -> bool:
     return torch.Tag.dynamic_output_shape in func.tags
 
 
-def _sized_by_data(ops: Sequence[TracedOp]) -> dict[int, set[int]]:
+def _sized_by_data(
+    ops: Sequence[TracedOp], known: Collection[int] = ()
+) -> dict[int, set[int]]:
     """value id → the sizes of its dims that tensor values chose. The trace ran such ops on
-    random data (the real-data fallback), so their sizes are one draw: any input may make them
-    empty. A size chosen by data stays so in every later value an op computes from it with a
-    dim of that size (``x[x > 0] * 2``) or of a size no other input has (``cat([x[x > 0], y])``);
-    a reduction over it (``.sum()``) ends it."""
+    random data (the real-data fallback) or stand-ins, so their sizes are one draw: any input
+    may make them empty — unless the op's outputs are ``known`` (value ids: computed from
+    constants, ``repeat_interleave`` of repeats written in ``forward``). A size chosen by data
+    stays so in every later value an op computes from it with a dim of that size
+    (``x[x > 0] * 2``) or of a size no other input has (``cat([x[x > 0], y])``); a reduction
+    over it (``.sum()``) ends it."""
     sized: dict[int, set[int]] = {}
     for op in ops:
         chosen: set[int] = set()
@@ -255,11 +259,29 @@ def _sized_by_data(ops: Sequence[TracedOp]) -> dict[int, set[int]]:
                     chosen |= sized[ref.value_id]
         if op.is_view or not (chosen or _sizes_outputs_by_data(op)):
             continue
+        if not chosen and all(w.value_id in known for w in op.writes):
+            continue
         fixed = {n for ref in op.reads for n in ref.shape} - chosen
+        picked = _picked_dim(op) if not chosen else None
         for ref in op.writes:
-            if dims := {n for n in ref.shape if n in chosen or n not in fixed}:
+            dims = {n for n in ref.shape if n in chosen or n not in fixed}
+            # the size the op chose, even where it happens to equal a size of its reads (two
+            # tokens of 32 routed to an expert: nonzero's (2, 2) beside a (32, 2) mask)
+            if picked is not None and len(ref.shape) > picked:
+                dims.add(ref.shape[picked])
+            if dims:
                 sized[ref.value_id] = dims
     return sized
+
+
+def _picked_dim(op: TracedOp) -> int:
+    """The dim of a data-sized op's outputs whose size values choose: the first (the rows of
+    ``nonzero``, the elements of ``masked_select``, ``unique``, ``bincount``), or for
+    ``x[..., mask]`` the first indexed dim."""
+    if op.func is None or op.func.overloadpacket not in _DATA_SIZED_ONLY_WITH_MASKS:
+        return 0
+    indices = op.argument("indices") or ()
+    return next((d for d, index in enumerate(indices) if index is not None), 0)
 
 
 def data_sized_demand(context: _Context) -> Demand:
@@ -283,9 +305,11 @@ def data_sized_demand(context: _Context) -> Demand:
     return Demand(inputs, NO_FLOPS)
 
 
-def _host_scalars(op: TracedOp) -> set[int]:
+def _host_scalars(op: TracedOp, computed: Mapping[int, TracedOp] | None = None) -> set[int]:
     """Positions of the reads that are 0-d CPU tensors: a CUDA kernel takes them by value as an
-    argument (TensorIterator's CPU scalars), not from GPU memory."""
+    argument (TensorIterator's CPU scalars), not from GPU memory. In a trace that ran on the
+    CPU (fake CPU tensors, the real-data fallback) every tensor is there, so a value an op of
+    the trace ``computed`` (producers by value id: ``x.sum()``) is on the device."""
     if all(ref.shape for ref in op.reads):  # no 0-d read: no need to collect the arguments
         return set()
     tensors = op.argument_tensors
@@ -293,8 +317,9 @@ def _host_scalars(op: TracedOp) -> set[int]:
         return set()
     return {
         position
-        for position, tensor in enumerate(tensors)
+        for position, (tensor, ref) in enumerate(zip(tensors, op.reads, strict=True))
         if tensor.dim() == 0 and tensor.device.type == "cpu"
+        and (computed is None or ref.value_id not in computed)
     }
 
 

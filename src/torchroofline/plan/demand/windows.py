@@ -15,6 +15,7 @@ from ...costs import (
     aten,
     op_keys,
 )
+from ...trace.refs import TensorRef
 from ...trace.regions import (
     NOWHERE,
     Box,
@@ -30,7 +31,6 @@ from ...trace.regions import (
     set_intersection,
     set_size,
 )
-from ...trace.tracer import TensorRef
 from ._core import Demand, _broadcast_batch, _Context, _one_of, _proportional, demand_rule
 from .rearrange import _quotients, _remapped
 

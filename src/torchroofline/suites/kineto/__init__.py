@@ -1,0 +1,130 @@
+"""``torchroofline trace``: a ``torch.profiler`` (Kineto) trace recorded with
+``record_shapes=True``, each GPU activity joined to the aten op that launched it
+(:mod:`.events`), each op rebuilt on fake tensors (:mod:`.rebuild`) and priced on the trace's
+GPU (:mod:`.pricing`), reported against its measured time (:mod:`.report`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ...errors import InputError, TraceFileError, UnknownGPUError
+from ...price.gpu_spec import GPUSpec
+from ...price.hardware import get_gpu
+from .events import KinetoTrace, read_trace
+from .pricing import OpInstance, price_trace
+from .report import WRITERS, TraceReport, comparison, format_comparison, format_report
+
+__all__ = ["TraceReport", "analyze_trace", "read_trace"]
+
+
+def trace_gpu(trace: KinetoTrace, gpu: str | GPUSpec | None) -> tuple[GPUSpec, str]:
+    """The GPU to price on, and a note saying where it came from: ``gpu`` where given, else
+    the trace's ``deviceProperties`` name as the driver prints it."""
+    if gpu is not None:
+        spec = get_gpu(gpu)
+        said = f" (the trace says {trace.device_name!r})" if trace.device_name else ""
+        return spec, f"priced on the {spec.name}, as --gpu asks{said}"
+    if not trace.device_name:
+        raise TraceFileError(
+            f"{trace.path}: names no GPU (no deviceProperties); pass --gpu"
+        )
+    try:
+        spec = get_gpu(trace.device_name)
+    except UnknownGPUError as error:
+        raise UnknownGPUError(f"{error}; the trace's GPU: pass --gpu to choose one") from None
+    return spec, f"GPU from the trace's deviceProperties: {trace.device_name!r} → {spec.name}"
+
+
+def analyze_trace(path: str | Path, gpu: str | GPUSpec | None = None) -> TraceReport:
+    """Read, join and price the profiler trace at ``path`` (JSON, or gzipped JSON) on ``gpu``
+    (default: the GPU the trace names)."""
+    trace = read_trace(path)
+    if not trace.record_shapes:
+        raise TraceFileError(
+            f"{path}: its ops carry no Input Dims, so none can be rebuilt; profile with "
+            "torch.profiler.profile(record_shapes=True)"
+        )
+    spec, gpu_note = trace_gpu(trace, gpu)
+    instances = price_trace(trace, spec)
+    return TraceReport(
+        path=str(path),
+        device_name=trace.device_name,
+        gpu=spec,
+        instances=instances,
+        unjoined=tuple(a for a in trace.activities if a.op is None),
+        gpu_time_us=trace.gpu_time_us,
+        gpu_busy_us=trace.gpu_busy_us,
+        wall_us=trace.wall_us,
+        notes=(gpu_note, *_assumption_notes(instances)),
+    )
+
+
+def _assumption_notes(instances: Sequence[OpInstance]) -> list[str]:
+    """One line per thing assumed where the trace was silent, and per math a kernel's name
+    chose, with the number of ops it touched."""
+    assumed: Counter[str] = Counter()
+    math: Counter[str] = Counter()
+    for instance in instances:
+        if instance.figures is not None:
+            assumed.update(instance.figures.assumed)
+            if instance.figures.math:
+                math[instance.figures.math] += 1
+    notes = [f"{count} ops priced assuming {what} (the trace does not record it)"
+             for what, count in assumed.items()]
+    notes += [f"{count} fp32 ops priced on {what}" for what, count in math.items()]
+    return notes
+
+
+# --- Command line ----------------------------------------------------------------------------
+
+
+def add_arguments(parser: Any) -> None:
+    """The options of ``torchroofline trace``."""
+    parser.add_argument("traces", nargs="+", metavar="TRACE.json[.gz]",
+                        help="a torch.profiler trace; two to compare them")
+    parser.add_argument(
+        "--gpu", help="price on this GPU (default: the one the trace names; see "
+        "'torchroofline gpus')",
+    )
+    parser.add_argument("--format", choices=tuple(WRITERS), default="text",
+                        help="report format (compare: text, md or json)")
+    parser.add_argument("--out", metavar="FILE", help="write the report here, not to stdout")
+    parser.add_argument("--top", type=int, default=10, help="instances listed above the bound")
+    parser.add_argument("--plot", metavar="PNG|SVG",
+                        help="each op at its measured throughput under its roof")
+
+
+def run(args: Any, note: Callable[[str], None]) -> list[TraceReport]:
+    """``torchroofline trace``: report one trace or compare two; returns the reports."""
+    if len(args.traces) > 2:
+        raise InputError(f"trace takes one trace, or two to compare; got {len(args.traces)}")
+    reports = [analyze_trace(path, args.gpu) for path in args.traces]
+    if len(reports) == 1:
+        text = (format_report(reports[0], top=args.top) if args.format == "text"
+                else WRITERS[args.format](reports[0]))
+    else:
+        text = _compared_text(reports, args.format)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        note(f"wrote {args.out}")
+    else:
+        print(text, end="")
+    for report in reports:
+        if report.faster_than_light:
+            note(f"{report.path}: {len(report.faster_than_light)} ops ran faster than their "
+                 "bound: a bound bug or a timing bug (listed in the report)")
+    return reports
+
+
+def _compared_text(reports: Sequence[TraceReport], format_: str) -> str:
+    compared = comparison(*reports)
+    if format_ == "json":
+        return json.dumps(compared, indent=2) + "\n"
+    if format_ == "csv":
+        raise InputError("a comparison of two traces is written as text, md or json")
+    return format_comparison(compared, markdown=format_ == "md")

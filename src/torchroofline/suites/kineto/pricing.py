@@ -1,0 +1,216 @@
+"""Price each op instance of a joined trace with the project's own machinery: the op rebuilt as
+a one-op program (:mod:`.rebuild`), traced on fake tensors, planned and priced on the GPU, warm
+(the bound a kernel inside a model may not beat: what an earlier kernel left in L2 is free to
+re-read) and cold (everything from HBM).
+
+The math an op ran in comes from its tensors' dtypes, and from its kernels' names where they
+say more (:data:`KERNEL_MATH`): a ``tensorop`` or ``tf32`` GEMM on fp32 data ran on TF32
+tensor cores, which the fp32 default would not assume.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ...errors import TorchrooflineError
+from ...plan.plans import make_plans
+from ...price.context import PricingContext
+from ...price.gpu_spec import GPUSpec
+from ...price.precision import TORCH_DEFAULTS, MathSwitches
+from ...price.roofline import price
+from ...trace.tracer import trace_model
+from .events import Activity, CpuOp, KinetoTrace
+from .rebuild import TENSOR_TYPES, RebuildError, rebuild
+
+#: The precision the one-op programs are priced at: fp32, so that each tensor keeps the dtype
+#: the trace recorded (a narrower one is priced at its own size and on its own tensor cores).
+PRICING_PRECISION = "fp32"
+#: How record_shapes names an fp32 tensor's dtype.
+FP32_TYPE = "float"
+
+
+@dataclass(frozen=True)
+class KernelMath:
+    """A kernel-name pattern that says which math an fp32 op's kernel ran."""
+
+    pattern: re.Pattern[str]
+    switches: MathSwitches
+    why: str
+
+
+#: Read only for ops on fp32 tensors; first match wins. cuBLAS and CUTLASS name TF32 kernels
+#: ``..._tf32...`` or ``s1688gemm`` (fp32 data, the m16n8k8 TF32 mma; ``bf16_s16816gemm`` is a
+#: bf16 one). PyTorch's fp32 default (no TF32 for matmuls) would price them on the CUDA cores, a
+#: bound these kernels beat.
+KERNEL_MATH: tuple[KernelMath, ...] = (
+    KernelMath(
+        re.compile(r"tf32|s1688gemm", re.IGNORECASE),
+        MathSwitches(matmul="high", cudnn_conv="tf32", cudnn_rnn="tf32"),
+        "TF32 tensor cores (the kernel's name says so)",
+    ),
+)
+
+
+def kernel_math(op: CpuOp, names: Iterable[str]) -> KernelMath | None:
+    """The rule of :data:`KERNEL_MATH` the first matching kernel name picks, for an op that
+    reads fp32 tensors (the names say nothing new of narrower ones)."""
+    if FP32_TYPE not in (op.args.get("Input type") or ()):
+        return None
+    for name in names:
+        for rule in KERNEL_MATH:
+            if rule.pattern.search(name):
+                return rule
+    return None
+
+
+@dataclass(frozen=True)
+class OpFigures:
+    """An op's figures on one GPU: its work, both bounds and the performance model's time."""
+
+    priced_as: str  #: the overload priced, e.g. ``"aten.addmm.default"``
+    flops: int
+    bytes: int  #: HBM bytes of its eager kernels (read + written)
+    sol_warm_s: float
+    sol_cold_s: float
+    estimate_s: float  #: the performance model's eager GPU time, warm L2
+    bound: str  #: "compute" or "memory"
+    math: str | None  #: the math its kernels' names said, where they did
+    assumed: tuple[str, ...]  #: what the trace did not say
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+
+@dataclass(frozen=True)
+class OpInstance:
+    """One op the trace ran, with the GPU activities it launched and its figures (None where
+    it could not be rebuilt: :attr:`why_unpriced` says why)."""
+
+    op: CpuOp
+    activities: tuple[Activity, ...]
+    figures: OpFigures | None
+    why_unpriced: str | None = None
+
+    @property
+    def measured_us(self) -> float:
+        """The summed GPU time of its activities."""
+        return sum(activity.duration_us for activity in self.activities)
+
+    @property
+    def faster_than_light(self) -> bool:
+        """Faster than its warm bound: a bound bug or a timing bug."""
+        return self.figures is not None and self.measured_us < self.figures.sol_warm_s * 1e6
+
+
+def list_dtype(trace: KinetoTrace) -> torch.dtype:
+    """The dtype assumed for the tensors of a tensor list, whose dtypes the trace does not
+    record: the narrowest floating dtype among the ops' recorded tensors (the most common of
+    equals), so that a list is never charged more bytes than it may hold."""
+    counts: Counter[torch.dtype] = Counter()
+    for op in trace.ops:
+        for name in op.args.get("Input type") or ():
+            dtype = TENSOR_TYPES.get(name)
+            if dtype is not None and dtype.is_floating_point:
+                counts[dtype] += 1
+    if not counts:
+        return torch.float32
+    return min(counts, key=lambda dtype: (dtype.itemsize, -counts[dtype]))
+
+
+class Pricer:
+    """Prices ops on one GPU, each distinct (op, inputs, math) once."""
+
+    def __init__(self, gpu: GPUSpec, tensor_list_dtype: torch.dtype) -> None:
+        self.gpu = gpu
+        self.list_dtype = tensor_list_dtype
+        self._done: dict[str, OpFigures | str] = {}
+
+    def figures(self, op: CpuOp, math: KernelMath | None) -> OpFigures | str:
+        """The op's figures, or the one-line reason it cannot be priced."""
+        key = json.dumps([op.name, *(op.args.get(k) for k in _SHAPE_FIELDS),
+                          math.why if math else None], default=str)
+        if key not in self._done:
+            self._done[key] = self._price(op, math)
+        return self._done[key]
+
+    def _price(self, op: CpuOp, math: KernelMath | None) -> OpFigures | str:
+        try:
+            rebuilt = rebuild(op.name, op.args, self.list_dtype)
+            traced = trace_model(rebuilt.module, rebuilt.tensors, name=op.name)
+        except RebuildError as error:
+            return str(error)
+        except TorchrooflineError as error:
+            return f"does not run on fake tensors ({str(error).split(': ', 1)[-1][:120]})"
+        switches = math.switches if math else TORCH_DEFAULTS
+        context = PricingContext.resolve(self.gpu, PRICING_PRECISION, "warm", switches=switches)
+        warm = price(make_plans(traced), context)
+        if warm.unsupported_ops:
+            return f"no cost rule for {', '.join(warm.unsupported_ops)}"
+        cold = warm.on(cache="cold")
+        return OpFigures(
+            priced_as=", ".join(dict.fromkeys(o.name for o in traced.ops if not o.is_view))
+            or rebuilt.overload,
+            flops=warm.flops,
+            bytes=warm.unfused_bytes,
+            sol_warm_s=warm.sol_s,
+            sol_cold_s=cold.sol_s,
+            estimate_s=warm.performance.eager.gpu_busy_s,
+            bound=warm.bottleneck,
+            math=math.why if math else None,
+            assumed=rebuilt.assumed,
+        )
+
+
+_SHAPE_FIELDS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+
+
+def price_trace(trace: KinetoTrace, gpu: GPUSpec) -> tuple[OpInstance, ...]:
+    """Every op that launched GPU work, in start order, with its figures on ``gpu``. An op
+    that cannot be rebuilt is priced as the enclosing op whose only launching op it is
+    (``aten::cudnn_convolution`` as ``aten::_convolution``), else kept with its reason."""
+    pricer = Pricer(gpu, list_dtype(trace))
+    launched = trace.activities_by_op()
+    sole = _sole_launchers(trace.ops, launched)
+    instances = []
+    for index in sorted(launched):
+        activities = tuple(launched[index])
+        math = kernel_math(trace.ops[index], (a.name for a in activities if a.kind == "kernel"))
+        outcome = _first_priced(trace.ops, index, sole, pricer, math)
+        if isinstance(outcome, OpFigures):
+            instances.append(OpInstance(trace.ops[index], activities, outcome))
+        else:
+            instances.append(OpInstance(trace.ops[index], activities, None, outcome))
+    return tuple(instances)
+
+
+def _sole_launchers(ops: Sequence[CpuOp], launched: Mapping[int, list]) -> dict[int, int]:
+    """Enclosing op → the one launching op under it, for enclosing ops with exactly one."""
+    under: dict[int, set[int]] = {}
+    for index in launched:
+        parent = ops[index].parent
+        while parent is not None:
+            under.setdefault(parent, set()).add(index)
+            parent = ops[parent].parent
+    return {parent: next(iter(found)) for parent, found in under.items()
+            if len(found) == 1 and parent not in launched}
+
+
+def _first_priced(ops: Sequence[CpuOp], index: int, sole: Mapping[int, int], pricer: Pricer,
+                  math: KernelMath | None) -> OpFigures | str:
+    """The op's own figures, else those of the nearest enclosing op that launches nothing
+    else; the op's own reason where none can be priced."""
+    first = pricer.figures(ops[index], math)
+    candidate = ops[index].parent
+    outcome = first
+    while not isinstance(outcome, OpFigures) and candidate is not None and \
+            sole.get(candidate) == index:
+        outcome = pricer.figures(ops[candidate], math)
+        candidate = ops[candidate].parent
+    return outcome if isinstance(outcome, OpFigures) else first

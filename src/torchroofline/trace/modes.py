@@ -1,0 +1,64 @@
+"""The torch modes a caller may hold around an analysis, and the ones the trace sets itself.
+
+``torch.inference_mode``: the trace leaves it (:func:`~torchroofline.trace.tracer.trace_model`).
+Autocast: the trace sets the dispatcher's autocast state itself (:func:`autocast_state`), from
+``autocast=`` or from the ``torch.autocast`` block around the call (:func:`caller_autocast`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+from ..errors import InputError
+
+#: ``autocast=`` names → the dtype ``torch.autocast`` runs the forward's matmuls in.
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+_AUTOCAST_NAMES = {dtype: name for name, dtype in AUTOCAST_DTYPES.items()}
+
+#: The devices a trace runs on (fake CUDA, or fake/real CPU after a fallback).
+_TRACE_DEVICES = ("cuda", "cpu")
+
+
+@contextlib.contextmanager
+def autocast_state(device: str, dtype: torch.dtype | None) -> Iterator[None]:
+    """Autocast on ``device`` in ``dtype`` (None: off) and off on the other trace devices,
+    whatever the caller had set, as ``torch.autocast`` would set it; restored on exit. It sets
+    the dispatcher's state directly: ``torch.autocast("cuda")`` turns itself off on a CPU-only
+    build, but the state holds for fake CUDA tensors."""
+    saved = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _TRACE_DEVICES]
+    for each in _TRACE_DEVICES:
+        on = dtype is not None and each == device
+        torch.set_autocast_enabled(each, on)
+        if on:
+            torch.set_autocast_dtype(each, dtype)
+    torch.autocast_increment_nesting()
+    try:
+        yield
+    finally:
+        if torch.autocast_decrement_nesting() == 0:
+            torch.clear_autocast_cache()
+        for each, enabled, saved_dtype in saved:
+            torch.set_autocast_enabled(each, enabled)
+            torch.set_autocast_dtype(each, saved_dtype)
+
+
+def caller_autocast() -> str | None:
+    """The ``autocast=`` name of the ``torch.autocast`` block the caller is in (CUDA's, else
+    the CPU's); None outside one. A block that is open but off is refused: on a PyTorch build
+    without CUDA ``torch.autocast("cuda")`` turns itself off (with a warning) before any
+    analysis can see its dtype, and it cannot be told from an ``enabled=False`` block."""
+    for device in _TRACE_DEVICES:
+        if torch.is_autocast_enabled(device):  # both run only bf16 or fp16 autocast
+            return _AUTOCAST_NAMES[torch.get_autocast_dtype(device)]
+    nesting = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    if nesting:
+        raise InputError(
+            "the analysis runs inside a torch.autocast block that is off (without CUDA, "
+            "torch.autocast('cuda') turns itself off); leave the block and pass autocast='bf16' "
+            "or 'fp16' (CLI: --autocast)"
+        )
+    return None

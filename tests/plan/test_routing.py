@@ -1,0 +1,403 @@
+"""Mixture-of-experts routing (issue 31): the bound for any input values and for the given ones,
+against hand-derived closed forms and the gradient oracle's floor (tests/oracle.py).
+
+Programs: the fixtures in tests/fixtures/routing/ (top-2 softmax gating, DeepSeek-V3's
+group-limited top-k with a bias and a scaling factor, the load-balancing loss, capacity-factor
+dispatch and combine, grouped expert GEMMs fed by routed tokens, shared experts) and the
+issue's minimal reproduction, a group mask made by ``scatter_`` into ``zeros_like``.
+
+What they pin down: a write at data-chosen positions leaves its destination unknown there and
+needs every index element that could land on a kept output; top-k, sort and argmax need the
+whole rows they choose from, kept values or not; data-sized ops (``nonzero``, boolean masks)
+bound every size without real data, and refuse only where no such bound exists. The oracle
+proves what the kept outputs' gradients touch: it cannot see a choice (an index has no
+gradient), so the bound may exceed it by the logits, biases and router rows a top-k needs only
+to choose; it never falls below it. Under ``data="given"`` the routing is known, so the
+experts that receive no token are not charged; under ``data="any"`` any expert may receive
+none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import Fn, analyze, meta
+from oracle import oracle
+from torchroofline.errors import DataDependentError
+from torchroofline.price.roofline import Result
+from torchroofline.suites.kernelbench import (
+    _seeded_model,
+    analyze_file,
+    load_problem,
+    seeded_inputs,
+)
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "routing"
+FP32, INDEX = 4, 8  # bytes of a float and of an int64 index
+TIGHT = 0.95  # as tests/plan/test_oracle.py: the bound charges ≥ 95 % of what the oracle proves
+
+
+def _seeded(name: str) -> tuple[nn.Module, tuple, dict[str, Result]]:
+    """A fixture's model and inputs under KernelBench's seed, and its bound for any and for
+    the given input values."""
+    path = FIXTURES / f"{name}.py"
+    problem = load_problem(path)
+    model = _seeded_model(problem, problem.model_class(*problem.get_init_inputs()), 2**30)
+    results = {data: analyze_file(path, data=data) for data in ("any", "given")}
+    return model, seeded_inputs(problem), results
+
+
+def _used(chosen: torch.Tensor) -> int:
+    """How many experts receive at least one token."""
+    return chosen.unique().numel()
+
+
+# --- the issue's reproduction: a group mask scattered into zeros --------------------------
+
+
+def _group_mask_by_scatter(mask: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+    return mask.scatter_(1, chosen, 1.0)
+
+
+def _group_mask_by_scatter_source(mask: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+    return mask.scatter(1, chosen, torch.ones(chosen.shape, dtype=mask.dtype))
+
+
+def _group_mask_by_index_put(mask: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+    mask[torch.arange(mask.shape[0])[:, None], chosen] = 1.0
+    return mask
+
+
+def _group_mask_by_index_fill(mask: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+    return mask.index_fill(1, chosen[0], 1.0)  # the groups the first token picks, for all
+
+
+class _GroupMask(nn.Module):
+    """The issue's program: the 4 best of 8 groups of 32 scores kept, the rest filled."""
+
+    def __init__(self, write) -> None:  # noqa: ANN001
+        super().__init__()
+        self.write = write
+
+    def forward(self, s: torch.Tensor) -> torch.Tensor:
+        groups = s.view(2048, 8, 32).amax(-1)
+        _, chosen = torch.topk(groups, 4, dim=-1)
+        mask = self.write(torch.zeros_like(groups), chosen)
+        expanded = mask.unsqueeze(-1).expand(2048, 8, 32).reshape(2048, 256)
+        return s.masked_fill(expanded == 0, -1e9)
+
+
+@pytest.mark.parametrize(
+    "write", [_group_mask_by_scatter, _group_mask_by_scatter_source, _group_mask_by_index_put]
+)
+@pytest.mark.parametrize("data", ["any", "given"])
+def test_a_mask_written_at_chosen_places_is_data(write, data: str) -> None:  # noqa: ANN001
+    # the zeros the scatter overwrites at data-chosen groups are no constant: the mask is data,
+    # every index element may land on any kept group, so every top-k row is needed, which
+    # needs every group maximum, which needs all of s: s read once (2048·256·4 B) and the
+    # output written once (2048·256·4 B) = 4,194,304 B — as masked_fill(s > 0, …) is charged
+    result = analyze(_GroupMask(write), torch.randn(2048, 256), data=data)
+    assert result.compulsory_bytes == 2 * 2048 * 256 * FP32 == 4_194_304
+
+
+def test_a_mask_filled_at_one_tokens_choice_needs_that_tokens_row() -> None:
+    # index_fill with the first token's 4 groups, for every token: the mask needs row 0 of
+    # the top-k, so row 0 of s (256 floats) — and the output written (2048·256·4 B). The mask
+    # keeps 4 groups of every row, but which is data, and a data mask may keep nothing of s
+    result = analyze(_GroupMask(_group_mask_by_index_fill), meta(2048, 256))
+    assert result.compulsory_bytes == (256 + 2048 * 256) * FP32 == 2_098_176
+
+
+def test_a_scatter_needs_the_index_lines_of_its_kept_rows() -> None:
+    # scatter along dim 1: index[i, j] sends src[i, j] to row i, so kept rows 0 and 1 need
+    # index rows 0 and 1 (2·4 int64) — all of them: any may land on any kept column — and
+    # one src element (all may land on one place); the zeros are no input
+    result = analyze(
+        Fn(lambda index, src: torch.zeros(8, 64).scatter(1, index, src)[:2]),
+        torch.randint(0, 64, (8, 4)), meta(8, 6), data="any",
+    )
+    assert result.compulsory_bytes == 2 * 4 * INDEX + 1 * FP32 + 2 * 64 * FP32
+    # scatter_add keeps every src element landing (those at the index's 8·4 positions) and,
+    # all rows kept, the whole destination
+    result = analyze(
+        Fn(lambda x, index, src: x.scatter_add(1, index, src)),
+        meta(8, 64), torch.randint(0, 64, (8, 4)), meta(8, 6), data="any",
+    )
+    assert result.compulsory_bytes == (8 * 64 + 8 * 4 + 8 * 64) * FP32 + 8 * 4 * INDEX
+
+
+@pytest.mark.parametrize(
+    ("keep", "row_bytes"),
+    [
+        (lambda s: torch.topk(s, 2, dim=-1)[1], 2 * INDEX),
+        (lambda s: s.argmax(dim=-1), INDEX),
+        (lambda s: s.sort(dim=-1)[1][:, :2], 2 * INDEX),
+        (lambda s: torch.zeros_like(s).scatter(1, s.topk(2, dim=-1)[1], 1.0), 64 * FP32),
+    ],
+)
+def test_a_choice_needs_every_element_of_its_rows(keep, row_bytes: int) -> None:  # noqa: ANN001
+    # top-k, argmax and sort indices depend on every element of their row, values kept or
+    # not: s read whole (32·64·4 B), and each row's kept output written
+    result = analyze(Fn(keep), meta(32, 64))
+    assert result.compulsory_bytes == 32 * 64 * FP32 + 32 * row_bytes
+
+
+# --- routers: any and given bounds alike (every logit decides the choice) --------------------
+
+
+def test_top2_softmax_gating() -> None:
+    # T = 32 tokens, H = 16, E = 8 experts. Bound: the logits x @ Wᵀ (2·T·H·E FLOPs) read x
+    # and W whole — every logit decides a top-2 — and write the weights (T·2 floats) and the
+    # experts (T·2 int64). Oracle: the renormalised weights w_j / (w_1 + w_2) are
+    # exp(l_j) / (exp(l_1) + exp(l_2)), which depend on the two chosen logits only: every row
+    # of x and the rows of W of the experts some token chose
+    tokens, hidden, experts = 32, 16, 8
+    model, inputs, results = _seeded("top2_gating")
+    outputs = 2 * tokens * (FP32 + INDEX)
+    for result in results.values():
+        assert result.tensor_flops == 2 * tokens * hidden * experts
+        assert result.compulsory_bytes == (tokens + experts) * hidden * FP32 + outputs
+    used = _used(model(*inputs)[1])
+    proven = oracle(model, inputs, data="given")
+    assert proven.bytes(FP32) == (tokens + used) * hidden * FP32 + outputs
+    assert results["given"].compulsory_bytes >= proven.bytes(FP32)
+
+
+def test_group_limited_topk_with_bias_and_scaling() -> None:
+    # T = 32, H = 16, E = 16 experts in 4 groups, 2 groups kept, top-4. Bound: every sigmoid
+    # score decides the group sums, the group top-2 (scattered into a mask) and the expert
+    # top-4, so x, W and the bias are read whole (the bias only steers the choice); FLOPs
+    # 2·T·H·E for the logits; written: weights and experts, T·4 each. Oracle: the weights are
+    # the chosen unbiased scores, normalised and scaled — gradients reach x whole, the rows of
+    # W of the chosen experts (here all but one), and no bias
+    tokens, hidden, experts, top_k = 32, 16, 16, 4
+    model, inputs, results = _seeded("group_limited_topk")
+    outputs = tokens * top_k * (FP32 + INDEX)
+    for result in results.values():
+        assert result.tensor_flops == 2 * tokens * hidden * experts
+        assert result.compulsory_bytes == (
+            (tokens * hidden + experts * hidden + experts) * FP32 + outputs
+        )
+    used = _used(model(*inputs)[1])
+    assert used < experts
+    proven = oracle(model, inputs, data="given")
+    assert proven.bytes(FP32) == (tokens + used) * hidden * FP32 + outputs
+    assert results["given"].compulsory_bytes > proven.bytes(FP32)
+
+
+def test_group_limited_topk_at_the_issues_scale() -> None:
+    # L2/049's shape: 2,048 tokens, hidden 4,096, 256 experts in 8 groups, 4 kept, top-8 (fp32
+    # here). The router GEMM is 2·2048·4096·256 = 4.29 GFLOP, and reading x (2048·4096),
+    # W (256·4096) and the bias (256) and writing 2048·8 weights and experts is 37.9 MB
+    path = FIXTURES / "group_limited_topk.py"
+    tokens, hidden, experts, top_k = 2048, 4096, 256, 8
+    with torch.device("meta"):
+        model = load_problem(path).model_class(hidden, experts, 8, 4, top_k, 2.5)
+    result = analyze(model, meta(tokens, hidden))
+    assert result.tensor_flops == 2 * tokens * hidden * experts == 4_294_967_296
+    assert result.compulsory_bytes == (
+        (tokens * hidden + experts * hidden + experts) * FP32 + tokens * top_k * (FP32 + INDEX)
+    ) == 37_946_368
+
+
+def test_load_balancing_loss() -> None:
+    # T = 32, H = 16, E = 8, top-2. loss = E · Σ_e f_e · P_e: the counts f come from the
+    # top-2 (scatter_add of ones), which needs every logit; P_e = mean_t softmax, whose
+    # Jacobian reaches every logit of every row: x and W read whole, one float written,
+    # 2·T·H·E FLOPs for the logits — the oracle proves the same bytes
+    tokens, hidden, experts = 32, 16, 8
+    model, inputs, results = _seeded("load_balancing_loss")
+    needed = (tokens + experts) * hidden * FP32 + FP32
+    for result in results.values():
+        assert result.tensor_flops == 2 * tokens * hidden * experts
+        assert result.compulsory_bytes == needed
+    assert oracle(model, inputs).bytes(FP32) == needed
+
+
+def test_capacity_factor_dispatch_and_combine() -> None:
+    # T = 32, H = 16, F = 24, E = 8, capacity C = 6, top-1. Dispatch and combine are dense
+    # products with a one-hot (T, E, C) tensor the routing decides, as written: 2·E·C·T·H
+    # (buffers), 2·E·C·H·F (the experts' bmm), 2·T·E·C·F (combine), plus the logits 2·T·H·E;
+    # x, W_gate and the experts read whole, (T, F) written. The given routing changes no
+    # operand a rule reads (the one-hot is computed, not given), so both bounds agree. Oracle:
+    # over three draws every element has a gradient; on the given one alone, the tokens over
+    # capacity and the experts no token reaches have none
+    tokens, hidden, inner, experts, capacity = 32, 16, 24, 8, 6
+    model, inputs, results = _seeded("capacity_dispatch")
+    slots = experts * capacity
+    flops = 2 * (tokens * hidden * experts + slots * tokens * hidden + slots * hidden * inner
+                 + tokens * slots * inner)
+    needed = (tokens * hidden + experts * hidden + experts * hidden * inner
+              + tokens * inner) * FP32
+    for result in results.values():
+        assert result.tensor_flops == flops
+        assert result.compulsory_bytes == needed
+    assert oracle(model, inputs).bytes(FP32) == needed
+    assert oracle(model, inputs, data="given").bytes(FP32) <= needed
+
+
+# --- experts fed by routed tokens: the given routing reads only the experts it uses -------
+
+
+def test_grouped_expert_gemms_fed_by_routed_tokens() -> None:
+    # T = 4 tokens, H = 16, F = 32, E = 16 experts, top-2: a SwiGLU expert (three H·F
+    # matrices) per expert on the tokens torch.where routes to it. Any values: an expert may
+    # receive no token, so only the router is needed — x and W_gate read, 2·T·H·E FLOPs — and
+    # the output (T, H) written. Given: the T·K = 8 routed pairs each cost 3·2·H·F FLOPs and
+    # each of the `used` experts with a token has its three matrices read. Oracle (given): the
+    # same, bar the router rows of experts nobody chose (the renormalised weights depend on
+    # the chosen logits only)
+    tokens, hidden, inner, experts, top_k = 4, 16, 32, 16, 2
+    model, inputs, results = _seeded("routed_experts")
+    used = _used(model.gate(*inputs).topk(top_k, dim=-1)[1])
+    assert used < experts
+    router = 2 * tokens * hidden * experts
+    assert results["any"].tensor_flops == router
+    assert results["any"].compulsory_bytes == (2 * tokens + experts) * hidden * FP32
+    given = results["given"]
+    assert given.tensor_flops == router + tokens * top_k * 3 * 2 * hidden * inner
+    assert given.compulsory_bytes == (
+        (2 * tokens + experts) * hidden + used * 3 * hidden * inner
+    ) * FP32
+    proven = oracle(model, inputs, data="given")
+    assert proven.bytes(FP32) == ((2 * tokens + used) * hidden + used * 3 * hidden * inner) * FP32
+    assert TIGHT * proven.bytes(FP32) <= given.compulsory_bytes
+    assert given.time_ms["sol_any_input"] < given.sol_ms
+
+
+def test_shared_experts() -> None:
+    # T = 4, H = 16, F = 32, E = 16 routed experts (one H × H matrix each), top-2 by sigmoid;
+    # the shared SwiGLU expert takes every token: 3·2·T·H·F FLOPs and its three H·F matrices,
+    # under any values and given ones alike. Given routing adds the T·K routed pairs (2·H·H
+    # each) and the `used` experts' matrices. Oracle: sigmoid scores are elementwise, so of
+    # the router only the chosen experts' rows
+    tokens, hidden, inner, experts, top_k = 4, 16, 32, 16, 2
+    model, inputs, results = _seeded("shared_experts")
+    used = _used(model.router(*inputs).topk(top_k, dim=-1)[1])
+    dense = 2 * tokens * hidden * experts + 3 * 2 * tokens * hidden * inner
+    shared = 3 * hidden * inner
+    assert results["any"].tensor_flops == dense
+    assert results["any"].compulsory_bytes == ((2 * tokens + experts) * hidden + shared) * FP32
+    given = results["given"]
+    assert given.tensor_flops == dense + tokens * top_k * 2 * hidden * hidden
+    routed = used * hidden * hidden
+    assert given.compulsory_bytes == ((2 * tokens + experts) * hidden + shared + routed) * FP32
+    proven = oracle(model, inputs, data="given")
+    assert proven.bytes(FP32) == ((2 * tokens + used) * hidden + shared + routed) * FP32
+    assert TIGHT * proven.bytes(FP32) <= given.compulsory_bytes
+
+
+# --- data-sized ops without real data: a bound for every size ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("program", "shapes", "needed"),
+    [
+        # finding out which elements are nonzero (or selected) reads every one of them; the
+        # data-sized outputs may be empty, so none is charged as written
+        (lambda x: torch.nonzero(x), [(64, 64)], 64 * 64 * FP32),
+        (lambda x: x[x > 0], [(16, 16)], 16 * 16 * FP32),
+        (lambda x: torch.masked_select(x, x > 0), [(16, 16)], 16 * 16 * FP32),
+        (lambda x: x[x > 0].sum(), [(16, 16)], 16 * 16 * FP32 + FP32),
+        # 5 of its rows may come from the first 5 elements: one is charged
+        (lambda x: torch.nonzero(x)[:5], [(64, 64)], FP32),
+    ],
+)
+def test_data_sized_ops_bound_every_size_without_real_data(
+    program, shapes: list[tuple[int, ...]], needed: int  # noqa: ANN001
+) -> None:
+    # with real tensors over the limit (0 B), the trace runs on fake ones, each data-sized op
+    # on stand-in values, and says so; the bound is the real-data fallback's
+    inputs = [meta(*shape) for shape in shapes]
+    stand_in = analyze(Fn(program), *inputs, real_fallback_limit_bytes=0)
+    assert stand_in.compulsory_bytes == needed
+    assert stand_in.compulsory_bytes == analyze(Fn(program), *inputs).compulsory_bytes
+    [note] = [note for note in stand_in.notes if note.startswith("bound for every size")]
+    assert "aten." in note and "stand-in values" in note
+
+
+def test_routed_experts_too_big_to_make_real_bound_every_routing() -> None:
+    # 512 tokens, H = 256, F = 512, 64 experts, top-2: 97 MiB of experts, over a 0 B limit.
+    # Traced on stand-ins, the bound is the one for any routing: the router (x and W_gate
+    # read, 2·T·H·E FLOPs) and the output written
+    path = FIXTURES / "routed_experts.py"
+    tokens, hidden, inner, experts = 512, 256, 512, 64
+    with torch.device("meta"):
+        model = load_problem(path).model_class(hidden, inner, experts, 2)
+    result = analyze(model, meta(tokens, hidden), real_fallback_limit_bytes=0)
+    assert result.tensor_flops == 2 * tokens * hidden * experts
+    assert result.compulsory_bytes == (2 * tokens + experts) * hidden * FP32
+    assert any("aten.nonzero.default in '<top level>'" in note for note in result.notes)
+
+
+class _CapacityDrop(nn.Module):
+    """Top-1 routing with a capacity: tokens past an expert's first C are dropped by a
+    boolean mask (a data-sized selection) before the experts' matrix."""
+
+    def __init__(self, hidden: int, inner: int, experts: int, capacity: int) -> None:
+        super().__init__()
+        self.gate = nn.Linear(hidden, experts, bias=False)
+        self.up = nn.Parameter(torch.randn(experts, hidden, inner))
+        self.capacity = capacity
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        chosen = self.gate(x).argmax(dim=-1)
+        one_hot = chosen[:, None] == torch.arange(self.up.shape[0], device=x.device)
+        position = (one_hot.cumsum(dim=0) * one_hot).sum(dim=-1) - 1
+        kept = position < self.capacity
+        out = x.new_zeros(x.shape[0], self.up.shape[-1])
+        out[kept] = (x[kept][:, None, :] @ self.up[chosen[kept]]).squeeze(1)
+        return out
+
+
+def test_capacity_limited_dispatch_bounds_every_size() -> None:
+    # any routing may keep no token, so only the router and the mask's inputs are needed:
+    # x and W_gate read, the logits (2·T·H·E FLOPs), and the output (T, F) written
+    tokens, hidden, inner, experts = 256, 64, 128, 16
+    with torch.device("meta"):
+        model = _CapacityDrop(hidden, inner, experts, capacity=8)
+    result = analyze(model, meta(tokens, hidden), real_fallback_limit_bytes=0)
+    assert result.tensor_flops == 2 * tokens * hidden * experts
+    assert result.compulsory_bytes == (tokens * hidden + experts * hidden + tokens * inner) * FP32
+
+
+def test_a_value_turned_into_a_python_number_has_no_bound_for_every_size() -> None:
+    # split by counts that .tolist() turns into Python numbers: which ops run depends on the
+    # values themselves, so no bound holds for every value; the error says why
+    def program(x: torch.Tensor, chosen: torch.Tensor) -> list[torch.Tensor]:
+        counts = torch.bincount(chosen, minlength=4).tolist()
+        return [part * 2 for part in x[chosen.argsort()].split(counts)]
+
+    with pytest.raises(DataDependentError) as caught:
+        analyze(Fn(program), meta(64, 8), meta(64, dtype=torch.long), real_fallback_limit_bytes=0)
+    message = str(caught.value)
+    assert "_local_scalar_dense" in message and "no bound holds for every value" in message
+    assert "\n" not in message
+
+
+def test_a_size_chosen_by_data_is_data_even_where_it_equals_a_fixed_one() -> None:
+    # x[m] with all 4 elements of m true is (4, 16), the size of x: its rows are still chosen
+    # by m, so under any values the product may be empty — no FLOPs, no x or w — and only the
+    # mask is read (4 bools) to find out
+    result = analyze(
+        Fn(lambda m, x, w: x[m] @ w),
+        torch.ones(4, dtype=torch.bool), torch.randn(4, 16), torch.randn(16, 32), data="any",
+    )
+    assert result.tensor_flops == 0
+    assert result.compulsory_bytes == 4
+
+
+def test_a_scalar_computed_on_the_cpu_trace_is_no_host_argument() -> None:
+    # traced on the CPU (stand-ins on a CPU-only build), x.sum() is a 0-d CPU tensor, but one
+    # the program computes on its device: it is needed (the sum's 64·64 FLOPs, x read),
+    # unlike a host scalar passed by value
+    result = analyze(
+        Fn(lambda x, y: (y * x.sum(), torch.nonzero(x))),
+        meta(64, 64), meta(1000), real_fallback_limit_bytes=0,
+    )
+    assert result.vector_flops == 64 * 64 + 1000
+    assert result.compulsory_bytes == (64 * 64 + 1000 + 1000) * FP32

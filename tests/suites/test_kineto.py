@@ -1,0 +1,345 @@
+"""``torchroofline trace``: the join of GPU activity to ops, the rebuild of each op from its
+record_shapes fields, its pricing, the report and the command line, on small traces written by
+hand (tests/fixtures/traces/) and one real H100 trace from AMD-AGI/TraceLens (MIT, its licence
+beside it)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from torchroofline.cli import main
+from torchroofline.errors import TraceFileError, UnknownGPUError
+from torchroofline.price.hardware import get_gpu
+from torchroofline.suites.kineto import analyze_trace, read_trace
+from torchroofline.suites.kineto.report import WRITERS, comparison
+
+TRACES = Path(__file__).resolve().parent.parent / "fixtures" / "traces"
+TINY = TRACES / "tiny_h100.json"
+TF32 = TRACES / "tiny_tf32.json"
+BERT = TRACES / "h100_gaunernst_bert-small-uncased__1016001.json.gz"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return analyze_trace(TINY)
+
+
+def _instance(report, name):
+    (found,) = [i for i in report.instances if i.op.name == name]
+    return found
+
+
+# --- the join ----------------------------------------------------------------------------------
+
+
+def test_each_activity_joins_the_innermost_op_that_launched_it() -> None:
+    trace = read_trace(TINY)
+    owner = {a.name: (trace.ops[a.op].name if a.op is not None else None) for a in trace.activities}
+    # the GEMM's launch sits in aten::addmm inside aten::linear: the innermost op, counted once
+    assert owner["sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"] == "aten::addmm"
+    assert owner["Memset (Device)"] == "aten::zero_"  # a memset joins like a kernel
+    # correlation 16 has no launch call in the trace: the kernel's External id names aten::neg
+    neg = "void at::native::vectorized_elementwise_kernel<4, neg_kernel_cuda>"
+    assert owner[neg] == "aten::neg"
+
+
+def test_unjoined_activity_is_kept_with_its_reason() -> None:
+    reasons = {a.name: a.unjoined for a in read_trace(TINY).activities if a.op is None}
+    assert reasons == {
+        "void at::native::vectorized_elementwise_kernel<4, queued_before>":
+            "queued before the profiler's first CPU op (its launch is not in the trace)",
+        "outside_any_op_kernel":
+            "its launch call cudaLaunchKernel ran inside no aten op (a library or Python-level "
+            "launch)",
+    }
+
+
+def test_gpu_time_busy_and_wall(tiny) -> None:
+    # activities 6 + 10 + 4 + 3 + 1 + 5 + 3 + 2 µs, none overlapping; wall: the first activity
+    # (ts 50) to the last end (ts 300 + 2)
+    assert tiny.gpu_time_us == pytest.approx(34.0)
+    assert tiny.gpu_busy_us == pytest.approx(34.0)
+    assert tiny.wall_us == pytest.approx(252.0)
+    assert tiny.host_bound_share == pytest.approx(1 - 34 / 252)
+
+
+def test_module_path_from_the_module_ranges(tiny) -> None:
+    assert _instance(tiny, "aten::addmm").op.module == "Block_0/Linear_0"
+    assert _instance(tiny, "aten::add").op.module == "Block_0"
+
+
+# --- the rebuild and the figures -------------------------------------------------------------
+
+
+def test_addmm_closed_form(tiny) -> None:
+    figures = _instance(tiny, "aten::addmm").figures
+    m, k, n, bf16 = 128, 256, 512, 2
+    assert figures.flops == 2 * m * k * n
+    # reads A (m×k), B (k×n) and the bias (n), writes C (m×n)
+    assert figures.bytes == (m * k + k * n + n + m * n) * bf16 == 459_776
+    gpu = get_gpu("h100-sxm")
+    cold = max(figures.flops / gpu.tensor_peak("bf16"),
+               figures.bytes / gpu.memory_bandwidth_bytes_per_s)
+    assert figures.sol_cold_s == pytest.approx(cold)
+    assert figures.sol_warm_s <= figures.sol_cold_s
+
+
+def test_every_bound_is_below_its_measured_time(tiny) -> None:
+    for instance in tiny.priced:
+        assert instance.figures.sol_warm_s * 1e6 <= instance.measured_us
+        assert not instance.faster_than_light
+
+
+def test_missing_strides_are_assumed_contiguous_and_said(tiny) -> None:
+    mul = _instance(tiny, "aten::mul").figures
+    assert mul.priced_as == "aten.mul.Scalar"  # 'Scalar' in the trace picks the Scalar overload
+    assert "contiguous strides" in mul.assumed
+    assert mul.bytes == 2 * 128 * 512 * 2  # reads and writes 128×512 bf16
+    assert any("contiguous strides" in note for note in tiny.notes)
+
+
+def test_an_op_that_cannot_be_rebuilt_is_listed_with_its_time(tiny) -> None:
+    (unpriced,) = tiny.unpriced
+    assert unpriced.op.name == "mylib::fused_thing"
+    assert unpriced.measured_us == 5.0
+    assert "no op of the installed PyTorch" in unpriced.why_unpriced
+    assert "mylib::fused_thing ×1, 5.0 µs" in WRITERS["text"](tiny)
+
+
+def test_tf32_kernel_names_price_fp32_gemms_on_tf32_tensor_cores() -> None:
+    tf32, simt = analyze_trace(TF32).instances
+    gpu = get_gpu("h100-sxm")
+    flops = 2 * 1024**3
+    # compute-bound either way: 3 × 4 MiB at 3.35 TB/s is 3.8 µs cold
+    assert tf32.figures.sol_warm_s == pytest.approx(flops / gpu.tensor_peak("tf32"))
+    assert simt.figures.sol_warm_s == pytest.approx(flops / gpu.vector_peak("fp32"))
+    assert tf32.figures.math and simt.figures.math is None
+
+
+def test_the_gpu_comes_from_the_trace_and_gpu_overrides_it(tiny) -> None:
+    assert tiny.gpu.key == "h100-sxm"
+    assert tiny.device_name == "NVIDIA H100 80GB HBM3"
+    other = analyze_trace(TINY, gpu="mi300x")
+    assert other.gpu.key == "mi300x"
+    assert "as --gpu asks" in other.notes[0]
+
+
+# --- a real trace ----------------------------------------------------------------------------
+
+
+def test_a_real_h100_trace_joins_and_prices_every_kernel() -> None:
+    report = analyze_trace(BERT)
+    assert report.gpu.key == "h100-sxm"
+    assert len(report.instances) == 61 and not report.unjoined and not report.unpriced
+    assert sum(i.measured_us for i in report.instances) == pytest.approx(report.gpu_time_us)
+    assert not report.faster_than_light
+    # its bf16 GEMMs are cutlass "tensorop_bf16_s16816gemm": bf16 math, not TF32
+    assert not any(i.figures.math for i in report.instances)
+    kinds = {row.kind: row.count for row in report.kinds()}
+    assert kinds["aten::addmm"] == 26 and kinds["aten::_flash_attention_forward"] == 4
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def test_json_keys_scripts_rely_on(tiny) -> None:
+    document = json.loads(WRITERS["json"](tiny))
+    assert document["gpu_key"] == "h100-sxm"
+    assert document["gpu_time_us"] == pytest.approx(34.0)
+    row = next(op for op in document["ops"] if op["op"] == "aten::addmm")
+    assert {"op", "measured_us", "sol_us", "estimate_us", "faster_than_light"} <= row.keys()
+    assert row["measured_us"] == 10.0
+
+
+def test_csv_and_markdown(tiny) -> None:
+    lines = WRITERS["csv"](tiny).splitlines()
+    assert lines[0].startswith("op,module,start_us,measured_us,sol_us")
+    assert len(lines) == 1 + len(tiny.instances)
+    assert "| aten::addmm | 1 |" in WRITERS["md"](tiny)
+
+
+def test_kinds_sum_their_instances(tiny) -> None:
+    rows = tiny.kinds()
+    assert sum(row.measured_us for row in rows) == pytest.approx(
+        sum(i.measured_us for i in tiny.instances)
+    )
+    addmm = next(row for row in rows if row.kind == "aten::addmm")
+    assert addmm.sol_fraction == pytest.approx(addmm.sol_us / 10.0)
+    assert addmm.headroom == pytest.approx(10.0 / addmm.sol_us)
+
+
+def test_comparison_puts_kinds_side_by_side(tiny) -> None:
+    compared = comparison(tiny, analyze_trace(TINY, gpu="mi300x"))
+    addmm = next(k for k in compared["kinds"] if k["kind"] == "aten::addmm")
+    assert addmm["measured_us"] == [10.0, 10.0]
+    # the same time against a different GPU's bound
+    assert addmm["sol_fraction"][0] != addmm["sol_fraction"][1]
+
+
+# --- bad files -------------------------------------------------------------------------------
+
+
+def _written(tmp_path: Path, name: str, content: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(content)
+    return path
+
+
+def _cpu_only() -> bytes:
+    events = [e for e in json.loads(TINY.read_text())["traceEvents"] if e["cat"] == "cpu_op"]
+    return json.dumps({"traceEvents": events}).encode()
+
+
+def _no_shapes() -> bytes:
+    document = json.loads(TINY.read_text())
+    for event in document["traceEvents"]:
+        event["args"] = {k: v for k, v in event["args"].items() if not k.startswith("Input")}
+    return json.dumps(document).encode()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("notjson.json", b"{not json", "not a JSON Chrome trace"),
+        ("cut.json.gz", gzip.compress(TINY.read_bytes())[:200], "not a complete gzip file"),
+        ("other.json", b'{"events": []}', "no traceEvents list"),
+        ("cpu.json", _cpu_only(), "a CPU-only trace"),
+        ("shapes.json", _no_shapes(), "record_shapes=True"),
+    ],
+)
+def test_a_bad_trace_is_one_line(tmp_path, name, content, message) -> None:
+    with pytest.raises(TraceFileError) as caught:
+        analyze_trace(_written(tmp_path, name, content))
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_trace_naming_no_known_gpu_asks_for_gpu(tmp_path) -> None:
+    document = json.loads(TINY.read_text())
+    document["deviceProperties"][0]["name"] = "Imaginary Accelerator 9000"
+    path = _written(tmp_path, "odd.json", json.dumps(document).encode())
+    with pytest.raises(UnknownGPUError, match="pass --gpu"):
+        analyze_trace(path)
+    assert analyze_trace(path, gpu="h100").gpu.key == "h100-sxm"
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def test_cli_json(capsys) -> None:
+    assert main(["trace", str(TINY), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["gpu_key"] == "h100-sxm" and len(document["ops"]) == 6
+
+
+def test_cli_compares_two_traces(capsys) -> None:
+    assert main(["trace", str(TINY), str(TF32)]) == 0
+    out = capsys.readouterr().out
+    assert "aten::addmm" in out and "aten::mm" in out and "B/A" in out
+
+
+def test_cli_bad_file_is_one_line(tmp_path, capsys) -> None:
+    path = _written(tmp_path, "bad.json", b"[")
+    assert main(["trace", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("torchroofline: error:") and "\n" not in err
+
+
+def test_picture(tiny, tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    from torchroofline.present.viz import plot_trace
+
+    fig = plot_trace(tiny, tmp_path / "trace.png")
+    assert (tmp_path / "trace.png").stat().st_size > 0
+    gids = {artist.get_gid() for artist in fig.axes[0].get_children()}
+    assert "roof:memory" in gids and "roof:bf16 tensor" in gids
+    assert "ops:aten::addmm" in gids
+
+
+def test_the_accuracy_table_of_benchmarks(tmp_path) -> None:
+    import importlib.util
+    import shutil
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "trace_accuracy.py"
+    spec = importlib.util.spec_from_file_location("_bench_trace_accuracy", script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    shutil.copy(TF32, tmp_path / TF32.name)
+    body = module.table(tmp_path)
+    # two fp32 GEMMs of 12 and 60 µs, both ≥ 3 µs; the trace row and the "all" row
+    assert "| tiny_tf32 | H100 SXM | 2 |" in body and "| all | H100 SXM | 2 |" in body
+    doc = tmp_path / "doc.md"
+    begin, end = "<!-- BEGIN trace-accuracy -->\n", "<!-- END trace-accuracy -->"
+    doc.write_text(f"a\n{begin}old\n{end}\nb\n")
+    module.write(doc, body)
+    assert doc.read_text() == f"a\n{begin}{body}{end}\nb\n"
+
+
+def _priced(name: str, types: list, dims: list, concrete: list):
+    from torchroofline.suites.kineto.events import CpuOp
+    from torchroofline.suites.kineto.pricing import Pricer
+
+    op = CpuOp(0, name, (1, 1), 0.0, 1.0, None, None, "",
+               {"Input type": types, "Input Dims": dims, "Concrete Inputs": concrete})
+    return Pricer(get_gpu("h100-sxm"), torch.bfloat16).figures(op, None)
+
+
+def test_an_op_called_with_out_records_its_output_among_its_inputs() -> None:
+    figures = _priced("aten::where", ["bool", "float", "float", "float"], [[8]] * 4, [""] * 4)
+    assert figures.priced_as == "aten.where.self"  # the tracer records out= as the functional op
+    assert figures.bytes == 8 * 1 + 3 * 8 * 4  # reads a bool mask and two fp32, writes one
+
+
+def test_memory_format_codes_are_parsed() -> None:
+    # c10::MemoryFormat 0 is contiguous; a 4×4 fp32 clone reads and writes 64 B
+    figures = _priced("aten::clone", ["float", "Scalar"], [[4, 4], []], ["", "0"])
+    assert figures.bytes == 2 * 16 * 4
+
+
+def test_flash_attention_is_priced_as_the_attention_it_computes() -> None:
+    # (batch 1, length 141, heads 8, E 64): QKᵀ and PV, 2·L·S·E FLOPs each, per head
+    q = [1, 141, 8, 64]
+    types = ["c10::BFloat16"] * 3 + ["", "", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"]
+    full = _priced("aten::_flash_attention_forward", types, [q, q, q] + [[]] * 7,
+                   ["", "", "", "", "", "141", "141", "0.", "False", "False"])
+    assert full.flops == 2 * (2 * 141 * 141 * 64) * 8
+    causal = _priced("aten::_flash_attention_forward", types, [q, q, q] + [[]] * 7,
+                     ["", "", "", "", "", "141", "141", "0.", "True", "False"])
+    # a causal mask keeps L(L + 1)/2 of the L² scores
+    assert causal.flops == 2 * (2 * (141 * 142 // 2) * 64) * 8
+
+
+def test_a_trace_of_pytorch_1_8_joins_too(tmp_path) -> None:
+    # PyTorch 1.8–1.9 wrote categories "Operator", "Runtime", "Kernel", "Memset" and the
+    # argument names "Input dims" and "external id"; a ProfilerStep range is no op
+    document = json.loads(TINY.read_text())
+    renamed = {"cpu_op": "Operator", "cuda_runtime": "Runtime", "kernel": "Kernel",
+               "gpu_memset": "Memset"}
+    for event in document["traceEvents"]:
+        event["cat"] = renamed.get(event["cat"], event["cat"])
+        event["args"] = {{"Input Dims": "Input dims", "External id": "external id"}.get(k, k): v
+                         for k, v in event["args"].items()}
+    document["traceEvents"].append({"ph": "X", "cat": "Operator", "name": "ProfilerStep#3",
+                                    "pid": 1, "tid": 1, "ts": 0, "dur": 400, "args": {}})
+    old = analyze_trace(_written(tmp_path, "old.json", json.dumps(document).encode()))
+    assert [(i.op.name, i.measured_us) for i in old.instances] == [
+        (i.op.name, i.measured_us) for i in analyze_trace(TINY).instances
+    ]
+    assert old.to_dict()["unjoined"] == analyze_trace(TINY).to_dict()["unjoined"]
+
+
+def test_modules_roll_up_by_the_innermost_module_class(tiny) -> None:
+    rows = {row.kind: row for row in tiny.modules()}
+    # addmm (10 µs) ran in Linear_0; add, mul, zero_, neg and the unrebuilt op in Block_0
+    assert rows["Linear"].count == 1 and rows["Linear"].measured_us == 10.0
+    assert rows["Block"].count == 5
+    assert rows["Block"].measured_us == pytest.approx(4 + 3 + 1 + 5 + 3)
+    assert "By module" in WRITERS["text"](tiny)
+    assert analyze_trace(TF32).modules() == []  # recorded without with_modules
