@@ -57,6 +57,9 @@ REASONS: dict[str, str] = {
     "b.sum() (structure rule), and the max, mean and logsumexps after it reduce size-1 dims",
     "2/50": "saving: cropped window — AvgPool3d(2) covers 30 of 31 and 62 of 63 conv outputs "
     "per dim",
+    "2/51": "saving: algebraic shortcut — the mean over the Linear's outputs is x @ W.mean(0) "
+    "+ mean(b) − mean(c), a matrix-vector product (docs/algebra.md, `sum through the linear "
+    "map`)",
     "2/55": "saving: cropped window — MaxPool1d(2) covers 4 of the 5 matmul columns",
     "2/66": "saving: softmax over a size-1 dim is 1, so the output is a constant: nothing "
     "upstream is needed",

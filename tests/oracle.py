@@ -31,6 +31,7 @@ from torch.utils._pytree import tree_flatten
 
 from conftest import Fn
 from torchroofline.price.roofline import Result
+from torchroofline.price.shortcuts import charged_record
 
 #: a gradient this far below the largest one (float64: 1e-16 rounding) is taken for zero
 RELATIVE_ZERO = 1e-10
@@ -493,7 +494,7 @@ def per_op(result: Result, proven: Oracle) -> list[OpTightness]:
     ]
     # a structure rule may price an op inside a later one (a product read only by its column
     # sum: x @ W.sum(1)): its FLOPs are that op's, so it has none of its own to compare
-    absorbed = set(result.plans.necessary.absorbed_ops)
+    absorbed = set(result.necessary.absorbed_ops)
     # copies come and go with layout (the CPU flash kernel returns a layout in which
     # transpose-then-reshape is a view; the meta one does not), and have no FLOPs to compare:
     # left in, a stray clone pairs the next op with the wrong one
@@ -511,7 +512,10 @@ def per_op(result: Result, proven: Oracle) -> list[OpTightness]:
             executed = result.plans.ops[index].flops
             if index in absorbed or not demand.elements or not (executed.tensor + executed.vector):
                 continue
-            charged = result.plans.necessary.ops[index].flops
+            record = charged_record(result, index)
+            if record is None:  # an algebraic shortcut replaced it: some correct program skips it
+                continue
+            charged = record.flops
             share = demand.demanded / demand.elements
             executed_flops = executed.tensor + executed.vector
             needed = share * executed_flops if demand.demanded_flops is None else (

@@ -591,3 +591,65 @@ def test_kernelbench_style_problems_are_tight(name):
 @pytest.mark.parametrize("name", list(CASES))
 def test_kernelbench_style_problems_are_sound(name):
     assert_sound(_figures_of(name))
+
+
+# --- the cheapest equal program (torchroofline.algebra) ----------------------------------------
+
+
+class _Linear3d(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x).mean(-1)
+
+
+class _TwoLinears(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(6, 8), nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x))
+
+
+#: (name, program, inputs): programs a rule of torchroofline.algebra rewrites
+ALGEBRA_PROGRAMS = [
+    ("gemm-divide-sum", lambda x, w: (x @ w / 2).sum(1, keepdim=True),
+     (torch.randn(7, 6), torch.randn(6, 5))),
+    ("linear-3d-mean", _Linear3d(), (torch.randn(2, 3, 6),)),
+    ("conv-channel-sum", lambda x, w: F.conv2d(x, w, padding=1).sum(1),
+     (torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3))),
+    ("convT-global-mean", lambda x, w: F.conv_transpose2d(x, w, stride=2).mean((2, 3)),
+     (torch.randn(2, 3, 5, 5), torch.randn(3, 4, 3, 3))),
+    ("conv-global-mean", lambda x, w: F.conv2d(x, w, padding=1).mean((2, 3)),
+     (torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3))),
+    ("self-difference", lambda x: x - x, (torch.randn(4, 5),)),
+    ("exp-times-exp-negated", lambda x: torch.exp(x) * torch.exp(-x), (torch.randn(4, 5),)),
+    ("softmax-row-sum", lambda x: torch.softmax(x, 1).sum(1), (torch.randn(4, 5),)),
+    ("same-product-twice", lambda x, w: (x @ w) + (x @ w), (torch.randn(4, 5), torch.randn(5, 3))),
+    ("broadcast-rows", lambda v, w: v.expand(6, 5) @ w, (torch.randn(5), torch.randn(5, 3))),
+    ("product-times-vector", lambda a, b, v: (a @ b) @ v,
+     (torch.randn(6, 6), torch.randn(6, 6), torch.randn(6))),
+    ("two-linears", _TwoLinears(), (torch.randn(7, 6),)),
+]
+
+
+@pytest.mark.parametrize(
+    ("program", "inputs"), [p[1:] for p in ALGEBRA_PROGRAMS], ids=[p[0] for p in ALGEBRA_PROGRAMS]
+)
+def test_a_shortcut_removes_only_work_some_correct_program_avoids(
+    program: Any, inputs: tuple
+) -> None:
+    """The cheapest program's bound against the oracle: it still reads every element the
+    outputs provably need, and does no more than the program as written."""
+    found = figures(program, *inputs)
+    cheapest = found.result.plans.cheapest
+    assert cheapest is not None and cheapest.program.rewrites
+    assert cheapest.necessary.bytes(FLOAT_BYTES) >= TIGHT * found.proven.bytes(FLOAT_BYTES), (
+        found.describe()
+    )
+    flops = sum(op.flops.tensor + op.flops.vector for op in cheapest.necessary.ops)
+    assert flops <= found.executed_flops
+    assert_sound(found)

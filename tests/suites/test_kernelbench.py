@@ -298,3 +298,25 @@ def test_an_unknown_write_through_a_view_forgets_the_base_value():
         mask = torch.tril(torch.ones(3, 3))
     assert known_value(m) is None and known_value(row) is None
     assert known_value(mask).tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+
+
+def test_compare_kernelbench_names_an_algebraic_shortcut():
+    """A generated time between the bound and the bound as written needs the shortcut the bound
+    takes: (x @ Wᵀ / 2).sum(1) at 4096² is a matrix-vector product (docs/algebra.md)."""
+    import torch
+
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(4096, 4096, bias=False, device="meta")
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (self.fc(x) / 2).sum(1)
+
+    result = torchroofline.analyze(Scaled(), torch.empty(4096, 4096, device="meta"), "h100")
+    as_written = result.time_ms["sol_as_written"]
+    comparison = compare_kernelbench(result, ref_ms=2 * as_written, gen_ms=as_written / 2)
+    data = comparison.to_dict()
+    shortcut = "possible only with an algebraic shortcut (fc, sum through the linear map)"
+    assert (data["gen_shortcut"], data["ref_shortcut"]) == (shortcut, None)
+    assert shortcut in comparison.format()

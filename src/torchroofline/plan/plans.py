@@ -7,7 +7,8 @@ read from them:
   (:func:`~torchroofline.fusion.eager_plan`);
 - the **fused plan**: Inductor-style kernels (:func:`~torchroofline.fusion.fused_plan`);
 - the **necessary work** the bound charges: what the kept outputs need
-  (:func:`~torchroofline.demand.necessary_work`).
+  (:func:`~torchroofline.demand.necessary_work`), of the program as written and of the
+  cheapest equal program the algebraic rules find (:mod:`.algebra`).
 
 None of them depends on the GPU, the precision or the cache mode. Their bytes depend only on
 the float element size they are counted at (``float_bytes``). :func:`torchroofline.roofline.price`
@@ -20,12 +21,26 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import torch
+
 from ..costs import OpRecord, cost_trace
 from ..trace.refs import Trace
+from .algebra import Rewritten, cheapest_program
 from .demand import Necessary, known_values, necessary_work
 from .demand.given import given_necessary
 from .fusion import Plan, eager_plan, fused_plan
 from .step_graphs import fused_step_plan
+
+
+@dataclass(frozen=True)
+class Cheapest:
+    """The cheapest program equal to the traced one that the algebraic rules found
+    (:mod:`.algebra`), and its necessary work (for any input values, where the first figure is
+    for the given ones: see :attr:`Plans.necessary_any_input`)."""
+
+    program: Rewritten = field(repr=False, compare=False)
+    necessary: Necessary
+    necessary_any_input: Necessary | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +56,9 @@ class Plans:
     #: the necessary work for any input values where it differs from :attr:`necessary`, which
     #: is then the work for the given ones (:mod:`torchroofline.demand.given`); else None
     necessary_any_input: Necessary | None = None
+    #: the cheapest equal program and its necessary work, where that is less than
+    #: :attr:`necessary` (the program as written's); the price takes the lower bound
+    cheapest: Cheapest | None = None
     #: how the program was built (e.g. a problem file's real-tensor fallback), shown first in
     #: every price of these plans
     notes: tuple[str, ...] = ()
@@ -71,11 +89,11 @@ class Plans:
 
 
 def make_plans(trace: Trace, ops: Sequence[OpRecord] | None = None) -> Plans:
-    """Cost ``trace`` (unless its costed ``ops`` are given) and build its three plans."""
+    """Cost ``trace`` (unless its costed ``ops`` are given) and build its three plans, and the
+    necessary work of the cheapest equal program where it is less."""
     ops = tuple(cost_trace(trace) if ops is None else ops)
     known_any = known_values(trace.ops, trace.constants)
-    any_input = necessary_work(trace, ops, known=known_any)
-    given = given_necessary(trace, ops, known_any)
+    any_input, given = _necessary(trace, ops, known_any)
     return Plans(
         trace=trace,
         ops=ops,
@@ -84,7 +102,38 @@ def make_plans(trace: Trace, ops: Sequence[OpRecord] | None = None) -> Plans:
         else fused_step_plan(trace, ops),
         necessary=any_input if given is None else given,
         necessary_any_input=None if given is None else any_input,
+        cheapest=_cheapest(trace, ops, any_input if given is None else given, known_any),
     )
 
 
-__all__ = ["Plans", "make_plans"]
+def _necessary(
+    trace: Trace, ops: Sequence[OpRecord], known_any: dict[int, torch.Tensor]
+) -> tuple[Necessary, Necessary | None]:
+    """The necessary work for any input values, and for the given ones (None: no values
+    given, or none that change it); ``known_any``: the values known from shapes and
+    constants."""
+    return necessary_work(trace, ops, known=known_any), given_necessary(trace, ops, known_any)
+
+
+def _cheapest(
+    trace: Trace, ops: Sequence[OpRecord], as_written: Necessary,
+    known_any: dict[int, torch.Tensor],
+) -> Cheapest | None:
+    """The cheapest equal program (:func:`.algebra.cheapest_program`) and its necessary work,
+    where that is less than ``as_written`` in FLOPs or bytes (None otherwise)."""
+    program = cheapest_program(trace, ops, known_any)
+    if program is None:
+        return None
+    known = known_values(program.trace.ops, program.trace.constants)
+    any_input, given = _necessary(program.trace, program.ops, known)
+    necessary = any_input if given is None else given
+    if _flops(necessary) >= _flops(as_written) and necessary.bytes(4) >= as_written.bytes(4):
+        return None
+    return Cheapest(program, necessary, None if given is None else any_input)
+
+
+def _flops(necessary: Necessary) -> int:
+    return sum(op.flops.tensor + op.flops.vector for op in necessary.ops)
+
+
+__all__ = ["Cheapest", "Plans", "make_plans"]

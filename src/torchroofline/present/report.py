@@ -59,6 +59,7 @@ def result_to_dict(result: Result) -> dict[str, Any]:
         "kernels": [kernel.to_dict() for kernel in result.kernels],
         "op_count": len(result.ops),
         "unsupported_ops": dict(result.unsupported_ops),
+        "rewrites": [shortcut.to_dict() for shortcut in result.rewrites],
         "notes": list(result.notes),
         "unconfirmed_figures": unconfirmed_figures(result),
         "modules": [cost.to_dict() for cost in module_costs(result)],
@@ -225,6 +226,7 @@ def format_result(result: Result, top: int = 5) -> str:
             f"*** Bottleneck : {result.bottleneck.upper()} BOUND ***",
         ),
         f"  SoL by math: {ladder_line(result)}",
+        *shortcut_lines(result),
         *bound_data_lines(result),
         "",
         *estimate_lines(result),
@@ -342,6 +344,19 @@ def faster_than_light(actual: Actual, result: Result) -> str:
     )
 
 
+def shortcut_lines(result: Result) -> list[str]:
+    """Each algebraic shortcut the bound takes, e.g. "Algebraic shortcut (fc, sum through the
+    linear map): 137.44 GFLOPs → 84 MFLOPs; SoL 2.05 ms → 90 µs"."""
+    if result.sol_as_written_ms is None:
+        return []
+    sol = f"SoL {human_ms(result.sol_as_written_ms)} → {human_ms(result.sol_ms)}"
+    return [
+        f"  Algebraic shortcut ({s.label}): {si(s.flops_before, 'FLOPs')} → "
+        f"{si(s.flops_after, 'FLOPs')}; {sol}"
+        for s in result.rewrites
+    ]
+
+
 def bound_data_lines(result: Result) -> list[str]:
     """Which input values the bound holds for, and the bound for any values where it differs."""
     if result.plans.bound_data == "any":
@@ -366,6 +381,8 @@ def _actual_lines(result: Result) -> list[str]:
     verdict = (
         f"*** {faster_than_light(actual, result)} ***"
         if actual.below_bound
+        else f"({actual.headroom:.2f}x headroom; {actual.shortcut})"
+        if actual.shortcut
         else f"({actual.headroom:.2f}x headroom)"
     )
     return [
@@ -523,10 +540,28 @@ def _timed_line(
         if actual.impossible
         else f"BELOW THE BOUND: {faster_than_light(actual, result)}"
         if actual.below_bound
+        else f"at most {actual.headroom:.2f}x faster is physically possible, "
+        f"{actual.shortcut}"
+        if actual.shortcut
         else f"at most {actual.headroom:.2f}x faster is physically possible"
     )
     fraction = f"{actual.sol_fraction:.1%} of SoL"
     return f"- {label}: {human_ms(actual.ms)} = {fraction}{speedup}; {verdict}"
+
+
+def _prompt_shortcuts(result: Result) -> list[str]:
+    """The shortcuts the bound assumes, said plainly for a kernel generator (one line)."""
+    if result.sol_as_written_ms is None:
+        return []
+    shortcuts = "; ".join(
+        f"{s.rule} at {s.module or 'the top level'} ({s.op.split('.')[1]}: "
+        f"{si(s.flops_before)} → {si(s.flops_after)} FLOPs)"
+        for s in result.rewrites
+    )
+    return [
+        f"- Algebraic shortcut the bound assumes: {shortcuts}; computed as written the bound "
+        f"is {human_ms(result.sol_as_written_ms)}"
+    ]
 
 
 def _prompt_math(result: Result) -> str:
@@ -548,6 +583,7 @@ def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> 
         f"{human_ms(result.time_ms['compute_sol'])}, "
         f"memory {human_ms(result.time_ms['memory_sol'])})",
         f"- Peaks the bound assumes: {unit_line(result)}",
+        *_prompt_shortcuts(result),
         f"- Speed of light by math precision: {ladder_line(result)}",
         f"- Estimates: eager {human_ms(result.time_ms['eager_estimate'])} "
         f"({result.unfused_kernel_count} kernels), torch.compile "

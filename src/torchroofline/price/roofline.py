@@ -40,8 +40,10 @@ from .precision import (
     unit_for,
     unit_notes,
 )
+from .shortcuts import Shortcut, any_input_work, bound_work, shortcut_verdict, shortcuts
 
 if TYPE_CHECKING:
+    from ..plan.demand import Necessary
     from ..trace.refs import Trace
     from .step_figures import CheckpointWhatIf, PhaseFigures
 
@@ -204,6 +206,9 @@ class Actual:
     #: the highest math rung whose bound ``ms`` does not beat (:meth:`Result.possible_with`):
     #: "program" unless the time beats the program's own bound; None: faster than any math
     possible_with: str | None = "program"
+    #: "possible only with an algebraic shortcut (…)" for a time between the bound and the
+    #: bound of the program as written (:func:`.shortcuts.shortcut_verdict`); else None
+    shortcut: str | None = None
 
     @property
     def below_bound(self) -> bool:
@@ -250,6 +255,7 @@ class Actual:
             "gbps_fused": self.gbps_fused,
             "impossible": self.impossible,
             "possible_with": self.possible_with,
+            **({} if self.shortcut is None else {"shortcut": self.shortcut}),
         }
 
 
@@ -326,12 +332,29 @@ class Result:
     @cached_property
     def necessary_cost(self) -> Cost:
         """What the bound charges: the necessary FLOPs and the compulsory bytes."""
-        ops = self.plans.necessary.ops
+        ops = self.necessary.ops
         return Cost(
             tensor_flops=sum(op.flops.tensor for op in ops),
             vector_flops=sum(op.flops.vector for op in ops),
-            bytes=self.plans.necessary.bytes(self.float_bytes),
+            bytes=self.necessary.bytes(self.float_bytes),
         )
+
+    @cached_property
+    def necessary(self) -> Necessary:
+        """The work the bound charges: that of the cheapest equal program the algebraic rules
+        found, where it prices lower here than the program as written
+        (:func:`.shortcuts.bound_work`)."""
+        return bound_work(self)
+
+    @cached_property
+    def rewrites(self) -> tuple[Shortcut, ...]:
+        """The algebraic shortcuts the bound takes, each with the work and time it saves."""
+        return shortcuts(self)
+
+    @cached_property
+    def sol_as_written_ms(self) -> float | None:
+        """The speed of light of the program as written (ms), where shortcuts lower it."""
+        return self.sol_of(self.plans.necessary) * 1e3 if self.rewrites else None
 
     @cached_property
     def fused_cost(self) -> Cost:
@@ -392,7 +415,7 @@ class Result:
     def compute_sol_s(self) -> float:
         """The necessary FLOPs on their units at peak, at the analysis's math rung (seconds)."""
         return compute_seconds(
-            self.plans.necessary.ops, self.gpu, self.precision, self.switches, self.math
+            self.necessary.ops, self.gpu, self.precision, self.switches, self.math
         )
 
     @property
@@ -408,7 +431,7 @@ class Result:
         (:func:`precision.compute_seconds_by_math`). Inputs and outputs keep their dtypes in
         memory, so the memory term is the same on every rung."""
         compute = compute_seconds_by_math(
-            self.plans.necessary.ops, self.gpu, self.precision, self.switches,
+            self.necessary.ops, self.gpu, self.precision, self.switches,
             math_rungs(self.gpu, self.math),
         )
         return {rung: max(compute_s, self.memory_sol_s) for rung, compute_s in compute.items()}
@@ -430,16 +453,19 @@ class Result:
     def sol_any_input_s(self) -> float | None:
         """The speed of light for any input values (seconds) where the bound (:attr:`sol_s`)
         is for the given ones and differs from it (``plans.necessary_any_input``); else None."""
-        any_input = self.plans.necessary_any_input
+        any_input = any_input_work(self)
         if any_input is None:
             return None
-        compute = compute_seconds(
-            any_input.ops, self.gpu, self.precision, self.switches, self.math
-        )
-        any_input_s = max(
-            compute, memory_sol_s(any_input.bytes(self.float_bytes), self.gpu, self.cache)
-        )
+        any_input_s = self.sol_of(any_input)
         return None if any_input_s == self.sol_s else any_input_s
+
+    def sol_of(self, necessary: Necessary) -> float:
+        """The speed of light (seconds) of ``necessary`` work on this GPU, at this precision,
+        math rung and cache mode."""
+        compute = compute_seconds(
+            necessary.ops, self.gpu, self.precision, self.switches, self.math
+        )
+        return max(compute, memory_sol_s(necessary.bytes(self.float_bytes), self.gpu, self.cache))
 
     @property
     def bottleneck(self) -> str:
@@ -526,6 +552,7 @@ class Result:
             "sol": self.sol_s * 1e3,
             "sol_by_math": {rung: sol * 1e3 for rung, sol in self.sol_by_math_s.items()},
             **_any_input_ms(self.sol_any_input_s),
+            **_as_written_ms(self.sol_as_written_ms),
             "fused_estimate": self.fused_estimate_s * 1e3,
             "eager_estimate": self.eager_estimate_s * 1e3,
             "cudagraph_estimate": self.cudagraph_estimate_s * 1e3,
@@ -598,6 +625,11 @@ def _any_input_ms(any_input_s: float | None) -> dict[str, float]:
     return {} if any_input_s is None else {"sol_any_input": any_input_s * 1e3}
 
 
+def _as_written_ms(as_written_ms: float | None) -> dict[str, float]:
+    """``{"sol_as_written": ms}`` where algebraic shortcuts lower the bound."""
+    return {} if as_written_ms is None else {"sol_as_written": as_written_ms}
+
+
 def _actual(actual_ms: float | None, result: Result) -> Actual | None:
     if actual_ms is None:
         return None
@@ -610,6 +642,7 @@ def _actual(actual_ms: float | None, result: Result) -> Actual | None:
         compulsory_bytes=result.compulsory_bytes,
         fused_bytes=result.fused_bytes,
         possible_with=result.possible_with(actual_ms * 1e-3),
+        shortcut=shortcut_verdict(result, float(actual_ms)),
     )
 
 

@@ -607,6 +607,7 @@ class Comparison:
             data[f"{label}_headroom"] = actual.headroom if actual else None
             data[f"{label}_possible_with"] = actual.possible_with if actual else None
             data[f"{label}_impossible"] = bool(actual and actual.impossible)
+            data[f"{label}_shortcut"] = actual.shortcut if actual else None
         data["speedup"] = self.speedup
         return data
 
@@ -622,6 +623,7 @@ class Comparison:
                 f"{actual.possible_with.upper()} or lower math (check your tolerance)"
                 if actual.below_bound
                 else f"{actual.headroom:.2f}x headroom"
+                + (f", {actual.shortcut}" if actual.shortcut else "")
             )
             lines.append(
                 f"  {label:<9} {actual.ms:.4g} ms  {actual.sol_fraction:.1%} of SoL  {verdict}"

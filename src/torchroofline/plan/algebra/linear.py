@@ -1,0 +1,392 @@
+"""Linear maps commute with sums and means along their outputs.
+
+A sum over outputs of a linear map is the map applied to the summed operand:
+Σ_j (x @ W)[i, j] = x[i, :] @ (Σ_j W[:, j]), Σ_i (x @ W)[i, j] = (Σ_i x[i, :]) @ W[:, j], and
+for a convolution Σ_co conv(x, W)[n, co, p] = conv(x, Σ_co W[co])[n, 0, p]. A kernel that sums
+first does a matrix-vector product (or a one-channel convolution) instead of the whole map: the
+shortcut KernelBench's GEMM → sum and GEMM → mean problems admit. The sum may reach the map
+through steps that commute with it (:data:`STEPS`): a scale constant along the summed dims
+(Σ c·y = c·Σ y), an added tensor (Σ (y + b) = Σ y + Σ b), a negation, and a contiguous view of
+the map's output (a 3-D input to ``nn.Linear`` is a 2-D product seen as 3-D).
+
+Each identity holds over the reals for every finite input; the conditions keep it exact:
+nothing but these steps between the map and the sum (a nonlinearity stops the walk), every
+intermediate read by the next step alone (else the map must be computed anyway), and no write
+to an operand in between (an in-place change between the two reads).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+
+from ...costs import OpKey, aten, lookup
+from ...trace.refs import TensorRef, TracedOp
+from ._core import (
+    SUMS,
+    Graph,
+    Match,
+    algebra_rule,
+    folded,
+    is_contiguous,
+    reduced_dims,
+    scalar_argument,
+)
+
+RULE = "sum through the linear map"
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A pointwise op between the map and the sum, replayed on the summed value: ``replay(y,
+    *sides)`` with ``sides`` the op's other tensors already summed (``summed``) or as they are."""
+
+    sides: tuple[TensorRef, ...]
+    summed: tuple[bool, ...]
+    replay: Callable[..., torch.Tensor]
+
+
+StepRule = Callable[[TracedOp, int, Sequence[int], Sequence[int]], "_Step | None"]
+
+#: op → its rule: (the op, the position of the read the walk came through, the summed dims,
+#: the full shape) → the step replayed after the sum, or None where it does not commute
+STEPS: dict[OpKey, StepRule] = {}
+
+
+def _step(ops: Sequence[OpKey]) -> Callable[[StepRule], StepRule]:
+    def decorate(rule: StepRule) -> StepRule:
+        for op in ops:
+            STEPS[op] = rule
+        return rule
+
+    return decorate
+
+
+def _constant_along(ref: TensorRef, dims: Sequence[int], shape: Sequence[int]) -> bool:
+    """Whether ``ref``, broadcast to ``shape``, has one value along each of ``dims``."""
+    lead = len(shape) - len(ref.shape)
+    return all(d < lead or ref.shape[d - lead] == 1 for d in dims)
+
+
+@_step([aten.mul, aten.div])
+def _scale(op: TracedOp, main: int, dims: Sequence[int], shape: Sequence[int]) -> _Step | None:
+    """Σ_D (c·y) = c·Σ_D y and Σ_D (y / c) = (Σ_D y) / c, for c a number or a tensor with one
+    value along the summed dims D (a divisor only as the divisor)."""
+    divide = op.func.overloadpacket is aten.div
+    if divide and (main != 0 or op.argument("rounding_mode") is not None):
+        return None
+    function = torch.div if divide else torch.mul
+    number = scalar_argument(op, 1 - main)
+    if number is not None:
+        return _Step((), (), lambda y: function(y, number))
+    if len(op.reads) != 2:
+        return None
+    side = op.reads[1 - main]
+    if not _constant_along(side, dims, shape):
+        return None
+    if main == 0:
+        return _Step((side,), (False,), function)
+    return _Step((side,), (False,), lambda y, s: function(s, y))
+
+
+@_step([aten.add, aten.sub])
+def _shift(op: TracedOp, main: int, dims: Sequence[int], shape: Sequence[int]) -> _Step | None:
+    """Σ_D (y ± α·b) = Σ_D y ± α·Σ_D b: the other term summed on its own (a number n times:
+    Σ_D c = |D|·c)."""
+    function = torch.add if op.func.overloadpacket is aten.add else torch.sub
+    alpha = op.argument("alpha", 1)
+    number = scalar_argument(op, 1 - main)
+    if number is not None:
+        total = number * folded(shape, dims)
+        if main == 0:
+            return _Step((), (), lambda y: function(y, total, alpha=alpha))
+        return _Step((), (), lambda y: function(total, y, alpha=alpha))
+    if len(op.reads) != 2:
+        return None
+    side = op.reads[1 - main]
+    if main == 0:
+        return _Step((side,), (True,), lambda y, s: function(y, s, alpha=alpha))
+    return _Step((side,), (True,), lambda y, s: function(s, y, alpha=alpha))
+
+
+@_step([aten.neg])
+def _negate(op: TracedOp, main: int, dims: Sequence[int], shape: Sequence[int]) -> _Step:
+    """Σ_D (−y) = −Σ_D y."""
+    return _Step((), (), torch.neg)
+
+
+@dataclass(frozen=True)
+class _Form:
+    """The summed map: ``build(*operands)`` returns Σ_D of the map's output, reduced dims kept
+    (size 1), in the map's own coordinates."""
+
+    operands: tuple[TensorRef, ...]
+    build: Callable[..., torch.Tensor]
+    #: the sum reads the map's (matrix) output transposed: the result is transposed back
+    transposed: bool = False
+
+
+def _summed(value: torch.Tensor, shape: Sequence[int], dims: Sequence[int]) -> torch.Tensor:
+    """Σ over ``dims`` of ``value`` broadcast to ``shape``, dims kept (size 1): summed where it
+    varies, times the count where it is broadcast (Σ_j b = n·b)."""
+    full = value.reshape((1,) * (len(shape) - value.dim()) + tuple(value.shape))
+    own = tuple(d for d in dims if full.shape[d] != 1)
+    copies = math.prod(shape[d] for d in dims if full.shape[d] == 1)
+    total = full.sum(own, keepdim=True) if own else full
+    return total * copies if copies > 1 else total
+
+
+def _matrix_form(op: TracedOp, axes: str) -> _Form:
+    """(β·b +) α·x @ W summed over its columns, rows or both (``axes``): x @ ΣW, Σx @ W,
+    Σx @ ΣW, batched or not; the bias summed on its own."""
+    *bias, left, right = op.reads
+    shape = op.writes[0].shape
+    rows, columns = len(shape) - 2, len(shape) - 1
+    dims = {"columns": (columns,), "rows": (rows,), "both": (rows, columns)}[axes]
+    beta, alpha = op.argument("beta", 1), op.argument("alpha", 1)
+    batched = len(shape) == 3
+
+    def build(x: torch.Tensor, w: torch.Tensor, *b: torch.Tensor) -> torch.Tensor:
+        if axes != "columns":
+            x = x.sum(-2, keepdim=True)
+        if axes != "rows":
+            w = w.sum(-1, keepdim=True)
+        if not b:
+            return torch.bmm(x, w) if batched else torch.mm(x, w)
+        total = _summed(b[0], shape, dims)
+        add = torch.baddbmm if batched else torch.addmm
+        return add(total, x, w, beta=beta, alpha=alpha)
+
+    return _Form((left, right, *bias), build)
+
+
+def _conv_arguments(op: TracedOp) -> dict:
+    names = ("stride", "padding", "dilation", "transposed", "output_padding", "groups")
+    return {name: op.argument(name) for name in names}
+
+
+def _channel_form(op: TracedOp) -> _Form | None:
+    """Σ_co conv(x, W)[n, co, p] = conv(x, Σ_co W[co])[n, 0, p] (+ Σ_co b[co]): one output
+    channel. Transposed, W is (Cin, Cout, …) and sums along dim 1. One group only."""
+    args = _conv_arguments(op)
+    if args["groups"] != 1:
+        return None
+    source, weight, *bias = op.reads
+    channel = 1 if args["transposed"] else 0
+
+    def build(x: torch.Tensor, w: torch.Tensor, *b: torch.Tensor) -> torch.Tensor:
+        w = w.sum(channel, keepdim=True)
+        total = b[0].sum(0, keepdim=True) if b else None
+        return torch.ops.aten.convolution(x, w, total, *args.values())
+
+    return _Form((source, weight, *bias), build)
+
+
+def _spatial_form(op: TracedOp) -> _Form | None:
+    """Σ_p convT(x, W)[n, co, p] = Σ_ci (Σ_q x[n, ci, q])·(Σ_t W[ci, co, t]) + |p|·b[co] for a
+    transposed convolution that crops nothing (padding 0): every (input, tap) pair lands on an
+    output, so each tap sums the whole input. A cropped border breaks it (the pairs landing
+    there are not in the sum) and the rule does not apply."""
+    args = _conv_arguments(op)
+    if not args["transposed"] or args["groups"] != 1 or any(args["padding"]):
+        return None
+    source, weight, *bias = op.reads
+    shape = op.writes[0].shape
+    spatial = tuple(range(2, len(shape)))
+    area = math.prod(shape[2:])
+
+    def build(x: torch.Tensor, w: torch.Tensor, *b: torch.Tensor) -> torch.Tensor:
+        xs, ws = x.sum(spatial), w.sum(spatial)  # (N, Cin), (Cin, Cout)
+        y = torch.addmm(b[0] * area, xs, ws) if b else torch.mm(xs, ws)
+        return y.reshape(*y.shape, *(1 for _ in spatial))
+
+    return _Form((source, weight, *bias), build)
+
+
+def _window_form(op: TracedOp) -> _Form | None:
+    """Σ_p conv(x, W)[n, co, p] = Σ_{ci, t} W[co, ci, t]·S[n, ci, t] + |p|·b[co], where
+    S[n, ci, t] sums the input box tap t reaches (with stride 1 the box [t − pad, t − pad +
+    out) per dim, cut by the borders): each box from the input's prefix sums by
+    inclusion–exclusion over its 2^d corners, then one (N, Cin·T) @ (Cin·T, Cout) product.
+    Stride and dilation 1 (every input element then lies in some box), one group, zero padding."""
+    args = _conv_arguments(op)
+    source, weight, *bias = op.reads
+    spatial = len(source.shape) - 2
+    if args["transposed"] or args["groups"] != 1 or spatial < 1 or any(
+        s != 1 for s in (*args["stride"], *args["dilation"])
+    ):
+        return None
+    shape = op.writes[0].shape
+    sizes, kernel, out = source.shape[2:], weight.shape[2:], shape[2:]
+    padding = tuple(args["padding"])
+    area = math.prod(out)
+    taps = list(itertools.product(*(range(k) for k in kernel)))
+    boxes = [
+        [(max(t - p, 0), min(t - p + o, n)) for t, p, o, n in zip(tap, padding, out, sizes,
+                                                                 strict=True)]
+        for tap in taps
+    ]
+
+    def build(x: torch.Tensor, w: torch.Tensor, *b: torch.Tensor) -> torch.Tensor:
+        prefix = F.pad(x, (1, 0) * spatial)  # prefix[..., i] = Σ_{q < i} x[..., q]
+        for dim in range(2, 2 + spatial):
+            prefix = prefix.cumsum(dim)
+        sums = []
+        for box in boxes:
+            # the all-high corner first: its sign is +, then ± by the count of low corners
+            corners = sorted(itertools.product((0, 1), repeat=spatial), key=sum, reverse=True)
+            total = None
+            for corner in corners:
+                term = prefix[(..., *(box[d][c] for d, c in enumerate(corner)))]
+                plus = (spatial - sum(corner)) % 2 == 0
+                total = term if total is None else total + term if plus else total - term
+            sums.append(total)
+        boxed = torch.stack(sums, -1).reshape(x.shape[0], -1)  # (N, Cin·T)
+        flat = w.reshape(w.shape[0], -1).t()  # (Cin·T, Cout)
+        y = torch.addmm(b[0] * area, boxed, flat) if b else torch.mm(boxed, flat)
+        return y.reshape(*y.shape, *(1 for _ in range(spatial)))
+
+    return _Form((source, weight, *bias), build)
+
+
+def _form(op: TracedOp, ref: TensorRef, dims: tuple[int, ...]) -> _Form | None:
+    """The summed map for a sum over ``dims`` of ``ref`` (a contiguous view of ``op``'s
+    output, or a matrix output transposed), or None where the dims are no whole axis of the
+    map's output."""
+    out = op.writes[0]
+    if _transposed(ref, out):
+        # Σ over dim d of the transpose is Σ over dim 1 − d of the product
+        form = _form(op, out, tuple(sorted(1 - d for d in dims)))
+        return None if form is None else replace(form, transposed=True)
+    if ref.offset != out.offset or not is_contiguous(ref) or math.prod(ref.shape) != out.elements:
+        return None
+    shape = ref.shape
+    packet = op.func.overloadpacket if op.func is not None else None
+    if packet in (aten.mm, aten.addmm, aten.bmm, aten.baddbmm):
+        columns = _suffix(shape, dims, out.shape[-1])
+        if len(out.shape) == 3 and shape != out.shape and not columns:
+            return None
+        if columns and len(dims) < len(shape) - (len(out.shape) - 2):
+            return _matrix_form(op, "columns")
+        rows = len(out.shape) == 2 and _prefix(shape, dims, out.shape[0])
+        if rows:
+            return _matrix_form(op, "rows")
+        if dims == tuple(range(len(out.shape) - 2, len(out.shape))) and shape == out.shape:
+            return _matrix_form(op, "both")
+        if columns:
+            return _matrix_form(op, "columns")
+        return None
+    if packet is aten.convolution and shape == out.shape:
+        if dims == (1,):
+            return _channel_form(op)
+        if dims == tuple(range(2, len(shape))):
+            return _spatial_form(op) or _window_form(op)
+    return None
+
+
+def _transposed(ref: TensorRef, out: TensorRef) -> bool:
+    """Whether ``ref`` reads a matrix ``out`` transposed (``.T``, ``.t()``)."""
+    return len(out.shape) == 2 and ref.offset == out.offset and (ref.shape, ref.strides) == (
+        out.shape[::-1], out.strides[::-1]
+    ) and ref.strides != out.strides
+
+
+def _suffix(shape: Sequence[int], dims: Sequence[int], size: int) -> bool:
+    """Whether ``dims`` are the trailing dims of ``shape`` and hold ``size`` elements."""
+    return bool(dims) and tuple(dims) == tuple(range(len(shape) - len(dims), len(shape))) and (
+        folded(shape, dims) == size
+    )
+
+
+def _prefix(shape: Sequence[int], dims: Sequence[int], size: int) -> bool:
+    return bool(dims) and tuple(dims) == tuple(range(len(dims))) and folded(shape, dims) == size
+
+
+_MAPS = (aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.convolution)
+
+
+def _walk(
+    graph: Graph, root: int, dims: tuple[int, ...]
+) -> tuple[int, list[_Step], _Form] | None:
+    """From the sum back through :data:`STEPS` to the linear map: (the map's index, the steps
+    in program order, the summed map); None if anything else is met first."""
+    op = graph.op(root)
+    ref, reader, shape = op.reads[0], root, op.reads[0].shape
+    steps: list[_Step] = []
+    while True:
+        if not graph.read_only_by(ref, reader):
+            return None
+        found = graph.producer(ref)
+        if found is None:
+            return None
+        index, producer = found
+        if producer.func is not None and producer.func.overloadpacket in _MAPS:
+            form = _form(producer, ref, dims)
+            return None if form is None else (index, steps[::-1], form)
+        rule = lookup(STEPS, producer)
+        if rule is None or len(producer.writes) != 1 or not _as_laid_out(ref, producer.writes[0]):
+            return None
+        # the operand the walk goes on through: full-sized and computed by an op
+        positions = [i for i, r in enumerate(producer.reads)
+                     if r.shape == tuple(shape) and graph.producer(r) is not None]
+        step = None
+        for main in positions:
+            step = rule(producer, main, dims, shape)
+            if step is not None:
+                ref = producer.reads[main]
+                break
+        if step is None or not is_contiguous(ref):
+            return None
+        steps.append(step)
+        reader = index
+
+
+def _as_laid_out(ref: TensorRef, written: TensorRef) -> bool:
+    """Whether ``ref`` reads ``written`` as the op wrote it (no transpose, no slice)."""
+    return (ref.shape, ref.strides, ref.offset) == (written.shape, written.strides, written.offset)
+
+
+@algebra_rule(SUMS)
+def sum_through_linear_map(graph: Graph, root: int) -> Match | None:
+    """Σ_D of a linear map's output (through :data:`STEPS`) computed as the map of the summed
+    operand, then the steps on the sum, then ÷|D| for a mean (see the module doc)."""
+    op = graph.op(root)
+    if not op.reads or op.reads[0].dtype not in ("float32", "float16", "bfloat16", "float64"):
+        return None
+    dims = reduced_dims(op)
+    shape = op.reads[0].shape
+    if folded(shape, dims) <= 1 or op.argument("dtype") is not None:
+        return None
+    walked = _walk(graph, root, dims)
+    if walked is None:
+        return None
+    anchor, steps, form = walked
+    sides = [s for step in steps for s in step.sides]
+    inputs = (*form.operands, *sides)
+    if graph.written_between(inputs, anchor, root):
+        return None
+    keep_shape = tuple(1 if d in dims else n for d, n in enumerate(shape))
+    out_shape = op.writes[0].shape
+    mean = op.func.overloadpacket is aten.mean
+    count = len(form.operands)
+
+    def build(*tensors: torch.Tensor) -> torch.Tensor:
+        y = form.build(*tensors[:count])
+        y = (y.transpose(-2, -1) if form.transposed else y).reshape(keep_shape)
+        rest = iter(tensors[count:])
+        for step in steps:
+            values = [
+                _summed(next(rest), shape, dims) if summed else next(rest)
+                for summed in step.summed
+            ]
+            y = step.replay(y, *values)
+        if mean:
+            y = y / folded(shape, dims)
+        return y.reshape(out_shape)
+
+    return Match(RULE, root, inputs, build, anchor)

@@ -1,0 +1,109 @@
+"""Algebraic shortcuts priced: what each rewrite of :mod:`torchroofline.plan.algebra` saves on
+a GPU, and which of the two bounds (the program as written, the cheapest equal program) is
+lower."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..costs import OpRecord
+from ..plan.demand import Necessary
+from .precision import compute_seconds
+
+if TYPE_CHECKING:
+    from .roofline import Result
+
+
+@dataclass(frozen=True)
+class Shortcut:
+    """One algebraic shortcut on the bound's GPU: the identity (``rule``), the module and op it
+    is named by, the necessary FLOPs of the ops it replaces (as written) and of the ops that
+    replace them, and the compute time that saves (ms)."""
+
+    rule: str
+    module: str
+    op: str
+    flops_before: int
+    flops_after: int
+    time_saved_ms: float
+
+    @property
+    def label(self) -> str:
+        """Where and what, e.g. "fc, sum through the linear map"."""
+        return f"{self.module or '<top level>'}, {self.rule}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "module": self.module,
+            "op": self.op,
+            "flops_before": self.flops_before,
+            "flops_after": self.flops_after,
+            "time_saved_ms": self.time_saved_ms,
+        }
+
+
+def bound_work(result: Result) -> Necessary:
+    """The work the bound charges: the cheapest equal program's where it prices lower here
+    than the program as written (a shortcut may trade tensor-core FLOPs for CUDA-core ones)."""
+    plans = result.plans
+    cheapest = plans.cheapest
+    if cheapest is None or result.sol_of(cheapest.necessary) >= result.sol_of(plans.necessary):
+        return plans.necessary
+    return cheapest.necessary
+
+
+def any_input_work(result: Result) -> Necessary | None:
+    """The bound's work for any input values where :func:`bound_work` is for the given ones."""
+    cheapest = result.plans.cheapest
+    if cheapest is not None and result.necessary is cheapest.necessary:
+        return cheapest.necessary_any_input
+    return result.plans.necessary_any_input
+
+
+def shortcuts(result: Result) -> tuple[Shortcut, ...]:
+    """Every shortcut the bound takes, priced (none where the program as written is cheaper)."""
+    plans = result.plans
+    cheapest = plans.cheapest
+    if cheapest is None or result.necessary is not cheapest.necessary:
+        return ()
+    priced = []
+    for rewrite in cheapest.program.rewrites:
+        before = [plans.necessary.ops[i] for i in rewrite.removed]
+        after = [cheapest.necessary.ops[i] for i in rewrite.inserted]
+        priced.append(Shortcut(
+            rewrite.rule, rewrite.module, rewrite.op, _flops(before), _flops(after),
+            (_compute_s(result, before) - _compute_s(result, after)) * 1e3,
+        ))
+    return tuple(priced)
+
+
+def charged_record(result: Result, index: int) -> OpRecord | None:
+    """The bound's record of traced op ``index`` (``result.plans.trace.ops[index]``), or None
+    where a shortcut replaced the op (its work is in the ops that replace it)."""
+    if not result.rewrites:
+        return result.necessary.ops[index]
+    program = result.plans.cheapest.program.trace
+    op = result.plans.trace.ops[index]
+    position = {id(new): i for i, new in enumerate(program.ops)}.get(id(op))
+    return None if position is None else result.necessary.ops[position]
+
+
+def _flops(ops: Sequence) -> int:
+    return sum(op.flops.tensor + op.flops.vector for op in ops)
+
+
+def _compute_s(result: Result, ops: Sequence) -> float:
+    return compute_seconds(ops, result.gpu, result.precision, result.switches, result.math)
+
+
+def shortcut_verdict(result: Result, measured_ms: float) -> str | None:
+    """"possible only with an algebraic shortcut (…)" for a time at or above the bound but
+    below the bound of the program as written; None otherwise."""
+    as_written = result.sol_as_written_ms
+    if as_written is None or not result.sol_ms <= measured_ms < as_written:
+        return None
+    names = "; ".join(shortcut.label for shortcut in result.rewrites)
+    return f"possible only with an algebraic shortcut ({names})"
