@@ -66,10 +66,13 @@ def test_an_analysis_leaves_the_garbage_collector_as_it_found_it(enabled):
 # --- Inputs and models that used to crash or mislead (issue 28) ------------------------------
 
 
-def test_a_sparse_input_is_refused_in_one_line():
+def test_a_sparse_or_nested_input_is_refused_in_one_line():
     sparse = torch.eye(8).to_sparse()
-    with pytest.raises(InputError, match=r"^input 0 is a sparse_coo tensor.*\.to_dense\(\)$"):
+    with pytest.raises(InputError, match=r"^input 0 is a sparse_coo tensor.*\.to_dense\(\)"):
         torchroofline.analyze(nn.Linear(8, 4), sparse)
+    nested = torch.nested.nested_tensor([torch.ones(2, 8), torch.ones(3, 8)])
+    with pytest.raises(InputError, match=r"^input 1 is a nested tensor"):
+        torchroofline.analyze(nn.Linear(8, 4), (torch.ones(2, 8), nested))
 
 
 def test_a_compiled_model_is_analysed_as_the_module_it_wraps():

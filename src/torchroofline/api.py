@@ -140,10 +140,11 @@ def _check_dense(model: Any, inputs: Any) -> None:
     if isinstance(model, nn.Module):
         named += [(f"the model's '{name}'", t) for name, t in _module_tensors(model).items()]
     for name, value in named:
-        if isinstance(value, torch.Tensor) and value.layout != torch.strided:
+        if isinstance(value, torch.Tensor) and (value.is_nested or value.layout != torch.strided):
+            kind = "nested" if value.is_nested else str(value.layout).removeprefix("torch.")
             raise InputError(
-                f"{name} is a {str(value.layout).removeprefix('torch.')} tensor, and "
-                "torchroofline traces dense (strided) tensors only; pass it as .to_dense()"
+                f"{name} is a {kind} tensor, and torchroofline traces dense (strided) tensors "
+                "only; pass it as .to_dense() (a nested one as .to_padded_tensor(0))"
             )
 
 
