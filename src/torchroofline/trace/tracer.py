@@ -236,8 +236,11 @@ class _ModuleStack:
 
     def _enter(self, module: nn.Module, *_: Any) -> None:
         # a module outside the model's tree (a free function wrapped as one, as the kernels
-        # hub's ``use_kernel_func_from_hub`` does for rotary embeddings) is part of its caller
-        self._stack.append(self._names.get(id(module), self.path))
+        # hub's ``use_kernel_func_from_hub`` does for rotary embeddings) is part of the module
+        # that calls it; called from the top level, where no module encloses it, its class
+        # names it
+        name = self._names.get(id(module))
+        self._stack.append(name if name is not None else self.path or type(module).__name__)
 
     def _leave(self, *_: Any) -> None:
         error = sys.exc_info()[1]

@@ -85,7 +85,8 @@ def plot_run(report: RunReport, path: str | Path | None = None) -> Figure:
     strip.set_ylabel("% of speed of light (SoL / runtime)")
     strip.set_title(f"{len(timed)} timed samples of {len(report.samples)}", fontsize=10)
     strip.grid(True, axis="y", color="0.9", lw=0.6)
-    strip.legend(loc="best", fontsize=8)
+    # below the pictures: a column of samples leaves no corner of the strip free
+    fig.legend(*strip.get_legend_handles_labels(), loc="outside lower left", ncols=3, fontsize=8)
     summary = {key: row for key, row in report.summary.items() if key != "all"} or report.summary
     width = 0.8 / len(FAST_SOL_THRESHOLDS)
     for index, fraction in enumerate(FAST_SOL_THRESHOLDS):
