@@ -195,8 +195,8 @@ def max_batch(
                     raise
                 raise InputError(
                     f"resizing dimension {batch_dim} of the inputs from {start} to {batch} "
-                    f"breaks the model ({error}); it is no batch dimension: pass the batch's "
-                    "dimension as batch_dim (--batch-dim on the command line)"
+                    f"breaks the model ({error}); it is no batch dimension: pass batch_dim, the "
+                    "batch's dimension (--batch-dim on the command line)"
                 ) from error
             traced[batch] = (allocations(trace, float_bytes), len(trace.ops))
         return traced[batch]
@@ -249,8 +249,8 @@ def _batch_size(arguments: tuple, batch_dim: int) -> int:
     tensors = [t for t in arguments if isinstance(t, torch.Tensor) and t.dim() > batch_dim]
     if not tensors:
         raise InputError(
-            f"no input tensor has a dimension {batch_dim} to take as the batch; pass the batch's "
-            "dimension as batch_dim (--batch-dim on the command line)"
+            f"no input tensor has a dimension {batch_dim} to take as the batch; pass batch_dim, "
+            "the batch's dimension (--batch-dim on the command line)"
         )
     return tensors[0].shape[batch_dim]
 
