@@ -4,6 +4,9 @@ Every figure is drawn by torchroofline.present.viz from a real analysis. The MEA
 ILLUSTRATIVE: invented multiples of the speed of light, chosen to look like a typical suite
 (one deliberately faster than light, to show the "impossible" highlight). No GPU was used.
 The trace picture is the exception: its times were measured on an H100 (a profiler trace).
+
+The pictures are deterministic: run twice, it writes the same bytes (the saved files carry no
+matplotlib version or date: ``present.viz.canvas.save``).
 """
 
 from __future__ import annotations

@@ -475,3 +475,117 @@ def test_cli_autocast_without_train(capsys):
     assert code == code_mixed == 0
     assert mixed["flops"]["tensor"] == plain["flops"]["tensor"]
     assert mixed["time_ms"]["compute_sol"] < plain["time_ms"]["compute_sol"]
+
+
+# --- What a new user tripped on (issue 28) ---------------------------------------------------
+
+RUN_DIR = Path(__file__).parent / "fixtures" / "kernelbench_run" / "runs" / "demo"
+
+
+def _problem_file(folder: Path, name: str, body: str) -> Path:
+    path = folder / name
+    path.write_text(
+        "import sys\nimport torch\nimport torch.nn as nn\n" + body
+        + "\ndef get_inputs():\n    return [torch.randn(64, 8)]\n"
+        "\ndef get_init_inputs():\n    return []\n"
+    )
+    return path
+
+
+def test_a_missing_file_is_one_line_before_any_analysis(capsys):
+    code, out, err = run(capsys, "analyze", MATMUL, "level_1_problem_7_sample_0_kernel.py")
+    assert code == 2 and out == ""
+    assert err == (
+        "torchroofline: error: level_1_problem_7_sample_0_kernel.py: no such file; check the "
+        "path\n"
+    )
+
+
+@pytest.mark.parametrize(("where", "said"), [
+    ("at import", "1_Exits.py: importing the file called sys.exit(3)"),
+    ("in forward", "1_Exits raised SystemExit at 1_Exits.py:7 in module '<top level>'"),
+])
+def test_a_problem_that_calls_sys_exit_fails_and_says_so(capsys, tmp_path, where, said):
+    # its exit code 3 would read as "faster than light"
+    forward = "        sys.exit(3)\n" if where == "in forward" else "        return x * 2\n"
+    tail = "\nsys.exit(3)\n" if where == "at import" else ""
+    path = _problem_file(
+        tmp_path, "1_Exits.py",
+        "\nclass Model(nn.Module):\n    def forward(self, x):\n" + forward + tail,
+    )
+    code, _, err = run(capsys, "analyze", path)
+    assert code == 1
+    assert said in err
+
+
+def test_max_batch_without_a_batch_dimension_keeps_the_report(capsys, tmp_path):
+    # x is (features, batch): resizing dimension 0 breaks x.t() @ w; dimension 1 is the batch
+    path = _problem_file(
+        tmp_path, "1_Transposed.py",
+        "\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.w = nn.Parameter(torch.randn(64, 32))\n\n"
+        "    def forward(self, x):\n        return x.t() @ self.w\n",
+    )
+    code, out, err = run(capsys, "analyze", path, "--max-batch")
+    assert code == 1
+    assert "torchroofline — 1_Transposed" in out  # the analysis stands
+    assert "--max-batch: resizing dimension 0" in err and "--batch-dim" in err
+    code, out, _ = run(capsys, "analyze", path, "--max-batch", "--batch-dim", "1", "--json")
+    assert code == 0
+    assert json.loads(out)["max_batch"]["batch"] > 8
+
+
+def test_a_run_folder_gets_the_command_that_reads_it(capsys, tmp_path):
+    code, _, err = run(capsys, "analyze", RUN_DIR)
+    assert code == 2
+    assert f"run: torchroofline kernelbench KernelBench/level1 --run {RUN_DIR}" in err
+    # with the problems' level folder beside it, the command names that folder
+    import shutil
+
+    run_dir = shutil.copytree(RUN_DIR, tmp_path / "runs" / "demo")
+    (tmp_path / "level1").mkdir()
+    code, _, err = run(capsys, "analyze", run_dir)
+    assert f"run: torchroofline kernelbench {tmp_path / 'level1'} --run {run_dir}" in err
+
+
+def test_a_plot_path_it_cannot_write_is_refused_before_the_analysis(capsys, monkeypatch):
+    from torchroofline.suites import kernelbench
+
+    monkeypatch.setattr(kernelbench, "analyze_file", lambda *a, **k: pytest.fail("analyzed"))
+    code, out, err = run(capsys, "analyze", MATMUL, "--plot", "out.jpg")
+    assert code == 2 and out == ""
+    assert "cannot save a figure as 'out.jpg'; end the path in .png or .svg" in err
+
+
+def test_a_missing_einops_names_the_kernelbench_extra(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "einops", None)  # import einops raises ModuleNotFoundError
+    path = _problem_file(tmp_path, "1_Einops.py", "import einops\n\nclass Model(nn.Module):\n"
+                         "    def forward(self, x):\n        return x\n")
+    code, _, err = run(capsys, "analyze", path)
+    assert code == 1
+    assert "needs the module 'einops', which is not installed; pip install " in err
+    assert "'torchroofline[kernelbench]'" in err
+
+
+def test_an_interrupted_batch_still_draws_the_problems_finished(capsys, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from torchroofline.suites import batch
+    from torchroofline.suites.batch_report import BatchReport
+
+    result = analyze_file(MATMUL).to_dict()
+    finished = BatchReport.from_dict({"gpu": "h100-sxm", "precision": "fp32", "problems": [{
+        "level": 1, "file": MATMUL.name, "status": "ok", "error": None, "result": result,
+        "measured_ms": 1.0, "gen_ms": None,
+    }]})
+
+    def interrupted(*args, **kwargs):
+        raise batch.BatchInterrupted(finished, 1, 2)
+
+    monkeypatch.setattr(batch, "analyze_batch", interrupted)
+    pictures = tmp_path / "pictures"
+    code, _, err = run(capsys, "kernelbench", MATMUL, SOFTMAX, "--plot-dir", pictures,
+                       "--out", tmp_path / "partial.json")
+    assert code == 130
+    assert "interrupted after 1 of 2 problems" in err
+    assert (pictures / "suite_scatter.png").read_bytes()[:4] == b"\x89PNG"
+    assert f"wrote {pictures / 'suite_histogram.png'}" in err

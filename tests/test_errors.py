@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 import torch.nn as nn
 
 import torchroofline
-from torchroofline.errors import ModelError
+from torchroofline.errors import InputError, ModelError
 
 
 @pytest.mark.parametrize(
@@ -59,3 +61,59 @@ def test_an_analysis_leaves_the_garbage_collector_as_it_found_it(enabled):
         assert gc.isenabled() == enabled
     finally:
         gc.enable()
+
+
+# --- Inputs and models that used to crash or mislead (issue 28) ------------------------------
+
+
+def test_a_sparse_or_nested_input_is_refused_in_one_line():
+    sparse = torch.eye(8).to_sparse()
+    with pytest.raises(InputError, match=r"^input 0 is a sparse_coo tensor.*\.to_dense\(\)"):
+        torchroofline.analyze(nn.Linear(8, 4), sparse)
+    nested = torch.nested.nested_tensor([torch.ones(2, 8), torch.ones(3, 8)])
+    with pytest.raises(InputError, match=r"^input 1 is a nested tensor"):
+        torchroofline.analyze(nn.Linear(8, 4), (torch.ones(2, 8), nested))
+
+
+def test_a_compiled_model_is_analysed_as_the_module_it_wraps():
+    model = nn.Linear(64, 32)
+    compiled = torchroofline.analyze(torch.compile(model), torch.empty(16, 64, device="meta"))
+    plain = torchroofline.analyze(model, torch.empty(16, 64, device="meta"))
+    assert compiled.tensor_flops == plain.tensor_flops == 2 * 16 * 64 * 32  # 2·M·K·N
+    assert compiled.sol_ms == plain.sol_ms
+    assert compiled.model_name == "Linear"
+    assert any("torch.compile wraps (_orig_mod)" in note for note in compiled.notes)
+
+
+class RaisesAfterItsLayer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.l(x)
+        raise ValueError("the model's own check failed")  # the line the error names
+
+
+def test_an_error_the_model_raises_names_its_line_not_the_last_op():
+    with pytest.raises(ModelError) as raised:
+        torchroofline.analyze(RaisesAfterItsLayer(), torch.ones(2, 8))
+    message = str(raised.value)
+    line = inspect.getsourcelines(RaisesAfterItsLayer.forward)[1] + 2
+    assert f"raised ValueError at test_errors.py:{line} in module '<top level>'" in message
+    assert "addmm" not in message  # the last op recorded did not raise it
+    assert "fix the model's code there" in message
+
+
+def test_an_op_that_raises_is_named_with_the_users_line_that_called_it():
+    class Mismatch(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x @ torch.ones(3, 3)
+
+    with pytest.raises(ModelError) as raised:
+        torchroofline.analyze(Mismatch(), torch.ones(4, 8))
+    line = inspect.getsourcelines(Mismatch.forward)[1] + 1
+    assert (
+        f"at aten.mm.default called from test_errors.py:{line} (`return x @ torch.ones(3, 3)`)"
+        in str(raised.value)
+    )

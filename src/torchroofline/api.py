@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn as nn
+from torch.utils._pytree import tree_leaves
 
 from .costs import float_element_bytes
 from .errors import InputError, ModelError
@@ -98,6 +100,8 @@ def analyze(
         gpu, precision, cache, math=math, estimate_params=estimate_params,
         clock_mhz=clock_mhz, mem_clock_mhz=mem_clock_mhz,
     )
+    model, notes = _uncompiled(model)
+    _check_dense(model, inputs)
     if mode == "train" and data == "given":
         raise InputError(
             "data='given' is for inference: a training step's bound holds for any input "
@@ -113,7 +117,35 @@ def analyze(
     )
     if bound_data == "given" and trace.step is None:
         trace = with_given_values(trace, input_values or inputs, _module_tensors(model))
-    return with_checkpoint(price(make_plans(trace), context, actual_ms), checkpoint)
+    result = with_checkpoint(price(make_plans(trace), context, actual_ms), checkpoint)
+    return result.with_notes(notes)
+
+
+def _uncompiled(model: Any) -> tuple[Any, list[str]]:
+    """The module ``torch.compile(model)`` wraps (its ``_orig_mod``), with a note; else
+    ``model``. The wrapper would run Dynamo on the fake tensors, which needs a GPU driver."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # loaded once torch.compile ran
+    if eval_frame is None or not isinstance(model, eval_frame.OptimizedModule):
+        return model, []
+    return model._orig_mod, [
+        "analyzed the module torch.compile wraps (_orig_mod): the bound is the program's own, "
+        "whatever Inductor makes of it, and the compile estimate models Inductor's fusion"
+    ]
+
+
+def _check_dense(model: Any, inputs: Any) -> None:
+    """Refuse a sparse (or other non-strided) input, parameter or buffer in one line: the trace
+    runs on fake strided tensors, which cannot hold a sparse tensor's storage."""
+    named = [(f"input {index}", value) for index, value in enumerate(tree_leaves(inputs))]
+    if isinstance(model, nn.Module):
+        named += [(f"the model's '{name}'", t) for name, t in _module_tensors(model).items()]
+    for name, value in named:
+        if isinstance(value, torch.Tensor) and (value.is_nested or value.layout != torch.strided):
+            kind = "nested" if value.is_nested else str(value.layout).removeprefix("torch.")
+            raise InputError(
+                f"{name} is a {kind} tensor, and torchroofline traces dense (strided) tensors "
+                "only; pass it as .to_dense() (a nested one as .to_padded_tensor(0))"
+            )
 
 
 def max_batch(
@@ -145,6 +177,8 @@ def max_batch(
 
     spec = get_gpu(gpu)
     float_bytes = float_element_bytes(check_precision(precision))
+    model = _uncompiled(model)[0]
+    _check_dense(model, inputs)
     options = step_trace_options(mode, loss, optimizer, optimizer_options)
     arguments = check_inputs(model, inputs)
     start = _batch_size(arguments, batch_dim)
@@ -161,7 +195,8 @@ def max_batch(
                     raise
                 raise InputError(
                     f"resizing dimension {batch_dim} of the inputs from {start} to {batch} "
-                    f"breaks the model ({error}); it is no batch dimension: pass batch_dim"
+                    f"breaks the model ({error}); it is no batch dimension: pass batch_dim, the "
+                    "batch's dimension (--batch-dim on the command line)"
                 ) from error
             traced[batch] = (allocations(trace, float_bytes), len(trace.ops))
         return traced[batch]
@@ -214,7 +249,8 @@ def _batch_size(arguments: tuple, batch_dim: int) -> int:
     tensors = [t for t in arguments if isinstance(t, torch.Tensor) and t.dim() > batch_dim]
     if not tensors:
         raise InputError(
-            f"no input tensor has a dimension {batch_dim} to take as the batch; pass batch_dim"
+            f"no input tensor has a dimension {batch_dim} to take as the batch; pass batch_dim, "
+            "the batch's dimension (--batch-dim on the command line)"
         )
     return tensors[0].shape[batch_dim]
 

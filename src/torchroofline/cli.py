@@ -255,8 +255,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument(
         "--max-batch", action="store_true",
-        help="also find the largest batch (dimension 0 of the inputs) whose eager peak memory "
-        "fits the GPU, by re-tracing a few batch sizes",
+        help="also find the largest batch (dimension --batch-dim of the inputs) whose eager peak "
+        "memory fits the GPU, by re-tracing a few batch sizes",
+    )
+    analyze.add_argument(
+        "--batch-dim", type=int, default=0, metavar="DIM",
+        help="the inputs' batch dimension, which --max-batch resizes",
     )
 
     gpus = _command(commands, "gpus", help="list the GPU table and its key peaks")
@@ -377,11 +381,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     gpu = _target_gpu(args)
     for file in args.files:
-        if Path(file).is_dir():
-            raise _UsageError(
-                f"{file} is a folder; to analyze every problem in it run: "
-                f"torchroofline kernelbench {file}"
-            )
+        _check_problem_path(Path(file))
+    if args.plot:  # before any analysis: a picture it cannot save
+        from .present.viz.canvas import save_target
+
+        save_target(args.plot)
     times = _actual_times(args.files, args.actual_ms)
     params = estimate_params(args.host_scale)
     documents: list[dict[str, Any]] = []
@@ -399,7 +403,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                 result = result.with_notes([_host_scale_note(args.host_scale)])
         except _USAGE_ERRORS:
             raise
-        except TorchrooflineError as error:
+        except (TorchrooflineError, SystemExit) as caught:
+            error = _as_error(file, caught)
             failed += 1
             documents.append({"file": file, "error": str(error)})
             _report(error, args.debug)
@@ -412,16 +417,19 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if comparison is not None:
             document["comparison"] = comparison.to_dict()
         if batch_fit is not None:
-            document["max_batch"] = batch_fit.to_dict()
+            document["max_batch"] = _batch_fit_dict(batch_fit)
         documents.append(document)
         if args.format == "text":
             result.print(top=args.top)
             if comparison is not None:
                 print(comparison.format())
-            if batch_fit is not None:
+            if batch_fit is not None and not isinstance(batch_fit, InputError):
                 from .present.report import batch_fit_line
 
                 print(batch_fit_line(batch_fit))
+        if isinstance(batch_fit, InputError):  # the analysis stands; the search failed
+            failed += 1
+            _error(f"{file}: --max-batch: {batch_fit}")
         elif args.format == "prompt":
             from .present.report import format_prompt
 
@@ -435,11 +443,47 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return _exit_code(failed, too_fast)
 
 
+def _check_problem_path(path: Path) -> None:
+    """A missing file or a folder, refused before any analysis with the command to run."""
+    from .suites.kernelbench import problems_for_run
+    from .suites.runs import EVAL_RESULTS
+
+    if (path / EVAL_RESULTS).is_file():
+        raise _UsageError(
+            f"{path} is a KernelBench run folder; to set its samples against the speed of light "
+            f"run: torchroofline kernelbench {problems_for_run(path)} --run {path}"
+        )
+    if path.is_dir():
+        raise _UsageError(
+            f"{path} is a folder; to analyze every problem in it run: "
+            f"torchroofline kernelbench {path}"
+        )
+    if not path.exists():
+        raise _UsageError(f"{path}: no such file; check the path")
+
+
+def _as_error(file: str, caught: BaseException) -> TorchrooflineError:
+    """The error to report for a problem: ours as it is; a ``sys.exit()`` the file's own code
+    called (its exit code would pass for ours: 3 is "faster than light") as one."""
+    if isinstance(caught, TorchrooflineError):
+        return caught
+    from .suites.kernelbench import code_failed
+
+    error = code_failed(file, "running its code", caught)
+    error.__cause__ = caught
+    return error
+
+
+def _batch_fit_dict(batch_fit: BatchFit | InputError) -> dict[str, Any]:
+    return {"error": str(batch_fit)} if isinstance(batch_fit, InputError) else batch_fit.to_dict()
+
+
 def _analyzed(
     file: str | Path, gpu: Any, args: argparse.Namespace, actual_ms: float | None
-) -> tuple[Result, BatchFit | None]:
+) -> tuple[Result, BatchFit | InputError | None]:
     """``file`` analyzed and, with ``--max-batch``, the largest batch of the same built model
-    that fits ``gpu``; the TF32 switches the file sets at import hold for both, and only them."""
+    that fits ``gpu`` (or why there is none: an input error that leaves the analysis standing);
+    the TF32 switches the file sets at import hold for both, and only them."""
     from .api import max_batch
     from .price.precision import restoring_switches
     from .suites.kernelbench import analyze_file, load_and_build
@@ -455,7 +499,13 @@ def _analyzed(
         if not args.max_batch:
             return result, None
         training = {"mode": "train", "optimizer": args.optimizer} if args.train else {}
-        return result, max_batch(built.model, built.inputs, gpu, args.precision, **training)
+        try:
+            return result, max_batch(
+                built.model, built.inputs, gpu, args.precision, batch_dim=args.batch_dim,
+                **training,
+            )
+        except InputError as error:
+            return result, error
 
 
 def _host_scale_note(host_scale: float) -> str:
@@ -631,14 +681,15 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     elif not args.out:
         print(suite_text(report, ".md", interrupted))
     _note(suite_summary_line(report))
-    if _said_where_it_wrote(args.out, interrupted):
-        return EXIT_INTERRUPTED
-    if args.plot_dir:
+    stopped = _said_where_it_wrote(args.out, interrupted)
+    if args.plot_dir:  # of the problems finished, when interrupted
         from .present.viz import plot_suite
 
         _warn_if_unmeasured(report)
         for picture in plot_suite(report, args.plot_dir, per_problem=args.per_problem):
             _note(f"wrote {picture}")
+    if stopped:
+        return EXIT_INTERRUPTED
     for problem in report.problems:
         if problem.gen_impossible:
             _faster_than_light(problem.name, problem.gen_ms, min(problem.sol_by_math_ms.values()))
@@ -698,15 +749,16 @@ def _report_run(
         f"{totals['faster_than_light']} faster than light, {len(joined.unmatched)} without an "
         "analyzed problem"
     )
-    if _said_where_it_wrote(args.out, interrupted):
-        return EXIT_INTERRUPTED
-    if args.plot_dir:
+    stopped = _said_where_it_wrote(args.out, interrupted)
+    if args.plot_dir:  # of the samples whose problems finished, when interrupted
         from .present.viz import plot_run
 
         picture = Path(args.plot_dir) / "run_sol.png"
         picture.parent.mkdir(parents=True, exist_ok=True)
         plot_run(joined, picture)
         _note(f"wrote {picture}")
+    if stopped:
+        return EXIT_INTERRUPTED
     for sample in joined.faster_than_light:
         _faster_than_light(
             sample.name, sample.sample.runtime_ms, min(sample.sol_by_math_ms.values())

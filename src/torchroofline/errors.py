@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
 
 class TorchrooflineError(Exception):
     """Base class of every error torchroofline raises on purpose (bad input, unusable model).
@@ -46,3 +51,41 @@ class ProblemFileError(TorchrooflineError, ValueError):
 class TraceFileError(TorchrooflineError, ValueError):
     """A profiler trace that cannot be used: not JSON, truncated, CPU-only, or recorded without
     the fields the command needs (record_shapes)."""
+
+
+@dataclass(frozen=True)
+class UserLine:
+    """The line of the user's own code an exception came from (:func:`user_line`)."""
+
+    file: str
+    line_number: int
+    source: str  #: the line's text, stripped ("" when Python could not read it)
+    raised_here: bool  #: raised by this line itself, not inside a library it called
+
+    def __str__(self) -> str:
+        return f"{Path(self.file).name}:{self.line_number}"
+
+    @property
+    def quoted(self) -> str:
+        """``"model.py:12 (`y = x @ w`)"``: the place and what it says."""
+        return f"{self} (`{self.source[:80]}`)" if self.source else str(self)
+
+
+def user_line(error: BaseException) -> UserLine | None:
+    """The innermost line of ``error``'s traceback in the user's own code: outside torch,
+    torchroofline and Python's standard library (a model's file, a problem file, a library
+    the model calls); None when every frame is ours."""
+    import sysconfig
+
+    import torch
+
+    libraries = [Path(torch.__file__).parent, Path(__file__).parent]
+    libraries += [Path(sysconfig.get_paths()[key]) for key in ("stdlib", "platstdlib")]
+    roots = tuple(f"{root}{os.sep}" for root in libraries)
+    frames = traceback.extract_tb(error.__traceback__)
+    users = [frame for frame in frames if not frame.filename.startswith(("<", *roots))]
+    if not users:
+        return None
+    frame = users[-1]
+    return UserLine(frame.filename, frame.lineno or 0, (frame.line or "").strip(),
+                    frame is frames[-1])

@@ -7,6 +7,7 @@ import dataclasses
 import importlib.util
 import itertools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -431,12 +432,19 @@ def test_suite_pictures_without_measured_times_say_so(report):
         assert by_gid(draw(report), "note:empty") == []
 
 
-def test_long_kernel_labels_keep_both_ends():
+def test_long_kernel_labels_keep_both_ends_and_whole_names():
     names = ("blocks.0.attention.output_projection: add+native_layer_norm+gelu",
-             "blocks.0.attention.output_projection: add+native_layer_norm+relu")
+             "blocks.0.attention.output_projection: add+native_layer_norm+relu",
+             "layer1.0.conv1: convolution+_native_batch_norm_legit_no_training+relu_")
     labels = [viz.KernelPoint("pointwise", 1.0, 1.0, (name,), 1.0).label for name in names]
     assert labels[0] != labels[1]  # cut at the end, both would read the same
-    assert all(label.startswith("blocks.0") and len(label) <= 38 for label in labels)
+    assert all(label.startswith(name.split(".")[0]) and len(label) <= 38
+               for name, label in zip(names, labels, strict=True))
+    # only whole module and op names are left out: every part shown is a part of the name
+    for name, label in zip(names, labels, strict=True):
+        parts = set(re.split(r"\.|: |\+", name))
+        assert set(re.split(r"\.|: |\+", label.replace("…", ""))) - {""} <= parts
+    assert labels[2] == "layer1.0.conv1: convolution+…+relu_"
 
 
 def test_histogram_counts_per_level_and_impossible(report):
@@ -518,3 +526,61 @@ def test_make_images_writes_the_readme_pictures(tmp_path):
     for path in paths:
         assert path.read_bytes()[:8] == PNG_MAGIC
         assert imread(path).shape[0] > 500
+
+
+# --- Pictures that stay readable (issue 28) --------------------------------------------------
+
+
+class Constant(nn.Module):
+    """A constant output: a SoL of about a nanosecond (4 B written) whatever it is measured at."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(1, device=x.device)
+
+
+def test_a_tiny_sol_sits_off_scale_named_not_stretching_the_axes(report):
+    constant = torchroofline.analyze(Constant(), meta(4), "h100-sxm", "fp32")
+    data = report.to_dict()
+    data["problems"].append(_problem(1, "7_Constant.py", constant, 0.01))
+    with_constant = BatchReport.from_dict(data)
+    fig = viz.plot_suite_scatter(with_constant)
+    ax = fig.axes[0]
+    left = ax.get_xlim()[0]
+    # the axes keep to the other problems' times and the constant's measured 0.01 ms
+    others = [t for p in viz.problem_points(report) for t in (p.sol_ms, p.measured_ms)]
+    assert left == pytest.approx(min(others + [0.01]) / 3)
+    assert offsets(one(fig, "off-scale")) == [pytest.approx((left, 0.01))]
+    [label] = by_gid(fig, "label:off-scale")
+    assert label.get_text().startswith("7_Constant (SoL ")
+    # the histogram counts it in its own bar left of 0.1 %, not in the first bin
+    histogram = viz.plot_suite_histogram(with_constant)
+    [bar] = by_gid(histogram, "bars:off-scale")
+    assert bar.get_height() == 1 and bar.get_x() + bar.get_width() == pytest.approx(0.1)
+    below = by_gid(histogram, "bars:below-sol")
+    drawn = [p for p in histogram.axes[0].patches if p not in below and p is not bar]
+    assert sum(p.get_height() for p in drawn) == 2  # as without the constant
+
+
+def test_the_legend_leaves_the_ridge_points_clear():
+    # a big matmul: its kernel at ~1,800 FLOPs/B puts the ridge (20 FLOPs/B) near the top left,
+    # under a legend left at "upper left"
+    result = torchroofline.analyze(nn.Linear(8192, 8192), meta(32768, 8192), "h100-sxm",
+                                   "fp32", actual_ms=1e3)
+    fig = result.plot()
+    ax = fig.axes[0]
+    box = ax.get_legend().get_window_extent()
+    ridges = [point for c in ax.collections if (c.get_gid() or "").startswith("ridge:")
+              for point in c.get_offsets()]
+    assert ridges
+    assert not any(box.contains(*ax.transData.transform(point)) for point in ridges)
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_a_figure_saves_to_the_same_bytes_every_time(suffix, tmp_path):
+    result = torchroofline.analyze(nn.Linear(64, 64), meta(8, 64), "h100-sxm", "fp32")
+    first, second = tmp_path / f"a{suffix}", tmp_path / f"b{suffix}"
+    result.plot(first)
+    result.plot(second)
+    assert first.read_bytes() == second.read_bytes()
+    # nothing of the machine or the day: matplotlib's version, a date
+    assert b"Matplotlib" not in first.read_bytes() and b"dc:date" not in first.read_bytes()

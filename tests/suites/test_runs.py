@@ -16,6 +16,7 @@ from torchroofline.suites.runs import (
     KernelName,
     Run,
     RunReport,
+    Sample,
     join_run,
     kernel_backend,
     load_run,
@@ -147,7 +148,7 @@ def test_markdown_csv_and_json(joined):
     text = run_markdown(joined)
     assert "| level1 | 6 | 5 | 4 | 1 | 50.0% | 50.0% | 33.3% | 0.600 |" in text
     assert "- level1 problem 1 sample 1 (1_Matmul.py, triton): 0.01 ms against a 0.25 ms" in text
-    row = "| 1 | 1_Matmul.py | 1 | triton | yes | yes | 0.01 | 0.4 | 0.25 | 2500.0% | **YES** |"
+    row = "| 1 | 1_Matmul.py | 1 | triton | yes | yes | 0.01 | 0.4 | 0.25 | 2500.0% |  | **YES** |"
     assert row in text
     rows = list(csv.DictReader(io.StringIO(run_csv(joined))))
     assert len(rows) == 6 and rows[1]["faster_than_light"] == "True"
@@ -189,6 +190,38 @@ def test_run_picture(joined, tmp_path):
     assert [c for c in strip.collections if c.get_gid() == "samples:correct"][0].get_offsets()[
         :, 1
     ].max() == pytest.approx(2500.0)  # the 0.01 ms sample against its 0.25 ms bound
+
+
+def test_a_lower_math_sample_reads_the_same_in_picture_table_and_json(tmp_path):
+    # a 0.45 ms sample of a problem whose fp32 bound is 2.05 ms and TF32 bound 0.278 ms (the
+    # H100 Linear(4096) ladder): possible with TF32 math, not faster than light, and scored
+    # against the TF32 bound: 1 / (1 + (0.45 − 0.278) / (4.0 − 0.278))
+    ladder = {"program": 2.05, "tf32": 0.278, "fp16": 0.139}
+    result = {"time_ms": {"sol": 2.05, "sol_by_math": ladder}, "bottleneck": "compute"}
+    problem = ProblemReport(1, "1_Matmul.py", "level1/1_Matmul.py", "level1/1_Matmul.py", "ok",
+                            None, 0.1, result, 4.0, None)
+    sample = Sample(1, 1, 0, "level_1_problem_1_sample_0_kernel.py", "cuda", True, True, 0.45,
+                    None, None)
+    run = join_run(Run("runs/tf32", (sample,)),
+                   BatchReport("H100 SXM", "h100-sxm", "fp32", "cold", (problem,)))
+    [joined] = run.samples
+    score = 1 / (1 + (0.45 - 0.278) / (4.0 - 0.278))
+    assert joined.possible_with == "tf32" and joined.lower_math
+    assert not joined.faster_than_light
+    assert joined.sol_score == pytest.approx(score)
+    assert "| 455.6% | TF32 | no | " + f"{score:.3f} |" in run_markdown(run)
+    data = run.to_dict()["samples"][0]
+    assert (data["possible_with"], data["faster_than_light"]) == ("tf32", False)
+    assert data["sol_score"] == pytest.approx(score)
+    pytest.importorskip("matplotlib")
+    from torchroofline.present.viz import plot_run
+
+    strip = plot_run(run).axes[0]
+    rings = {c.get_gid(): c.get_offsets() for c in strip.collections}
+    assert len(rings["lower-math"]) == 1 and len(rings["faster-than-light"]) == 0
+    assert [t.get_text() for t in strip.texts if t.get_gid() == "label:lower-math"] == [
+        "TF32 math"
+    ]
 
 
 # --- The command line ------------------------------------------------------------------------

@@ -14,7 +14,17 @@ from torchroofline.cli import main
 from torchroofline.errors import InputError
 from torchroofline.price.estimate import DEFAULT_PARAMS
 from torchroofline.suites.kernelbench import analyze_file
-from torchroofline.suites.validate import HOST_SCALE_GRID, Accuracy, format_markdown, validate
+from torchroofline.suites.validate import (
+    HOST_SCALE_GRID,
+    USED_SCALE,
+    Accuracy,
+    Check,
+    fit_error,
+    fit_host_scale,
+    format_markdown,
+    host_scale_line,
+    validate,
+)
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "kernelbench"
 TIMINGS = FIXTURES / "baseline_time_torch.json"
@@ -171,6 +181,39 @@ def test_validate_fits_a_known_host_scale(tmp_path, capsys) -> None:
     rescaled = validate(TIMED, timings, "h100-sxm", host_scale=0.5)
     assert rescaled["host_scale"]["fitted"] == pytest.approx(0.5, rel=1e-12)
     assert rescaled["summary"]["all"]["accuracy"]["eager"]["median"] == pytest.approx(1.0)
+
+
+def _check(name: str, ratio_at) -> Check:  # noqa: ANN001
+    """A problem measured at 1 ms whose eager estimate at host scale s is ``ratio_at(s)`` ms."""
+    curve = tuple(ratio_at(scale) for scale in HOST_SCALE_GRID)
+    return Check(1, name, 0.1, {"eager": curve[USED_SCALE]}, {"eager": 1.0}, {"eager": ""},
+                 {"eager": curve})
+
+
+def test_the_fit_lowers_the_error_it_reports_or_says_none_helps() -> None:
+    # two problems exact at the scale used, one 8× off whatever the scale: least squares of
+    # ln(ratio) would pick s = 8^(-1/3) = 0.5 (2 ln² s + ln² 8s is least there), turning the
+    # median |log2| of [0, 0, 3] = 0 into that of [1, 1, 2] = 1. The reported error only rises
+    # away from 1×: no host scale helps.
+    checks = [_check("a", lambda s: s), _check("b", lambda s: s), _check("c", lambda s: 8 * s)]
+    assert fit_error(checks, HOST_SCALE_GRID.index(0.5)) == pytest.approx(1.0)
+    assert fit_host_scale(checks) == USED_SCALE
+    # all three 2× slow: 0.5× brings the two to exact, median |log2| 1 → 0
+    slow = [_check("a", lambda s: 2 * s), _check("b", lambda s: 2 * s),
+            _check("c", lambda s: 8 * s)]
+    fitted = fit_host_scale(slow)
+    assert HOST_SCALE_GRID[fitted] == 0.5
+    assert fit_error(slow, fitted) == pytest.approx(0.0, abs=1e-12)
+    assert fit_error(slow, USED_SCALE) == pytest.approx(1.0)
+
+
+def test_the_report_says_when_no_host_scale_helps() -> None:
+    report = {"host_scale": {"used": 1.0, "fitted": 1.0, "helps": False, "fitted_on": ["eager"],
+                             "error": {"used": 0.21, "fitted": 0.21}}}
+    assert host_scale_line(report) == (
+        "no host scale fits your times better than the 1× used (mean of the median |log2| of "
+        "eager: 0.21): keep it"
+    )
 
 
 def test_the_host_scale_grid_is_geometric_around_one() -> None:

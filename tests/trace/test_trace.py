@@ -299,6 +299,56 @@ def test_views_of_one_tensor_share_a_value() -> None:
     assert len({ref.value_id for ref in add.reads}) == 1
 
 
+class _FreeFunction(nn.Module):
+    """A free function wrapped as a module outside any model, as the kernels hub's
+    ``use_kernel_func_from_hub`` wraps transformers 5's ``apply_rotary_pos_emb``."""
+
+    def __init__(self, function) -> None:  # noqa: ANN001
+        super().__init__()
+        self.function = function
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        return self.function(*args)
+
+
+def _rotate(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    return q * cos + torch.cat([-q[..., 1:], q[..., :1]], -1) * sin
+
+
+class _Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+        return grad * 2
+
+
+_APPLY_ROTARY = _FreeFunction(_rotate)
+
+
+class _Attention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        return _Double.apply(_APPLY_ROTARY(self.q(x), cos, sin))
+
+
+def test_a_module_outside_the_model_is_charged_to_the_module_that_called_it() -> None:
+    model = nn.Sequential()
+    model.add_module("attn", _Attention())
+    model.forward = lambda x, cos, sin: model.attn(x, cos, sin)
+    trace = trace_model(model, (meta(4, 16), meta(4, 16), meta(4, 16)))
+    paths = {op.base: op.module_path for op in trace.ops}
+    # the rotary ops and the autograd.Function's run in attn, not in a pseudo-module "_FreeFunction"
+    assert paths["addmm"] == "attn.q"
+    assert {paths[base] for base in ("neg", "cat", "add")} == {"attn"}
+    assert {op.module_path for op in trace.ops if op.base == "mul"} == {"attn"}
+
+
 def test_module_paths_are_recorded() -> None:
     model = nn.Sequential(nn.Linear(8, 8), nn.Sequential(nn.ReLU(), nn.Linear(8, 2)))
     trace = trace_model(model, meta(4, 8))

@@ -24,8 +24,8 @@ def level_name(level: int | None) -> str:
 
 def beats_sol(sol_ms: float | None, measured_ms: float | None) -> bool:
     """A measured time below the speed of light at the analysis's math: a wrong timing, a
-    kernel that skips work, or one computing at lower precision (the SoL score does not score
-    it)."""
+    kernel that skips work, or one computing at lower precision (a run sample's SoL score is
+    then taken against the bound of that precision: :attr:`~.runs.SampleReport.sol_score`)."""
     return sol_ms is not None and bool(measured_ms) and measured_ms < sol_ms
 
 

@@ -22,7 +22,7 @@ import torch.nn as nn
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from ..api import analyze
-from ..errors import InputError, ProblemFileError, TorchrooflineError
+from ..errors import InputError, ProblemFileError, TorchrooflineError, user_line
 from ..plan.given import (
     DATA_LIMIT_BYTES,
     _real,
@@ -95,11 +95,9 @@ def load_problem(path: str | Path, *, class_name: str = "Model") -> Problem:
         raise ProblemFileError(
             f"{path}:{error.lineno}: syntax error: {error.msg}; fix the file"
         ) from error
-    except Exception as error:  # noqa: BLE001 — the file's own code failed
+    except (Exception, SystemExit) as error:  # noqa: BLE001 — the file's own code failed
         _raise_if_network(path, error)
-        raise ProblemFileError(
-            f"{path}: importing the file raised {type(error).__name__}: {_first_line(error)}"
-        ) from error
+        raise code_failed(path, "importing the file", error) from error
     model_class = getattr(module, class_name, None)
     if not (isinstance(model_class, type) and issubclass(model_class, nn.Module)):
         raise ProblemFileError(
@@ -127,6 +125,31 @@ def _refuse_compiled_kernel(path: Path) -> None:
             f"{path}: a generated {backend} kernel, never imported (it would compile or launch "
             "GPU code); analyze it as its reference problem: drop --class, or pass --ref REF.py"
         )
+
+
+#: Modules KernelBench's problem files import beyond torch, and what installs them (the
+#: ``kernelbench`` extra of pyproject.toml).
+EXTRA_MODULES = {"einops": "'torchroofline[kernelbench]'"}
+
+
+def code_failed(path: str | Path, doing: str, error: BaseException) -> ProblemFileError:
+    """The one line for a problem file whose own code failed while ``doing``: a missing module
+    with what installs it, ``sys.exit()`` (whose code would pass for torchroofline's own exit
+    code), else the error and the file's line it came from."""
+    if isinstance(error, SystemExit):
+        what = (
+            f"called sys.exit({error.code}), which a problem file must not do; put that call "
+            "under if __name__ == '__main__'"
+        )
+    elif isinstance(error, ModuleNotFoundError) and error.name:
+        top = error.name.split(".")[0]
+        fix = f"pip install {EXTRA_MODULES[top]}" if top in EXTRA_MODULES else "install it"
+        what = f"needs the module '{top}', which is not installed; {fix}"
+    else:
+        line = user_line(error)
+        where = f" at {line if line.raised_here else line.quoted}" if line else ""
+        what = f"raised {type(error).__name__}{where}: {_first_line(error)}"
+    return ProblemFileError(f"{path}: {doing} {what}")
 
 
 def _first_line(error: BaseException) -> str:
@@ -213,7 +236,7 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
             return _construct(problem) + (notes,)
     except TorchrooflineError:
         raise
-    except Exception as fake_error:  # noqa: BLE001 — retried with real tensors
+    except (Exception, SystemExit) as fake_error:  # noqa: BLE001 — retried with real tensors
         _raise_if_network(problem.path, fake_error)
         notes.append(
             f"built with real tensors: construction under fake tensors raised "
@@ -222,12 +245,9 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
     try:
         with hub_offline():
             return _construct(problem) + (notes,)
-    except Exception as error:  # noqa: BLE001 — the problem's own code failed
+    except (Exception, SystemExit) as error:  # noqa: BLE001 — the problem's own code failed
         _raise_if_network(problem.path, error)
-        raise ProblemFileError(
-            f"{problem.path}: building the model or inputs raised {type(error).__name__}: "
-            f"{_first_line(error)}"
-        ) from error
+        raise code_failed(problem.path, "building the model or inputs", error) from error
 
 
 @dataclass(frozen=True)
@@ -523,6 +543,15 @@ def _carries_reference(path: Path) -> bool:
     return kernel_backend(source) not in COMPILED_BACKENDS and all(
         part.search(source) for part in _REFERENCE_PARTS
     )
+
+
+def problems_for_run(folder: Path) -> Path:
+    """The level folder a run's samples are problems of: ``levelN`` of its kernel file names,
+    found in the folders around the run (:func:`_roots_near`), else ``KernelBench/levelN``."""
+    levels = {name.level for file in folder.glob("*.py") if (name := parse_kernel_name(file.name))}
+    level = f"level{levels.pop()}" if len(levels) == 1 else "levelN"
+    found = [root / level for root in _roots_near(folder) if (root / level).is_dir()]
+    return found[0] if found else Path("KernelBench") / level
 
 
 def _roots_near(path: Path) -> list[Path]:

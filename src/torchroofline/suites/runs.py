@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..price.precision import rung_name
 from .batch_report import BatchReport, beats_every_rung, beats_sol, level_name, rung_for
 
 EVAL_RESULTS = "eval_results.json"
@@ -229,6 +230,12 @@ class SampleReport:
         return rung_for(self.sol_by_math_ms, self.sample.runtime_ms)
 
     @property
+    def lower_math(self) -> bool:
+        """Below the speed of light of the program's own math, not of every rung: possible only
+        if the benchmark's tolerance admits the lower math :attr:`possible_with` names."""
+        return beats_sol(self.sol_ms, self.sample.runtime_ms) and not self.faster_than_light
+
+    @property
     def faster_than_light(self) -> bool:
         """The verdict (:func:`~torchroofline.batch_report.beats_every_rung`): a runtime below
         the speed of light of every math, a timing bug or a kernel that skips work (reward
@@ -237,7 +244,12 @@ class SampleReport:
 
     @property
     def sol_score(self) -> float | None:
-        return sol_score(self.sample.runtime_ms, self.sol_ms, self.ref_ms)
+        """:func:`sol_score` against the speed of light of the math the runtime is possible
+        with (:attr:`possible_with`: a kernel that beats the fp32 bound with TF32 math is scored
+        against the TF32 one); None when faster than light."""
+        rung = self.possible_with
+        sol_ms = self.sol_by_math_ms[rung] if rung is not None else self.sol_ms
+        return sol_score(self.sample.runtime_ms, sol_ms, self.ref_ms)
 
     def reaches(self, fraction: float) -> bool:
         """Correct, not faster than light, and at least ``fraction`` of the speed of light."""
@@ -392,6 +404,7 @@ RUN_COLUMNS: dict[str, tuple[str, Callable[[Any], str]]] = {
     "ref_ms": ("ref_ms", _number),
     "sol_ms": ("sol_ms", _number),
     "% of SoL": ("sol_fraction", _percent),
+    "possible with": ("possible_with", lambda v: v or ""),
     "faster than light": ("faster_than_light", lambda v: "**YES**" if v else "no"),
     "SoL score": ("sol_score", lambda v: "" if v is None else f"{v:.3f}"),
     "error": ("error", lambda v: (v or "").replace("|", "\\|")[:120]),
@@ -441,6 +454,8 @@ def run_markdown(report: RunReport) -> str:
     ]
     for sample in report.samples:
         data = sample.to_dict()
+        if sample.possible_with is not None:  # the math as the reports name it: fp32, TF32
+            data["possible_with"] = rung_name(sample.possible_with, batch.precision)
         cells = [cell(data[key]) for key, cell in RUN_COLUMNS.values()]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

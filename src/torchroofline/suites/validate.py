@@ -38,8 +38,13 @@ WORST_COUNT = 10
 #: Host scales the fit chooses from, relative to the scale the batch is priced at: 2^(k/20) for
 #: k = −40 … 40, 0.25× to 4× in steps of 3.5 % (finer than the fit's own spread).
 HOST_SCALE_GRID: tuple[float, ...] = tuple(2 ** (k / 20) for k in range(-40, 41))
+#: The index of 1×, the scale the batch is priced at.
+USED_SCALE = HOST_SCALE_GRID.index(1.0)
 #: The modes a host scale is fitted on: CUDA graphs replay without the per-kernel host costs.
 FIT_MODES = ("eager", "compile")
+#: The least drop in :func:`fit_error` a fitted host scale must bring to be offered: half the
+#: last digit the report prints it to (0.01), below which the figures read the same.
+MIN_FIT_GAIN = 0.005
 
 
 @dataclass(frozen=True)
@@ -186,24 +191,43 @@ def _estimate_key(mode: str) -> str:
     return MODES[mode][0].removesuffix("_estimate")
 
 
+def fit_error(checks: Sequence[Check], index: int) -> float | None:
+    """The error the report shows, at host scale ``HOST_SCALE_GRID[index]``: the median
+    |log2(estimate / measured)| of each mode of :data:`FIT_MODES` over every problem timed in
+    it, averaged over those modes; None without such times."""
+    medians = [
+        accuracy.median_abs_log2
+        for mode in FIT_MODES
+        if (accuracy := Accuracy.of([
+            check.scaled_ms[mode][index] / check.measured_ms[mode]
+            for check in checks if mode in check.scaled_ms
+        ])) is not None
+    ]
+    return statistics.fmean(medians) if medians else None
+
+
 def fit_host_scale(checks: Sequence[Check]) -> int | None:
-    """The index in :data:`HOST_SCALE_GRID` of the host scale that fits the measured eager and
-    compile times best: least squares of ln(estimate / measured) over every timed problem and
-    mode of :data:`FIT_MODES`, leaving out times below the speed of light (wrong timings, which
-    no host explains); None without such times."""
+    """The index in :data:`HOST_SCALE_GRID` of the host scale that lowers :func:`fit_error` (the
+    error the report shows) the most, equals broken by the least squares of ln(estimate /
+    measured) over the times not below the speed of light (wrong timings, which no host
+    explains); :data:`USED_SCALE`, the scale priced at, when no scale lowers the error by
+    :data:`MIN_FIT_GAIN`; None without eager or compile times."""
+    if fit_error(checks, USED_SCALE) is None:
+        return None
     pairs = [
         (check.scaled_ms[mode], check.measured_ms[mode])
         for check in checks
         for mode in FIT_MODES
         if mode in check.scaled_ms and mode not in check.impossible_modes
     ]
-    if not pairs:
-        return None
-    errors = [
-        sum(math.log(curve[index] / measured) ** 2 for curve, measured in pairs)
-        for index in range(len(HOST_SCALE_GRID))
-    ]
-    return errors.index(min(errors))
+
+    def rank(index: int) -> tuple[float, float]:
+        squares = sum(math.log(curve[index] / measured) ** 2 for curve, measured in pairs)
+        return fit_error(checks, index), squares
+
+    best = min(range(len(HOST_SCALE_GRID)), key=rank)
+    gain = fit_error(checks, USED_SCALE) - fit_error(checks, best)
+    return best if gain >= MIN_FIT_GAIN else USED_SCALE
 
 
 def summarise(checks: Sequence[Check]) -> dict[str, Any]:
@@ -311,6 +335,11 @@ def _report(batch: dict[str, Any], timings: Mapping[str, dict], spec: Any, preci
         "host_scale": {
             "used": host_scale,
             "fitted": None if fitted is None else host_scale * HOST_SCALE_GRID[fitted],
+            "helps": fitted is not None and fitted != USED_SCALE,
+            "error": {
+                "used": fit_error(checks, USED_SCALE),
+                "fitted": None if fitted is None else fit_error(checks, fitted),
+            },
             "fitted_on": [mode for mode in FIT_MODES if mode in timings],
             "summary": None if fitted is None else summarise([c.at_scale(fitted) for c in checks]),
         },
@@ -356,7 +385,16 @@ def host_scale_line(report: dict[str, Any]) -> str | None:
     fitted = scale["fitted"]
     if fitted is None:
         return None
-    line = f"your host runs at {fitted:.2g}× the default profile: pass --host-scale {fitted:.2g}"
+    if not scale["helps"]:
+        return (
+            f"no host scale fits your times better than the {scale['used']:.2g}× used (mean of "
+            f"the median |log2| of {' and '.join(scale['fitted_on'])}: "
+            f"{scale['error']['used']:.2f}): keep it"
+        )
+    line = (
+        f"your host runs at {fitted:.2g}× the default profile: pass --host-scale {fitted:.2g} "
+        f"(median |log2| {scale['error']['used']:.2f} → {scale['error']['fitted']:.2f})"
+    )
     low, high = (scale["used"] * HOST_SCALE_GRID[end] for end in (0, -1))
     if fitted in (low, high):
         line += f" (the edge of the {low:.2g}–{high:.2g}× range searched: the times may not be "
@@ -391,16 +429,19 @@ def format_markdown(report: dict[str, Any]) -> str:
         "",
         *_accuracy_table(report["summary"], report["modes"]),
     ]
-    if scale["summary"] is not None:
+    if scale["helps"]:
         lines += [
             "",
             f"## With the fitted host scale: {host_scale_line(report)}",
             "",
-            "The host scale that minimises the squared ln(estimate / measured) over the "
-            f"{' and '.join(scale['fitted_on'])} times (CPU costs of every estimate × it).",
+            "The host scale that minimises the median |log2(estimate / measured)| of the "
+            f"{' and '.join(scale['fitted_on'])} times, averaged over those modes (CPU costs "
+            "of every estimate × it).",
             "",
             *_accuracy_table(scale["summary"], report["modes"]),
         ]
+    elif scale["fitted"] is not None:
+        lines += ["", f"## Host scale: {host_scale_line(report)}"]
     lines += [
         "",
         f"## {len(report['worst'])} worst estimates",

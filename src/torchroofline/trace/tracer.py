@@ -35,7 +35,7 @@ from torch._subclasses.fake_tensor import (
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from ..errors import DataDependentError, InputError, ModelError, TorchrooflineError
+from ..errors import DataDependentError, InputError, ModelError, TorchrooflineError, user_line
 from ._cuda_bindings import NO_CUDA_TEXT
 from .collector import paused
 from .data_sized import stand_in_output
@@ -235,7 +235,12 @@ class _ModuleStack:
         return self._raised_in if error is self._raised else self.path
 
     def _enter(self, module: nn.Module, *_: Any) -> None:
-        self._stack.append(self._names.get(id(module), type(module).__name__))
+        # a module outside the model's tree (a free function wrapped as one, as the kernels
+        # hub's ``use_kernel_func_from_hub`` does for rotary embeddings) is part of the module
+        # that calls it; called from the top level, where no module encloses it, its class
+        # names it
+        name = self._names.get(id(module))
+        self._stack.append(name if name is not None else self.path or type(module).__name__)
 
     def _leave(self, *_: Any) -> None:
         error = sys.exc_info()[1]
@@ -704,7 +709,7 @@ def _run(
                 output = step.run(model, params, output, recorder)
         except TorchrooflineError:  # the step's own one-line errors (a loss that trains nothing)
             raise
-        except Exception as error:  # noqa: BLE001 — re-raised with where it happened
+        except (Exception, SystemExit) as error:  # noqa: BLE001 — re-raised with where it happened
             raise _TraceFailure(
                 error, recorder.current_op, modules.failure_path(error), recorder.lifts
             ) from error
@@ -771,7 +776,7 @@ def _quiet_fake_tensor_log() -> Iterator[None]:
 class _TraceFailure(Exception):
     def __init__(
         self,
-        error: Exception,
+        error: Exception | SystemExit,
         op: str,
         module_path: str,
         lifts: Sequence[torch.Tensor | None] = (),
@@ -808,11 +813,18 @@ class _TraceFailure(Exception):
         return None
 
     def model_error(self, model_name: str) -> ModelError:
+        """The one line: the error, the user's line it came from, and the op that raised it
+        (unless that line raised it itself: then the last op recorded did not)."""
         first_line = str(self.error).strip().splitlines()[0] if str(self.error).strip() else ""
+        line = user_line(self.error)
+        if line is not None and line.raised_here:
+            where, fix = f"{line}", "fix the model's code there"
+        else:
+            where = f"{self.op or 'start'}" + (f" called from {line.quoted}" if line else "")
+            fix = "check the inputs' shapes and dtypes against the model"
         return ModelError(
-            f"{model_name} raised {type(self.error).__name__} at {self.op or 'start'} in module "
-            f"'{self.module_path}': {first_line[:300]} (check the inputs' shapes and dtypes "
-            "against the model)"
+            f"{model_name} raised {type(self.error).__name__} at {where} in module "
+            f"'{self.module_path}': {first_line[:300]} ({fix})"
         )
 
 

@@ -80,9 +80,18 @@ def save_target(path: str | Path | None) -> Path | None:
     return path
 
 
+#: What a saved file holds beside the picture: nothing that differs between runs or machines
+#: (matplotlib's version, a date, random SVG ids), so one figure always saves to the same bytes.
+_STABLE_METADATA = {".png": {"Software": None}, ".svg": {"Creator": None, "Date": None}}
+_STABLE_RC = {"svg.hashsalt": "torchroofline"}
+
+
 def save(fig: Figure, path: Path | None) -> Figure:
     if path is not None:
-        fig.savefig(path, dpi=DPI)
+        from matplotlib import rc_context
+
+        with rc_context(_STABLE_RC):
+            fig.savefig(path, dpi=DPI, metadata=_STABLE_METADATA[path.suffix.lower()])
     return fig
 
 

@@ -30,6 +30,13 @@ class Spot:
     va: str
 
 
+#: Where a legend may sit (matplotlib's ``loc`` names), in the order tried: the roofline's and
+#: the scatters' empty corners first.
+LEGEND_LOCATIONS = (
+    "upper left", "lower right", "center left", "lower left", "upper center", "center right",
+    "lower center", "upper right", "center",
+)
+
 _SHIFT = {"left": 0.0, "center": 0.5, "right": 1.0, "bottom": 0.0, "top": 1.0}
 
 
@@ -49,6 +56,18 @@ class Labeller:
         """Keep labels off an artist's window extent (text: the legend, a note)."""
         self.taken.append((box.x0, box.y0, box.x1, box.y1))
         self.text.append(self.taken[-1])
+
+    def place_legend(self, legend: Any, locations: Sequence[str] = LEGEND_LOCATIONS) -> None:
+        """Move ``legend`` to the first of ``locations`` that covers the fewest boxes blocked so
+        far (markers, ridge points, notes), and keep labels off it."""
+
+        def covered(location: str) -> int:
+            legend.set_loc(location)
+            box = legend.get_window_extent()
+            return sum(_overlap((box.x0, box.y0, box.x1, box.y1), other) for other in self.taken)
+
+        legend.set_loc(min(locations, key=covered))  # min keeps the first of equals
+        self.block(legend.get_window_extent())
 
     def block_marker(self, x: float, y: float, size_pt2: float) -> None:
         cx, cy = self.ax.transData.transform((x, y))

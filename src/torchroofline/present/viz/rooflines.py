@@ -113,13 +113,32 @@ class KernelPoint:
         return f"{_shorten(name)} ×{len(self.names)}"
 
 
+#: What separates the names in a kernel's name: module path parts, the module from its ops, ops.
+_NAME_SEPARATORS = re.compile(r"(\.|: |\+)")
+
+
 def _shorten(name: str, width: int = 38) -> str:
-    """A long name cut in the middle: the start (the module) and the end (the last ops) are what
-    tell two kernels apart, so both stay."""
-    if len(name) <= width:
+    """A long name with whole names left out of its middle ("…"): the start (the module) and the
+    end (the last op) are what tell two kernels apart, so both stay, and no module or op name is
+    cut (a name of fewer than three parts stays whole)."""
+    tokens = _NAME_SEPARATORS.split(name)  # names at even positions, separators between
+
+    def kept(front: int, back: int) -> str:
+        return "".join(tokens[: 2 * front]) + "…" + "".join(tokens[len(tokens) - 2 * back :])
+
+    count = len(tokens) // 2 + 1
+    if len(name) <= width or count < 3:
         return name
-    head = (width - 1) // 2
-    return name[:head] + "…" + name[len(name) - (width - 1 - head) :]
+    front = back = 1
+    while front + back < count:
+        grown = next(
+            (size for size in ((front + 1, back), (front, back + 1)) if len(kept(*size)) <= width),
+            None,
+        )
+        if grown is None:
+            break
+        front, back = grown
+    return kept(front, back)
 
 
 # Kernels closer than this in log10 space are one marker (0.005 decades ≈ 1.2 %).
@@ -244,20 +263,21 @@ def plot_result_dict(
     freeze_layout(fig, owned)
 
     labeller = Labeller(ax)
-    if legend is not None:
-        labeller.block(legend.get_window_extent())
     labeller.block(note.get_window_extent())
     for point, size in zip(points, sizes, strict=True):
         labeller.block_marker(point.intensity, point.flops_per_s, size)
     for x, y, _ in model.values():
         labeller.block_marker(x, y, _MODEL_MARKER_PT2)
+    for roof in roofs:
+        labeller.block_marker(roof.ridge(bandwidth), roof.peak_flops_per_s, _RIDGE_MARKER_PT2)
     if "measured" in model:
         labeller.block_segment(model["sol"][:2], model["measured"][:2])
     for roof in roofs:
         labeller.block_segment(
             (roof.ridge(bandwidth), roof.peak_flops_per_s), (x_hi, roof.peak_flops_per_s)
         )
-        labeller.block_marker(roof.ridge(bandwidth), roof.peak_flops_per_s, _RIDGE_MARKER_PT2)
+    if legend is not None:
+        labeller.place_legend(legend)
     _label_roofs(ax, labeller, data, bandwidth, roofs, (x_lo, x_hi), y_lo)
     # the measured point first: it sits right under the SoL point, whose label has more room
     for key in sorted(model, key=lambda key: key != "measured"):

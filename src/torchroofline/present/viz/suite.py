@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...suites.batch_report import level_name
+from ...units import human_ms
 from .canvas import (
     IMPOSSIBLE_COLOUR,
     SUITE_FIGSIZE_IN,
@@ -97,11 +98,13 @@ def plot_suite_scatter(report: BatchReport, path: str | Path | None = None) -> F
     in the title."""
     target = save_target(path)
     points = problem_points(report)
+    off_scale = [p for p in points if _off_scale(p)]
     fig, ax = new_figure(SUITE_FIGSIZE_IN)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    values = [t for p in points for t in (p.sol_ms, p.measured_ms)] or [1e-3, 1.0]
-    lo, hi = min(values) / 3, max(values) * 3
+    # an off-scale problem's SoL stays off the axes; its measured time is on them
+    values = [p.measured_ms for p in points] + [p.sol_ms for p in points if not _off_scale(p)]
+    lo, hi = min(values or [1e-3]) / 3, max(values or [1.0]) * 3
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.fill_between(
@@ -114,22 +117,23 @@ def plot_suite_scatter(report: BatchReport, path: str | Path | None = None) -> F
         label="measured < SoL: lower-precision math, or impossible",
     )
     ax.plot([lo, hi], [lo, hi], color="k", lw=1.2, gid="sol-line", label="measured = SoL")
+    guides = []
     for factor, text in ((10, "10% of SoL"), (100, "1% of SoL")):
         ax.plot([lo, hi], [lo * factor, hi * factor], color="0.6", lw=0.7, ls=":")
         x = lo * 1.5
         if x * factor < hi:
-            ax.annotate(
+            guides.append(ax.annotate(
                 text,
                 (x, x * factor),
                 xytext=(2, 2),
                 textcoords="offset points",
                 fontsize=7,
                 color="0.45",
-            )
+            ))
     for level, colour in _levels(points).items():
         chosen = [p for p in points if p.level == level]
         ax.scatter(
-            [p.sol_ms for p in chosen],
+            [_scatter_x(p, lo) for p in chosen],
             [p.measured_ms for p in chosen],
             s=28,
             c=colour,
@@ -139,6 +143,14 @@ def plot_suite_scatter(report: BatchReport, path: str | Path | None = None) -> F
             zorder=3,
             label="no level" if level is None else f"level {level}",
             gid=f"level:{level}",
+        )
+    if off_scale:
+        ax.scatter(
+            [lo] * len(off_scale),
+            [p.measured_ms for p in off_scale],
+            s=60, marker="<", facecolors="none", edgecolors="0.3", linewidths=1.0, zorder=4,
+            label=f"<{_OFF_SCALE_PERCENT:g}% of SoL: SoL off scale, left ({len(off_scale)})",
+            gid="off-scale",
         )
     impossible = [p for p in points if p.impossible]
     ax.scatter(
@@ -162,9 +174,14 @@ def plot_suite_scatter(report: BatchReport, path: str | Path | None = None) -> F
     legend = ax.legend(loc="upper left", fontsize=8)
     freeze_layout(fig, True)
     labeller = Labeller(ax)
-    labeller.block(legend.get_window_extent())
+    for guide in guides:
+        labeller.block(guide.get_window_extent())
     for p in points:
-        labeller.block_marker(p.sol_ms, p.measured_ms, 110 if p.impossible else 28)
+        labeller.block_marker(_scatter_x(p, lo), p.measured_ms, 110 if p.impossible else 60)
+    labeller.place_legend(legend)
+    for p in off_scale:
+        labeller.place(lo, p.measured_ms, f"{Path(p.file).stem} (SoL {human_ms(p.sol_ms)})",
+                       fontsize=7, color="0.3", gid="label:off-scale")
     for p in (p for p in points if p.below_sol):
         labeller.place(
             p.sol_ms,
@@ -177,9 +194,24 @@ def plot_suite_scatter(report: BatchReport, path: str | Path | None = None) -> F
     return save(fig, target)
 
 
-# % of SoL bins: four per decade from 0.1 % to 100 %; anything faster than light gets its own bar.
+# % of SoL bins: four per decade from 0.1 % to 100 %; anything below them, and anything faster
+# than light, gets its own bar.
 _PERCENT_EDGES = tuple(10 ** (e / 4) for e in range(-4, 9))
 _IMPOSSIBLE_BIN = (100.0, 10**2.25)
+#: The lowest % of SoL the pictures place among the rest: a problem below it (a SoL of
+#: nanoseconds, a constant output, against microseconds measured) would stretch the scatter over
+#: decades no other problem uses; it sits at the scatter's left edge, named, and in the
+#: histogram's own "<0.1%" bar.
+_OFF_SCALE_PERCENT = _PERCENT_EDGES[0]
+_OFF_SCALE_BIN = (10**-1.25, _OFF_SCALE_PERCENT)
+
+
+def _off_scale(problem: ProblemReport) -> bool:
+    return _percent_of_sol(problem) < _OFF_SCALE_PERCENT
+
+
+def _scatter_x(problem: ProblemReport, left_edge: float) -> float:
+    return left_edge if _off_scale(problem) else problem.sol_ms
 
 
 def plot_suite_histogram(report: BatchReport, path: str | Path | None = None) -> Figure:
@@ -191,9 +223,11 @@ def plot_suite_histogram(report: BatchReport, path: str | Path | None = None) ->
     fig, ax = new_figure(SUITE_FIGSIZE_IN)
     ax.set_xscale("log")
     levels = _levels(points)
-    floor = _PERCENT_EDGES[0] * 1.0001
     stacks = [
-        [max(_percent_of_sol(p), floor) for p in points if p.level == level and not p.below_sol]
+        [
+            _percent_of_sol(p) for p in points
+            if p.level == level and not p.below_sol and not _off_scale(p)
+        ]
         for level in levels
     ]
     if stacks:
@@ -219,10 +253,18 @@ def plot_suite_histogram(report: BatchReport, path: str | Path | None = None) ->
         label=f">100%: below SoL ({below}; {impossible} faster than any math)",
         gid="bars:below-sol",
     )
+    under = sum(_off_scale(p) for p in points)
+    if under:
+        ax.bar(
+            [_OFF_SCALE_BIN[0]], [under], width=_OFF_SCALE_BIN[1] - _OFF_SCALE_BIN[0],
+            align="edge", color="white", edgecolor="0.3", hatch="\\\\\\",
+            label=f"<{_OFF_SCALE_PERCENT:g}%: off scale ({under})", gid="bars:off-scale",
+        )
     # from the bin holding the lowest value (at most 1 %, at least the first edge) to the end
     lowest = min((_percent_of_sol(p) for p in points), default=100.0)
     ax.set_xlim(
-        max([e for e in _PERCENT_EDGES if e <= min(lowest, 1.0)] or [_PERCENT_EDGES[0]]),
+        _OFF_SCALE_BIN[0] if under
+        else max(e for e in _PERCENT_EDGES if e <= max(min(lowest, 1.0), _PERCENT_EDGES[0])),
         _IMPOSSIBLE_BIN[1],
     )
     ax.xaxis.set_major_formatter(percent_formatter())

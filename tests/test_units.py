@@ -1,0 +1,41 @@
+"""Numbers with their units: every size reads in the unit that suits it, up to the largest."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchroofline.units import human_bytes, human_ms, si
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (3.3e8, "330.00 MFLOP"),
+        (2e18, "2.00 EFLOP"),  # 2e18 FLOPs: not "2000000.00 TFLOP"
+        (4.5e15, "4.50 PFLOP"),
+        (2e24, "2e+06 EFLOP"),  # past the largest prefix: three figures, never a run of digits
+    ],
+)
+def test_si_prefixes_reach_exa(value, text):
+    assert si(value, "FLOP") == text
+
+
+def test_bytes_reach_exabytes():
+    assert human_bytes(1.5e6) == "1.50 MB"
+    assert human_bytes(3e15) == "3.00 PB"
+    assert human_bytes(5e21) == "5e+03 EB"
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (2.66, "2.66 ms"),
+        (822.1e-3, "822.1 µs"),
+        (59.9e3, "59.9 s"),
+        (90e3, "1.5 min"),  # 90 s
+        (29895.4e3, "8.3 h"),  # 29,895.4 s: not "29895.4 s"
+        (1.97e-4, "197 ns"),
+    ],
+)
+def test_times_switch_units_at_minutes_and_hours(ms, text):
+    assert human_ms(ms) == text
