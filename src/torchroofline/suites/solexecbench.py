@@ -306,14 +306,15 @@ def _random_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
 
 def _drawn(make: Callable[[], Any], limit_bytes: int) -> Any:
     """``make()`` under :data:`SEED`, its tensors past ``limit_bytes``' share made as shapes
-    only; made wholly for real where that cannot be done. The caller's generator is kept."""
+    only; made wholly for real where that cannot be done (a generator that reads a big
+    tensor's values: ``.item()``, ``.tolist()``). The caller's generator is kept."""
     state = torch.random.get_rng_state()
     try:
         try:
             with ShapeOnlyDraws.within(limit_bytes) as draws:
                 draws.manual_seed(SEED)
                 return make()
-        except ShapeOnlyError:
+        except (ShapeOnlyError, RuntimeError, NotImplementedError):
             torch.manual_seed(SEED)
             return make()
     finally:
