@@ -487,11 +487,22 @@ def _analyze_problem_dir(
     """Every workload of a SOL-ExecBench directory analysed, its documents appended to
     ``documents`` and printed in ``args.format``; the count that failed. ``actual`` and
     ``baseline``: one time for all workloads or a list of one per workload."""
-    from .suites.solexecbench import analyze_workload, load_definition, load_workloads
+    from .price.precision import restoring_switches
 
     if args.train or args.max_batch or args.ref or args.gen_ms:
         raise _UsageError("--train, --max-batch, --ref and --gen-ms are for KernelBench files; "
                           f"{folder} is a SOL-ExecBench directory")
+    with restoring_switches():  # the TF32 switches the reference sets stay its own
+        return _analyze_workloads(folder, gpu, args, actual, baseline, documents)
+
+
+def _analyze_workloads(
+    folder: str, gpu: Any, args: argparse.Namespace, actual: Sequence[float] | float | None,
+    baseline: Sequence[float] | float | None, documents: list[dict[str, Any]],
+) -> int:
+    """:func:`_analyze_problem_dir`'s work, under its switches."""
+    from .suites.solexecbench import analyze_workload, load_definition, load_workloads
+
     try:
         definition, workloads = load_definition(folder), load_workloads(folder)
     except TorchrooflineError as error:

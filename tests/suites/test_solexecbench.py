@@ -162,3 +162,25 @@ def test_batch_one_row_per_workload(capsys):
     assert rows == {"rmsnorm/rms-b8": "ok", "rmsnorm/rms-b64": "ok",
                     "safetensors_blob/blob-r4": "failed", "safetensors_blob/random-r8": "ok"}
     assert code == 1
+
+
+def test_unknown_axis_in_a_shape_is_one_line(tmp_path):
+    folder = tmp_path / "bad_axis"
+    shutil.copytree(GEMM, folder)
+    definition = json.loads((folder / "definition.json").read_text())
+    definition["inputs"]["A"]["shape"] = ["M", "Q"]
+    (folder / "definition.json").write_text(json.dumps(definition))
+    with pytest.raises(ProblemFileError, match="input 'A' names the axis Q, which the definition"):
+        load_definition(folder)
+
+
+def test_reference_tf32_switch_stays_its_own(tmp_path):
+    folder = tmp_path / "tf32"
+    shutil.copytree(GEMM, folder)
+    (folder / "reference.py").write_text(
+        "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n\n\n"
+        "def run(A, B):\n    return torch.matmul(A, B.T)\n"
+    )
+    before = torch.backends.cuda.matmul.allow_tf32
+    analyze_dir(folder, "h100")
+    assert torch.backends.cuda.matmul.allow_tf32 == before

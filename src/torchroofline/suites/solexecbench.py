@@ -155,6 +155,11 @@ def load_definition(folder: str | Path) -> Definition:
             f"{path}: unknown dtype {', '.join(unknown)}; the format's dtypes are "
             f"{', '.join(DTYPES)}"
         )
+    for spec in inputs:
+        unknown = [a for a in spec.shape or () if not str(a).isdigit() and a not in axes]
+        if unknown:
+            raise ProblemFileError(f"{path}: input '{spec.name}' names the axis {unknown[0]}, "
+                                   "which the definition does not define; add it to the axes")
     module = _reference_module(folder, data.get("reference"))
     run = getattr(module, "run", None)
     if not callable(run):
@@ -278,7 +283,8 @@ def resolve_axes(definition: Definition, workload: Workload) -> dict[str, int]:
 
 
 def _shape(spec: TensorSpec, axes: Mapping[str, int]) -> tuple[int, ...]:
-    return tuple(int(a) if a.isdigit() else axes[a] for a in spec.shape or ())
+    """The sizes of ``spec``'s shape: axis names, or literal sizes (``"128"``)."""
+    return tuple(int(a) if str(a).isdigit() else axes[a] for a in spec.shape or ())
 
 
 # --- Inputs ---------------------------------------------------------------------------------
@@ -457,7 +463,9 @@ def analyze_workload(
     data: str | None = None,
     data_limit_bytes: int = DATA_LIMIT_BYTES,
 ) -> Result:
-    """One workload of a loaded definition analysed (:func:`~torchroofline.api.analyze`).
+    """One workload of a loaded definition analysed (:func:`~torchroofline.api.analyze`; the
+    TF32 switches its reference set at load hold: call it under
+    :func:`~torchroofline.price.precision.restoring_switches`, as :func:`analyze_dir` does).
     ``data``: "any" (the bound for any input values), "given" (for the values drawn: the
     tokens' experts) or None: given where some input tensor is real."""
     inputs = make_inputs(definition, workload, data_limit_bytes)
@@ -467,13 +475,12 @@ def analyze_workload(
                          "could be made within the data limit; raise --data-limit or pass "
                          "--data any")
     given = None if data == "any" or not real else (lambda _zeros_only: inputs)
-    with restoring_switches():
-        result = analyze(
-            ReferenceRun(definition.run), inputs, gpu, precision, cache=cache,
-            actual_ms=actual_ms, name=workload_name(definition.name, workload), math=math,
-            data="any" if data == "any" else None, data_limit_bytes=data_limit_bytes,
-            input_values=given,
-        )
+    result = analyze(
+        ReferenceRun(definition.run), inputs, gpu, precision, cache=cache,
+        actual_ms=actual_ms, name=workload_name(definition.name, workload), math=math,
+        data="any" if data == "any" else None, data_limit_bytes=data_limit_bytes,
+        input_values=given,
+    )
     shapes = [t for t in _tensor_leaves(inputs) if t.is_meta]
     if shapes:
         return result.with_notes([f"{len(shapes)} input tensor(s) made as shapes only, over "
@@ -487,13 +494,14 @@ def analyze_dir(folder: str | Path, gpu: str | GPUSpec = "h100-sxm", precision: 
     """Every workload of a problem directory analysed, in file order: its Result, or the
     error that stopped it (one workload's missing blob leaves the others' results).
     ``options``: :func:`analyze_workload`'s keywords."""
-    definition = load_definition(folder)
     results: list[Result | TorchrooflineError] = []
-    for workload in load_workloads(folder):
-        try:
-            results.append(analyze_workload(definition, workload, gpu, precision, **options))
-        except TorchrooflineError as error:
-            results.append(error)
+    with restoring_switches():  # the TF32 switches the reference sets stay its own
+        definition = load_definition(folder)
+        for workload in load_workloads(folder):
+            try:
+                results.append(analyze_workload(definition, workload, gpu, precision, **options))
+            except TorchrooflineError as error:
+                results.append(error)
     return results
 
 
@@ -502,10 +510,11 @@ def analyze_uuid(folder: str | Path, uuid: str | None, gpu: str | GPUSpec = "h10
     """The workload ``uuid`` of a problem directory analysed (the batch's task: it carries
     the directory and the uuid); ``None``, or a uuid the file lacks, raises the error that
     says why (an unreadable ``workload.jsonl``, no such workload)."""
-    definition, workloads = load_definition(folder), load_workloads(folder)
-    for workload in workloads:
-        if workload.uuid == uuid:
-            return analyze_workload(definition, workload, gpu, precision, **options)
+    with restoring_switches():  # the TF32 switches the reference sets stay its own
+        definition, workloads = load_definition(folder), load_workloads(folder)
+        for workload in workloads:
+            if workload.uuid == uuid:
+                return analyze_workload(definition, workload, gpu, precision, **options)
     raise ProblemFileError(f"{folder}: no workload {uuid} in {WORKLOADS}")
 
 
