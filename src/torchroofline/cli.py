@@ -197,11 +197,12 @@ def build_parser() -> argparse.ArgumentParser:
     analyze = _command(
         commands,
         "analyze", help="report on KernelBench-format problem files", description=(
-            "Analyze problem files (class Model, get_inputs, get_init_inputs). The files are "
-            "Python code and are executed."
+            "Analyze problem files (class Model, get_inputs, get_init_inputs) or SOL-ExecBench "
+            "problem directories (definition.json, workload.jsonl, reference.py: one result per "
+            "workload). The files are Python code and are executed."
         )
     )
-    analyze.add_argument("files", nargs="+", metavar="FILE")
+    analyze.add_argument("files", nargs="+", metavar="FILE|DIR")
     _common(analyze)
     _clock_options(analyze)
     _math_option(analyze)
@@ -211,6 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--actual-ms", type=_times, action="extend", metavar="MS[,MS...]",
         help="measured time(s) in ms: one for all files or one per file (comma-separated or "
         "the option repeated)",
+    )
+    analyze.add_argument(
+        "--baseline-ms", type=_times, action="extend", metavar="MS[,MS...]",
+        help="a baseline's time(s) in ms, as --actual-ms: with --actual-ms, the SOL-ExecBench "
+        "score 1/(1 + (actual - SoL)/(baseline - SoL)) (1 at the speed of light, 0.5 at the "
+        "baseline)",
     )
     analyze.add_argument(
         "--gen-ms", type=float, metavar="MS",
@@ -269,7 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     suite = _command(
         commands,
         "kernelbench",
-        help="analyze a KernelBench suite, level folder or files in workers",
+        help="analyze a KernelBench suite, level folder or files (and SOL-ExecBench problem "
+        "directories, one row per workload) in workers",
         description="Every problem runs in a worker process with a timeout and a memory limit.",
     )
     suite.add_argument("paths", nargs="+", metavar="PATH")
@@ -348,13 +356,14 @@ def _target_gpu(args: argparse.Namespace) -> Any:
 # --- analyze -------------------------------------------------------------------------------
 
 
-def _actual_times(files: Sequence[str], actual: Sequence[float] | None) -> list[float | None]:
+def _actual_times(files: Sequence[str], actual: Sequence[float] | None,
+                  option: str = "--actual-ms", what: str = "file") -> list[float | None]:
     if not actual:
         return [None] * len(files)
     if len(actual) == 1:
         return list(actual) * len(files)
     if len(actual) != len(files):
-        raise _UsageError(f"--actual-ms takes one time or one per file ({len(files)} files)")
+        raise _UsageError(f"{option} takes one time or one per {what} ({len(files)} {what}s)")
     return list(actual)
 
 
@@ -378,19 +387,31 @@ def _training_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from .suites.kernelbench import compare_kernelbench, reference_for
+    from .suites.solexecbench import is_problem_dir
 
     gpu = _target_gpu(args)
     for file in args.files:
-        _check_problem_path(Path(file))
+        if not is_problem_dir(file):
+            _check_problem_path(Path(file))
     if args.plot:  # before any analysis: a picture it cannot save
         from .present.viz.canvas import save_target
 
         save_target(args.plot)
-    times = _actual_times(args.files, args.actual_ms)
+    problem_dirs = [file for file in args.files if is_problem_dir(file)]
+    # a lone SOL-ExecBench directory takes one time per workload
+    lone_dir = problem_dirs == args.files and len(problem_dirs) == 1
+    times = [args.actual_ms] if lone_dir else _actual_times(args.files, args.actual_ms)
+    baselines = (
+        [args.baseline_ms] if lone_dir
+        else _actual_times(args.files, args.baseline_ms, "--baseline-ms")
+    )
     params = estimate_params(args.host_scale)
     documents: list[dict[str, Any]] = []
     failed = too_fast = 0
-    for file, actual_ms in zip(args.files, times, strict=True):
+    for file, actual_ms, baseline_ms in zip(args.files, times, baselines, strict=True):
+        if file in problem_dirs:
+            failed += _analyze_problem_dir(file, gpu, args, actual_ms, baseline_ms, documents)
+            continue
         try:
             reference = reference_for(
                 file, ref=args.ref, problems=args.problems, class_name=args.class_name
@@ -434,12 +455,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             from .present.report import format_prompt
 
             print(format_prompt(result, gen_ms=args.gen_ms))
+        _scored(document, result, actual_ms, baseline_ms, args.format)
         if args.plot:
             picture = _plot_path(args.plot, file, len(args.files) > 1)
             result.plot(picture, top=max(args.top, 1))
             _note(f"wrote {picture}")
     if args.format == "json":
-        print(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
+        one = len(documents) == 1 and not problem_dirs
+        print(json.dumps(documents[0] if one else documents, indent=2))
     return _exit_code(failed, too_fast)
 
 
@@ -476,6 +499,90 @@ def _as_error(file: str, caught: BaseException) -> TorchrooflineError:
 
 def _batch_fit_dict(batch_fit: BatchFit | InputError) -> dict[str, Any]:
     return {"error": str(batch_fit)} if isinstance(batch_fit, InputError) else batch_fit.to_dict()
+
+
+def _scored(document: dict[str, Any], result: Result, actual_ms: float | None,
+            baseline_ms: float | None, form: str) -> dict[str, Any]:
+    """``document`` with the SOL-ExecBench score (:func:`.suites.solexecbench.with_sol_score`),
+    its line printed for the text format."""
+    from .suites.solexecbench import with_sol_score
+
+    line = with_sol_score(document, result, actual_ms, baseline_ms)
+    if line and form == "text":
+        print(line)
+    return document
+
+
+def _analyze_problem_dir(
+    folder: str, gpu: Any, args: argparse.Namespace, actual: Sequence[float] | float | None,
+    baseline: Sequence[float] | float | None, documents: list[dict[str, Any]],
+) -> int:
+    """Every workload of a SOL-ExecBench directory analysed, its documents appended to
+    ``documents`` and printed in ``args.format``; the count that failed. ``actual`` and
+    ``baseline``: one time for all workloads or a list of one per workload."""
+    from .price.precision import restoring_switches
+
+    if args.train or args.max_batch or args.ref or args.gen_ms:
+        raise _UsageError("--train, --max-batch, --ref and --gen-ms are for KernelBench files; "
+                          f"{folder} is a SOL-ExecBench directory")
+    with restoring_switches():  # the TF32 switches the reference sets stay its own
+        return _analyze_workloads(folder, gpu, args, actual, baseline, documents)
+
+
+def _analyze_workloads(
+    folder: str, gpu: Any, args: argparse.Namespace, actual: Sequence[float] | float | None,
+    baseline: Sequence[float] | float | None, documents: list[dict[str, Any]],
+) -> int:
+    """:func:`_analyze_problem_dir`'s work, under its switches."""
+    from .suites.solexecbench import analyze_workload, load_definition, load_workloads
+
+    try:
+        definition, workloads = load_definition(folder), load_workloads(folder)
+    except TorchrooflineError as error:
+        documents.append({"file": folder, "error": str(error)})
+        _report(error, args.debug)
+        return 1
+    labels = [workload.uuid for workload in workloads]
+
+    def per_workload(times: Any, option: str) -> list[float | None]:
+        listed = times if isinstance(times, list) or times is None else [times]
+        return _actual_times(labels, listed, option, "workload")
+
+    failed = 0
+    for workload, actual_ms, baseline_ms in zip(
+        workloads, per_workload(actual, "--actual-ms"), per_workload(baseline, "--baseline-ms"),
+        strict=True,
+    ):
+        try:
+            result = analyze_workload(
+                definition, workload, gpu, args.precision, actual_ms=actual_ms,
+                cache=args.cache, math=args.math, data=args.data,
+                data_limit_bytes=int(args.data_limit * 2**30),
+            )
+            params = estimate_params(args.host_scale)
+            if params is not None:
+                result = result.on(gpu, estimate_params=params).with_actual(actual_ms)
+        except _USAGE_ERRORS:
+            raise
+        except TorchrooflineError as error:
+            failed += 1
+            documents.append({"file": folder, "workload": workload.uuid, "error": str(error)})
+            _report(error, args.debug)
+            continue
+        if args.format == "text":
+            result.print(top=args.top)
+        elif args.format == "prompt":
+            from .present.report import format_prompt
+
+            print(format_prompt(result))
+        document = {"file": folder, "workload": workload.uuid, "axes": dict(workload.axes),
+                    **result.to_dict()}
+        documents.append(_scored(document, result, actual_ms, baseline_ms, args.format))
+        if args.plot:
+            picture = _plot_path(args.plot, f"{Path(folder).name}_{workload.uuid}", True)
+            result.plot(picture, top=max(args.top, 1))
+            _note(f"wrote {picture}")
+    return failed
 
 
 def _analyzed(
@@ -643,8 +750,9 @@ def _nothing_to_run(paths: Sequence[str], levels: set[int] | None) -> str:
 
 def cmd_kernelbench(args: argparse.Namespace) -> int:
     from .present.report import suite_summary_line
-    from .suites.batch import BatchInterrupted, Progress, analyze_batch
-    from .suites.kernelbench import discover, load_timings
+    from .suites.batch import BatchInterrupted, Progress, analyze_batch, task_count
+    from .suites.kernelbench import load_timings
+    from .suites.solexecbench import discover_problems
 
     gpu = _target_gpu(args)
     if args.out:
@@ -652,14 +760,14 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     timings = load_timings(args.timings) if args.timings else None
     gen_timings = load_timings(args.gen_timings) if args.gen_timings else None
     levels = _levels(args.level)
-    paths = discover(args.paths, levels)
+    paths = discover_problems(args.paths, levels)
     if not paths:
         raise _UsageError(_nothing_to_run(args.paths, levels))
     run = None
     if args.run:
         run, paths = _run_and_problems(args.run, paths, args.paths)
     interrupted = None
-    progress = Progress(len(paths), debug=args.debug)
+    progress = Progress(task_count(paths), debug=args.debug)
     progress.start(args.jobs)
     try:
         report = analyze_batch(

@@ -28,8 +28,10 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from ..errors import TorchrooflineError
 from .batch_report import BatchReport, ProblemReport
 from .kernelbench import level_of, lookup_time, run_name
+from .solexecbench import is_problem_dir, load_workloads
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MEMORY_LIMIT_BYTES = 6 * 2**30
@@ -51,6 +53,7 @@ class Task:
     data: str | None = None  #: the bound for "any" input values or the "given" ones
     data_limit_bytes: int = 2 * 2**30  #: inputs a "given" bound may make for real
     also_on: tuple[str, ...] = ()  #: also the speed of light on these GPUs (no retrace)
+    workload: str | None = None  #: the uuid of a SOL-ExecBench directory's workload
 
 
 @dataclass(frozen=True)
@@ -63,15 +66,26 @@ class Outcome:
     result: dict | None  #: the problem's Result.to_dict()
     seconds: float
     traceback: str | None = None  #: the worker's traceback of a failure (shown with --debug)
+    workload: str | None = None  #: the uuid of a SOL-ExecBench directory's workload
+
+    @property
+    def name(self) -> str:
+        """``level1/1_Square.py``, or ``gemm_dir/uuid`` for a SOL-ExecBench workload."""
+        name = run_name(Path(self.path))
+        return f"{name}/{self.workload}" if self.workload is not None else name
 
 
 def _analyze_task(task: Task) -> dict:
     from ..price.estimate import host_scale_totals_ms
     from .kernelbench import analyze_file
+    from .solexecbench import analyze_uuid
 
-    result = analyze_file(
-        task.path, task.gpu, task.precision, cache=task.cache, math=task.math, data=task.data,
-        data_limit_bytes=task.data_limit_bytes,
+    options = {"cache": task.cache, "math": task.math, "data": task.data,
+               "data_limit_bytes": task.data_limit_bytes}
+    result = (
+        analyze_uuid(task.path, task.workload, task.gpu, task.precision, **options)
+        if is_problem_dir(task.path)
+        else analyze_file(task.path, task.gpu, task.precision, **options)
     )
     if task.estimate_params is not None:
         result = result.on(result.gpu, estimate_params=task.estimate_params)
@@ -86,8 +100,6 @@ def _analyze_task(task: Task) -> dict:
 
 
 def _error_text(error: BaseException) -> str:
-    from ..errors import TorchrooflineError
-
     if isinstance(error, TorchrooflineError):
         return str(error)
     if isinstance(error, MemoryError):
@@ -220,7 +232,8 @@ class _Pool:
         elapsed = time.perf_counter() - worker.started
 
         def lost(status: str, reason: str) -> tuple[Outcome, bool]:
-            return Outcome(task.path, status, reason, None, elapsed), True
+            return Outcome(task.path, status, reason, None, elapsed,
+                           workload=task.workload), True
 
         if ready:
             try:
@@ -228,7 +241,8 @@ class _Pool:
             except (EOFError, OSError):
                 worker.process.join(timeout=1)
                 return lost("failed", _crash_reason(worker.process.exitcode))
-            return Outcome(task.path, status, error, result, elapsed, trace), False
+            return Outcome(task.path, status, error, result, elapsed, trace,
+                           task.workload), False
         if elapsed > self.timeout_s:
             return lost("timeout", f"no result after {self.timeout_s:g} s (--timeout)")
         if worker.rss_bytes() > self.memory_limit_bytes:
@@ -303,7 +317,7 @@ class Progress:
     def __call__(self, outcome: Outcome) -> None:
         self.done += 1
         self.failed += outcome.status != "ok"
-        name = run_name(Path(outcome.path))
+        name = outcome.name
         if self.tty:
             filled = int(30 * self.done / max(self.total, 1))
             self.stream.write(
@@ -373,7 +387,12 @@ def analyze_batch(
     spec = get_gpu(gpu)
     base = Task(0, "", spec, precision, cache, estimate_params, tuple(host_scales), math)
     base = replace(base, data=data, data_limit_bytes=data_limit_bytes, also_on=tuple(also_on))
-    tasks = [replace(base, index=i, path=str(path)) for i, path in enumerate(paths)]
+    tasks = [
+        replace(base, index=i, path=str(path), workload=workload)
+        for i, (path, workload) in enumerate(
+            (path, workload) for path in paths for workload in _workloads(path)
+        )
+    ]
     pool = _Pool(jobs=max(1, jobs), timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes)
 
     def report(outcomes: Sequence[Outcome]) -> BatchReport:
@@ -388,18 +407,36 @@ def analyze_batch(
     return report(outcomes)
 
 
+def _workloads(path: Path) -> list[str | None]:
+    """The uuids of a SOL-ExecBench directory's workloads, one task each (``[None]`` for a
+    KernelBench file, or a directory whose workloads cannot be read: its task says why)."""
+    if not is_problem_dir(path):
+        return [None]
+    try:
+        return [workload.uuid for workload in load_workloads(path)]
+    except TorchrooflineError:
+        return [None]
+
+
+def task_count(paths: Sequence[Path]) -> int:
+    """How many tasks a batch of ``paths`` runs: one per file, one per workload of a
+    SOL-ExecBench directory."""
+    return sum(len(_workloads(Path(path))) for path in paths)
+
+
 def _problem_report(outcome: Outcome, timings: dict, gen_timings: dict) -> ProblemReport:
     path = Path(outcome.path)
     level = level_of(path)
+    file = path.name if outcome.workload is None else f"{path.name}/{outcome.workload}"
     return ProblemReport(
         level=level,
-        file=path.name,
+        file=file,
         path=str(path),
-        name=run_name(path),
+        name=outcome.name,
         status=outcome.status,
         error=outcome.error,
         seconds=outcome.seconds,
         result=outcome.result,
-        measured_ms=lookup_time(timings, level, path.name),
-        gen_ms=lookup_time(gen_timings, level, path.name),
+        measured_ms=lookup_time(timings, level, file),
+        gen_ms=lookup_time(gen_timings, level, file),
     )
