@@ -292,3 +292,10 @@ def test_the_mi300x_has_its_own_kernel_latency() -> None:
     mi300x = result.on("mi300x").performance.eager.kernel_gpu_s[0]
     assert h100 == pytest.approx(DEFAULT_PARAMS.fill_latency_s, rel=0.01)
     assert mi300x == pytest.approx(DEFAULT_PARAMS.per_gpu["mi300x"]["fill_latency_s"], rel=0.01)
+
+
+def test_a_multi_tensor_apply_kernel_is_not_charged_per_element_offsets() -> None:
+    # torch._foreach_add_ over tensors of different shapes: one kernel writing all of them
+    params = [meta(1024, 1024), meta(4096), meta(64, 64)]
+    result = analyze(Fn(lambda *ts: torch._foreach_add(list(ts), 1.0)), *params)
+    assert [load.accesses for load in result.performance.program.eager] == [0]

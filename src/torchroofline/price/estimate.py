@@ -316,8 +316,9 @@ def strided_accesses(op: OpRecord) -> int:
     """Element accesses of an eager pointwise or copy kernel that cannot vectorize: PyTorch's
     ``TensorIterator`` uses vector loads only when every operand has the output's shape and a
     contiguous layout; otherwise each thread computes each operand's offset per element (a
-    broadcast bias, a transposed copy, ``cat``, ``index_select``). 0 for one that vectorizes."""
-    if op.category not in (Category.POINTWISE, Category.DATA_MOVEMENT) or not op.writes:
+    broadcast bias, a transposed copy, ``cat``, ``index_select``). 0 for one that vectorizes,
+    and for multi-output kernels (``_foreach_*``'s multi-tensor apply runs vectorized chunks)."""
+    if op.category not in (Category.POINTWISE, Category.DATA_MOVEMENT) or len(op.writes) != 1:
         return 0
     out = op.writes[0]
     operands = [ref for ref in op.reads if ref.elements > 1] + list(op.writes)
