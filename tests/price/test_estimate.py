@@ -12,6 +12,7 @@ import torch.nn as nn
 from conftest import H100_BANDWIDTH, Fn, analyze, meta
 from torchroofline.errors import InputError
 from torchroofline.price.estimate import (
+    ATTENTION_QUERY_ROWS,
     DEFAULT_PARAMS,
     EstimateParams,
     GemmShape,
@@ -89,7 +90,7 @@ def test_one_tile_more_than_a_full_wave_costs_a_second_wave() -> None:
     full, one_more = gemm_load(H100_SMS), gemm_load(H100_SMS + 1)
     assert wave_efficiency(full.gemm, H100_SMS, DEFAULT_PARAMS) == 1.0
     assert wave_efficiency(one_more.gemm, H100_SMS, DEFAULT_PARAMS) == (133 / 264)
-    fill = DEFAULT_PARAMS.fill_latency_s
+    fill = DEFAULT_PARAMS.fill_latency_s + DEFAULT_PARAMS.matmul_latency_s  # a library GEMM's
     full_s = kernel_gpu_s(full, H100, DEFAULT_PARAMS, "cold") - fill
     one_more_s = kernel_gpu_s(one_more, H100, DEFAULT_PARAMS, "cold") - fill
     assert one_more_s == pytest.approx(2 * full_s, rel=1e-12)  # the step, not 133/132
@@ -230,3 +231,71 @@ def test_per_gpu_entries_replace_a_constant_on_that_gpu_only() -> None:
     assert a100 == pytest.approx(
         kernel.bytes / (DEFAULT_PARAMS.hbm_fraction * 2039e9) + DEFAULT_PARAMS.fill_latency_s
     )
+
+
+def _eager_load_and_time(result, family: str) -> tuple[KernelLoad, float]:
+    program, eager = result.performance.program, result.performance.eager
+    [index] = [i for i, load in enumerate(program.eager) if load.family == family]
+    return program.eager[index], eager.kernel_gpu_s[index]
+
+
+@pytest.mark.parametrize(("model", "inputs", "accesses"), [
+    # a bias broadcast over rows: out, x and the bias are each visited once per output element
+    (Fn(torch.add), (meta(4096, 4096), meta(4096)), 3 * 4096 * 4096),
+    # a transposed copy: each element read at a stride, written contiguously
+    (Fn(lambda x: x.t().contiguous()), (meta(4096, 4096),), 2 * 4096 * 4096),
+    # cat along the last dim: inputs shaped unlike the output (CatArrayBatchedCopy)
+    (Fn(lambda a, b: torch.cat([a, b], -1)), (meta(4096, 2048), meta(4096, 2048)),
+     3 * 4096 * 4096),
+])
+def test_an_eager_kernel_that_cannot_vectorize_is_bound_by_its_element_accesses(
+        model, inputs, accesses) -> None:
+    result = analyze(model, *inputs)
+    [load] = [load for load in result.performance.program.eager if load.accesses]
+    assert load.accesses == accesses
+    # the slower of accesses / (rate × 132 SMs) and bytes / (70 % of 3.35 TB/s): the add and
+    # the cat (50.3 M accesses: 63.5 µs) are access-bound, the copy (33.6 M: 42.4 µs) is
+    # bound by its 134 MB (57.2 µs)
+    index = result.performance.program.eager.index(load)
+    busy = result.performance.eager.kernel_gpu_s[index]
+    access_s = accesses / (DEFAULT_PARAMS.strided_access_rate_per_sm * H100_SMS)
+    memory_s = load.bytes / (DEFAULT_PARAMS.hbm_fraction * H100_BANDWIDTH)
+    assert busy == pytest.approx(max(access_s, memory_s) + DEFAULT_PARAMS.fill_latency_s,
+                                 rel=1e-12)
+    assert all(load.accesses == 0 for load in result.performance.program.fused)  # Triton
+
+
+def test_a_same_shape_contiguous_pointwise_kernel_vectorizes() -> None:
+    result = analyze(Fn(torch.add), meta(4096, 4096), meta(4096, 4096))
+    assert [load.accesses for load in result.performance.program.eager] == [0]
+
+
+def test_bf16_attention_runs_flash_kernels_in_waves_of_query_blocks() -> None:
+    # 133 heads × 128 query rows = 133 thread blocks on 132 SMs: two waves of 10 µs, above its
+    # 8.7 MB at 70 % of 3.35 TB/s (3.7 µs; its 0.28 GFLOP at 30 % of 989 TFLOP/s take less) plus
+    # the fill and matmul latencies (4.5 µs)
+    q = meta(1, 133, ATTENTION_QUERY_ROWS, 64, dtype=torch.bfloat16)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    result = analyze(Fn(sdpa), q, q, q)
+    load, busy = _eager_load_and_time(result, "flash_attention")
+    waves_s = 2 * DEFAULT_PARAMS.attention_wave_s
+    assert busy == pytest.approx(waves_s, rel=1e-12)
+    # in fp32 SDPA runs the memory-efficient kernel: no wave floor of its own
+    fp32 = analyze(Fn(sdpa), *(meta(1, 133, ATTENTION_QUERY_ROWS, 64),) * 3)
+    assert _eager_load_and_time(fp32, "attention")[1] < waves_s
+
+
+def test_the_mi300x_has_its_own_kernel_latency() -> None:
+    # a 4 KB relu: its bytes take nanoseconds, the kernel its fill latency on each GPU
+    result = analyze(Fn(torch.relu), meta(1024))
+    h100 = result.performance.eager.kernel_gpu_s[0]
+    mi300x = result.on("mi300x").performance.eager.kernel_gpu_s[0]
+    assert h100 == pytest.approx(DEFAULT_PARAMS.fill_latency_s, rel=0.01)
+    assert mi300x == pytest.approx(DEFAULT_PARAMS.per_gpu["mi300x"]["fill_latency_s"], rel=0.01)
+
+
+def test_a_multi_tensor_apply_kernel_is_not_charged_per_element_offsets() -> None:
+    # torch._foreach_add_ over tensors of different shapes: one kernel writing all of them
+    params = [meta(1024, 1024), meta(4096), meta(64, 64)]
+    result = analyze(Fn(lambda *ts: torch._foreach_add(list(ts), 1.0)), *params)
+    assert [load.accesses for load in result.performance.program.eager] == [0]

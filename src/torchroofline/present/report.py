@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..price.estimate import fixed_latency_s
 from ..price.precision import rung_name
 from ..units import human_bytes, human_ms, si
 from .breakdown import ModuleCost, module_costs, unconfirmed_figures
@@ -462,7 +463,8 @@ def far_above_peak_lines(shown: Sequence[KernelEstimate], result: Result) -> lis
     lines = list(TIME_COLUMNS)
     for kernel in shown:
         at_peak_s = max(kernel.compute_s, kernel.memory_s)
-        slowest_s = max(kernel.time_s - kernel.launch_s, gpu_s[kernel] - params.fill_latency_s)
+        slowest_s = max(kernel.time_s - kernel.launch_s,
+                        gpu_s[kernel] - fixed_latency_s(loads[kernel], params))
         if at_peak_s and slowest_s >= FAR_ABOVE_PEAK * at_peak_s:
             lines.append(
                 f"  #{kernel.number} {kernel.name}: {slowest_s / at_peak_s:.0f}× its "

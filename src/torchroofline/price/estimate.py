@@ -7,8 +7,11 @@ The roofline stage keeps the bounds; this stage predicts. It has two parts:
    the datasheet bandwidth plus a fixed fill/drain latency (so a small kernel reaches a small
    share of the bandwidth and no kernel takes less than that latency), FLOPs at a per-family
    fraction of the unit's peak, GEMM-class kernels in whole waves of output tiles over the SMs
-   (wave quantization), eager row-per-block reductions limited by how many rows they have, and
-   recurrences latency-bound per step. Data a warm L2 holds is read at the L2's bandwidth.
+   (wave quantization) plus their tile pipeline's prologue and epilogue, eager row-per-block
+   reductions limited by how many rows they have, eager kernels that cannot vectorize limited by
+   their per-element offset arithmetic, flash attention at least its waves of query blocks, and
+   recurrences latency-bound per step. Data a warm L2 holds is read at the L2's bandwidth. The
+   kernel-level terms are measured on real kernels in profiler traces (docs/validation.md).
 2. **Per mode, a host/launch pipeline** (:func:`timeline`): the host issues kernel *k* when it
    has finished the CPU work before it; the GPU runs it when the GPU is free and the kernel has
    been issued. When kernels are short the host is the bottleneck and the GPU waits: the same
@@ -34,9 +37,9 @@ from ..costs import Category, MatmulKind, OpRecord, tensor_bytes
 from ..errors import InputError
 from ..plan.fusion import Kernel
 from ..plan.plans import Plans
-from ..trace.refs import Trace, TracedOp
+from ..trace.refs import TensorRef, Trace, TracedOp
 from .hardware import GPUSpec
-from .precision import MathSwitches, unit_seconds
+from .precision import MathSwitches, op_precision, unit_seconds
 
 if TYPE_CHECKING:  # the context holds this module's EstimateParams
     from .context import PricingContext
@@ -88,11 +91,21 @@ class EstimateParams:
     vector_fraction: float  #: achievable share of the CUDA-core peak for pointwise math
     #: achievable share of the unit's peak per matmul-class family (see :data:`FAMILIES`)
     matmul_fraction: Mapping[str, float] = field(hash=False)
+    #: fixed time of a library matmul-class kernel (cuBLAS/cuDNN GEMM, convolution, flash
+    #: attention) on top of the fill: its prologue loads the first tiles through the software
+    #: pipeline and its epilogue writes them back, so even a tiny GEMM takes a few µs
+    matmul_latency_s: float = 0.0
     #: extra HBM passes over a tensor-core convolution's input and output (NCHW ↔ NHWC)
     conv_layout_passes: float = 0.0
     tile_edges: tuple[int, ...] = (128, 64, 32)  #: GEMM output tiles cuBLAS/cuDNN pick from
     split_k_depth: int = 512  #: reduction depth per split when a GEMM splits K over more SMs
     row_bandwidth_bytes_per_s: float = 10e9  #: one thread block streaming one row (eager)
+    #: element accesses per second and SM of a kernel that computes every operand's offset per
+    #: element (PyTorch's non-vectorized ``elementwise_kernel``, ``CatArrayBatchedCopy``)
+    strided_access_rate_per_sm: float = 5.5e9
+    #: one wave of flash-attention thread blocks (one per batch, head and block of query rows,
+    #: each a serial loop over the keys): the least time a wave takes
+    attention_wave_s: float = 0.0
     rnn_step_s: float = 10e-6  #: one recurrent step: a small GEMM plus gate math, in series
     cudagraph_gap_s: float = 1e-6  #: GPU gap between kernels replayed from a CUDA graph
     #: L2 bandwidth (bytes/s) by GPU key where a microbenchmark figure is published
@@ -166,6 +179,9 @@ class KernelLoad:
     gemm: GemmShape | None = None  #: output grid, for wave quantization
     rows: int | None = None  #: rows of a row-per-block eager reduction (parallelism limit)
     reread_bytes: int = 0  #: input bytes a two-pass eager kernel reads a second time
+    #: element accesses (output elements × operands) of an eager kernel that cannot use vector
+    #: loads: an operand broadcast or laid out unlike its output (see :func:`strided_accesses`)
+    accesses: int = 0
     host_views: int = 0  #: view/metadata ops the host runs before this kernel (eager)
     host_modules: int = 0  #: submodule calls that start before this kernel (eager)
     #: seconds of its FLOPs on the units that run them, at their peaks (the larger of the
@@ -191,7 +207,9 @@ FAMILIES: dict[str, str] = {
     "conv_transposed": "cuDNN transposed convolution: a data-gradient kernel with scattered "
     "accumulation",
     "conv_grouped": "grouped/depthwise convolution: too little work per group for the tensor cores",
-    "attention": "fused SDPA kernels (flash / memory-efficient)",
+    "attention": "fused SDPA kernels on the CUDA cores (memory-efficient attention in fp32)",
+    "flash_attention": "flash attention on the tensor cores (FA2, CK, Triton): the softmax "
+    "between its two small MMAs runs on the CUDA cores and the SFU, far below the MMA peak",
     "rnn": "cuDNN RNN: per-step GEMMs, small and serial",
 }
 
@@ -206,6 +224,11 @@ def _conv_family(traced: TracedOp) -> str:
         return "conv_transposed"
     weight = traced.argument("weight")
     return "conv3d" if getattr(weight, "dim", lambda: 4)() >= 5 else "conv"
+
+
+#: SDPA runs a flash kernel (FlashAttention-2, CK, Triton) at these precisions; in fp32 it
+#: runs the memory-efficient kernel (the ``attention`` family).
+FLASH_PRECISIONS = frozenset({"fp16", "bf16"})
 
 
 _FAMILY_OF_KIND: dict[MatmulKind, Callable[[TracedOp], str]] = {
@@ -278,6 +301,32 @@ TWO_PASS: dict[str, Callable[[TracedOp], bool]] = {
 }
 
 
+def _contiguous(ref: TensorRef) -> bool:
+    expected, stride = [], 1
+    for size in reversed(ref.shape):
+        expected.append(stride)
+        stride *= size
+    return not ref.strides or all(
+        have == want for have, want, size in zip(ref.strides, reversed(expected), ref.shape,
+                                                 strict=True) if size > 1
+    )
+
+
+def strided_accesses(op: OpRecord) -> int:
+    """Element accesses of an eager pointwise or copy kernel that cannot vectorize: PyTorch's
+    ``TensorIterator`` uses vector loads only when every operand has the output's shape and a
+    contiguous layout; otherwise each thread computes each operand's offset per element (a
+    broadcast bias, a transposed copy, ``cat``, ``index_select``). 0 for one that vectorizes,
+    and for multi-output kernels (``_foreach_*``'s multi-tensor apply runs vectorized chunks)."""
+    if op.category not in (Category.POINTWISE, Category.DATA_MOVEMENT) or len(op.writes) != 1:
+        return 0
+    out = op.writes[0]
+    operands = [ref for ref in op.reads if ref.elements > 1] + list(op.writes)
+    if all(ref.shape == out.shape and _contiguous(ref) for ref in operands):
+        return 0
+    return math.prod(out.shape) * len(operands)
+
+
 def kernel_load(
     kernel: Kernel,
     trace: Trace,
@@ -299,10 +348,12 @@ def kernel_load(
     gemm = None
     if matmul_op is not None and matmul_op.flops.kind is not None:
         family = _FAMILY_OF_KIND[matmul_op.flops.kind](trace.ops[matmul_op.index])
+        if family == "attention" and op_precision(matmul_op, precision) in FLASH_PRECISIONS:
+            family = "flash_attention"
         gemm = _gemm_of(matmul_op)
     gemm_like = matmul_op is not None
     rows = None
-    reread = 0
+    reread = accesses = 0
     if eager:
         traced = trace.ops[kernel.ops[0].index]
         rule = ROW_PER_BLOCK.get(traced.base)
@@ -314,6 +365,7 @@ def kernel_load(
         whole = kernel.ops[0].writes == traced.writes
         if whole and TWO_PASS.get(traced.base, lambda traced: False)(traced):
             reread = tensor_bytes(kernel.ops[0].reads[0], float_bytes)
+        accesses = strided_accesses(kernel.ops[0])
     return KernelLoad(
         name=kernel.name,
         family=family,
@@ -325,6 +377,7 @@ def kernel_load(
         gemm=gemm,
         rows=rows,
         reread_bytes=reread,
+        accesses=accesses,
         host_views=host_views,
         host_modules=host_modules,
         compute_s=work.compute_s,
@@ -396,6 +449,16 @@ def wave_efficiency(gemm: GemmShape, sm_count: int, params: EstimateParams) -> f
     return tiles / (waves * sm_count)
 
 
+#: Query rows per flash-attention thread block (FlashAttention-2's and CK's forward tile).
+ATTENTION_QUERY_ROWS = 128
+
+
+def attention_waves(gemm: GemmShape, sm_count: int) -> int:
+    """Waves of a flash-attention kernel: one thread block per (batch × head) and block of
+    :data:`ATTENTION_QUERY_ROWS` query rows, one block per SM at a time."""
+    return math.ceil(gemm.batch * math.ceil(gemm.m / ATTENTION_QUERY_ROWS) / sm_count)
+
+
 def memory_s(moved_bytes: int, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
     """``moved_bytes`` at the achievable bandwidth; with a warm cache the part that fits the
     usable L2 comes from L2 at its published bandwidth (HBM rate where none is published)."""
@@ -407,6 +470,12 @@ def memory_s(moved_bytes: int, gpu: GPUSpec, params: EstimateParams, cache: str)
     return from_l2 / l2_bandwidth + (moved_bytes - from_l2) / hbm
 
 
+def fixed_latency_s(load: KernelLoad, params: EstimateParams) -> float:
+    """The part of a kernel's time no rate sets: its fill/drain, plus a library matmul
+    kernel's tile-pipeline prologue and epilogue."""
+    return params.fill_latency_s + (params.matmul_latency_s if load.matmul_s else 0.0)
+
+
 def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
     """GPU time of one kernel: the slower of its memory and compute times at achievable rates,
     plus the fill/drain latency; a recurrence is at least its serial steps."""
@@ -416,13 +485,17 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
         moved *= 1 + params.conv_layout_passes
     if load.rows is not None:
         moved = max(moved, touched / (load.rows * params.row_bandwidth_bytes_per_s))
+    if load.accesses:
+        moved = max(moved, load.accesses / (params.strided_access_rate_per_sm * gpu.sm_count))
     compute = load.vector_s / params.vector_fraction
     if load.matmul_s:
         fraction = params.matmul_fraction[load.family]
         if load.gemm is not None:
             fraction *= wave_efficiency(load.gemm, gpu.sm_count, params)
         compute += load.matmul_s / fraction
-    busy = max(moved, compute) + params.fill_latency_s
+    busy = max(moved, compute) + fixed_latency_s(load, params)
+    if load.family == "flash_attention" and load.gemm is not None:
+        busy = max(busy, attention_waves(load.gemm, gpu.sm_count) * params.attention_wave_s)
     if load.family == "rnn":
         busy = max(busy, load.launches * params.rnn_step_s)
     return busy
@@ -585,18 +658,31 @@ CONSTANT_NOTES: dict[str, str] = {
     "hbm_fraction": "share of the datasheet memory bandwidth a large streaming kernel reaches "
     "(STREAM-like copies: 80-93 % on HBM and GDDR parts); fit",
     "fill_latency_s": "fill/drain time of every kernel, so a small kernel reaches a small share "
-    "of the bandwidth and none is shorter (an empty kernel takes 1-3 µs on the GPU); fit",
+    "of the bandwidth and none is shorter: the shortest kernels of the H100 profiler traces take "
+    "1.5-1.9 µs (MI300X: 4-5 µs, its per-GPU value 4 µs); measured, not fitted",
+    "matmul_latency_s": "added to a matmul-class library kernel (GEMM, convolution, flash "
+    "attention): prologue and epilogue of its tile pipeline, so a tiny GEMM takes 5-7 µs in the "
+    "traces; measured on the traces",
     "vector_fraction": "share of the CUDA-core peak pointwise math reaches: the peak counts an "
     "FMA as 2 FLOPs, pointwise ops issue one FLOP per instruction (not fitted: the data is flat "
     "in it)",
     "matmul_fraction.*": "share of the unit's peak per matmul-class family (cuBLAS SGEMM, cuDNN "
-    "2D/3D/transposed/grouped convolution, SDPA, cuDNN RNN); fit",
+    "2D/3D/transposed/grouped convolution, SDPA, cuDNN RNN); fit. flash_attention (SDPA on "
+    "tensor cores): FlashAttention-2's published H100 rate, about 30 % of the bf16 peak; the "
+    "MI300X's GEMMs reach 45 % (its per-GPU value), measured on the traces",
     "conv_layout_passes": "extra passes over a TF32 convolution's input and output: cuDNN's "
     "tensor-core kernels work in NHWC, PyTorch hands it NCHW; fit",
     "tile_edges": "output tile edges cuBLAS/cuDNN choose from (CUTLASS's 128/64/32 "
     "threadblock tiles); the largest that fills a wave is taken",
     "split_k_depth": "reduction depth per split when a GEMM splits K to fill the GPU (cuBLAS "
     "split-K heuristics split reductions of a few hundred or more)",
+    "strided_access_rate_per_sm": "element accesses per second and SM of an eager kernel that "
+    "cannot vectorize (an operand broadcast or laid out unlike the output: PyTorch's "
+    "elementwise_kernel, cat, index_select), which computes each operand's offset per element: "
+    "0.8 T/s on the H100 (132 SMs), 1.5 T/s on the MI300X (304 CUs) in the traces",
+    "attention_wave_s": "least time of one wave of flash-attention blocks (one per batch × head "
+    "× 128 query rows, a serial loop over the keys): 10-12 µs on the H100, 30-33 µs on the "
+    "MI300X (its per-GPU value) in the traces",
     "row_bandwidth_bytes_per_s": "bandwidth of one thread block streaming one row: bytes in "
     "flight per block / memory latency (Little's law, a few KB / ~0.5 µs); fit",
     "rnn_step_s": "one recurrent step of a cuDNN RNN: small GEMM + gate math in series; fit",
@@ -624,38 +710,57 @@ CONSTANT_NOTES: dict[str, str] = {
 # fit left at a range limit are marked so in docs/calibration.md.
 
 DEFAULT_HOST = HostCosts(
-    eager_call_s=1.03e-05,
-    eager_op_s=1.87e-05,
-    eager_view_s=5.38e-06,
-    eager_module_s=8.78e-06,
-    launch_s=3.7e-06,
-    compile_call_s=9.35e-05,
-    compile_kernel_s=2.34e-05,
-    cudagraph_call_s=0.000122,
+    eager_call_s=1.2e-05,
+    eager_op_s=1.69e-05,
+    eager_view_s=6.11e-06,
+    eager_module_s=7.04e-06,
+    launch_s=3.81e-06,
+    compile_call_s=9.43e-05,
+    compile_kernel_s=2.18e-05,
+    cudagraph_call_s=0.000121,
     source="fit: docs/calibration.md (geometric mean of the six training hosts)",
 )
+
+#: Achievable share of the unit's peak per matmul-class family (:data:`FAMILIES`).
+MATMUL_FRACTION: dict[str, float] = {
+    "gemm": 0.7,
+    "conv": 0.774,
+    "conv3d": 0.103,
+    "conv_transposed": 0.186,
+    "conv_grouped": 0.014,
+    "attention": 0.604,
+    "flash_attention": 0.3,
+    "rnn": 0.267,
+}
+
+#: The MI300X (ROCm) where it differs, measured on the MI300X profiler traces of docs/validation.md:
+#: a tiny kernel takes 4-5 µs there (1.5-2 µs on the H100), hipBLASLt GEMMs reach about 45 % of
+#: the bf16 peak (the H100's cuBLAS 58-70 %) and a wave of the Triton/CK attention kernel takes
+#: about 30 µs.
+MI300X: dict[str, Any] = {
+    "fill_latency_s": 4e-6,
+    "attention_wave_s": 30e-6,
+    "matmul_fraction": {**MATMUL_FRACTION, "gemm": 0.45},
+}
 
 DEFAULT_PARAMS = EstimateParams(
     host=DEFAULT_HOST,
     hbm_fraction=0.7,
-    fill_latency_s=1e-06,
+    fill_latency_s=1.5e-06,
+    matmul_latency_s=3e-06,
     vector_fraction=0.5,
-    matmul_fraction={
-        "gemm": 0.7,
-        "conv": 0.774,
-        "conv3d": 0.103,
-        "conv_transposed": 0.177,
-        "conv_grouped": 0.0135,
-        "attention": 0.604,
-        "rnn": 0.259,
-    },
-    conv_layout_passes=2.74,
-    row_bandwidth_bytes_per_s=8.52e+09,
-    rnn_step_s=5.17e-06,
-    cudagraph_gap_s=6.88e-07,
+    matmul_fraction=MATMUL_FRACTION,
+    conv_layout_passes=2.58,
+    row_bandwidth_bytes_per_s=8.87e+09,
+    strided_access_rate_per_sm=6e9,
+    attention_wave_s=10e-6,
+    rnn_step_s=4.97e-06,
+    cudagraph_gap_s=4.43e-07,
     l2_bandwidth_bytes_per_s=L2_BANDWIDTH_BYTES_PER_S,
     l2_usable_fraction=0.5,
-    source="fit: docs/calibration.md (benchmarks/calibrate.py)",
+    per_gpu={"mi300x": MI300X},
+    source="fit: docs/calibration.md (benchmarks/calibrate.py) and docs/validation.md "
+    "(profiler traces)",
 )
 
 
@@ -668,6 +773,7 @@ __all__ = [
     "ModeEstimate",
     "Performance",
     "estimate_modes",
+    "fixed_latency_s",
     "host_scale_totals_ms",
     "host_scaled",
     "kernel_gpu_s",
