@@ -117,7 +117,7 @@ def given_necessary(
     index_read = {v for op in trace.ops for v in _read_values(op)} | {
         op.reads[1].value_id for op in trace.ops if _one_of(op, _TARGET_READERS)
     }
-    zeros_read = {v for v in newly_known & _operands(trace.ops) if has_structure(known[v] != 0)}
+    zeros_read = {v for v in newly_known & _operands(trace.ops) if has_structure(known[v])}
     if not sizes_given and newly_known.isdisjoint(index_read) and not zeros_read:
         return None
     return necessary_work(trace, records, known=known, sizes_given=sizes_given)
