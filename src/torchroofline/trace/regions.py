@@ -40,6 +40,36 @@ def full_box(shape: Sequence[int]) -> Box:
     return tuple((range(size),) for size in shape)
 
 
+def distinct_offsets(shape: Sequence[int], strides: Sequence[int]) -> int:
+    """Distinct storage offsets Σ iₖ·strideₖ of a strided view (``as_strided`` windows may
+    overlap). Dims are added by stride, smallest first, to a set of offsets kept exactly while
+    it is a progression {0, g, …, (c − 1)·g} (a stride m·g with m ≤ c extends it to
+    c + m·(n − 1) terms, one that reaches past it repeats it n times) or its copies do not
+    overlap; past that, counted one by one up to :data:`_ENUMERATION_LIMIT` offsets, else a
+    lower bound: |A + B| ≥ |A| + |B| − 1 (Cauchy–Davenport over the integers)."""
+    if 0 in shape:
+        return 0
+    dims = sorted((abs(s), n) for n, s in zip(shape, strides, strict=True) if s and n > 1)
+    count, step, span, progression = 1, 0, 1, True  # step 0: the one offset {0}, any progression
+    for stride, size in dims:
+        if progression and step and stride % step == 0 and stride // step <= count:
+            count += stride // step * (size - 1)
+        elif stride >= span:  # n copies side by side: a progression again if they abut
+            step = step or stride
+            progression = progression and stride == count * step
+            count *= size
+        elif math.prod(n for _, n in dims) <= _ENUMERATION_LIMIT:
+            return len(functools.reduce(
+                lambda offsets, dim: {o + i * dim[0] for o in offsets for i in range(dim[1])},
+                dims, {0},
+            ))
+        else:
+            count += size - 1
+            progression = False
+        span += stride * (size - 1)
+    return count
+
+
 def _crt(a: int, m: int, b: int, n: int) -> tuple[int, int] | None:
     """x ≡ a (mod m), x ≡ b (mod n) → (x0, lcm) or None."""
     g = math.gcd(m, n)
@@ -314,6 +344,13 @@ def _coalesced(boxes: list[Box]) -> list[Box]:
             result = []
             for group in groups.values():
                 current = group[0]
+                if len(group) > 2 and all(r.step == 1 for box in group for r in box[dim]):
+                    # rows one slice each (a cat of many slices): one pass over them all, not
+                    # a union per box that sorts the ranges merged so far again
+                    united = _interval_union(r for box in group for r in box[dim])
+                    result.append((*current[:dim], united, *current[dim + 1 :]))
+                    merged = True
+                    continue
                 for box in group[1:]:
                     union = _union_set(current[dim], box[dim])
                     if union is None:
@@ -326,19 +363,57 @@ def _coalesced(boxes: list[Box]) -> list[Box]:
     return sorted(boxes, key=box_size, reverse=True)
 
 
+class Spread(NamedTuple):
+    """Elements known dim by dim (a diagonal's rows and its columns, not which row goes with
+    which column): for every index combination of the dims ``hit`` leaves False (the exact
+    dims) within ``box``, each index of a hit dim's set is the coordinate, on that dim, of some
+    element with that combination. A rule that needs whole lines along the other dims needs
+    exactly those lines: ``diagonal(a @ b)`` every row of ``a`` and column of ``b``."""
+
+    box: Box
+    hit: tuple[bool, ...]
+
+    @property
+    def count(self) -> int:
+        """Distinct elements at least: each exact combination holds as many as its largest
+        hit set."""
+        sizes = [set_size(index_set) for index_set in self.box]
+        exact = math.prod(n for n, hit in zip(sizes, self.hit, strict=True) if not hit)
+        return exact * max((n for n, hit in zip(sizes, self.hit, strict=True) if hit), default=1)
+
+    def lines(self, sets: dict[int, IndexSet]) -> Spread:
+        """The elements whole lines through this one's need: dims ``sets`` names replaced by
+        them (every index there, so exact)."""
+        return Spread(
+            tuple(sets.get(dim, index_set) for dim, index_set in enumerate(self.box)),
+            tuple(hit and dim not in sets for dim, hit in enumerate(self.hit)),
+        )
+
+
+#: Spreads kept per region; beyond it the smallest are dropped (an under-approximation).
+MAX_SPREADS = 8
+
+
 @dataclass(frozen=True)
 class Region:
-    """A union of boxes plus ``opaque`` elements of unknown position; :attr:`count` is a lower
+    """A union of boxes plus ``opaque`` elements of unknown position, some of them known dim by
+    dim (``spreads``: :class:`Spread`, each counted in ``opaque``); :attr:`count` is a lower
     bound on the distinct elements (never more than the truth)."""
 
     boxes: tuple[Box, ...] = ()
     opaque: int = 0
+    spreads: tuple[Spread, ...] = ()
 
     @staticmethod
-    def of(boxes: Iterable[Box], opaque: int = 0) -> Region:
-        """The union of ``boxes`` (contained ones dropped, neighbours merged) and ``opaque``
-        elements (clamped at 0)."""
-        return _region_of(tuple(boxes), max(0, int(opaque)))
+    def of(boxes: Iterable[Box], opaque: int = 0, spreads: Iterable[Spread] = ()) -> Region:
+        """The union of ``boxes`` (contained ones dropped, neighbours merged; past
+        :data:`MAX_BOXES`, the rest kept as one spread of their rows and columns), ``opaque``
+        elements (clamped at 0) and ``spreads``."""
+        return _region_of(tuple(boxes), max(0, int(opaque)), tuple(spreads))
+
+    def lines(self, sets: dict[int, IndexSet]) -> tuple[Spread, ...]:
+        """:meth:`Spread.lines` of each spread."""
+        return tuple(spread.lines(sets) for spread in self.spreads)
 
     @cached_property
     def count(self) -> int:
@@ -364,7 +439,7 @@ class Region:
         # ranges are hashed once, not per lookup (the dataclass hash would rebuild it each time)
         cached = self.__dict__.get("_hash")
         if cached is None:
-            cached = self.__dict__["_hash"] = hash((self.boxes, self.opaque))
+            cached = self.__dict__["_hash"] = hash((self.boxes, self.opaque, self.spreads))
         return cached
 
     def __eq__(self, other: object) -> bool:
@@ -373,7 +448,11 @@ class Region:
             return True
         if other.__class__ is not Region:
             return NotImplemented
-        return self.boxes == other.boxes and self.opaque == other.opaque
+        return (
+            self.boxes == other.boxes
+            and self.opaque == other.opaque
+            and self.spreads == other.spreads
+        )
 
     def __bool__(self) -> bool:
         return bool(self.boxes) or self.opaque > 0
@@ -383,17 +462,24 @@ class Region:
             return self
         if not self:
             return other
-        return Region.of((*self.boxes, *other.boxes), max(self.opaque, other.opaque))
+        return Region.of(
+            (*self.boxes, *other.boxes),
+            max(self.opaque, other.opaque),
+            (*self.spreads, *other.spreads),
+        )
 
     def intersect_box(self, box: Box, box_share: int, total: int) -> Region:
         """The part inside ``box`` (``box_share`` of ``total`` elements): opaque elements are
-        counted there only as far as they cannot all lie outside."""
+        counted there only as far as they cannot all lie outside, spreads kept where they lie
+        wholly inside."""
         inside = [both for b in self.boxes if (both := box_intersection(b, box)) is not None]
-        return Region.of(inside, self.opaque - (total - box_share))
+        spreads = [s for s in self.spreads if _contains(box, s.box)]
+        return Region.of(inside, self.opaque - (total - box_share), spreads)
 
     def minus_box(self, box: Box) -> Region:
         outside = [piece for b in self.boxes for piece in box_difference(b, box)]
-        return Region.of(outside, self.opaque - box_size(box))
+        spreads = [s for s in self.spreads if box_intersection(s.box, box) is None]
+        return Region.of(outside, self.opaque - box_size(box), spreads)
 
 
 #: The empty region, shared (regions are immutable)
@@ -401,9 +487,15 @@ NOWHERE = Region()
 
 
 @functools.lru_cache(maxsize=4096)  # a program's repeated layers unite the same boxes again
-def _region_of(boxes: tuple[Box, ...], opaque: int) -> Region:
-    """:meth:`Region.of` of a tuple of boxes and a clamped opaque count."""
+def _region_of(boxes: tuple[Box, ...], opaque: int, spreads: tuple[Spread, ...]) -> Region:
+    """:meth:`Region.of` of a tuple of boxes, a clamped opaque count and spreads."""
+    spreads = tuple(s for s in spreads if all(s.box))
+    if spreads:  # a spread exact in all dims but one is a box (:class:`Spread`)
+        boxes += tuple(s.box for s in spreads if sum(s.hit) <= 1)
+        spreads = tuple(s for s in spreads if sum(s.hit) > 1)
     sized = [(size, box) for box in boxes if (size := box_size(box))]
+    if len(sized) > MAX_BOXES:  # (many slices) merged first: the containment test is pairwise
+        sized = [(box_size(box), box) for box in _coalesced([box for _, box in sized])]
     sized.sort(key=lambda pair: pair[0], reverse=True)
     kept: list[Box] = []
     for _, box in sized:
@@ -411,7 +503,49 @@ def _region_of(boxes: tuple[Box, ...], opaque: int) -> Region:
             kept.append(box)
     if len(kept) > 1:
         kept = _coalesced(kept)
-    return Region(tuple(kept[:MAX_BOXES]), opaque)
+    if len(kept) > MAX_BOXES and len(kept[0]) > 1:
+        dropped = _projection(kept[MAX_BOXES:])
+        spreads += (dropped,)
+        shown = kept[:MAX_BOXES]
+        if any(  # apart from the kept boxes on some dim: their elements add up
+            not set_intersection(index_set, normalize(r for box in shown for r in box[dim]))
+            for dim, index_set in enumerate(dropped.box)
+        ):
+            opaque = max(opaque, Region(tuple(shown)).count + dropped.count)
+    if spreads:
+        spreads = _merged_spreads(spreads)
+        opaque = max(opaque, *(spread.count for spread in spreads))
+    return Region(tuple(kept[:MAX_BOXES]), opaque, spreads)
+
+
+def _projection(boxes: Sequence[Box]) -> Spread:
+    """The boxes dropped past :data:`MAX_BOXES` as what remains sure of them: each index of
+    every box's set on a dim is some element's coordinate on it (the rows and the columns of
+    a loss's picked scores)."""
+    rank = len(boxes[0])
+    sets = tuple(
+        normalize(r for box in boxes for r in box[dim]) for dim in range(rank)
+    )
+    return Spread(sets, (True,) * rank)
+
+
+def _merged_spreads(spreads: tuple[Spread, ...]) -> tuple[Spread, ...]:
+    """Spreads of the same exact sets as one (their hit sets united: each index is still some
+    element's coordinate), the :data:`MAX_SPREADS` largest kept."""
+    groups: dict[tuple, Spread] = {}
+    for spread in spreads:
+        key = (spread.hit, *(s for s, hit in zip(*spread, strict=True) if not hit))
+        other = groups.get(key)
+        if other is not None:
+            spread = Spread(
+                tuple(
+                    normalize((*mine, *theirs)) if hit else mine
+                    for mine, theirs, hit in zip(spread.box, other.box, spread.hit, strict=True)
+                ),
+                spread.hit,
+            )
+        groups[key] = spread
+    return tuple(sorted(groups.values(), key=lambda s: s.count, reverse=True)[:MAX_SPREADS])
 
 
 def fraction_of(region: Region, total: int) -> float:
@@ -650,8 +784,14 @@ def to_base(placement: Placement | None, ref: TensorRef, region: Region,
     elements of its first :data:`MAX_BOXES` demanded elements placed exactly where ``layout``
     (the storage's) is given: a small diagonal keeps which rows and columns it needs."""
     if placement is None:
-        points = [] if layout is None else _placed_points(ref, region, layout)
-        return Region.of(points, min(region.count, ref.elements))
+        if layout is None:
+            points, spreads = [], []
+        else:
+            points, spreads = _placed_points(ref, region, layout), _diagonals(ref, region, layout)
+        # view elements that repeat a storage element (overlapping windows) are at most the
+        # view's elements less its distinct ones: each repeat removes at most one
+        repeats = math.prod(ref.shape) - ref.elements
+        return Region.of(points, region.count - repeats, spreads)
     if placement.is_identity:
         return region
     boxes: list[Box] = []
@@ -679,7 +819,73 @@ def to_base(placement: Placement | None, ref: TensorRef, region: Region,
             )
     # view elements → storage elements (an overlapping view touches fewer than it shows)
     opaque = max(region.opaque, counted) * ref.elements // max(math.prod(ref.shape), 1)
-    return Region.of(boxes, opaque)
+    spreads = [placed for s in region.spreads if (placed := _spread_to_base(placement, s))]
+    return Region.of(boxes, opaque, spreads)
+
+
+def _spread_to_base(placement: Placement, spread: Spread) -> Spread | None:
+    """A view's spread in its storage's layout, where each view dim walks one layout dim
+    (None where one walks several: the spread's count stays)."""
+    sets = [(range(start, start + 1),) for start in placement.origin]
+    hit = [False] * len(sets)
+    for axis, index_set, is_hit in zip(placement.axes, *spread, strict=True):
+        if len(axis.base_dims) > 1:
+            return None
+        for dim in axis.base_dims:
+            sets[dim] = mapped_set(index_set, placement.origin[dim], axis.step)
+            hit[dim] = is_hit
+    return Spread(tuple(sets), tuple(hit))
+
+
+def _diagonal_walk(
+    ref: TensorRef, layout: Layout
+) -> tuple[tuple[int, ...], list[dict[int, int]]] | None:
+    """Where view ``ref`` starts in ``layout`` and, per view dim, its step on each layout dim:
+    a diagonal steps on several at once (row and column, 1 each). None unless every view dim
+    walks layout dims no other one walks, without carrying past their ends (overlapping
+    windows do not)."""
+    if len(ref.strides) != len(ref.shape) or 0 in layout.sizes:
+        return None
+    origin = tuple((ref.offset // stride) % size for size, stride in zip(*layout, strict=True))
+    if sum(map(int.__mul__, origin, layout.strides)) != ref.offset:
+        return None
+    used: set[int] = set()
+    walks = []
+    for size, stride in zip(ref.shape, ref.strides, strict=True):
+        steps: dict[int, int] = {}
+        rest = stride if size > 1 else 0
+        for dim, base_stride in enumerate(layout.strides):
+            step, rest = divmod(rest, base_stride)
+            if step:
+                steps[dim] = step
+        if rest or not used.isdisjoint(steps) or any(
+            origin[dim] + step * (size - 1) >= layout.sizes[dim] for dim, step in steps.items()
+        ):
+            return None
+        used.update(steps)
+        walks.append(steps)
+    return origin, walks
+
+
+def _diagonals(ref: TensorRef, region: Region, layout: Layout) -> list[Spread]:
+    """``region`` (view coordinates) of a view that steps on several layout dims at once, as
+    spreads of the layout: each such dim hit at every position the view's index sets reach
+    (:func:`_diagonal_walk`; none where the view is no such walk)."""
+    walked = _diagonal_walk(ref, layout)
+    if walked is None:
+        return []
+    origin, walks = walked
+    pieces = [Spread(box, (False,) * len(box)) for box in region.boxes] + list(region.spreads)
+    spreads = []
+    for piece in pieces:
+        sets = [(range(start, start + 1),) for start in origin]
+        hit = [False] * len(origin)
+        for steps, index_set, is_hit in zip(walks, *piece, strict=True):
+            for dim, step in steps.items():
+                sets[dim] = mapped_set(index_set, origin[dim], step)
+                hit[dim] = is_hit or len(steps) > 1
+        spreads.append(Spread(tuple(sets), tuple(hit)))
+    return spreads
 
 
 def _placed_points(ref: TensorRef, region: Region, layout: Layout) -> list[Box]:
@@ -711,7 +917,50 @@ def from_base(placement: Placement | None, ref: TensorRef, region: Region) -> Re
         mapped = _box_in_view(placement, box)
         if mapped is not None:
             boxes.append(mapped)
-    return Region.of(boxes, region.opaque - (storage - ref.elements))
+    spreads = [mapped for s in region.spreads if (mapped := _spread_in_view(placement, s))]
+    return Region.of(boxes, region.opaque - (storage - ref.elements), spreads)
+
+
+def _spread_in_view(placement: Placement, spread: Spread) -> Spread | None:
+    """A storage spread in the coordinates of a view whose dims each walk one layout dim, where
+    the view holds every index of its hit sets (a hit index's element may lie anywhere along
+    them); exact sets are cut to the view. None elsewhere."""
+    used = {d for axis in placement.axes for d in axis.base_dims}
+    for dim, start in enumerate(placement.origin):
+        index_set, is_hit = spread.box[dim], spread.hit[dim]
+        if dim not in used and (
+            not set_intersection(index_set, (range(start, start + 1),))
+            or (is_hit and set_size(index_set) > 1)
+        ):
+            return None
+    sets: list[IndexSet] = []
+    hit: list[bool] = []
+    for axis, size in zip(placement.axes, placement.shape, strict=True):
+        if len(axis.base_dims) > 1:
+            return None
+        if not axis.base_dims:
+            sets.append((range(size),))
+            hit.append(False)
+            continue
+        (dim,) = axis.base_dims
+        index_set = spread.box[dim]
+        mapped = _in_walk(index_set, placement.origin[dim], axis.step, size)
+        if not mapped or (spread.hit[dim] and set_size(mapped) < set_size(index_set)):
+            return None
+        sets.append(mapped)
+        hit.append(spread.hit[dim])
+    return Spread(tuple(sets), tuple(hit))
+
+
+def _in_walk(index_set: IndexSet, start: int, step: int, size: int) -> IndexSet:
+    """The positions of ``index_set`` that the walk ``start + i·step`` (i < ``size``) reaches,
+    as its indices i."""
+    walk = range(start, start + step * size, step)
+    return tuple(
+        range((hit.start - start) // step, (hit[-1] - start) // step + 1, hit.step // step)
+        for r in index_set
+        if (hit := range_intersection(r, walk))
+    )
 
 
 def _box_in_view(placement: Placement, box: Box) -> Box | None:
@@ -726,13 +975,7 @@ def _box_in_view(placement: Placement, box: Box) -> Box | None:
             continue
         if len(axis.base_dims) == 1:
             (dim,) = axis.base_dims
-            start, step = placement.origin[dim], axis.step
-            walk = range(start, start + step * size, step)
-            mapped = tuple(
-                range((hit.start - start) // step, (hit[-1] - start) // step + 1, hit.step // step)
-                for r in box[dim]
-                if (hit := range_intersection(r, walk))
-            )
+            mapped = _in_walk(box[dim], placement.origin[dim], axis.step, size)
         else:
             flat = _merged_in_view(placement, axis, box)
             inside = set_intersection(flat, (range(axis.flat_origin, axis.flat_origin + size),))
@@ -859,6 +1102,15 @@ class Storages:
             mapped = self._in_view[key] = self._mapped_in_view(ref, region)
         return mapped
 
+    def picks_part(self, ref: TensorRef) -> bool:
+        """Whether view ``ref`` holds one part of each of its storage's elements (``z.real``
+        of complex ``z``): its elements count as the storage's, each a part of one."""
+        unit = self.unit(ref.storage_id)
+        if not 0 < ref.itemsize < unit:
+            return False
+        restated, _ = _in_units(ref, NOWHERE, unit)
+        return restated is not ref and restated.shape == ref.shape
+
     def _mapped_in_view(self, ref: TensorRef, region: Region) -> Region:
         unit = self.unit(ref.storage_id)
         if not unit or ref.itemsize == unit:
@@ -867,6 +1119,8 @@ class Storages:
         if canonical is ref:
             return Region(opaque=region.count - (ref.storage_elements - ref.elements))
         mapped = from_base(self.placement(canonical), canonical, region)
+        if len(canonical.shape) == len(ref.shape):  # one part of each element: its element
+            return mapped
         if ref.itemsize < unit:  # a float view of complex data: both parts of each element
             parts = unit // ref.itemsize
             return Region.of(
@@ -885,6 +1139,14 @@ def _in_units(ref: TensorRef, region: Region, unit: int) -> tuple[TensorRef, Reg
         return ref, region
     if ref.itemsize < unit:
         parts = unit // ref.itemsize
+        if not any(s % parts for s in ref.strides):  # one part of each element (``z.real``)
+            return replace(
+                ref,
+                strides=tuple(s // parts for s in ref.strides),
+                offset=ref.offset // parts,
+                storage_elements=ref.storage_elements // parts,
+                itemsize=unit,
+            ), region
         if ref.shape[-1] != parts or ref.strides[-1] != 1:
             return ref, region
         if any(s % parts for s in ref.strides[:-1]) or ref.offset % parts:
@@ -963,11 +1225,18 @@ def united_elements(refs: Sequence[TensorRef]) -> int:
     if len(distinct) == 1:
         return next(iter(distinct.values())).elements
     storages = Storages(list(distinct.values()))
-    spans, touched = NOWHERE, NOWHERE
-    for ref in distinct.values():
-        span = storages.region_of(ref)
-        spans = spans.union(span)
-        # a view that touches fewer elements than it spans (a strided downsampling, a gather's
-        # source) holds them at unknown positions inside its span
-        touched = touched.union(span if ref.elements >= span.count else Region(opaque=ref.elements))
-    return max(min(spans.count, touched.count), max(r.elements for r in refs))
+    spans = [storages.region_of(ref) for ref in distinct.values()]
+    # a view that touches fewer elements than it spans (a strided downsampling, a gather's
+    # source) holds them at unknown positions inside its span; all united at once (a union a
+    # view at a time is quadratic in the views: a cat of many slices)
+    touched = [span if ref.elements >= span.count else Region(opaque=ref.elements)
+               for ref, span in zip(distinct.values(), spans, strict=True)]
+    return max(min(_united(spans).count, _united(touched).count), max(r.elements for r in refs))
+
+
+def _united(regions: Sequence[Region]) -> Region:
+    """The union of ``regions``, built once."""
+    return Region.of(
+        [box for region in regions for box in region.boxes],
+        max((region.opaque for region in regions), default=0),
+    )
