@@ -19,11 +19,13 @@ from torchroofline.plan.demand.selection import _numbers_region
 from torchroofline.trace.regions import (
     MAX_BOXES,
     Region,
-    _strided_boxes,
     _union_set,
     positions_to_set,
     range_intersection,
     set_intersection,
+)
+from torchroofline.trace.storages import (
+    _strided_boxes,
 )
 
 FP32 = 4

@@ -24,9 +24,11 @@ from ...trace.refs import TensorRef, Trace, TracedOp
 from ...trace.regions import (
     NOWHERE,
     Region,
-    Storages,
     box_size,
     full_box,
+)
+from ...trace.storages import (
+    Storages,
 )
 from ._core import DEMAND_RULES, Demand, Rule, _Context, _one_of, _op_set, _proportional
 from .constants import known_values
