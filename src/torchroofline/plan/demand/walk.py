@@ -122,9 +122,10 @@ def necessary_work(
         op = trace.ops[index]
         if not op.writes and _one_of(op, HOST_READS):
             for ref in op.reads:
-                whole = storages.region_of(ref)
-                add(ref.value_id, whole, whole)
-                used.add(ref.value_id)
+                if ref.value_id in producers:  # an input's value is copied, not computed
+                    whole = storages.region_of(ref)
+                    add(ref.value_id, whole, whole)
+                    used.add(ref.value_id)
             continue
         if op.is_view or not op.writes:
             continue
@@ -317,7 +318,8 @@ def data_sized_demand(context: _Context) -> Demand:
 
 #: Ops that hand a value to the host (``.item()``, ``bool(t)``, ``torch.equal``): the Python
 #: value they return steers the program (``y * x.abs().max().item()``), which the trace cannot
-#: follow, so the value read is kept as an output is (a program that drops it is charged too).
+#: follow, so a value the program computed is kept as an output is (a program that drops it is
+#: charged too); an input read so is a copy to the host, no kernel's read.
 HOST_READS = _op_set([aten._local_scalar_dense, aten.equal])
 
 
