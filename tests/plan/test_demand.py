@@ -19,11 +19,13 @@ from torchroofline.plan.demand.selection import _numbers_region
 from torchroofline.trace.regions import (
     MAX_BOXES,
     Region,
-    _strided_boxes,
     _union_set,
     positions_to_set,
     range_intersection,
     set_intersection,
+)
+from torchroofline.trace.storages import (
+    _strided_boxes,
 )
 
 FP32 = 4
@@ -460,13 +462,14 @@ def test_offset_diagonal_matmul_is_a_shifted_row_scaling() -> None:
 @pytest.mark.parametrize("n", [8, 64, 512])
 def test_a_diagonal_view_of_a_product_needs_its_rows_and_columns(n: int) -> None:
     # torch.diagonal(a @ b, 1) keeps out[i, i + 1], i < n − 1: row i of a and column i + 1 of b,
-    # 2n FLOPs each. The view (stride n + 1) is no box of the product; its first MAX_BOXES
-    # elements are placed exactly, so up to that many rows and columns are charged:
-    # min(n − 1, MAX_BOXES) · n elements of each operand, plus the n − 1 outputs
+    # 2n FLOPs each. The view (stride n + 1) is no box of the product; up to MAX_BOXES its
+    # elements are placed one by one, past it (n = 512) as a spread: rows 0..n − 2 and columns
+    # 1..n − 1, each some kept element's. Either way (n − 1) · n elements of each operand,
+    # plus the n − 1 outputs
+    assert n - 1 > MAX_BOXES or n < MAX_BOXES  # both sides of the placing limit are tested
     result = bound(lambda a, b: torch.diagonal(a @ b, 1), meta(n, n), meta(n, n))
     assert result.tensor_flops == 2 * n * (n - 1)
-    placed = min(n - 1, MAX_BOXES)
-    assert result.compulsory_bytes == (2 * placed * n + (n - 1)) * FP32
+    assert result.compulsory_bytes == (2 * (n - 1) * n + (n - 1)) * FP32
 
 
 def test_sliced_diagonal_matmul_scales_the_rows_it_keeps() -> None:

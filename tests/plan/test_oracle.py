@@ -546,9 +546,51 @@ def _chain_case(names: list[str], tail: str) -> tuple[Callable[[], nn.Module], C
     return lambda: model, lambda: (x,)
 
 
+#: Issue 28's collapses: diagonals of products past MAX_BOXES (100 > 96) elements, scatters
+#: that add every source, one DFT bin, overlapping windows, many slices
+COLLAPSES: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] = {
+    "trace_of_product": (
+        lambda: Fn(lambda a, b: torch.trace(a @ b)),
+        lambda: (torch.randn(100, 100), torch.randn(100, 100)),
+    ),
+    "diagonal_of_gram": (
+        lambda: Fn(lambda x: torch.diagonal(x @ x.T)), lambda: (torch.randn(100, 100),),
+    ),
+    "batched_trace": (
+        lambda: Fn(lambda a, b: torch.einsum("bii->b", torch.bmm(a, b))),
+        lambda: (torch.randn(2, 100, 100), torch.randn(2, 100, 100)),
+    ),
+    "cumsum_diagonal": (
+        lambda: Fn(lambda x: torch.cumsum(x, 1).diagonal()), lambda: (torch.randn(100, 90),),
+    ),
+    "softmax_diagonal": (
+        lambda: Fn(lambda x: torch.softmax(x, 1).diagonal()), lambda: (torch.randn(100, 100),),
+    ),
+    "index_add": (
+        lambda: Fn(lambda x, i, s: x.index_add(0, i, s)[:, :3]),
+        lambda: (torch.randn(8, 5), torch.randint(0, 8, (6,)), torch.randn(6, 5)),
+    ),
+    "scatter_add": (
+        lambda: Fn(lambda x, i, s: x.scatter_add(0, i, s[:4, :3])),
+        lambda: (torch.randn(8, 5), torch.randint(0, 8, (4, 3)), torch.randn(6, 5)),
+    ),
+    "rfft_bin_0": (
+        lambda: Fn(lambda x: torch.fft.rfft(x, dim=1)[:, 0].real), lambda: (torch.randn(4, 16),),
+    ),
+    "overlapping_windows": (
+        lambda: Fn(lambda a: a.as_strided((100, 2), (100, 100)) * 2),
+        lambda: (torch.randn(100 * 100 + 1),),
+    ),
+    "cat_of_slices": (
+        lambda: Fn(lambda x: torch.cat([x[i:i + 1] for i in range(0, 200, 2)]).sum()),
+        lambda: (torch.randn(200, 3),),
+    ),
+}
+
 CASES = {
     **KERNELBENCH_STYLE,
     **REARRANGEMENTS,
+    **COLLAPSES,
     "conv_transpose_avg_pool": _chain_case(["conv_transpose_strided", "avg_pool"], "all"),
     "conv_transpose_conv": _chain_case(["conv_transpose", "conv1_strided"], "sum_channels"),
     "group_norm_row_0": _chain_case(["group_norm"], "row_0"),

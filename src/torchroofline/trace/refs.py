@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
-from .regions import united_elements
 from .schema import _NO_DEFAULT, _argument_names, _schema_positions, _tensors, _written_arguments
+from .storages import united_elements
 
 
 @dataclass(frozen=True)

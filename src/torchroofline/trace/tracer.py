@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import math
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -50,6 +49,7 @@ from .inputs import (
 from .intercept import OWN_OUTPUTS, Interceptor
 from .modes import autocast_state
 from .refs import StepTensors, TensorRef, Trace, TracedOp, base_name
+from .regions import distinct_offsets
 from .schema import (
     _aliases_input,
     _functional_form,
@@ -153,14 +153,11 @@ class _ValueTable:
 def _touched_elements(
     shape: tuple[int, ...], strides: tuple[int, ...], storage_elements: int
 ) -> int:
-    """Distinct elements a strided view touches: stride-0 (broadcast) dims do not multiply, and
-    an overlapping view (``unfold``) touches no more than the span between its first and last
-    element, nor more than its storage."""
-    elements = math.prod(size for size, stride in zip(shape, strides, strict=True) if stride)
-    if elements == 0:
-        return 0
-    span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(shape, strides, strict=True))
-    return min(elements, span, storage_elements) if storage_elements else min(elements, span)
+    """Distinct elements a strided view touches (:func:`~.regions.distinct_offsets`: stride-0
+    dims do not multiply, overlapping windows hold each element once), never more than its
+    storage."""
+    elements = distinct_offsets(shape, strides)
+    return min(elements, storage_elements) if storage_elements else elements
 
 
 #: dtype → (its name, e.g. ``"float32"``; bytes per element; whether it is floating point or

@@ -26,6 +26,7 @@ from ...trace.refs import TensorRef, TracedOp
 from ...trace.regions import (
     NOWHERE,
     Region,
+    Spread,
     fraction_of,
     full_box,
 )
@@ -166,8 +167,14 @@ def _broadcast(
         tuple((range(1),) if size == 1 else box[lead + dim] for dim, size in enumerate(in_shape))
         for box in region.boxes
     ]
+    # a spread's hit dims stay hit, but one broadcast to size 1 is every element's: exact
+    spreads = [
+        Spread(*zip(*(((range(1),), False) if size == 1 else (box[lead + dim], hit[lead + dim])
+                      for dim, size in enumerate(in_shape)), strict=True))
+        for box, hit in region.spreads
+    ] if in_shape else []
     out_elements = math.prod(out_shape)
-    return Region.of(boxes, region.opaque * math.prod(in_shape) // max(out_elements, 1))
+    return Region.of(boxes, region.opaque * math.prod(in_shape) // max(out_elements, 1), spreads)
 
 
 def _biases(context: _Context, region: Region) -> tuple[Region, ...]:

@@ -16,6 +16,7 @@ from ...trace.regions import (
     Box,
     IndexSet,
     Region,
+    Spread,
     full_box,
     mapped_set,
     normalize,
@@ -258,7 +259,7 @@ def _extracted_diagonal(context: _Context) -> Region:
     dims = (context.argument("dim1", 0) % len(source), context.argument("dim2", 1) % len(source))
     others = [d for d in range(len(source)) if d not in dims]
     if sum(set_size(box[-1]) for box in region.boxes) > MAX_BOXES:
-        return Region(opaque=region.count)
+        return Region.of([], region.count, _diagonal_spreads(region, len(source), dims, offset))
     boxes: list[Box] = []
     for box in region.boxes:
         for i in (i for r in box[-1] for i in r):
@@ -271,13 +272,29 @@ def _extracted_diagonal(context: _Context) -> Region:
     return Region.of(boxes, region.opaque)
 
 
+def _diagonal_spreads(
+    region: Region, rank: int, dims: tuple[int, int], offset: int
+) -> list[Spread]:
+    """A diagonal extraction's demanded boxes as spreads of its source: the other dims exact,
+    ``dims`` hit at the rows and columns the diagonal positions reach (:class:`Spread`)."""
+    spreads = []
+    for box in region.boxes:
+        sets: list[IndexSet] = list(box[:-1])
+        for dim, shift in sorted(zip(dims, (max(-offset, 0), max(offset, 0)), strict=True)):
+            sets.insert(dim, mapped_set(box[-1], shift))
+        spreads.append(Spread(tuple(sets), tuple(d in dims for d in range(rank))))
+    return spreads
+
+
 @demand_rule([aten.trace])
 def trace_demand(context: _Context) -> Demand:
-    """The sum of a matrix's main diagonal needs exactly that diagonal."""
+    """The sum of a matrix's main diagonal needs exactly that diagonal: its elements placed
+    one by one up to :data:`MAX_BOXES`, else as a spread of its rows and columns."""
     rows, columns = context.op.reads[0].shape
     length = min(rows, columns)
     if length > MAX_BOXES:
-        return Demand((Region(opaque=length),), context.record.flops)
+        diagonal = Spread(((range(length),), (range(length),)), (True, True))
+        return Demand((Region.of([], length, [diagonal]),), context.record.flops)
     boxes = [((range(i, i + 1),), (range(i, i + 1),)) for i in range(length)]
     return Demand((Region.of(boxes),), context.record.flops)
 

@@ -65,7 +65,14 @@ def matmul_demand(context: _Context) -> Demand:
     rows, columns = out_shape[-2], out_shape[-1]
     left_opaque = -(-region.opaque // max(columns, 1)) * reduction
     right_opaque = -(-region.opaque // max(rows, 1)) * reduction
-    inputs += [Region.of(left_boxes, left_opaque), Region.of(right_boxes, right_opaque)]
+    # outputs known dim by dim (a diagonal's): each row index needs its row of A, each column
+    # index its column of B
+    left_spreads = region.lines({lead + 1: (range(reduction),)})
+    right_spreads = region.lines({lead: (range(reduction),)})
+    inputs += [
+        Region.of(left_boxes, left_opaque, left_spreads),
+        Region.of(right_boxes, right_opaque, right_spreads),
+    ]
     computed = region
     structure = None
     if lead and _broadcast_batch(left) and _broadcast_batch(right):

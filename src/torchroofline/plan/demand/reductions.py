@@ -23,6 +23,7 @@ from ...trace.regions import (
     Box,
     IndexSet,
     Region,
+    Spread,
     fraction_of,
     full_box,
     mapped_set,
@@ -248,11 +249,13 @@ _CONSTANT_WHEN_SIZE_ONE = _op_set(
 _SCANS = _op_set([aten.cumsum, aten.cumprod, aten.logcumsumexp, aten.cummax, aten.cummin])
 
 
-def _line_needed(op: TracedOp, demanded: IndexSet, line: int) -> IndexSet:
+def _line_needed(op: TracedOp, demanded: IndexSet, line: int, hit: bool = False) -> IndexSet:
     """Positions along ``dim`` that demanded outputs need: a scan (cumsum, cummax…) the prefix
-    up to the last demanded position, everything else the whole line."""
+    up to the last demanded position (up to the first where ``demanded`` is a spread's hit set:
+    which of its positions each line holds is unknown), everything else the whole line."""
     if _one_of(op, _SCANS) and demanded:
-        return (range(0, max(r[-1] for r in demanded if r) + 1),)
+        last = (min if hit else max)(r[0] if hit else r[-1] for r in demanded if r)
+        return (range(0, last + 1),)
     return (range(line),)
 
 
@@ -293,8 +296,13 @@ def along_dim_demand(context: _Context) -> Demand:
         (*box[:dim], _line_needed(context.op, box[dim], line), *box[dim + 1 :])
         for box in region.boxes
     ]
-    # c outputs with no position lie on at least ⌈c / line⌉ lines
-    needed = Region.of(boxes, -(-region.opaque // line) * line if line else 0)
+    # c outputs with no position lie on at least ⌈c / line⌉ lines; those known dim by dim
+    # (a diagonal's) on the lines through their indices
+    spreads = [
+        s.lines({dim: _line_needed(context.op, s.box[dim], line, s.hit[dim])})
+        for s in region.spreads
+    ]
+    needed = Region.of(boxes, -(-region.opaque // line) * line if line else 0, spreads)
     flops = _shared_statistics_flops(context, needed, region)
     return Demand((needed, *(NOWHERE for _ in context.op.reads[1:])), flops)
 
@@ -302,21 +310,29 @@ def along_dim_demand(context: _Context) -> Demand:
 @demand_rule([aten._fft_r2c, aten._fft_c2c, aten._fft_c2r])
 def fft_demand(context: _Context) -> Demand:
     """An FFT's output element needs the whole input line along every transformed dim (each
-    frequency sums every sample; each sample every frequency) at its own index elsewhere;
-    outputs cost the same, so their share of the FLOPs."""
+    frequency sums every sample; each sample every frequency) at its own index elsewhere.
+    FLOPs: the demanded outputs' share of the transform, and at least n − 1 per line holding a
+    demanded output (one frequency of n samples is a sum of n terms: ``rfft(x)[:, 0]`` is the
+    row sums), never more than the line's share of the transform."""
     source = context.op.reads[0]
     region = context.output
     if any(len(box) != len(source.shape) for box in region.boxes):
         return _proportional(context)
     transformed = {d % len(source.shape) for d in context.argument("dim", ())}
-    boxes = [
-        tuple(
-            (range(source.shape[d]),) if d in transformed else index_set
-            for d, index_set in enumerate(box)
-        )
-        for box in region.boxes
-    ]
-    return Demand((Region.of(boxes),), context.record.flops.scaled(context.fraction))
+    whole = {d: (range(source.shape[d]),) for d in transformed}
+    boxes = [tuple(whole.get(d, s) for d, s in enumerate(box)) for box in region.boxes]
+    line = math.prod(source.shape[d] for d in transformed)
+    frequencies = math.prod(context.op.writes[0].shape[d] for d in transformed)
+    # c outputs with no position lie on at least ⌈c / frequencies⌉ lines
+    opaque = -(-region.opaque // max(frequencies, 1)) * line
+    needed = Region.of(boxes, opaque, region.lines(whole))
+    moved = context.record.flops
+    flops = moved.scaled(context.fraction)
+    per_line = min(line - 1, moved.vector * line // max(math.prod(source.shape), 1))
+    floor = min(needed.count // max(line, 1) * per_line, moved.vector)
+    if floor > flops.vector:  # (the transform is vector work: costs.complex_fft_flops)
+        flops = replace(flops, vector=floor)
+    return Demand((needed,), flops)
 
 
 #: Batch norms, in training (batch statistics per channel) or eval (running statistics: a
@@ -464,7 +480,12 @@ def norm_demand(context: _Context) -> Demand:
                 boxes.append(statistics.input_box(full, shape))
         opaque += demanded.opaque * (statistics.line(shape) if ref.shape != shape else 1)
     line = statistics.line(shape)
-    needed = Region.of(boxes, -(-opaque // line) * line if line else 0)
+    spreads = [
+        Spread(statistics.input_box(box, shape),
+               tuple(is_hit and d not in statistics.whole for d, is_hit in enumerate(hit)))
+        for box, hit in main.spreads
+    ]
+    needed = Region.of(boxes, -(-opaque // line) * line if line else 0, spreads)
     params = []
     for ref in context.op.reads[1:]:
         if statistics.channel_params and len(ref.shape) == 1 and len(shape) > 1:

@@ -28,6 +28,7 @@ from ...trace.regions import (
     Region,
     full_box,
     positions_to_set,
+    set_intersection,
     set_size,
 )
 from ._core import (
@@ -536,27 +537,40 @@ def _index_demand(context: _Context, index: TensorRef) -> Region:
 
 
 def _clipped(index_set: IndexSet, size: int) -> IndexSet:
-    """The positions of ``index_set`` below ``size``."""
-    return tuple(range(r.start, min(r.stop, size)) for r in index_set if r.start < size)
+    """The positions of ``index_set`` below ``size`` (a strided range keeps its step)."""
+    return set_intersection(index_set, (range(size),))
 
 
 def _source_demand(context: _Context, source: TensorRef) -> Region:
     """The source elements a scatter's demanded outputs need, whatever the indices: where
     every source element goes into the output it lands on (a sum or a reduction:
-    :func:`_accumulates`) and every output is demanded, each one that lands — all of them, or
-    those at the index's positions for a scatter along a dim (src may be larger). Where one
-    of several landing on a position wins, or only some outputs are demanded, all may land
+    :func:`_accumulates`), each one that surely lands on a demanded output. Along ``dim`` the
+    index picks only the position there, so a demanded box that covers ``dim`` whole needs
+    every source element at its other coordinates — those within the index's shape for a
+    scatter (src may be larger), the slices of ``index_add``'s source; with no dim
+    (``index_put``, ``put``), all of them when every output is demanded. Where one of several
+    landing on a position wins, or no demanded box is sure to take any, all may land
     elsewhere but one: :func:`_data_chosen`."""
-    if context.fraction < 1.0 or not _accumulates(context):
-        return Region(opaque=_data_chosen(context.output.count))
-    if not _one_of(context.op, _ALONG_DIM_LINES):
-        return Region.of([full_box(source.shape)])
-    index = context.op.reads[1].shape  # as many dims as src (torch checks it)
-    return Region.of([tuple((range(min(n, m)),) for n, m in zip(index, source.shape, strict=True))])
+    fallback = Region(opaque=_data_chosen(context.output.count))
+    if not _accumulates(context):
+        return fallback
+    scatter = _one_of(context.op, _ALONG_DIM_LINES)
+    shape = context.op.reads[0].shape
+    if not (scatter or _one_of(context.op, _INDEXED_ALONG_DIM)) or len(source.shape) != len(shape):
+        return Region.of([full_box(source.shape)]) if context.fraction >= 1.0 else fallback
+    dim = context.argument("dim") % max(1, len(shape))
+    # a scatter takes src at its index's positions (as many dims: torch checks it)
+    used = context.op.reads[1].shape if scatter else source.shape
+    boxes = [
+        tuple((range(used[d]),) if d == dim else _clipped(index_set, used[d])
+              for d, index_set in enumerate(box))
+        for box in context.output.boxes
+        if box[dim] == (range(shape[dim]),)
+    ]
+    return Region.of(boxes) if boxes else fallback
 
 
 _INDEXED_ALONG_DIM = _op_set([aten.index_add, aten.index_copy, aten.index_reduce])
-
 
 def _known_sources(context: _Context) -> tuple[Region, Region] | None:
     """``index_add(x, dim, index, source)`` (``index_copy``, ``index_reduce``) with known

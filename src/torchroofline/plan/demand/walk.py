@@ -24,11 +24,13 @@ from ...trace.refs import TensorRef, Trace, TracedOp
 from ...trace.regions import (
     NOWHERE,
     Region,
-    Storages,
     box_size,
     full_box,
 )
-from ._core import DEMAND_RULES, Demand, Rule, _Context, _proportional
+from ...trace.storages import (
+    Storages,
+)
+from ._core import DEMAND_RULES, Demand, Rule, _Context, _one_of, _op_set, _proportional
 from .constants import known_values
 from .reductions import pointwise_demand
 from .selection import _data_chosen_write
@@ -118,6 +120,13 @@ def necessary_work(
             readers[ref.value_id] = readers.get(ref.value_id, 0) + 1
     for index in range(len(trace.ops) - 1, -1, -1):
         op = trace.ops[index]
+        if not op.writes and _one_of(op, HOST_READS):
+            for ref in op.reads:
+                if ref.value_id in producers:  # an input's value is copied, not computed
+                    whole = storages.region_of(ref)
+                    add(ref.value_id, whole, whole)
+                    used.add(ref.value_id)
+            continue
         if op.is_view or not op.writes:
             continue
         record = records[index]
@@ -196,10 +205,12 @@ def necessary_work(
         necessary_records[index] = _with_flops(record, flops)
     written_by_model = {v: r for v, r in kept_writes.items() if v not in sized_by_data}
     by_value = _representative(all_refs, storages)
+    # a kept view of one part of each complex element (``z.real``) writes that part only
+    parts = {ref.value_id: ref for ref in trace.output_refs if storages.picks_part(ref)}
     return Necessary(
         ops=tuple(necessary_records),
         input_refs=_counted(trace, demand, by_value),
-        output_refs=_kept_refs(written_by_model, by_value),
+        output_refs=_kept_refs(written_by_model, {**by_value, **parts}),
         structures=tuple(structures),
         dead_ops=dead,
         absorbed_ops=tuple(sorted(absorbed)),
@@ -303,6 +314,13 @@ def data_sized_demand(context: _Context) -> Demand:
         for ref, decides in zip(reads, deciding, strict=True)
     )
     return Demand(inputs, NO_FLOPS)
+
+
+#: Ops that hand a value to the host (``.item()``, ``bool(t)``, ``torch.equal``): the Python
+#: value they return steers the program (``y * x.abs().max().item()``), which the trace cannot
+#: follow, so a value the program computed is kept as an output is (a program that drops it is
+#: charged too); an input read so is a copy to the host, no kernel's read.
+HOST_READS = _op_set([aten._local_scalar_dense, aten.equal])
 
 
 def _host_scalars(op: TracedOp, computed: Mapping[int, TracedOp] | None = None) -> set[int]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from ...costs import Category, Cost, OpRecord, tensor_bytes
 from ...trace.refs import TensorRef
-from ...trace.regions import (
+from ...trace.storages import (
     united_elements,
 )
 from .lowering import (
@@ -199,7 +199,7 @@ def _boundary(
 
 @dataclass
 class _UnitedViews:
-    """:func:`~torchroofline.regions.united_elements` remembered by the views' geometry (the
+    """:func:`~torchroofline.trace.storages.united_elements` remembered by the views' geometry (the
     storage aside): uniting two strided views costs ~0.3 ms, and a deep model's kernels read
     the same views of their own buffers layer after layer."""
 

@@ -19,8 +19,10 @@ from ...trace.regions import (
     Box,
     Region,
     box_size,
-    dense_layout,
     full_box,
+)
+from ...trace.storages import (
+    dense_layout,
     place,
     to_base,
 )

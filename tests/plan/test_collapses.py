@@ -1,0 +1,263 @@
+"""Programs where the bound collapsed or charged too much (issue 28): each a closed form.
+
+Diagonals and traces of products past MAX_BOXES elements, a loss's picked scores under the
+given targets, accumulating scatters, one DFT bin, host scalars, overlapping windows, and a
+concatenation of many slices.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import Fn, meta
+from torchroofline import analyze
+from torchroofline.trace.regions import (
+    MAX_BOXES,
+    NOWHERE,
+    Region,
+    Spread,
+    distinct_offsets,
+    full_box,
+)
+
+FP32 = 4
+INT64 = 8
+
+
+def bound(body, *inputs, **options):  # noqa: ANN001, ANN201
+    return analyze(Fn(body), inputs, "h100-sxm", **options)
+
+
+def charged(result) -> dict[tuple[tuple[int, ...], str], int]:  # noqa: ANN001
+    """Elements charged per input storage, by its shape and dtype."""
+    return {(r.shape, r.dtype): r.elements for r in result.plans.necessary.input_refs}
+
+
+# --- diagonals known dim by dim (spreads) ----------------------------------------------------
+
+
+def test_the_trace_of_a_product_needs_both_operands_past_max_boxes() -> None:
+    # trace(A @ B) = Σ_i Σ_k A[i, k]·B[k, i]: every element of A and B, n > MAX_BOXES (was one
+    # row and one column: 2 KB of 524 KB). The product's n diagonal outputs, 2n FLOPs each,
+    # and the trace's n adds
+    n = 256
+    assert n > MAX_BOXES
+    result = bound(lambda a, b: torch.trace(a @ b), meta(n, n), meta(n, n))
+    assert result.compulsory_bytes == (2 * n * n + 1) * FP32
+    assert result.tensor_flops == 2 * n * n
+
+
+def test_the_diagonal_of_a_gram_matrix_needs_every_row() -> None:
+    # diagonal(X @ X.T)[i] = Σ_k X[i, k]²: all of X (once, both operands are X), n outputs
+    n = 128
+    result = bound(lambda x: torch.diagonal(x @ x.T), meta(n, n))
+    assert result.compulsory_bytes == (n * n + n) * FP32
+
+
+def test_a_batched_trace_keeps_each_batch_with_its_rows() -> None:
+    # einsum('bii->b', bmm(A, B)): batch b's diagonal needs A[b]'s rows and B[b]'s columns,
+    # all of them; the spread keeps the batch exact and rows, columns hit (not 1/n of it)
+    b, n = 2, 128
+    result = bound(
+        lambda x, y: torch.einsum("bii->b", torch.bmm(x, y)), meta(b, n, n), meta(b, n, n)
+    )
+    assert result.compulsory_bytes == (2 * b * n * n + b) * FP32
+
+
+def test_the_diagonal_of_a_softmax_needs_each_rows_statistics() -> None:
+    # softmax(x, 1).diagonal(): output i needs row i's max and sum, every element of x
+    n = 128
+    result = bound(lambda x: torch.softmax(x, 1).diagonal(), meta(n, n))
+    assert result.compulsory_bytes == (n * n + n) * FP32
+
+
+def test_the_diagonal_of_a_scan_needs_no_more_than_each_rows_prefix() -> None:
+    # cumsum(x, 1).diagonal()[i] = Σ_{j ≤ i} x[i, j]: n(n + 1)/2 elements of x at most. The
+    # spread says row i holds some kept column, not which: its prefix up to the smallest kept
+    # column only (never the whole row: that would be unsound); the first MAX_BOXES diagonal
+    # elements are placed exactly, so their prefixes, Σ_{i < 96} (i + 1), are charged at least
+    n = 128
+    result = bound(lambda x: torch.cumsum(x, 1).diagonal(), meta(n, n))
+    read = charged(result)[(n, n), "float32"]
+    assert MAX_BOXES * (MAX_BOXES + 1) // 2 <= read <= n * (n + 1) // 2
+
+
+def test_the_diagonal_of_a_cropped_product_needs_only_the_crop() -> None:
+    # diagonal((A @ B)[:100, 28:]) keeps out[i, 28 + i], i < 100: rows 0..99 of A and columns
+    # 28..127 of B, no more (the spread's rows and columns are those, not all of them)
+    n, kept = 128, 100
+    result = bound(lambda a, b: torch.diagonal((a @ b)[:kept, n - kept:]), meta(n, n), meta(n, n))
+    assert result.compulsory_bytes == (2 * kept * n + kept) * FP32
+    assert result.tensor_flops == 2 * n * kept
+
+
+def test_a_spread_is_what_it_holds_dim_by_dim() -> None:
+    # the diagonal of an 8 × 8 block: 8 elements, rows and columns 0..7 hit; whole rows through
+    # it are a box; a box past MAX_BOXES points keeps their rows and columns
+    diagonal = Spread(((range(8),), (range(8),)), (True, True))
+    assert diagonal.count == 8
+    rows = Region.of([], 0, [diagonal.lines({1: (range(16),)})])
+    assert rows.boxes == (((range(8),), (range(16),)),) and rows.count == 8 * 16
+    points = [((range(i, i + 1),), (range(i + 1, i + 2),)) for i in range(2 * MAX_BOXES)]
+    region = Region.of(points)
+    assert len(region.boxes) == MAX_BOXES and region.count == 2 * MAX_BOXES
+    assert region.lines({1: (range(256),)})[0].box[0] == (range(MAX_BOXES, 2 * MAX_BOXES),)
+    # a spread inside a written box stays, one the box cuts goes (its count too, but for the
+    # elements the box must hold)
+    assert region.intersect_box(full_box((256, 256)), 256 * 256, 256 * 256).spreads
+    cut = region.intersect_box(((range(128),), (range(256),)), 128 * 256, 256 * 256)
+    assert not cut.spreads
+    assert region.minus_box(((range(1),), (range(1),))).spreads == region.spreads
+    assert NOWHERE.union(region) is region
+
+
+# --- a loss's picked scores under the given targets ------------------------------------------
+
+
+def test_cross_entropy_for_the_given_targets_reads_every_logit() -> None:
+    # F.cross_entropy(p, t), p (512, 1000): each loss term needs its row's log-sum-exp over
+    # every logit, whichever class the given target picks. 512 picked scores are more boxes
+    # than MAX_BOXES: their rows are kept as a spread. Reads p and t, writes the loss — the
+    # same as for any targets (was 0.42 of it)
+    torch.manual_seed(0)
+    n, c = 512, 1000
+    inputs = (torch.randn(n, c), torch.randint(0, c, (n,)))
+    expected = (n * c + 1) * FP32 + n * INT64
+    assert bound(lambda p, t: F.cross_entropy(p, t), *inputs, data="given").compulsory_bytes \
+        == expected
+    assert bound(lambda p, t: F.cross_entropy(p, t), *inputs, data="any").compulsory_bytes \
+        == expected
+
+
+# --- accumulating scatters for any indices ---------------------------------------------------
+
+
+def test_index_add_for_any_indices_reads_every_source_row() -> None:
+    # x.index_add(0, idx, src): out[idx[i]] += src[i], out = x elsewhere. Every output element
+    # is x's plus whatever lands there, so all of x; every src row lands on some output row,
+    # all of them demanded, so all of src and idx (was one src element)
+    rows, k, width = 64, 100, 256
+    inputs = (meta(rows, width), meta(k, dtype=torch.long), meta(k, width))
+    result = bound(lambda x, i, s: x.index_add(0, i, s), *inputs)
+    assert result.compulsory_bytes == (2 * rows * width + k * width) * FP32 + k * INT64
+    # columns :3 of it: src[:, :3], every index, x[:, :3], the 3 columns written
+    result = bound(lambda x, i, s: x.index_add(0, i, s)[:, :3], *inputs)
+    assert result.compulsory_bytes == (2 * rows * 3 + k * 3) * FP32 + k * INT64
+
+
+def test_scatter_add_for_any_indices_reads_the_sources_its_index_covers() -> None:
+    # x.scatter_add(0, index, src): src[p] adds into out[index[p], p1] for p in index's shape;
+    # a column wholly demanded takes every src element of it there: all of x, index and
+    # src[:50, :100] for an index (50, 100)
+    rows, width = 64, 256
+    inputs = (meta(rows, width), meta(50, 100, dtype=torch.long), meta(100, width))
+    expected = (2 * rows * width + 50 * 100) * FP32 + 50 * 100 * INT64
+    result = bound(lambda x, i, s: x.scatter_add(0, i, s), *inputs)
+    assert charged(result)[(100, width), "float32"] == 50 * 100
+    assert result.compulsory_bytes == expected
+    # scatter with reduce="add" lands the same sources
+    assert bound(lambda x, i, s: x.scatter(0, i, s, reduce="add"), *inputs).compulsory_bytes \
+        == expected
+
+
+def test_a_copying_scatter_still_charges_one_source_element() -> None:
+    # x.index_copy(0, idx, src): repeated indices may all copy onto one row, where one of them
+    # wins: no source row is certain for any indices (the any-input floor of one element)
+    inputs = (meta(64, 256), meta(100, dtype=torch.long), meta(100, 256))
+    result = bound(lambda x, i, s: x.index_copy(0, i, s), *inputs)
+    assert charged(result)[(100, 256), "float32"] == 1
+
+
+# --- one DFT bin ------------------------------------------------------------------------------
+
+
+def test_one_frequency_of_each_row_sums_the_row() -> None:
+    # rfft(x, dim=1)[:, 0].real is each row's sum: every element of x (was half a row: the
+    # real part's view was placed in complex units), and n − 1 adds per row at least
+    # (was 64/513 of the transform's FLOPs)
+    rows, n = 64, 1024
+    result = bound(lambda x: torch.fft.rfft(x, dim=1)[:, 0].real, meta(rows, n))
+    assert charged(result)[(rows, n), "float32"] == rows * n
+    assert result.vector_flops == rows * (n - 1)
+    # it writes the real parts only: 4 B each, not the 8 B of a complex element
+    assert result.compulsory_bytes == (rows * n + rows) * FP32
+
+
+# --- host scalars -----------------------------------------------------------------------------
+
+
+def test_a_value_read_on_the_host_is_needed() -> None:
+    # y * x.abs().max().item(): the scale the host reads is every element of x's max, so x is
+    # read; y read and the product written. abs and max of every element, one multiply each
+    torch.manual_seed(0)
+    n = 256
+    result = bound(lambda y, x: y * x.abs().max().item(), torch.randn(n, n), torch.randn(n, n))
+    assert result.compulsory_bytes == 3 * n * n * FP32
+    assert result.plans.necessary.dead_ops == 0
+
+
+def test_a_reduction_traced_on_the_cpu_is_no_host_scalar() -> None:
+    # x.sum() * torch.ones(4) mixes devices, so it is traced on fake CPU tensors, where the sum
+    # is a 0-d CPU tensor: it is still the GPU's result, computed from x (not a constant)
+    n = 64
+    result = bound(lambda x: x.sum() * torch.ones(4), meta(n, n))
+    assert result.compulsory_bytes == (n * n + 4) * FP32
+    result = bound(lambda x, w, t: F.mse_loss(x @ w, t) * torch.ones(1),
+                   meta(n, n), meta(n, n), meta(n, n))
+    assert result.compulsory_bytes == (3 * n * n + 1) * FP32
+    assert result.tensor_flops == 2 * n**3
+    # a 0-d tensor made from a constant is still passed by value
+    result = bound(lambda x: x * torch.tensor(3.0), meta(n, n))
+    assert result.compulsory_bytes == 2 * n * n * FP32
+
+
+# --- overlapping windows ----------------------------------------------------------------------
+
+
+def test_overlapping_windows_read_their_distinct_elements() -> None:
+    # a.as_strided((1000, 2), (1000, 1000)): element (i, j) is a[1000·(i + j)], i + j ≤ 1000:
+    # 1,001 distinct elements read (was 2,000), 2,000 written
+    a = meta(1000 * 1000 + 1)
+    result = bound(lambda a: a.as_strided((1000, 2), (1000, 1000)) * 2, a)
+    assert result.compulsory_bytes == (1001 + 2000) * FP32
+    # its first 500 rows touch a[1000·s], s ≤ 500: 501 elements at most
+    result = bound(lambda a: a.as_strided((1000, 2), (1000, 1000))[:500] * 2, a)
+    assert charged(result)[(1000 * 1000 + 1,), "float32"] <= 501
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 6), st.integers(0, 12)), min_size=1, max_size=4)
+)
+def test_distinct_offsets_are_never_more_than_the_truth(dims) -> None:  # noqa: ANN001
+    shape, strides = zip(*dims, strict=True)
+    offsets = {
+        sum(i * s for i, s in zip(index, strides, strict=True))
+        for index in itertools.product(*map(range, shape))
+    }
+    assert distinct_offsets(shape, strides) == len(offsets)  # small: counted one by one
+
+
+def test_distinct_offsets_of_large_views_in_closed_form() -> None:
+    # nested dims: the product; windows of stride 1 and width 3 over 3000: 3000 + 2·2999
+    assert distinct_offsets((64, 32, 16), (512, 16, 1)) == 64 * 32 * 16
+    assert distinct_offsets((3000, 3000), (1, 2)) == 3000 + 2 * 2999
+    assert distinct_offsets((1000, 2), (1000, 1000)) == 1001
+
+
+# --- many slices ------------------------------------------------------------------------------
+
+
+def test_a_concatenation_of_many_slices_reads_each_row_once() -> None:
+    # cat([x[i:i + 1] for i in range(n)]).sum(): every row of x read once, n·d − 1 adds. The
+    # rows unite into one box in one pass (issue 28: was quadratic in n)
+    n, d = 2048, 8
+    result = bound(lambda x: torch.cat([x[i:i + 1] for i in range(n)]).sum(), meta(n, d))
+    assert result.compulsory_bytes == (n * d + 1) * FP32
+    # every other row: one box of n rows, exactly
+    rows = Region.of([((range(i, i + 1),), (range(d),)) for i in range(0, 2 * n, 2)])
+    assert len(rows.boxes) == 1 and rows.count == n * d
