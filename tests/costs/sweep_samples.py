@@ -365,7 +365,7 @@ UNSWEPT: dict[str, str] = {
         "a CUDA (or other backend) kernel with no meta or CPU kernel",
     ),
     **dict.fromkeys(
-        ["_scaled_mm", "_scaled_mm_v2", "_scaled_grouped_mm"],
+        ["_scaled_mm", "_scaled_mm_v2", "_scaled_addmm", "_scaled_grouped_mm"],
         "fp8 and fp4 operands with their scales: tests/costs/test_quantized.py",
     ),
     "_scaled_dot_product_fused_attention_overrideable_backward": "no backend implements it",

@@ -18,8 +18,20 @@ import torch
 
 aten = torch.ops.aten
 
-#: What a CPU-only build raises when a binding needs a CUDA device guard.
-NO_CUDA_TEXT = "not linked with support for cuda"
+#: What PyTorch raises when an op on fake CUDA tensors needs a real CUDA device (a device guard,
+#: a cuBLAS/cuSOLVER handle): a CPU-only build, or a CUDA build (what an unpinned install gets)
+#: on a machine with no NVIDIA driver or with an older driver than the build needs.
+NO_CUDA_TEXTS = (
+    "not linked with support for cuda",
+    "Found no NVIDIA driver",
+    "CUDA driver version is insufficient",
+)
+
+
+def needs_cuda_device(error: BaseException | str) -> bool:
+    """Whether ``error`` says the op needs a real CUDA device this machine does not have."""
+    text = str(error)
+    return any(sign in text for sign in NO_CUDA_TEXTS)
 
 
 class UnsupportedIndex(Exception):

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from ._cuda_bindings import NO_CUDA_TEXT, SPELLINGS, UnsupportedIndex
+from ._cuda_bindings import SPELLINGS, UnsupportedIndex, needs_cuda_device
 
 if TYPE_CHECKING:
     from .tracer import _Recorder as Recorder
@@ -133,7 +133,7 @@ class Interceptor(TorchFunctionMode):
                     return torch.overrides.redispatch_function(func, types, args, kwargs)
             return func(*args, **kwargs)
         except RuntimeError as error:
-            if NO_CUDA_TEXT not in str(error):
+            if not needs_cuda_device(error):
                 raise
             # raised above the dispatcher, so no op was recorded: spell it in aten ops
             spelling = SPELLINGS.get(func)

@@ -35,7 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from ..errors import DataDependentError, InputError, ModelError, TorchrooflineError, user_line
-from ._cuda_bindings import NO_CUDA_TEXT
+from ._cuda_bindings import NO_CUDA_TEXTS, needs_cuda_device
 from .collector import paused
 from .data_sized import stand_in_output
 from .inputs import (
@@ -435,14 +435,23 @@ def _call(func: Any, types: Any, args: tuple, kwargs: dict, meta_only: set[Any])
     if own_output is not None:
         return own_output(func, args, kwargs)
     if func in meta_only and any(t.is_cuda for t in _tensors(args)):
-        return _call_on_meta(func, args, kwargs)
+        return _on_meta_or_cpu(func, args, kwargs)
     try:
         return func(*args, **kwargs)
     except RuntimeError as error:
-        if NO_CUDA_TEXT not in str(error):
+        if not needs_cuda_device(error):
             raise
         meta_only.add(func)
+        return _on_meta_or_cpu(func, args, kwargs)
+
+
+def _on_meta_or_cpu(func: Any, args: tuple, kwargs: dict) -> Any:
+    """:func:`_call_on_meta`; an op with no meta kernel either fails as needing a CUDA device,
+    so the whole trace is redone on fake CPU tensors (:meth:`_TraceFailure.cpu_retrace_reason`)."""
+    try:
         return _call_on_meta(func, args, kwargs)
+    except NotImplementedError as error:
+        raise RuntimeError(f"{func} has no meta kernel and {NO_CUDA_TEXTS[0]}") from error
 
 
 #: (op, the metadata of its arguments) → the layout of its outputs, as :func:`_call_on_meta`
@@ -518,7 +527,7 @@ class _FakeCall:
             try:
                 return FakeTensorMode.__torch_dispatch__(self.mode, func, types, args, kwargs)
             except RuntimeError as error:
-                if NO_CUDA_TEXT not in str(error):
+                if not needs_cuda_device(error):
                     raise
                 meta_only.add(func)
         with self.mode:
@@ -789,7 +798,7 @@ class _TraceFailure(Exception):
         text = str(self.error)
         if isinstance(self.error, NotImplementedError):
             return any(needle in text for needle in _META_NEEDS_DATA_TEXTS)
-        return isinstance(self.error, _DATA_DEPENDENT_ERRORS) or NO_CUDA_TEXT in text
+        return isinstance(self.error, _DATA_DEPENDENT_ERRORS) or needs_cuda_device(text)
 
     @property
     def device_mismatch(self) -> bool:
@@ -805,8 +814,8 @@ class _TraceFailure(Exception):
             return None
         if self.device_mismatch:
             return f"the model mixes devices on '{device}'"
-        if NO_CUDA_TEXT in str(self.error) or _NO_CUDA_ASSERT_TEXT in str(self.error):
-            return "this CPU-only PyTorch build cannot run it on fake CUDA tensors"
+        if needs_cuda_device(self.error) or _NO_CUDA_ASSERT_TEXT in str(self.error):
+            return "this PyTorch build cannot run it on fake CUDA tensors without a CUDA device"
         return None
 
     def model_error(self, model_name: str) -> ModelError:
