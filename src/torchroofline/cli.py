@@ -854,8 +854,8 @@ def _report_run(
     totals = joined.summary["all"]
     _note(
         f"run {run.path}: {totals['samples']} samples, {totals['correct']} correct, "
-        f"{totals['faster_than_light']} faster than light, {len(joined.unmatched)} without an "
-        "analyzed problem"
+        f"{totals['faster_than_light']} faster than light, {totals['shortcut_only']} possible "
+        f"only with an algebraic shortcut, {len(joined.unmatched)} without an analyzed problem"
     )
     stopped = _said_where_it_wrote(args.out, interrupted)
     if args.plot_dir:  # of the samples whose problems finished, when interrupted

@@ -625,6 +625,8 @@ SUITE_COLUMNS: dict[str, Any] = {
     "bytes_fused": lambda p: _from_result(p, lambda r: r["bytes"]["fused"]),
     "bytes_compulsory": lambda p: _from_result(p, lambda r: r["bytes"]["compulsory"]),
     "sol_ms": lambda p: _from_result(p, lambda r: r["time_ms"]["sol"]),
+    "sol_as_written_ms": lambda p: p.sol_as_written_ms,
+    "shortcut": lambda p: p.shortcut,
     "fused_estimate_ms": lambda p: _from_result(p, lambda r: r["time_ms"]["fused_estimate"]),
     "eager_estimate_ms": lambda p: _from_result(p, lambda r: r["time_ms"]["eager_estimate"]),
     "bottleneck": lambda p: _from_result(p, lambda r: r["bottleneck"]),
@@ -635,6 +637,8 @@ SUITE_COLUMNS: dict[str, Any] = {
     "possible_with": lambda p: p.possible_with,
     "gen_possible_with": lambda p: p.gen_possible_with,
     "gen_faster_than_light": lambda p: p.gen_impossible if p.gen_ms is not None else None,
+    "shortcut_verdict": lambda p: p.shortcut_verdict,
+    "gen_shortcut_verdict": lambda p: p.gen_shortcut_verdict,
     "speedup": lambda p: p.speedup,
     "error": lambda p: p.error,
 }
@@ -691,6 +695,9 @@ def suite_summary_line(report: BatchReport) -> str:
         line += f"; {row['impossible']} measured time(s) below the speed of light"
     if any(p.gen_ms for p in report.problems):
         line += f"; {row['gen_impossible']} generated kernel time(s) below it"
+    shortcut_only = row["shortcut_only"] + row["gen_shortcut_only"]
+    if shortcut_only:
+        line += f"; {shortcut_only} time(s) possible only with an algebraic shortcut"
     return line
 
 
@@ -700,8 +707,8 @@ def suite_markdown(report: BatchReport) -> str:
         f"# torchroofline KernelBench report — {report.gpu}, {report.precision}",
         "",
         "| level | problems | analyzed | failed | compute-bound | memory-bound "
-        "| median % of SoL | median speedup | measured < SoL |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| median % of SoL | median speedup | measured < SoL | only with a shortcut |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for level, row in report.summary.items():
         median = row["median_sol_fraction"]
@@ -710,7 +717,8 @@ def suite_markdown(report: BatchReport) -> str:
             f"| {level} | {row['problems']} | {row['analyzed']} | {row['failed']} "
             f"| {row['compute_bound']} | {row['memory_bound']} "
             f"| {'' if median is None else f'{median:.1%}'} "
-            f"| {'' if speedup is None else f'{speedup:.2f}x'} | {row['impossible']} |"
+            f"| {'' if speedup is None else f'{speedup:.2f}x'} | {row['impossible']} "
+            f"| {row['shortcut_only']} |"
         )
     names = list(SUITE_COLUMNS)
     lines += ["", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]

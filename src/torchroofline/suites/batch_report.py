@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..price.precision import possible_rung
+from ..price.shortcuts import between_bounds, labels_of
 
 NO_LEVEL = "no-level"
 """The name of the group of problems outside a ``levelN`` folder (summary key, file names)."""
@@ -83,6 +84,28 @@ class ProblemReport:
         return ladder_ms(self.result["time_ms"]) if self.result else None
 
     @property
+    def sol_as_written_ms(self) -> float | None:
+        """The speed of light of the program as written (ms), where algebraic shortcuts lower
+        the bound (``time_ms.sol_as_written``); None otherwise."""
+        return self.result["time_ms"].get("sol_as_written") if self.result else None
+
+    @property
+    def shortcut(self) -> str | None:
+        """The algebraic shortcuts the bound takes, named as the verdicts name them ("fc, sum
+        through the linear map"; several joined by "; "); None when it takes none."""
+        return labels_of(self.result.get("rewrites")) if self.result else None
+
+    @property
+    def shortcut_verdict(self) -> str | None:
+        """"possible only with an algebraic shortcut (…)" for a reference time between the bound
+        and the bound as written (:func:`~torchroofline.price.shortcuts.between_bounds`)."""
+        return between_bounds(self.sol_ms, self.sol_as_written_ms, self.shortcut, self.measured_ms)
+
+    @property
+    def gen_shortcut_verdict(self) -> str | None:
+        return between_bounds(self.sol_ms, self.sol_as_written_ms, self.shortcut, self.gen_ms)
+
+    @property
     def sol_fraction(self) -> float | None:
         """SoL / measured time of the reference (1.0 = at the bound)."""
         return _fraction(self.sol_ms, self.measured_ms)
@@ -123,7 +146,8 @@ class ProblemReport:
         data = {item.name: getattr(self, item.name) for item in fields(self)}
         derived = (
             "sol_fraction", "gen_sol_fraction", "speedup", "possible_with", "gen_possible_with",
-            "impossible", "gen_impossible",
+            "impossible", "gen_impossible", "sol_as_written_ms", "shortcut", "shortcut_verdict",
+            "gen_shortcut_verdict",
         )
         return {**data, **{name: getattr(self, name) for name in derived}}
 
@@ -200,6 +224,8 @@ def _summary_of(problems: Sequence[ProblemReport]) -> dict[str, Any]:
         "median_speedup": median([p.speedup for p in ok]),
         "impossible": sum(p.impossible for p in ok),
         "gen_impossible": sum(p.gen_impossible for p in ok),
+        "shortcut_only": sum(p.shortcut_verdict is not None for p in ok),
+        "gen_shortcut_only": sum(p.gen_shortcut_verdict is not None for p in ok),
     }
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..price.precision import rung_name
+from ..price.shortcuts import between_bounds
 from .batch_report import BatchReport, beats_every_rung, beats_sol, level_name, rung_for
 
 EVAL_RESULTS = "eval_results.json"
@@ -211,6 +212,10 @@ class SampleReport:
     ref_ms: float | None  #: the reference's time: --timings, else KernelBench's ref_runtime
     #: the speed of light (ms) per math rung; None when no reference was analyzed
     sol_by_math_ms: Mapping[str, float] | None = None
+    #: the speed of light of the reference as written (ms), where algebraic shortcuts lower it
+    sol_as_written_ms: float | None = None
+    #: the shortcuts the bound takes (:attr:`~.batch_report.ProblemReport.shortcut`)
+    shortcut: str | None = None
 
     @property
     def name(self) -> str:
@@ -236,6 +241,15 @@ class SampleReport:
         return beats_sol(self.sol_ms, self.sample.runtime_ms) and not self.faster_than_light
 
     @property
+    def shortcut_verdict(self) -> str | None:
+        """"possible only with an algebraic shortcut (…)" for a runtime at or above the bound
+        but below the bound of the reference as written: a correct kernel must compute another,
+        cheaper program (:func:`~torchroofline.price.shortcuts.between_bounds`)."""
+        return between_bounds(
+            self.sol_ms, self.sol_as_written_ms, self.shortcut, self.sample.runtime_ms
+        )
+
+    @property
     def faster_than_light(self) -> bool:
         """The verdict (:func:`~torchroofline.batch_report.beats_every_rung`): a runtime below
         the speed of light of every math, a timing bug or a kernel that skips work (reward
@@ -246,7 +260,9 @@ class SampleReport:
     def sol_score(self) -> float | None:
         """:func:`sol_score` against the speed of light of the math the runtime is possible
         with (:attr:`possible_with`: a kernel that beats the fp32 bound with TF32 math is scored
-        against the TF32 one); None when faster than light."""
+        against the TF32 one); None when faster than light. Every rung's bound is the one after
+        algebraic shortcuts, the bound the verdicts use: a kernel that needs a shortcut
+        (:attr:`shortcut_verdict`) is scored against it, never against the bound as written."""
         rung = self.possible_with
         sol_ms = self.sol_by_math_ms[rung] if rung is not None else self.sol_ms
         return sol_score(self.sample.runtime_ms, sol_ms, self.ref_ms)
@@ -277,6 +293,9 @@ class SampleReport:
             "sol_by_math_ms": self.sol_by_math_ms,
             "sol_fraction": self.sol_fraction,
             "possible_with": self.possible_with,
+            "sol_as_written_ms": self.sol_as_written_ms,
+            "shortcut": self.shortcut,
+            "shortcut_verdict": self.shortcut_verdict,
             "faster_than_light": self.faster_than_light,
             "sol_score": self.sol_score,
             "error": sample.error,
@@ -288,7 +307,7 @@ class SampleReport:
         sample = Sample(**{item.name: data.get(item.name) for item in fields(Sample)})
         return cls(
             sample, data.get("problem"), data.get("sol_ms"), data.get("ref_ms"),
-            data.get("sol_by_math_ms"),
+            data.get("sol_by_math_ms"), data.get("sol_as_written_ms"), data.get("shortcut"),
         )
 
 
@@ -349,6 +368,7 @@ def _run_summary(samples: Sequence[SampleReport]) -> dict[str, Any]:
         "compiled": sum(s.sample.compiled for s in samples),
         "correct": sum(s.sample.correct for s in samples),
         "faster_than_light": sum(s.faster_than_light for s in samples),
+        "shortcut_only": sum(s.shortcut_verdict is not None for s in samples),
         **{
             fast_sol_key(p): sum(s.reaches(p) for s in samples) / count if count else None
             for p in FAST_SOL_THRESHOLDS
@@ -373,6 +393,8 @@ def join_run(run: Run, batch: BatchReport) -> RunReport:
             problem.sol_ms if problem else None,
             (problem.measured_ms if problem else None) or sample.ref_runtime_ms,
             problem.sol_by_math_ms if problem else None,
+            problem.sol_as_written_ms if problem else None,
+            problem.shortcut if problem else None,
         ))
     return RunReport(run.path, batch, tuple(samples))
 
@@ -405,6 +427,7 @@ RUN_COLUMNS: dict[str, tuple[str, Callable[[Any], str]]] = {
     "sol_ms": ("sol_ms", _number),
     "% of SoL": ("sol_fraction", _percent),
     "possible with": ("possible_with", lambda v: v or ""),
+    "only with a shortcut": ("shortcut_verdict", lambda v: v or ""),
     "faster than light": ("faster_than_light", lambda v: "**YES**" if v else "no"),
     "SoL score": ("sol_score", lambda v: "" if v is None else f"{v:.3f}"),
     "error": ("error", lambda v: (v or "").replace("|", "\\|")[:120]),
@@ -429,16 +452,16 @@ def run_markdown(report: RunReport) -> str:
     lines = [
         f"# torchroofline KernelBench run report — {report.run}, {batch.gpu}, {batch.precision}",
         "",
-        "| level | samples | compiled | correct | faster than light | "
+        "| level | samples | compiled | correct | faster than light | only with a shortcut | "
         + " | ".join(shares) + " | median SoL score |",
-        "|---" * (6 + len(shares)) + "|",
+        "|---" * (7 + len(shares)) + "|",
     ]
     for level, row in report.summary.items():
         fast = [_percent(row[fast_sol_key(p)]) for p in FAST_SOL_THRESHOLDS]
         score = row["median_sol_score"]
         lines.append(
             f"| {level} | {row['samples']} | {row['compiled']} | {row['correct']} "
-            f"| {row['faster_than_light']} | " + " | ".join(fast)
+            f"| {row['faster_than_light']} | {row['shortcut_only']} | " + " | ".join(fast)
             + f" | {'' if score is None else f'{score:.3f}'} |"
         )
     lines += ["", "Faster than light (below the speed of light: a timing bug or reward hacking):"]

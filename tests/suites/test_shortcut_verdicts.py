@@ -1,0 +1,105 @@
+"""Suite reports and run directories give the single result's algebraic-shortcut verdict: a time
+between the speed of light (after the shortcut) and the bound as written is "possible only with
+an algebraic shortcut (…)", never faster than light, and a run sample's SoL score is taken against
+the bound that verdict uses. The problem (tests/fixtures/kernelbench_shortcut): (x @ W / 2).sum(1).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import H100_BANDWIDTH, H100_FP32
+from torchroofline.present.report import suite_csv, suite_markdown, suite_summary_line
+from torchroofline.suites.batch_report import BatchReport, ProblemReport
+from torchroofline.suites.kernelbench import analyze_file
+from torchroofline.suites.runs import Run, RunReport, Sample, join_run, run_csv, run_markdown
+
+PROBLEM = (
+    Path(__file__).parents[1] / "fixtures" / "kernelbench_shortcut" / "level2"
+    / "14_Gemm_Divide_Sum.py"
+)
+M, K, N = 2048, 1024, 1024  # x (M, K), W (K, N): the fixture's sizes
+# After the shortcut the work is x @ (W.sum(1) / 2): memory-bound, the compulsory bytes are
+# x, W and the (M,) output in fp32 (4 B each).
+SOL_MS = 4 * (M * K + K * N + M) / H100_BANDWIDTH * 1e3
+# As written, compute-bound on fp32 CUDA cores: the GEMM's 2·M·K·N FLOPs, M·N divides and the
+# sum's M·N adds (the sum is charged one add per element).
+AS_WRITTEN_MS = (2 * M * K * N + M * N + M * N) / H100_FP32 * 1e3
+RULE = "<top level>, sum through the linear map"
+VERDICT = f"possible only with an algebraic shortcut ({RULE})"
+
+
+@pytest.fixture(scope="module")
+def result() -> dict:
+    return analyze_file(PROBLEM, "h100", "fp32").to_dict()
+
+
+def _problem(result: dict, measured_ms: float | None, gen_ms: float | None) -> ProblemReport:
+    return ProblemReport(
+        2, PROBLEM.name, str(PROBLEM), PROBLEM.stem, "ok", None, 0.1, result, measured_ms, gen_ms
+    )
+
+
+def test_both_bounds_closed_form(result):
+    problem = _problem(result, None, None)
+    assert problem.sol_ms == pytest.approx(SOL_MS, rel=1e-9)
+    assert problem.sol_as_written_ms == pytest.approx(AS_WRITTEN_MS, rel=1e-9)
+    assert problem.shortcut == RULE
+
+
+def test_problem_verdicts(result):
+    between = (SOL_MS + AS_WRITTEN_MS) / 2
+    problem = _problem(result, measured_ms=2 * AS_WRITTEN_MS, gen_ms=between)
+    assert problem.shortcut_verdict is None  # slower than the bound as written: no shortcut needed
+    assert problem.gen_shortcut_verdict == VERDICT
+    assert not problem.gen_impossible and problem.gen_possible_with == "program"
+    at_sol = _problem(result, measured_ms=SOL_MS, gen_ms=SOL_MS / 2)
+    assert at_sol.shortcut_verdict == VERDICT  # the bound itself is reachable, with the shortcut
+    assert at_sol.gen_shortcut_verdict is None and at_sol.gen_impossible  # below every bound
+    summary = BatchReport("H100 SXM", "h100-sxm", "fp32", "cold", (problem, at_sol)).summary
+    assert (summary["level2"]["shortcut_only"], summary["level2"]["gen_shortcut_only"]) == (1, 1)
+
+
+def test_suite_report_carries_the_verdict(result):
+    between = (SOL_MS + AS_WRITTEN_MS) / 2
+    report = BatchReport("H100 SXM", "h100-sxm", "fp32", "cold", (
+        _problem(result, measured_ms=between, gen_ms=None),
+    ))
+    [row] = csv.DictReader(io.StringIO(suite_csv(report)))
+    assert (row["shortcut"], row["shortcut_verdict"]) == (RULE, VERDICT)
+    assert float(row["sol_as_written_ms"]) == pytest.approx(AS_WRITTEN_MS)
+    text = suite_markdown(report)
+    assert f"| {VERDICT} |" in text and "| 0 | 1 |" in text  # measured < SoL 0, shortcut-only 1
+    assert suite_summary_line(report).endswith(
+        "; 1 time(s) possible only with an algebraic shortcut"
+    )
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["problems"][0]["shortcut_verdict"] == VERDICT
+    assert BatchReport.from_dict(data) == report
+
+
+def test_run_sample_between_the_bounds(result):
+    ref_ms = 2 * AS_WRITTEN_MS
+    runtime_ms = (SOL_MS + AS_WRITTEN_MS) / 2
+    sample = Sample(2, 14, 0, None, "cuda", True, True, runtime_ms, None, None)
+    batch = BatchReport("H100 SXM", "h100-sxm", "fp32", "cold", (_problem(result, ref_ms, None),))
+    run = join_run(Run("runs/shortcut", (sample,)), batch)
+    [joined] = run.samples
+    assert joined.shortcut_verdict == VERDICT and not joined.faster_than_light
+    assert joined.sol_as_written_ms == pytest.approx(AS_WRITTEN_MS)
+    # scored against the bound the verdict uses, SoL after the shortcut:
+    # 1 / (1 + (T_k − T_sol) / (T_ref − T_sol))
+    score = 1 / (1 + (runtime_ms - SOL_MS) / (ref_ms - SOL_MS))
+    assert joined.sol_score == pytest.approx(score)
+    assert run.summary["level2"]["shortcut_only"] == 1
+    text = run_markdown(run)
+    assert f"| {VERDICT} | no | {score:.3f} |" in text
+    assert "| level2 | 1 | 1 | 1 | 0 | 1 |" in text  # faster than light 0, shortcut-only 1
+    [row] = csv.DictReader(io.StringIO(run_csv(run)))
+    assert (row["shortcut_verdict"], row["faster_than_light"]) == (VERDICT, "False")
+    assert RunReport.from_dict(json.loads(json.dumps(run.to_dict()))) == run
