@@ -8,6 +8,7 @@ Autocast: the trace sets the dispatcher's autocast state itself (:func:`autocast
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 
 import torch
@@ -62,3 +63,16 @@ def caller_autocast() -> str | None:
             "or 'fp16' (CLI: --autocast)"
         )
     return None
+
+
+@contextlib.contextmanager
+def quiet_fake_tensor_log() -> Iterator[None]:
+    """FakeTensorMode logs a traceback for every op whose meta kernel raises; the error itself
+    reaches the user as one ModelError line instead."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -47,7 +46,7 @@ from .inputs import (
     _swapped_attributes,
 )
 from .intercept import OWN_OUTPUTS, Interceptor
-from .modes import autocast_state
+from .modes import autocast_state, quiet_fake_tensor_log
 from .refs import StepTensors, TensorRef, Trace, TracedOp, base_name
 from .regions import distinct_offsets
 from .schema import (
@@ -701,7 +700,7 @@ def _run(
     with (
         paused(),
         warnings.catch_warnings(),
-        _quiet_fake_tensor_log(),
+        quiet_fake_tensor_log(),
         torch.no_grad() if step is None else torch.enable_grad(),
         autocast_state(device, autocast),
         _swapped_attributes(plain_attributes, convert),
@@ -767,19 +766,6 @@ def _resident(
         if key not in seen:
             seen[key] = (kind, _ref(tensor, values.initial_value.get(key, 0), storage))
     return tuple(seen.values())
-
-
-@contextlib.contextmanager
-def _quiet_fake_tensor_log() -> Iterator[None]:
-    """FakeTensorMode logs a traceback for every op whose meta kernel raises; the error itself
-    reaches the user as one ModelError line instead."""
-    logger = logging.getLogger("torch._subclasses.fake_tensor")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 class _TraceFailure(Exception):
