@@ -601,3 +601,34 @@ def test_unions_of_gathers_picking_more_than_64_lines_stay_exact() -> None:
     result = analyze(_Fn(both), (torch.randn(256, 16), torch.randn(256, 2)), data="given")
     charged = {r.shape: r.elements for r in result.plans.necessary.input_refs}
     assert charged == {(256, 16): 256 * 16, (256, 2): 256 * 2}
+
+
+def test_the_zero_sample_draws_once_in_each_stratum_in_order():
+    # ZERO_SAMPLE strata of a 10**6-element operand: stratum i is [i·n//m, (i+1)·n//m); one
+    # seeded draw in each, ascending, the same draws each time
+    from torchroofline.plan.demand import matmul
+
+    n, m = 10**6, matmul.ZERO_SAMPLE
+    positions = matmul._sample_positions(n)
+    bounds = torch.arange(m + 1) * n // m
+    assert positions.shape == (m,)
+    assert bool(((bounds[:-1] <= positions) & (positions < bounds[1:])).all())
+    matmul._sample_positions.cache_clear()
+    assert torch.equal(matmul._sample_positions(n), positions)
+
+
+def test_a_dense_operand_is_not_scanned_whole_and_a_zero_block_is_found(monkeypatch):
+    # 1024² = 1,048,576 elements, past _SAMPLE_ABOVE·ZERO_SAMPLE = 262,144: a sample with no
+    # zero ends the check (count_nonzero never runs); a zero block of 1 % (rows 0..10 of 1024) escapes
+    # ZERO_SAMPLE stratified draws with probability ≤ 0.99**4096 ≈ 1e-18, so it is found and
+    # counted whole: 11·1024 zeros ≥ 1e-3 of the operand
+    from torchroofline.plan.demand import matmul
+
+    value = torch.rand(1024, 1024) + 0.5
+    assert value.numel() > matmul._SAMPLE_ABOVE * matmul.ZERO_SAMPLE
+    counted = []
+    original = torch.count_nonzero
+    monkeypatch.setattr(torch, "count_nonzero", lambda t: counted.append(t) or original(t))
+    assert not matmul.has_structure(value) and counted == []
+    value[:11] = 0
+    assert matmul.has_structure(value) and len(counted) == 1

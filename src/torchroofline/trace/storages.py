@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, NamedTuple
@@ -696,6 +696,13 @@ def inferred_layout(ref: TensorRef) -> Layout:
 def united_elements(refs: Sequence[TensorRef]) -> int:
     """Distinct elements of several views of one storage (two halves of a matrix: all of it;
     the same view twice: once). A lower bound where views are not index boxes."""
+    return _united_elements(tuple(refs))
+
+
+@functools.lru_cache(maxsize=256)
+def _united_elements(refs: tuple[TensorRef, ...]) -> int:
+    """:func:`united_elements`, once per set of views: fusion and pricing ask for the same
+    op's reads several times (a cat of 100,000 slices: each union takes seconds)."""
     distinct: dict[tuple, TensorRef] = {}
     for ref in refs:  # one view read twice: the read that touches more of it
         key = (ref.shape, ref.strides, ref.offset)
@@ -703,6 +710,9 @@ def united_elements(refs: Sequence[TensorRef]) -> int:
             distinct[key] = ref
     if len(distinct) == 1:
         return next(iter(distinct.values())).elements
+    ranges = _flat_ranges(distinct.values())
+    if ranges is not None:
+        return _ranges_length(ranges)
     storages = Storages(list(distinct.values()))
     spans = [storages.region_of(ref) for ref in distinct.values()]
     # a view that touches fewer elements than it spans (a strided downsampling, a gather's
@@ -711,6 +721,37 @@ def united_elements(refs: Sequence[TensorRef]) -> int:
     touched = [span if ref.elements >= span.count else Region(opaque=ref.elements)
                for ref, span in zip(distinct.values(), spans, strict=True)]
     return max(min(_united(spans).count, _united(touched).count), max(r.elements for r in refs))
+
+
+def _flat_ranges(refs: Iterable[TensorRef]) -> list[tuple[int, int]] | None:
+    """Each view's (first, past-last) storage element where every view is one dense run of
+    elements of the same type (slices along the outermost dim: the rows of a cat of slices);
+    None otherwise."""
+    ranges = []
+    types = set()
+    for ref in refs:
+        expected = 1
+        for size, stride in zip(reversed(ref.shape), reversed(ref.strides), strict=False):
+            if size > 1 and stride != expected:
+                return None
+            expected *= size
+        if len(ref.strides) != len(ref.shape) or ref.elements != expected:
+            return None
+        types.add((ref.dtype, ref.itemsize))
+        ranges.append((ref.offset, ref.offset + expected))
+    return ranges if len(types) == 1 else None
+
+
+def _ranges_length(ranges: list[tuple[int, int]]) -> int:
+    """Elements in the union of half-open ranges."""
+    total, reached = 0, None
+    for start, stop in sorted(ranges):
+        if reached is not None and start < reached:
+            start = reached
+        if stop > start:
+            total += stop - start
+        reached = stop if reached is None else max(reached, stop)
+    return total
 
 
 def _united(regions: Sequence[Region]) -> Region:

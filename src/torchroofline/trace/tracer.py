@@ -37,6 +37,7 @@ from ..errors import DataDependentError, InputError, ModelError, TorchrooflineEr
 from ._cuda_bindings import NO_CUDA_TEXTS, needs_cuda_device
 from .collector import paused
 from .data_sized import stand_in_output
+from .fast_fake import DIRECT_VIEWS, direct_view, uncached_if_long
 from .inputs import (
     _Converter,
     _know,
@@ -525,9 +526,13 @@ class _FakeCall:
 
     def _dispatch(self, func: Any, types: Any, args: tuple, kwargs: dict, meta_only: set[Any]
                   ) -> Any:
+        view = direct_view(self.mode, func, args, kwargs) if func in DIRECT_VIEWS else None
+        if view is not None:
+            return view
         if func not in OWN_OUTPUTS and func not in meta_only:
             try:
-                return FakeTensorMode.__torch_dispatch__(self.mode, func, types, args, kwargs)
+                with uncached_if_long(self.mode, args):
+                    return FakeTensorMode.__torch_dispatch__(self.mode, func, types, args, kwargs)
             except RuntimeError as error:
                 if not needs_cuda_device(error):
                     raise
