@@ -619,9 +619,9 @@ def test_the_zero_sample_draws_once_in_each_stratum_in_order():
 
 def test_a_dense_operand_is_not_scanned_whole_and_a_zero_block_is_found(monkeypatch):
     # 1024² = 1,048,576 elements, past _SAMPLE_ABOVE·ZERO_SAMPLE = 262,144: a sample with no
-    # zero ends the check (count_nonzero never runs); a zero block of 1 % (rows 0..10 of 1024) escapes
-    # ZERO_SAMPLE stratified draws with probability ≤ 0.99**4096 ≈ 1e-18, so it is found and
-    # counted whole: 11·1024 zeros ≥ 1e-3 of the operand
+    # zero ends the check (count_nonzero never runs); a zero block of 1 % (rows 0..10 of
+    # 1024) escapes ZERO_SAMPLE stratified draws with probability ≤ 0.99**4096 ≈ 1e-18, so it
+    # is found and counted whole: 11·1024 zeros ≥ 1e-3 of the operand
     from torchroofline.plan.demand import matmul
 
     value = torch.rand(1024, 1024) + 0.5
