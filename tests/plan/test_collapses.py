@@ -261,3 +261,22 @@ def test_a_concatenation_of_many_slices_reads_each_row_once() -> None:
     # every other row: one box of n rows, exactly
     rows = Region.of([((range(i, i + 1),), (range(d),)) for i in range(0, 2 * n, 2)])
     assert len(rows.boxes) == 1 and rows.count == n * d
+
+
+# --- masks the program builds from constants -------------------------------------------------
+
+
+def test_a_mask_built_from_constants_sizes_nothing_by_data() -> None:
+    # x[arange(n) % 3 == 0]: the mask is known, so the output's size is too (rows 0, 3, …:
+    # ⌈n/3⌉ of them), read and written once; was charged as possibly empty (0 B of 384 B at
+    # n = 16, d = 8, the oracle's figure)
+    n, d = 16, 8
+    rows = -(-n // 3)
+    result = bound(lambda x: x[torch.arange(n) % 3 == 0], meta(n, d))
+    assert result.compulsory_bytes == 2 * rows * d * FP32
+    # x[:, arange(d) < 5].sum(1): the first 5 columns read, n sums written
+    columns = bound(lambda x: x[:, torch.arange(d) < 5].sum(1), meta(n, d))
+    assert columns.compulsory_bytes == (n * 5 + n) * FP32
+    # the same work as x[:, :5].sum(1), and the mask's d comparisons
+    sliced = bound(lambda x: x[:, :5].sum(1), meta(n, d))
+    assert columns.vector_flops == sliced.vector_flops + d

@@ -401,3 +401,25 @@ def test_a_scalar_computed_on_the_cpu_trace_is_no_host_argument() -> None:
     )
     assert result.vector_flops == 64 * 64 + 1000
     assert result.compulsory_bytes == (64 * 64 + 1000 + 1000) * FP32
+
+
+def test_a_boolean_index_on_stand_ins_makes_no_output_data() -> None:
+    # x[mask] on stand-ins: the mask's nonzeros index a meta x, so the output has the shape
+    # the real stand-in run gives (its seeded half of the rows) and no storage of its own
+    from torchroofline.trace.data_sized import stand_in_output
+
+    x, mask = torch.empty(64, 8), torch.empty(64, dtype=torch.bool)
+    made = stand_in_output(torch.ops.aten.index.Tensor, (x, [mask]), {})
+    expected = (torch.rand(64, generator=torch.Generator().manual_seed(0)) < 0.5).sum()
+    assert made.shape == (int(expected), 8) and made.device == x.device
+    # a 2-D mask picks (row, column) pairs: its nonzeros index two dims at once
+    square = stand_in_output(torch.ops.aten.index.Tensor,
+                             (torch.empty(6, 6, 8), [torch.empty(6, 6, dtype=torch.bool)]), {})
+    picked = (torch.rand(6, 6, generator=torch.Generator().manual_seed(0)) < 0.5).sum()
+    assert square.shape == (int(picked), 8)
+    mixed = stand_in_output(torch.ops.aten.index.Tensor,
+                            (x, [torch.zeros(3, 2, dtype=torch.long)]), {})
+    assert mixed.shape == (3, 2, 8)
+    # masked_select: one element per true entry of the mask broadcast over x (8 columns)
+    selected = stand_in_output(torch.ops.aten.masked_select.default, (x, mask[:, None]), {})
+    assert selected.shape == (int(expected) * 8,)

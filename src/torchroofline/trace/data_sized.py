@@ -31,8 +31,14 @@ def stand_in_output(func: Any, args: tuple, kwargs: dict) -> Any:
     device = tensors[0].device if tensors else torch.device("cpu")
     generator = torch.Generator().manual_seed(_SEED)
     with unset_fake_temporarily():
-        real_args, real_kwargs = tree_map(lambda leaf: _stand_in(leaf, generator), (args, kwargs))
-        output = func(*real_args, **real_kwargs)
+        on_meta = _ON_META.get(func)
+        if on_meta is not None:
+            output = on_meta(generator, *args, **kwargs)
+        else:
+            real_args, real_kwargs = tree_map(
+                lambda leaf: _stand_in(leaf, generator), (args, kwargs)
+            )
+            output = func(*real_args, **real_kwargs)
     flat, spec = tree_flatten(output)
     made = [
         torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device=device)
@@ -53,3 +59,42 @@ def _stand_in(leaf: Any, generator: torch.Generator) -> Any:
         return torch.rand(leaf.shape, generator=generator) < 0.5
     fill = 1 if leaf.is_floating_point() or leaf.is_complex() else 0
     return torch.full((), fill, dtype=leaf.dtype).expand(leaf.shape)
+
+
+def _meta(tensor: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="meta")
+
+
+def _index_on_meta(generator: torch.Generator, source: torch.Tensor, indices: list) -> Any:
+    """``source[indices]`` with its boolean masks' stand-in values and no element of
+    ``source`` or of the output made: each mask becomes the index tensors of its nonzeros (as
+    indexing itself does), and the gather runs on meta tensors. ``x[x[:, 0] > 0]`` of a
+    (5·10⁷, 64) fp32 ``x`` took 6.8 GB for its stand-in output; now the mask and its nonzeros
+    (~0.3 GB)."""
+    converted: list[torch.Tensor | None] = []
+    for index in indices:
+        if index is None:
+            converted.append(None)
+        elif index.dtype == torch.bool:
+            picked = _stand_in(index, generator).nonzero()
+            converted += [_meta(column) for column in picked.unbind(1)]
+        else:
+            converted.append(_meta(index))
+    return torch.ops.aten.index.Tensor(_meta(source), converted)
+
+
+def _masked_select_on_meta(
+    generator: torch.Generator, source: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """``masked_select(source, mask)``: one element per true stand-in of the broadcast mask."""
+    shape = torch.broadcast_shapes(source.shape, mask.shape)
+    picked = int(_stand_in(mask, generator).expand(shape).sum())
+    return torch.empty(picked, dtype=source.dtype, device="meta")
+
+
+#: Data-sized ops whose stand-in outputs are made on meta tensors from their deciding values
+#: alone (their real outputs could be as big as their inputs).
+_ON_META = {
+    torch.ops.aten.index.Tensor: _index_on_meta,
+    torch.ops.aten.masked_select.default: _masked_select_on_meta,
+}

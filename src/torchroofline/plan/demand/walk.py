@@ -270,7 +270,10 @@ def _sized_by_data(
                     chosen |= sized[ref.value_id]
         if op.is_view or not (chosen or _sizes_outputs_by_data(op)):
             continue
-        if not chosen and all(w.value_id in known for w in op.writes):
+        if not chosen and (
+            all(w.value_id in known for w in op.writes)
+            or all(ref.value_id in known for ref in _deciding_reads(op))
+        ):
             continue
         fixed = {n for ref in op.reads for n in ref.shape} - chosen
         picked = _picked_dim(op) if not chosen else None
@@ -283,6 +286,12 @@ def _sized_by_data(
             if dims:
                 sized[ref.value_id] = dims
     return sized
+
+
+def _deciding_reads(op: TracedOp) -> list[TensorRef]:
+    """The reads whose values decide a data-sized op's output sizes: its boolean masks, or
+    every read when none is one."""
+    return [ref for ref in op.reads if ref.dtype == "bool"] or list(op.reads)
 
 
 def _picked_dim(op: TracedOp) -> int:
@@ -302,8 +311,8 @@ def data_sized_demand(context: _Context) -> Demand:
     output — an empty one is known only after every element — and for part of it at least one
     element each (the first positions examined may already yield that part). No FLOPs."""
     reads = context.op.reads
-    deciding = [ref.dtype == "bool" for ref in reads]
-    deciding = deciding if any(deciding) else [True] * len(reads)
+    deciding_ids = {id(ref) for ref in _deciding_reads(context.op)}
+    deciding = [id(ref) in deciding_ids for ref in reads]
     whole = context.fraction >= 1.0 or not any(math.prod(w.shape) for w in context.op.writes)
     inputs = tuple(
         NOWHERE
