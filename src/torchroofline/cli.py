@@ -2,8 +2,9 @@
 
 Exit codes: 0 success, 1 some problems failed to analyze (reports are still written),
 2 bad usage (unknown GPU or precision, unreadable timings, bad arguments), 3 a generated
-kernel's time beats the speed of light (faster than light: a timing bug or a kernel that skips
-work; the reports are still written, and failed problems' 1 takes precedence).
+kernel's time, or a profiled op's in ``trace``, beats the speed of light (faster than light: a
+timing bug or a kernel that skips work; the reports are still written, and failed problems' 1
+takes precedence).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from .suites.batch_report import BatchReport
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-EXIT_FASTER_THAN_LIGHT = 3  #: a generated kernel's time beats the speed of light
+EXIT_FASTER_THAN_LIGHT = 3  #: a generated kernel's (or a traced op's) time beats the SoL
 EXIT_INTERRUPTED = 130  #: 128 + SIGINT, the shell's code for a command stopped by Ctrl-C
 #: Errors that mean the command itself was wrong, not one problem.
 _USAGE_ERRORS = (UnknownGPUError, PrecisionError, ClockError, InputError)
@@ -186,8 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="torchroofline",
         description="Speed-of-light bounds for PyTorch programs on a chosen GPU, no GPU needed.",
         epilog="exit codes: 0 success, 1 some problems failed (reports are still written), 2 bad "
-        "usage, 3 a generated kernel's time beats the speed of light (faster than light: a "
-        "timing bug or a kernel that skips work)",
+        "usage, 3 a generated kernel's or a traced op's time beats the speed of light (faster "
+        "than light: a timing bug or a kernel that skips work)",
         formatter_class=_HelpFormatter,
     )
     _debug_flag(parser, False)
@@ -928,7 +929,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    """0: the report of one trace, or two side by side; ``--plot`` pictures each."""
+    """One trace's report, or two side by side (``--plot``); 3 when an op beats its bound."""
     from .suites.kineto import run
 
     reports = run(args, _note)
@@ -939,7 +940,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             picture = _plot_path(args.plot, report.path, len(reports) > 1)
             plot_trace(report, picture)
             _note(f"wrote {picture}")
-    return EXIT_OK
+    return _exit_code(0, sum(len(report.faster_than_light) for report in reports))
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -8,11 +8,13 @@ import resource
 from pathlib import Path
 
 import pytest
+import torch
 
 import torchroofline
 from torchroofline.errors import InputError, ProblemFileError
 from torchroofline.price.hardware import get_gpu
 from torchroofline.suites.kernelbench import (
+    KERNELBENCH_SEED,
     analyze_file,
     build_problem,
     compare_kernelbench,
@@ -22,6 +24,7 @@ from torchroofline.suites.kernelbench import (
     load_problem,
     load_timings,
     reference_for,
+    seeded_inputs,
 )
 
 SUITE = Path(__file__).parents[1] / "fixtures" / "kernelbench"
@@ -103,7 +106,22 @@ def test_gru_is_costed_as_cudnn_layers_not_steps():
 def test_data_dependent_problem_falls_back_with_a_note():
     result = analyze_file(SUITE / "level1" / "91_Data_dependent.py", "h100", "fp32")
     assert any("real" in note for note in result.notes)
-    assert result.flops > 0
+    # the sum (64·64 adds), its comparison with 0 (1) and the branch's relu or negation (64·64);
+    # compulsory: x read and the output written once, 64·64 fp32 each
+    assert result.flops == 2 * 64 * 64 + 1
+    assert result.compulsory_bytes == 2 * 64 * 64 * 4
+    again = analyze_file(SUITE / "level1" / "91_Data_dependent.py", "h100", "fp32")
+    assert [op.name for op in again.ops] == [op.name for op in result.ops]
+
+
+def test_data_dependent_problem_inputs_are_kernelbench_s_seeded_draws():
+    # get_inputs() draws from the global generator, which KernelBench (and the loader) seeds
+    # with 42 first: the values are the same on every call
+    problem = load_problem(SUITE / "level1" / "91_Data_dependent.py")
+    (first,), (second,) = seeded_inputs(problem), seeded_inputs(problem)
+    assert torch.equal(first, second)
+    torch.manual_seed(KERNELBENCH_SEED)
+    assert torch.equal(first, torch.rand(64, 64))
 
 
 @pytest.mark.parametrize(

@@ -243,6 +243,27 @@ def test_cli_compares_two_traces(capsys) -> None:
     assert "aten::addmm" in out and "aten::mm" in out and "B/A" in out
 
 
+def _with_a_faster_gemm(tmp_path: Path) -> Path:
+    """The tiny trace with its GEMM measured at 0.001 µs: its 2·128·256·512 bf16 FLOPs take at
+    least 0.034 µs at the H100's 989 TFLOP/s, so it ran faster than its bound."""
+    document = json.loads(TINY.read_text())
+    for event in document["traceEvents"]:
+        if event["name"].startswith("sm90_xmma_gemm"):
+            event["dur"] = 0.001
+    return _written(tmp_path, "faster.json", json.dumps(document).encode())
+
+
+def test_cli_exits_3_when_an_op_beats_its_bound(tmp_path, capsys) -> None:
+    faster = _with_a_faster_gemm(tmp_path)
+    (instance,) = analyze_trace(faster).faster_than_light
+    assert instance.op.name == "aten::addmm"
+    assert main(["trace", str(faster)]) == 3
+    assert "1 ops ran faster than their bound" in capsys.readouterr().err
+    # compared with a trace where none does, the faster one still makes it 3
+    assert main(["trace", str(TINY), str(faster)]) == 3
+    assert main(["trace", str(TINY)]) == 0
+
+
 def test_cli_bad_file_is_one_line(tmp_path, capsys) -> None:
     path = _written(tmp_path, "bad.json", b"[")
     assert main(["trace", str(path)]) == 1

@@ -28,8 +28,15 @@ NO_CUDA_TEXTS = (
 )
 
 
+class CudaDeviceNeeded(RuntimeError):
+    """Raised by the trace itself before a call that needs a real CUDA device and that PyTorch
+    would not fail cleanly (:class:`~torchroofline.trace.modes.FakeCudaAutogradGuard`)."""
+
+
 def needs_cuda_device(error: BaseException | str) -> bool:
     """Whether ``error`` says the op needs a real CUDA device this machine does not have."""
+    if isinstance(error, CudaDeviceNeeded):
+        return True
     text = str(error)
     return any(sign in text for sign in NO_CUDA_TEXTS)
 

@@ -18,6 +18,10 @@ from torch._subclasses.fake_tensor import (
 from .schema import _tensors
 from .shadow import known_value
 
+#: Seed of the values the real-data fallback puts in place of fake and meta tensors: a branch
+#: on them (``if x.sum() > 0``) takes the same side on every run, so the figures do too.
+FALLBACK_FILL_SEED = 0
+
 
 def _module_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
     """Parameters and buffers by qualified name, tied ones under every name."""
@@ -52,6 +56,8 @@ class _Converter:
         self.known_storages: dict[int, torch.Tensor] = {}
         #: whether a fake or meta tensor was replaced by random values (the real fallback)
         self.filled_at_random = False
+        #: those values' generator: the same draws on every trace (:data:`FALLBACK_FILL_SEED`)
+        self._fill = torch.Generator().manual_seed(FALLBACK_FILL_SEED)
 
     def buffer(self, tensor: torch.Tensor) -> torch.Tensor:
         """Convert a model's buffer (or plain tensor attribute), keeping its value where it is
@@ -75,7 +81,7 @@ class _Converter:
                                            device="meta")
             if isinstance(tensor, FakeTensor) or tensor.is_meta:
                 self.filled_at_random = True
-                return _random_like(tensor)
+                return _random_like(tensor, self._fill)
             if tensor.is_inference():  # made under inference_mode: see :meth:`_plain_copy`
                 return self._plain_copy(tensor)
             return tensor.detach()
@@ -122,10 +128,12 @@ def _extent(tensor: torch.Tensor) -> int:
                                                                strict=True))
 
 
-def _random_like(tensor: torch.Tensor) -> torch.Tensor:
-    """Real data standing in for a fake/meta tensor in the real-data fallback."""
-    make = torch.randn if tensor.is_floating_point() else torch.zeros
-    return make(tensor.shape, dtype=tensor.dtype)
+def _random_like(tensor: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Real data standing in for a fake/meta tensor in the real-data fallback: normal draws
+    from ``generator`` for a floating tensor, zeros otherwise."""
+    if tensor.is_floating_point():
+        return torch.randn(tensor.shape, dtype=tensor.dtype, generator=generator)
+    return torch.zeros(tensor.shape, dtype=tensor.dtype)
 
 
 def _kept_as_shape(tensor: torch.Tensor, shapes_over_bytes: int | None) -> bool:

@@ -10,10 +10,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
 
 from ..errors import InputError
+from ._cuda_bindings import CudaDeviceNeeded
 
 #: ``autocast=`` names → the dtype ``torch.autocast`` runs the forward's matmuls in.
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -76,3 +80,39 @@ def quiet_fake_tensor_log() -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
+
+
+class FakeCudaAutogradGuard(TorchFunctionMode):
+    """Stops a forward that records an autograd graph on fake CUDA tensors (a gradient penalty
+    or a physics-informed loss: ``torch.autograd.grad`` under ``torch.enable_grad()``) before
+    the call that would record it runs. Autograd opens a CUDA device guard for the graph's first
+    node, which a CPU-only build cannot give: it throws from C++ code that cannot pass the
+    error on, and the process aborts; a CUDA build without a driver raises a misleading error.
+    The :class:`CudaDeviceNeeded` it raises makes the trace start again on fake CPU tensors,
+    where autograd runs as in a training step (:mod:`.training`)."""
+
+    def __init__(self, recorder: Any) -> None:
+        super().__init__()
+        self.recorder = recorder  #: the trace's recorder: its ``current_op`` names the call
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        if torch.is_grad_enabled() and _records_grad_on_cuda(args, kwargs):
+            self.recorder.current_op = getattr(func, "__name__", str(func))
+            raise CudaDeviceNeeded(
+                f"{self.recorder.current_op} records an autograd graph on fake CUDA tensors, "
+                "which needs a CUDA device"
+            )
+        return func(*args, **kwargs)
+
+
+def fake_cuda_autograd_guard(device: str, recorder: Any) -> contextlib.AbstractContextManager:
+    """The :class:`FakeCudaAutogradGuard` of a trace on ``device`` ("cuda" or "cpu")."""
+    return FakeCudaAutogradGuard(recorder) if device == "cuda" else contextlib.nullcontext()
+
+
+def _records_grad_on_cuda(args: tuple, kwargs: dict[str, Any]) -> bool:
+    return any(
+        isinstance(leaf, torch.Tensor) and leaf.requires_grad and leaf.is_cuda
+        for leaf in tree_leaves((args, kwargs))
+    )

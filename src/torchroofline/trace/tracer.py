@@ -47,7 +47,7 @@ from .inputs import (
     _swapped_attributes,
 )
 from .intercept import OWN_OUTPUTS, Interceptor
-from .modes import autocast_state, quiet_fake_tensor_log
+from .modes import autocast_state, fake_cuda_autograd_guard, quiet_fake_tensor_log
 from .refs import StepTensors, TensorRef, Trace, TracedOp, base_name
 from .regions import distinct_offsets
 from .schema import (
@@ -714,6 +714,7 @@ def _run(
         step_context,
         _recording(recorder, fake_mode),
         Interceptor(recorder),
+        fake_cuda_autograd_guard(device, recorder),
     ):
         warnings.simplefilter("ignore")  # CPU-build warnings (no cuDNN) are not the user's
         try:
