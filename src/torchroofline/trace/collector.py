@@ -35,6 +35,8 @@ def _collect_if_due() -> None:
     full_collections = gc.get_stats()[2]["collections"]
     if full_collections != _full_collections:  # someone collected: our garbage is gone
         _promoted, _full_collections = 0, full_collections
+    if not _promoted:  # nothing to collect yet: no count of the long-lived ones (~30 ms)
+        return
     if not _long_lived:
         _long_lived = len(gc.get_objects(generation=2))
     if _promoted > _long_lived // 4:
