@@ -280,3 +280,86 @@ def test_a_mask_built_from_constants_sizes_nothing_by_data() -> None:
     # the same work as x[:, :5].sum(1), and the mask's d comparisons
     sliced = bound(lambda x: x[:, :5].sum(1), meta(n, d))
     assert columns.vector_flops == sliced.vector_flops + d
+
+
+# --- picks at known positions past the placed boxes -----------------------------------------
+
+
+def _arange_picks(rows, columns):  # noqa: ANN001, ANN202
+    """log_softmax(x, 1)[rows(n), columns(n)] with both index tensors built in forward."""
+    def body(x: torch.Tensor) -> torch.Tensor:
+        n = torch.arange(x.shape[0])
+        return torch.log_softmax(x, 1)[rows(n), columns(n)]
+    return body
+
+
+def test_an_anti_diagonal_pick_of_a_log_softmax_reads_every_row() -> None:
+    # log_softmax(x, 1)[i, n − 1 − i]: pick i needs row i's log-sum-exp, every logit of it; the
+    # n picks hold every row. Past 64 placed boxes the picks were a count of n elements (880 B
+    # at n = 110, where the oracle proves 48,840 B: test_oracle's case); their rows and columns
+    # are kept now. Reads all of x, writes n picks
+    n = 110
+    result = bound(_arange_picks(lambda i: i, lambda i: i.flip(0)), meta(n, n))
+    assert result.compulsory_bytes == (n * n + n) * FP32
+
+
+def test_picks_at_a_known_permutation_or_repeated_rows_read_those_rows() -> None:
+    # rows (7i mod n) are a permutation of all n rows (7 and 110 are coprime); rows i // 2
+    # repeat, n / 2 distinct rows of n logits each. n picks written either way
+    n = 110
+    permuted = bound(_arange_picks(lambda i: 7 * i % n, lambda i: 3 * i % n), meta(n, n))
+    assert permuted.compulsory_bytes == (n * n + n) * FP32
+    repeated = bound(_arange_picks(lambda i: i // 2, lambda i: 3 * i % n), meta(n, n))
+    assert repeated.compulsory_bytes == (n // 2 * n + n) * FP32
+
+
+def test_picks_at_given_indices_read_the_rows_they_name() -> None:
+    # x[i, j] of a log-softmax with i, j given, i = 7k mod 100 (100 distinct rows, 10 of them
+    # twice; more than 64 placed boxes): those rows whole, the two index tensors, the n picks
+    n, distinct = 110, 100
+    rows, columns = torch.arange(n) * 7 % distinct, torch.arange(n).flip(0)
+    inputs = (torch.randn(n, n), rows, columns)
+    given = bound(lambda x, i, j: torch.log_softmax(x, 1)[i, j], *inputs, data="given")
+    assert given.compulsory_bytes == (distinct * n + n) * FP32 + 2 * n * INT64
+
+
+# --- complex matrix products ----------------------------------------------------------------
+
+
+C64 = torch.complex64
+
+
+def test_a_complex_product_takes_three_real_products() -> None:
+    # (Ar + i·Ai)(Br + i·Bi): Gauss's method forms it from Ar·Br, Ai·Bi and (Ar + Ai)(Br + Bi),
+    # three real n³ products of 2n³ FLOPs each, 6n³ (the direct method: four, 8n³). Charged the
+    # same as the cost rule, on shape-only and on real inputs, through mm, addmm and einsum
+    n = 64
+    square = 6 * n**3
+    for data, make in (("any", lambda *s: meta(*s, dtype=C64)),
+                       ("given", lambda *s: torch.randn(s, dtype=C64))):
+        assert bound(lambda a, b: a @ b, make(n, n), make(n, n), data=data).tensor_flops \
+            == square
+        assert bound(torch.addmm, make(n), make(n, n), make(n, n), data=data).tensor_flops \
+            == square
+    # a batch of 3 (bmm, baddbmm, einsum): 3 · 6n³; rows :4 of one product: 4 · n · 6n
+    batched = meta(3, n, n, dtype=C64)
+    for body in (torch.bmm, lambda a, b: torch.einsum("bij,bjk->bik", a, b)):
+        assert bound(body, batched, batched).tensor_flops == 3 * square
+    assert bound(lambda c, a, b: torch.baddbmm(c, a, b), batched, batched, batched).tensor_flops \
+        == 3 * square
+    square_meta = meta(n, n, dtype=C64)
+    assert bound(lambda a, b: (a @ b)[:4], square_meta, square_meta).tensor_flops == 4 * n * 6 * n
+    # a matrix-vector product: 3 real ones of 2n² FLOPs
+    assert bound(lambda a, v: a @ v, square_meta, meta(n, dtype=C64)).tensor_flops == 6 * n * n
+
+
+def test_a_real_operand_cast_to_complex_takes_fewer_real_products() -> None:
+    # A real: A·B = A·Br + i·A·Bi, two real products (4n³ FLOPs); both real: one (2n³). The same
+    # for a given complex input whose imaginary part is zero
+    n = 64
+    real, complex_ = meta(n, n), meta(n, n, dtype=C64)
+    assert bound(lambda a, b: a.to(C64) @ b, real, complex_).tensor_flops == 4 * n**3
+    assert bound(lambda a, b: a.to(C64) @ b.to(C64), real, real).tensor_flops == 2 * n**3
+    inputs = (torch.randn(n, n).to(C64), torch.randn(n, n, dtype=C64))
+    assert bound(lambda a, b: a @ b, *inputs, data="given").tensor_flops == 4 * n**3
+    assert bound(lambda a, b: a @ b, *inputs, data="any").tensor_flops == 6 * n**3

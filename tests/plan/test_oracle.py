@@ -585,6 +585,12 @@ COLLAPSES: dict[str, tuple[Callable[[], nn.Module], Callable[[], tuple]]] = {
         lambda: Fn(lambda x: torch.cat([x[i:i + 1] for i in range(0, 200, 2)]).sum()),
         lambda: (torch.randn(200, 3),),
     ),
+    # 110 picks, past 64 placed boxes: each needs its row's log-sum-exp (was 880 B of 48,840)
+    "log_softmax_anti_diagonal": (
+        lambda: Fn(lambda x: torch.log_softmax(x, 1)[
+            torch.arange(x.shape[0]), torch.arange(x.shape[0]).flip(0)]),
+        lambda: (torch.randn(110, 110),),
+    ),
 }
 
 CASES = {

@@ -21,7 +21,7 @@ from ...costs import OpKey, OpRecord, add_rules, aten, lookup
 from ...trace.refs import Trace, TracedOp
 from ._core import _one_of, _op_set
 from .constants import known_values
-from .matmul import has_structure
+from .matmul import has_structure, no_imaginary_part
 from .walk import Necessary, _sized_by_data, necessary_work
 
 #: Ops whose demand rule reads the values of their index or mask arguments (the reads that are
@@ -113,11 +113,15 @@ def given_necessary(
         trace.ops, {**known_any, **given}, only=value_sources(trace.ops)
     )
     newly_known = known.keys() - known_any.keys()
-    # an operand is read for its zeros only: one with none changes nothing
+    # an operand is read for its zeros (and a complex one for a zero imaginary part) only:
+    # one with none changes nothing
     index_read = {v for op in trace.ops for v in _read_values(op)} | {
         op.reads[1].value_id for op in trace.ops if _one_of(op, _TARGET_READERS)
     }
-    zeros_read = {v for v in newly_known & _operands(trace.ops) if has_structure(known[v])}
+    zeros_read = {
+        v for v in newly_known & _operands(trace.ops)
+        if has_structure(known[v]) or no_imaginary_part(known[v])
+    }
     if not sizes_given and newly_known.isdisjoint(index_read) and not zeros_read:
         return None
     return necessary_work(trace, records, known=known, sizes_given=sizes_given)

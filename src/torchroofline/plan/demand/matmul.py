@@ -6,10 +6,12 @@ import bisect
 import functools
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import torch
 
 from ...costs import (
+    COMPLEX_PRODUCT_FACTOR,
     FlopCount,
     MatmulKind,
     aten,
@@ -32,6 +34,8 @@ from ._core import (
     _broadcast,
     _broadcast_batch,
     _Context,
+    _one_of,
+    _op_set,
     _proportional,
     demand_rule,
 )
@@ -41,9 +45,9 @@ from .structures import _structure
 
 @demand_rule([aten.mm, aten.addmm, aten.bmm, aten.baddbmm])
 def matmul_demand(context: _Context) -> Demand:
-    """out[..., i, j] needs row i of A and column j of B: 2·K FLOPs per demanded element. A
-    structured operand (a diagonal, a block diagonal) needs only its nonzeros; a batch both
-    operands broadcast is computed once."""
+    """out[..., i, j] needs row i of A and column j of B: 2·K FLOPs per demanded element, times
+    :func:`real_products` for complex operands. A structured operand (a diagonal, a block
+    diagonal) needs only its nonzeros; a batch both operands broadcast is computed once."""
     op = context.op
     *bias, left, right = op.reads
     region = context.output
@@ -53,7 +57,7 @@ def matmul_demand(context: _Context) -> Demand:
     for position, ref in ((0, left), (1, right)):
         structure = _structure(context, ref, -2 if position == 0 else -1)
         if structure is not None:
-            return structure.product(context, region, position)
+            return _in_real_products(context, structure.product(context, region, position))
     known = known_products(context, region)
     if known is not None:
         return known
@@ -81,9 +85,65 @@ def matmul_demand(context: _Context) -> Demand:
             [((range(1),), *b[1:]) for b in region.boxes], region.opaque // out_shape[0]
         )
         structure = "broadcast batch"
-    tensor = 2 * reduction * computed.count
+    tensor = 2 * reduction * computed.count * real_products(context)
     flops = FlopCount(tensor=min(tensor, context.record.flops.tensor), kind=MatmulKind.MATMUL)
     return Demand(tuple(inputs), flops, structure=structure)
+
+
+#: Conversions whose complex output of a real input has no imaginary part
+_CASTS = _op_set([aten._to_copy])
+
+
+def _is_complex(ref: TensorRef) -> bool:
+    return ref.dtype.startswith("complex")
+
+
+def _real_valued(context: _Context, position: int) -> bool:
+    """Whether read ``position`` holds no imaginary part whatever the inputs: a real tensor,
+    a real tensor cast to complex (``x.to(torch.complex64)``), or a known value whose
+    imaginary part is zero."""
+    ref = context.op.reads[position]
+    if not _is_complex(ref):
+        return True
+    producer = context.producers.get(ref.value_id)
+    if producer is not None and _one_of(producer, _CASTS) and not _is_complex(producer.reads[0]):
+        return True
+    value = _known(context, position)
+    return value is not None and no_imaginary_part(value)
+
+
+def no_imaginary_part(value: torch.Tensor) -> bool:
+    """Whether a known complex operand is real-valued: structure a product skips, as it skips
+    zeros (one real product fewer per complex one, :func:`real_products`)."""
+    return value.is_complex() and not bool(value.imag.any())
+
+
+#: Real matrix products one product of two matrices takes, by how many of the two are
+#: complex (an imaginary part that may be nonzero): a real one times a complex one is two
+#: (A·Br and A·Bi), two complex ones three (costs.COMPLEX_PRODUCT_FACTOR, Gauss's method)
+_REAL_PRODUCTS = (1, 2, COMPLEX_PRODUCT_FACTOR)
+
+
+def real_products(context: _Context) -> int:
+    """Real products per product of the op's two matrix or vector operands (its last two
+    reads; a bias is added, not multiplied): what every implementation performs for each
+    complex multiply-add, and what the cost rule charges (``costs.complex_factor``) for two
+    complex operands. An operand cast from a real tensor halves the work Gauss's method
+    needs: its imaginary part is zero, so A·B = A·Br + i·A·Bi."""
+    reads = len(context.op.reads)
+    return _REAL_PRODUCTS[sum(not _real_valued(context, p) for p in (reads - 2, reads - 1))]
+
+
+def _in_real_products(context: _Context, demand: Demand) -> Demand:
+    """A structure rule's FLOPs, counted per complex multiply-add, in real ones
+    (:func:`real_products`), never above the op's own in all."""
+    products = real_products(context)
+    if products == 1:
+        return demand
+    moved = context.record.flops
+    tensor = min(demand.flops.tensor * products, moved.tensor)
+    vector = min(demand.flops.vector * products, moved.tensor + moved.vector - tensor)
+    return replace(demand, flops=replace(demand.flops, tensor=tensor, vector=vector))
 
 
 #: A known operand with fewer zeros than this share of its elements is read as dense: its
@@ -267,7 +327,7 @@ def known_products(context: _Context, region: Region) -> Demand | None:
         _operand_region(a, needed_a, left, [box for box in lines_a if all(box)]),
         _operand_region(b, needed_b, right, [box for box in lines_b if all(box)]),
     ]
-    tensor = min(2 * products, context.record.flops.tensor)
+    tensor = min(2 * products * real_products(context), context.record.flops.tensor)
     flops = FlopCount(tensor=tensor, kind=MatmulKind.MATMUL)
     structure = "known operand values" if tensor < context.record.flops.tensor else None
     return Demand(tuple(inputs), flops, structure=structure)
@@ -276,7 +336,7 @@ def known_products(context: _Context, region: Region) -> Demand | None:
 @demand_rule([aten.mv, aten.addmv])
 def matrix_vector_demand(context: _Context) -> Demand:
     """out[i] = (β·c[i] +) α·A[i, :] @ v needs row i of A and all of v: 2·K FLOPs per demanded
-    element."""
+    element (times :func:`real_products` for complex operands)."""
     *_, matrix, vector = context.op.reads
     region = context.output
     if len(matrix.shape) != 2 or any(len(box) != 1 for box in region.boxes):
@@ -285,7 +345,8 @@ def matrix_vector_demand(context: _Context) -> Demand:
     every = (range(reduction),)
     rows = Region.of([(box[0], every) for box in region.boxes], region.opaque * reduction)
     inputs = (*_biases(context, region), rows, Region.of([(every,)]) if region else NOWHERE)
-    tensor = min(2 * reduction * region.count, context.record.flops.tensor)
+    per_output = 2 * reduction * real_products(context)
+    tensor = min(per_output * region.count, context.record.flops.tensor)
     return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.MATMUL))
 
 
@@ -337,7 +398,8 @@ def pair_distance_demand(context: _Context) -> Demand:
 @demand_rule([aten.addbmm])
 def batch_sum_matmul_demand(context: _Context) -> Demand:
     """``addbmm``: out[i, j] = β·c[i, j] + α·Σ_b A[b, i, :] @ B[b, :, j] needs row i of every
-    A[b] and column j of every B[b]: 2·batch·K FLOPs per demanded element."""
+    A[b] and column j of every B[b]: 2·batch·K FLOPs per demanded element (times
+    :func:`real_products` for complex operands)."""
     *_, left, right = context.op.reads
     region = context.output
     if len(left.shape) != 3 or any(len(box) != 2 for box in region.boxes):
@@ -356,7 +418,8 @@ def batch_sum_matmul_demand(context: _Context) -> Demand:
         Region.of(left_boxes, left_opaque),
         Region.of(right_boxes, right_opaque),
     )
-    tensor = min(2 * per_line * region.count, context.record.flops.tensor)
+    per_output = 2 * per_line * real_products(context)
+    tensor = min(per_output * region.count, context.record.flops.tensor)
     return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.MATMUL))
 
 

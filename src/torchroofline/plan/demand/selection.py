@@ -26,6 +26,7 @@ from ...trace.regions import (
     Box,
     IndexSet,
     Region,
+    Spread,
     full_box,
     positions_to_set,
     set_intersection,
@@ -363,9 +364,24 @@ _PLACED_BOXES = 64
 def _numbers_region(numbers: torch.Tensor, shape: tuple[int, ...]) -> Region:
     """Sorted distinct element numbers of a tensor of ``shape`` as a region (:func:`_boxes_of`)
     so a later union with another gather's picks counts shared elements once; past
-    :data:`_PLACED_BOXES` boxes, a count with no position."""
+    :data:`_PLACED_BOXES` boxes, a count known dim by dim (:func:`_coordinates`)."""
     boxes = _boxes_of(numbers, shape) if shape else None
-    return Region(opaque=numbers.numel()) if boxes is None else Region.of(boxes)
+    if boxes is not None:
+        return Region.of(boxes)
+    return Region.of([], numbers.numel(), [_coordinates(numbers, shape)] if shape else [])
+
+
+def _coordinates(numbers: torch.Tensor, shape: tuple[int, ...]) -> Spread:
+    """Element numbers of a tensor of ``shape`` as the coordinates they hold on each dim: every
+    index of a dim's set is some picked element's coordinate there, so a rule that needs whole
+    lines through the picks needs the lines through those indices (the rows of every logit an
+    anti-diagonal pick of a log-softmax reads)."""
+    sets, stride = [], 1
+    for size in reversed(shape):
+        sets.append(positions_to_set(numbers.div(stride, rounding_mode="floor").remainder(size)
+                                     .unique().tolist()))
+        stride *= size
+    return Spread(tuple(reversed(sets)), (True,) * len(shape))
 
 
 def _boxes_of(numbers: torch.Tensor, shape: tuple[int, ...]) -> list[Box] | None:
