@@ -363,3 +363,16 @@ def test_a_real_operand_cast_to_complex_takes_fewer_real_products() -> None:
     inputs = (torch.randn(n, n).to(C64), torch.randn(n, n, dtype=C64))
     assert bound(lambda a, b: a @ b, *inputs, data="given").tensor_flops == 4 * n**3
     assert bound(lambda a, b: a @ b, *inputs, data="any").tensor_flops == 6 * n**3
+
+
+# --- tensors the program holds outside its modules --------------------------------------------
+
+_GLOBAL_ROWS = torch.tensor([5, 3, 60, 3, 17, 42])
+
+
+def test_a_global_index_tensor_is_a_known_constant() -> None:
+    # x[_GLOBAL_ROWS[:4]].sum(1) with the rows a module-level tensor: program state, as a
+    # buffer is, so its values are known: rows 5, 3, 60 (3 twice) of a 64 × 64 x read, 4 sums
+    # written, the 4 int64 picks read (was one element of x: the index taken as unknown)
+    result = bound(lambda x: x[_GLOBAL_ROWS[:4]].sum(1), meta(64, 64))
+    assert result.compulsory_bytes == (3 * 64 + 4) * FP32 + 4 * INT64

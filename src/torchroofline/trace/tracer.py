@@ -49,7 +49,6 @@ from .inputs import (
 from .intercept import OWN_OUTPUTS, Interceptor
 from .modes import autocast_state, fake_cuda_autograd_guard, quiet_fake_tensor_log
 from .refs import StepTensors, TensorRef, Trace, TracedOp, base_name
-from .regions import distinct_offsets
 from .schema import (
     _aliases_input,
     _functional_form,
@@ -59,6 +58,7 @@ from .schema import (
     _written_arguments,
 )
 from .shadow import known_value
+from .values import ValueTable, tensor_ref
 
 #: Default ceiling on the real tensors the real-data fallback may build (bytes).
 REAL_FALLBACK_LIMIT_BYTES = 2 * 2**30
@@ -79,117 +79,6 @@ _DEVICE_MISMATCH_TEXTS = ("same device", "two devices", "Expected all tensors")
 
 #: the ops that turn a real tensor made in forward into a fake one
 _LIFTS = frozenset({torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default})
-
-
-class _ValueTable:
-    """Maps storages to the current version's value id; keeps storages alive so ids never repeat."""
-
-    def __init__(self) -> None:
-        self._current: dict[int, int] = {}
-        self._alive: list[Any] = []
-        self._next_id = 0
-        self.input_value_ids: set[int] = set()
-        self.initial_value: dict[int, int] = {}
-        #: storage key → known elements of a buffer's storage (:meth:`_Converter.buffer`)
-        self.known_storages: dict[int, torch.Tensor] = {}
-        #: (kind, tensor) of the storages that exist before the first op (Trace.resident)
-        self.resident: tuple[tuple[str, TensorRef], ...] = ()
-        #: Trace.argument_value_ids, Trace.module_value_ids, Trace.ran_on_given_values
-        self.argument_value_ids: tuple[int, ...] = ()
-        self.module_value_ids: dict[str, int] = {}
-        self.ran_on_given_values = False
-
-    def constants(self) -> dict[int, torch.Tensor]:
-        """value id → known elements, for the known buffers the program read."""
-        return {
-            self.initial_value[key]: flat
-            for key, flat in self.known_storages.items()
-            if key in self.initial_value
-        }
-
-    def _new_value(self, key: int) -> int:
-        self._next_id += 1
-        self._current[key] = self._next_id
-        return self._next_id
-
-    def read(self, tensor: torch.Tensor) -> TensorRef:
-        storage = tensor.untyped_storage()
-        key = storage._cdata
-        value = self._current.get(key)
-        if value is None:
-            if key not in self.initial_value:
-                self._alive.append(storage)
-            value = self._new_value(key)
-            self.input_value_ids.add(value)
-            self.initial_value[key] = value
-        return _ref(tensor, value, storage)
-
-    def write(self, tensor: torch.Tensor) -> TensorRef:
-        storage = tensor.untyped_storage()
-        key = storage._cdata
-        if key not in self._current and key not in self.initial_value:
-            self._alive.append(storage)
-        return _ref(tensor, self._new_value(key), storage)
-
-    def current(self, tensor: torch.Tensor) -> int | None:
-        return self._current.get(tensor.untyped_storage()._cdata)
-
-    def output_ref(self, tensor: torch.Tensor) -> TensorRef | None:
-        """The returned view ``tensor`` as a reference to its storage's current value."""
-        storage = tensor.untyped_storage()
-        value = self._current.get(storage._cdata)
-        return None if value is None else _ref(tensor, value, storage)
-
-    def mutated_initial_values(self) -> set[int]:
-        """Final values of storages that existed before the trace and were written in it."""
-        return {
-            self._current[key]
-            for key, first in self.initial_value.items()
-            if self._current[key] != first
-        }
-
-
-@functools.lru_cache(maxsize=4096)  # called for every tensor an op reads or writes
-def _touched_elements(
-    shape: tuple[int, ...], strides: tuple[int, ...], storage_elements: int
-) -> int:
-    """Distinct elements a strided view touches (:func:`~.regions.distinct_offsets`: stride-0
-    dims do not multiply, overlapping windows hold each element once), never more than its
-    storage."""
-    elements = distinct_offsets(shape, strides)
-    return min(elements, storage_elements) if storage_elements else elements
-
-
-#: dtype → (its name, e.g. ``"float32"``; bytes per element; whether it is floating point or
-#: complex), filled as dtypes are met
-_DTYPE_FACTS: dict[torch.dtype, tuple[str, int, bool]] = {}
-
-
-def _ref(tensor: torch.Tensor, value_id: int, storage: Any) -> TensorRef:
-    """``tensor`` as a view of ``storage`` (its untyped storage) holding version ``value_id``."""
-    dtype = tensor.dtype
-    facts = _DTYPE_FACTS.get(dtype)
-    if facts is None:
-        facts = _DTYPE_FACTS[dtype] = (
-            str(dtype).removeprefix("torch."), tensor.element_size(),
-            dtype.is_floating_point or dtype.is_complex,
-        )
-    name, itemsize, is_float = facts
-    shape = tuple(tensor.shape)
-    strides = tensor.stride()
-    storage_elements = storage.nbytes() // max(itemsize, 1)
-    return TensorRef(
-        value_id=value_id,
-        storage_id=storage._cdata,
-        shape=shape,
-        dtype=name,
-        elements=_touched_elements(shape, strides, storage_elements),
-        is_float=is_float,
-        itemsize=itemsize,
-        offset=tensor.storage_offset(),
-        strides=strides,
-        storage_elements=storage_elements,
-    )
 
 
 def meta_copies(tree: Any, *, keep_shape_only: bool = False) -> Any:
@@ -261,7 +150,7 @@ class _ModuleStack:
 class _Recorder(TorchDispatchMode):
     """Records every aten op that reaches the dispatcher, with the values it reads and writes."""
 
-    def __init__(self, values: _ValueTable, modules: _ModuleStack, fake: bool) -> None:
+    def __init__(self, values: ValueTable, modules: _ModuleStack, fake: bool) -> None:
         super().__init__()
         self.values = values
         self.modules = modules
@@ -282,6 +171,7 @@ class _Recorder(TorchDispatchMode):
         #: ops that raised "not linked with CUDA" once in this trace: later calls go straight to
         #: meta (training batch norm otherwise runs its whole decomposition twice per call)
         self.meta_only: set[Any] = set()
+        self.fake = fake
         # fake tensors hold no data, so records may keep them; real ones become meta copies
         self._shape_only = (
             (lambda tree: tree) if fake else functools.partial(meta_copies, keep_shape_only=True)
@@ -342,7 +232,24 @@ class _Recorder(TorchDispatchMode):
         return value if same else None
 
     def _reads(self, tensors: Sequence[torch.Tensor]) -> list[TensorRef]:
+        if self.fake:
+            for tensor in tensors:
+                if not isinstance(tensor, FakeTensor) and not tensor.is_meta:
+                    self._know_held_outside(tensor)
         return [self.values.read(tensor) for tensor in tensors]
+
+    def _know_held_outside(self, tensor: torch.Tensor) -> None:
+        """A real tensor in a fake trace is one the model holds outside its modules (a global,
+        a closure's): program state, as a buffer is, so a small one is a known constant
+        (``x[perm]`` with a global ``perm`` reads the rows it picks, not one element)."""
+        mode = getattr(self.call, "mode", None)
+        if tensor.untyped_storage()._cdata in self.values.initial_value or mode is None:
+            return  # seen already, or no fake mode to convert it
+        with unset_fake_temporarily():
+            value = known_value(tensor)
+        if value is not None:  # its views are of the fake copy the mode makes (and reuses)
+            for each in (tensor, mode.fake_tensor_converter.from_real_tensor(mode, tensor)):
+                _know(self.values.known_storages, each, value)
 
     def record(
         self,
@@ -685,7 +592,7 @@ def _run(
     shapes_over_bytes: int | None = None,
     fake_lifts: Sequence[torch.Tensor | None] = (),
     autocast: torch.dtype | None = None,
-) -> tuple[_Recorder, _ValueTable, Any]:
+) -> tuple[_Recorder, ValueTable, Any]:
     convert = _Converter(fake_mode, device, shapes_over_bytes)
     outer = fake_mode if fake_mode is not None else contextlib.nullcontext()
     with outer:  # entered once here, each conversion's own entry is a no-op (~15 µs each)
@@ -695,7 +602,7 @@ def _run(
         contextlib.nullcontext() if step is None else step.prepare(model, params, args)
     )
     plain_attributes = _plain_tensor_attributes(model)
-    values = _ValueTable()
+    values = ValueTable()
     values.known_storages = convert.known_storages
     modules = _ModuleStack(model)
     recorder = _Recorder(values, modules, fake=fake_mode is not None)
@@ -734,7 +641,7 @@ def _run(
 
 
 def _given_value_ids(
-    values: _ValueTable, args: Any, params: Mapping[str, torch.Tensor], on_real_values: bool
+    values: ValueTable, args: Any, params: Mapping[str, torch.Tensor], on_real_values: bool
 ) -> None:
     """Record where given values attach: the value each argument tensor and each parameter or
     buffer starts as (Trace.argument_value_ids, Trace.module_value_ids)."""
@@ -753,7 +660,7 @@ def _resident(
     module_tensors: Mapping[str, torch.Tensor],
     attributes: Sequence[torch.Tensor],
     args: Any,
-    values: _ValueTable,
+    values: ValueTable,
 ) -> tuple[tuple[str, TensorRef], ...]:
     """(kind, tensor) for each storage of the model's parameters and buffers (tensors it keeps
     as plain attributes count as buffers) and of the forward arguments, first kind wins (a
@@ -770,7 +677,7 @@ def _resident(
         storage = tensor.untyped_storage()
         key = storage._cdata
         if key not in seen:
-            seen[key] = (kind, _ref(tensor, values.initial_value.get(key, 0), storage))
+            seen[key] = (kind, tensor_ref(tensor, values.initial_value.get(key, 0), storage))
     return tuple(seen.values())
 
 
@@ -919,7 +826,7 @@ def _real_fallback(
     step: StepRunner | None,
     device: str,
     autocast: torch.dtype | None = None,
-) -> tuple[_Recorder, _ValueTable, Any, str]:
+) -> tuple[_Recorder, ValueTable, Any, str]:
     """The trace again, on real CPU tensors where they fit in ``limit_bytes``, else on fake
     ones with data-sized ops run on stand-in values (:func:`_stand_in_run`); returns
     the run and the device it traced on."""
@@ -971,7 +878,7 @@ def _stand_in_run(
     step: StepRunner | None,
     device: str,
     autocast: torch.dtype | None = None,
-) -> tuple[_RecordingFakeMode, _Recorder, _ValueTable, Any]:
+) -> tuple[_RecordingFakeMode, _Recorder, ValueTable, Any]:
     """The trace on fake tensors, each op that sizes its outputs by values (``nonzero``,
     ``x[mask]``, ``unique``…) run on stand-in values (:mod:`.data_sized`): the bound charges
     what such ops compute as possibly empty, so it holds for every size. Raises

@@ -36,7 +36,8 @@ from .intercept import AUTOGRAD_CALLS, OWN_OUTPUTS, _paused
 from .modes import AUTOCAST_DTYPES, autocast_state
 from .refs import StepTensors, TensorRef
 from .schema import _tensors
-from .tracer import _Recorder, _ref, meta_copies
+from .tracer import _Recorder, meta_copies
+from .values import tensor_ref
 
 #: Training-step phases in execution order (``TracedOp.phase``).
 PHASES = ("forward", "backward", "optimizer")
@@ -270,7 +271,8 @@ def _seen(values: Any, tensor: torch.Tensor) -> bool:
 def _first_ref(values: Any, tensor: torch.Tensor) -> TensorRef:
     """``tensor`` as the value the step first read of its storage."""
     storage = tensor.untyped_storage()
-    return _ref(tensor, values.initial_value.get(storage._cdata, values.current(tensor)), storage)
+    value_id = values.initial_value.get(storage._cdata, values.current(tensor))
+    return tensor_ref(tensor, value_id, storage)
 
 
 def _label_nodes(output: Any, module_path: str, inputs: Any = ()) -> None:
