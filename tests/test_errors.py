@@ -73,6 +73,9 @@ def test_a_sparse_or_nested_input_is_refused_in_one_line():
     nested = torch.nested.nested_tensor([torch.ones(2, 8), torch.ones(3, 8)])
     with pytest.raises(InputError, match=r"^input 1 is a nested tensor"):
         torchroofline.analyze(nn.Linear(8, 4), (torch.ones(2, 8), nested))
+    quantized = torch.quantize_per_tensor(torch.ones(2, 8), 0.1, 0, torch.qint8)
+    with pytest.raises(InputError, match=r"^input 0 is a quantized \(qint8\) tensor.*dequantize"):
+        torchroofline.analyze(nn.Identity(), quantized)
 
 
 def test_a_compiled_model_is_analysed_as_the_module_it_wraps():

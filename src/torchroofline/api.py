@@ -140,6 +140,12 @@ def _check_dense(model: Any, inputs: Any) -> None:
     if isinstance(model, nn.Module):
         named += [(f"the model's '{name}'", t) for name, t in _module_tensors(model).items()]
     for name, value in named:
+        if isinstance(value, torch.Tensor) and value.is_quantized:
+            raise InputError(
+                f"{name} is a quantized ({str(value.dtype).removeprefix('torch.')}) tensor, and "
+                "torchroofline traces plain dtypes only; pass it as .int_repr() (its integers) "
+                "or .dequantize()"
+            )
         if isinstance(value, torch.Tensor) and (value.is_nested or value.layout != torch.strided):
             kind = "nested" if value.is_nested else str(value.layout).removeprefix("torch.")
             raise InputError(

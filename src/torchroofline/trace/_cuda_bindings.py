@@ -157,6 +157,36 @@ def uniform_(tensor: torch.Tensor, a: float = 0.0, b: float = 1.0, *, generator:
     return aten.uniform_.default(tensor, a, b, generator=generator)
 
 
+def cuda(tensor: torch.Tensor, device: Any = None, non_blocking: bool = False,
+         memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
+    """``x.cuda()``: the trace's tensors stand for the GPU's already (fake CUDA ones, or CPU
+    ones where the trace runs there), so the move makes no kernel and the tensor stays."""
+    if memory_format is torch.preserve_format:
+        return tensor
+    return contiguous(tensor, memory_format=memory_format)
+
+
+def to(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    """``x.to(...)`` with a CUDA device (``"cuda"``, ``"cuda:1"``, an index): as :func:`cuda`
+    for the move, the dtype and layout changes as asked; NotImplemented for any other target
+    (``x.to("cpu")``, a dtype alone: torch's own ``to`` runs)."""
+    copy = kwargs.pop("copy", False)
+    args = tuple("cuda" if isinstance(arg, int) and not isinstance(arg, bool) else arg
+                 for arg in args)
+    if isinstance(kwargs.get("device"), int):
+        kwargs["device"] = "cuda"
+    device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+    if device is None or device.type != "cuda":
+        return NotImplemented
+    return tensor.to(dtype or tensor.dtype, non_blocking=non_blocking, copy=copy,
+                     memory_format=memory_format or torch.preserve_format)
+
+
+#: Tensor methods that move a tensor to the GPU, spelled for every trace (they ask for a CUDA
+#: device even where the tensor is on one already): method → its spelling, which may answer
+#: NotImplemented (not a move to the GPU).
+DEVICE_MOVES = {torch.Tensor.cuda: cuda, torch.Tensor.to: to}
+
 #: Tensor method or torch function → its spelling in aten ops.
 SPELLINGS = {
     torch.Tensor.__getitem__: getitem,

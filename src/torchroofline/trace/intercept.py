@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from ._cuda_bindings import SPELLINGS, UnsupportedIndex, needs_cuda_device
+from ._cuda_bindings import DEVICE_MOVES, SPELLINGS, UnsupportedIndex, needs_cuda_device
 
 if TYPE_CHECKING:
     from .tracer import _Recorder as Recorder
@@ -113,6 +113,8 @@ class Interceptor(TorchFunctionMode):
         #: bindings that raised for want of a CUDA device in this trace: later calls try their
         #: aten spelling first (raising and catching costs ~0.03 ms a call: 100,000 slices)
         self._spelled_first: set[Any] = set()
+        for method, spelling in DEVICE_MOVES.items():
+            self._handlers[method] = lambda a, k, spelling=spelling: spelling(*a, **k)
         # handlers hold the recorder, never this mode: a cycle through the mode would keep the
         # whole trace alive until the next cyclic collection
         for name in RNN_CALLS:

@@ -82,6 +82,36 @@ def quiet_fake_tensor_log() -> Iterator[None]:
         logger.setLevel(level)
 
 
+#: ``torch.cuda`` host calls a forward may make (to time itself, pick a device, free cached
+#: memory) → what the trace runs instead where no CUDA device exists: they order or query the
+#: host, not the GPU's work, so they cost the bound nothing.
+_HOST_CUDA_CALLS = {
+    "synchronize": lambda device=None: None,
+    "current_device": lambda: 0,
+    "set_device": lambda device: None,
+    "empty_cache": lambda: None,
+}
+
+
+@contextlib.contextmanager
+def host_cuda_calls() -> Iterator[None]:
+    """:data:`_HOST_CUDA_CALLS` stand in for ``torch.cuda``'s own while the block runs, on a
+    machine without a CUDA device (``torch.cuda.synchronize()`` in a forward otherwise fails
+    with "Torch not compiled with CUDA enabled"); restored on exit. Nothing changes where a
+    device exists."""
+    if torch.cuda.is_available():
+        yield
+        return
+    saved = {name: getattr(torch.cuda, name) for name in _HOST_CUDA_CALLS}
+    for name, stand_in in _HOST_CUDA_CALLS.items():
+        setattr(torch.cuda, name, stand_in)
+    try:
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(torch.cuda, name, original)
+
+
 class FakeCudaAutogradGuard(TorchFunctionMode):
     """Stops a forward that records an autograd graph on fake CUDA tensors (a gradient penalty
     or a physics-informed loss: ``torch.autograd.grad`` under ``torch.enable_grad()``) before

@@ -47,7 +47,12 @@ from .inputs import (
     _swapped_attributes,
 )
 from .intercept import OWN_OUTPUTS, Interceptor
-from .modes import autocast_state, fake_cuda_autograd_guard, quiet_fake_tensor_log
+from .modes import (
+    autocast_state,
+    fake_cuda_autograd_guard,
+    host_cuda_calls,
+    quiet_fake_tensor_log,
+)
 from .refs import StepTensors, TensorRef, Trace, TracedOp, base_name
 from .schema import (
     _aliases_input,
@@ -613,6 +618,7 @@ def _run(
         paused(),
         warnings.catch_warnings(),
         quiet_fake_tensor_log(),
+        host_cuda_calls(),
         torch.no_grad() if step is None else torch.enable_grad(),
         autocast_state(device, autocast),
         _swapped_attributes(plain_attributes, convert),
