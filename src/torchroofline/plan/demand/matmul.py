@@ -186,7 +186,9 @@ _SAMPLE_ABOVE = 64
 def _sample_positions(elements: int) -> torch.Tensor:
     """One seeded uniform position in each of :data:`ZERO_SAMPLE` equal strata of
     ``range(elements)``, ascending: the reads walk memory forward (on a 64 MB operand about
-    half the time of the same number of unordered draws), and the same size reuses them."""
+    half the time of the same number of unordered draws), and the same size reuses them. They
+    are read with ``index_select`` (one thread: ~0.13 ms on a 4096² operand), not ``take``,
+    whose two-thread loop took ~12 ms whenever the other core was busy."""
     bounds = torch.arange(ZERO_SAMPLE + 1, dtype=torch.int64) * elements // ZERO_SAMPLE
     widths = (bounds[1:] - bounds[:-1]).to(torch.float64)
     draws = torch.rand(ZERO_SAMPLE, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
@@ -199,7 +201,7 @@ def has_structure(value: torch.Tensor) -> bool:
     seeded stratified sample (:data:`ZERO_SAMPLE`) says so without reading the whole operand."""
     flat = value.reshape(-1)
     if flat.numel() > _SAMPLE_ABOVE * ZERO_SAMPLE and bool(
-        flat.take(_sample_positions(flat.numel())).all()
+        flat.index_select(0, _sample_positions(flat.numel())).all()
     ):
         return False
     zeros = flat.numel() - int(torch.count_nonzero(flat))
