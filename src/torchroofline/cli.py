@@ -915,7 +915,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """0, 1 when a measured time beats the speed of light, 130 when interrupted."""
+    """0; 1 when a problem failed to analyze; 3 when a measured time beats the speed of light
+    (as every command's exit codes say); 130 when interrupted."""
     from .suites.batch import Progress
     from .suites.kernelbench import discover
     from .suites.validate import impossible_count, run
@@ -925,7 +926,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     report = run(args, levels, progress, _note)
     if report.get("partial"):
         return EXIT_INTERRUPTED
-    return EXIT_FAILED if impossible_count(report) else EXIT_OK
+    if report["failed"]:
+        return EXIT_FAILED
+    return EXIT_FASTER_THAN_LIGHT if impossible_count(report) else EXIT_OK
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
