@@ -423,3 +423,105 @@ def test_a_boolean_index_on_stand_ins_makes_no_output_data() -> None:
     # masked_select: one element per true entry of the mask broadcast over x (8 columns)
     selected = stand_in_output(torch.ops.aten.masked_select.default, (x, mask[:, None]), {})
     assert selected.shape == (int(expected) * 8,)
+
+
+# --- gathers through a top-k's indices: distinct picks, whatever the data --------------------
+
+TOKENS, EXPERTS, HIDDEN, K = 16, 8, 4, 2
+
+
+def _charged(result: Result, shape: tuple[int, ...]) -> int:
+    """Elements the bound charges of the input of ``shape``."""
+    [ref] = [r for r in result.plans.necessary.input_refs if r.shape == shape]
+    return ref.elements
+
+
+def _routed(pick, experts: tuple[int, ...], keep=lambda y: y) -> Result:  # noqa: ANN001
+    """``keep(experts[pick(x @ router)])`` for any input values."""
+    body = lambda x, router, w: keep(w[pick(x @ router)])  # noqa: E731
+    return analyze(Fn(body), meta(TOKENS, HIDDEN), meta(HIDDEN, EXPERTS), meta(*experts))
+
+
+@pytest.mark.parametrize(
+    ("pick", "picks"),
+    [
+        (lambda logits: logits.topk(K, dim=-1).indices, K),
+        (lambda logits: logits.sort(dim=-1, descending=True).indices[:, :K], K),
+        (lambda logits: logits.argsort(dim=-1)[:, :K], K),
+        (lambda logits: logits.topk(K, dim=-1).indices[:, :1], 1),
+    ],
+    ids=["topk", "sort", "argsort", "one pick per row"],
+)
+def test_experts_picked_by_a_top_k_are_that_many_distinct_experts(pick, picks: int) -> None:  # noqa: ANN001
+    # experts[idx], experts (E, H), every output kept: the picks of one token's row are
+    # distinct positions of its logits, so distinct experts, each read at all H columns; other
+    # tokens may pick the same ones, so one row's picks count: picks·H elements (was 1). The
+    # logits decide the choice: x and the router read whole. Output T·picks·H written
+    result = _routed(pick, (EXPERTS, HIDDEN))
+    assert _charged(result, (EXPERTS, HIDDEN)) == picks * HIDDEN
+    needed = TOKENS * HIDDEN + HIDDEN * EXPERTS + picks * HIDDEN + TOKENS * picks * HIDDEN
+    assert result.compulsory_bytes == needed * FP32
+
+
+def test_a_top_k_picks_whole_expert_matrices_at_the_kept_columns() -> None:
+    # experts (E, H, H): each pick reads the demanded part of one expert's matrix: all of it
+    # (K·H·H), one token's row (K·H·H: idx[0] holds two distinct experts), or, with only
+    # column 0 of every matrix kept, K·H
+    whole = _routed(lambda logits: logits.topk(K, dim=-1).indices, (EXPERTS, HIDDEN, HIDDEN))
+    assert _charged(whole, (EXPERTS, HIDDEN, HIDDEN)) == K * HIDDEN * HIDDEN
+    first = _routed(lambda logits: logits.topk(K, dim=-1).indices[0], (EXPERTS, HIDDEN, HIDDEN))
+    assert _charged(first, (EXPERTS, HIDDEN, HIDDEN)) == K * HIDDEN * HIDDEN
+    column = _routed(
+        lambda logits: logits.topk(K, dim=-1).indices,
+        (EXPERTS, HIDDEN, HIDDEN),
+        keep=lambda y: y[..., 0],
+    )
+    assert _charged(column, (EXPERTS, HIDDEN, HIDDEN)) == K * HIDDEN
+
+
+def test_index_select_and_gather_through_a_top_k_read_distinct_picks() -> None:
+    def select(x: torch.Tensor, router: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return w.index_select(0, (x @ router).topk(K, dim=-1).indices.reshape(-1))
+
+    def gather(x: torch.Tensor, router: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return w.gather(1, (x @ router).topk(K, dim=-1).indices)
+
+    # index_select through the flattened (T·K,) indices: elements 2t and 2t + 1 are token t's
+    # row, two distinct experts: K·H elements
+    selected = analyze(Fn(select), meta(TOKENS, HIDDEN), meta(HIDDEN, EXPERTS),
+                       meta(EXPERTS, HIDDEN))
+    assert _charged(selected, (EXPERTS, HIDDEN)) == K * HIDDEN
+    # gather(w, 1, idx): out[t, j] = w[t, idx[t, j]]; different t are different rows of w and
+    # one row's picks are distinct columns, so every one of the T·K outputs reads its own
+    # element of w (T, E)
+    gathered = analyze(Fn(gather), meta(TOKENS, HIDDEN), meta(HIDDEN, EXPERTS),
+                       meta(TOKENS, EXPERTS))
+    assert _charged(gathered, (TOKENS, EXPERTS)) == TOKENS * K
+
+
+def test_a_permutation_picks_distinct_rows_and_other_indices_may_pick_one() -> None:
+    # randperm(E)[:K] is K distinct rows of w: K·H elements
+    permuted = analyze(Fn(lambda w: w[torch.randperm(EXPERTS)[:K]]), meta(EXPERTS, HIDDEN))
+    assert _charged(permuted, (EXPERTS, HIDDEN)) == K * HIDDEN
+    # an index of unknown values (an input, or an argmax) may pick one element throughout:
+    # the floor of distinct picks does not apply
+    unknown = analyze(Fn(lambda w, idx: w[idx]), meta(EXPERTS, HIDDEN),
+                      meta(TOKENS, K, dtype=torch.long))
+    assert _charged(unknown, (EXPERTS, HIDDEN)) == 1
+
+
+def test_distinct_picks_stay_within_what_one_routing_forces() -> None:
+    # one input where every token ranks experts 0 and 1 first (x > 0, router columns 0 and 1
+    # the largest): the oracle for that input proves exactly the two experts' matrices
+    # (K·H·H elements), what the bound for any input charges
+    def program(x: torch.Tensor, router: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return w[(x @ router).topk(K, dim=-1).indices]
+
+    x = torch.rand(TOKENS, HIDDEN) + 0.1
+    router = torch.full((HIDDEN, EXPERTS), -1.0)
+    router[:, 0], router[:, 1] = 2.0, 1.0
+    inputs = (x, router, torch.randn(EXPERTS, HIDDEN, HIDDEN))
+    [proven] = [leaf for leaf in oracle(Fn(program), inputs, data="given").leaves
+                if leaf.name == "input 2"]
+    bound = analyze(Fn(program), *(meta(*t.shape) for t in inputs))
+    assert _charged(bound, (EXPERTS, HIDDEN, HIDDEN)) == proven.necessary == K * HIDDEN * HIDDEN

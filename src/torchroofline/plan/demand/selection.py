@@ -42,6 +42,7 @@ from ._core import (
     demand_rule,
 )
 from .constants import _known, _region_where, _unexpanded
+from .distinct import distinct_picks, index_lines
 
 
 @demand_rule([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
@@ -176,7 +177,9 @@ def gather_demand(context: _Context) -> Demand:
     """A gather reads the index tensors for the demanded outputs and source elements chosen by
     their values: with the values known (:mod:`.given`), exactly the distinct source elements
     the demanded outputs pick (:func:`_known_picks`); else see :func:`_data_chosen` (an
-    embedding: one row)."""
+    embedding: one row), or, through an index distinct along a line whatever the data (a
+    top-k's, a sort's: :mod:`.distinct`), as many slices as one line's demanded picks
+    (:func:`_distinct_floor`)."""
     picked = _known_picks(context)
     demanded = context.output.count
     # a grid sample may land on padding only, reading nothing of its source
@@ -191,6 +194,7 @@ def gather_demand(context: _Context) -> Demand:
         inputs[0] = Region(
             opaque=_data_chosen(demanded) * _row_part(context.output, weight.shape[-1])
         )
+    inputs[0] = Region(opaque=max(inputs[0].opaque, _distinct_floor(context)))
     if picked is not None:
         inputs[0] = picked
     return Demand(tuple(inputs), context.record.flops.scaled(context.fraction))
@@ -227,6 +231,47 @@ add_rules(_INDEXED_DIMS, [aten.gather, aten.take], _output_dims, "indexed-dims")
 add_rules(_INDEXED_DIMS, [aten.embedding], lambda c: _output_dims(c)[:-1], "indexed-dims")
 add_rules(_INDEXED_DIMS, [aten.index_select], _index_select_dim, "indexed-dims")
 add_rules(_INDEXED_DIMS, [aten.index, aten._unsafe_index], _advanced_index_dims, "indexed-dims")
+
+
+#: Gathers whose index positions are, along some of the index's dims, the source's own
+#: coordinates there: ``gather`` reads src[p with ``dim`` replaced by index[p]], so picks at
+#: different positions off ``dim`` are different elements whatever they pick. The others'
+#: index positions say nothing of where in the source a pick lands.
+_SOURCE_COORDINATES: dict[OpKey, Callable[[_Context], Sequence[int]]] = {}
+add_rules(
+    _SOURCE_COORDINATES,
+    [aten.gather],
+    lambda c: [d for d in _output_dims(c) if d != _index_select_dim(c)[0]],
+    "source-coordinates",
+)
+
+
+def _distinct_floor(context: _Context) -> int:
+    """Source elements a gather through an index of distinct values (:mod:`.distinct`) reads
+    at least, whatever they are: in a demanded box, the index's demanded elements on one of
+    its lines pick as many different slices of the source (topk(…, 2) picks two experts), each
+    read at the box's positions along the output dims no index covers (:data:`_INDEXED_DIMS`);
+    picks of different lines may repeat them, so one line counts — per combination of the
+    coordinates the index shares with the source (:data:`_SOURCE_COORDINATES`). The largest
+    box's count (boxes may overlap)."""
+    indexed = lookup(_INDEXED_DIMS, context.op)
+    dims = None if indexed is None else indexed(context)
+    if dims is None or not context.output.boxes:
+        return 0
+    shared_rule = lookup(_SOURCE_COORDINATES, context.op)
+    shared = [] if shared_rule is None else [list(dims).index(d) for d in shared_rule(context)]
+    order = [*shared, *(p for p in range(len(dims)) if p not in shared)]
+    floor = 0
+    for ref in context.op.reads[1:]:
+        found = index_lines(ref, context.producers) if len(dims) == len(ref.shape) else None
+        for box in context.output.boxes if found is not None else ():
+            where = _box_index(tuple(box[d] for d in dims))
+            lines, elements = (t[where].permute(order) for t in found)
+            groups = math.prod(lines.shape[: len(shared)])
+            picks = distinct_picks(lines.reshape(groups, -1), elements.reshape(groups, -1))
+            slice_part = math.prod(set_size(s) for d, s in enumerate(box) if d not in dims)
+            floor = max(floor, picks * slice_part)
+    return floor
 
 
 def _index_read(context: _Context, position: int) -> Region:
