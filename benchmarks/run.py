@@ -389,6 +389,12 @@ def child_ours(*paths: str) -> dict:
     return {"problems": problems}
 
 
+def child_cases(size: str) -> dict:
+    import speed_cases
+
+    return speed_cases.measure(quick=size == "quick")
+
+
 def child_proto(*paths: str) -> dict:
     import prototype
 
@@ -406,6 +412,7 @@ CHILDREN: dict[str, Callable[..., dict]] = {
     "perop": child_perop,
     "ours": child_ours,
     "proto": child_proto,
+    "cases": child_cases,
 }
 
 
@@ -658,6 +665,8 @@ def _why(label: str, ptflops_flops: int | None, ours: int, fcm: int | None) -> s
 
 
 def render(data: dict) -> str:
+    import speed_cases  # (imports torch: only once the children have run)
+
     lines: list[str] = ["# torchroofline benchmarks", ""]
     info = data["machine"]
     lines += [
@@ -672,6 +681,7 @@ def render(data: dict) -> str:
     lines += _render_suite(data)
     lines += _render_scale(data)
     lines += _render_perop(data)
+    lines += speed_cases.render(data["cases"])
     lines += _render_proto(data)
     lines += _render_profile_notes(data)
     return "\n".join(lines) + "\n"
@@ -1036,6 +1046,8 @@ def run_all(quick: bool, command: str) -> dict:
         data["suite"] = suite_speed(root, (1, 2))
         _say("scale")
         data["scale"] = scale(["GPT-2 small"] if quick else list(GPT_SHAPES))
+        _say("many slices, real inputs")
+        data["cases"], _ = run_child("cases", "quick" if quick else "full")
         _say("per-op overhead")
         data["perop"] = per_op(depth=20 if quick else 300, repeats=1 if quick else 3,
                                layers=4 if quick else 20)

@@ -57,6 +57,7 @@ def quick_run(tmp_path_factory):
 def test_quick_report_has_every_section(quick_run):
     text, data = quick_run
     for heading in ("## Suite speed", "## Scale", "## Per-op overhead",
+                    "## Many ops, and real inputs",
                     "## The prototype's method side by side", "## Where the time goes"):
         assert heading in text
     assert "python benchmarks/run.py --quick" in text
@@ -94,6 +95,16 @@ def test_quick_per_op_figures(quick_run):
         assert row[key] > 0, key
     assert row["gru_ops"] == 1  # the whole GRU is one intercepted call
     assert all(ms > 0 for ms in row["per_call_ms"].values())
+
+
+def test_quick_speed_cases(quick_run):
+    _, data = quick_run
+    (slices,) = data["cases"]["slices"]
+    # cat of n single-row slices of a (n, 16) fp32 x, summed: x read once, 4 bytes written
+    assert slices["compulsory_bytes"] == (slices["n"] * 16 + 1) * 4
+    (real,) = data["cases"]["real"]
+    assert real["real_s"] > 0 and real["meta_s"] > 0
+    assert real["ratio"] == real["real_s"] / real["meta_s"]
 
 
 def test_quick_prototype_figures(quick_run):
