@@ -606,6 +606,21 @@ CASES = {
     "tril_where_sum": _chain_case(["tril_where"], "sum_channels"),
     "conv_tril_where": _chain_case(["conv3_padded", "tril_where"], "all"),
     "zero_pad_conv": _chain_case(["zero_pad", "zero_pad", "conv3"], "all"),
+    # a recurrence read in part (issue 28's sweep): out[0] is one step of each layer (was every
+    # step), a bidirectional out[0] the backward direction's every step but one forward step,
+    # h_n[0] the first layer only
+    "rnn_first_step": (
+        lambda: nn.Sequential(nn.RNN(3, 4, 2), Fn(lambda y: y[0][0])),
+        lambda: (torch.randn(5, 2, 3),),
+    ),
+    "rnn_bidirectional_step_0": (
+        lambda: nn.Sequential(nn.RNN(3, 4, bidirectional=True), Fn(lambda y: y[0][0])),
+        lambda: (torch.randn(5, 2, 3),),
+    ),
+    "rnn_final_state_layer_0": (
+        lambda: nn.Sequential(nn.RNN(3, 4, 2), Fn(lambda y: y[1][0])),
+        lambda: (torch.randn(5, 2, 3),),
+    ),
     # an adaptive pool that upsamples (1×2 → 3×4), read in its first row: a third of the
     # outputs, but every input element, each priced one FLOP
     "adaptive_avg_upsampling_row": (
@@ -701,3 +716,14 @@ def test_a_shortcut_removes_only_work_some_correct_program_avoids(
     flops = sum(op.flops.tensor + op.flops.vector for op in cheapest.necessary.ops)
     assert flops <= found.executed_flops
     assert_sound(found)
+
+
+#: Cases whose every charged element the oracle proves needed, and no more: the bound meets the
+#: proof exactly (a recurrence read in part was charged every step, 2× the proof)
+EXACT = ("rnn_first_step", "rnn_bidirectional_step_0", "rnn_final_state_layer_0")
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_a_recurrence_read_in_part_is_charged_what_the_proof_needs(name):
+    found = _figures_of(name)
+    assert found.result.compulsory_bytes == found.proven.bytes(FLOAT_BYTES), found.describe()

@@ -16,13 +16,24 @@ The walk is in :mod:`.walk`; the rules, one module per family of ops, register t
 :data:`DEMAND_RULES` when imported here: :mod:`.reductions` (pointwise ops, reductions, softmax,
 norms), :mod:`.matmul` (products, attention), :mod:`.windows` (convolution, pooling,
 resampling), :mod:`.layout` (cat, pad, flip, roll, triangles, diagonals), :mod:`.rearrange`
-(pixel and channel shuffles, rot90, reflection and replication pads, im2col), :mod:`.selection`
+(pixel and channel shuffles, rot90, reflection and replication pads, im2col), :mod:`.recurrent`
+(whole RNNs, step by step), :mod:`.selection`
 (masks, gathers, scatters), :mod:`.quantized` (scaled fp8/fp4 matmuls), :mod:`.training`
 (optimizer updates, tensor by tensor); :mod:`.structures`
 holds the structured operands and :mod:`.constants` the values known from shapes and constants.
 """
 
-from . import layout, matmul, quantized, rearrange, reductions, selection, training, windows
+from . import (
+    layout,
+    matmul,
+    quantized,
+    rearrange,
+    recurrent,
+    reductions,
+    selection,
+    training,
+    windows,
+)
 from ._core import DEMAND_RULES, Demand, demand_rule
 from .constants import known_values
 from .reductions import pointwise_demand
@@ -43,6 +54,7 @@ __all__ = [
     "pointwise_demand",
     "quantized",
     "rearrange",
+    "recurrent",
     "reductions",
     "selection",
     "training",
