@@ -15,7 +15,8 @@ or Inductor kernels really read and write) stays in :mod:`costs` and :mod:`fusio
 The walk is in :mod:`.walk`; the rules, one module per family of ops, register themselves into
 :data:`DEMAND_RULES` when imported here: :mod:`.reductions` (pointwise ops, reductions, softmax,
 norms), :mod:`.matmul` (products, attention), :mod:`.windows` (convolution, pooling,
-resampling), :mod:`.layout` (cat, pad, flip, roll, triangles, diagonals), :mod:`.rearrange`
+resampling), :mod:`.layout` (cat, pad, flip, roll, triangles, diagonals), :mod:`.linalg`
+(decompositions and solves read in part), :mod:`.rearrange`
 (pixel and channel shuffles, rot90, reflection and replication pads, im2col), :mod:`.recurrent`
 (whole RNNs, step by step), :mod:`.selection`
 (masks, gathers, scatters), :mod:`.quantized` (scaled fp8/fp4 matmuls), :mod:`.training`
@@ -25,6 +26,7 @@ holds the structured operands and :mod:`.constants` the values known from shapes
 
 from . import (
     layout,
+    linalg,
     matmul,
     quantized,
     rearrange,
@@ -49,6 +51,7 @@ __all__ = [
     "demand_rule",
     "known_values",
     "layout",
+    "linalg",
     "matmul",
     "necessary_work",
     "pointwise_demand",

@@ -1,8 +1,10 @@
-"""A whole RNN (one traced ``aten.lstm``/``gru``/``rnn_*`` op) is charged the steps of each
-layer and direction its kept outputs need: closed forms, each derived in a comment."""
+"""Work read in part: a whole RNN (one traced ``aten.lstm``/``gru``/``rnn_*`` op) is charged the
+steps of each layer and direction its kept outputs need, a decomposition the matrices and
+elements its kept outputs need: closed forms, each derived in a comment."""
 
 from __future__ import annotations
 
+import torch
 import torch.nn as nn
 
 from conftest import Fn, meta
@@ -40,3 +42,16 @@ def test_last_step_of_a_one_direction_rnn_needs_every_step() -> None:
     last = _bound(nn.RNN(3, 4, 2), lambda out: out[0][-1], meta(5, 2, 3))
     whole = _bound(nn.RNN(3, 4, 2), lambda out: out[0], meta(5, 2, 3))
     assert last.flops == whole.flops == 1_200 + 160
+
+
+def test_a_cholesky_entry_reads_the_triangle_above_it_and_its_row() -> None:
+    # L[3, 1] of a 6×6 Cholesky factor: A's lower triangle in rows 0..1 (1 + 2 = 3 elements)
+    # and row 3 up to column 1 (2): 5 elements read, 1 written; row 2 is not needed
+    result = analyze(Fn(lambda a: torch.linalg.cholesky(a)[3, 1]), (meta(6, 6),), "h100-sxm")
+    assert result.compulsory_bytes == (5 + 1) * FP32
+
+
+def test_one_singular_value_reads_its_whole_matrix() -> None:
+    # svdvals(a)[1, 0]: matrix 1 of 3 whole (5·4 = 20 elements) and one value written
+    result = analyze(Fn(lambda a: torch.linalg.svdvals(a)[1, 0]), (meta(3, 5, 4),), "h100-sxm")
+    assert result.compulsory_bytes == (20 + 1) * FP32
