@@ -606,6 +606,39 @@ CASES = {
     "tril_where_sum": _chain_case(["tril_where"], "sum_channels"),
     "conv_tril_where": _chain_case(["conv3_padded", "tril_where"], "all"),
     "zero_pad_conv": _chain_case(["zero_pad", "zero_pad", "conv3"], "all"),
+    # a recurrence read in part (issue 28's sweep): out[0] is one step of each layer (was every
+    # step), a bidirectional out[0] the backward direction's every step but one forward step,
+    # h_n[0] the first layer only
+    "rnn_first_step": (
+        lambda: nn.Sequential(nn.RNN(3, 4, 2), Fn(lambda y: y[0][0])),
+        lambda: (torch.randn(5, 2, 3),),
+    ),
+    "rnn_bidirectional_step_0": (
+        lambda: nn.Sequential(nn.RNN(3, 4, bidirectional=True), Fn(lambda y: y[0][0])),
+        lambda: (torch.randn(5, 2, 3),),
+    ),
+    "rnn_final_state_layer_0": (
+        lambda: nn.Sequential(nn.RNN(3, 4, 2), Fn(lambda y: y[1][0])),
+        lambda: (torch.randn(5, 2, 3),),
+    ),
+    # linear algebra read in part (issue 28's sweep; each charged nothing of its matrix): a
+    # singular value, an inverse's column, one determinant of a batch, a solve's column need
+    # their whole matrix; R[0, 0] of a QR column 0 (Cholesky: test_read_in_part.py)
+    "svdvals_top": (
+        lambda: Fn(lambda a: torch.linalg.svdvals(a)[..., 0]), lambda: (torch.randn(3, 5, 4),),
+    ),
+    "inverse_column": (
+        lambda: Fn(lambda a: torch.linalg.inv(a)[:, 0]),
+        lambda: (torch.randn(4, 4) + 4 * torch.eye(4),),
+    ),
+    "determinant_of_one": (
+        lambda: Fn(lambda a: torch.linalg.det(a)[1]), lambda: (torch.randn(3, 4, 4),),
+    ),
+    "solve_column": (
+        lambda: Fn(lambda a, b: torch.linalg.solve(a, b)[:, :1]),
+        lambda: (torch.randn(4, 4) + 4 * torch.eye(4), torch.randn(4, 3)),
+    ),
+    "qr_corner": (lambda: Fn(lambda a: torch.linalg.qr(a).R[0, 0]), lambda: (torch.randn(5, 4),)),
     # an adaptive pool that upsamples (1×2 → 3×4), read in its first row: a third of the
     # outputs, but every input element, each priced one FLOP
     "adaptive_avg_upsampling_row": (
@@ -701,3 +734,18 @@ def test_a_shortcut_removes_only_work_some_correct_program_avoids(
     flops = sum(op.flops.tensor + op.flops.vector for op in cheapest.necessary.ops)
     assert flops <= found.executed_flops
     assert_sound(found)
+
+
+#: Cases whose every charged element the oracle proves needed, and no more: the bound meets the
+#: proof exactly (a recurrence read in part was charged every step, 2× the proof; a
+#: decomposition read in part none of its matrix, 0.02–0.2 of it)
+EXACT = (
+    "rnn_first_step", "rnn_bidirectional_step_0", "rnn_final_state_layer_0", "svdvals_top",
+    "inverse_column", "determinant_of_one", "solve_column", "qr_corner",
+)
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_a_recurrence_or_decomposition_read_in_part_is_charged_what_the_proof_needs(name):
+    found = _figures_of(name)
+    assert found.result.compulsory_bytes == found.proven.bytes(FLOAT_BYTES), found.describe()

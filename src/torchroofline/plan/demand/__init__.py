@@ -15,14 +15,27 @@ or Inductor kernels really read and write) stays in :mod:`costs` and :mod:`fusio
 The walk is in :mod:`.walk`; the rules, one module per family of ops, register themselves into
 :data:`DEMAND_RULES` when imported here: :mod:`.reductions` (pointwise ops, reductions, softmax,
 norms), :mod:`.matmul` (products, attention), :mod:`.windows` (convolution, pooling,
-resampling), :mod:`.layout` (cat, pad, flip, roll, triangles, diagonals), :mod:`.rearrange`
-(pixel and channel shuffles, rot90, reflection and replication pads, im2col), :mod:`.selection`
+resampling), :mod:`.layout` (cat, pad, flip, roll, triangles, diagonals), :mod:`.linalg`
+(decompositions and solves read in part), :mod:`.rearrange`
+(pixel and channel shuffles, rot90, reflection and replication pads, im2col), :mod:`.recurrent`
+(whole RNNs, step by step), :mod:`.selection`
 (masks, gathers, scatters), :mod:`.quantized` (scaled fp8/fp4 matmuls), :mod:`.training`
 (optimizer updates, tensor by tensor); :mod:`.structures`
 holds the structured operands and :mod:`.constants` the values known from shapes and constants.
 """
 
-from . import layout, matmul, quantized, rearrange, reductions, selection, training, windows
+from . import (
+    layout,
+    linalg,
+    matmul,
+    quantized,
+    rearrange,
+    recurrent,
+    reductions,
+    selection,
+    training,
+    windows,
+)
 from ._core import DEMAND_RULES, Demand, demand_rule
 from .constants import known_values
 from .reductions import pointwise_demand
@@ -38,11 +51,13 @@ __all__ = [
     "demand_rule",
     "known_values",
     "layout",
+    "linalg",
     "matmul",
     "necessary_work",
     "pointwise_demand",
     "quantized",
     "rearrange",
+    "recurrent",
     "reductions",
     "selection",
     "training",

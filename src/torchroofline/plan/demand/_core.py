@@ -128,7 +128,8 @@ def _one_of(op: TracedOp, keys: Collection[OpKey]) -> bool:
     return any(key in keys for key in op_keys(op))
 
 
-#: Recurrences: any output needs every step, so any demand needs all of the inputs.
+#: Recurrences: an output at an unknown position may need every step, so all of the inputs
+#: (:mod:`.recurrent` maps demanded boxes to steps).
 RECURRENT = _op_set([getattr(aten, name) for name in RNN_CALLS])
 
 
