@@ -50,3 +50,38 @@ def test_the_host_calls_are_torch_s_own_after_the_analysis() -> None:
     analyze(Fn(MOVES["synchronize"]), (meta(4),), "h100-sxm")
     assert (torch.cuda.synchronize, torch.cuda.current_device, torch.cuda.set_device,
             torch.cuda.empty_cache) == originals
+
+
+class _AutocastInside(torch.nn.Module):
+    """A Linear under ``torch.autocast("cuda", dtype)`` opened in the forward itself."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(256, 256)
+        self.dtype = dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cuda", dtype=self.dtype):
+            return self.linear(x)
+
+
+@pytest.mark.parametrize(("dtype", "name"), [(torch.float16, "fp16"), (torch.bfloat16, "bf16")])
+def test_an_autocast_block_in_the_forward_is_on_without_a_gpu(dtype, name) -> None:  # noqa: ANN001
+    # without a CUDA device torch.autocast("cuda") turned itself off and the Linear was priced
+    # in fp32 (394,240 B: 64·256 in + 256² + 256 weights + 64·256 out, 4 B each); on, its
+    # figures are those of autocast=name around the call: the casts' 2-byte copies, the
+    # 2-byte output
+    inside = analyze(_AutocastInside(dtype), (meta(64, 256),), "h100-sxm")
+    around = analyze(torch.nn.Linear(256, 256), (meta(64, 256),), "h100-sxm", autocast=name)
+    fp32 = analyze(torch.nn.Linear(256, 256), (meta(64, 256),), "h100-sxm")
+    assert fp32.compulsory_bytes == (64 * 256 + 256 * 256 + 256 + 64 * 256) * FP32
+    assert inside.compulsory_bytes == around.compulsory_bytes < fp32.compulsory_bytes
+    assert inside.tensor_flops == around.tensor_flops == 2 * 64 * 256 * 256
+
+
+def test_the_amp_check_is_torch_s_own_after_the_analysis() -> None:
+    import torch.cuda.amp.common as amp_common
+
+    original = amp_common.amp_definitely_not_available
+    analyze(_AutocastInside(torch.float16), (meta(4, 256),), "h100-sxm")
+    assert amp_common.amp_definitely_not_available is original

@@ -83,33 +83,41 @@ def quiet_fake_tensor_log() -> Iterator[None]:
 
 
 #: ``torch.cuda`` host calls a forward may make (to time itself, pick a device, free cached
-#: memory) → what the trace runs instead where no CUDA device exists: they order or query the
-#: host, not the GPU's work, so they cost the bound nothing.
+#: memory, choose a dtype) → what the trace runs instead where no CUDA device exists: they
+#: order or query the host, not the GPU's work, so they cost the bound nothing; and the check
+#: ``torch.autocast("cuda")`` makes before it turns itself on (a ``with torch.autocast("cuda",
+#: torch.float16):`` block in a forward was silently off: fp32 matmuls priced).
 _HOST_CUDA_CALLS = {
-    "synchronize": lambda device=None: None,
-    "current_device": lambda: 0,
-    "set_device": lambda device: None,
-    "empty_cache": lambda: None,
+    ("synchronize", lambda device=None: None),
+    ("current_device", lambda: 0),
+    ("set_device", lambda device: None),
+    ("empty_cache", lambda: None),
+    ("is_bf16_supported", lambda including_emulation=True: True),
 }
+_AMP_CHECK = ("amp_definitely_not_available", lambda: False)
 
 
 @contextlib.contextmanager
 def host_cuda_calls() -> Iterator[None]:
-    """:data:`_HOST_CUDA_CALLS` stand in for ``torch.cuda``'s own while the block runs, on a
-    machine without a CUDA device (``torch.cuda.synchronize()`` in a forward otherwise fails
-    with "Torch not compiled with CUDA enabled"); restored on exit. Nothing changes where a
-    device exists."""
+    """:data:`_HOST_CUDA_CALLS` and :data:`_AMP_CHECK` stand in for ``torch.cuda``'s own while
+    the block runs, on a machine without a CUDA device (``torch.cuda.synchronize()`` in a forward
+    otherwise fails with "Torch not compiled with CUDA enabled"); restored on exit. Nothing
+    changes where a device exists."""
     if torch.cuda.is_available():
         yield
         return
-    saved = {name: getattr(torch.cuda, name) for name in _HOST_CUDA_CALLS}
-    for name, stand_in in _HOST_CUDA_CALLS.items():
-        setattr(torch.cuda, name, stand_in)
+    import torch.cuda.amp.common as amp_common
+
+    replaced = [(torch.cuda, name, stand_in) for name, stand_in in _HOST_CUDA_CALLS]
+    replaced.append((amp_common, *_AMP_CHECK))
+    saved = [(module, name, getattr(module, name)) for module, name, _ in replaced]
+    for module, name, stand_in in replaced:
+        setattr(module, name, stand_in)
     try:
         yield
     finally:
-        for name, original in saved.items():
-            setattr(torch.cuda, name, original)
+        for module, name, original in saved:
+            setattr(module, name, original)
 
 
 class FakeCudaAutogradGuard(TorchFunctionMode):
