@@ -88,11 +88,11 @@ def quiet_fake_tensor_log() -> Iterator[None]:
 #: ``torch.autocast("cuda")`` makes before it turns itself on (a ``with torch.autocast("cuda",
 #: torch.float16):`` block in a forward was silently off: fp32 matmuls priced).
 _HOST_CUDA_CALLS = {
-    ("synchronize", lambda device=None: None),
-    ("current_device", lambda: 0),
-    ("set_device", lambda device: None),
-    ("empty_cache", lambda: None),
-    ("is_bf16_supported", lambda including_emulation=True: True),
+    "synchronize": lambda device=None: None,
+    "current_device": lambda: 0,
+    "set_device": lambda device: None,
+    "empty_cache": lambda: None,
+    "is_bf16_supported": lambda including_emulation=True: True,
 }
 _AMP_CHECK = ("amp_definitely_not_available", lambda: False)
 
@@ -108,7 +108,7 @@ def host_cuda_calls() -> Iterator[None]:
         return
     import torch.cuda.amp.common as amp_common
 
-    replaced = [(torch.cuda, name, stand_in) for name, stand_in in _HOST_CUDA_CALLS]
+    replaced = [(torch.cuda, name, stand_in) for name, stand_in in _HOST_CUDA_CALLS.items()]
     replaced.append((amp_common, *_AMP_CHECK))
     saved = [(module, name, getattr(module, name)) for module, name, _ in replaced]
     for module, name, stand_in in replaced:

@@ -744,13 +744,10 @@ def _flat_ranges(refs: Iterable[TensorRef]) -> list[tuple[int, int]] | None:
 
 def _ranges_length(ranges: list[tuple[int, int]]) -> int:
     """Elements in the union of half-open ranges."""
-    total, reached = 0, None
-    for start, stop in sorted(ranges):
-        if reached is not None and start < reached:
-            start = reached
-        if stop > start:
-            total += stop - start
-        reached = stop if reached is None else max(reached, stop)
+    total, reached = 0, -1
+    for start, stop in sorted(ranges):  # (offsets are ≥ 0)
+        total += max(0, stop - max(start, reached))
+        reached = max(reached, stop)
     return total
 
 

@@ -194,9 +194,10 @@ def gather_demand(context: _Context) -> Demand:
         inputs[0] = Region(
             opaque=_data_chosen(demanded) * _row_part(context.output, weight.shape[-1])
         )
-    inputs[0] = Region(opaque=max(inputs[0].opaque, _distinct_floor(context)))
     if picked is not None:
         inputs[0] = picked
+    else:
+        inputs[0] = Region(opaque=max(inputs[0].opaque, _distinct_floor(context)))
     return Demand(tuple(inputs), context.record.flops.scaled(context.fraction))
 
 
