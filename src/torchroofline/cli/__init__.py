@@ -1,0 +1,104 @@
+"""The ``torchroofline`` command line (also ``python -m torchroofline``): arguments in, reports
+and an exit code out. One module per command (:data:`COMMAND_MODULES`), each registering its
+parser; what they share is in :mod:`.common`.
+
+Exit codes: 0 success, 1 some problems failed to analyze (reports are still written),
+2 bad usage (unknown GPU or precision, unreadable timings, bad arguments), 3 a generated
+kernel's time, or a profiled op's in ``trace``, beats the speed of light (faster than light: a
+timing bug or a kernel that skips work; the reports are still written, and failed problems' 1
+takes precedence).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import TorchrooflineError
+from . import analyze, gpus, suite, trace
+from .common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    USAGE_ERRORS,
+    HelpFormatter,
+    UsageError,
+    debug_flag,
+    print_error,
+    report_error,
+)
+from .suite import write_report
+
+#: The commands, in the order ``--help`` lists them: each module's ``register`` adds its parser
+#: and sets ``args.handler``, the function that runs it.
+COMMAND_MODULES = (analyze, gpus, suite, trace)
+
+
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser: an unknown option gets the closest known one of its command
+    (``--precison``: did you mean ``--precision``?)."""
+
+    commands: dict[str, argparse.ArgumentParser] = {}
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            command = self.commands.get(getattr(parsed, "command", None) or "", self)
+            command.error(_unrecognized(command, unknown))
+        return parsed
+
+
+def _unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
+    """The unknown options, each with the closest known one (the values after an unknown
+    option are left unknown too: naming the option says it all)."""
+    known = [option for action in parser._actions for option in action.option_strings]
+    options = [argument for argument in unknown if argument.startswith("-")] or unknown
+    lines = []
+    for argument in options:
+        close = difflib.get_close_matches(argument.split("=")[0], known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        lines.append(f"unrecognized argument {argument}{hint}")
+    return "; ".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="torchroofline",
+        description="Speed-of-light bounds for PyTorch programs on a chosen GPU, no GPU needed.",
+        epilog="exit codes: 0 success, 1 some problems failed (reports are still written), 2 bad "
+        "usage, 3 a generated kernel's or a traced op's time beats the speed of light (faster "
+        "than light: a timing bug or a kernel that skips work)",
+        formatter_class=HelpFormatter,
+    )
+    debug_flag(parser, False)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.commands = commands.choices
+    for module in COMMAND_MODULES:
+        module.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (UsageError, *USAGE_ERRORS) as error:
+        report_error(error, args.debug)
+        return EXIT_USAGE
+    except TorchrooflineError as error:
+        report_error(error, args.debug)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print_error("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `torchroofline ... | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+__all__ = ["EXIT_OK", "build_parser", "main", "write_report"]

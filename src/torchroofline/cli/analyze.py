@@ -1,0 +1,372 @@
+"""``torchroofline analyze``: problem files and SOL-ExecBench directories, one report each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InputError, TorchrooflineError
+from .common import (
+    USAGE_ERRORS,
+    UsageError,
+    actual_times,
+    clock_options,
+    command,
+    common_options,
+    data_option,
+    estimate_params,
+    exit_code,
+    faster_than_light,
+    host_scale_note,
+    math_option,
+    plot_path,
+    print_error,
+    print_note,
+    report_error,
+    target_gpu,
+    times,
+)
+
+if TYPE_CHECKING:
+    from ..plan.memory import BatchFit
+    from ..price.roofline import Result
+
+
+def register(commands: Any) -> None:
+    """The ``analyze`` command's parser, added to ``commands``."""
+    analyze = command(
+        commands,
+        "analyze", help="report on KernelBench-format problem files", description=(
+            "Analyze problem files (class Model, get_inputs, get_init_inputs) or SOL-ExecBench "
+            "problem directories (definition.json, workload.jsonl, reference.py: one result per "
+            "workload). The files are Python code and are executed."
+        )
+    )
+    analyze.add_argument("files", nargs="+", metavar="FILE|DIR")
+    common_options(analyze)
+    clock_options(analyze)
+    math_option(analyze)
+    data_option(analyze)
+    analyze.add_argument(
+        # one value per option (not nargs="+", which would swallow the FILE after it)
+        "--actual-ms", type=times, action="extend", metavar="MS[,MS...]",
+        help="measured time(s) in ms: one for all files or one per file (comma-separated or "
+        "the option repeated)",
+    )
+    analyze.add_argument(
+        "--baseline-ms", type=times, action="extend", metavar="MS[,MS...]",
+        help="a baseline's time(s) in ms, as --actual-ms: with --actual-ms, the SOL-ExecBench "
+        "score 1/(1 + (actual - SoL)/(baseline - SoL)) (1 at the speed of light, 0.5 at the "
+        "baseline)",
+    )
+    analyze.add_argument(
+        "--gen-ms", type=float, metavar="MS",
+        help="a generated kernel's time; below the speed of light it warns and exits 3",
+    )
+    analyze.add_argument("--class", dest="class_name", default="Model", help="model class name")
+    analyze.add_argument(
+        "--ref", metavar="REF.py",
+        help="the reference problem a generated FILE computes (default: found by KernelBench "
+        "naming); a generated file is read, never imported, compiled or run",
+    )
+    analyze.add_argument(
+        "--problems", metavar="DIR",
+        help="where to look for a generated file's reference (KernelBench/ or a level folder; "
+        "default: the folders around the file)",
+    )
+    analyze.add_argument("--top", type=int, default=5, help="kernels listed")
+    analyze.add_argument(
+        "--format", choices=("text", "json", "prompt"), default="text",
+        help="text report, JSON, or a compact block for an LLM prompt",
+    )
+    analyze.add_argument("--json", action="store_const", const="json", dest="format",
+                         help="same as --format json")
+    analyze.add_argument("--plot", metavar="PNG|SVG", help="save a roofline picture")
+    analyze.add_argument(
+        "--train", action="store_true",
+        help="analyse one training step: forward, backward (a gradient of ones seeded on the "
+        "output) and an optimizer step",
+    )
+    analyze.add_argument(
+        "--optimizer", choices=("adamw", "adam", "sgd", "adafactor", "none"), default="adamw",
+        help="the optimizer of --train (PyTorch's foreach kernels; none: no step)",
+    )
+    analyze.add_argument(
+        "--autocast", choices=("bf16", "fp16"),
+        help="the forward under torch.autocast (mixed precision), in inference or with --train",
+    )
+    analyze.add_argument(
+        "--checkpoint", action="append", metavar="PATTERN", default=[],
+        help="with --train: price activation checkpointing of the modules whose paths match "
+        "(fnmatch, e.g. 'blocks.*'; repeatable)",
+    )
+    analyze.add_argument(
+        "--max-batch", action="store_true",
+        help="also find the largest batch (dimension --batch-dim of the inputs) whose eager peak "
+        "memory fits the GPU, by re-tracing a few batch sizes",
+    )
+    analyze.add_argument(
+        "--batch-dim", type=int, default=0, metavar="DIM",
+        help="the inputs' batch dimension, which --max-batch resizes",
+    )
+    analyze.set_defaults(handler=cmd_analyze)
+
+
+def _training_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """analyze()'s training-step keywords from --train and its options (--autocast alone:
+    an inference forward under autocast)."""
+    if not args.train:
+        if args.checkpoint:
+            raise UsageError("--checkpoint is a training what-if; add --train")
+        return {"autocast": args.autocast} if args.autocast else None
+    return {"mode": "train", "optimizer": args.optimizer, "autocast": args.autocast,
+            "checkpoint": args.checkpoint}
+
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from ..suites.kernelbench import compare_kernelbench, reference_for
+    from ..suites.solexecbench import is_problem_dir
+
+    gpu = target_gpu(args)
+    for file in args.files:
+        if not is_problem_dir(file):
+            _check_problem_path(Path(file))
+    if args.plot:  # before any analysis: a picture it cannot save
+        from ..present.viz.canvas import save_target
+
+        save_target(args.plot)
+    problem_dirs = [file for file in args.files if is_problem_dir(file)]
+    # a lone SOL-ExecBench directory takes one time per workload
+    lone_dir = problem_dirs == args.files and len(problem_dirs) == 1
+    times = [args.actual_ms] if lone_dir else actual_times(args.files, args.actual_ms)
+    baselines = (
+        [args.baseline_ms] if lone_dir
+        else actual_times(args.files, args.baseline_ms, "--baseline-ms")
+    )
+    params = estimate_params(args.host_scale)
+    documents: list[dict[str, Any]] = []
+    failed = too_fast = 0
+    for file, actual_ms, baseline_ms in zip(args.files, times, baselines, strict=True):
+        if file in problem_dirs:
+            failed += _analyze_problem_dir(file, gpu, args, actual_ms, baseline_ms, documents)
+            continue
+        try:
+            reference = reference_for(
+                file, ref=args.ref, problems=args.problems, class_name=args.class_name
+            )
+            result, batch_fit = _analyzed(reference or file, gpu, args, actual_ms)
+            if reference is not None:
+                result = result.with_notes([_as_reference(file, reference)])
+            if params is not None:
+                result = result.on(gpu, estimate_params=params).with_actual(actual_ms)
+                result = result.with_notes([host_scale_note(args.host_scale)])
+        except USAGE_ERRORS:
+            raise
+        except (TorchrooflineError, SystemExit) as caught:
+            error = _as_error(file, caught)
+            failed += 1
+            documents.append({"file": file, "error": str(error)})
+            report_error(error, args.debug)
+            continue
+        comparison = compare_kernelbench(result, actual_ms, args.gen_ms) if args.gen_ms else None
+        if comparison is not None and comparison.gen.impossible:
+            too_fast += 1
+            faster_than_light(file, comparison.gen.ms, min(result.sol_by_math_s.values()) * 1e3)
+        document = result.to_dict()
+        if comparison is not None:
+            document["comparison"] = comparison.to_dict()
+        if batch_fit is not None:
+            document["max_batch"] = _batch_fit_dict(batch_fit)
+        documents.append(document)
+        if args.format == "text":
+            result.print(top=args.top)
+            if comparison is not None:
+                print(comparison.format())
+            if batch_fit is not None and not isinstance(batch_fit, InputError):
+                from ..present.report import batch_fit_line
+
+                print(batch_fit_line(batch_fit))
+        if isinstance(batch_fit, InputError):  # the analysis stands; the search failed
+            failed += 1
+            print_error(f"{file}: --max-batch: {batch_fit}")
+        elif args.format == "prompt":
+            from ..present.report import format_prompt
+
+            print(format_prompt(result, gen_ms=args.gen_ms))
+        _scored(document, result, actual_ms, baseline_ms, args.format)
+        if args.plot:
+            picture = plot_path(args.plot, file, len(args.files) > 1)
+            result.plot(picture, top=max(args.top, 1))
+            print_note(f"wrote {picture}")
+    if args.format == "json":
+        one = len(documents) == 1 and not problem_dirs
+        print(json.dumps(documents[0] if one else documents, indent=2))
+    return exit_code(failed, too_fast)
+
+
+
+def _check_problem_path(path: Path) -> None:
+    """A missing file or a folder, refused before any analysis with the command to run."""
+    from ..suites.kernelbench import problems_for_run
+    from ..suites.runs import EVAL_RESULTS
+
+    if (path / EVAL_RESULTS).is_file():
+        raise UsageError(
+            f"{path} is a KernelBench run folder; to set its samples against the speed of light "
+            f"run: torchroofline kernelbench {problems_for_run(path)} --run {path}"
+        )
+    if path.is_dir():
+        raise UsageError(
+            f"{path} is a folder; to analyze every problem in it run: "
+            f"torchroofline kernelbench {path}"
+        )
+    if not path.exists():
+        raise UsageError(f"{path}: no such file; check the path")
+
+
+
+def _as_error(file: str, caught: BaseException) -> TorchrooflineError:
+    """The error to report for a problem: ours as it is; a ``sys.exit()`` the file's own code
+    called (its exit code would pass for ours: 3 is "faster than light") as one."""
+    if isinstance(caught, TorchrooflineError):
+        return caught
+    from ..suites.kernelbench import code_failed
+
+    error = code_failed(file, "running its code", caught)
+    error.__cause__ = caught
+    return error
+
+
+
+def _batch_fit_dict(batch_fit: BatchFit | InputError) -> dict[str, Any]:
+    return {"error": str(batch_fit)} if isinstance(batch_fit, InputError) else batch_fit.to_dict()
+
+
+
+def _scored(document: dict[str, Any], result: Result, actual_ms: float | None,
+            baseline_ms: float | None, form: str) -> dict[str, Any]:
+    """``document`` with the SOL-ExecBench score (:func:`.suites.solexecbench.with_sol_score`),
+    its line printed for the text format."""
+    from ..suites.solexecbench import with_sol_score
+
+    line = with_sol_score(document, result, actual_ms, baseline_ms)
+    if line and form == "text":
+        print(line)
+    return document
+
+
+
+def _analyze_problem_dir(
+    folder: str, gpu: Any, args: argparse.Namespace, actual: Sequence[float] | float | None,
+    baseline: Sequence[float] | float | None, documents: list[dict[str, Any]],
+) -> int:
+    """Every workload of a SOL-ExecBench directory analysed, its documents appended to
+    ``documents`` and printed in ``args.format``; the count that failed. ``actual`` and
+    ``baseline``: one time for all workloads or a list of one per workload."""
+    from ..price.precision import restoring_switches
+
+    if args.train or args.max_batch or args.ref or args.gen_ms:
+        raise UsageError("--train, --max-batch, --ref and --gen-ms are for KernelBench files; "
+                          f"{folder} is a SOL-ExecBench directory")
+    with restoring_switches():  # the TF32 switches the reference sets stay its own
+        return _analyze_workloads(folder, gpu, args, actual, baseline, documents)
+
+
+
+def _analyze_workloads(
+    folder: str, gpu: Any, args: argparse.Namespace, actual: Sequence[float] | float | None,
+    baseline: Sequence[float] | float | None, documents: list[dict[str, Any]],
+) -> int:
+    """:func:`_analyze_problem_dir`'s work, under its switches."""
+    from ..suites.solexecbench import analyze_workload, load_definition, load_workloads
+
+    try:
+        definition, workloads = load_definition(folder), load_workloads(folder)
+    except TorchrooflineError as error:
+        documents.append({"file": folder, "error": str(error)})
+        report_error(error, args.debug)
+        return 1
+    labels = [workload.uuid for workload in workloads]
+
+    def per_workload(times: Any, option: str) -> list[float | None]:
+        listed = times if isinstance(times, list) or times is None else [times]
+        return actual_times(labels, listed, option, "workload")
+
+    failed = 0
+    for workload, actual_ms, baseline_ms in zip(
+        workloads, per_workload(actual, "--actual-ms"), per_workload(baseline, "--baseline-ms"),
+        strict=True,
+    ):
+        try:
+            result = analyze_workload(
+                definition, workload, gpu, args.precision, actual_ms=actual_ms,
+                cache=args.cache, math=args.math, data=args.data,
+                data_limit_bytes=int(args.data_limit * 2**30),
+            )
+            params = estimate_params(args.host_scale)
+            if params is not None:
+                result = result.on(gpu, estimate_params=params).with_actual(actual_ms)
+        except USAGE_ERRORS:
+            raise
+        except TorchrooflineError as error:
+            failed += 1
+            documents.append({"file": folder, "workload": workload.uuid, "error": str(error)})
+            report_error(error, args.debug)
+            continue
+        if args.format == "text":
+            result.print(top=args.top)
+        elif args.format == "prompt":
+            from ..present.report import format_prompt
+
+            print(format_prompt(result))
+        document = {"file": folder, "workload": workload.uuid, "axes": dict(workload.axes),
+                    **result.to_dict()}
+        documents.append(_scored(document, result, actual_ms, baseline_ms, args.format))
+        if args.plot:
+            picture = plot_path(args.plot, f"{Path(folder).name}_{workload.uuid}", True)
+            result.plot(picture, top=max(args.top, 1))
+            print_note(f"wrote {picture}")
+    return failed
+
+
+
+def _analyzed(
+    file: str | Path, gpu: Any, args: argparse.Namespace, actual_ms: float | None
+) -> tuple[Result, BatchFit | InputError | None]:
+    """``file`` analyzed and, with ``--max-batch``, the largest batch of the same built model
+    that fits ``gpu`` (or why there is none: an input error that leaves the analysis standing);
+    the TF32 switches the file sets at import hold for both, and only them."""
+    from ..api import max_batch
+    from ..price.precision import restoring_switches
+    from ..suites.kernelbench import analyze_file, load_and_build
+
+    with restoring_switches():
+        built = load_and_build(file, class_name=args.class_name)
+        result = analyze_file(
+            file, gpu, args.precision, actual_ms=actual_ms, cache=args.cache,
+            class_name=args.class_name, math=args.math, data=args.data,
+            data_limit_bytes=int(args.data_limit * 2**30), training=_training_options(args),
+            built=built,
+        )
+        if not args.max_batch:
+            return result, None
+        training = {"mode": "train", "optimizer": args.optimizer} if args.train else {}
+        try:
+            return result, max_batch(
+                built.model, built.inputs, gpu, args.precision, batch_dim=args.batch_dim,
+                **training,
+            )
+        except InputError as error:
+            return result, error
+
+
+
+def _as_reference(file: str, reference: Path) -> str:
+    note = f"{file} is a generated kernel: analyzed as its reference {reference} (read, never run)"
+    print_note(note)
+    return note
+

@@ -1,0 +1,245 @@
+"""What every command shares: exit codes, the usage error, the options several commands take,
+the target GPU, and the one-line notes and errors on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ClockError, InputError, PrecisionError, UnknownGPUError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_FASTER_THAN_LIGHT = 3  #: a generated kernel's (or a traced op's) time beats the SoL
+EXIT_INTERRUPTED = 130  #: 128 + SIGINT, the shell's code for a command stopped by Ctrl-C
+
+#: Errors that mean the command itself was wrong, not one problem.
+USAGE_ERRORS = (UnknownGPUError, PrecisionError, ClockError, InputError)
+
+
+
+class UsageError(Exception):
+    """Bad arguments found after parsing."""
+
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows each option's default where there is one to show (not None/False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:  # identity: 0 is a default
+            return action.help
+        return super()._get_help_string(action)
+
+
+
+
+
+def debug_flag(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument(
+        "--debug", action="store_true", default=default, help="show tracebacks on errors"
+    )
+
+
+
+def command(commands: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand that shows defaults in --help and takes --debug after its name too."""
+    parser = commands.add_parser(name, formatter_class=HelpFormatter, **kwargs)
+    # SUPPRESS: without --debug here, the subparser leaves the top-level value alone
+    debug_flag(parser, argparse.SUPPRESS)
+    return parser
+
+
+
+#: What ``--cache`` means, the same for every command. KernelBench's timing code today flushes
+#: L2 before every timed trial (``clear_l2_cache`` in src/kernelbench/timing.py, called by
+#: ``time_execution_with_cuda_event``); its published baseline times and our calibration set
+#: were taken without a flush.
+CACHE_HELP = (
+    "cold: L2 flushed before every timed trial (today's KernelBench timing, clear_l2_cache in "
+    "src/kernelbench/timing.py); warm: no flush, data may stay in L2 (KernelBench's published "
+    "baseline times and torchroofline's calibration timings)"
+)
+
+
+
+def math_option(parser: argparse.ArgumentParser) -> None:
+    """``--math``, for the commands that judge times against the bound (not ``validate``: it
+    checks the program's own bound against PyTorch's times)."""
+    parser.add_argument(
+        "--math", default="program",
+        help="the math the speed of light assumes: program (the program's own precision) or "
+        "a lower one the benchmark's tolerance admits: tf32, bf16, fp16, fp8, fp4 (an fp32 check "
+        "at 1e-2 admits tf32); every rung's bound is in the JSON's time_ms.sol_by_math",
+    )
+
+
+
+def data_option(parser: argparse.ArgumentParser) -> None:
+    """``--data`` and ``--data-limit``: the bound for any input values or the given ones."""
+    parser.add_argument(
+        "--data", choices=("any", "given"), default=None,
+        help="the bound for any input values, or for the values get_inputs() makes under "
+        "KernelBench's seed (a triangular input's zero half, the experts the tokens are routed "
+        "to); default: given when the inputs fit in --data-limit",
+    )
+    parser.add_argument(
+        "--data-limit", type=positive, default=2.0, metavar="GIB",
+        help="GiB of inputs and parameters a 'given' bound may make for real, a quarter of "
+        "it per tensor; bigger ones are made as shapes only (default 2)",
+    )
+
+
+
+def common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gpu", default="h100-sxm", help="target GPU (see 'torchroofline gpus')")
+    parser.add_argument(
+        "--precision",
+        default="fp32",
+        help="fp32 (what PyTorch runs by default), tf32, fp16, bf16 or fp8",
+    )
+    parser.add_argument("--cache", choices=("cold", "warm"), default="cold", help=CACHE_HELP)
+    parser.add_argument(
+        "--host-scale", type=positive, default=1.0, metavar="X",
+        help="host (CPU) costs of the estimates times X: 0.5 = a host twice as fast as the "
+        "default profile ('torchroofline validate' fits X from your timings)",
+    )
+
+
+
+def clock_options(parser: argparse.ArgumentParser) -> None:
+    """``--clock-mhz`` and ``--mem-clock-mhz``: the GPU's locked clocks (GPUSpec.at_clocks)."""
+    parser.add_argument(
+        "--clock-mhz", type=positive, metavar="MHZ",
+        help="SM clock locked at MHZ (nvidia-smi -lgc): compute peaks scale by MHZ over the "
+        "clock the datasheet figures assume (default: boost; see 'torchroofline gpus')",
+    )
+    parser.add_argument(
+        "--mem-clock-mhz", type=positive, metavar="MHZ",
+        help="memory clock locked at MHZ (nvidia-smi -lmc): bandwidth scales by MHZ over the "
+        "nominal memory clock",
+    )
+
+
+
+def positive(text: str) -> float:
+    """An argparse type: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"takes a number above 0, got '{text}'")
+    return value
+
+
+
+def times(text: str) -> list[float]:
+    """An argparse type: one time in ms or several separated by commas (``2.66,0.41``)."""
+    return [positive(part) for part in text.split(",")]
+
+
+
+def estimate_params(host_scale: float) -> Any:
+    """The performance model's constants for ``--host-scale``; None (the fitted ones) at 1."""
+    from ..price.estimate import DEFAULT_PARAMS
+
+    return None if host_scale == 1 else DEFAULT_PARAMS.host_scaled(host_scale)
+
+
+
+def levels_option(text: str | None) -> set[int] | None:
+    if not text:
+        return None
+    try:
+        return {int(part) for part in text.split(",") if part.strip()}
+    except ValueError:
+        raise UsageError(f"--level takes numbers like 1,2, got '{text}'") from None
+
+
+
+def target_gpu(args: argparse.Namespace) -> Any:
+    """The GPU ``--gpu`` names, checked with ``--precision`` and ``--math`` before any work; a
+    short name that several parts share (``a100``) gets a one-line note saying which it picks."""
+    from ..price.hardware import choice_note, get_gpu
+    from ..price.precision import check_math, check_precision
+
+    gpu = get_gpu(args.gpu).at_clocks(
+        getattr(args, "clock_mhz", None), getattr(args, "mem_clock_mhz", None)
+    )
+    check_precision(args.precision)
+    if hasattr(args, "math"):
+        args.math = check_math(args.math)
+    note = choice_note(args.gpu)
+    if note:
+        print_note(note)
+    return gpu
+
+
+
+def actual_times(files: Sequence[str], actual: Sequence[float] | None,
+                  option: str = "--actual-ms", what: str = "file") -> list[float | None]:
+    if not actual:
+        return [None] * len(files)
+    if len(actual) == 1:
+        return list(actual) * len(files)
+    if len(actual) != len(files):
+        raise UsageError(f"{option} takes one time or one per {what} ({len(files)} {what}s)")
+    return list(actual)
+
+
+
+def plot_path(base: str, file: str, many: bool) -> str:
+    if not many:
+        return base
+    path = Path(base)
+    return str(path.with_name(f"{path.stem}_{Path(file).stem}{path.suffix}"))
+
+
+
+def host_scale_note(host_scale: float) -> str:
+    return f"estimates with every host (CPU) cost × {host_scale:g} of the default (--host-scale)"
+
+
+
+def faster_than_light(what: str, time_ms: float, lowest_sol_ms: float) -> None:
+    """The warning for a generated kernel's time below the speed of light of every math rung
+    (``lowest_sol_ms``, ms: the lowest rung's)."""
+    print(
+        f"torchroofline: warning: {what}: the generated kernel's {time_ms:.4g} ms is below the "
+        f"{lowest_sol_ms:.4g} ms speed of light of the lowest-precision math: faster than light "
+        f"(a timing bug or a kernel that skips work); exit code {EXIT_FASTER_THAN_LIGHT}",
+        file=sys.stderr,
+    )
+
+
+
+def exit_code(failed: int, faster_than_light: int) -> int:
+    """Failed problems first (1), then generated times that beat the speed of light (3)."""
+    if failed:
+        return EXIT_FAILED
+    return EXIT_FASTER_THAN_LIGHT if faster_than_light else EXIT_OK
+
+
+
+def print_error(message: str) -> None:
+    print(f"torchroofline: error: {message}", file=sys.stderr)
+
+
+
+def print_note(message: str) -> None:
+    print(f"torchroofline: note: {message}", file=sys.stderr)
+
+
+
+def report_error(error: BaseException, debug: bool) -> None:
+    """The error's one line; its traceback with ``--debug``, else a pointer to ``--debug`` when
+    it wraps an exception from the model, the problem file or torch (its ``__cause__``)."""
+    if debug:
+        traceback.print_exception(error)
+    hint = "; --debug shows the traceback" if error.__cause__ is not None and not debug else ""
+    print_error(f"{error}{hint}")
+

@@ -1,0 +1,320 @@
+"""``torchroofline kernelbench``, ``plot`` and ``validate``: suites of problems in workers,
+their reports and pictures, and measured times against the bounds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .common import (
+    EXIT_FAILED,
+    EXIT_FASTER_THAN_LIGHT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    UsageError,
+    clock_options,
+    command,
+    common_options,
+    data_option,
+    estimate_params,
+    exit_code,
+    faster_than_light,
+    levels_option,
+    math_option,
+    print_error,
+    print_note,
+    target_gpu,
+)
+
+if TYPE_CHECKING:
+    from ..suites.batch_report import BatchReport
+
+
+def register(commands: Any) -> None:
+    """The ``kernelbench``, ``plot`` and ``validate`` commands' parsers, added to ``commands``."""
+    suite = command(
+        commands,
+        "kernelbench",
+        help="analyze a KernelBench suite, level folder or files (and SOL-ExecBench problem "
+        "directories, one row per workload) in workers",
+        description="Every problem runs in a worker process with a timeout and a memory limit.",
+    )
+    suite.add_argument("paths", nargs="+", metavar="PATH")
+    common_options(suite)
+    clock_options(suite)
+    math_option(suite)
+    data_option(suite)
+    suite.add_argument("--timings", metavar="JSON", help="reference times (KernelBench format)")
+    suite.add_argument(
+        "--gen-timings", metavar="JSON",
+        help="generated kernels' times; one below the speed of light warns and exits 3",
+    )
+    suite.add_argument(
+        "--run", metavar="DIR",
+        help="a KernelBench run folder (runs/<run>: eval_results.json and the kernel files); "
+        "reports its samples against the speed of light of their problems",
+    )
+    suite.add_argument("--level", help="levels to keep, e.g. 1,2")
+    suite.add_argument("-j", "--jobs", type=int, default=1, help="worker processes")
+    suite.add_argument("--timeout", type=float, default=60.0, help="seconds per problem")
+    suite.add_argument(
+        "--memory-limit", type=float, default=6.0, metavar="GIB", help="GiB per worker"
+    )
+    suite.add_argument("--out", metavar="FILE", help="report.md, report.csv or report.json")
+    suite.add_argument("--json", action="store_true", help="print the JSON report")
+    suite.add_argument("--plot-dir", metavar="DIR", help="write the suite pictures here")
+    suite.add_argument("--per-problem", action="store_true", help="also one roofline each")
+
+    plot = command(commands, "plot", help="pictures from a saved kernelbench report.json")
+    plot.add_argument("report", metavar="REPORT.json")
+    plot.add_argument("--out", required=True, metavar="DIR", help="folder for the pictures")
+    plot.add_argument("--per-problem", action="store_true", help="also one roofline each")
+
+    from ..suites.validate import add_arguments as validate_arguments
+
+    validate = command(
+        commands, "validate", help="check bounds and estimates against measured times",
+        description="Set the speed of light and each estimate against KernelBench-format timing "
+        "JSONs (one per mode), and fit the host scale of your machine. Exits 1 if a measured "
+        "time beats the speed of light.",
+    )
+    validate_arguments(validate)
+    common_options(validate)
+    suite.set_defaults(handler=cmd_kernelbench)
+    plot.set_defaults(handler=cmd_plot)
+    validate.set_defaults(handler=cmd_validate)
+
+
+def suite_text(report: BatchReport, suffix: str, interrupted: str | None = None) -> str:
+    """The batch report as Markdown, CSV or JSON (``suffix``), marked partial when the batch was
+    ``interrupted`` (the interruption's one line)."""
+    from ..present.report import suite_csv, suite_markdown
+    from ..suites.batch_report import mark_partial
+
+    writers = {
+        ".md": suite_markdown,
+        ".csv": suite_csv,
+        ".json": lambda data: json.dumps(data.to_dict(), indent=2) + "\n",
+    }
+    text = writers[suffix](report)
+    return mark_partial(text, suffix, interrupted) if interrupted else text
+
+
+
+def write_report(report: BatchReport, path: str, interrupted: str | None = None) -> None:
+    """Write the batch report as Markdown, CSV or JSON by ``path``'s extension."""
+    _check_suffix(path)
+    Path(path).write_text(
+        suite_text(report, Path(path).suffix.lower(), interrupted), encoding="utf-8"
+    )
+
+
+
+def _nothing_to_run(paths: Sequence[str], levels: set[int] | None) -> str:
+    """Why ``discover`` found nothing: no problem files at all, or a level filter that left none."""
+    from ..suites.kernelbench import discover, level_of
+
+    where = " ".join(paths)
+    unfiltered = discover(paths) if levels else []
+    if not unfiltered:
+        return f"no problem files under {where}"
+    found = {level_of(path) for path in unfiltered}
+    named = [str(level) for level in sorted(found - {None})] + ["none"] * (None in found)
+    return (
+        f"--level {','.join(map(str, sorted(levels or ())))} kept none of the {len(unfiltered)} "
+        f"problem files under {where} (their levels: {', '.join(named)})"
+    )
+
+
+
+def cmd_kernelbench(args: argparse.Namespace) -> int:
+    from ..present.report import suite_summary_line
+    from ..suites.batch import BatchInterrupted, Progress, analyze_batch, task_count
+    from ..suites.kernelbench import load_timings
+    from ..suites.solexecbench import discover_problems
+
+    gpu = target_gpu(args)
+    if args.out:
+        _check_suffix(args.out)
+    timings = load_timings(args.timings) if args.timings else None
+    gen_timings = load_timings(args.gen_timings) if args.gen_timings else None
+    levels = levels_option(args.level)
+    paths = discover_problems(args.paths, levels)
+    if not paths:
+        raise UsageError(_nothing_to_run(args.paths, levels))
+    run = None
+    if args.run:
+        run, paths = _run_and_problems(args.run, paths, args.paths)
+    interrupted = None
+    progress = Progress(task_count(paths), debug=args.debug)
+    progress.start(args.jobs)
+    try:
+        report = analyze_batch(
+            paths, gpu, args.precision, cache=args.cache, timings=timings,
+            gen_timings=gen_timings, jobs=args.jobs, timeout_s=args.timeout,
+            memory_limit_bytes=int(args.memory_limit * 2**30), on_done=progress,
+            estimate_params=estimate_params(args.host_scale), math=args.math,
+            data=args.data, data_limit_bytes=int(args.data_limit * 2**30),
+        )
+    except BatchInterrupted as stopped:
+        progress.stop()
+        report, interrupted = stopped.report, str(stopped)
+    if run is not None:
+        return _report_run(args, run, report, interrupted)
+    if args.out:
+        write_report(report, args.out, interrupted)
+    if args.json:
+        print(suite_text(report, ".json", interrupted), end="")
+    elif not args.out:
+        print(suite_text(report, ".md", interrupted))
+    print_note(suite_summary_line(report))
+    stopped = _said_where_it_wrote(args.out, interrupted)
+    if args.plot_dir:  # of the problems finished, when interrupted
+        from ..present.viz import plot_suite
+
+        _warn_if_unmeasured(report)
+        for picture in plot_suite(report, args.plot_dir, per_problem=args.per_problem):
+            print_note(f"wrote {picture}")
+    if stopped:
+        return EXIT_INTERRUPTED
+    for problem in report.problems:
+        if problem.gen_impossible:
+            faster_than_light(problem.name, problem.gen_ms, min(problem.sol_by_math_ms.values()))
+    return exit_code(report.failed, sum(p.gen_impossible for p in report.problems))
+
+
+
+def _said_where_it_wrote(out: str | None, interrupted: str | None) -> bool:
+    """The closing lines of a batch: where ``--out`` went and, for an ``interrupted`` batch,
+    that the report covers the problems finished; True when it was interrupted."""
+    if out:
+        print_note(f"wrote {out}")
+    if interrupted:
+        print_error(f"{interrupted}; the report covers the problems finished")
+    return bool(interrupted)
+
+
+
+def _run_and_problems(folder: str, paths: list[Path], where: Sequence[str]) -> tuple[Any, list]:
+    """The run in ``folder`` and the problem files among ``paths`` it has samples for."""
+    from ..suites.kernelbench import level_of, run_problems
+    from ..suites.runs import load_run
+
+    levels = {level_of(path) for path in paths}
+    run = load_run(folder, level=levels.pop() if len(levels) == 1 else None)
+    matched = run_problems(paths, run)
+    if not matched:
+        wanted = sorted({(s.level, s.problem_id) for s in run.samples}, key=str)
+        named = ", ".join(f"level {level} problem {number}" for level, number in wanted[:6])
+        raise UsageError(
+            f"the run {folder} has samples for {named or 'no problem'}, and none of the "
+            f"{len(paths)} problem files under {' '.join(where)} is one of them; pass the "
+            "run's level folder (KernelBench/levelN)"
+        )
+    return run, matched
+
+
+
+def _report_run(
+    args: argparse.Namespace, run: Any, report: BatchReport, interrupted: str | None
+) -> int:
+    """The run report (``--run``) in place of the suite report: printed, written, pictured;
+    marked partial when the batch was ``interrupted``."""
+    from ..suites.batch_report import mark_partial
+    from ..suites.runs import RUN_WRITERS, join_run
+
+    joined = join_run(run, report)
+
+    def text(suffix: str) -> str:
+        body = RUN_WRITERS[suffix](joined)
+        return mark_partial(body, suffix, interrupted) if interrupted else body
+
+    if args.out:
+        Path(args.out).write_text(text(Path(args.out).suffix.lower()), encoding="utf-8")
+    if args.json or not args.out:
+        print(text(".json" if args.json else ".md"), end="")
+    totals = joined.summary["all"]
+    print_note(
+        f"run {run.path}: {totals['samples']} samples, {totals['correct']} correct, "
+        f"{totals['faster_than_light']} faster than light, {totals['shortcut_only']} possible "
+        f"only with an algebraic shortcut, {len(joined.unmatched)} without an analyzed problem"
+    )
+    stopped = _said_where_it_wrote(args.out, interrupted)
+    if args.plot_dir:  # of the samples whose problems finished, when interrupted
+        from ..present.viz import plot_run
+
+        picture = Path(args.plot_dir) / "run_sol.png"
+        picture.parent.mkdir(parents=True, exist_ok=True)
+        plot_run(joined, picture)
+        print_note(f"wrote {picture}")
+    if stopped:
+        return EXIT_INTERRUPTED
+    for sample in joined.faster_than_light:
+        faster_than_light(
+            sample.name, sample.sample.runtime_ms, min(sample.sol_by_math_ms.values())
+        )
+    return exit_code(report.failed, len(joined.faster_than_light))
+
+
+
+def _check_suffix(path: str) -> None:
+    if Path(path).suffix.lower() not in (".md", ".csv", ".json"):
+        raise UsageError(f"--out must end in .md, .csv or .json, got '{path}'")
+
+
+
+def _warn_if_unmeasured(report: BatchReport) -> None:
+    from ..present.viz import problem_points
+
+    if report.problems and not problem_points(report):
+        print_note(
+            "no analyzed problem has a measured time, so the suite scatter and histogram are "
+            "empty; pass --timings (KernelBench's baseline_time_torch.json)"
+        )
+
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from ..present.viz import plot_suite
+    from ..suites.batch_report import BatchReport
+
+    try:
+        data = json.loads(Path(args.report).read_text())
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{args.report}: not a readable report JSON ({error})") from None
+    if not isinstance(data, dict) or "problems" not in data:
+        raise UsageError(f"{args.report}: not a 'torchroofline kernelbench' JSON report")
+    report = BatchReport.from_dict(data)
+    _warn_if_unmeasured(report)
+    for path in plot_suite(report, args.out, per_problem=args.per_problem):
+        print(path)
+    if "samples" in data:  # a 'kernelbench --run' report
+        from ..present.viz import plot_run
+        from ..suites.runs import RunReport
+
+        picture = Path(args.out) / "run_sol.png"
+        plot_run(RunReport.from_dict(data), picture)
+        print(picture)
+    return EXIT_OK
+
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """0; 1 when a problem failed to analyze; 3 when a measured time beats the speed of light
+    (as every command's exit codes say); 130 when interrupted."""
+    from ..suites.batch import Progress
+    from ..suites.kernelbench import discover
+    from ..suites.validate import impossible_count, run
+
+    levels = levels_option(args.level)
+    progress = Progress(len(discover(args.paths, levels)), debug=args.debug)
+    report = run(args, levels, progress, print_note)
+    if report.get("partial"):
+        return EXIT_INTERRUPTED
+    if report["failed"]:
+        return EXIT_FAILED
+    return EXIT_FASTER_THAN_LIGHT if impossible_count(report) else EXIT_OK
+

@@ -1,0 +1,39 @@
+"""``torchroofline trace``: each op of a torch.profiler trace against its bound."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import command, exit_code, plot_path, print_note
+
+
+def register(commands: Any) -> None:
+    """The ``trace`` command's parser, added to ``commands``."""
+    from ..suites.kineto import add_arguments as trace_arguments
+
+    trace = command(
+        commands, "trace", help="price each op of a torch.profiler trace against its bound",
+        description="Join every kernel of a torch.profiler (Kineto) trace recorded with "
+        "record_shapes=True to the aten op that launched it, rebuild each op on fake tensors and "
+        "set its measured time against its speed of light on the trace's GPU; two traces are "
+        "compared op kind by op kind.",
+    )
+    trace_arguments(trace)
+    trace.set_defaults(handler=cmd_trace)
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    """One trace's report, or two side by side (``--plot``); 3 when an op beats its bound."""
+    from ..suites.kineto import run
+
+    reports = run(args, print_note)
+    if args.plot:
+        from ..present.viz import plot_trace
+
+        for report in reports:
+            picture = plot_path(args.plot, report.path, len(reports) > 1)
+            plot_trace(report, picture)
+            print_note(f"wrote {picture}")
+    return exit_code(0, sum(len(report.faster_than_light) for report in reports))
+
