@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import TorchrooflineError
-from . import analyze, gpus, suite, trace
+from . import analyze, gpus, suite, sweep, trace
 from .common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -36,7 +36,7 @@ from .suite import write_report
 
 #: The commands, in the order ``--help`` lists them: each module's ``register`` adds its parser
 #: and sets ``args.handler``, the function that runs it.
-COMMAND_MODULES = (analyze, gpus, suite, trace)
+COMMAND_MODULES = (analyze, gpus, suite, sweep, trace)
 
 
 class _Parser(argparse.ArgumentParser):

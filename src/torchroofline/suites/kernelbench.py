@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn as nn
@@ -49,6 +49,9 @@ from .runs import (
     read_json_object,
 )
 
+if TYPE_CHECKING:
+    import ast
+
 _LEVEL_DIR = re.compile(r"^level(\d+)$")
 
 
@@ -73,8 +76,10 @@ def level_of(path: Path) -> int | None:
     return None
 
 
-def load_problem(path: str | Path, *, class_name: str = "Model") -> Problem:
-    """Execute a problem file in its own namespace and pick out its parts.
+def load_problem(path: str | Path, *, class_name: str = "Model",
+                 source: str | ast.Module | None = None) -> Problem:
+    """Execute a problem file in its own namespace and pick out its parts (``source``: code run
+    in place of the file's own, e.g. a sweep's file with a global resized).
 
     Raises :class:`ProblemFileError` for a missing file, a syntax error, an exception at import,
     or a file without ``class_name`` / ``get_inputs``.
@@ -90,7 +95,10 @@ def load_problem(path: str | Path, *, class_name: str = "Model") -> Problem:
     module = importlib.util.module_from_spec(spec)
     try:
         with hub_offline():
-            spec.loader.exec_module(module)
+            if source is None:
+                spec.loader.exec_module(module)
+            else:
+                exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102
     except SyntaxError as error:
         raise ProblemFileError(
             f"{path}:{error.lineno}: syntax error: {error.msg}; fix the file"

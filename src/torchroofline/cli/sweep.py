@@ -1,0 +1,149 @@
+"""``torchroofline sweep``: one problem over one or two axes, GPUs and precisions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from .common import (
+    CACHE_HELP,
+    EXIT_OK,
+    UsageError,
+    command,
+    data_option,
+    math_option,
+    print_note,
+)
+
+
+def register(commands: Any) -> None:
+    """The ``sweep`` command's parser, added to ``commands``."""
+    from ..suites.sweep import RANK_TIMES
+
+    sweep = command(
+        commands, "sweep", help="one problem over one or two axes (batch, sequence ...), GPUs "
+        "and precisions, with the crossovers",
+        description="Analyse a KernelBench problem file at each value of its module globals "
+        "(--set batch_size=1,2,4), or a SOL-ExecBench problem directory at each of its "
+        "workloads (or at --set values of its var axes), on each GPU and precision; report "
+        "where it turns compute bound, where it stops fitting, where the GPUs' ranking changes.",
+    )
+    sweep.add_argument("path", metavar="PATH", help="a problem file or SOL-ExecBench directory")
+    sweep.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUES", dest="axes",
+        help="an axis and its values: 1,2,4 or a range lo:hi (every integer), lo:hi:step, "
+        "lo:hi:*f (times f); twice for two axes, the first being the one crossovers run along",
+    )
+    sweep.add_argument("--gpu", default="h100-sxm", help="GPUs, comma-separated (h100,b200)")
+    sweep.add_argument("--precision", default="fp32", help="precisions, comma-separated")
+    sweep.add_argument("--cache", choices=("cold", "warm"), default="cold", help=CACHE_HELP)
+    math_option(sweep)
+    data_option(sweep)
+    sweep.add_argument("--rank-by", choices=tuple(RANK_TIMES), default="sol",
+                       help="what the GPU ranking orders by: sol, compile or eager estimate")
+    sweep.add_argument("--no-narrow", action="store_true",
+                       help="report crossovers between the values given, without bisection")
+    sweep.add_argument("--format", choices=("text", "json", "html"), default="text",
+                       help="report format")
+    sweep.add_argument("--out", metavar="FILE", help="write the report here, not to stdout")
+    sweep.add_argument("--plot", metavar="PNG|SVG",
+                       help="SoL and estimates against the axis, one line per GPU")
+    sweep.add_argument("--plot-roofline", metavar="PNG|SVG",
+                       help="the roofline with the sweep's points as a path")
+    sweep.set_defaults(handler=cmd_sweep)
+
+
+def parse_axis(text: str) -> tuple[str, list[int | float]]:
+    """``NAME=VALUES`` (:func:`register`'s ``--set``) → the name and its values."""
+    name, equals, values = text.partition("=")
+    if not equals or not name.strip() or not values.strip():
+        raise UsageError(f"--set takes NAME=VALUES (batch_size=1,2,4 or 1:64), got '{text}'")
+    try:
+        parsed = [value for part in values.split(",") for value in _values(part.strip())]
+    except ValueError:
+        raise UsageError(
+            f"--set {name}: '{values}' is no list of numbers or range lo:hi[:step|:*f]"
+        ) from None
+    return name.strip(), parsed
+
+
+def _values(part: str) -> list[int | float]:
+    if ":" not in part:
+        return [_number(part)]
+    low, high, *step = part.split(":")
+    start, stop = _number(low), _number(high)
+    if not step:
+        step = ["1"]
+    if len(step) > 1 or stop < start:
+        raise ValueError(part)
+    values, value = [], start
+    grow = step[0].startswith("*")
+    by = _number(step[0].lstrip("*"))
+    if by <= (1 if grow else 0):
+        raise ValueError(part)
+    while value <= stop:
+        values.append(value)
+        value = value * by if grow else value + by
+    return values
+
+
+def _number(text: str) -> int | float:
+    value = float(text)
+    return int(value) if value.is_integer() and "." not in text else value
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from ..price.hardware import choice_note, get_gpu
+    from ..price.precision import check_math
+    from ..suites.solexecbench import is_problem_dir
+    from ..suites.sweep import sweep_kernelbench, sweep_solexecbench
+
+    axes = dict(parse_axis(text) for text in args.axes)
+    if len(axes) != len(args.axes):
+        raise UsageError("--set names an axis twice; give each axis once")
+    gpus = [name.strip() for name in args.gpu.split(",") if name.strip()]
+    for name in gpus:
+        get_gpu(name)
+        if choice_note(name):
+            print_note(choice_note(name))
+    precisions = [name.strip() for name in args.precision.split(",") if name.strip()]
+    options = {"cache": args.cache, "math": check_math(args.math), "data": args.data,
+               "data_limit_bytes": int(args.data_limit * 2**30)}
+    if is_problem_dir(args.path):
+        sweep = sweep_solexecbench(args.path, axes or None, gpus, precisions,
+                                   rank_by=args.rank_by, narrow=not args.no_narrow, **options)
+    elif not axes:
+        raise UsageError("sweep a problem file over its module globals: --set NAME=VALUES")
+    else:
+        sweep = sweep_kernelbench(args.path, axes, gpus, precisions, rank_by=args.rank_by,
+                                  narrow=not args.no_narrow, **options)
+    _write(args, sweep)
+    if args.plot or args.plot_roofline:
+        from ..present.viz import plot_sweep, plot_sweep_roofline
+
+        for path, draw in ((args.plot, plot_sweep), (args.plot_roofline, plot_sweep_roofline)):
+            if path:
+                draw(sweep, path)
+                print_note(f"wrote {path}")
+    return EXIT_OK
+
+
+def _write(args: argparse.Namespace, sweep: Any) -> None:
+    from ..present.html import sweep_html
+    from ..present.sweeps import cost_line, format_sweep
+
+    writers = {
+        "text": format_sweep,
+        "json": lambda data: json.dumps(data.to_dict(), indent=2) + "\n",
+        "html": sweep_html,
+    }
+    text = writers[args.format](sweep)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print_note(f"wrote {args.out}")
+    else:
+        print(text, end="")
+    if args.format != "text":
+        print_note(cost_line(sweep))
