@@ -65,6 +65,11 @@ def register(commands: Any) -> None:
     )
     suite.add_argument("--out", metavar="FILE", help="report.md, report.csv or report.json")
     suite.add_argument("--json", action="store_true", help="print the JSON report")
+    suite.add_argument(
+        "--format", choices=("md", "csv", "json", "html"),
+        help="print the report in this format (html: one self-contained page, a sortable table "
+        "and the roofline; default md, or nothing with --out)",
+    )
     suite.add_argument("--plot-dir", metavar="DIR", help="write the suite pictures here")
     suite.add_argument("--per-problem", action="store_true", help="also one roofline each")
 
@@ -91,6 +96,7 @@ def register(commands: Any) -> None:
 def suite_text(report: BatchReport, suffix: str, interrupted: str | None = None) -> str:
     """The batch report as Markdown, CSV or JSON (``suffix``), marked partial when the batch was
     ``interrupted`` (the interruption's one line)."""
+    from ..present.html import suite_html
     from ..present.report import suite_csv, suite_markdown
     from ..suites.batch_report import mark_partial
 
@@ -98,9 +104,11 @@ def suite_text(report: BatchReport, suffix: str, interrupted: str | None = None)
         ".md": suite_markdown,
         ".csv": suite_csv,
         ".json": lambda data: json.dumps(data.to_dict(), indent=2) + "\n",
+        ".html": suite_html,
     }
     text = writers[suffix](report)
-    return mark_partial(text, suffix, interrupted) if interrupted else text
+    # a page's partial mark is its summary line: the page lists the problems finished
+    return mark_partial(text, suffix, interrupted) if interrupted and suffix != ".html" else text
 
 
 
@@ -166,8 +174,9 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
         return _report_run(args, run, report, interrupted)
     if args.out:
         write_report(report, args.out, interrupted)
-    if args.json:
-        print(suite_text(report, ".json", interrupted), end="")
+    if args.json or args.format:
+        print(suite_text(report, ".json" if args.json else f".{args.format}", interrupted),
+              end="")
     elif not args.out:
         print(suite_text(report, ".md", interrupted))
     print_note(suite_summary_line(report))
@@ -261,8 +270,8 @@ def _report_run(
 
 
 def _check_suffix(path: str) -> None:
-    if Path(path).suffix.lower() not in (".md", ".csv", ".json"):
-        raise UsageError(f"--out must end in .md, .csv or .json, got '{path}'")
+    if Path(path).suffix.lower() not in (".md", ".csv", ".json", ".html"):
+        raise UsageError(f"--out must end in .md, .csv, .json or .html, got '{path}'")
 
 
 

@@ -20,14 +20,17 @@ def register(commands: Any) -> None:
         "compared op kind by op kind.",
     )
     trace_arguments(trace)
+    formats = next(action for action in trace._actions if action.dest == "format")
+    formats.choices = (*formats.choices, "html")  # present/html.py: a later stage than suites
     trace.set_defaults(handler=cmd_trace)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
     """One trace's report, or two side by side (``--plot``); 3 when an op beats its bound."""
-    from ..suites.kineto import run
+    from ..present.html import trace_html
+    from ..suites.kineto import WRITERS, run
 
-    reports = run(args, print_note)
+    reports = run(args, print_note, {**WRITERS, "html": trace_html})
     if args.plot:
         from ..present.viz import plot_trace
 

@@ -258,5 +258,6 @@
     document.body.dataset.selftest = "column=" + column.key + " ascending=" + ascending + " descending=" + descending +
       " first=" + table.tBodies[0].rows.length;
   }
+  document.body.dataset.readyMs = String(Math.round(performance.now())); // load to ready
   document.body.dataset.ready = "1";
 })();

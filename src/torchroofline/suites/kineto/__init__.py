@@ -99,14 +99,16 @@ def add_arguments(parser: Any) -> None:
                         help="each op at its measured throughput under its roof")
 
 
-def run(args: Any, note: Callable[[str], None]) -> list[TraceReport]:
-    """``torchroofline trace``: report one trace or compare two; returns the reports."""
+def run(args: Any, note: Callable[[str], None],
+        writers: dict[str, Callable[[TraceReport], str]] = WRITERS) -> list[TraceReport]:
+    """``torchroofline trace``: report one trace or compare two; returns the reports.
+    ``writers``: the report formats by ``--format`` name (the command line adds html)."""
     if len(args.traces) > 2:
         raise InputError(f"trace takes one trace, or two to compare; got {len(args.traces)}")
     reports = [analyze_trace(path, args.gpu) for path in args.traces]
     if len(reports) == 1:
         text = (format_report(reports[0], top=args.top) if args.format == "text"
-                else WRITERS[args.format](reports[0]))
+                else writers[args.format](reports[0]))
     else:
         text = _compared_text(reports, args.format)
     if args.out:
@@ -125,6 +127,6 @@ def _compared_text(reports: Sequence[TraceReport], format_: str) -> str:
     compared = comparison(*reports)
     if format_ == "json":
         return json.dumps(compared, indent=2) + "\n"
-    if format_ == "csv":
+    if format_ not in ("text", "md"):
         raise InputError("a comparison of two traces is written as text, md or json")
     return format_comparison(compared, markdown=format_ == "md")

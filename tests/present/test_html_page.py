@@ -1,0 +1,105 @@
+"""The HTML page (present/html.py): the same numbers as the JSON, and in a real headless browser
+(Chromium) it loads without a script error, its table sorts and its roofline is drawn."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+
+from torchroofline.present.html import page_html, suite_html, sweep_html, trace_html
+from torchroofline.suites.batch_report import BatchReport, ProblemReport
+from torchroofline.suites.kineto import analyze_trace
+from torchroofline.suites.sweep import sweep_model
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+BERT_TRACE = FIXTURES / "traces" / "h100_gaunernst_bert-small-uncased__1016001.json.gz"
+CHROMIUM = next(
+    (found for name in ("chromium", "chromium-browser", "google-chrome")
+     if (found := shutil.which(name))),
+    None,
+)
+needs_browser = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no chromium binary on PATH (apt-get install chromium): the HTML page's browser "
+    "test is skipped",
+)
+PALETTE_FIRST = (0x1F, 0x77, 0xB4)  #: html_page.js's first group colour
+
+
+def small_sweep():
+    model = nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 256))
+    return sweep_model(model, lambda batch: (torch.empty(batch, 256, device="meta"),),
+                       {"batch": [1, 64, 4096]}, ["h100", "l40s"])
+
+
+def embedded(page: str, element: str) -> dict:
+    found = re.search(f'<script type="application/json" id="{element}">(.*?)</script>', page,
+                      re.S)
+    return json.loads(found.group(1))
+
+
+def test_sweep_page_carries_the_json_and_its_numbers():
+    sweep = small_sweep()
+    page = sweep_html(sweep)
+    assert embedded(page, "document-data") == json.loads(json.dumps(sweep.to_dict()))
+    rows = embedded(page, "page-data")["rows"]
+    assert [row["sol_ms"] for row in rows] == [p.sol_ms for p in sweep.points]
+    assert [row["batch"] for row in rows] == [p.values["batch"] for p in sweep.points]
+
+
+def test_script_end_tag_in_data_cannot_close_the_script():
+    page = page_html("t", [], [], [{"name": "</script><b>"}], [], [], ("Notes", []), {},
+                     "x", "y")
+    assert page.count("</script>") == 4  # the error hook, two data blocks, the page script
+
+
+def run_browser(page: str, tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """The page opened headless at #selftest: its <html>/<body> attributes, and a screenshot."""
+    path, shot = tmp_path / "page.html", tmp_path / "shot.png"
+    path.write_text(page, encoding="utf-8")
+    done = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,1000",
+         f"--screenshot={shot}", "--dump-dom", f"{path.as_uri()}#selftest"],
+        capture_output=True, text=True, timeout=120,
+    )
+    tags = re.findall(r"<(?:html|body)\b[^>]*>", done.stdout)
+    attributes = dict(re.findall(r'data-([\w-]+)="([^"]*)"', " ".join(tags)))
+    return attributes, shot
+
+
+@needs_browser
+@pytest.mark.parametrize("kind", ["sweep", "suite", "trace"])
+def test_page_in_a_headless_browser(kind, tmp_path):
+    page = {"sweep": lambda: sweep_html(small_sweep()), "suite": suite_page,
+            "trace": lambda: trace_html(analyze_trace(BERT_TRACE))}[kind]()
+    attributes, shot = run_browser(page, tmp_path)
+    assert "error" not in attributes, attributes["error"]
+    assert attributes.get("ready") == "1"
+    # the self-test clicked the first numeric heading twice: ascending, then descending
+    assert "ascending=true descending=true" in attributes["selftest"]
+    if kind == "sweep":
+        image = pytest.importorskip("matplotlib.image").imread(shot)
+        plot = (image[:560, :, :3] * 255).round()  # the roofline sits at the top of the page
+        first = ((abs(plot - PALETTE_FIRST) <= 2).all(axis=-1)).sum()
+        assert first > 500  # the first GPU's roof, path and points, not just its legend dot
+
+
+def suite_page() -> str:
+    from torchroofline.suites.kernelbench import analyze_file
+
+    result = analyze_file(FIXTURES / "kernelbench" / "level1" / "23_Softmax.py", "h100")
+    problems = (
+        ProblemReport(1, "23_Softmax.py", "level1/23_Softmax.py", "level1/23_Softmax.py", "ok",
+                      None, 0.1, result.to_dict(), 4.38, None),
+        ProblemReport(1, "9_Bad.py", "level1/9_Bad.py", "level1/9_Bad.py", "failed",
+                      "ProblemFileError: no Model", 0.0, None, None, None),
+    )
+    return suite_html(BatchReport("H100 SXM", "h100-sxm", "fp32", "cold", problems))
