@@ -19,9 +19,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torchroofline
-from torchroofline.present.viz import plot_gpus, plot_result, plot_suite, plot_trace
+from torchroofline.present.html import sweep_html
+from torchroofline.present.viz import plot_gpus, plot_result, plot_suite, plot_sweep, plot_trace
 from torchroofline.suites.batch_report import BatchReport
 from torchroofline.suites.kineto import analyze_trace
+from torchroofline.suites.sweep import Sweep, sweep_kernelbench
 
 IMG_DIR = Path(__file__).resolve().parent / "img"
 #: A real H100 profiler trace (AMD-AGI/TraceLens, MIT): its times are measured, not invented.
@@ -29,6 +31,11 @@ BERT_TRACE = (Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "t
               / "h100_gaunernst_bert-small-uncased__1016001.json.gz")
 GPU = "h100-sxm"
 PRECISION = "fp32"
+ROOT = Path(__file__).resolve().parent.parent
+#: The README's sweep: ``torchroofline sweep`` of this file over ``N`` on two GPUs.
+SWEEP_FILE = "examples/kernelbench/level1/1_Square_matrix_multiplication_.py"
+SWEEP_AXIS = {"N": [32, 128, 512, 2048, 8192, 32768, 131072]}
+SWEEP_GPUS = ("h100", "l40s")
 
 
 class TransformerBlock(nn.Module):
@@ -138,7 +145,45 @@ def main(out_dir: str | Path = IMG_DIR) -> list[Path]:
     plot_gpus(
         result, gpus=("v100", "a100-80gb", "h100-sxm", "b200", "l40s", "mi300x"), path=written[1]
     )
-    return written + plot_suite(suite_report(), out_dir) + [trace_picture(out_dir)]
+    return written + plot_suite(suite_report(), out_dir) + [
+        trace_picture(out_dir), sweep_picture(readme_sweep(), out_dir)
+    ]
+
+
+def readme_sweep() -> Sweep:
+    """The README's sweep (``torchroofline sweep FILE --set N=32:131072:*4 --gpu h100,l40s
+    --data any``)."""
+    return sweep_kernelbench(ROOT / SWEEP_FILE, SWEEP_AXIS, SWEEP_GPUS, data="any")
+
+
+def sweep_picture(sweep: Sweep, out_dir: Path) -> Path:
+    """``torchroofline sweep --plot`` of the README's sweep."""
+    path = out_dir / "sweep.png"
+    plot_sweep(sweep, path)
+    return path
+
+
+def sweep_page_screenshot(out_dir: Path) -> Path | None:
+    """A headless Chromium's screenshot of the README sweep's ``--format html`` page
+    (docs/guide.md); None where no chromium binary is installed."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        return None
+    path = out_dir / "sweep_page.png"
+    with tempfile.TemporaryDirectory() as folder:
+        page = Path(folder) / "sweep.html"
+        page.write_text(sweep_html(readme_sweep()), encoding="utf-8")
+        subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             f"--user-data-dir={folder}/profile", "--window-size=1200,900",
+             f"--screenshot={path}", page.as_uri()],
+            capture_output=True, timeout=120, check=True,
+        )
+    return path
 
 
 def trace_picture(out_dir: Path) -> Path:
@@ -151,3 +196,5 @@ def trace_picture(out_dir: Path) -> Path:
 if __name__ == "__main__":
     for path in main(*sys.argv[1:2]):
         print(path)
+    shot = sweep_page_screenshot(Path(*sys.argv[1:2]) if sys.argv[1:2] else IMG_DIR)
+    print(shot or "no chromium: docs/img/sweep_page.png not remade")

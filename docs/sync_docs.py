@@ -280,6 +280,17 @@ def memory_verdicts() -> str:
     )
 
 
+def sweep_crossovers() -> str:
+    """The README's sweep (docs/make_images.py draws it) as typed, its crossovers only (the
+    table per GPU and the timing line left out)."""
+    argv = ("sweep", "examples/kernelbench/level1/1_Square_matrix_multiplication_.py",
+            "--set", "N=32:131072:*4", "--gpu", "h100,l40s", "--data", "any")
+    lines = _cli(*argv).splitlines()
+    first = lines.index("Crossovers")
+    shown = lines[first:lines.index("", first)]
+    return _fenced(f"$ torchroofline {' '.join(argv)}\n" + "\n".join(shown), "console")
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "quickstart": quickstart,
     # the training-step table and the checkpointing what-if
@@ -310,6 +321,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
         "--timings", f"{SUITE}/baseline_time_torch.json",
         "--gen-timings", f"{SUITE}/generated_time.json", "-j", "2",
     ),
+    "cli-sweep": sweep_crossovers,
     "memory-verdicts": memory_verdicts,
     "performance": performance,
     "rule-coverage": rule_coverage,

@@ -521,6 +521,7 @@ def test_make_images_writes_the_readme_pictures(tmp_path):
         "roofline.png",
         "suite_histogram.png",
         "suite_scatter.png",
+        "sweep.png",
         "trace.png",
     ]
     for path in paths:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...units import human_ms
 from .canvas import ROOF_COLOUR, new_figure, plain_formatter, save, save_target, si_formatter
 from .traces import _colours
 
@@ -56,6 +57,8 @@ def plot_sweep(sweep: Sweep, path: str | Path | None = None) -> Figure:
     axis, one colour per GPU (and precision, and value of a second axis); on each line a
     diamond where it turns compute bound and a cross where its peak memory stops fitting, and
     a grey vertical line where the GPUs' ranking changes."""
+    from matplotlib.ticker import FuncFormatter
+
     target = save_target(path)
     fig, ax = new_figure(SWEEP_FIGSIZE_IN)
     lines = _lines(sweep)
@@ -76,9 +79,9 @@ def plot_sweep(sweep: Sweep, path: str | Path | None = None) -> Figure:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(plain_formatter())
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(plain_formatter())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda ms, _: human_ms(ms)))
     ax.set_xlabel(sweep.axis)
-    ax.set_ylabel("time (ms)")
+    ax.set_ylabel("time")
     ax.grid(True, which="major", lw=0.3, alpha=0.5)
     _legend(ax, sweep)
     ax.set_title(f"{sweep.name}: speed of light and estimates against {sweep.axis}", fontsize=10)
