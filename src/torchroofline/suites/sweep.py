@@ -547,10 +547,15 @@ def _file_workloads(folder: str | Path, workloads: Sequence[Any], variable: Sequ
     values of them (the first of any that repeat them)."""
     differ = [axis for axis in variable
               if len({workload.axes.get(axis) for workload in workloads}) > 1]
-    if not 1 <= len(differ) <= 2:
+    if not differ:
         raise InputError(
-            f"{folder}: its workloads differ in {len(differ)} var axes "
-            f"({', '.join(differ) or 'none'}); sweep one or two with --set AXIS=V1,V2,..."
+            f"{folder}: its {len(workloads)} workload(s) share every var axis value; sweep one "
+            f"with --set AXIS=V1,V2,... (its var axes: {', '.join(variable) or 'none'})"
+        )
+    if len(differ) > 2:
+        raise InputError(
+            f"{folder}: its workloads differ in {len(differ)} var axes ({', '.join(differ)}); "
+            "sweep one or two with --set AXIS=V1,V2,..."
         )
     axes = {axis: sorted({workload.axes[axis] for workload in workloads}) for axis in differ}
     found: dict[tuple, Any] = {}
