@@ -17,6 +17,7 @@ from .price.hardware import GPUSpec, get_gpu, list_gpus
 from .price.roofline import KernelEstimate, Result
 from .suites import validate
 from .suites.kernelbench import analyze_file, compare_kernelbench, load_problem
+from .suites.sweep import Sweep, sweep_kernelbench, sweep_model, sweep_solexecbench
 
 __version__ = "0.1.0"
 
@@ -31,6 +32,7 @@ __all__ = [
     "PrecisionError",
     "ProblemFileError",
     "Result",
+    "Sweep",
     "TorchrooflineError",
     "UnknownGPUError",
     "analyze",
@@ -41,6 +43,9 @@ __all__ = [
     "load_problem",
     "max_batch",
     "plot_gpus",
+    "sweep_kernelbench",
+    "sweep_model",
+    "sweep_solexecbench",
     "validate",
 ]
 

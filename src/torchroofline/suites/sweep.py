@@ -5,7 +5,7 @@ An axis is any name that sizes the inputs: a KernelBench problem file's module g
 (``batch_size``: the file runs again with that assignment's value replaced, so the globals
 computed from it follow), a SOL-ExecBench workload axis (``M``: every workload of
 ``workload.jsonl``, or the first workload with the axis set to each value), or, in Python, the
-keyword of a function that returns the inputs (:func:`sweep_model`).
+argument of a function that returns the inputs (:func:`sweep_model`).
 
 Each value of the axes is traced and planned once, on the first GPU and precision; every other
 GPU and precision re-prices those plans (:meth:`~torchroofline.price.roofline.Result.on`, no
@@ -396,17 +396,18 @@ def sweep_model(
     name: str | None = None,
     **options: Any,
 ) -> Sweep:
-    """``model(*inputs_at(**values))`` swept over ``axes`` (``{"batch": [1, 2, 4]}``):
-    ``inputs_at`` takes each axis as a keyword and returns the inputs; ``model`` is a module, or
-    a function of the same keywords that builds one (a width that sizes its layers). ``options``:
-    :func:`~torchroofline.api.analyze`'s keywords (``cache``, ``mode``, ``data`` ...)."""
-    build = (lambda **_values: model) if isinstance(model, nn.Module) else model
+    """``model(*inputs_at(value))`` swept over ``axes`` (``{"batch": [1, 2, 4]}``):
+    ``inputs_at`` takes each axis's value, in the axes' order, and returns the inputs; ``model``
+    is a module, or a function of the same values that builds one (a width that sizes its
+    layers). ``options``: :func:`~torchroofline.api.analyze`'s keywords (``cache``, ``mode``,
+    ``data`` ...)."""
+    build = (lambda *_values: model) if isinstance(model, nn.Module) else model
     title = name or (type(model).__name__ if isinstance(model, nn.Module)
                      else getattr(model, "__name__", "model"))
 
     def analyze_at(values: Values, gpu: GPUSpec, precision: str) -> Result:
-        return analyze(build(**values), inputs_at(**values), gpu, precision, name=title,
-                       **options)
+        return analyze(build(*values.values()), inputs_at(*values.values()), gpu, precision,
+                       name=title, **options)
 
     return run_sweep(title, analyze_at, axes, gpus, precisions, rank_by=rank_by, narrow=narrow)
 
