@@ -25,6 +25,8 @@ TIME_STYLES = {
     "fused_estimate": ("compile estimate", "--"),
     "eager_estimate": ("eager estimate", ":"),
 }
+#: The markers of a second axis's values, in order.
+SERIES_MARKERS = ("o", "s", "^", "v", "P", "*", "h")
 #: The marker of each crossover kind on its line.
 CROSSOVER_MARKERS = {"bound": ("D", "turns compute bound"), "fit": ("X", "stops fitting")}
 
@@ -54,7 +56,8 @@ def _log_axis(values: Sequence[float]) -> bool:
 
 def plot_sweep(sweep: Sweep, path: str | Path | None = None) -> Figure:
     """Speed of light (solid), compile (dashed) and eager (dotted) estimates against the first
-    axis, one colour per GPU (and precision, and value of a second axis); on each line a
+    axis, one colour per GPU (and precision), one marker per value of a second axis; on each
+    line a
     diamond where it turns compute bound and a cross where its peak memory stops fitting, and
     a grey vertical line where the GPUs' ranking changes."""
     from matplotlib.ticker import FuncFormatter
@@ -62,14 +65,20 @@ def plot_sweep(sweep: Sweep, path: str | Path | None = None) -> Figure:
     target = save_target(path)
     fig, ax = new_figure(SWEEP_FIGSIZE_IN)
     lines = _lines(sweep)
-    colours = _colours(len(lines))
-    for colour, (gpu, precision, series, points) in zip(colours, lines, strict=True):
+    # a colour per GPU and precision, a marker per value of the second axis
+    keys = list(dict.fromkeys((gpu, precision) for gpu, precision, _, _ in lines))
+    colours = dict(zip(keys, _colours(len(keys)), strict=True))
+    markers = {series: SERIES_MARKERS[k % len(SERIES_MARKERS)]
+               for k, series in enumerate(dict.fromkeys(line[2] for line in lines))}
+    for gpu, precision, series, points in lines:
+        colour = colours[(gpu, precision)]
         xs = [point.values[sweep.axis] for point in points]
         label = _label(sweep, points[0].gpu_name, precision, series)
         for key, (_, style) in TIME_STYLES.items():
             ax.plot(xs, [point.time_ms[key] for point in points], ls=style, color=colour,
-                    lw=1.6 if key == "sol" else 1.1, marker="o" if key == "sol" else None,
-                    ms=3, label=label if key == "sol" else None, gid=f"line:{gpu}:{key}")
+                    lw=1.6 if key == "sol" else 1.1,
+                    marker=markers[series] if key == "sol" else None, ms=4,
+                    label=label if key == "sol" else None, gid=f"line:{gpu}:{key}")
         _mark_crossovers(ax, sweep, gpu, precision, series, points, colour)
     for crossover in sweep.crossovers:
         if crossover.kind == "ranking":
