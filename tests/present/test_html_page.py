@@ -103,3 +103,17 @@ def suite_page() -> str:
                       "ProblemFileError: no Model", 0.0, None, None, None),
     )
     return suite_html(BatchReport("H100 SXM", "h100-sxm", "fp32", "cold", problems))
+
+
+def test_trace_and_suite_commands_write_the_page(tmp_path):
+    from torchroofline.cli import main
+
+    page, report = tmp_path / "trace.html", tmp_path / "trace.json"
+    assert main(["trace", str(BERT_TRACE), "--format", "html", "--out", str(page)]) == 0
+    assert main(["trace", str(BERT_TRACE), "--format", "json", "--out", str(report)]) == 0
+    assert embedded(page.read_text(), "document-data") == json.loads(report.read_text())
+    suite = tmp_path / "suite.html"
+    problem = FIXTURES / "kernelbench" / "level1" / "23_Softmax.py"
+    assert main(["kernelbench", str(problem), "--out", str(suite)]) == 0
+    rows = embedded(suite.read_text(), "page-data")["rows"]
+    assert [row["name"] for row in rows] == ["level1/23_Softmax.py"]

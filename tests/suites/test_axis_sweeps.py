@@ -201,3 +201,15 @@ def test_cli_json_layout(tmp_path, capsys):
     assert {"sol_ms", "bound", "eager_estimate_ms", "fused_estimate_ms", "peak_bytes",
             "fits", "rank"} <= set(point)
     assert "points in" in capsys.readouterr().err
+
+
+def test_sweep_picture_marks_each_crossover_at_its_value():
+    from torchroofline.present.viz import plot_sweep
+
+    sweep = sweep_model(nn.Linear(WIDTH, WIDTH, bias=False), batch_inputs,
+                        {"batch": [1, 1024]}, ["h100"])
+    (bound,) = [c for c in sweep.crossovers if c.kind == "bound"]
+    figure = plot_sweep(sweep)
+    (marker,) = [line for line in figure.axes[0].lines
+                 if line.get_gid() == "crossover:bound:h100-sxm"]
+    assert list(marker.get_xdata()) == [bound.after]
