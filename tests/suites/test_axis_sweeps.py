@@ -104,7 +104,8 @@ def test_points_equal_single_analyses_on_every_gpu_and_precision():
 
 
 def test_kernelbench_point_equals_the_file_with_that_global(tmp_path):
-    # hidden is computed from batch_size at import: it follows the swept value
+    # set by tuple unpacking, as KernelBench files do; hidden is computed from batch_size at
+    # import and follows the swept value
     source = (
         "import torch\nimport torch.nn as nn\n\n"
         "class Model(nn.Module):\n"
@@ -113,7 +114,7 @@ def test_kernelbench_point_equals_the_file_with_that_global(tmp_path):
         "        self.fc = nn.Linear(width, width)\n\n"
         "    def forward(self, x):\n"
         "        return torch.relu(self.fc(x))\n\n"
-        "batch_size = 4\nwidth = 32\nhidden = batch_size * 2\n\n"
+        "batch_size, width = 4, 32\nhidden = batch_size * 2\n\n"
         "def get_inputs():\n    return [torch.randn(batch_size, hidden, width)]\n\n"
         "def get_init_inputs():\n    return [width]\n"
     )
@@ -124,10 +125,10 @@ def test_kernelbench_point_equals_the_file_with_that_global(tmp_path):
     for point in sweep.points:
         single = tmp_path / "single" / problem.name
         single.parent.mkdir(exist_ok=True)
-        single.write_text(
-            source.replace("batch_size = 4", f"batch_size = {point.values['batch_size']}")
-            .replace("width = 32", f"width = {point.values['width']}")
-        )
+        single.write_text(source.replace(
+            "batch_size, width = 4, 32",
+            f"batch_size, width = {point.values['batch_size']}, {point.values['width']}",
+        ))
         expected = point_of(analyze_file(single, "h100"), point.values)
         assert point == expected
     assert sweep.points[0].flops < sweep.points[-1].flops

@@ -2,10 +2,11 @@
 precisions, with the crossovers where its behaviour changes.
 
 An axis is any name that sizes the inputs: a KernelBench problem file's module global
-(``batch_size``: the file runs again with that assignment's value replaced, so the globals
-computed from it follow), a SOL-ExecBench workload axis (``M``: every workload of
-``workload.jsonl``, or the first workload with the axis set to each value), or, in Python, the
-argument of a function that returns the inputs (:func:`sweep_model`).
+(``batch_size``: the file runs again with the global set to the value right after each of its
+top-level assignments, ``batch_size, dim = 16, 64`` too, so the globals computed from it
+follow), a SOL-ExecBench workload axis (``M``: every workload of ``workload.jsonl``, or the
+first workload with the axis set to each value), or, in Python, the argument of a function that
+returns the inputs (:func:`sweep_model`).
 
 Each value of the axes is traced and planned once, on the first GPU and precision; every other
 GPU and precision re-prices those plans (:meth:`~torchroofline.price.roofline.Result.on`, no
@@ -424,8 +425,8 @@ def sweep_kernelbench(
     **options: Any,
 ) -> Sweep:
     """A KernelBench problem file swept over its module globals (``{"batch_size": [1, 2]}``):
-    at each value the file runs again with each named global's top-level assignment set to it
-    (globals computed from it follow), and is analysed as
+    at each value the file runs again with each named global set to it right after each of its
+    top-level assignments (globals computed from it follow), and is analysed as
     :func:`~torchroofline.suites.kernelbench.analyze_file` would (``options``: its keywords,
     ``cache``, ``math``, ``data`` ...)."""
     path = Path(path)
@@ -446,12 +447,16 @@ def sweep_kernelbench(
 
 
 def _assigned(node: ast.stmt) -> list[str]:
-    """The names a top-level ``name = value`` (or ``name: type = value``) assigns."""
+    """The names a top-level assignment binds: ``name = …``, ``name: type = …`` and each name
+    of ``a, b = …`` (KernelBench's ``batch_size, in_channels = 128, 3``)."""
     if isinstance(node, ast.Assign):
-        return [target.id for target in node.targets if isinstance(target, ast.Name)]
-    if isinstance(node, ast.AnnAssign) and node.value is not None:
-        return [node.target.id] if isinstance(node.target, ast.Name) else []
-    return []
+        targets = node.targets
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        targets = [node.target]
+    else:
+        return []
+    return [name.id for target in targets for name in ast.walk(target)
+            if isinstance(name, ast.Name)]
 
 
 def _check_globals(path: Path, tree: ast.Module, axes: Mapping[str, Any]) -> None:
@@ -466,22 +471,20 @@ def _check_globals(path: Path, tree: ast.Module, axes: Mapping[str, Any]) -> Non
 
 
 def _with_globals(tree: ast.Module, values: Values) -> ast.Module:
-    """``tree`` with each top-level assignment to a name in ``values`` given that value (its
-    line numbers kept, so errors point at the file's own lines)."""
-    body = []
+    """``tree`` with ``name = value`` right after each top-level statement that assigns a name
+    in ``values`` (so what follows, and the functions that read the global, see the value; line
+    numbers stay the file's own)."""
+    body: list[ast.stmt] = []
     for node in tree.body:
-        names = [name for name in _assigned(node) if name in values]
-        if names:
-            constant = ast.copy_location(ast.Constant(values[names[0]]), node.value)
-            node = _replaced_value(node, constant)
         body.append(node)
+        body += [
+            ast.copy_location(
+                ast.Assign(targets=[ast.Name(name, ast.Store())], value=ast.Constant(values[name])),
+                node,
+            )
+            for name in _assigned(node) if name in values
+        ]
     return ast.fix_missing_locations(ast.Module(body=body, type_ignores=tree.type_ignores))
-
-
-def _replaced_value(node: ast.stmt, value: ast.expr) -> ast.stmt:
-    copy = type(node)(**{field: getattr(node, field) for field in node._fields})
-    copy.value = value
-    return ast.copy_location(copy, node)
 
 
 def sweep_solexecbench(
