@@ -135,8 +135,9 @@
     const xs = page.points.map((p) => p.x).filter((v) => v > 0);
     const ys = page.points.map((p) => p.y).filter((v) => v > 0);
     for (const roof of page.roofs) for (const peak of roof.peaks) ys.push(peak.flops_per_s);
-    const lo = (values, fallback) => (values.length ? Math.min(...values) : fallback);
-    const hi = (values, fallback) => (values.length ? Math.max(...values) : fallback);
+    // reduce, not Math.min(...values): a spread of 100,000 arguments overflows the stack
+    const lo = (values, fallback) => (values.length ? values.reduce((a, b) => Math.min(a, b)) : fallback);
+    const hi = (values, fallback) => (values.length ? values.reduce((a, b) => Math.max(a, b)) : fallback);
     return {
       x0: Math.log10(lo(xs, 1)) - 0.6, x1: Math.log10(hi(xs, 1e3)) + 0.6,
       y0: Math.log10(lo(ys, 1e9)) - 0.6, y1: Math.log10(hi(ys, 1e15)) + 0.3,
