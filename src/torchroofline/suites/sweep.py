@@ -147,7 +147,8 @@ class Crossover:
         }
 
     def describe(self) -> str:
-        """One line: "h100-sxm fp32: memory → compute bound at batch_size 41 (40 → 41)"."""
+        """One line: "h100-sxm fp32: memory → compute bound at batch_size 41" (exact), else
+        "… between batch_size 32 and 64"."""
         where = " ".join(str(value) for value in self.line.values())
         what = {"bound": f"{self.old} → {self.new} bound", "fit": f"{self.old} → {self.new}",
                 "ranking": f"ranking {self.old} → {self.new}"}[self.kind]
