@@ -334,7 +334,8 @@ def kernel_load(
         passes = TWO_PASS.get(traced.base, lambda traced: False)(traced)
         passes += EXTRA_READS.get(traced.base, lambda traced: 0)(traced)
         if whole and passes:
-            reread = passes * tensor_bytes(kernel.ops[0].reads[0], float_bytes)
+            # each extra pass re-reads the op's input (its largest operand)
+            reread = passes * max(tensor_bytes(ref, float_bytes) for ref in kernel.ops[0].reads)
         itemsize = min((ref.itemsize for ref in kernel.ops[0].writes), default=float_bytes)
         accesses = strided_accesses(kernel.ops[0], kernel.bytes(float_bytes) // itemsize)
     align = 16
