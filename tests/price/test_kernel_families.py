@@ -4,6 +4,8 @@ and the band every estimate carries. Closed forms, derived in the comments."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 import torch.nn as nn
@@ -14,11 +16,12 @@ from torchroofline.price.estimate import (
     DEFAULT_PARAMS,
     alignment_share,
     as_host_copy,
+    beside_collective,
     host_copies,
     kernel_gpu_s,
 )
 from torchroofline.price.hardware import get_gpu
-from torchroofline.suites.kineto.pricing import host_side
+from torchroofline.suites.kineto.pricing import COLLECTIVE, host_side
 
 H100 = get_gpu("h100-sxm")
 
@@ -31,19 +34,21 @@ def _load(result, family: str):
 
 
 def test_a_gemm_whose_rows_are_not_16_bytes_runs_at_the_align1_share() -> None:
-    # bf16 rows of 4095 elements: 8190 bytes, divisible by 2 and no more → align 2 bytes;
-    # 4096 elements: 8192 bytes → 16. The share: bytes per load / 16, never below the align1 0.25
-    odd = analyze(Fn(torch.mm), meta(4095, 4095, dtype=torch.bfloat16),
-                  meta(4095, 4095, dtype=torch.bfloat16))
-    even = analyze(Fn(torch.mm), meta(4096, 4096, dtype=torch.bfloat16),
-                   meta(4096, 4096, dtype=torch.bfloat16))
+    # bf16 rows of 255 elements: 510 bytes, divisible by 2 and no more → align 2 bytes;
+    # 256 elements: 512 bytes → 16. The share: bytes per load / 16, never below the align1 0.25
+    odd = analyze(Fn(torch.mm), meta(255, 255, dtype=torch.bfloat16),
+                  meta(255, 255, dtype=torch.bfloat16))
     assert _load(odd, "gemm")[0].align_bytes == 2
-    assert _load(even, "gemm")[0].align_bytes == 16
     assert [alignment_share(a, DEFAULT_PARAMS) for a in (1, 2, 4, 8, 16)] == [
         0.25, 0.25, 0.25, 0.5, 1.0]
-    # both compute-bound: the odd one's compute time is 4× (its FLOPs differ by (4095/4096)³)
-    ratio = (_load(odd, "gemm")[1] - 4.5e-6) / (_load(even, "gemm")[1] - 4.5e-6)
-    assert ratio == pytest.approx(4 * (4095 / 4096) ** 3, rel=0.02)
+    # a compute-bound 2048³ bf16 GEMM (17 GFLOP, 25 MB): at align 2 its compute time is 4×
+    even = analyze(Fn(torch.mm), meta(2048, 2048, dtype=torch.bfloat16),
+                   meta(2048, 2048, dtype=torch.bfloat16))
+    load, busy = _load(even, "gemm")
+    assert load.align_bytes == 16
+    fixed = DEFAULT_PARAMS.fill_latency_s + DEFAULT_PARAMS.matmul_latency_s
+    misaligned = kernel_gpu_s(replace(load, align_bytes=2), H100, DEFAULT_PARAMS, "warm")
+    assert misaligned - fixed == pytest.approx(4 * (busy - fixed))
 
 
 def test_fp32_gemms_on_the_cuda_cores_keep_their_rate_at_any_alignment() -> None:
@@ -53,12 +58,14 @@ def test_fp32_gemms_on_the_cuda_cores_keep_their_rate_at_any_alignment() -> None
 
 
 @pytest.mark.parametrize(("length", "dtype", "extra"), [
-    (5185, torch.bfloat16, 2),   # 10,370 B: not a multiple of 16 → three reads
-    (8192, torch.bfloat16, 0),   # 16 KiB, aligned, < 48 KiB → staged in shared memory
-    (30000, torch.float32, 2),   # 120,000 B ≥ 48 KiB → three reads
-    (1000, torch.float32, 0),    # ≤ 1024 elements, ≤ 4 KiB → a warp per row in registers
+    (5185, torch.bfloat16, 2),   # 10,370 B: not a multiple of 16 → three scalar passes
+    (8192, torch.bfloat16, 0),   # 16 KiB, aligned → staged in shared memory
+    (30000, torch.float32, 0),   # 120,000 B, aligned: re-read from L2 in vector loads
+    (30001, torch.float32, 2),   # 120,004 B: misaligned → three scalar passes
+    (1001, torch.float32, 0),    # ≤ 1024 elements, ≤ 4 KiB → a warp per row in registers
 ])
-def test_a_softmax_row_that_does_not_fit_on_chip_is_read_three_times(length, dtype, extra):
+def test_a_misaligned_softmax_row_too_long_for_registers_is_read_three_times(length, dtype,
+                                                                            extra):
     x = meta(64, length, dtype=dtype)
     result = analyze(Fn(lambda t: torch.softmax(t, -1)), x)
     [load] = result.performance.program.eager
@@ -95,6 +102,19 @@ def test_the_host_side_of_a_copy_comes_from_its_memcpy_name() -> None:
     assert host_side(["Memcpy HtoD (Pinned -> Device)"]) == "pinned"
     assert host_side(["Memcpy DtoH (Device -> Pageable)"]) == "pageable"
     assert host_side(["Memcpy DtoD (Device -> Device)"]) is None
+
+
+def test_a_kernel_beside_a_collective_keeps_its_share_of_the_gpu() -> None:
+    result = analyze(Fn(torch.relu), meta(2**20))
+    alone = result.performance.eager.gpu_busy_s
+    # every part of its time, the fill included, at collective_share of the rate (NVIDIA: 0.5)
+    shared = beside_collective(result.performance).eager.gpu_busy_s
+    assert shared == pytest.approx(alone / DEFAULT_PARAMS.collective_share) == 2 * alone
+    mi300x = result.on("mi300x").performance  # CDNA: the RCCL kernel takes nothing measurable
+    assert beside_collective(mi300x).eager.gpu_busy_s == pytest.approx(mi300x.eager.gpu_busy_s)
+    assert COLLECTIVE.search("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)")
+    assert COLLECTIVE.search("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)")
+    assert not COLLECTIVE.search("void at::native::vectorized_elementwise_kernel<4>")
 
 
 def test_an_in_place_write_into_a_kv_cache_is_charged_for_what_it_moves() -> None:

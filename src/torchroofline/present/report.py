@@ -272,8 +272,9 @@ def _split(result: Result, mode: str) -> str:
 
 def _band(result: Result, mode: str) -> str:
     """``band 2.1–6.1 ms``: the estimate's band (price/bands.py), never below the SoL."""
-    low, high = result.performance.band_s(mode, result.sol_s)
-    return f"band {human_ms(low * 1e3)}–{human_ms(high * 1e3)}"
+    low, high = (human_ms(end * 1e3) for end in result.performance.band_s(mode, result.sol_s))
+    unit = high.rsplit(" ", 1)[-1]
+    return f"band {low.removesuffix(' ' + unit)}–{high}"
 
 
 def estimate_lines(result: Result) -> list[str]:

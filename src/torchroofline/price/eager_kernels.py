@@ -58,19 +58,20 @@ ROW_PER_BLOCK: dict[str, Callable[[OpRecord, TracedOp], int | None]] = {
 #: Rows a warp-per-row softmax keeps in registers (PyTorch's ``dispatch_softmax_forward``:
 #: at most 1024 elements and 4096 bytes); longer rows go to a block per row.
 SOFTMAX_REGISTER_ROW = (1024, 4096)
-#: Shared memory per block (bytes) the block softmax may stage a row in (``sharedMemPerBlock``,
-#: 48 KiB on every CUDA GPU and on ROCm).
-SOFTMAX_SMEM_BYTES = 48 * 1024
 
 
 def softmax_extra_reads(traced: TracedOp) -> int:
-    """Extra passes over the input of an eager softmax whose rows do not fit on chip.
+    """Extra passes over the input of an eager softmax whose rows are misaligned and do not fit
+    in registers.
 
-    A row of more than 1024 elements or 4 KiB gets one block. The block keeps it in shared
+    A row of more than 1024 elements or 4 KiB gets one block. The block stages it in shared
     memory (``cunn_SoftMaxForwardSmem``: one read) only when it fits there and its length is a
     multiple of the 16-byte vector (``dim_size % ILP == 0``); otherwise ``cunn_SoftMaxForward``
-    reads it three times (its maximum, its sum of exponentials, then the output), with scalar
-    loads when the row is misaligned. Returns the extra reads (0 or 2)."""
+    reads it three times (its maximum, its sum of exponentials, then the output). An aligned
+    row's re-reads are vector loads that hit L2 (a wave of blocks holds a few MB of rows:
+    KernelBench's 16 × 16384 fp32 softmax runs at the one-pass HBM rate); a misaligned row's
+    passes issue one element per load and run at about a third of the rate (the 16 × 5185 ×
+    5185 bf16 softmax of issue 39: 21 % of the HBM rate), charged as the two extra reads."""
     source = traced.args[0]
     if int(traced.args[1]) % max(source.dim(), 1) != source.dim() - 1:
         return 0  # over another dim: the spatial kernel, one pass
@@ -78,8 +79,7 @@ def softmax_extra_reads(traced: TracedOp) -> int:
     row_bytes = length * source.element_size()
     if length <= SOFTMAX_REGISTER_ROW[0] and row_bytes <= SOFTMAX_REGISTER_ROW[1]:
         return 0
-    on_chip = row_bytes < SOFTMAX_SMEM_BYTES and row_bytes % 16 == 0
-    return 0 if on_chip else 2
+    return 0 if row_bytes % 16 == 0 else 2
 
 
 #: Eager ops that read their input more than once, by base name: how many extra reads.

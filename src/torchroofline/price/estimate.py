@@ -137,6 +137,9 @@ class EstimateParams:
     #: kernels a library call launches besides its main one (layout transposes, casts, memsets),
     #: by call (``"conv"``, ``"conv_backward"``): each costs at least the fill latency
     library_kernels: Mapping[str, int] = field(default_factory=dict, hash=False)
+    #: share of its own rate a kernel keeps while a collective (NCCL/RCCL) runs beside it on
+    #: another stream: the collective's channels hold SMs and move link-rate traffic through HBM
+    collective_share: float = 0.5
     #: per-architecture replacements of any field above, by ``GPUSpec.architecture``
     per_architecture: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     #: per-GPU replacements of any field above, by GPU key (e.g. a measured ``hbm_fraction``),
@@ -226,6 +229,9 @@ class KernelLoad:
     host_bytes: int = 0  #: bytes a host↔device copy moves over the host link
     pageable: bool = False  #: the host side of that copy is pageable memory
     library_call: str = ""  #: a key of ``EstimateParams.library_kernels``, or ""
+    #: it runs beside a collective (NCCL/RCCL) on another stream, which holds SMs and memory
+    #: bandwidth meanwhile (:func:`beside_collective`)
+    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -492,6 +498,13 @@ def host_copies(performance: Performance, pageable: bool) -> Performance:
     return estimate_modes(replace(performance.program, eager=eager), performance.params)
 
 
+def beside_collective(performance: Performance) -> Performance:
+    """The same prediction with each eager kernel sharing the GPU with a collective on another
+    stream (where a profiler saw them overlap: the one-op program cannot say)."""
+    eager = tuple(replace(load, shared=True) for load in performance.program.eager)
+    return estimate_modes(replace(performance.program, eager=eager), performance.params)
+
+
 #: The family of a host↔device copy (:func:`host_copy_s`).
 HOST_COPY_FAMILY = "host_copy"
 
@@ -519,6 +532,8 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
         compute += load.matmul_s / (fraction * alignment_share(load.align_bytes, params))
     busy = max(moved, compute) + fixed_latency_s(load, params)
     busy += params.library_kernels.get(load.library_call, 0) * params.fill_latency_s
+    if load.shared:  # its blocks wait for SMs and bandwidth the collective holds
+        busy /= params.collective_share
     if load.family == "flash_attention" and load.gemm is not None:
         busy = max(busy, attention_waves(load.gemm, gpu.sm_count) * params.attention_wave_s)
     if load.family == "rnn":
@@ -719,7 +734,8 @@ CONSTANT_NOTES: dict[str, str] = {
     "(STREAM-like copies: 80-93 % on HBM and GDDR parts); fit",
     "fill_latency_s": "fill/drain time of every kernel, so a small kernel reaches a small share "
     "of the bandwidth and none is shorter: the shortest kernels of the H100 profiler traces take "
-    "1.5-1.9 µs (MI300X: 4-5 µs, its per-GPU value 4 µs); measured, not fitted",
+    "1.5-1.9 µs; per architecture: 3 µs before Hopper (the A100 trace's median tiny kernel), "
+    "4 µs on CDNA (MI300X: 4-5 µs); measured, not fitted",
     "matmul_latency_s": "added to a matmul-class library kernel (GEMM, convolution, flash "
     "attention): prologue and epilogue of its tile pipeline, so a tiny GEMM takes 5-7 µs in the "
     "traces; measured on the traces",
@@ -729,7 +745,7 @@ CONSTANT_NOTES: dict[str, str] = {
     "matmul_fraction.*": "share of the unit's peak per matmul-class family (cuBLAS SGEMM, cuDNN "
     "2D/3D/transposed/grouped convolution, SDPA, cuDNN RNN); fit. flash_attention (SDPA on "
     "tensor cores): FlashAttention-2's published H100 rate, about 30 % of the bf16 peak; the "
-    "MI300X's GEMMs reach 45 % (its per-GPU value), measured on the traces",
+    "MI300X's GEMMs reach 45 % (CDNA's value), measured on the traces",
     "conv_layout_passes": "extra passes over a TF32 convolution's input and output: cuDNN's "
     "tensor-core kernels work in NHWC, PyTorch hands it NCHW; fit",
     "tile_edges": "output tile edges cuBLAS/cuDNN choose from (CUTLASS's 128/64/32 "
@@ -742,9 +758,27 @@ CONSTANT_NOTES: dict[str, str] = {
     "0.8 T/s on the H100 (132 SMs), 1.5 T/s on the MI300X (304 CUs) in the traces",
     "attention_wave_s": "least time of one wave of flash-attention blocks (one per batch × head "
     "× 128 query rows, a serial loop over the keys): 10-12 µs on the H100, 30-33 µs on the "
-    "MI300X (its per-GPU value) in the traces",
-    "row_bandwidth_bytes_per_s": "bandwidth of one thread block streaming one row: bytes in "
-    "flight per block / memory latency (Little's law, a few KB / ~0.5 µs); fit",
+    "MI300X (CDNA's value) in the traces",
+    "row_bandwidth_bytes_per_s": "bandwidth of one thread block streaming one row of 4-byte "
+    "elements: bytes in flight per block / memory latency (Little's law, a few KB / ~0.5 µs); "
+    "rows of 2-byte elements at half (one element per thread per load); fit",
+    "misaligned_gemm_fraction": "share of its rate a tensor-core GEMM keeps when an operand's "
+    "rows are not a multiple of 16 bytes: cuBLAS falls back to CUTLASS align1/align2 kernels; "
+    "about a quarter, measured on an odd-leading-dimension bmm (issue 39); align 8 keeps half",
+    "host_copy_fraction": "share of the host link (GPUSpec.host_link: PCIe generation × width, "
+    "or NVLink-C2C) a pinned copy reaches: ~0.8 on a direct link (CUDA bandwidthTest), 0.24 on "
+    "the A100 training trace's 8-GPU server (shared PCIe switches); between the two",
+    "pageable_copy_bytes_per_s": "a copy to or from pageable host memory, staged by the driver "
+    "through a pinned buffer with a CPU memcpy: 4.4 GB/s measured device-to-host (issue 39)",
+    "collective_share": "share of its own rate a kernel keeps while a collective (NCCL/RCCL) "
+    "runs beside it on another stream (a profiler trace shows the overlap): the A100 training "
+    "trace's kernels beside an NCCL kernel take 2× as long (median over op shapes; e.g. a "
+    "[1024, 512] mul 13 µs against 6 µs alone, n = 240 / 12); CDNA 1.0: the MI300X ResNet "
+    "trace's kernels beside an RCCL kernel take no longer",
+    "library_kernels": "kernels a library call launches besides its GEMM, each at least the fill "
+    "latency: none on NVIDIA (cuDNN's layout passes are conv_layout_passes); CDNA (MIOpen): "
+    "4 per convolution forward, 10 backward (transposes, casts, memsets; per-call means counted "
+    "in the MI300X ResNet training trace)",
     "rnn_step_s": "one recurrent step of a cuDNN RNN: small GEMM + gate math in series; fit",
     "cudagraph_gap_s": "GPU gap between kernels replayed from a CUDA graph; fit",
     "l2_bandwidth_bytes_per_s": "published L2 bandwidth per GPU (microbenchmarks, cited at "
@@ -804,6 +838,9 @@ AMD_CDNA: dict[str, Any] = {
     "attention_wave_s": 30e-6,
     "matmul_fraction": {**MATMUL_FRACTION, "gemm": 0.45},
     "library_kernels": {"conv": 4, "conv_backward": 10},
+    # the ResNet trace's kernels beside an RCCL kernel take no longer than alone (304 CUs, and
+    # xGMI traffic small against 5.3 TB/s of HBM)
+    "collective_share": 1.0,
 }
 
 #: GPUs before Hopper: a tiny kernel takes 3 µs (the A100 training trace's median over 1,650
