@@ -37,13 +37,13 @@ HOST_BAND = Band(0.45, 1.35)
 #: Family → band, printed by ``python benchmarks/estimate_cv.py <traces folder>`` (held-out
 #: ratios measured / estimated, 5th and 95th percentile; families with ≥ 20 held-out ops).
 FAMILY_BANDS: dict[str, Band] = {
-    "conv": Band(0.5, 2.13, 179),
-    "data-movement": Band(0.5, 2.75, 116),
+    "conv": Band(0.5, 2.03, 179),
+    "data-movement": Band(0.5, 2.47, 116),
     "flash_attention": Band(0.5, 2.0, 80),
-    "gemm": Band(0.5, 3.48, 2321),
+    "gemm": Band(0.5, 2.04, 2321),
     "host_copy": Band(0.5, 2.63, 143),
-    "pointwise": Band(0.5, 2.69, 6127),
-    "reduction": Band(0.5, 5.04, 1065),
+    "pointwise": Band(0.45, 2.0, 6127),
+    "reduction": Band(0.5, 3.26, 1065),
 }
 
 
