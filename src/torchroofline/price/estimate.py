@@ -10,8 +10,13 @@ The roofline stage keeps the bounds; this stage predicts. It has two parts:
    (wave quantization) plus their tile pipeline's prologue and epilogue, eager row-per-block
    reductions limited by how many rows they have, eager kernels that cannot vectorize limited by
    their per-element offset arithmetic, flash attention at least its waves of query blocks, and
-   recurrences latency-bound per step. Data a warm L2 holds is read at the L2's bandwidth. The
-   kernel-level terms are measured on real kernels in profiler traces (docs/validation.md).
+   recurrences latency-bound per step. Data a warm L2 holds is read at the L2's bandwidth. A
+   tensor-core GEMM whose operands' rows are misaligned runs at its ``align1`` share; a library
+   call pays the fill of the other kernels it launches; a host↔device copy runs at the GPU's
+   host link; a kernel beside a collective at its share of the GPU. The op-shape rules live in
+   :mod:`.eager_kernels`, constants per GPU architecture in ``PER_ARCHITECTURE``, and every
+   estimate's band in :mod:`.bands`. The kernel-level terms are measured on real kernels in
+   profiler traces and cross-validated there (docs/validation.md).
 2. **Per mode, a host/launch pipeline** (:func:`timeline`): the host issues kernel *k* when it
    has finished the CPU work before it; the GPU runs it when the GPU is free and the kernel has
    been issued. When kernels are short the host is the bottleneck and the GPU waits: the same
