@@ -180,7 +180,8 @@ def _fraction(family: str) -> tuple[Callable, Callable]:
 #: Constants measured on real kernels (the profiler traces of docs/validation.md), not fitted
 #: here: the whole-model times of these small fp32 problems hide a kernel's own duration behind
 #: host overhead, and they have no flash attention (fp32 SDPA runs the memory-efficient kernel).
-#: They stay at their DEFAULT_PARAMS values, with their per-GPU values (DEFAULT_PARAMS.per_gpu).
+#: They stay at their DEFAULT_PARAMS values, with their per-architecture values
+#: (DEFAULT_PARAMS.per_architecture).
 MEASURED_ON_TRACES = ("fill_latency_s", "matmul_latency_s", "strided_access_rate_per_sm",
                       "attention_wave_s", "flash_attention")
 #: Kept at their DEFAULT_PARAMS values as well: the data is flat in them (fp32 SDPA is in two
@@ -244,7 +245,7 @@ START = EstimateParams(
     conv_layout_passes=1.0,
     strided_access_rate_per_sm=DEFAULT_PARAMS.strided_access_rate_per_sm,
     attention_wave_s=DEFAULT_PARAMS.attention_wave_s,
-    per_gpu=DEFAULT_PARAMS.per_gpu,
+    per_architecture=DEFAULT_PARAMS.per_architecture,
     l2_bandwidth_bytes_per_s=DEFAULT_PARAMS.l2_bandwidth_bytes_per_s,
     source=DEFAULT_PARAMS.source,
 )

@@ -270,10 +270,19 @@ def _split(result: Result, mode: str) -> str:
     return f"GPU {busy}, waits on host {estimate.host_bound_share:.0%}{verdict}"
 
 
+def _band(result: Result, mode: str) -> str:
+    """``band 2.1–6.1 ms``: the estimate's band (price/bands.py), never below the SoL."""
+    low, high = (human_ms(end * 1e3) for end in result.performance.band_s(mode, result.sol_s))
+    unit = high.rsplit(" ", 1)[-1]
+    return f"band {low.removesuffix(' ' + unit)}–{high}"
+
+
 def estimate_lines(result: Result) -> list[str]:
-    """One line per estimate with its GPU / host split and the launch-bound verdict."""
+    """One line per estimate with its band, its GPU / host split and the launch-bound
+    verdict."""
     return [
-        _line(label, human_ms(result.time_ms[key]), _split(result, mode))
+        _line(label, human_ms(result.time_ms[key]),
+              f"{_band(result, mode)}, {_split(result, mode)}")
         for label, key, mode in ESTIMATE_ROWS
     ]
 

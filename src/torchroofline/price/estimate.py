@@ -10,8 +10,13 @@ The roofline stage keeps the bounds; this stage predicts. It has two parts:
    (wave quantization) plus their tile pipeline's prologue and epilogue, eager row-per-block
    reductions limited by how many rows they have, eager kernels that cannot vectorize limited by
    their per-element offset arithmetic, flash attention at least its waves of query blocks, and
-   recurrences latency-bound per step. Data a warm L2 holds is read at the L2's bandwidth. The
-   kernel-level terms are measured on real kernels in profiler traces (docs/validation.md).
+   recurrences latency-bound per step. Data a warm L2 holds is read at the L2's bandwidth. A
+   tensor-core GEMM whose operands' rows are misaligned runs at its ``align1`` share; a library
+   call pays the fill of the other kernels it launches; a host↔device copy runs at the GPU's
+   host link; a kernel beside a collective at its share of the GPU. The op-shape rules live in
+   :mod:`.eager_kernels`, constants per GPU architecture in ``PER_ARCHITECTURE``, and every
+   estimate's band in :mod:`.bands`. The kernel-level terms are measured on real kernels in
+   profiler traces and cross-validated there (docs/validation.md).
 2. **Per mode, a host/launch pipeline** (:func:`timeline`): the host issues kernel *k* when it
    has finished the CPU work before it; the GPU runs it when the GPU is free and the kernel has
    been issued. When kernels are short the host is the bottleneck and the GPU waits: the same
@@ -31,13 +36,22 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..costs import Category, MatmulKind, OpRecord, tensor_bytes
 from ..errors import InputError
 from ..plan.fusion import Kernel
 from ..plan.plans import Plans
-from ..trace.refs import TensorRef, Trace, TracedOp
+from ..trace.refs import Trace, TracedOp
+from .bands import HOST_BAND, family_band
+from .eager_kernels import (
+    EXTRA_READS,
+    ROW_PER_BLOCK,
+    TWO_PASS,
+    gemm_alignment,
+    strided_accesses,
+)
 from .hardware import GPUSpec
 from .precision import MathSwitches, op_precision, unit_seconds
 
@@ -99,7 +113,9 @@ class EstimateParams:
     conv_layout_passes: float = 0.0
     tile_edges: tuple[int, ...] = (128, 64, 32)  #: GEMM output tiles cuBLAS/cuDNN pick from
     split_k_depth: int = 512  #: reduction depth per split when a GEMM splits K over more SMs
-    row_bandwidth_bytes_per_s: float = 10e9  #: one thread block streaming one row (eager)
+    #: one thread block streaming one row of 4-byte elements (eager); a block issues one
+    #: element per thread per load, so rows of 2-byte elements stream at half this
+    row_bandwidth_bytes_per_s: float = 10e9
     #: element accesses per second and SM of a kernel that computes every operand's offset per
     #: element (PyTorch's non-vectorized ``elementwise_kernel``, ``CatArrayBatchedCopy``)
     strided_access_rate_per_sm: float = 5.5e9
@@ -112,14 +128,38 @@ class EstimateParams:
     l2_bandwidth_bytes_per_s: Mapping[str, float] = field(default_factory=dict, hash=False)
     #: share of the L2 a warm kernel's data can occupy and still hit (the rest: other data)
     l2_usable_fraction: float = 0.5
-    #: per-GPU replacements of any field above, by GPU key (e.g. a measured ``hbm_fraction``)
+    #: share of its aligned rate a tensor-core GEMM keeps when a row of an operand is not a
+    #: multiple of 16 bytes: cuBLAS then runs CUTLASS ``align1``/``align2`` kernels, which load
+    #: one or two elements per instruction instead of 16 bytes (the least share: align 8 keeps
+    #: half, see :func:`alignment_share`)
+    misaligned_gemm_fraction: float = 0.25
+    #: share of the host link's rate (:attr:`GPUSpec.host_link_bytes_per_s`) a copy between
+    #: pinned host memory and the GPU reaches
+    host_copy_fraction: float = 0.45
+    #: bytes/s of a copy to or from pageable host memory: the driver stages it through a pinned
+    #: buffer with a CPU memcpy, chunk by chunk, whatever the link
+    pageable_copy_bytes_per_s: float = 6e9
+    #: kernels a library call launches besides its main one (layout transposes, casts, memsets),
+    #: by call (``"conv"``, ``"conv_backward"``): each costs at least the fill latency
+    library_kernels: Mapping[str, int] = field(default_factory=dict, hash=False)
+    #: share of its own rate a kernel keeps while a collective (NCCL/RCCL) runs beside it on
+    #: another stream: the collective's channels hold SMs and move link-rate traffic through HBM
+    collective_share: float = 0.5
+    #: per-architecture replacements of any field above, by ``GPUSpec.architecture``
+    per_architecture: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
+    #: per-GPU replacements of any field above, by GPU key (e.g. a measured ``hbm_fraction``),
+    #: applied after the architecture's
     per_gpu: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     source: str = ""
 
     def for_gpu(self, gpu: GPUSpec) -> EstimateParams:
-        """These parameters with ``gpu``'s entries of :attr:`per_gpu` applied."""
-        changes = self.per_gpu.get(gpu.key)
-        return replace(self, **changes) if changes else self
+        """These parameters with ``gpu``'s architecture's entries of :attr:`per_architecture`
+        applied, then its own of :attr:`per_gpu`."""
+        params = self
+        for changes in (self.per_architecture.get(gpu.architecture), self.per_gpu.get(gpu.key)):
+            if changes:
+                params = replace(params, **changes)
+        return params
 
     def l2_bandwidth(self, gpu: GPUSpec) -> float | None:
         return self.l2_bandwidth_bytes_per_s.get(gpu.key)
@@ -178,6 +218,7 @@ class KernelLoad:
     launches: int  #: GPU launches (a cuDNN RNN launches one per step)
     gemm: GemmShape | None = None  #: output grid, for wave quantization
     rows: int | None = None  #: rows of a row-per-block eager reduction (parallelism limit)
+    element_bytes: int = 4  #: bytes of one element of those rows
     reread_bytes: int = 0  #: input bytes a two-pass eager kernel reads a second time
     #: element accesses (output elements × operands) of an eager kernel that cannot use vector
     #: loads: an operand broadcast or laid out unlike its output (see :func:`strided_accesses`)
@@ -187,6 +228,15 @@ class KernelLoad:
     #: seconds of its FLOPs on the units that run them, at their peaks (the larger of the
     #: tensor-core and CUDA-core times: the per-kernel roofline's compute time)
     compute_s: float = 0.0
+    #: the largest power of two (≤ 16) dividing every row of a tensor-core GEMM's operands, in
+    #: bytes (:func:`gemm_alignment`); 16 for every other kernel
+    align_bytes: int = 16
+    host_bytes: int = 0  #: bytes a host↔device copy moves over the host link
+    pageable: bool = False  #: the host side of that copy is pageable memory
+    library_call: str = ""  #: a key of ``EstimateParams.library_kernels``, or ""
+    #: it runs beside a collective (NCCL/RCCL) on another stream, which holds SMs and memory
+    #: bandwidth meanwhile (:func:`beside_collective`)
+    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -256,77 +306,6 @@ def _gemm_of(op: OpRecord) -> GemmShape | None:
     return GemmShape(max(batch, 1), max(m, 1), max(n, 1), max(op.flops.tensor // (2 * outputs), 1))
 
 
-def _layer_norm_rows(op: OpRecord, traced: TracedOp) -> int:
-    """``native_layer_norm`` / ``native_group_norm`` write (out, mean, rstd): one mean per row."""
-    return traced.writes[1].elements if len(traced.writes) > 1 else 1
-
-
-def _softmax_rows(op: OpRecord, traced: TracedOp) -> int | None:
-    """``_softmax(x, dim, …)`` over the last dim runs one block per row (``cunn_SoftMaxForward``);
-    over another dim it runs a spatial kernel parallel over the inner positions."""
-    source = traced.args[0]
-    dim = int(traced.args[1]) % max(source.dim(), 1)
-    if dim != source.dim() - 1:
-        return None
-    return source.numel() // max(source.shape[-1], 1)
-
-
-#: Eager kernels that give each row to one thread block, so a few long rows use a few SMs
-#: (PyTorch's ``RowwiseMomentsCUDAKernel`` for layer/group norm and ``cunn_SoftMaxForward``).
-#: Inductor splits such reductions across blocks, so the fused plan has no such limit.
-ROW_PER_BLOCK: dict[str, Callable[[OpRecord, TracedOp], int | None]] = {
-    "native_layer_norm": _layer_norm_rows,
-    "native_group_norm": _layer_norm_rows,
-    "_softmax": _softmax_rows,
-    "_log_softmax": _softmax_rows,
-}
-
-
-def _training(traced: TracedOp) -> bool:
-    """``native_batch_norm(input, weight, bias, running_mean, running_var, training, …)``; the
-    cuDNN and MIOpen spellings (what a CUDA or ROCm build of PyTorch traces) take the same."""
-    return bool(traced.args[5]) if len(traced.args) > 5 else True
-
-
-#: Eager normalisations that read their input twice: once for the statistics, once to normalise
-#: (PyTorch's batch-norm training kernels, ``RowwiseMoments`` + the apply kernel of group norm,
-#: and layer norm's Welford pass + its normalise pass). Inductor keeps a row on chip when it fits.
-TWO_PASS: dict[str, Callable[[TracedOp], bool]] = {
-    "native_batch_norm": _training,
-    "_native_batch_norm_legit": _training,
-    "cudnn_batch_norm": _training,
-    "miopen_batch_norm": _training,
-    "native_group_norm": lambda traced: True,
-    "native_layer_norm": lambda traced: True,
-}
-
-
-def _contiguous(ref: TensorRef) -> bool:
-    expected, stride = [], 1
-    for size in reversed(ref.shape):
-        expected.append(stride)
-        stride *= size
-    return not ref.strides or all(
-        have == want for have, want, size in zip(ref.strides, reversed(expected), ref.shape,
-                                                 strict=True) if size > 1
-    )
-
-
-def strided_accesses(op: OpRecord) -> int:
-    """Element accesses of an eager pointwise or copy kernel that cannot vectorize: PyTorch's
-    ``TensorIterator`` uses vector loads only when every operand has the output's shape and a
-    contiguous layout; otherwise each thread computes each operand's offset per element (a
-    broadcast bias, a transposed copy, ``cat``, ``index_select``). 0 for one that vectorizes,
-    and for multi-output kernels (``_foreach_*``'s multi-tensor apply runs vectorized chunks)."""
-    if op.category not in (Category.POINTWISE, Category.DATA_MOVEMENT) or len(op.writes) != 1:
-        return 0
-    out = op.writes[0]
-    operands = [ref for ref in op.reads if ref.elements > 1] + list(op.writes)
-    if all(ref.shape == out.shape and _contiguous(ref) for ref in operands):
-        return 0
-    return math.prod(out.shape) * len(operands)
-
-
 def kernel_load(
     kernel: Kernel,
     trace: Trace,
@@ -363,9 +342,20 @@ def kernel_load(
         # one kernel for the whole op (the eager plan splits some into their two passes,
         # each then charged its own load)
         whole = kernel.ops[0].writes == traced.writes
-        if whole and TWO_PASS.get(traced.base, lambda traced: False)(traced):
-            reread = tensor_bytes(kernel.ops[0].reads[0], float_bytes)
-        accesses = strided_accesses(kernel.ops[0])
+        passes = TWO_PASS.get(traced.base, lambda traced: False)(traced)
+        passes += EXTRA_READS.get(traced.base, lambda traced: 0)(traced)
+        if whole and passes:
+            # each extra pass re-reads the op's input (its largest operand)
+            reread = passes * max(tensor_bytes(ref, float_bytes) for ref in kernel.ops[0].reads)
+        itemsize = min((ref.itemsize for ref in kernel.ops[0].writes), default=float_bytes)
+        accesses = strided_accesses(kernel.ops[0], kernel.bytes(float_bytes) // itemsize)
+    align = 16
+    library_call = ""
+    if family == "gemm" and work.tensor_s:
+        align = gemm_alignment(matmul_op)
+    if family.startswith("conv"):
+        backward = trace.ops[matmul_op.index].base == "convolution_backward"
+        library_call = "conv_backward" if backward else "conv"
     return KernelLoad(
         name=kernel.name,
         family=family,
@@ -376,11 +366,14 @@ def kernel_load(
         launches=kernel.launches,
         gemm=gemm,
         rows=rows,
+        element_bytes=kernel.ops[0].reads[0].itemsize if rows and kernel.ops[0].reads else 4,
         reread_bytes=reread,
         accesses=accesses,
         host_views=host_views,
         host_modules=host_modules,
         compute_s=work.compute_s,
+        align_bytes=align,
+        library_call=library_call,
     )
 
 
@@ -476,15 +469,64 @@ def fixed_latency_s(load: KernelLoad, params: EstimateParams) -> float:
     return params.fill_latency_s + (params.matmul_latency_s if load.matmul_s else 0.0)
 
 
+def alignment_share(align_bytes: int, params: EstimateParams) -> float:
+    """Share of its aligned rate a tensor-core GEMM keeps at ``align_bytes``: the bytes one load
+    instruction moves, over the 16 an aligned kernel moves, never below the ``align1`` share."""
+    return max(params.misaligned_gemm_fraction, min(align_bytes, 16) / 16)
+
+
+#: The host link assumed for a GPU whose entry names none: PCIe 4.0 x16 (bytes/s).
+DEFAULT_HOST_LINK_BYTES_PER_S = 16e9 / 8 * 128 / 130 * 16
+
+
+def host_copy_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams) -> float:
+    """A host↔device copy: its bytes at the achievable share of the host link (PCIe generation
+    and width, or NVLink-C2C), no faster than the driver's staging rate where the host side is
+    pageable, plus the fill latency of the copy engine."""
+    link = gpu.host_link_bytes_per_s or DEFAULT_HOST_LINK_BYTES_PER_S
+    rate = params.host_copy_fraction * link
+    if load.pageable:
+        rate = min(rate, params.pageable_copy_bytes_per_s)
+    return load.host_bytes / rate + params.fill_latency_s
+
+
+def as_host_copy(load: KernelLoad, pageable: bool) -> KernelLoad:
+    """A copy kernel's load as a copy between host and GPU: a copy reads each byte once and
+    writes it once, so half the bytes it moves cross the host link."""
+    return replace(load, family=HOST_COPY_FAMILY, host_bytes=load.bytes // 2, pageable=pageable)
+
+
+def host_copies(performance: Performance, pageable: bool) -> Performance:
+    """The same prediction with each eager kernel run as a copy between host and GPU (where a
+    profiler saw the op's ``Memcpy HtoD``/``DtoH``: the one-op program cannot say)."""
+    eager = tuple(as_host_copy(load, pageable) for load in performance.program.eager)
+    return estimate_modes(replace(performance.program, eager=eager), performance.params)
+
+
+def beside_collective(performance: Performance) -> Performance:
+    """The same prediction with each eager kernel sharing the GPU with a collective on another
+    stream (where a profiler saw them overlap: the one-op program cannot say)."""
+    eager = tuple(replace(load, shared=True) for load in performance.program.eager)
+    return estimate_modes(replace(performance.program, eager=eager), performance.params)
+
+
+#: The family of a host↔device copy (:func:`host_copy_s`).
+HOST_COPY_FAMILY = "host_copy"
+
+
 def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
     """GPU time of one kernel: the slower of its memory and compute times at achievable rates,
-    plus the fill/drain latency; a recurrence is at least its serial steps."""
+    plus the fill/drain latency and that of the other kernels its library launches; a
+    recurrence is at least its serial steps; a host↔device copy runs at the host link."""
+    if load.host_bytes:
+        return host_copy_s(load, gpu, params)
     touched = load.bytes + load.reread_bytes
     moved = memory_s(touched, gpu, params, cache)
     if load.family.startswith("conv") and load.family != "conv_grouped":
         moved *= 1 + params.conv_layout_passes
     if load.rows is not None:
-        moved = max(moved, touched / (load.rows * params.row_bandwidth_bytes_per_s))
+        row_rate = params.row_bandwidth_bytes_per_s * min(load.element_bytes, 16) / 4
+        moved = max(moved, touched / (load.rows * row_rate))
     if load.accesses:
         moved = max(moved, load.accesses / (params.strided_access_rate_per_sm * gpu.sm_count))
     compute = load.vector_s / params.vector_fraction
@@ -492,8 +534,11 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
         fraction = params.matmul_fraction[load.family]
         if load.gemm is not None:
             fraction *= wave_efficiency(load.gemm, gpu.sm_count, params)
-        compute += load.matmul_s / fraction
+        compute += load.matmul_s / (fraction * alignment_share(load.align_bytes, params))
     busy = max(moved, compute) + fixed_latency_s(load, params)
+    busy += params.library_kernels.get(load.library_call, 0) * params.fill_latency_s
+    if load.shared:  # its blocks wait for SMs and bandwidth the collective holds
+        busy /= params.collective_share
     if load.family == "flash_attention" and load.gemm is not None:
         busy = max(busy, attention_waves(load.gemm, gpu.sm_count) * params.attention_wave_s)
     if load.family == "rnn":
@@ -618,10 +663,12 @@ class Performance:
         """The kernels a mode runs (eager's plan, or the fused plan)."""
         return self.program.eager if mode == "eager" else self.program.fused
 
-    def top_kernels(self, mode: str, count: int = 5) -> list[tuple[KernelLoad, float]]:
-        """A mode's kernels with the most estimated GPU time, with that time (s)."""
-        pairs = zip(self.loads(mode), self.modes[mode].kernel_gpu_s, strict=True)
-        return sorted(pairs, key=lambda pair: pair[1], reverse=True)[:count]
+    def top_kernels(self, mode: str, count: int = 5
+                    ) -> list[tuple[KernelLoad, float, tuple[float, float]]]:
+        """A mode's kernels with the most estimated GPU time, with that time and its band (s)."""
+        found = zip(self.loads(mode), self.modes[mode].kernel_gpu_s, self.kernel_band_s(mode),
+                    strict=True)
+        return sorted(found, key=lambda kernel: kernel[1], reverse=True)[:count]
 
     def gpu_s_by_family(self, mode: str) -> dict[str, float]:
         """Estimated GPU seconds of a mode per kernel family, largest first."""
@@ -630,12 +677,39 @@ class Performance:
             totals[load.family] = totals.get(load.family, 0.0) + busy
         return dict(sorted(totals.items(), key=lambda item: item[1], reverse=True))
 
+    @cached_property
+    def ends(self) -> tuple[Performance, Performance]:
+        """The same prediction at the low and at the high end of every kernel's family band
+        (:mod:`.bands`), with the host's costs at the ends of ``HOST_BAND``."""
+        return self._at_end("low"), self._at_end("high")
+
+    def _at_end(self, end: str) -> Performance:
+        def scaled(loads: Sequence[KernelLoad], gpu_s: Sequence[float]) -> list[float]:
+            return [busy * getattr(family_band(load.family), end)
+                    for load, busy in zip(loads, gpu_s, strict=True)]
+
+        return _pipelines(self.program, self.params.host_scaled(getattr(HOST_BAND, end)),
+                          scaled(self.program.eager, self.eager.kernel_gpu_s),
+                          scaled(self.program.fused, self.compile.kernel_gpu_s))
+
+    def band_s(self, mode: str, floor_s: float = 0.0) -> tuple[float, float]:
+        """A mode's total at the low and the high end of its band (s), never below ``floor_s``."""
+        low, high = (max(end.modes[mode].total_s, floor_s) for end in self.ends)
+        return low, high
+
+    def kernel_band_s(self, mode: str) -> list[tuple[float, float]]:
+        """Each kernel's GPU time at the low and the high end of its family's band (s)."""
+        low, high = (end.modes[mode].kernel_gpu_s for end in self.ends)
+        return list(zip(low, high, strict=True))
+
     def to_dict(self, floor_s: float, top: int = 5) -> dict[str, Any]:
         """Per mode: total, GPU-busy and host ms, host-bound share, launch-bound verdict, GPU ms
-        per kernel family and the top kernels; a total is never below ``floor_s`` (the SoL)."""
+        per kernel family and the top kernels, with the band of the total and of each top
+        kernel (µs); a total is never below ``floor_s`` (the SoL)."""
         return {
             name: {
                 "total_ms": max(mode.total_s, floor_s) * 1e3,
+                **_band_us(self.band_s(name, floor_s)),
                 "gpu_busy_ms": mode.gpu_busy_s * 1e3,
                 "host_ms": mode.host_s * 1e3,
                 "host_bound_share": mode.host_bound_share,
@@ -644,12 +718,18 @@ class Performance:
                     family: busy * 1e3 for family, busy in self.gpu_s_by_family(name).items()
                 },
                 "top_kernels": [
-                    {"name": load.name, "family": load.family, "gpu_ms": busy * 1e3}
-                    for load, busy in self.top_kernels(name, top)
+                    {"name": load.name, "family": load.family, "gpu_ms": busy * 1e3,
+                     **_band_us(band)}
+                    for load, busy, band in self.top_kernels(name, top)
                 ],
             }
             for name, mode in self.modes.items()
         }
+
+
+def _band_us(band_s: tuple[float, float]) -> dict[str, float]:
+    """A band (s) as the JSON keys ``estimate_low_us`` and ``estimate_high_us``."""
+    return {"estimate_low_us": band_s[0] * 1e6, "estimate_high_us": band_s[1] * 1e6}
 
 
 # --- What each constant means and where it comes from (METHOD.md prints this table) --------
@@ -659,7 +739,8 @@ CONSTANT_NOTES: dict[str, str] = {
     "(STREAM-like copies: 80-93 % on HBM and GDDR parts); fit",
     "fill_latency_s": "fill/drain time of every kernel, so a small kernel reaches a small share "
     "of the bandwidth and none is shorter: the shortest kernels of the H100 profiler traces take "
-    "1.5-1.9 µs (MI300X: 4-5 µs, its per-GPU value 4 µs); measured, not fitted",
+    "1.5-1.9 µs; per architecture: 3 µs before Hopper (the A100 trace's median tiny kernel), "
+    "4 µs on CDNA (MI300X: 4-5 µs); measured, not fitted",
     "matmul_latency_s": "added to a matmul-class library kernel (GEMM, convolution, flash "
     "attention): prologue and epilogue of its tile pipeline, so a tiny GEMM takes 5-7 µs in the "
     "traces; measured on the traces",
@@ -669,7 +750,7 @@ CONSTANT_NOTES: dict[str, str] = {
     "matmul_fraction.*": "share of the unit's peak per matmul-class family (cuBLAS SGEMM, cuDNN "
     "2D/3D/transposed/grouped convolution, SDPA, cuDNN RNN); fit. flash_attention (SDPA on "
     "tensor cores): FlashAttention-2's published H100 rate, about 30 % of the bf16 peak; the "
-    "MI300X's GEMMs reach 45 % (its per-GPU value), measured on the traces",
+    "MI300X's GEMMs reach 45 % (CDNA's value), measured on the traces",
     "conv_layout_passes": "extra passes over a TF32 convolution's input and output: cuDNN's "
     "tensor-core kernels work in NHWC, PyTorch hands it NCHW; fit",
     "tile_edges": "output tile edges cuBLAS/cuDNN choose from (CUTLASS's 128/64/32 "
@@ -682,9 +763,27 @@ CONSTANT_NOTES: dict[str, str] = {
     "0.8 T/s on the H100 (132 SMs), 1.5 T/s on the MI300X (304 CUs) in the traces",
     "attention_wave_s": "least time of one wave of flash-attention blocks (one per batch × head "
     "× 128 query rows, a serial loop over the keys): 10-12 µs on the H100, 30-33 µs on the "
-    "MI300X (its per-GPU value) in the traces",
-    "row_bandwidth_bytes_per_s": "bandwidth of one thread block streaming one row: bytes in "
-    "flight per block / memory latency (Little's law, a few KB / ~0.5 µs); fit",
+    "MI300X (CDNA's value) in the traces",
+    "row_bandwidth_bytes_per_s": "bandwidth of one thread block streaming one row of 4-byte "
+    "elements: bytes in flight per block / memory latency (Little's law, a few KB / ~0.5 µs); "
+    "rows of 2-byte elements at half (one element per thread per load); fit",
+    "misaligned_gemm_fraction": "share of its rate a tensor-core GEMM keeps when an operand's "
+    "rows are not a multiple of 16 bytes: cuBLAS falls back to CUTLASS align1/align2 kernels; "
+    "about a quarter, measured on an odd-leading-dimension bmm (issue 39); align 8 keeps half",
+    "host_copy_fraction": "share of the host link (GPUSpec.host_link: PCIe generation × width, "
+    "or NVLink-C2C) a pinned copy reaches: ~0.8 on a direct link (CUDA bandwidthTest), 0.24 on "
+    "the A100 training trace's 8-GPU server (shared PCIe switches); between the two",
+    "pageable_copy_bytes_per_s": "a copy to or from pageable host memory, staged by the driver "
+    "through a pinned buffer with a CPU memcpy: 4.4 GB/s measured device-to-host (issue 39)",
+    "collective_share": "share of its own rate a kernel keeps while a collective (NCCL/RCCL) "
+    "runs beside it on another stream (a profiler trace shows the overlap): the A100 training "
+    "trace's kernels beside an NCCL kernel take 2× as long (median over op shapes; e.g. a "
+    "[1024, 512] mul 13 µs against 6 µs alone, n = 240 / 12); CDNA 1.0: the MI300X ResNet "
+    "trace's kernels beside an RCCL kernel take no longer",
+    "library_kernels": "kernels a library call launches besides its GEMM, each at least the fill "
+    "latency: none on NVIDIA (cuDNN's layout passes are conv_layout_passes); CDNA (MIOpen): "
+    "4 per convolution forward, 10 backward (transposes, casts, memsets; per-call means counted "
+    "in the MI300X ResNet training trace)",
     "rnn_step_s": "one recurrent step of a cuDNN RNN: small GEMM + gate math in series; fit",
     "cudagraph_gap_s": "GPU gap between kernels replayed from a CUDA graph; fit",
     "l2_bandwidth_bytes_per_s": "published L2 bandwidth per GPU (microbenchmarks, cited at "
@@ -733,14 +832,33 @@ MATMUL_FRACTION: dict[str, float] = {
     "rnn": 0.267,
 }
 
-#: The MI300X (ROCm) where it differs, measured on the MI300X profiler traces of docs/validation.md:
-#: a tiny kernel takes 4-5 µs there (1.5-2 µs on the H100), hipBLASLt GEMMs reach about 45 % of
-#: the bf16 peak (the H100's cuBLAS 58-70 %) and a wave of the Triton/CK attention kernel takes
-#: about 30 µs.
-MI300X: dict[str, Any] = {
+#: AMD's CDNA GPUs (ROCm) where they differ, measured on the MI300X profiler traces of
+#: docs/validation.md: a tiny kernel takes 4-5 µs there (1.5-2 µs on the H100), hipBLASLt GEMMs
+#: reach about 45 % of the bf16 peak (the H100's cuBLAS 58-70 %), a wave of the Triton/CK
+#: attention kernel takes about 30 µs, and MIOpen wraps each convolution in layout transposes,
+#: casts and memsets: 4 kernels besides the GEMM forward, 10 backward (per-call means in the ResNet
+#: training trace).
+AMD_CDNA: dict[str, Any] = {
     "fill_latency_s": 4e-6,
     "attention_wave_s": 30e-6,
     "matmul_fraction": {**MATMUL_FRACTION, "gemm": 0.45},
+    "library_kernels": {"conv": 4, "conv_backward": 10},
+    # the ResNet trace's kernels beside an RCCL kernel take no longer than alone (304 CUs, and
+    # xGMI traffic small against 5.3 TB/s of HBM)
+    "collective_share": 1.0,
+}
+
+#: GPUs before Hopper: a tiny kernel takes 3 µs (the A100 training trace's median over 1,650
+#: kernels that move < 64 KiB; Hopper's 1.5 µs). Volta and Turing are taken as Ampere.
+PRE_HOPPER: dict[str, Any] = {"fill_latency_s": 3e-6}
+
+#: Per-architecture constants, by ``GPUSpec.architecture``.
+PER_ARCHITECTURE: dict[str, dict[str, Any]] = {
+    "CDNA3": AMD_CDNA,
+    "CDNA4": AMD_CDNA,
+    "Ampere": PRE_HOPPER,
+    "Turing": PRE_HOPPER,
+    "Volta": PRE_HOPPER,
 }
 
 DEFAULT_PARAMS = EstimateParams(
@@ -758,7 +876,7 @@ DEFAULT_PARAMS = EstimateParams(
     cudagraph_gap_s=4.43e-07,
     l2_bandwidth_bytes_per_s=L2_BANDWIDTH_BYTES_PER_S,
     l2_usable_fraction=0.5,
-    per_gpu={"mi300x": MI300X},
+    per_architecture=PER_ARCHITECTURE,
     source="fit: docs/calibration.md (benchmarks/calibrate.py) and docs/validation.md "
     "(profiler traces)",
 )

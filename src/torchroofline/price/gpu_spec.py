@@ -36,6 +36,19 @@ _VECTOR_RATES_BY_PRECISION: dict[str, tuple[str, ...]] = {
     "fp4": ("fp16", "fp32"),
 }
 
+#: One PCIe lane's rate per direction (bytes/s) after line encoding, by generation (PCI-SIG
+#: base specifications): 3.0 8 GT/s and 4.0 16 GT/s and 5.0 32 GT/s with 128b/130b encoding;
+#: 6.0 64 GT/s PAM4 with 242/256-byte FLITs. x16: 15.8, 31.5, 63.0, 121 GB/s.
+PCIE_LANE_BYTES_PER_S: dict[str, float] = {
+    "3.0": 8e9 / 8 * 128 / 130,
+    "4.0": 16e9 / 8 * 128 / 130,
+    "5.0": 32e9 / 8 * 128 / 130,
+    "6.0": 64e9 / 8 * 242 / 256,
+}
+#: Host links that are not PCIe, rate per direction (bytes/s): NVLink-C2C between a Grace CPU
+#: and its Hopper/Blackwell GPU, 900 GB/s both directions together (NVIDIA GH200/GB200 briefs).
+HOST_LINK_BYTES_PER_S: dict[str, float] = {"NVLink-C2C": 450e9}
+
 DEFAULT_LAUNCH_OVERHEAD_S = 2.5e-6
 """Per-kernel launch floor in seconds: typical CUDA launch latency is a few microseconds.
 An estimate for the "expected time" figures, never used in bounds."""
@@ -93,6 +106,9 @@ class GPUSpec:
     memory_clock_mhz: float | None = None
     locked_clock_mhz: float | None = None
     locked_memory_clock_mhz: float | None = None
+    #: the link to the host CPU as the datasheet names it ("PCIe 5.0 x16", "NVLink-C2C"; sources
+    #: in docs/gpu_sources.md); "" where the table does not say. Estimates only, never a bound.
+    host_link: str = ""
 
     def __post_init__(self) -> None:
         for name, allowed in _PEAK_TABLES.items():
@@ -211,6 +227,16 @@ class GPUSpec:
                 f"its {what} {nominal:g} MHz); pass a clock in that range"
             )
         return nominal
+
+    @property
+    def host_link_bytes_per_s(self) -> float | None:
+        """The host link's rate per direction (bytes/s) after line encoding: the PCIe lane rate
+        of its generation times its width (:data:`PCIE_LANE_BYTES_PER_S`), or the link's own
+        figure (:data:`HOST_LINK_BYTES_PER_S`); None for a link the table does not name."""
+        pcie = re.fullmatch(r"PCIe (\d\.0) x(\d+)", self.host_link)
+        if pcie:
+            return PCIE_LANE_BYTES_PER_S[pcie[1]] * int(pcie[2])
+        return HOST_LINK_BYTES_PER_S.get(self.host_link)
 
     @property
     def clocks(self) -> dict[str, float | None]:

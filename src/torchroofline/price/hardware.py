@@ -97,6 +97,7 @@ _H100_SXM = GPUSpec(
     tensor_clock_mhz=1830,
     memory_clock_mhz=2619,  # HBM3 at 5.2 GT/s effective (the final H100 specification table)
     unconfirmed=("memory_clock_mhz",),
+    host_link="PCIe 5.0 x16",
 )
 
 # A100: the datasheet prints "dense | sparse" pairs; the dense first number is used.
@@ -117,6 +118,7 @@ _A100_80GB = GPUSpec(
     # HBM2e on a 5120-bit bus at twice the memory clock: 5120 / 8 B x 2 x 1593 MHz = 2039 GB/s
     memory_clock_mhz=1593,
     unconfirmed=("memory_clock_mhz",),
+    host_link="PCIe 4.0 x16",
 )
 
 # V100 SXM2 32 GB: tensor cores do FP16 (mixed FP16/FP32) only; no BF16/TF32/INT8 tensor path.
@@ -137,6 +139,7 @@ _V100 = GPUSpec(
         "31.4: NVIDIA A100 (GA100) architecture whitepaper, Table 1 (V100 column)"
     ),
     boost_clock_mhz=1530,
+    host_link="PCIe 3.0 x16",
 )
 
 # MI300X: AMD prints dense and sparse separately; these are dense. FP32 163.4 is the vector
@@ -155,6 +158,7 @@ _MI300X = GPUSpec(
     vector_peak_flops_per_s=_tera(fp64=81.7, fp32=163.4),
     source="AMD Instinct MI300X data sheet; ROCm GPU specifications table (CUs, L2)",
     boost_clock_mhz=2100,
+    host_link="PCIe 5.0 x16",
 )
 
 
@@ -192,6 +196,7 @@ _B200 = GPUSpec(
     ),
     boost_clock_mhz=1980,  # an nvidia-smi listing shows 1965 (taken: higher)
     tensor_clock_mhz=1860,
+    host_link="PCIe 5.0 x16",
 )
 
 # B300 (HGX, Blackwell Ultra, 1100 W): dense FP4 14 PF (glennklockwood.com's table says
@@ -217,6 +222,7 @@ _B300 = GPUSpec(
         "(Blackwell Ultra technical brief; dense)"
     ),
     unconfirmed=("l2_bytes",),
+    host_link="PCIe 6.0 x16",
 )
 
 
@@ -243,6 +249,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         boost_clock_mhz=1755,  # 51.2 TFLOP/s FP32 = 114 SM x 256 FLOP/clk x 1.755 GHz
         memory_clock_mhz=1593,  # HBM2e at 3.2 GT/s effective
         tensor_clock_mhz=1620,  # derived: 756 TFLOP/s = 114 SM x 4096 FLOP/clk x 1.62 GHz
+        host_link="PCIe 5.0 x16",
     ),
     # H100 NVL: the GH100 of the H100 SXM (132 SMs, 50 MB L2) with 94 GB HBM3 at 3.9 TB/s on a
     # PCIe card (NVIDIA H100 datasheet: 3.9 TB/s; 3938 GB/s = 6016 bits / 8 x 5.24 GT/s). The
@@ -286,6 +293,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         vector_peak_flops_per_s=_tera(fp64=1, fp32=44),
         source="NVIDIA H20 product brief as quoted by willitrunai.com and zangshuxian.com",
         unconfirmed=("l2_bytes", "sm_count", "vector.fp64", "vector.fp32", "tensor.tf32"),
+        host_link="PCIe 5.0 x16",
     ),
     _B200,
     # GB200: one Blackwell GPU of a GB200 superchip (two GPUs and a Grace CPU), run at 1200 W.
@@ -315,6 +323,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         ),
         boost_clock_mhz=2112,
         tensor_clock_mhz=2060,
+        host_link="NVLink-C2C",
     ),
     _B300,
     # GB300: one Blackwell Ultra GPU of a GB300 NVL72 (1400 W). NVIDIA's rack figures per GPU:
@@ -341,6 +350,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "vector.fp32",
             "l2_bytes",
         ),
+        host_link="NVLink-C2C",
     ),
     _A100_80GB,
     replace(
@@ -349,7 +359,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bytes=int(40 * _GIGA),
         memory_bandwidth_bytes_per_s=1555 * _GIGA,
         # "A100-PCIE-40GB": the same 312 TFLOP/s and 1555 GB/s on a PCIe card
-        aliases=("a100-sxm4-40gb", "a100-pcie-40gb"),
+        aliases=("a100-sxm4-40gb", "a100-pcie-40gb", "a100-pg509-200"),
         memory_clock_mhz=1215,  # HBM2: 5120 / 8 B x 2 x 1215 MHz = 1555 GB/s
         unconfirmed=(),
     ),
@@ -381,6 +391,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         ),
         unconfirmed=("l2_bytes", "vector.fp16"),
         boost_clock_mhz=2520,
+        host_link="PCIe 4.0 x16",
     ),
     GPUSpec(
         name="L40",
@@ -398,6 +409,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         ),
         unconfirmed=("vector.fp16",),
         boost_clock_mhz=2490,
+        host_link="PCIe 4.0 x16",
     ),
     # L4: datasheet prints only sparse TF32 120 / FP16 242 / FP8 485 -> halved.
     # 30.3 TFLOP/s = 58 SM x 256 FLOP/clk x 2.04 GHz, hence 58 SMs (some DBs say 60).
@@ -417,6 +429,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         ),
         unconfirmed=("vector.fp16",),
         boost_clock_mhz=2040,
+        host_link="PCIe 4.0 x16",
     ),
     # T4 (Turing): no TF32/BF16/FP8; "65" is mixed FP16/FP32 at full rate.
     GPUSpec(
@@ -436,6 +449,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         ),
         unconfirmed=("vector.fp16",),
         boost_clock_mhz=1590,
+        host_link="PCIe 3.0 x16",
     ),
     # A10G: no NVIDIA datasheet exists; only memory (24 GB, 600 GB/s, 6 MB L2) is confirmed.
     # The rest are the commonly quoted A10G figures (80 SMs at 1.71 GHz, GeForce-style half-rate
@@ -465,6 +479,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "boost_clock_mhz",
         ),
         boost_clock_mhz=1710,
+        host_link="PCIe 4.0 x16",
     ),
     # RTX 5090 (GB202, 170 SMs at 2407 MHz): NVIDIA's "3352 AI TOPS" is FP4 with sparsity ->
     # dense 1676 = 170 x 4096 FLOP/clk x 2.407 GHz. GeForce runs FP16 with FP32 accumulate at half
@@ -499,6 +514,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "vector.fp16",
         ),
         boost_clock_mhz=2407,
+        host_link="PCIe 5.0 x16",
     ),
     # RTX PRO 6000 Blackwell (workstation, 600 W; GB202, 188 SMs at 2617 MHz): NVIDIA prints
     # 125 TFLOP/s FP32 and 4000 AI TOPS (FP4, sparse); per-SM rates at the boost clock give
@@ -533,6 +549,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "boost_clock_mhz",
         ),
         boost_clock_mhz=2617,
+        host_link="PCIe 5.0 x16",
     ),
     # RTX 4090: Ada whitepaper v2.02 Appendix A. FP16/BF16 with FP32 accumulate 165.2 (FP16
     # accumulate 330.3); FP8 330.3 is the FP32-accumulate row (cuBLASLt FP8 GEMMs accumulate in
@@ -552,6 +569,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         source="NVIDIA Ada GPU architecture whitepaper v2.02, Appendix A",
         unconfirmed=("vector.fp16",),
         boost_clock_mhz=2520,
+        host_link="PCIe 4.0 x16",
     ),
     # RTX 4080: tensor figures derived as 76 SM x 2.505 GHz x {256, 512, 1024, 2048} FLOP/clk/SM
     # (TF32, FP16 FP32-acc, FP16 FP16-acc, INT8), matching the whitepaper's Ada ratios; FP8 is its
@@ -579,6 +597,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "fp16_accumulate_fp16_flops_per_s",
         ),
         boost_clock_mhz=2505,
+        host_link="PCIe 4.0 x16",
     ),
     # RTX 3090: GA102 whitepaper Appendix A (FP16 FP32-acc 71, FP16-acc 142, INT8 284, TF32 35.6).
     GPUSpec(
@@ -596,6 +615,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         source="NVIDIA Ampere GA102 architecture whitepaper v2, Appendix A",
         unconfirmed=("vector.fp16",),
         boost_clock_mhz=1695,
+        host_link="PCIe 4.0 x16",
     ),
     # RTX 3080 (10 GB): INT8 238 confirmed twice; the other tensor figures are derived
     # (68 SM x 1.71 GHz x per-SM rates).
@@ -620,6 +640,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "fp16_accumulate_fp16_flops_per_s",
         ),
         boost_clock_mhz=1710,
+        host_link="PCIe 4.0 x16",
     ),
     _V100,
     # V100 16 GB (SXM2 and PCIe): the V100's GV100 with half the HBM2, at the same 900 GB/s.
@@ -652,6 +673,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         source="AMD Instinct MI350X brochure; torch/_inductor/analysis/device_info.py; ROCm table",
         unconfirmed=("tensor.fp6", "tensor.fp4"),
         boost_clock_mhz=2200,
+        host_link="PCIe 5.0 x16",
     ),
     # MI355X (CDNA4): FP8 = 256 CU x 8192 FLOP/clk x 2.4 GHz = 5033 (AMD rounds to 5.0 PF);
     # MXFP6 and MXFP4 twice that, 10066 (AMD: 10 PF).
@@ -670,6 +692,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         source="AMD CDNA 4 whitepaper; ROCm GPU specifications table; svethardware.cz (FP32)",
         unconfirmed=("tensor.fp6",),
         boost_clock_mhz=2400,
+        host_link="PCIe 5.0 x16",
     ),
 )
 

@@ -10,17 +10,19 @@ tensor cores, which the fp32 default would not assume.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from ...errors import TorchrooflineError
 from ...plan.plans import make_plans
 from ...price.context import PricingContext
+from ...price.estimate import ProgramLoad, beside_collective, host_copies
 from ...price.gpu_spec import GPUSpec
 from ...price.precision import TORCH_DEFAULTS, MathSwitches
 from ...price.roofline import price
@@ -57,6 +59,45 @@ KERNEL_MATH: tuple[KernelMath, ...] = (
 )
 
 
+#: A copy between host and GPU as CUPTI names it: "Memcpy HtoD (Pinned -> Device)",
+#: "Memcpy DtoH (Device -> Pageable)".
+HOST_COPY = re.compile(r"Memcpy (?:HtoD|DtoH) \((\w+) -> (\w+)\)")
+
+
+def host_side(names: Iterable[str]) -> str | None:
+    """``"pinned"`` or ``"pageable"`` for an op whose activities copy between host and GPU (the
+    copy then runs at the host link, not at HBM rates); None for one that stays on the GPU."""
+    for name in names:
+        found = HOST_COPY.match(name)
+        if found:
+            return "pageable" if "Pageable" in found.groups() else "pinned"
+    return None
+
+
+#: A collective's kernel as NCCL and RCCL name it (``ncclKernel_AllReduce_RING_LL_Sum_float``,
+#: ``ncclDevKernel_SendRecv``).
+COLLECTIVE = re.compile(r"^(?:void )?[nr]cclDev(?:ice)?Kernel|^(?:void )?[nr]cclKernel")
+
+
+def beside_collectives(trace: KinetoTrace, launched: Mapping[int, list]) -> set[int]:
+    """The ops any of whose activities overlapped a collective's kernel on another stream: they
+    shared the GPU's SMs and memory bandwidth with it (:func:`~torchroofline.price.estimate.
+    beside_collective`)."""
+    spans = sorted((a.start_us, a.end_us, a.stream) for a in trace.activities
+                   if a.kind == "kernel" and COLLECTIVE.search(a.name))
+    starts = [start for start, _, _ in spans]
+    found = set()
+    for index, activities in launched.items():
+        for activity in activities:
+            # collectives starting before this activity ends; the last few may still overlap
+            last = bisect.bisect_left(starts, activity.end_us)
+            if any(end > activity.start_us and stream != activity.stream
+                   for _, end, stream in spans[max(0, last - 8):last]):
+                found.add(index)
+                break
+    return found
+
+
 def kernel_math(op: CpuOp, names: Iterable[str]) -> KernelMath | None:
     """The rule of :data:`KERNEL_MATH` the first matching kernel name picks, for an op that
     reads fp32 tensors (the names say nothing new of narrower ones)."""
@@ -79,9 +120,15 @@ class OpFigures:
     sol_warm_s: float
     sol_cold_s: float
     estimate_s: float  #: the performance model's eager GPU time, warm L2
+    #: the band around it, from the held-out errors of its kernels' families (price/bands.py)
+    estimate_low_s: float
+    estimate_high_s: float
     bound: str  #: "compute" or "memory"
     math: str | None  #: the math its kernels' names said, where they did
     assumed: tuple[str, ...]  #: what the trace did not say
+    #: the performance model's input for the op (its eager kernels), so that a fit of the
+    #: model's constants can price it again (benchmarks/estimate_cv.py)
+    program: ProgramLoad | None = field(default=None, compare=False, repr=False)
 
     @property
     def intensity(self) -> float:
@@ -132,15 +179,19 @@ class Pricer:
         self.list_dtype = tensor_list_dtype
         self._done: dict[str, OpFigures | str] = {}
 
-    def figures(self, op: CpuOp, math: KernelMath | None) -> OpFigures | str:
-        """The op's figures, or the one-line reason it cannot be priced."""
+    def figures(self, op: CpuOp, math: KernelMath | None, host: str | None = None,
+                shared: bool = False) -> OpFigures | str:
+        """The op's figures, or the one-line reason it cannot be priced; ``host`` names the
+        host side of a copy between host and GPU (:func:`host_side`), ``shared`` says it ran
+        beside a collective (:func:`beside_collectives`)."""
         key = json.dumps([op.name, *(op.args.get(k) for k in _SHAPE_FIELDS),
-                          math.why if math else None], default=str)
+                          math.why if math else None, host, shared], default=str)
         if key not in self._done:
-            self._done[key] = self._price(op, math)
+            self._done[key] = self._price(op, math, host, shared)
         return self._done[key]
 
-    def _price(self, op: CpuOp, math: KernelMath | None) -> OpFigures | str:
+    def _price(self, op: CpuOp, math: KernelMath | None, host: str | None, shared: bool
+               ) -> OpFigures | str:
         try:
             rebuilt = rebuild(op.name, op.args, self.list_dtype)
             traced = trace_model(rebuilt.module, rebuilt.tensors, name=op.name)
@@ -154,6 +205,12 @@ class Pricer:
         if warm.unsupported_ops:
             return f"no cost rule for {', '.join(warm.unsupported_ops)}"
         cold = warm.on(cache="cold")
+        performance = warm.performance
+        if host is not None:
+            performance = host_copies(performance, pageable=host == "pageable")
+        if shared:
+            performance = beside_collective(performance)
+        bands = performance.kernel_band_s("eager")
         return OpFigures(
             priced_as=", ".join(dict.fromkeys(o.name for o in traced.ops if not o.is_view))
             or rebuilt.overload,
@@ -161,10 +218,13 @@ class Pricer:
             bytes=warm.unfused_bytes,
             sol_warm_s=warm.sol_s,
             sol_cold_s=cold.sol_s,
-            estimate_s=warm.performance.eager.gpu_busy_s,
+            estimate_s=performance.eager.gpu_busy_s,
+            estimate_low_s=sum(low for low, _ in bands),
+            estimate_high_s=sum(high for _, high in bands),
             bound=warm.bottleneck,
             math=math.why if math else None,
             assumed=rebuilt.assumed,
+            program=performance.program,
         )
 
 
@@ -178,11 +238,13 @@ def price_trace(trace: KinetoTrace, gpu: GPUSpec) -> tuple[OpInstance, ...]:
     pricer = Pricer(gpu, list_dtype(trace))
     launched = trace.activities_by_op()
     sole = _sole_launchers(trace.ops, launched)
+    shared = beside_collectives(trace, launched)
     instances = []
     for index in sorted(launched):
         activities = tuple(launched[index])
         math = kernel_math(trace.ops[index], (a.name for a in activities if a.kind == "kernel"))
-        outcome = _first_priced(trace.ops, index, sole, pricer, math)
+        host = host_side(a.name for a in activities if a.kind == "memcpy")
+        outcome = _first_priced(trace.ops, index, sole, pricer, math, host, index in shared)
         if isinstance(outcome, OpFigures):
             instances.append(OpInstance(trace.ops[index], activities, outcome))
         else:
@@ -203,14 +265,15 @@ def _sole_launchers(ops: Sequence[CpuOp], launched: Mapping[int, list]) -> dict[
 
 
 def _first_priced(ops: Sequence[CpuOp], index: int, sole: Mapping[int, int], pricer: Pricer,
-                  math: KernelMath | None) -> OpFigures | str:
+                  math: KernelMath | None, host: str | None, shared: bool
+                  ) -> OpFigures | str:
     """The op's own figures, else those of the nearest enclosing op that launches nothing
     else; the op's own reason where none can be priced."""
-    first = pricer.figures(ops[index], math)
+    first = pricer.figures(ops[index], math, host, shared)
     candidate = ops[index].parent
     outcome = first
     while not isinstance(outcome, OpFigures) and candidate is not None and \
             sole.get(candidate) == index:
-        outcome = pricer.figures(ops[candidate], math)
+        outcome = pricer.figures(ops[candidate], math, host, shared)
         candidate = ops[candidate].parent
     return outcome if isinstance(outcome, OpFigures) else first

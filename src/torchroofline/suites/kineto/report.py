@@ -119,6 +119,11 @@ class TraceReport:
             "host_bound_share": self.host_bound_share,
             "joined_gpu_us": sum(i.measured_us for i in self.instances),
             "priced_gpu_us": sum(i.measured_us for i in self.priced),
+            # the priced ops' summed eager estimate and its band (each op's band summed)
+            **{key: sum(getattr(i.figures, field) for i in self.priced) * 1e6
+               for key, field in (("estimate_us", "estimate_s"),
+                                  ("estimate_low_us", "estimate_low_s"),
+                                  ("estimate_high_us", "estimate_high_s"))},
             "kinds": [row.to_dict() for row in self.kinds()],
             "modules": [row.to_dict() for row in self.modules()],
             "ops": [_op_dict(instance) for instance in self.instances],
@@ -170,6 +175,7 @@ def _op_dict(instance: OpInstance) -> dict[str, Any]:
         "measured_us": instance.measured_us,
         "kernels": [a.name for a in instance.activities],
         "sol_us": None, "sol_cold_us": None, "estimate_us": None,
+        "estimate_low_us": None, "estimate_high_us": None,
         "faster_than_light": instance.faster_than_light,
     }
     if figures is None:
@@ -179,6 +185,8 @@ def _op_dict(instance: OpInstance) -> dict[str, Any]:
         sol_us=figures.sol_warm_s * 1e6,
         sol_cold_us=figures.sol_cold_s * 1e6,
         estimate_us=figures.estimate_s * 1e6,
+        estimate_low_us=figures.estimate_low_s * 1e6,
+        estimate_high_us=figures.estimate_high_s * 1e6,
         priced_as=figures.priced_as,
         flops=figures.flops,
         bytes=figures.bytes,
@@ -298,7 +306,8 @@ def format_csv(report: TraceReport) -> str:
     """One row per op instance."""
     out = io.StringIO()
     fields = ["op", "module", "start_us", "measured_us", "sol_us", "sol_cold_us",
-              "estimate_us", "faster_than_light", "flops", "bytes", "bound", "unpriced"]
+              "estimate_us", "estimate_low_us", "estimate_high_us", "faster_than_light",
+              "flops", "bytes", "bound", "unpriced"]
     writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for instance in report.instances:

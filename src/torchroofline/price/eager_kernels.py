@@ -1,0 +1,155 @@
+"""What an op's shapes and arguments say about the eager kernel PyTorch runs for it, as the
+performance model (:mod:`.estimate`) needs it: rows a row-per-block kernel has, passes a kernel
+makes over its input, the alignment of a GEMM's operands, and the element accesses of a kernel
+that cannot vectorize. Each rule names the PyTorch kernel whose behaviour it states.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ..costs import Category, OpRecord
+from ..trace.refs import TensorRef, TracedOp
+
+
+def _layer_norm_rows(op: OpRecord, traced: TracedOp) -> int:
+    """``native_layer_norm`` / ``native_group_norm`` write (out, mean, rstd): one mean per row."""
+    return traced.writes[1].elements if len(traced.writes) > 1 else 1
+
+
+def _softmax_rows(op: OpRecord, traced: TracedOp) -> int | None:
+    """``_softmax(x, dim, …)`` over the last dim runs one block per row (``cunn_SoftMaxForward``);
+    over another dim it runs a spatial kernel parallel over the inner positions."""
+    source = traced.args[0]
+    dim = int(traced.args[1]) % max(source.dim(), 1)
+    if dim != source.dim() - 1:
+        return None
+    return source.numel() // max(source.shape[-1], 1)
+
+
+def _channel_rows(op: OpRecord, traced: TracedOp) -> int | None:
+    """Batch norm's statistics over (N, H, W) per channel: one block per channel (PyTorch's
+    ``batch_norm_collect_statistics_kernel`` and the backward's ``batch_norm_backward_reduce``
+    run a grid of C blocks on an NCHW input; MIOpen's spatial kernels likewise). In eval mode
+    the forward is pointwise: no rows."""
+    if traced.base != "native_batch_norm_backward" and not _training(traced):
+        return None
+    source = traced.args[1] if traced.base == "native_batch_norm_backward" else traced.args[0]
+    return int(source.shape[1]) if source.dim() > 1 else None
+
+
+#: Eager kernels that give each row to one thread block, so a few long rows use a few SMs
+#: (PyTorch's ``RowwiseMomentsCUDAKernel`` for layer/group norm, ``cunn_SoftMaxForward`` and
+#: batch norm's per-channel statistics). Inductor splits such reductions across blocks, so the
+#: fused plan has no such limit.
+ROW_PER_BLOCK: dict[str, Callable[[OpRecord, TracedOp], int | None]] = {
+    "native_layer_norm": _layer_norm_rows,
+    "native_group_norm": _layer_norm_rows,
+    "_softmax": _softmax_rows,
+    "_log_softmax": _softmax_rows,
+    "native_batch_norm": _channel_rows,
+    "_native_batch_norm_legit": _channel_rows,
+    "cudnn_batch_norm": _channel_rows,
+    "miopen_batch_norm": _channel_rows,
+    "native_batch_norm_backward": _channel_rows,
+}
+
+#: Rows a warp-per-row softmax keeps in registers (PyTorch's ``dispatch_softmax_forward``:
+#: at most 1024 elements and 4096 bytes); longer rows go to a block per row.
+SOFTMAX_REGISTER_ROW = (1024, 4096)
+
+
+def softmax_extra_reads(traced: TracedOp) -> int:
+    """Extra passes over the input of an eager softmax whose rows are misaligned and do not fit
+    in registers.
+
+    A row of more than 1024 elements or 4 KiB gets one block. The block stages it in shared
+    memory (``cunn_SoftMaxForwardSmem``: one read) only when it fits there and its length is a
+    multiple of the 16-byte vector (``dim_size % ILP == 0``); otherwise ``cunn_SoftMaxForward``
+    reads it three times (its maximum, its sum of exponentials, then the output). An aligned
+    row's re-reads are vector loads that hit L2 (a wave of blocks holds a few MB of rows:
+    KernelBench's 16 × 16384 fp32 softmax runs at the one-pass HBM rate); a misaligned row's
+    passes issue one element per load and run at about a third of the rate (the 16 × 5185 ×
+    5185 bf16 softmax of issue 39: 21 % of the HBM rate), charged as the two extra reads."""
+    source = traced.args[0]
+    if int(traced.args[1]) % max(source.dim(), 1) != source.dim() - 1:
+        return 0  # over another dim: the spatial kernel, one pass
+    length = int(source.shape[-1]) if source.dim() else 1
+    row_bytes = length * source.element_size()
+    if length <= SOFTMAX_REGISTER_ROW[0] and row_bytes <= SOFTMAX_REGISTER_ROW[1]:
+        return 0
+    return 0 if row_bytes % 16 == 0 else 2
+
+
+#: Eager ops that read their input more than once, by base name: how many extra reads.
+EXTRA_READS: dict[str, Callable[[TracedOp], int]] = {
+    "_softmax": softmax_extra_reads,
+    "_log_softmax": softmax_extra_reads,
+    # batch_norm_backward_kernel: one block per channel sums grad_out and grad_out·x̂ over the
+    # channel, then reads both again to write grad_input
+    "native_batch_norm_backward": lambda traced: 2,
+}
+
+
+def _training(traced: TracedOp) -> bool:
+    """``native_batch_norm(input, weight, bias, running_mean, running_var, training, …)``; the
+    cuDNN and MIOpen spellings (what a CUDA or ROCm build of PyTorch traces) take the same."""
+    return bool(traced.args[5]) if len(traced.args) > 5 else True
+
+
+#: Eager normalisations that read their input twice: once for the statistics, once to normalise
+#: (PyTorch's batch-norm training kernels, ``RowwiseMoments`` + the apply kernel of group norm,
+#: and layer norm's Welford pass + its normalise pass). Inductor keeps a row on chip when it fits.
+TWO_PASS: dict[str, Callable[[TracedOp], bool]] = {
+    "native_batch_norm": _training,
+    "_native_batch_norm_legit": _training,
+    "cudnn_batch_norm": _training,
+    "miopen_batch_norm": _training,
+    "native_group_norm": lambda traced: True,
+    "native_layer_norm": lambda traced: True,
+}
+
+
+def _contiguous(ref: TensorRef) -> bool:
+    expected, stride = [], 1
+    for size in reversed(ref.shape):
+        expected.append(stride)
+        stride *= size
+    return not ref.strides or all(
+        have == want for have, want, size in zip(ref.strides, reversed(expected), ref.shape,
+                                                 strict=True) if size > 1
+    )
+
+
+def gemm_alignment(op: OpRecord) -> int:
+    """The alignment (bytes, a power of two ≤ 16) of a GEMM's operands: the largest that divides
+    the byte stride of every operand's rows (its leading dimension: the larger of its two
+    innermost strides; the row length where the layout is contiguous). cuBLAS picks a kernel
+    that loads 16 bytes per instruction only when every leading dimension allows it."""
+    align = 16
+    for ref in (*op.reads, *op.writes):
+        if len(ref.shape) < 2:
+            continue
+        lead = max(ref.strides[-2:]) if len(ref.strides) >= 2 else ref.shape[-1]
+        align = math.gcd(align, int(lead) * ref.itemsize)
+    return align
+
+
+def strided_accesses(op: OpRecord, moved_elements: int) -> int:
+    """Element accesses of an eager pointwise or copy kernel that cannot vectorize: PyTorch's
+    ``TensorIterator`` uses vector loads only when every operand has the output's shape and a
+    contiguous layout; otherwise each thread computes each operand's offset per element (a
+    broadcast bias, a transposed copy, ``cat``, ``index_select``). 0 for one that vectorizes,
+    and for multi-output kernels (``_foreach_*``'s multi-tensor apply runs vectorized chunks).
+
+    A kernel makes at most one access per operand for each element it moves
+    (``moved_elements``): an in-place ``index_put_`` into a KV cache iterates over the values
+    it writes, not over the whole cache its output names."""
+    if op.category not in (Category.POINTWISE, Category.DATA_MOVEMENT) or len(op.writes) != 1:
+        return 0
+    out = op.writes[0]
+    operands = [ref for ref in op.reads if ref.elements > 1] + list(op.writes)
+    if all(ref.shape == out.shape and _contiguous(ref) for ref in operands):
+        return 0
+    return min(math.prod(out.shape), moved_elements) * len(operands)

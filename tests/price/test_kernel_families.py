@@ -1,0 +1,168 @@
+"""The per-kernel model's family rules (issue 39): GEMM alignment, softmax passes, host copies at
+the host link, batch-norm rows, the accesses of an in-place scatter, per-architecture constants,
+and the band every estimate carries. Closed forms, derived in the comments."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import Fn, analyze, meta
+from torchroofline.price.bands import DEFAULT_BAND, HOST_BAND, family_band
+from torchroofline.price.estimate import (
+    DEFAULT_PARAMS,
+    alignment_share,
+    as_host_copy,
+    beside_collective,
+    host_copies,
+    kernel_gpu_s,
+)
+from torchroofline.price.hardware import get_gpu
+from torchroofline.suites.kineto.pricing import COLLECTIVE, host_side
+
+H100 = get_gpu("h100-sxm")
+
+
+def _load(result, family: str):
+    [(load, busy)] = [(load, busy) for load, busy in zip(
+        result.performance.program.eager, result.performance.eager.kernel_gpu_s, strict=True)
+        if load.family == family]
+    return load, busy
+
+
+def test_a_gemm_whose_rows_are_not_16_bytes_runs_at_the_align1_share() -> None:
+    # bf16 rows of 255 elements: 510 bytes, divisible by 2 and no more → align 2 bytes;
+    # 256 elements: 512 bytes → 16. The share: bytes per load / 16, never below the align1 0.25
+    odd = analyze(Fn(torch.mm), meta(255, 255, dtype=torch.bfloat16),
+                  meta(255, 255, dtype=torch.bfloat16))
+    assert _load(odd, "gemm")[0].align_bytes == 2
+    assert [alignment_share(a, DEFAULT_PARAMS) for a in (1, 2, 4, 8, 16)] == [
+        0.25, 0.25, 0.25, 0.5, 1.0]
+    # a compute-bound 2048³ bf16 GEMM (17 GFLOP, 25 MB): at align 2 its compute time is 4×
+    even = analyze(Fn(torch.mm), meta(2048, 2048, dtype=torch.bfloat16),
+                   meta(2048, 2048, dtype=torch.bfloat16))
+    load, busy = _load(even, "gemm")
+    assert load.align_bytes == 16
+    fixed = DEFAULT_PARAMS.fill_latency_s + DEFAULT_PARAMS.matmul_latency_s
+    misaligned = kernel_gpu_s(replace(load, align_bytes=2), H100, DEFAULT_PARAMS, "warm")
+    assert misaligned - fixed == pytest.approx(4 * (busy - fixed))
+
+
+def test_fp32_gemms_on_the_cuda_cores_keep_their_rate_at_any_alignment() -> None:
+    # SGEMM without TF32 loads no 16-byte tensor-core fragments: no alignment rule
+    result = analyze(Fn(torch.mm), meta(1023, 1023), meta(1023, 1023))
+    assert _load(result, "gemm")[0].align_bytes == 16
+
+
+@pytest.mark.parametrize(("length", "dtype", "extra"), [
+    (5185, torch.bfloat16, 2),   # 10,370 B: not a multiple of 16 → three scalar passes
+    (8192, torch.bfloat16, 0),   # 16 KiB, aligned → staged in shared memory
+    (30000, torch.float32, 0),   # 120,000 B, aligned: re-read from L2 in vector loads
+    (30001, torch.float32, 2),   # 120,004 B: misaligned → three scalar passes
+    (1001, torch.float32, 0),    # ≤ 1024 elements, ≤ 4 KiB → a warp per row in registers
+])
+def test_a_misaligned_softmax_row_too_long_for_registers_is_read_three_times(length, dtype,
+                                                                            extra):
+    x = meta(64, length, dtype=dtype)
+    result = analyze(Fn(lambda t: torch.softmax(t, -1)), x)
+    [load] = result.performance.program.eager
+    assert load.reread_bytes == extra * 64 * length * x.element_size()
+
+
+def test_batch_norm_backward_reads_twice_with_a_block_per_channel() -> None:
+    x = meta(8, 32, 16, 16)
+    result = analyze(nn.BatchNorm2d(32), x, mode="train", loss=lambda y: y.sum())
+    [load] = [k for k in result.performance.program.eager if "batch_norm_backward" in k.name]
+    # batch_norm_backward_kernel: grid of C = 32 blocks; grad_out and x read twice
+    assert load.rows == 32
+    assert load.reread_bytes == 2 * 8 * 32 * 16 * 16 * 4
+
+
+def test_host_copies_run_at_the_host_link() -> None:
+    assert H100.host_link == "PCIe 5.0 x16"
+    # PCIe 5.0: 32 GT/s per lane, 128b/130b → 3.94 GB/s per lane and direction; ×16 = 63.0 GB/s
+    assert H100.host_link_bytes_per_s == pytest.approx(32e9 / 8 * 128 / 130 * 16)
+    assert get_gpu("gb200").host_link_bytes_per_s == 450e9  # NVLink-C2C, per direction
+    result = analyze(Fn(lambda t: t.clone()), meta(2**24))
+    [load] = result.performance.program.eager
+    copied = load.bytes // 2  # the clone reads 64 MiB and writes 64 MiB: 64 MiB cross the link
+    fill = DEFAULT_PARAMS.fill_latency_s
+    pinned = kernel_gpu_s(as_host_copy(load, False), H100, DEFAULT_PARAMS, "warm")
+    assert pinned == pytest.approx(copied / (0.45 * H100.host_link_bytes_per_s) + fill)
+    pageable = kernel_gpu_s(as_host_copy(load, True), H100, DEFAULT_PARAMS, "warm")
+    assert pageable == pytest.approx(copied / DEFAULT_PARAMS.pageable_copy_bytes_per_s + fill)
+    assert host_copies(result.performance, pageable=True).eager.gpu_busy_s == pytest.approx(
+        pageable)
+
+
+def test_the_host_side_of_a_copy_comes_from_its_memcpy_name() -> None:
+    assert host_side(["Memcpy HtoD (Pinned -> Device)"]) == "pinned"
+    assert host_side(["Memcpy DtoH (Device -> Pageable)"]) == "pageable"
+    assert host_side(["Memcpy DtoD (Device -> Device)"]) is None
+
+
+def test_a_kernel_beside_a_collective_keeps_its_share_of_the_gpu() -> None:
+    result = analyze(Fn(torch.relu), meta(2**20))
+    alone = result.performance.eager.gpu_busy_s
+    # every part of its time, the fill included, at collective_share of the rate (NVIDIA: 0.5)
+    shared = beside_collective(result.performance).eager.gpu_busy_s
+    assert shared == pytest.approx(alone / DEFAULT_PARAMS.collective_share) == 2 * alone
+    mi300x = result.on("mi300x").performance  # CDNA: the RCCL kernel takes nothing measurable
+    assert beside_collective(mi300x).eager.gpu_busy_s == pytest.approx(mi300x.eager.gpu_busy_s)
+    assert COLLECTIVE.search("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)")
+    assert COLLECTIVE.search("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)")
+    assert not COLLECTIVE.search("void at::native::vectorized_elementwise_kernel<4>")
+
+
+def test_an_in_place_write_into_a_kv_cache_is_charged_for_what_it_moves() -> None:
+    class Cache(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("cache", torch.zeros(8, 8, 4096, 128))
+
+        def forward(self, position: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+            self.cache[:, :, position] = values
+            return self.cache
+
+    result = analyze(Cache(), torch.tensor([5, 6, 7, 8]), torch.randn(8, 8, 4, 128))
+    kernels = result.plans.eager.kernels
+    [kernel] = [k for k in kernels if "index_put" in k.name]
+    load = result.performance.program.eager[kernels.index(kernel)]
+    # each operand (the index and the values read, the cache written) makes at most one access
+    # per element the kernel moves, not one per element of the 8·8·4096·128 cache
+    [op] = kernel.ops
+    operands = len([ref for ref in op.reads if ref.elements > 1]) + len(op.writes)
+    moved = kernel.bytes(4) // 4
+    assert load.accesses == operands * moved < 8 * 8 * 4096 * 128
+
+
+def test_amd_gpus_take_their_architectures_constants() -> None:
+    mi300x, mi355x = get_gpu("mi300x"), get_gpu("mi355x")
+    for gpu in (mi300x, mi355x):
+        params = DEFAULT_PARAMS.for_gpu(gpu)
+        assert params.fill_latency_s == 4e-6
+        assert params.library_kernels == {"conv": 4, "conv_backward": 10}
+    assert DEFAULT_PARAMS.for_gpu(H100).library_kernels == {}
+
+
+def test_every_estimate_carries_its_band() -> None:
+    # one large relu, GPU-bound: the call's host time, then the kernel. At each end of the band
+    # the host's costs scale by HOST_BAND's end and the kernel by its family's band end
+    result = analyze(Fn(torch.relu), meta(2**26))
+    performance = result.performance
+    eager = performance.eager
+    band = family_band("pointwise")
+    low, high = performance.band_s("eager")
+    [busy] = eager.kernel_gpu_s
+    assert low == pytest.approx(eager.host_s * HOST_BAND.low + busy * band.low)
+    assert high == pytest.approx(eager.host_s * HOST_BAND.high + busy * band.high)
+    assert low < eager.total_s < high
+    entry = performance.to_dict(result.sol_s)["eager"]
+    # the JSON's band never goes below the speed of light (here above the low end)
+    assert result.sol_s > low
+    assert entry["estimate_low_us"] == pytest.approx(result.sol_s * 1e6)
+    assert entry["top_kernels"][0]["estimate_high_us"] == pytest.approx(busy * band.high * 1e6)
+    assert family_band("no such family") == DEFAULT_BAND
