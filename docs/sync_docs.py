@@ -318,7 +318,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     # a real H100 trace (AMD-AGI/TraceLens, MIT) kept as a test fixture
     "cli-trace": lambda: _command(
         "trace", "tests/fixtures/traces/h100_gaunernst_bert-small-uncased__1016001.json.gz",
-        "--top", "5",
+        "--top", "3",
     ),
     "cli-kernelbench": lambda: _command(
         "kernelbench", f"{SUITE}/level1", f"{SUITE}/level2",
