@@ -86,6 +86,19 @@ def known_values(
     return known
 
 
+def too_big_to_evaluate(
+    ops: Sequence[TracedOp], known: Mapping[int, torch.Tensor], only: Collection[int]
+) -> list[TracedOp]:
+    """The ops writing one of ``only`` that :func:`known_values` left unknown for their size
+    alone: every read known, an output over :data:`CONSTANT_LIMIT_ELEMENTS`."""
+    return [
+        op for op in ops
+        if any(w.value_id in only and w.value_id not in known for w in op.writes)
+        and any(w.storage_elements > CONSTANT_LIMIT_ELEMENTS for w in op.writes)
+        and all(ref.value_id in known for ref in op.reads)
+    ]
+
+
 def _known(context: _Context, position: int) -> torch.Tensor | None:
     """The value of read ``position`` as the op sees it, if it is known."""
     ref = context.op.reads[position]

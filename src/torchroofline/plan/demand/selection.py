@@ -197,8 +197,26 @@ def gather_demand(context: _Context) -> Demand:
     if picked is not None:
         inputs[0] = picked
     else:
-        inputs[0] = Region(opaque=max(inputs[0].opaque, _distinct_floor(context)))
+        floor = max(_distinct_floor(context), _one_slice(context))
+        inputs[0] = Region(opaque=max(inputs[0].opaque, floor))
     return Demand(tuple(inputs), context.record.flops.scaled(context.fraction))
+
+
+def _one_slice(context: _Context) -> int:
+    """Source elements a gather reads whatever its index values: every index may be equal, so
+    all demanded outputs may pick one slice, but a demanded box's positions along the output
+    dims no index covers (:data:`_INDEXED_DIMS`) are that many distinct elements of it —
+    ``w[i]`` and ``w.index_select(0, i)`` a row of ``w``, as ``embedding``; ``gather`` one
+    element. The largest box's count (boxes may overlap)."""
+    indexed = lookup(_INDEXED_DIMS, context.op)
+    dims = None if indexed is None else indexed(context)
+    if dims is None:
+        return 0
+    return max(
+        (math.prod(set_size(s) for d, s in enumerate(box) if d not in dims)
+         for box in context.output.boxes if all(box)),
+        default=0,
+    )
 
 
 def _output_dims(context: _Context) -> range:

@@ -31,7 +31,7 @@ from ...trace.storages import (
     Storages,
 )
 from ._core import DEMAND_RULES, Demand, Rule, _Context, _one_of, _op_set, _proportional
-from .constants import known_values
+from .constants import CONSTANT_LIMIT_ELEMENTS, known_values
 from .reductions import pointwise_demand
 from .selection import _data_chosen_write
 from .structures import STRUCTURE_RULES
@@ -50,6 +50,9 @@ class Necessary:
     #: indices into ``Trace.ops`` of the ops a structure rule priced inside a later op (a
     #: product moved into the column sum that reads it): charged nothing themselves, not dead
     absorbed_ops: tuple[int, ...] = ()
+    #: "op in 'module'" of each op on a given value's index path too big to run for real
+    #: (:func:`.constants.too_big_to_evaluate`): the bound for any values holds there
+    unevaluated: tuple[str, ...] = ()
 
     def bytes(self, float_bytes: int) -> int:
         """Compulsory HBM bytes at a float element size of ``float_bytes``."""
@@ -65,6 +68,12 @@ class Necessary:
             notes.append(
                 f"{self.dead_ops} op(s) feed no kept value (dead code or unused slices): "
                 "the bound charges them nothing"
+            )
+        if self.unevaluated:
+            notes.append(
+                f"given values not evaluated at {', '.join(self.unevaluated)} (over "
+                f"{CONSTANT_LIMIT_ELEMENTS:,} elements): the bound falls back to any values "
+                "there"
             )
         return tuple(notes)
 
