@@ -19,6 +19,7 @@ none.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -628,3 +629,25 @@ def test_an_index_path_too_big_to_evaluate_is_named_and_bounded_for_any_values()
     ) * FP32
     [note] = [note for note in result.notes if note.startswith("given values not evaluated")]
     assert "aten.mm.default in '<top level>'" in note and "any values there" in note
+
+
+def test_a_host_loop_over_a_model_too_big_for_real_data_reads_the_given_routing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 24 experts of two 8 × 8 Linear layers (12 KiB) over a 4 KiB real-data limit: the fake
+    # model's trace falls to stand-ins, where .item() has no bound for every value; the bound
+    # for the given values comes from the model built for real under the seed instead. T = 16,
+    # H = F = 8, top-2: the router (2·T·H·E) and T·K pairs of 2·2·H·F FLOPs each
+    from torchroofline.suites import kernelbench
+
+    tokens, hidden, inner, experts, top_k = 16, 8, 8, 24, 2
+    limited = functools.partial(kernelbench.analyze, real_fallback_limit_bytes=4096)
+    monkeypatch.setattr(kernelbench, "analyze", limited)
+    path = FIXTURES / "expert_list_loop.py"
+    with pytest.raises(DataDependentError):
+        analyze_file(path, data="any")
+    given = analyze_file(path)
+    assert given.tensor_flops == (
+        2 * tokens * hidden * experts + tokens * top_k * 2 * 2 * hidden * inner
+    )
+    assert any(note.startswith("built for real under KernelBench's seed") for note in given.notes)
