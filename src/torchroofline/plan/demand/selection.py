@@ -477,14 +477,21 @@ def _boxes_of(numbers: torch.Tensor, shape: tuple[int, ...]) -> list[Box] | None
 def _indexed_lines(context: _Context, values: list[torch.Tensor | None]) -> Region | None:
     """``x[i, j]`` on a source too big to number, every output kept (a paged KV cache read
     through its page table): each distinct tuple of index values picks one whole sub-tensor
-    of the dims no index covers. Partly kept outputs: None (the any-input rule)."""
+    of the dims no index covers, as each true element of one boolean mask does. Partly kept
+    outputs: None (the any-input rule)."""
     if context.op.base not in ("index", "_unsafe_index") or context.fraction < 1:
         return None
     indices = context.op.args[1]
     source = context.op.reads[0]
     covered = [dim for dim, index in enumerate(indices) if index is not None]
     if any(v.dtype == torch.bool for v in values):
-        return None
+        if len(values) > 1:
+            return None
+        # x[mask]: each true element picks the sub-tensor of the dims after the mask's
+        (mask,), first = values, covered[0]
+        rest = math.prod(size for dim, size in enumerate(source.shape)
+                         if not first <= dim < first + mask.dim())
+        return Region(opaque=int(mask.sum()) * rest)
     # a negative index counts from the end: -1 and n - 1 are one line
     wrapped = [v.long() % source.shape[dim] for v, dim in zip(values, covered, strict=True)]
     tuples = torch.stack(torch.broadcast_tensors(*wrapped), -1)

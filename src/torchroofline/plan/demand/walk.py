@@ -31,7 +31,7 @@ from ...trace.storages import (
     Storages,
 )
 from ._core import DEMAND_RULES, Demand, Rule, _Context, _one_of, _op_set, _proportional
-from .constants import CONSTANT_LIMIT_ELEMENTS, known_values
+from .constants import CONSTANT_LIMIT_ELEMENTS, INDEX_LIMIT_ELEMENTS, known_values
 from .reductions import pointwise_demand
 from .selection import _data_chosen_write
 from .structures import STRUCTURE_RULES
@@ -72,8 +72,8 @@ class Necessary:
         if self.unevaluated:
             notes.append(
                 f"given values not evaluated at {', '.join(self.unevaluated)} (over "
-                f"{CONSTANT_LIMIT_ELEMENTS:,} elements): the bound falls back to any values "
-                "there"
+                f"{CONSTANT_LIMIT_ELEMENTS:,} floats or {INDEX_LIMIT_ELEMENTS:,} indices): the "
+                "bound falls back to any values there"
             )
         return tuple(notes)
 
