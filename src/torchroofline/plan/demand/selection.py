@@ -176,10 +176,10 @@ _GRID_SAMPLERS = (aten.grid_sampler_2d, aten.grid_sampler_3d)
 def gather_demand(context: _Context) -> Demand:
     """A gather reads the index tensors for the demanded outputs and source elements chosen by
     their values: with the values known (:mod:`.given`), exactly the distinct source elements
-    the demanded outputs pick (:func:`_known_picks`); else see :func:`_data_chosen` (an
-    embedding: one row), or, through an index distinct along a line whatever the data (a
-    top-k's, a sort's: :mod:`.distinct`), as many slices as one line's demanded picks
-    (:func:`_distinct_floor`)."""
+    the demanded outputs pick (:func:`_known_picks`); else one pick (:func:`_one_slice`: a
+    row of ``w[i]``, as of an embedding), or, through an index distinct along a line whatever
+    the data (a top-k's, a sort's: :mod:`.distinct`), as many slices as one line's demanded
+    picks (:func:`_distinct_floor`)."""
     picked = _known_picks(context)
     demanded = context.output.count
     # a grid sample may land on padding only, reading nothing of its source
