@@ -651,3 +651,19 @@ def test_a_host_loop_over_a_model_too_big_for_real_data_reads_the_given_routing(
         2 * tokens * hidden * experts + tokens * top_k * 2 * 2 * hidden * inner
     )
     assert any(note.startswith("built for real under KernelBench's seed") for note in given.notes)
+
+
+def test_a_host_loop_that_makes_cuda_tensors_runs_on_real_cpu_values() -> None:
+    # the output made with device="cuda" in forward, then a loop over the experts hit with
+    # .item(): the real-data run is on the CPU, where "cuda" is the CPU (was a ModelError:
+    # "Torch not compiled with CUDA enabled"). 64 tokens over 3 experts, each token one
+    # (16, 32) product: 2·64·16·32 FLOPs
+    def program(x: torch.Tensor, w: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(x.shape[0], w.shape[-1], device="cuda")
+        for hit in chosen.unique():
+            rows = torch.nonzero(chosen == hit.item()).flatten()
+            out[rows] = x[rows] @ w[hit.item()]
+        return out
+
+    inputs = torch.randn(64, 16), torch.randn(8, 16, 32), torch.arange(64) % 3
+    assert analyze(Fn(program), *inputs, data="given").tensor_flops == 2 * 64 * 16 * 32
