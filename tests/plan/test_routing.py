@@ -580,6 +580,10 @@ def test_a_host_loop_over_the_experts_hit_charges_the_pairs_kept_under_capacity(
         2 * tokens * hidden + experts * hidden + used * 3 * hidden * inner
     ) * FP32
     assert given.time_ms["sol_any_input"] < given.sol_ms
+    # any values: each where() may be empty, and so may its first C pairs (a view cut from
+    # it): the router, x, W and the output only — not the pairs one random draw kept
+    assert results["any"].tensor_flops == router
+    assert results["any"].compulsory_bytes == (2 * tokens * hidden + experts * hidden) * FP32
 
 
 def test_token_splits_read_on_the_host_as_numpy_charge_every_routed_pair() -> None:
