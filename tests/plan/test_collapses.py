@@ -282,6 +282,16 @@ def test_a_mask_built_from_constants_sizes_nothing_by_data() -> None:
     assert columns.vector_flops == sliced.vector_flops + d
 
 
+def test_a_mask_built_from_constants_over_4m_elements_is_still_known() -> None:
+    # the same at n = 2²² + 2 rows of d = 4 (a mask of 4,194,306, over the 4 M floats values
+    # are evaluated to: indices and masks go to 64 M; x of 16.8 M elements, too many to
+    # number, counts the mask's true elements): ⌈n/3⌉ rows read and written — was 0 B
+    n, d = 2**22 + 2, 4
+    rows = -(-n // 3)
+    result = bound(lambda x: x[torch.arange(n) % 3 == 0], meta(n, d))
+    assert result.compulsory_bytes == 2 * rows * d * FP32 == 44_739_264
+
+
 # --- picks at known positions past the placed boxes -----------------------------------------
 
 

@@ -19,6 +19,7 @@ none.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -503,11 +504,36 @@ def test_a_permutation_picks_distinct_rows_and_other_indices_may_pick_one() -> N
     # randperm(E)[:K] is K distinct rows of w: K·H elements
     permuted = analyze(Fn(lambda w: w[torch.randperm(EXPERTS)[:K]]), meta(EXPERTS, HIDDEN))
     assert _charged(permuted, (EXPERTS, HIDDEN)) == K * HIDDEN
-    # an index of unknown values (an input, or an argmax) may pick one element throughout:
-    # the floor of distinct picks does not apply
+    # an index of unknown values (an input, or an argmax) may pick one row throughout: the
+    # floor of distinct picks does not apply, but each pick reads a whole row of w (H
+    # elements), as embedding's does
     unknown = analyze(Fn(lambda w, idx: w[idx]), meta(EXPERTS, HIDDEN),
                       meta(TOKENS, K, dtype=torch.long))
-    assert _charged(unknown, (EXPERTS, HIDDEN)) == 1
+    assert _charged(unknown, (EXPERTS, HIDDEN)) == HIDDEN
+
+
+@pytest.mark.parametrize(
+    ("gather", "charged"),
+    [
+        (lambda w, i: w[i], 64),
+        (lambda w, i: w.index_select(0, i), 64),
+        (lambda w, i: torch.nn.functional.embedding(i, w), 64),
+        (lambda w, i: w[:, i], 1000),
+        (lambda w, i: w[i, i], 1),
+        (lambda w, i: w.gather(0, i[:, None].expand(10, 64)), 1),
+    ],
+    ids=["index", "index_select", "embedding", "index columns", "index pairs", "gather"],
+)
+def test_a_gather_by_unknown_indices_reads_one_whole_slice(gather, charged: int) -> None:  # noqa: ANN001
+    # w (1000, 64), 10 indices of unknown values: all may be equal, so one pick — but a pick of
+    # w[i] or index_select is a row, read at all 64 kept columns (as embedding's), w[:, i] a
+    # column of 1,000; w[i, i] and gather pick single elements. The oracle on random indices
+    # proves every distinct row picked, so never less
+    w, index = torch.randn(1000, 64), torch.randint(0, 64, (10,))  # in range of both dims
+    bound = analyze(Fn(gather), meta(1000, 64), meta(10, dtype=torch.long), data="any")
+    assert _charged(bound, (1000, 64)) == charged
+    [proven] = [leaf for leaf in oracle(Fn(gather), (w, index)).leaves if leaf.name == "input 0"]
+    assert charged <= proven.necessary
 
 
 def test_distinct_picks_stay_within_what_one_routing_forces() -> None:
@@ -525,3 +551,123 @@ def test_distinct_picks_stay_within_what_one_routing_forces() -> None:
                 if leaf.name == "input 2"]
     bound = analyze(Fn(program), *(meta(*t.shape) for t in inputs))
     assert _charged(bound, (EXPERTS, HIDDEN, HIDDEN)) == proven.necessary == K * HIDDEN * HIDDEN
+
+
+# --- host reads (issue 37): the given routing through .item(), .cpu().numpy() and loops ---
+
+
+def _kept_pairs(chosen: torch.Tensor, experts: int, capacity: int) -> torch.Tensor:
+    """Per expert, the routed (token, slot) pairs it keeps: its first ``capacity``."""
+    return torch.bincount(chosen.flatten(), minlength=experts).clamp(max=capacity)
+
+
+def test_a_host_loop_over_the_experts_hit_charges_the_pairs_kept_under_capacity() -> None:
+    # T = 16, H = 16, F = 32, E = 8, top-2, capacity C = 5: a loop over the experts hit
+    # (bincount → nonzero → .item()), each taking its first C routed pairs. Given: the
+    # router (2·T·H·E FLOPs) and Σ_e min(count_e, C) kept pairs of a SwiGLU expert
+    # (3·2·H·F FLOPs each); x, the router and the output once, and the three matrices of
+    # each expert keeping a pair. The trace ran on the values given (x, router) and fake
+    # experts, the bound reads what they route
+    tokens, hidden, inner, experts, top_k, capacity = 16, 16, 32, 8, 2, 5
+    model, (x,), results = _seeded("host_loop_experts")
+    kept = _kept_pairs(model.gate(x).topk(top_k, dim=-1)[1], experts, capacity)
+    assert kept.sum() < tokens * top_k  # the capacity drops pairs
+    given = results["given"]
+    router = 2 * tokens * hidden * experts
+    assert given.tensor_flops == router + int(kept.sum()) * 3 * 2 * hidden * inner
+    used = int((kept > 0).sum())
+    assert given.compulsory_bytes == (
+        2 * tokens * hidden + experts * hidden + used * 3 * hidden * inner
+    ) * FP32
+    assert given.time_ms["sol_any_input"] < given.sol_ms
+    # any values: each where() may be empty, and so may its first C pairs (a view cut from
+    # it): the router, x, W and the output only — not the pairs one random draw kept
+    assert results["any"].tensor_flops == router
+    assert results["any"].compulsory_bytes == (2 * tokens * hidden + experts * hidden) * FP32
+
+
+def test_token_splits_read_on_the_host_as_numpy_charge_every_routed_pair() -> None:
+    # T = 16, H = 16, F = 32, E = 8, top-2: the pairs sorted by expert and split by counts
+    # read with .cpu().numpy() (which a fake tensor refuses: the trace runs on real values).
+    # Every pair lands in one expert's run: the router (2·T·H·E) and T·K pairs of a GELU MLP
+    # (2·2·H·F FLOPs each); x, the router, the output, and the two matrices of each expert hit
+    tokens, hidden, inner, experts, top_k = 16, 16, 32, 8, 2
+    model, (x,), results = _seeded("numpy_token_splits")
+    used = _used(model.router(x).topk(top_k, dim=-1)[1])
+    given = results["given"]
+    assert given.tensor_flops == 2 * tokens * hidden * experts + tokens * top_k * 4 * hidden * inner
+    assert given.compulsory_bytes == (
+        2 * tokens * hidden + experts * hidden + used * 2 * hidden * inner
+    ) * FP32
+
+
+def test_a_fake_tensor_read_as_numpy_runs_on_real_values() -> None:
+    # .numpy() on a fake tensor raises "not supported for tensor subclasses", not a
+    # data-dependent error: it is a host read all the same, so the trace runs on real
+    # values. Split sizes 22, 21, 21 of x[order] (64, 16) through three (16, 32) matrices:
+    # 2·64·16·32 FLOPs
+    weights = torch.randn(3, 16, 32)
+
+    def program(x: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+        sizes = (chosen[:, None] == torch.arange(3)).sum(0).numpy()
+        parts = x[chosen.argsort()].split([int(n) for n in sizes])
+        return torch.cat([part @ weights[e] for e, part in enumerate(parts)])
+
+    result = analyze(Fn(program), torch.randn(64, 16), torch.arange(64) % 3, data="given")
+    assert result.tensor_flops == 2 * 64 * 16 * 32
+
+
+def test_an_index_path_too_big_to_evaluate_is_named_and_bounded_for_any_values() -> None:
+    # table[argmax(x @ w)] with T·E = 20,000·256 logits, over the 4 M elements the given
+    # values are evaluated to: the row each token picks is unknown, so one row of the table
+    # is charged (D = 32 floats), beside x, w and the output — the bound for any values, and
+    # a note names the product
+    tokens, hidden, experts, width = 20_000, 16, 256, 32
+    result = analyze(
+        Fn(lambda x, w, table: table[(x @ w).argmax(-1)]),
+        torch.randn(tokens, hidden), torch.randn(hidden, experts), torch.randn(experts, width),
+        data="given",
+    )
+    assert result.compulsory_bytes == (
+        tokens * hidden + hidden * experts + width + tokens * width
+    ) * FP32
+    [note] = [note for note in result.notes if note.startswith("given values not evaluated")]
+    assert "aten.mm.default in '<top level>'" in note and "any values there" in note
+
+
+def test_a_host_loop_over_a_model_too_big_for_real_data_reads_the_given_routing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 24 experts of two 8 × 8 Linear layers (12 KiB) over a 4 KiB real-data limit: the fake
+    # model's trace falls to stand-ins, where .item() has no bound for every value; the bound
+    # for the given values comes from the model built for real under the seed instead. T = 16,
+    # H = F = 8, top-2: the router (2·T·H·E) and T·K pairs of 2·2·H·F FLOPs each
+    from torchroofline.suites import kernelbench
+
+    tokens, hidden, inner, experts, top_k = 16, 8, 8, 24, 2
+    limited = functools.partial(kernelbench.analyze, real_fallback_limit_bytes=4096)
+    monkeypatch.setattr(kernelbench, "analyze", limited)
+    path = FIXTURES / "expert_list_loop.py"
+    with pytest.raises(DataDependentError):
+        analyze_file(path, data="any")
+    given = analyze_file(path)
+    assert given.tensor_flops == (
+        2 * tokens * hidden * experts + tokens * top_k * 2 * 2 * hidden * inner
+    )
+    assert any(note.startswith("built for real under KernelBench's seed") for note in given.notes)
+
+
+def test_a_host_loop_that_makes_cuda_tensors_runs_on_real_cpu_values() -> None:
+    # the output made with device="cuda" in forward, then a loop over the experts hit with
+    # .item(): the real-data run is on the CPU, where "cuda" is the CPU (was a ModelError:
+    # "Torch not compiled with CUDA enabled"). 64 tokens over 3 experts, each token one
+    # (16, 32) product: 2·64·16·32 FLOPs
+    def program(x: torch.Tensor, w: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(x.shape[0], w.shape[-1], device="cuda")
+        for hit in chosen.unique():
+            rows = torch.nonzero(chosen == hit.item()).flatten()
+            out[rows] = x[rows] @ w[hit.item()]
+        return out
+
+    inputs = torch.randn(64, 16), torch.randn(8, 16, 32), torch.arange(64) % 3
+    assert analyze(Fn(program), *inputs, data="given").tensor_flops == 2 * 64 * 16 * 32

@@ -12,6 +12,7 @@ import torch
 
 from torchroofline.cli import main
 from torchroofline.errors import ProblemFileError
+from torchroofline.plan.given import DATA_LIMIT_BYTES
 from torchroofline.suites.solexecbench import (
     analyze_dir,
     analyze_workload,
@@ -25,6 +26,7 @@ from torchroofline.suites.solexecbench import (
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "solexecbench"
 GEMM, RMSNORM = FIXTURES / "gemm", FIXTURES / "rmsnorm"
 MOE, BLOB = FIXTURES / "moe_routing", FIXTURES / "safetensors_blob"
+CAPACITY_LOOP = FIXTURES / "moe_capacity_loop"
 
 
 def test_gemm_flops_and_bytes_per_workload():
@@ -121,7 +123,7 @@ def test_malformed_definition_and_missing_axis(tmp_path):
 
 def test_discover_lists_directories_not_their_reference():
     found = discover_problems([FIXTURES])
-    assert found == [GEMM, MOE, RMSNORM, BLOB]
+    assert found == [GEMM, CAPACITY_LOOP, MOE, RMSNORM, BLOB]
 
 
 def test_cli_analyze_directory_json_list_with_score(capsys):
@@ -184,3 +186,29 @@ def test_reference_tf32_switch_stays_its_own(tmp_path):
     before = torch.backends.cuda.matmul.allow_tf32
     analyze_dir(folder, "h100")
     assert torch.backends.cuda.matmul.allow_tf32 == before
+
+
+def test_moe_host_loop_with_capacity_reads_the_given_routing_with_the_experts_as_shapes():
+    # T = 32, H = 16, F = 32, E = 8, top-2, C = int(1.25·T·2/E) = 10: the experts hit are
+    # read with .item(), each keeps its first C pairs. With a data limit of 8 KiB the three
+    # expert banks (16 KiB each) are made as shapes only, x (2 KiB) and the router for real:
+    # the routing runs on the given values, the experts' products stay fake. Bound: the
+    # router (2·T·H·E FLOPs) and Σ_e min(count_e, C) pairs of 3·2·H·F; x, the router, the
+    # output and the three matrices of each expert that keeps a pair — as with every input real
+    definition = load_definition(CAPACITY_LOOP)
+    (workload,) = load_workloads(CAPACITY_LOOP)
+    tokens, hidden, inner, experts, capacity = 32, 16, 32, 8, 10
+    x, router, *banks, factor = make_inputs(definition, workload)
+    assert int(factor * tokens * 2 / experts) == capacity
+    chosen = (x @ router.t()).topk(2, dim=-1).indices
+    kept = torch.bincount(chosen.flatten(), minlength=experts).clamp(max=capacity)
+    assert kept.sum() < tokens * 2  # the capacity drops pairs
+    flops = 2 * tokens * hidden * experts + int(kept.sum()) * 3 * 2 * hidden * inner
+    needed = (2 * tokens * hidden + experts * hidden
+              + int((kept > 0).sum()) * 3 * hidden * inner) * 4
+    for limit in (DATA_LIMIT_BYTES, 8 * 2**10):
+        if limit < DATA_LIMIT_BYTES:
+            assert [t.is_meta for t in make_inputs(definition, workload, limit)[2:5]] == [True] * 3
+        given = analyze_workload(definition, workload, "h100", data_limit_bytes=limit)
+        assert given.tensor_flops == flops
+        assert given.compulsory_bytes == needed

@@ -100,6 +100,16 @@ def test_the_total_limit_makes_later_tensors_shape_only() -> None:
     assert [t.is_meta for t in made] == [False, False, True]
 
 
+def test_an_in_place_fill_spends_none_of_the_total() -> None:
+    # Linear(32, 32) makes its weight with empty (4,096 B), then fills it with uniform_ in
+    # place: only the empty spends the total. 10,000 B: two weights real, the third a shape —
+    # its fill too; counting the fill as a new tensor wrote a real weight from a shape-only
+    # draw (ShapeOnlyError: a MoE of many experts could not be built)
+    with ShapeOnlyDraws(tensor_limit_bytes=4096, total_limit_bytes=10_000):
+        made = [torch.nn.Linear(32, 32, bias=False).weight for _ in range(3)]
+    assert [t.is_meta for t in made] == [False, False, True]
+
+
 def test_a_real_tensor_written_from_a_shape_only_one_is_refused() -> None:
     with pytest.raises(ShapeOnlyError, match="writes a real tensor"), ShapeOnlyDraws(
         tensor_limit_bytes=1024, total_limit_bytes=2**20

@@ -22,7 +22,13 @@ import torch.nn as nn
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from ..api import analyze
-from ..errors import InputError, ProblemFileError, TorchrooflineError, user_line
+from ..errors import (
+    DataDependentError,
+    InputError,
+    ProblemFileError,
+    TorchrooflineError,
+    user_line,
+)
 from ..plan.given import (
     DATA_LIMIT_BYTES,
     _real,
@@ -433,13 +439,22 @@ def analyze_file(
             lambda: _made_inputs(problem, inputs, data_limit_bytes, data_notes)
         )
         input_values = _given_inputs(problem, inputs, data, made)
-        result = analyze(
-            model, inputs, gpu, precision, cache=cache, actual_ms=actual_ms, name=problem.name,
-            math=math, data="any" if data == "any" else None, input_values=input_values,
-            **(training or {}),
-        )
-        if input_values is not None and needs_real_model(result.trace):
+        try:
+            result: Result | None = analyze(
+                model, inputs, gpu, precision, cache=cache, actual_ms=actual_ms,
+                name=problem.name, math=math, data="any" if data == "any" else None,
+                input_values=input_values, **(training or {}),
+            )
+        except DataDependentError as error:
+            # the fake model, too big for real data, reads a value on the host (.item() in a
+            # loop over the experts hit): the real model's routing may answer it
+            if input_values is None:
+                raise
+            result, failure = None, error
+        if input_values is not None and (result is None or needs_real_model(result.trace)):
             real = _seeded_model(problem, model, data_limit_bytes)
+            if real is None and result is None:
+                raise failure
             if real is not None:
                 result = analyze(
                     real, made(), gpu, precision, cache=cache, actual_ms=actual_ms,

@@ -98,6 +98,13 @@ def _paused(recorder: Recorder) -> Iterator[None]:
         recorder.paused = False
 
 
+def _asks_for_cuda(device: Any) -> bool:
+    """Whether a ``device`` argument names a CUDA device (``"cuda"``, ``"cuda:0"``, one)."""
+    if isinstance(device, str):
+        return device.startswith("cuda")
+    return isinstance(device, torch.device) and device.type == "cuda"
+
+
 class Interceptor(TorchFunctionMode):
     """Catches library calls above the dispatcher, before they decompose."""
 
@@ -124,6 +131,10 @@ class Interceptor(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
+        if not self.recorder.fake and _asks_for_cuda(kwargs.get("device")):
+            # a real-data run is on the CPU, where its tensors stand for the GPU's (as
+            # ``x.cuda()`` does here): ``torch.zeros(n, device="cuda")`` is made there too
+            kwargs = {**kwargs, "device": "cpu"}
         handler = self._handlers.get(func)
         if handler is not None and not self.recorder.paused:
             self.recorder.current_op = getattr(func, "__name__", str(func))

@@ -131,15 +131,17 @@ class ShapeOnlyDraws(TorchDispatchMode):
             meta_output = None
         made = [t for t in tree_flatten(meta_output)[0] if isinstance(t, torch.Tensor)]
         made_bytes = sum(map(_nbytes, made))
+        # a view or an in-place op (``uniform_`` filling a Linear's weight) makes no new tensor
+        new = not func.is_view and not any(r.alias_info for r in func._schema.returns)
         shape_only = any(t.is_meta for t in tensors) or (
-            meta_output is not None and not func.is_view
+            meta_output is not None and new
             and (any(_nbytes(t) > self.tensor_limit_bytes for t in made)
                  or made_bytes > self.real_bytes_left)
         )
         if not shape_only:
             if _draws(func):
                 self.pay()
-            if not func.is_view:
+            if new:
                 self.real_bytes_left -= made_bytes
             return func(*args, **kwargs)
         if _draws(func):

@@ -80,6 +80,9 @@ _NO_CUDA_ASSERT_TEXT = "Torch not compiled with CUDA enabled"
 #: A meta kernel that needs a value (boolean-mask indexing calls nonzero) raises this.
 _META_NEEDS_DATA_TEXTS = ("nonzero", "data-independent")
 _DEVICE_MISMATCH_TEXTS = ("same device", "two devices", "Expected all tensors")
+#: A host read of a fake tensor that torch refuses outright, not as a data-dependent op:
+#: ``t.cpu().numpy()`` (token splits handed to NumPy) reads the values as ``.item()`` does.
+_HOST_READ_TEXTS = (".numpy() is not supported for tensor subclasses",)
 
 
 #: the ops that turn a real tensor made in forward into a fake one
@@ -706,7 +709,10 @@ class _TraceFailure(Exception):
         text = str(self.error)
         if isinstance(self.error, NotImplementedError):
             return any(needle in text for needle in _META_NEEDS_DATA_TEXTS)
-        return isinstance(self.error, _DATA_DEPENDENT_ERRORS) or needs_cuda_device(text)
+        return (
+            isinstance(self.error, _DATA_DEPENDENT_ERRORS) or needs_cuda_device(text)
+            or any(needle in text for needle in _HOST_READ_TEXTS)
+        )
 
     @property
     def device_mismatch(self) -> bool:

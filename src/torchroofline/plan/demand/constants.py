@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
-from ...trace.refs import TracedOp
+from ...trace.refs import TensorRef, TracedOp
 from ...trace.regions import (
     Box,
     Region,
@@ -20,8 +20,21 @@ from ...trace.regions import (
 from ._core import _Context
 from .layout import TRIANGLE_BANDS
 
-#: Elements a value may have to be evaluated for real (a 2048 × 2048 causal mask is 4 M).
+#: Elements a floating value may have to be evaluated for real (a 2048 × 2048 causal mask is
+#: 4 M).
 CONSTANT_LIMIT_ELEMENTS = 1 << 22
+
+#: Elements an integer or boolean value may have to be evaluated for real: indices and masks
+#: over a whole big tensor (``x[arange(n) % 3 == 0]`` at n = 5·10⁷: 0.4 GB of int64 on the
+#: way, a 50 MB mask), never big float data.
+INDEX_LIMIT_ELEMENTS = 1 << 26
+
+
+def too_big(ref: TensorRef) -> bool:
+    """Whether a value is too big to evaluate for real (:data:`CONSTANT_LIMIT_ELEMENTS`,
+    :data:`INDEX_LIMIT_ELEMENTS`)."""
+    limit = CONSTANT_LIMIT_ELEMENTS if ref.is_float else INDEX_LIMIT_ELEMENTS
+    return ref.storage_elements > limit
 
 
 def _evaluable(op: TracedOp, known: dict[int, torch.Tensor]) -> bool:
@@ -33,7 +46,7 @@ def _evaluable(op: TracedOp, known: dict[int, torch.Tensor]) -> bool:
         return False
     if torch.Tag.nondeterministic_seeded in func.tags or "empty" in op.base:
         return False
-    if any(w.storage_elements > CONSTANT_LIMIT_ELEMENTS for w in op.writes):
+    if any(map(too_big, op.writes)):
         return False
     return all(ref.value_id in known for ref in op.reads)
 
@@ -84,6 +97,19 @@ def known_values(
             storage.as_strided(ref.shape, ref.strides, ref.offset).copy_(tensor)
             known[ref.value_id] = storage
     return known
+
+
+def too_big_to_evaluate(
+    ops: Sequence[TracedOp], known: Mapping[int, torch.Tensor], only: Collection[int]
+) -> list[TracedOp]:
+    """The ops writing one of ``only`` that :func:`known_values` left unknown for their size
+    alone: every read known, an output :func:`too_big`."""
+    return [
+        op for op in ops
+        if any(w.value_id in only and w.value_id not in known for w in op.writes)
+        and any(map(too_big, op.writes))
+        and all(ref.value_id in known for ref in op.reads)
+    ]
 
 
 def _known(context: _Context, position: int) -> torch.Tensor | None:

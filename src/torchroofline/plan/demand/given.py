@@ -13,6 +13,7 @@ rows gathered (:mod:`.selection`), nonzero products of known matmul operands (:m
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -20,7 +21,7 @@ import torch
 from ...costs import OpKey, OpRecord, add_rules, aten, lookup
 from ...trace.refs import Trace, TracedOp
 from ._core import _one_of, _op_set
-from .constants import known_values
+from .constants import known_values, too_big_to_evaluate
 from .matmul import has_structure, no_imaginary_part
 from .walk import Necessary, _sized_by_data, necessary_work
 
@@ -109,9 +110,8 @@ def given_necessary(
     sizes_given = trace.ran_on_given_values and bool(_sized_by_data(trace.ops))
     if not given and not sizes_given:
         return None
-    known = known_values(
-        trace.ops, {**known_any, **given}, only=value_sources(trace.ops)
-    )
+    sources = value_sources(trace.ops)
+    known = known_values(trace.ops, {**known_any, **given}, only=sources)
     newly_known = known.keys() - known_any.keys()
     # an operand is read for its zeros (and a complex one for a zero imaginary part) only:
     # one with none changes nothing
@@ -122,6 +122,13 @@ def given_necessary(
         v for v in newly_known & _operands(trace.ops)
         if has_structure(known[v]) or no_imaginary_part(known[v])
     }
-    if not sizes_given and newly_known.isdisjoint(index_read) and not zeros_read:
+    # the ops of the index path too big to run for real: named, the bound for any values there
+    skipped = tuple(dict.fromkeys(
+        f"{op.name} in '{op.module_path or '<top level>'}'"
+        for op in too_big_to_evaluate(trace.ops, known, sources)
+    ))
+    if (not sizes_given and newly_known.isdisjoint(index_read) and not zeros_read
+            and not skipped):
         return None
-    return necessary_work(trace, records, known=known, sizes_given=sizes_given)
+    necessary = necessary_work(trace, records, known=known, sizes_given=sizes_given)
+    return dataclasses.replace(necessary, unevaluated=skipped)

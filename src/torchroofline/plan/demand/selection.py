@@ -176,10 +176,10 @@ _GRID_SAMPLERS = (aten.grid_sampler_2d, aten.grid_sampler_3d)
 def gather_demand(context: _Context) -> Demand:
     """A gather reads the index tensors for the demanded outputs and source elements chosen by
     their values: with the values known (:mod:`.given`), exactly the distinct source elements
-    the demanded outputs pick (:func:`_known_picks`); else see :func:`_data_chosen` (an
-    embedding: one row), or, through an index distinct along a line whatever the data (a
-    top-k's, a sort's: :mod:`.distinct`), as many slices as one line's demanded picks
-    (:func:`_distinct_floor`)."""
+    the demanded outputs pick (:func:`_known_picks`); else one pick (:func:`_one_slice`: a
+    row of ``w[i]``, as of an embedding), or, through an index distinct along a line whatever
+    the data (a top-k's, a sort's: :mod:`.distinct`), as many slices as one line's demanded
+    picks (:func:`_distinct_floor`)."""
     picked = _known_picks(context)
     demanded = context.output.count
     # a grid sample may land on padding only, reading nothing of its source
@@ -197,8 +197,26 @@ def gather_demand(context: _Context) -> Demand:
     if picked is not None:
         inputs[0] = picked
     else:
-        inputs[0] = Region(opaque=max(inputs[0].opaque, _distinct_floor(context)))
+        floor = max(_distinct_floor(context), _one_slice(context))
+        inputs[0] = Region(opaque=max(inputs[0].opaque, floor))
     return Demand(tuple(inputs), context.record.flops.scaled(context.fraction))
+
+
+def _one_slice(context: _Context) -> int:
+    """Source elements a gather reads whatever its index values: every index may be equal, so
+    all demanded outputs may pick one slice, but a demanded box's positions along the output
+    dims no index covers (:data:`_INDEXED_DIMS`) are that many distinct elements of it —
+    ``w[i]`` and ``w.index_select(0, i)`` a row of ``w``, as ``embedding``; ``gather`` one
+    element. The largest box's count (boxes may overlap)."""
+    indexed = lookup(_INDEXED_DIMS, context.op)
+    dims = None if indexed is None else indexed(context)
+    if dims is None:
+        return 0
+    return max(
+        (math.prod(set_size(s) for d, s in enumerate(box) if d not in dims)
+         for box in context.output.boxes if all(box)),
+        default=0,
+    )
 
 
 def _output_dims(context: _Context) -> range:
@@ -459,14 +477,21 @@ def _boxes_of(numbers: torch.Tensor, shape: tuple[int, ...]) -> list[Box] | None
 def _indexed_lines(context: _Context, values: list[torch.Tensor | None]) -> Region | None:
     """``x[i, j]`` on a source too big to number, every output kept (a paged KV cache read
     through its page table): each distinct tuple of index values picks one whole sub-tensor
-    of the dims no index covers. Partly kept outputs: None (the any-input rule)."""
+    of the dims no index covers, as each true element of one boolean mask does. Partly kept
+    outputs: None (the any-input rule)."""
     if context.op.base not in ("index", "_unsafe_index") or context.fraction < 1:
         return None
     indices = context.op.args[1]
     source = context.op.reads[0]
     covered = [dim for dim, index in enumerate(indices) if index is not None]
     if any(v.dtype == torch.bool for v in values):
-        return None
+        if len(values) > 1:
+            return None
+        # x[mask]: each true element picks the sub-tensor of the dims after the mask's
+        (mask,), first = values, covered[0]
+        rest = math.prod(size for dim, size in enumerate(source.shape)
+                         if not first <= dim < first + mask.dim())
+        return Region(opaque=int(mask.sum()) * rest)
     # a negative index counts from the end: -1 and n - 1 are one line
     wrapped = [v.long() % source.shape[dim] for v, dim in zip(values, covered, strict=True)]
     tuples = torch.stack(torch.broadcast_tensors(*wrapped), -1)

@@ -31,7 +31,7 @@ from ...trace.storages import (
     Storages,
 )
 from ._core import DEMAND_RULES, Demand, Rule, _Context, _one_of, _op_set, _proportional
-from .constants import known_values
+from .constants import CONSTANT_LIMIT_ELEMENTS, INDEX_LIMIT_ELEMENTS, known_values
 from .reductions import pointwise_demand
 from .selection import _data_chosen_write
 from .structures import STRUCTURE_RULES
@@ -50,6 +50,9 @@ class Necessary:
     #: indices into ``Trace.ops`` of the ops a structure rule priced inside a later op (a
     #: product moved into the column sum that reads it): charged nothing themselves, not dead
     absorbed_ops: tuple[int, ...] = ()
+    #: "op in 'module'" of each op on a given value's index path too big to run for real
+    #: (:func:`.constants.too_big_to_evaluate`): the bound for any values holds there
+    unevaluated: tuple[str, ...] = ()
 
     def bytes(self, float_bytes: int) -> int:
         """Compulsory HBM bytes at a float element size of ``float_bytes``."""
@@ -65,6 +68,12 @@ class Necessary:
             notes.append(
                 f"{self.dead_ops} op(s) feed no kept value (dead code or unused slices): "
                 "the bound charges them nothing"
+            )
+        if self.unevaluated:
+            notes.append(
+                f"given values not evaluated at {', '.join(self.unevaluated)} (over "
+                f"{CONSTANT_LIMIT_ELEMENTS:,} floats or {INDEX_LIMIT_ELEMENTS:,} indices): the "
+                "bound falls back to any values there"
             )
         return tuple(notes)
 
@@ -259,15 +268,21 @@ def _sized_by_data(
     may make them empty — unless the op's outputs are ``known`` (value ids: computed from
     constants, ``repeat_interleave`` of repeats written in ``forward``). A size chosen by data
     stays so in every later value an op computes from it with a dim of that size
-    (``x[x > 0] * 2``) or of a size no other input has (``cat([x[x > 0], y])``); a reduction
-    over it (``.sum()``) ends it."""
+    (``x[x > 0] * 2``), of a size no other input has (``cat([x[x > 0], y])``) or of a view cut
+    from it (``nonzero(m)[:5]``: five rows where the data gave five or more); a reduction over
+    it (``.sum()``) ends it."""
     sized: dict[int, set[int]] = {}
+    written: dict[int, tuple[int, ...]] = {}  #: the shape each of them was written in
     for op in ops:
         chosen: set[int] = set()
         if sized:  # most programs size nothing by data: no read to look up
             for ref in op.reads:
                 if ref.value_id in sized:
-                    chosen |= sized[ref.value_id]
+                    # a view cut from it (token[:capacity]) is as long as the data made it,
+                    # up to the cut: a size of the view's own is chosen too
+                    chosen |= sized[ref.value_id] | (
+                        {n for n in ref.shape if n > 1} - set(written[ref.value_id])
+                    )
         if op.is_view or not (chosen or _sizes_outputs_by_data(op)):
             continue
         if not chosen and (
@@ -285,6 +300,7 @@ def _sized_by_data(
                 dims.add(ref.shape[picked])
             if dims:
                 sized[ref.value_id] = dims
+                written[ref.value_id] = ref.shape
     return sized
 
 
