@@ -1,0 +1,1 @@
+"""Normalised values summed: placeholder."""
