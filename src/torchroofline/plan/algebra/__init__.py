@@ -6,7 +6,8 @@ inputs: what a tolerance check accepts). Each identity is one rule (:data:`ALGEB
 keyed by the op whose output it recomputes), in a module of its family: :mod:`.linear` (linear
 maps commute with sums and means), :mod:`.convs` (convolutions as structured linear maps:
 sums over any of their dims), :mod:`.norms` (normalised values summed over any dims),
-:mod:`.identities` (values constant for finite inputs),
+:mod:`.literals` (zero and one tensors act as the numbers), :mod:`.identities` (values
+constant for finite inputs),
 :mod:`.shared` (work done once: common subexpressions, broadcast operands), :mod:`.chains`
 (matrix chains in their cheapest order), :mod:`.buffers` (constant buffers with structure:
 ones, triangles of ones, box filters). A rule rewrites, it never prices:
@@ -24,7 +25,7 @@ import torch
 
 from ...costs import OpRecord
 from ...trace.refs import Trace
-from . import buffers, chains, convs, identities, linear, norms, shared
+from . import buffers, chains, convs, identities, linear, literals, norms, shared, sums
 from ._core import ALGEBRA_RULES, Graph, Match, rules_for
 from .chains import chain_order
 from .splice import Rewrite, Rewritten, spliced
@@ -69,6 +70,8 @@ __all__ = [
     "convs",
     "identities",
     "linear",
+    "literals",
     "norms",
     "shared",
+    "sums",
 ]
