@@ -103,3 +103,27 @@ def test_run_sample_between_the_bounds(result):
     [row] = csv.DictReader(io.StringIO(run_csv(run)))
     assert (row["shortcut_verdict"], row["faster_than_light"]) == (VERDICT, "False")
     assert RunReport.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+
+
+def test_a_sum_the_demand_walk_moves_into_the_product_is_a_named_shortcut():
+    # Linear(x).sum(1): the demand walk's reduced product prices x @ W.sum(1) + b.sum()
+    # (memory-bound: x, W, b and the (M,) output); as written it is the addmm's 2·M·K·N
+    # FLOPs (the bias add rides in the epilogue: no FLOPs charged), then M·N adds of the sum,
+    # on fp32 CUDA cores. The same
+    # shortcut as the rewrite's, named the same, with the same verdict and suite counts.
+    problem_file = PROBLEM.with_name("18_Linear_Sum.py")
+    data = analyze_file(problem_file, "h100", "fp32").to_dict()
+    sol_ms = 4 * (M * K + K * N + N + M) / H100_BANDWIDTH * 1e3
+    as_written_ms = (2 * M * K * N + M * N) / H100_FP32 * 1e3
+    assert data["time_ms"]["sol"] == pytest.approx(sol_ms, rel=1e-9)
+    assert data["time_ms"]["sol_as_written"] == pytest.approx(as_written_ms, rel=1e-9)
+    assert [(r["module"], r["rule"]) for r in data["rewrites"]] == [
+        ("linear", "sum through the linear map")
+    ]
+    between = (sol_ms + as_written_ms) / 2
+    problem = ProblemReport(2, problem_file.name, str(problem_file), problem_file.stem, "ok",
+                            None, 0.1, data, between, None)
+    verdict = "possible only with an algebraic shortcut (linear, sum through the linear map)"
+    assert problem.shortcut_verdict == verdict
+    summary = BatchReport("H100 SXM", "h100-sxm", "fp32", "cold", (problem,)).summary
+    assert summary["level2"]["shortcut_only"] == 1

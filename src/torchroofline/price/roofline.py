@@ -40,7 +40,14 @@ from .precision import (
     unit_for,
     unit_notes,
 )
-from .shortcuts import Shortcut, any_input_work, bound_work, shortcut_verdict, shortcuts
+from .shortcuts import (
+    Shortcut,
+    any_input_work,
+    as_written_work,
+    bound_work,
+    shortcut_verdict,
+    shortcuts,
+)
 
 if TYPE_CHECKING:
     from ..plan.demand import Necessary
@@ -354,7 +361,7 @@ class Result:
     @cached_property
     def sol_as_written_ms(self) -> float | None:
         """The speed of light of the program as written (ms), where shortcuts lower it."""
-        return self.sol_of(self.plans.necessary) * 1e3 if self.rewrites else None
+        return self.sol_of(as_written_work(self)) * 1e3 if self.rewrites else None
 
     @cached_property
     def fused_cost(self) -> Cost:

@@ -98,7 +98,8 @@ def reads_values_of(trace: Trace, value_ids: set[int]) -> bool:
 
 
 def given_necessary(
-    trace: Trace, records: Sequence[OpRecord], known_any: Mapping[int, torch.Tensor]
+    trace: Trace, records: Sequence[OpRecord], known_any: Mapping[int, torch.Tensor],
+    shortcuts: bool = True,
 ) -> Necessary | None:
     """The necessary work for the given values (``trace.given``), or None when it is the same
     as for any values: no rule reads a value the given inputs decide, and no size is decided
@@ -124,4 +125,5 @@ def given_necessary(
     }
     if not sizes_given and newly_known.isdisjoint(index_read) and not zeros_read:
         return None
-    return necessary_work(trace, records, known=known, sizes_given=sizes_given)
+    return necessary_work(trace, records, known=known, sizes_given=sizes_given,
+                          shortcuts=shortcuts)
