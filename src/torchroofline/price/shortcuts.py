@@ -134,29 +134,8 @@ def _compute_s(result: Result, ops: Sequence) -> float:
     return compute_seconds(ops, result.gpu, result.precision, result.switches, result.math)
 
 
-def shortcut_verdict(result: Result, measured_ms: float) -> str | None:
-    """"possible only with an algebraic shortcut (…)" for a time at or above the bound but
-    below the bound of the program as written; None otherwise."""
-    names = "; ".join(shortcut.label for shortcut in result.rewrites)
-    return between_bounds(result.sol_ms, result.sol_as_written_ms, names, measured_ms)
-
-
-def between_bounds(
-    sol_ms: float | None, as_written_ms: float | None, names: str | None,
-    measured_ms: float | None,
-) -> str | None:
-    """The verdict of :func:`shortcut_verdict` from the figures alone (a saved report's): the
-    bound ``sol_ms``, the bound of the program as written ``as_written_ms`` (None where no
-    shortcut lowers it) and the shortcuts' labels ``names``; None without a time or a bound."""
-    if sol_ms is None or as_written_ms is None or not measured_ms:
-        return None
-    if not sol_ms <= measured_ms < as_written_ms:
-        return None
-    return f"possible only with an algebraic shortcut ({names})"
-
-
 def labels_of(rewrites: Sequence[dict[str, Any]] | None) -> str | None:
     """The labels of a saved result's ``rewrites`` (:meth:`Shortcut.to_dict` entries), joined
-    as :func:`shortcut_verdict` names them; None when there are none."""
+    as the verdict names them (:func:`.verdicts.verdict`); None when there are none."""
     names = "; ".join(Shortcut.from_dict(entry).label for entry in rewrites or ())
     return names or None
