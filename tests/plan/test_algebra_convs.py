@@ -173,6 +173,9 @@ EXACT = [
     ("conv3d-transposed", Fn(lambda x, w: F.conv_transpose3d(
         x, w, stride=2, padding=1, output_padding=1).mean((2, 3, 4))),
      (_double(2, 3, 3, 4, 3), _double(3, 4, 3, 2, 3))),
+    ("conv3d-transposed-one-dim", Fn(lambda x, w, b: F.conv_transpose3d(
+        x, w, b, stride=2, padding=1).mean(3, keepdim=True)),
+     (_double(2, 3, 3, 4, 3), _double(3, 4, 3, 2, 3), b4)),
     ("flatten-mean-scaled", Fn(lambda x, w: (F.conv2d(x, w, stride=2) * 0.5).flatten(2)
                                .mean(-1)), (x2, w2)),
     ("adaptive", Fn(lambda x, w: F.adaptive_avg_pool2d(F.conv2d(x, w, dilation=2), 1)),
