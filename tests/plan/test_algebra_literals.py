@@ -21,10 +21,11 @@ M = 1024
         # the product is never needed: the output (M × M) is written
         (lambda s, x: (x @ s.w) * torch.zeros(1, device=x.device), "x·0 = 0", 0),
         (lambda s, x: (x @ s.w) * s.zeros, "x·0 = 0", 0),
-        # the product stays (2·M³), the multiply or add by the literal goes
-        (lambda s, x: (x @ s.w) * s.ones, "x mul 1 = x", 2 * M**3),
-        (lambda s, x: (x @ s.w) / s.ones, "x div 1 = x", 2 * M**3),
-        (lambda s, x: s.zeros + x @ s.w, "x add 0 = x", 2 * M**3),
+        # the product (2·M³) and the ReLU (one per element) stay, the multiply or add by the
+        # literal goes
+        (lambda s, x: torch.relu((x @ s.w) * s.ones), "x mul 1 = x", 2 * M**3 + M * M),
+        (lambda s, x: torch.relu((x @ s.w) / s.ones), "x div 1 = x", 2 * M**3 + M * M),
+        (lambda s, x: torch.relu(s.zeros + x @ s.w), "x add 0 = x", 2 * M**3 + M * M),
     ],
     ids=["zeros-made", "zeros-buffer", "ones", "divide-ones", "add-zeros"],
 )
@@ -43,11 +44,13 @@ def test_a_zero_or_one_tensor_acts_as_the_number(function: Callable, rule: str,
         lambda s, x: (x @ s.w) * s.twos,  # not 1
         lambda s, x: (x @ s.w) * s.ones_stacked,  # x broadcast: the output is no x
         lambda s, x: (x @ s.w) * s.w,  # a parameter is data, never known
+        lambda s, x: (x @ s.w) * s.ones,  # the model's output: a kernel still writes it
     ],
-    ids=["twos", "broadcast", "parameter"],
+    ids=["twos", "broadcast", "parameter", "model-output"],
 )
 def test_no_literal_where_the_tensor_is_not_one_everywhere(function: Callable) -> None:
-    model = _Buffered(function, twos=torch.full((M,), 2.0), ones_stacked=torch.ones(2, 1, 1))
+    model = _Buffered(function, twos=torch.full((M,), 2.0), ones_stacked=torch.ones(2, 1, 1),
+                      ones=torch.ones(1, M))
     model.w = torch.nn.Parameter(torch.ones(M, M))
     result = analyze(model, meta(M, M))
     assert not result.rewrites and result.tensor_flops == 2 * M**3

@@ -4,8 +4,9 @@ acts as the number does.
 
 Over the reals, for finite x: x·0 = 0 (∞·0 is NaN, which finite inputs never give), x·1 = x,
 x / 1 = x, x + 0 = x − 0 = x. The product with zeros is written as a constant; the others are
-x itself, where x has the output's shape, layout and dtype (no broadcast, no promotion) and
-neither is written in place afterwards.
+x itself, where x has the output's shape, layout and dtype (no broadcast, no promotion),
+neither is written in place afterwards, and the output is no output of the model (a kernel
+writes its outputs: ``return x * ones`` still copies x).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def neutral_tensor(graph: Graph, root: int) -> Match | None:
         return None
     number, positions = _NEUTRAL[op.func.overloadpacket]
     out = op.writes[0]
+    if out.value_id in graph.trace.output_value_ids:
+        return None
     for position in positions:
         other = op.reads[1 - position]
         if _everywhere(graph, op.reads[position], number) and (
