@@ -1,7 +1,7 @@
 """The algebraic rules (torchroofline.algebra): each identity with a closed form where it fires
-and a program where it must not (a nonlinearity between, a cropped border, an in-place write
-between the reads). How the result, the JSON, the report and the prompt name a shortcut:
-tests/price/test_shortcuts.py.
+and a program where it must not (a nonlinearity between, an in-place write between the reads);
+convolutions in tests/plan/test_algebra_convs.py. How the result, the JSON, the report and the
+prompt name a shortcut: tests/price/test_shortcuts.py.
 
 Sizes are large (meta tensors: free) so that the products are compute-bound and a shortcut
 lowers the speed of light; FLOPs are counted as the cost rules count them: a product
@@ -145,18 +145,6 @@ def test_a_global_mean_of_a_padded_convolution_sums_boxes_of_the_input() -> None
     result = analyze(model, meta(n, cin, size, size))
     assert result.tensor_flops == 2 * n * cin * 9 * cout
     assert _rules(result) == [("conv", "sum through the linear map")]
-    strided = nn.Conv2d(cin, cout, 3, stride=2, device="meta")  # boxes with holes: no rule
-    model = _With(lambda s, x: s.conv(x).mean((2, 3)), conv=strided)
-    assert not analyze(model, meta(n, cin, size, size)).rewrites
-
-
-def test_a_cropped_border_keeps_the_transposed_conv() -> None:
-    n, cin, cout, size = 64, 64, 128, 64
-    conv = nn.ConvTranspose2d(cin, cout, 3, stride=2, padding=1, device="meta")
-    model = _With(lambda s, x: s.conv(x).mean((2, 3)), conv=conv)
-    result = analyze(model, meta(n, cin, size, size))
-    assert not result.rewrites
-    assert result.tensor_flops > 2 * n * cin * cout * 9 * size * size // 2
 
 
 def test_an_in_place_write_between_the_product_and_the_sum_stops_the_rule() -> None:

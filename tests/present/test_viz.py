@@ -220,6 +220,24 @@ def test_measured_faster_than_light_is_flagged(conv_result):
     assert matplotlib.colors.to_hex(point.get_facecolor()[0]) == viz.IMPOSSIBLE_COLOUR
 
 
+def test_the_picture_and_the_text_give_one_verdict():
+    # issue 38 item 4: a time below the fp32 bound that TF32 math reaches is no impossible
+    # time; the text, the JSON and the picture all say it needs TF32 or lower math
+    r = torchroofline.analyze(nn.Linear(4096, 4096, device="meta"), meta(4096, 4096), "b200",
+                              "fp32")
+    ladder = r.sol_by_math_s
+    timed = r.with_actual((ladder["program"] + ladder["tf32"]) / 2 * 1e3)
+    assert "possible only with TF32 or lower math" in timed.format(0)
+    assert timed.to_dict()["actual"]["verdict_kind"] == "lower math"
+    fig = timed.plot()
+    label = one(fig, "label:model:measured")
+    assert "needs TF32 or lower math" in label.get_text()
+    assert "IMPOSSIBLE" not in label.get_text()
+    assert matplotlib.colors.to_hex(label.get_color()) != viz.IMPOSSIBLE_COLOUR
+    point = one(fig, "model:measured")
+    assert matplotlib.colors.to_hex(point.get_facecolor()[0]) != viz.IMPOSSIBLE_COLOUR
+
+
 def test_zero_flop_kernels_are_left_out_with_a_note():
     r = torchroofline.analyze(LinearTransposeLinear(), meta(64, 64), "h100-sxm", "fp32")
     copies = [k for k in r.kernels if k.flops == 0]

@@ -297,8 +297,10 @@ def test_small_constant_buffers_built_in_init_are_known_values():
     result = analyze_file(Path(__file__).parents[1] / "fixtures" / "constants" / "small_buffers.py")
     known = sorted(value.tolist() for value in result.trace.constants.values())
     assert known == [[1.0] * 8, [2.0]]  # each as its storage's flat elements
-    # one multiply and one add per output element of the 4 × 8 input
-    assert result.flops == 2 * 4 * 8
+    # one add per output element of the 4 × 8 input: the multiply by the known ones is x
+    # itself (plan/algebra/literals.py)
+    assert result.flops == 4 * 8
+    assert [s.rule for s in result.rewrites] == ["x mul 1 = x"]
 
 
 def test_an_unknown_write_through_a_view_forgets_the_base_value():
@@ -335,6 +337,8 @@ def test_compare_kernelbench_names_an_algebraic_shortcut():
     as_written = result.time_ms["sol_as_written"]
     comparison = compare_kernelbench(result, ref_ms=2 * as_written, gen_ms=as_written / 2)
     data = comparison.to_dict()
-    shortcut = "possible only with an algebraic shortcut (fc, sum through the linear map)"
+    # as_written / 2 is above the bound as written with TF32 math: either explains it
+    shortcut = "possible only with an algebraic shortcut (fc, sum through the linear map), " \
+        "or as written with TF32 or lower math (check your tolerance)"
     assert (data["gen_shortcut"], data["ref_shortcut"]) == (shortcut, None)
     assert shortcut in comparison.format()

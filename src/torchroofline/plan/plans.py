@@ -59,6 +59,11 @@ class Plans:
     #: the cheapest equal program and its necessary work, where that is less than
     #: :attr:`necessary` (the program as written's); the price takes the lower bound
     cheapest: Cheapest | None = None
+    #: the necessary work of the program as written where :attr:`necessary` takes an
+    #: algebraic shortcut inside a demand rule (a reduced product: a column sum moved into the
+    #: product it reads); else None. The shortcut is named like the algebra's
+    #: (:func:`torchroofline.price.shortcuts.shortcuts`)
+    as_written: Necessary | None = None
     #: how the program was built (e.g. a problem file's real-tensor fallback), shown first in
     #: every price of these plans
     notes: tuple[str, ...] = ()
@@ -94,6 +99,11 @@ def make_plans(trace: Trace, ops: Sequence[OpRecord] | None = None) -> Plans:
     ops = tuple(cost_trace(trace) if ops is None else ops)
     known_any = known_values(trace.ops, trace.constants)
     any_input, given = _necessary(trace, ops, known_any)
+    necessary = any_input if given is None else given
+    plain = None
+    if necessary.absorbed_ops:
+        plain_any, plain_given = _necessary(trace, ops, known_any, shortcuts=False)
+        plain = plain_any if plain_given is None else plain_given
     return Plans(
         trace=trace,
         ops=ops,
@@ -102,17 +112,20 @@ def make_plans(trace: Trace, ops: Sequence[OpRecord] | None = None) -> Plans:
         else fused_step_plan(trace, ops),
         necessary=any_input if given is None else given,
         necessary_any_input=None if given is None else any_input,
-        cheapest=_cheapest(trace, ops, any_input if given is None else given, known_any),
+        cheapest=_cheapest(trace, ops, necessary, known_any),
+        as_written=plain,
     )
 
 
 def _necessary(
-    trace: Trace, ops: Sequence[OpRecord], known_any: dict[int, torch.Tensor]
+    trace: Trace, ops: Sequence[OpRecord], known_any: dict[int, torch.Tensor],
+    shortcuts: bool = True,
 ) -> tuple[Necessary, Necessary | None]:
     """The necessary work for any input values, and for the given ones (None: no values
     given, or none that change it); ``known_any``: the values known from shapes and
-    constants."""
-    return necessary_work(trace, ops, known=known_any), given_necessary(trace, ops, known_any)
+    constants; ``shortcuts``: see :func:`.demand.necessary_work`."""
+    return (necessary_work(trace, ops, known=known_any, shortcuts=shortcuts),
+            given_necessary(trace, ops, known_any, shortcuts))
 
 
 def _cheapest(

@@ -227,6 +227,7 @@ def format_result(result: Result, top: int = 5) -> str:
             f"*** Bottleneck : {result.bottleneck.upper()} BOUND ***",
         ),
         f"  SoL by math: {ladder_line(result)}",
+        *as_written_ladder_lines(result),
         *shortcut_lines(result),
         *bound_data_lines(result),
         "",
@@ -342,18 +343,6 @@ def _math_label(result: Result) -> str:
     return "" if result.math == "program" else f"   Math: {rung_name(result.math, '')}"
 
 
-def faster_than_light(actual: Actual, result: Result) -> str:
-    """Why a time is below the bound: only lower-precision math can reach it
-    (:attr:`Actual.possible_with`), or nothing can (:attr:`Actual.impossible`)."""
-    if actual.impossible:
-        return "faster than any math on this GPU (a timing bug or a kernel that skips work)"
-    return (
-        f"faster than the {rung_name(result.math, result.precision)} bound; possible only with "
-        f"{rung_name(actual.possible_with, result.precision)} or lower math (check your "
-        "tolerance), else a timing bug or skipped work"
-    )
-
-
 def shortcut_lines(result: Result) -> list[str]:
     """Each algebraic shortcut the bound takes, e.g. "Algebraic shortcut (fc, sum through the
     linear map): 137.44 GFLOPs → 84 MFLOPs; SoL 2.05 ms → 90 µs"."""
@@ -377,23 +366,32 @@ def bound_data_lines(result: Result) -> list[str]:
     return [line]
 
 
-def ladder_line(result: Result) -> str:
-    """The speed of light at each math rung, e.g. "fp32 2.05 ms · TF32 278 µs · …"."""
+def ladder_line(result: Result, ladder: dict[str, float] | None = None) -> str:
+    """The speed of light at each math rung, e.g. "fp32 2.05 ms · TF32 278 µs · …" (of
+    ``ladder``, seconds per rung; default the bound's)."""
     return " · ".join(
         f"{rung_name(rung, result.precision)} {human_ms(sol * 1e3)}"
-        for rung, sol in result.sol_by_math_s.items()
+        for rung, sol in (ladder or result.sol_by_math_s).items()
     )
+
+
+def as_written_ladder_lines(result: Result) -> list[str]:
+    """The ladder of the program as written, where shortcuts lower the bound: a time between
+    the two ladders may need the shortcut, lower math, or either."""
+    written = result.sol_as_written_by_math_s
+    return [] if written is None else [f"  SoL by math as written: {ladder_line(result, written)}"]
 
 
 def _actual_lines(result: Result) -> list[str]:
     actual = result.actual
     assert actual is not None
+    judged = result.judge(actual.ms)
     verdict = (
-        f"*** {faster_than_light(actual, result)} ***"
+        f"*** {judged.text} ***"
         if actual.below_bound
-        else f"({actual.headroom:.2f}x headroom; {actual.shortcut})"
-        if actual.shortcut
-        else f"({actual.headroom:.2f}x headroom)"
+        else f"({actual.headroom:.2f}x headroom; {judged.text})"
+        if judged.shortcut
+        else f"({judged.text})"
     )
     return [
         _line("Measured", human_ms(actual.ms)),
@@ -546,14 +544,14 @@ def _timed_line(
 ) -> str:
     """A measured time against the bound, for the prompt."""
     speedup = f", {ref_ms / actual.ms:.2f}x the reference" if ref_ms else ""
+    judged = result.judge(actual.ms)
     verdict = (
-        f"FASTER THAN LIGHT: {faster_than_light(actual, result)}"
-        if actual.impossible
-        else f"BELOW THE BOUND: {faster_than_light(actual, result)}"
+        f"FASTER THAN LIGHT: {judged.text}"
+        if judged.impossible
+        else f"BELOW THE BOUND: {judged.text}"
         if actual.below_bound
-        else f"at most {actual.headroom:.2f}x faster is physically possible, "
-        f"{actual.shortcut}"
-        if actual.shortcut
+        else f"at most {actual.headroom:.2f}x faster is physically possible, {judged.text}"
+        if judged.shortcut
         else f"at most {actual.headroom:.2f}x faster is physically possible"
     )
     fraction = f"{actual.sol_fraction:.1%} of SoL"

@@ -40,7 +40,14 @@ from .precision import (
     unit_for,
     unit_notes,
 )
-from .shortcuts import Shortcut, any_input_work, bound_work, shortcut_verdict, shortcuts
+from .shortcuts import (
+    Shortcut,
+    any_input_work,
+    as_written_work,
+    bound_work,
+    shortcuts,
+)
+from .verdicts import Verdict, verdict
 
 if TYPE_CHECKING:
     from ..plan.demand import Necessary
@@ -207,8 +214,10 @@ class Actual:
     #: "program" unless the time beats the program's own bound; None: faster than any math
     possible_with: str | None = "program"
     #: "possible only with an algebraic shortcut (…)" for a time between the bound and the
-    #: bound of the program as written (:func:`.shortcuts.shortcut_verdict`); else None
+    #: bound of the program as written (:attr:`.verdicts.Verdict.shortcut`); else None
     shortcut: str | None = None
+    #: the verdict every report prints (:func:`.verdicts.verdict`)
+    verdict: Verdict | None = None
 
     @property
     def below_bound(self) -> bool:
@@ -256,6 +265,7 @@ class Actual:
             "impossible": self.impossible,
             "possible_with": self.possible_with,
             **({} if self.shortcut is None else {"shortcut": self.shortcut}),
+            **({} if self.verdict is None else self.verdict.to_dict()),
         }
 
 
@@ -354,7 +364,7 @@ class Result:
     @cached_property
     def sol_as_written_ms(self) -> float | None:
         """The speed of light of the program as written (ms), where shortcuts lower it."""
-        return self.sol_of(self.plans.necessary) * 1e3 if self.rewrites else None
+        return self.sol_of(as_written_work(self)) * 1e3 if self.rewrites else None
 
     @cached_property
     def fused_cost(self) -> Cost:
@@ -430,11 +440,33 @@ class Result:
         necessary work on the units the rung allows, each rung at most the one above
         (:func:`precision.compute_seconds_by_math`). Inputs and outputs keep their dtypes in
         memory, so the memory term is the same on every rung."""
+        return self.ladder_of(self.necessary)
+
+    def ladder_of(self, necessary: Necessary) -> dict[str, float]:
+        """The speed of light (seconds) of ``necessary`` work at each math rung (see
+        :attr:`sol_by_math_s`)."""
         compute = compute_seconds_by_math(
-            self.necessary.ops, self.gpu, self.precision, self.switches,
+            necessary.ops, self.gpu, self.precision, self.switches,
             math_rungs(self.gpu, self.math),
         )
-        return {rung: max(compute_s, self.memory_sol_s) for rung, compute_s in compute.items()}
+        memory = memory_sol_s(necessary.bytes(self.float_bytes), self.gpu, self.cache)
+        return {rung: max(compute_s, memory) for rung, compute_s in compute.items()}
+
+    @cached_property
+    def sol_as_written_by_math_s(self) -> dict[str, float] | None:
+        """The ladder of :attr:`sol_by_math_s` for the program as written, where shortcuts
+        lower the bound (else None): a time between the two ladders may need the shortcut,
+        lower math, or either (:func:`.verdicts.verdict`)."""
+        return self.ladder_of(as_written_work(self)) if self.rewrites else None
+
+    def judge(self, measured_ms: float) -> Verdict:
+        """The verdict on a measured time (ms): :func:`.verdicts.verdict` on both ladders."""
+        written = self.sol_as_written_by_math_s
+        return verdict(
+            measured_ms, {k: v * 1e3 for k, v in self.sol_by_math_s.items()}, self.math,
+            self.precision, None if written is None else {k: v * 1e3 for k, v in written.items()},
+            "; ".join(shortcut.label for shortcut in self.rewrites) or None,
+        )
 
     def possible_with(self, measured_s: float) -> str | None:
         """The highest math rung whose speed of light ``measured_s`` does not beat (None: faster
@@ -553,6 +585,9 @@ class Result:
             "sol_by_math": {rung: sol * 1e3 for rung, sol in self.sol_by_math_s.items()},
             **_any_input_ms(self.sol_any_input_s),
             **_as_written_ms(self.sol_as_written_ms),
+            **({} if self.sol_as_written_by_math_s is None else {"sol_as_written_by_math": {
+                rung: sol * 1e3 for rung, sol in self.sol_as_written_by_math_s.items()
+            }}),
             "fused_estimate": self.fused_estimate_s * 1e3,
             "eager_estimate": self.eager_estimate_s * 1e3,
             "cudagraph_estimate": self.cudagraph_estimate_s * 1e3,
@@ -635,14 +670,16 @@ def _actual(actual_ms: float | None, result: Result) -> Actual | None:
         return None
     if not isinstance(actual_ms, (int, float)) or actual_ms <= 0:
         raise InputError(f"actual_ms must be a positive time in milliseconds, got {actual_ms!r}")
+    judged = result.judge(float(actual_ms))
     return Actual(
         ms=float(actual_ms),
         sol_ms=result.sol_ms,
         flops=result.flops,
         compulsory_bytes=result.compulsory_bytes,
         fused_bytes=result.fused_bytes,
-        possible_with=result.possible_with(actual_ms * 1e-3),
-        shortcut=shortcut_verdict(result, float(actual_ms)),
+        possible_with=judged.rung,
+        shortcut=judged.shortcut,
+        verdict=judged,
     )
 
 

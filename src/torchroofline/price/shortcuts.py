@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..costs import OpRecord
+from ..plan.algebra.linear import RULE as SUM_RULE
 from ..plan.demand import Necessary
 from .precision import compute_seconds
 
@@ -68,21 +69,50 @@ def any_input_work(result: Result) -> Necessary | None:
     return result.plans.necessary_any_input
 
 
+def as_written_work(result: Result) -> Necessary:
+    """The necessary work of the program as written: no rewrite, and no shortcut a demand rule
+    takes inside the walk (``plans.as_written``: a reduced product)."""
+    return result.plans.as_written or result.plans.necessary
+
+
 def shortcuts(result: Result) -> tuple[Shortcut, ...]:
-    """Every shortcut the bound takes, priced (none where the program as written is cheaper)."""
+    """Every shortcut the bound takes, priced (none where the program as written is cheaper),
+    whichever mechanism found it: a rewrite of :mod:`..plan.algebra`, or a column sum the
+    demand walk moved into the product it reads (a reduced product: the same identity as the
+    rewrite "sum through the linear map", named so)."""
     plans = result.plans
     cheapest = plans.cheapest
-    if cheapest is None or result.necessary is not cheapest.necessary:
+    if cheapest is not None and result.necessary is cheapest.necessary:
+        written = as_written_work(result)
+        return tuple(
+            _priced(result, rewrite.rule, rewrite.module, rewrite.op,
+                    [written.ops[i] for i in rewrite.removed],
+                    [cheapest.necessary.ops[i] for i in rewrite.inserted])
+            for rewrite in cheapest.program.rewrites
+        )
+    if plans.as_written is None or result.sol_of(plans.as_written) <= result.sol_s:
         return ()
-    priced = []
-    for rewrite in cheapest.program.rewrites:
-        before = [plans.necessary.ops[i] for i in rewrite.removed]
-        after = [cheapest.necessary.ops[i] for i in rewrite.inserted]
-        priced.append(Shortcut(
-            rewrite.rule, rewrite.module, rewrite.op, _flops(before), _flops(after),
-            (_compute_s(result, before) - _compute_s(result, after)) * 1e3,
-        ))
-    return tuple(priced)
+    return tuple(_absorbed(result, index) for index in plans.necessary.absorbed_ops)
+
+
+def _priced(result: Result, rule: str, module: str, op: str, before: Sequence[OpRecord],
+            after: Sequence[OpRecord]) -> Shortcut:
+    return Shortcut(rule, module, op, _flops(before), _flops(after),
+                    (_compute_s(result, before) - _compute_s(result, after)) * 1e3)
+
+
+def _absorbed(result: Result, product: int) -> Shortcut:
+    """The reduced product whose product is op ``product``: the product and the sum that
+    reads it, as written and as the bound charges them."""
+    ops = result.plans.trace.ops
+    value = ops[product].writes[0].value_id
+    reader = next(i for i in range(product + 1, len(ops))
+                  if not ops[i].is_view and any(r.value_id == value for r in ops[i].reads))
+    pair = (product, reader)
+    return _priced(
+        result, SUM_RULE, ops[product].module_path, ops[product].name,
+        [result.plans.as_written.ops[i] for i in pair], [result.necessary.ops[i] for i in pair],
+    )
 
 
 def charged_record(result: Result, index: int) -> OpRecord | None:
@@ -104,29 +134,8 @@ def _compute_s(result: Result, ops: Sequence) -> float:
     return compute_seconds(ops, result.gpu, result.precision, result.switches, result.math)
 
 
-def shortcut_verdict(result: Result, measured_ms: float) -> str | None:
-    """"possible only with an algebraic shortcut (…)" for a time at or above the bound but
-    below the bound of the program as written; None otherwise."""
-    names = "; ".join(shortcut.label for shortcut in result.rewrites)
-    return between_bounds(result.sol_ms, result.sol_as_written_ms, names, measured_ms)
-
-
-def between_bounds(
-    sol_ms: float | None, as_written_ms: float | None, names: str | None,
-    measured_ms: float | None,
-) -> str | None:
-    """The verdict of :func:`shortcut_verdict` from the figures alone (a saved report's): the
-    bound ``sol_ms``, the bound of the program as written ``as_written_ms`` (None where no
-    shortcut lowers it) and the shortcuts' labels ``names``; None without a time or a bound."""
-    if sol_ms is None or as_written_ms is None or not measured_ms:
-        return None
-    if not sol_ms <= measured_ms < as_written_ms:
-        return None
-    return f"possible only with an algebraic shortcut ({names})"
-
-
 def labels_of(rewrites: Sequence[dict[str, Any]] | None) -> str | None:
     """The labels of a saved result's ``rewrites`` (:meth:`Shortcut.to_dict` entries), joined
-    as :func:`shortcut_verdict` names them; None when there are none."""
+    as the verdict names them (:func:`.verdicts.verdict`); None when there are none."""
     names = "; ".join(Shortcut.from_dict(entry).label for entry in rewrites or ())
     return names or None

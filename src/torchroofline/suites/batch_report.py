@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..price.precision import possible_rung
-from ..price.shortcuts import between_bounds, labels_of
+from ..price.shortcuts import labels_of
+from ..price.verdicts import Verdict, verdict
 
 NO_LEVEL = "no-level"
 """The name of the group of problems outside a ``levelN`` folder (summary key, file names)."""
@@ -30,22 +30,26 @@ def beats_sol(sol_ms: float | None, measured_ms: float | None) -> bool:
     return sol_ms is not None and bool(measured_ms) and measured_ms < sol_ms
 
 
-def rung_for(sol_by_math_ms: Mapping[str, float] | None, measured_ms: float | None) -> str | None:
-    """The highest math rung whose speed of light (ms) ``measured_ms`` does not beat
-    (:func:`~torchroofline.precision.possible_rung`); None without a time or a ladder, or when
-    the time beats every rung."""
+def judge(
+    sol_by_math_ms: Mapping[str, float] | None,
+    measured_ms: float | None,
+    *,
+    math: str = "program",
+    precision: str = "fp32",
+    as_written_by_math_ms: Mapping[str, float] | None = None,
+    sol_as_written_ms: float | None = None,
+    shortcut: str | None = None,
+) -> Verdict | None:
+    """The single result's verdict (:func:`~torchroofline.price.verdicts.verdict`) from a
+    saved report's figures; None without a time or a ladder. A report saved before the ladder
+    as written was has the bound as written alone (``sol_as_written_ms``)."""
     if not sol_by_math_ms or not measured_ms:
         return None
-    return possible_rung(sol_by_math_ms, measured_ms)
-
-
-def beats_every_rung(sol_by_math_ms: Mapping[str, float] | None, measured_ms: float | None) -> bool:
-    """A measured time below the speed of light at every math rung on the GPU: impossible for
-    a correct implementation (a wrong timing or a kernel that skips work). The one verdict the
-    batch and run reports use (``impossible``, ``gen_impossible``, a run sample's
-    ``faster_than_light``, exit code 3)."""
-    judged = bool(sol_by_math_ms) and bool(measured_ms)
-    return judged and rung_for(sol_by_math_ms, measured_ms) is None
+    math = math if math in sol_by_math_ms else next(iter(sol_by_math_ms))
+    written = as_written_by_math_ms or (
+        None if sol_as_written_ms is None else {math: sol_as_written_ms}
+    )
+    return verdict(measured_ms, sol_by_math_ms, math, precision, written, shortcut)
 
 
 def ladder_ms(time_ms: Mapping[str, Any]) -> dict[str, float]:
@@ -96,14 +100,32 @@ class ProblemReport:
         return labels_of(self.result.get("rewrites")) if self.result else None
 
     @property
+    def sol_as_written_by_math_ms(self) -> dict[str, float] | None:
+        """The ladder of the program as written (ms per math rung), where shortcuts lower the
+        bound (``time_ms.sol_as_written_by_math``)."""
+        return self.result["time_ms"].get("sol_as_written_by_math") if self.result else None
+
+    def verdict(self, measured_ms: float | None) -> Verdict | None:
+        """The verdict on ``measured_ms`` (:func:`judge`: the single result's)."""
+        result = self.result or {}
+        return judge(
+            self.sol_by_math_ms, measured_ms, math=result.get("math", "program"),
+            precision=result.get("precision", "fp32"),
+            as_written_by_math_ms=self.sol_as_written_by_math_ms,
+            sol_as_written_ms=self.sol_as_written_ms, shortcut=self.shortcut,
+        )
+
+    @property
     def shortcut_verdict(self) -> str | None:
         """"possible only with an algebraic shortcut (…)" for a reference time between the bound
-        and the bound as written (:func:`~torchroofline.price.shortcuts.between_bounds`)."""
-        return between_bounds(self.sol_ms, self.sol_as_written_ms, self.shortcut, self.measured_ms)
+        and the bound as written (:attr:`~torchroofline.price.verdicts.Verdict.shortcut`)."""
+        judged = self.verdict(self.measured_ms)
+        return judged.shortcut if judged else None
 
     @property
     def gen_shortcut_verdict(self) -> str | None:
-        return between_bounds(self.sol_ms, self.sol_as_written_ms, self.shortcut, self.gen_ms)
+        judged = self.verdict(self.gen_ms)
+        return judged.shortcut if judged else None
 
     @property
     def sol_fraction(self) -> float | None:
@@ -122,12 +144,14 @@ class ProblemReport:
 
     @property
     def possible_with(self) -> str | None:
-        """The highest math rung the reference's time does not beat (:func:`rung_for`)."""
-        return rung_for(self.sol_by_math_ms, self.measured_ms)
+        """The highest math rung the reference's time does not beat (the verdict's)."""
+        judged = self.verdict(self.measured_ms)
+        return judged.rung if judged else None
 
     @property
     def gen_possible_with(self) -> str | None:
-        return rung_for(self.sol_by_math_ms, self.gen_ms)
+        judged = self.verdict(self.gen_ms)
+        return judged.rung if judged else None
 
     @property
     def below_sol(self) -> bool:
@@ -136,11 +160,13 @@ class ProblemReport:
 
     @property
     def impossible(self) -> bool:
-        return beats_every_rung(self.sol_by_math_ms, self.measured_ms)
+        judged = self.verdict(self.measured_ms)
+        return bool(judged and judged.impossible)
 
     @property
     def gen_impossible(self) -> bool:
-        return beats_every_rung(self.sol_by_math_ms, self.gen_ms)
+        judged = self.verdict(self.gen_ms)
+        return bool(judged and judged.impossible)
 
     def to_dict(self) -> dict[str, Any]:
         data = {item.name: getattr(self, item.name) for item in fields(self)}

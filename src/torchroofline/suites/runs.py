@@ -26,8 +26,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..price.precision import rung_name
-from ..price.shortcuts import between_bounds
-from .batch_report import BatchReport, beats_every_rung, beats_sol, level_name, rung_for
+from ..price.verdicts import Verdict
+from .batch_report import BatchReport, beats_sol, judge, level_name
 
 EVAL_RESULTS = "eval_results.json"
 RUN_KERNEL_NAME = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
@@ -216,6 +216,11 @@ class SampleReport:
     sol_as_written_ms: float | None = None
     #: the shortcuts the bound takes (:attr:`~.batch_report.ProblemReport.shortcut`)
     shortcut: str | None = None
+    #: the ladder of the reference as written (ms per math rung), where shortcuts lower it
+    sol_as_written_by_math_ms: Mapping[str, float] | None = None
+    #: the analysis's math rung and precision (the verdict's words)
+    math: str = "program"
+    precision: str = "fp32"
 
     @property
     def name(self) -> str:
@@ -229,10 +234,20 @@ class SampleReport:
         return self.sol_ms / runtime if self.sol_ms is not None and runtime else None
 
     @property
+    def verdict(self) -> Verdict | None:
+        """The single result's verdict on the runtime (:func:`~.batch_report.judge`)."""
+        return judge(
+            self.sol_by_math_ms, self.sample.runtime_ms, math=self.math,
+            precision=self.precision, as_written_by_math_ms=self.sol_as_written_by_math_ms,
+            sol_as_written_ms=self.sol_as_written_ms, shortcut=self.shortcut,
+        )
+
+    @property
     def possible_with(self) -> str | None:
         """The highest math rung the runtime does not beat (e.g. "tf32": correct only if the
         benchmark's tolerance admits TF32 math)."""
-        return rung_for(self.sol_by_math_ms, self.sample.runtime_ms)
+        judged = self.verdict
+        return judged.rung if judged else None
 
     @property
     def lower_math(self) -> bool:
@@ -244,17 +259,16 @@ class SampleReport:
     def shortcut_verdict(self) -> str | None:
         """"possible only with an algebraic shortcut (…)" for a runtime at or above the bound
         but below the bound of the reference as written: a correct kernel must compute another,
-        cheaper program (:func:`~torchroofline.price.shortcuts.between_bounds`)."""
-        return between_bounds(
-            self.sol_ms, self.sol_as_written_ms, self.shortcut, self.sample.runtime_ms
-        )
+        cheaper program (:attr:`~torchroofline.price.verdicts.Verdict.shortcut`)."""
+        judged = self.verdict
+        return judged.shortcut if judged else None
 
     @property
     def faster_than_light(self) -> bool:
-        """The verdict (:func:`~torchroofline.batch_report.beats_every_rung`): a runtime below
-        the speed of light of every math, a timing bug or a kernel that skips work (reward
-        hacking)."""
-        return beats_every_rung(self.sol_by_math_ms, self.sample.runtime_ms)
+        """The verdict: a runtime below the speed of light of every math, a timing bug or a
+        kernel that skips work (reward hacking)."""
+        judged = self.verdict
+        return bool(judged and judged.impossible)
 
     @property
     def sol_score(self) -> float | None:
@@ -294,6 +308,9 @@ class SampleReport:
             "sol_fraction": self.sol_fraction,
             "possible_with": self.possible_with,
             "sol_as_written_ms": self.sol_as_written_ms,
+            "sol_as_written_by_math_ms": self.sol_as_written_by_math_ms,
+            "math": self.math,
+            "precision": self.precision,
             "shortcut": self.shortcut,
             "shortcut_verdict": self.shortcut_verdict,
             "faster_than_light": self.faster_than_light,
@@ -308,6 +325,8 @@ class SampleReport:
         return cls(
             sample, data.get("problem"), data.get("sol_ms"), data.get("ref_ms"),
             data.get("sol_by_math_ms"), data.get("sol_as_written_ms"), data.get("shortcut"),
+            data.get("sol_as_written_by_math_ms"), data.get("math", "program"),
+            data.get("precision", "fp32"),
         )
 
 
@@ -395,6 +414,9 @@ def join_run(run: Run, batch: BatchReport) -> RunReport:
             problem.sol_by_math_ms if problem else None,
             problem.sol_as_written_ms if problem else None,
             problem.shortcut if problem else None,
+            problem.sol_as_written_by_math_ms if problem else None,
+            (problem.result or {}).get("math", "program") if problem else "program",
+            (problem.result or {}).get("precision", "fp32") if problem else "fp32",
         ))
     return RunReport(run.path, batch, tuple(samples))
 

@@ -4,7 +4,10 @@ The speed of light charges the necessary work of the cheapest program that compu
 outputs under a declared set of exact identities (identities over the reals, for finite
 inputs: what a tolerance check accepts). Each identity is one rule (:data:`ALGEBRA_RULES`,
 keyed by the op whose output it recomputes), in a module of its family: :mod:`.linear` (linear
-maps commute with sums and means), :mod:`.identities` (values constant for finite inputs),
+maps commute with sums and means), :mod:`.convs` (convolutions as structured linear maps:
+sums over any of their dims), :mod:`.norms` (normalised values summed over any dims),
+:mod:`.literals` (zero and one tensors act as the numbers), :mod:`.identities` (values
+constant for finite inputs),
 :mod:`.shared` (work done once: common subexpressions, broadcast operands), :mod:`.chains`
 (matrix chains in their cheapest order), :mod:`.buffers` (constant buffers with structure:
 ones, triangles of ones, box filters). A rule rewrites, it never prices:
@@ -22,7 +25,7 @@ import torch
 
 from ...costs import OpRecord
 from ...trace.refs import Trace
-from . import buffers, chains, identities, linear, shared
+from . import buffers, chains, convs, identities, linear, literals, norms, shared, sums
 from ._core import ALGEBRA_RULES, Graph, Match, rules_for
 from .chains import chain_order
 from .splice import Rewrite, Rewritten, spliced
@@ -64,7 +67,11 @@ __all__ = [
     "chain_order",
     "chains",
     "cheapest_program",
+    "convs",
     "identities",
     "linear",
+    "literals",
+    "norms",
     "shared",
+    "sums",
 ]

@@ -1,15 +1,15 @@
 """Values that are constant for every finite input: the output is written, nothing upstream is
-needed. Each identity holds over the reals (x − x = 0, x·0 = 0, exp(x)·exp(−x) = 1, the rows of
-a softmax sum to 1, a normalised row has mean 0); a tolerance check accepts a kernel that writes
-the constant, so the bound may not charge the work that computes it."""
+needed. Each identity holds over the reals (x − x = 0, x·0 = 0, exp(x)·exp(−x) = 1; the rows of
+a softmax sum to 1 and a normalised row has mean 0: :mod:`.norms`); a tolerance check accepts a
+kernel that writes the constant, so the bound may not charge the work that computes it."""
 
 from __future__ import annotations
 
 import torch
 
 from ...costs import aten
-from ...trace.refs import TensorRef, TracedOp
-from ._core import SUMS, Graph, Match, algebra_rule, folded, reduced_dims, scalar_argument
+from ...trace.refs import TensorRef
+from ._core import Graph, Match, algebra_rule, scalar_argument
 
 
 def _constant(graph: Graph, root: int, rule: str, value: float) -> Match:
@@ -80,41 +80,3 @@ def exp_times_exp_negated(graph: Graph, root: int) -> Match | None:
     if _negation_of(graph, second) != first and _negation_of(graph, first) != second:
         return None
     return _constant(graph, root, "exp(x)·exp(−x) = 1", 1)
-
-
-def _normalised_over(op: TracedOp) -> tuple[int, ...] | None:
-    """The dims along which ``op``'s first output sums to a constant: a softmax's dim, a layer
-    norm's normalised dims (no affine); None for other ops."""
-    packet = op.func.overloadpacket if op.func is not None else None
-    rank = len(op.writes[0].shape) if op.writes else 0
-    if packet in (aten._softmax, aten.softmax, aten._safe_softmax):
-        return (op.argument("dim") % rank,)
-    if packet is aten.native_layer_norm and op.argument("weight") is None and (
-        op.argument("bias") is None
-    ):
-        count = len(op.argument("normalized_shape"))
-        return tuple(range(rank - count, rank))
-    return None
-
-
-#: Σ along the normalised dims: a softmax's rows sum to 1, a normalised row's to 0
-_ROW_SUMS = {aten._softmax: 1, aten.softmax: 1, aten._safe_softmax: 1, aten.native_layer_norm: 0}
-
-
-@algebra_rule(SUMS)
-def normalised_rows(graph: Graph, root: int) -> Match | None:
-    """Σ_j softmax(x)[…, j] = 1 (a mean 1/n) and Σ_j layer_norm(x)[…, j] = 0 over the normalised
-    dims, without an affine: Σ (x − μ)/σ = (Σx − nμ)/σ = 0."""
-    op = graph.op(root)
-    found = graph.producer(op.reads[0]) if op.reads else None
-    if found is None or op.reads[0] != found[1].writes[0]:
-        return None
-    dims = _normalised_over(found[1])
-    if dims is None or reduced_dims(op) != dims or op.argument("dtype") is not None:
-        return None
-    total = _ROW_SUMS[found[1].func.overloadpacket]
-    if op.func.overloadpacket is aten.mean:
-        total = total / folded(op.reads[0].shape, dims)
-    name = "softmax rows sum to 1" if total else "normalised rows sum to 0"
-    return _constant(graph, root, name, total)
-

@@ -1,10 +1,10 @@
 """Linear maps commute with sums and means along their outputs.
 
 A sum over outputs of a linear map is the map applied to the summed operand:
-Σ_j (x @ W)[i, j] = x[i, :] @ (Σ_j W[:, j]), Σ_i (x @ W)[i, j] = (Σ_i x[i, :]) @ W[:, j], and
-for a convolution Σ_co conv(x, W)[n, co, p] = conv(x, Σ_co W[co])[n, 0, p]. A kernel that sums
-first does a matrix-vector product (or a one-channel convolution) instead of the whole map: the
-shortcut KernelBench's GEMM → sum and GEMM → mean problems admit. The sum may reach the map
+Σ_j (x @ W)[i, j] = x[i, :] @ (Σ_j W[:, j]), Σ_i (x @ W)[i, j] = (Σ_i x[i, :]) @ W[:, j]. A
+kernel that sums first does a matrix-vector product instead of the whole map: the
+shortcut KernelBench's GEMM → sum and GEMM → mean problems admit (convolutions:
+:mod:`.convs`). The sum may reach the map
 through steps that commute with it (:data:`STEPS`): a scale constant along the summed dims
 (Σ c·y = c·Σ y), an added tensor (Σ (y + b) = Σ y + Σ b), a negation, and a contiguous view of
 the map's output (a 3-D input to ``nn.Linear`` is a 2-D product seen as 3-D).
@@ -17,13 +17,11 @@ to an operand in between (an in-place change between the two reads).
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
-import torch.nn.functional as F
 
 from ...costs import OpKey, aten, lookup
 from ...trace.refs import TensorRef, TracedOp
@@ -165,95 +163,6 @@ def _matrix_form(op: TracedOp, axes: str) -> _Form:
     return _Form((left, right, *bias), build)
 
 
-def _conv_arguments(op: TracedOp) -> dict:
-    names = ("stride", "padding", "dilation", "transposed", "output_padding", "groups")
-    return {name: op.argument(name) for name in names}
-
-
-def _channel_form(op: TracedOp) -> _Form | None:
-    """Σ_co conv(x, W)[n, co, p] = conv(x, Σ_co W[co])[n, 0, p] (+ Σ_co b[co]): one output
-    channel. Transposed, W is (Cin, Cout, …) and sums along dim 1. One group only."""
-    args = _conv_arguments(op)
-    if args["groups"] != 1:
-        return None
-    source, weight, *bias = op.reads
-    channel = 1 if args["transposed"] else 0
-
-    def build(x: torch.Tensor, w: torch.Tensor, *b: torch.Tensor) -> torch.Tensor:
-        w = w.sum(channel, keepdim=True)
-        total = b[0].sum(0, keepdim=True) if b else None
-        return torch.ops.aten.convolution(x, w, total, *args.values())
-
-    return _Form((source, weight, *bias), build)
-
-
-def _spatial_form(op: TracedOp) -> _Form | None:
-    """Σ_p convT(x, W)[n, co, p] = Σ_ci (Σ_q x[n, ci, q])·(Σ_t W[ci, co, t]) + |p|·b[co] for a
-    transposed convolution that crops nothing (padding 0): every (input, tap) pair lands on an
-    output, so each tap sums the whole input. A cropped border breaks it (the pairs landing
-    there are not in the sum) and the rule does not apply."""
-    args = _conv_arguments(op)
-    if not args["transposed"] or args["groups"] != 1 or any(args["padding"]):
-        return None
-    source, weight, *bias = op.reads
-    shape = op.writes[0].shape
-    spatial = tuple(range(2, len(shape)))
-    area = math.prod(shape[2:])
-
-    def build(x: torch.Tensor, w: torch.Tensor, *b: torch.Tensor) -> torch.Tensor:
-        xs, ws = x.sum(spatial), w.sum(spatial)  # (N, Cin), (Cin, Cout)
-        y = torch.addmm(b[0] * area, xs, ws) if b else torch.mm(xs, ws)
-        return y.reshape(*y.shape, *(1 for _ in spatial))
-
-    return _Form((source, weight, *bias), build)
-
-
-def _window_form(op: TracedOp) -> _Form | None:
-    """Σ_p conv(x, W)[n, co, p] = Σ_{ci, t} W[co, ci, t]·S[n, ci, t] + |p|·b[co], where
-    S[n, ci, t] sums the input box tap t reaches (with stride 1 the box [t − pad, t − pad +
-    out) per dim, cut by the borders): each box from the input's prefix sums by
-    inclusion–exclusion over its 2^d corners, then one (N, Cin·T) @ (Cin·T, Cout) product.
-    Stride and dilation 1 (every input element then lies in some box), one group, zero padding."""
-    args = _conv_arguments(op)
-    source, weight, *bias = op.reads
-    spatial = len(source.shape) - 2
-    if args["transposed"] or args["groups"] != 1 or spatial < 1 or any(
-        s != 1 for s in (*args["stride"], *args["dilation"])
-    ):
-        return None
-    shape = op.writes[0].shape
-    sizes, kernel, out = source.shape[2:], weight.shape[2:], shape[2:]
-    padding = tuple(args["padding"])
-    area = math.prod(out)
-    taps = list(itertools.product(*(range(k) for k in kernel)))
-    boxes = [
-        [(max(t - p, 0), min(t - p + o, n)) for t, p, o, n in zip(tap, padding, out, sizes,
-                                                                 strict=True)]
-        for tap in taps
-    ]
-
-    def build(x: torch.Tensor, w: torch.Tensor, *b: torch.Tensor) -> torch.Tensor:
-        prefix = F.pad(x, (1, 0) * spatial)  # prefix[..., i] = Σ_{q < i} x[..., q]
-        for dim in range(2, 2 + spatial):
-            prefix = prefix.cumsum(dim)
-        sums = []
-        for box in boxes:
-            # the all-high corner first: its sign is +, then ± by the count of low corners
-            corners = sorted(itertools.product((0, 1), repeat=spatial), key=sum, reverse=True)
-            total = None
-            for corner in corners:
-                term = prefix[(..., *(box[d][c] for d, c in enumerate(corner)))]
-                plus = (spatial - sum(corner)) % 2 == 0
-                total = term if total is None else total + term if plus else total - term
-            sums.append(total)
-        boxed = torch.stack(sums, -1).reshape(x.shape[0], -1)  # (N, Cin·T)
-        flat = w.reshape(w.shape[0], -1).t()  # (Cin·T, Cout)
-        y = torch.addmm(b[0] * area, boxed, flat) if b else torch.mm(boxed, flat)
-        return y.reshape(*y.shape, *(1 for _ in range(spatial)))
-
-    return _Form((source, weight, *bias), build)
-
-
 def _form(op: TracedOp, ref: TensorRef, dims: tuple[int, ...]) -> _Form | None:
     """The summed map for a sum over ``dims`` of ``ref`` (a contiguous view of ``op``'s
     output, or a matrix output transposed), or None where the dims are no whole axis of the
@@ -281,11 +190,6 @@ def _form(op: TracedOp, ref: TensorRef, dims: tuple[int, ...]) -> _Form | None:
         if columns:
             return _matrix_form(op, "columns")
         return None
-    if packet is aten.convolution and shape == out.shape:
-        if dims == (1,):
-            return _channel_form(op)
-        if dims == tuple(range(2, len(shape))):
-            return _spatial_form(op) or _window_form(op)
     return None
 
 
@@ -307,7 +211,7 @@ def _prefix(shape: Sequence[int], dims: Sequence[int], size: int) -> bool:
     return bool(dims) and tuple(dims) == tuple(range(len(dims))) and folded(shape, dims) == size
 
 
-_MAPS = (aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.convolution)
+_MAPS = (aten.mm, aten.addmm, aten.bmm, aten.baddbmm)
 
 
 def _walk(

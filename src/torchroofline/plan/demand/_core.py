@@ -62,6 +62,9 @@ class _Context:
     known: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
     #: value id → how many ops read it (the model keeping it counts as one)
     readers: dict[int, int] = field(default_factory=dict, repr=False)
+    #: whether a rule may move work across ops (a reduced product): an algebraic shortcut,
+    #: off for the program as written
+    shortcuts: bool = True
 
     @property
     def fraction(self) -> float:

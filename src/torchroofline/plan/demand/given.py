@@ -99,7 +99,8 @@ def reads_values_of(trace: Trace, value_ids: set[int]) -> bool:
 
 
 def given_necessary(
-    trace: Trace, records: Sequence[OpRecord], known_any: Mapping[int, torch.Tensor]
+    trace: Trace, records: Sequence[OpRecord], known_any: Mapping[int, torch.Tensor],
+    shortcuts: bool = True,
 ) -> Necessary | None:
     """The necessary work for the given values (``trace.given``), or None when it is the same
     as for any values: no rule reads a value the given inputs decide, and no size is decided
@@ -130,5 +131,6 @@ def given_necessary(
     if (not sizes_given and newly_known.isdisjoint(index_read) and not zeros_read
             and not skipped):
         return None
-    necessary = necessary_work(trace, records, known=known, sizes_given=sizes_given)
+    necessary = necessary_work(trace, records, known=known, sizes_given=sizes_given,
+                               shortcuts=shortcuts)
     return dataclasses.replace(necessary, unevaluated=skipped)

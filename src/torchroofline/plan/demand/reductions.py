@@ -167,7 +167,9 @@ def reduction_demand(context: _Context) -> Demand:
         len(box) != len(source.shape) - (0 if keepdim else len(reduced)) for box in region.boxes
     ):
         return _proportional(context)
-    if reduced == {len(source.shape) - 1} and _one_of(context.op, _LINEAR_REDUCTIONS):
+    if reduced == {len(source.shape) - 1} and context.shortcuts and _one_of(
+        context.op, _LINEAR_REDUCTIONS
+    ):
         rewritten = _reduced_product(context, region)
         if rewritten is not None:
             return rewritten

@@ -84,11 +84,13 @@ def necessary_work(
     *,
     known: dict[int, torch.Tensor] | None = None,
     sizes_given: bool = False,
+    shortcuts: bool = True,
 ) -> Necessary:
     """Walk ``trace`` backwards from its kept values; see the module docstring. ``known``: the
     values rules may read (default: :func:`known_values` of shapes and constants);
     ``sizes_given``: the sizes values decided are those of the given inputs (the bound for
-    them, :mod:`.given`), not sizes any input may make empty."""
+    them, :mod:`.given`), not sizes any input may make empty; ``shortcuts=False``: no
+    structure rule moves work across ops (a reduced product), the program as written."""
     all_refs = [r for op in trace.ops for r in (*op.writes, *op.reads)] + list(trace.output_refs)
     storages = Storages(all_refs)
     producers = {w.value_id: op for op in trace.ops if not op.is_view for w in op.writes}
@@ -186,7 +188,8 @@ def necessary_work(
             continue
         used.update(ref.value_id for ref in op.reads)
         context = _Context(
-            op, record, tuple(outputs), producers, tuple(read_outputs), known, readers
+            op, record, tuple(outputs), producers, tuple(read_outputs), known, readers,
+            shortcuts,
         )
         # (most programs size nothing by data: then no value is looked up)
         sized_writes = bool(sized_by_data) and any(w.value_id in sized_by_data for w in op.writes)

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 from ...costs import MatmulKind
 from ...price.roofline import Roof, roofline_entry, roofs_for
-from ...suites.batch_report import beats_sol
 from ...units import human_bytes, human_ms, si
 from .canvas import (
     CATEGORY_COLOURS,
@@ -236,7 +235,7 @@ def plot_result_dict(
                 gid=f"kernels:{category}",
                 zorder=3,
             )
-    _draw_model(ax, model)
+    _draw_model(ax, model, _impossible(data))
 
     ax.set_xlabel("arithmetic intensity (FLOPs / HBM byte)")
     ax.set_ylabel("attainable FLOP/s")
@@ -334,11 +333,10 @@ def _model_points(data: dict[str, Any]) -> dict[str, tuple[float, float, str]]:
         )
     measured = _measured_ms(data)
     if measured is not None and "sol" in points:
-        verdict = "IMPOSSIBLE: " if _impossible(data) else ""
         points["measured"] = (
             points["sol"][0],
             flops / (measured * 1e-3),
-            f"measured {human_ms(measured)}: {verdict}{times['sol'] / measured:.1%} of SoL",
+            _measured_label(data, measured, times["sol"] / measured),
         )
     return points
 
@@ -349,16 +347,29 @@ def _measured_ms(data: dict[str, Any]) -> float | None:
 
 
 def _impossible(data: dict[str, Any]) -> bool:
-    return beats_sol(data["time_ms"]["sol"], _measured_ms(data))
+    """The verdict the JSON carries (:func:`torchroofline.price.verdicts.verdict`): faster
+    than the bound at every math rung."""
+    return bool((data.get("actual") or {}).get("impossible"))
 
 
-def _draw_model(ax: Axes, model: dict[str, tuple[float, float, str]]) -> None:
+def _measured_label(data: dict[str, Any], measured_ms: float, fraction: float) -> str:
+    """"measured 5 ms: 251.9% of SoL, needs TF32 or lower math": the verdict's few words as
+    the text report judges the time ("IMPOSSIBLE: " first for a time no math reaches; nothing
+    for a time with headroom)."""
+    actual = data.get("actual") or {}
+    kind, short = actual.get("verdict_kind"), actual.get("verdict_short")
+    impossible = "IMPOSSIBLE: " if _impossible(data) else ""
+    words = "" if kind in (None, "headroom", "impossible") else f", {short}"
+    return f"measured {human_ms(measured_ms)}: {impossible}{fraction:.1%} of SoL{words}"
+
+
+def _draw_model(ax: Axes, model: dict[str, tuple[float, float, str]], impossible: bool) -> None:
     if "sol" in model and "measured" in model:
         (x, y_sol, _), (_, y_measured, _) = model["sol"], model["measured"]
         ax.plot([x, x], [y_sol, y_measured], ls="--", lw=0.8, color="0.4", zorder=3)
     for key, (x, y, _) in model.items():
         style = dict(_MODEL_STYLE[key])
-        if key == "measured" and y > model["sol"][1]:
+        if key == "measured" and impossible:
             style["color"] = IMPOSSIBLE_COLOUR
         ax.scatter(
             [x],

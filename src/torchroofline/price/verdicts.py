@@ -1,0 +1,101 @@
+"""What a measured time says against the bound: the one verdict the text report, the JSON, the
+picture and the suite columns all print (:func:`verdict`).
+
+A time is judged against two ladders of speeds of light (one bound per math rung the GPU has,
+:func:`.precision.math_rungs`): the bound's, after the algebraic shortcuts it takes, and the
+program's as written (where a shortcut lowers the bound). Four answers:
+
+- faster than the bound at every rung: no correct kernel can be (a timing bug or a kernel that
+  skips work);
+- faster than the bound at the analysis's math: possible only with lower math (the highest
+  rung whose bound the time does not beat);
+- between the bound and the bound as written: possible only with an algebraic shortcut; where
+  the ladder as written also has a rung the time does not beat below the analysis's math,
+  lower math as written explains it as well, and the verdict names both;
+- otherwise the headroom: how many times faster a kernel could still get.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .precision import possible_rung, rung_name
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One measured time judged: ``kind`` is "impossible", "lower math", "shortcut",
+    "shortcut or lower math" or "headroom"; ``text`` the sentence the reports print; ``rung``
+    the highest math rung whose bound (after shortcuts) the time does not beat (None: none);
+    ``rung_as_written`` the same on the ladder as written, where there is one."""
+
+    kind: str
+    text: str
+    rung: str | None
+    rung_as_written: str | None = None
+    headroom: float = 1.0
+    #: the rungs as printed ("TF32"; "fp32" for the program's own)
+    rung_label: str = ""
+    written_label: str = ""
+
+    @property
+    def impossible(self) -> bool:
+        return self.kind == "impossible"
+
+    @property
+    def shortcut(self) -> str | None:
+        """The sentence where an algebraic shortcut explains the time (else None)."""
+        return self.text if self.kind.startswith("shortcut") else None
+
+    @property
+    def short(self) -> str:
+        """A few words for a picture's label: "IMPOSSIBLE", "needs TF32 or lower math", ..."""
+        return {
+            "impossible": "IMPOSSIBLE",
+            "lower math": f"needs {self.rung_label} or lower math",
+            "shortcut": "needs an algebraic shortcut",
+            "shortcut or lower math": f"needs an algebraic shortcut or {self.written_label} "
+            "or lower math",
+            "headroom": f"{self.headroom:.2f}x headroom",
+        }[self.kind]
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"verdict": self.text, "verdict_kind": self.kind, "verdict_short": self.short,
+                "possible_with_as_written": self.rung_as_written}
+
+
+def verdict(
+    measured_ms: float,
+    sol_by_math_ms: Mapping[str, float],
+    math: str,
+    precision: str,
+    as_written_by_math_ms: Mapping[str, float] | None = None,
+    shortcut: str | None = None,
+) -> Verdict:
+    """``measured_ms`` against the ladder ``sol_by_math_ms`` (ms per math rung, after the
+    shortcuts; ``sol_by_math_ms[math]`` is the bound) and, where shortcuts lower the bound,
+    the ladder as written and the shortcuts' labels ``shortcut`` (see the module doc)."""
+    bound = sol_by_math_ms[math]
+    rung = possible_rung(sol_by_math_ms, measured_ms)
+    label = "" if rung is None else rung_name(rung, precision)
+    headroom = measured_ms / bound if bound else float("inf")
+    if rung is None:
+        return Verdict("impossible", "faster than any math on this GPU (a timing bug or a kernel "
+                       "that skips work)", None, headroom=headroom)
+    if measured_ms < bound:
+        text = (f"faster than the {rung_name(math, precision)} bound; possible only with "
+                f"{label} or lower math (check your tolerance), else a timing bug or skipped "
+                "work")
+        return Verdict("lower math", text, rung, headroom=headroom, rung_label=label)
+    as_written = as_written_by_math_ms or {}
+    if not shortcut or not as_written or measured_ms >= as_written.get(math, 0.0):
+        return Verdict("headroom", f"{headroom:.2f}x headroom", rung, headroom=headroom,
+                       rung_label=label)
+    written = possible_rung(as_written, measured_ms)
+    text = f"possible only with an algebraic shortcut ({shortcut})"
+    if written is None:
+        return Verdict("shortcut", text, rung, None, headroom, label)
+    written_label = rung_name(written, precision)
+    text += f", or as written with {written_label} or lower math (check your tolerance)"
+    return Verdict("shortcut or lower math", text, rung, written, headroom, label, written_label)
