@@ -228,6 +228,33 @@ def test_a_trace_naming_no_known_gpu_asks_for_gpu(tmp_path) -> None:
     assert analyze_trace(path, gpu="h100").gpu.key == "h100-sxm"
 
 
+@pytest.mark.parametrize(
+    ("name", "sms", "memory_bytes", "closest"),
+    [
+        # an A100 SXM4 board's driver name; 42.5e9 bytes: the 40 GB part
+        ("NVIDIA A100-PG509-200", 108, 42505273344, "a100-40gb"),
+        # ROCm's name for a GPU it has no marketing name for: 304 CUs and 192 GB are an MI300X
+        ("AMD Radeon Graphics", 304, 205571227648, "mi300x"),
+        # one MI250X die: 110 CUs, 64 GB
+        ("AMD Radeon Graphics", 110, 68702699520, "mi250x"),
+    ],
+)
+def test_a_trace_naming_an_unlisted_part_is_priced_on_the_closest(
+        tmp_path, capsys, name, sms, memory_bytes, closest) -> None:
+    document = json.loads(TINY.read_text())
+    document["deviceProperties"][0].update(name=name, numSms=sms, totalGlobalMem=memory_bytes)
+    path = _written(tmp_path, "board.json", json.dumps(document).encode())
+    told: list[str] = []
+    report = analyze_trace(path, note=told.append)
+    assert report.gpu.key == closest
+    # one line, naming the trace's GPU, the part priced and the way to choose another
+    [line] = told
+    assert name in line and report.gpu.name in line and "--gpu" in line and "\n" not in line
+    assert analyze_trace(path, gpu="h100").gpu.key == "h100-sxm"  # --gpu overrides
+    assert main(["trace", str(path), "--format", "json"]) == 0
+    assert "closest part" in capsys.readouterr().err
+
+
 # --- the command line ------------------------------------------------------------------------
 
 

@@ -138,7 +138,9 @@ class KernelEstimate:
 
     @property
     def bound(self) -> str:
-        return "compute" if self.compute_s >= self.memory_s else "memory"
+        """"compute" where the compute time is the longer, else "memory" (a tie, e.g. no FLOPs
+        and no bytes, is never labelled compute-bound)."""
+        return "compute" if self.compute_s > self.memory_s else "memory"
 
     @property
     def time_s(self) -> float:
@@ -185,13 +187,14 @@ def _estimate(number: int, kernel: Kernel, load: KernelLoad, gpu: GPUSpec) -> Ke
 
 
 def memory_sol_s(compulsory_bytes: int, gpu: GPUSpec, cache: str) -> float:
-    """Cold: every compulsory byte from HBM. Warm: the part that fits in L2 is charged at L2
-    bandwidth, or not at all where no trustworthy L2 figure exists (that keeps it a bound)."""
+    """Cold: every compulsory byte from HBM. Warm: every byte still crosses the L2 (the SMs
+    reach memory only through it), at the L2's peak bandwidth, and the part that does not fit
+    in L2 also comes from HBM; the two streams may overlap, so the bound is the larger time."""
     if cache == "cold":
         return compulsory_bytes / gpu.memory_bandwidth_bytes_per_s
-    from_l2 = min(compulsory_bytes, gpu.l2_bytes)
-    l2_s = from_l2 / gpu.l2_bandwidth_bytes_per_s if gpu.l2_bandwidth_bytes_per_s else 0.0
-    return (compulsory_bytes - from_l2) / gpu.memory_bandwidth_bytes_per_s + l2_s
+    beyond_l2 = max(compulsory_bytes - gpu.l2_bytes, 0)
+    return max(compulsory_bytes / gpu.l2_bandwidth,
+               beyond_l2 / gpu.memory_bandwidth_bytes_per_s)
 
 
 @dataclass(frozen=True)
@@ -469,7 +472,8 @@ class Result:
 
     @property
     def bottleneck(self) -> str:
-        return "compute" if self.compute_sol_s >= self.memory_sol_s else "memory"
+        """"compute" where the compute bound is the longer, else "memory" (ties included)."""
+        return "compute" if self.compute_sol_s > self.memory_sol_s else "memory"
 
     @property
     def memory_fused_s(self) -> float:
