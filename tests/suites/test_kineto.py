@@ -144,6 +144,30 @@ def test_a_real_h100_trace_joins_and_prices_every_kernel() -> None:
     assert kinds["aten::addmm"] == 26 and kinds["aten::_flash_attention_forward"] == 4
 
 
+def test_warm_bounds_of_ops_that_move_data_are_never_zero() -> None:
+    from torchroofline.price.roofline import L2_HIT_LATENCY_CYCLES
+
+    report = analyze_trace(BERT)
+    gpu = report.gpu
+    floor_s = L2_HIT_LATENCY_CYCLES / (gpu.boost_clock_mhz * 1e6)  # 150 / 1.98 GHz = 76 ns
+    for instance in report.priced:
+        figures = instance.figures
+        if figures.bytes:
+            # at least its bytes through the L2 at the L2's peak, and one L2 hit's latency
+            assert figures.sol_warm_s >= max(figures.bytes / gpu.l2_bandwidth, floor_s) * 0.999
+            # a one-element op's headroom is not millions: its time is within 1000x of one hit
+            assert instance.measured_us / (figures.sol_warm_s * 1e6) < 1000
+        if figures.flops == 0:
+            assert figures.bound == "memory"
+    # the one-element `eq` (a [1, 141] mask): 2 bf16/bool elements cannot beat one L2 hit
+    eq = next(i for i in report.priced if i.op.name == "aten::eq")
+    assert eq.figures.sol_warm_s == pytest.approx(floor_s)
+    # no op kind that moves data reads "0.0 %" of SoL (only the host copy of `.item()` moves
+    # no GPU data: its time is the host link's)
+    moved = {i.op.name for i in report.priced if i.figures.bytes}
+    assert all(round(100 * row.sol_fraction, 1) > 0 for row in report.kinds() if row.kind in moved)
+
+
 # --- the report ------------------------------------------------------------------------------
 
 

@@ -197,6 +197,24 @@ def memory_sol_s(compulsory_bytes: int, gpu: GPUSpec, cache: str) -> float:
                beyond_l2 / gpu.memory_bandwidth_bytes_per_s)
 
 
+#: The fewest SM clocks one memory access takes: an L2 hit. Below every published measurement
+#: (V100 193 and T4 188 cycles: Jia et al. 2018 and 2019; 200 on V100, A100 and H100 in
+#: doi:10.1016/j.ultsonch.2023.106546, Table 3; about 260 on H100: Chips and Cheese, 2023).
+L2_HIT_LATENCY_CYCLES = 150
+#: The clock a part without a boost clock in the table is taken to run at: above every listed
+#: one (the RTX PRO 6000's 2617 MHz), so its latency floor stays a floor.
+_FASTEST_CLOCK_MHZ = 3000.0
+
+
+def kernel_floor_s(moved_bytes: int, gpu: GPUSpec) -> float:
+    """The least time (seconds) one kernel that moves data takes, its launch left out: a load
+    waits for at least one L2 hit before its value can be used or stored, and a kernel ends only
+    when its stores have reached L2. 0 for a kernel that moves nothing."""
+    if not moved_bytes:
+        return 0.0
+    return L2_HIT_LATENCY_CYCLES / ((gpu.boost_clock_mhz or _FASTEST_CLOCK_MHZ) * 1e6)
+
+
 @dataclass(frozen=True)
 class Actual:
     """A measured time set against the bound."""

@@ -23,7 +23,7 @@ from ...plan.plans import make_plans
 from ...price.context import PricingContext
 from ...price.gpu_spec import GPUSpec
 from ...price.precision import TORCH_DEFAULTS, MathSwitches
-from ...price.roofline import price
+from ...price.roofline import kernel_floor_s, price
 from ...trace.tracer import trace_model
 from .events import Activity, CpuOp, KinetoTrace
 from .rebuild import TENSOR_TYPES, RebuildError, rebuild
@@ -154,13 +154,15 @@ class Pricer:
         if warm.unsupported_ops:
             return f"no cost rule for {', '.join(warm.unsupported_ops)}"
         cold = warm.on(cache="cold")
+        # one op is one kernel (or a few): its bound is at least one memory access's latency
+        floor_s = kernel_floor_s(warm.unfused_bytes, self.gpu)
         return OpFigures(
             priced_as=", ".join(dict.fromkeys(o.name for o in traced.ops if not o.is_view))
             or rebuilt.overload,
             flops=warm.flops,
             bytes=warm.unfused_bytes,
-            sol_warm_s=warm.sol_s,
-            sol_cold_s=cold.sol_s,
+            sol_warm_s=max(warm.sol_s, floor_s),
+            sol_cold_s=max(cold.sol_s, floor_s),
             estimate_s=warm.performance.eager.gpu_busy_s,
             bound=warm.bottleneck,
             math=math.why if math else None,
