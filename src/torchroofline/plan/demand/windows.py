@@ -3,6 +3,7 @@ resampling."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -457,7 +458,12 @@ def col2im_demand(context: _Context) -> Demand:
             )
             yield (*lead, mapped_set(channels, tap, taps), flat)
 
-    return _remapped(context, boxes_of)
+    demand = _remapped(context, boxes_of)
+    if demand.flops is not NO_FLOPS:  # no boxes to map: the proportional share, FLOPs included
+        return demand
+    # one add per column element summed into a demanded output (the cost rule's count, where
+    # the whole image is demanded); the taps of a position read distinct channels: no overlap
+    return dataclasses.replace(demand, flops=FlopCount(vector=demand.inputs[0].count))
 
 
 def _scale_ratios(context: _Context, spatial: int) -> list[float | None]:
