@@ -415,3 +415,14 @@ def test_modules_roll_up_by_the_innermost_module_class(tiny) -> None:
     assert rows["Block"].measured_us == pytest.approx(4 + 3 + 1 + 5 + 3)
     assert "By module" in WRITERS["text"](tiny)
     assert analyze_trace(TF32).modules() == []  # recorded without with_modules
+
+
+def test_a_tensor_list_recorded_without_shapes_is_not_priced_as_nothing() -> None:
+    from torchroofline.suites.kineto.rebuild import RebuildError, rebuild
+
+    # as an older profiler records `_foreach_add_(params, grads, alpha=-0.001)`: the lists'
+    # shapes are [], though the op launched kernels over them; pricing 0 bytes would be a lie
+    args = {"Input type": ["TensorList", "TensorList", "Scalar"], "Input Dims": [[], [], []],
+            "Input Strides": [[], [], []], "Concrete Inputs": ["", "", "-0.001"]}
+    with pytest.raises(RebuildError, match="no shapes for its tensor lists"):
+        rebuild("aten::_foreach_add_", args, torch.float32)
