@@ -213,7 +213,8 @@ def test_gpus_table_and_json(capsys):
     assert code == 0
     assert "h100-sxm" in out and "989.4" in out  # dense BF16, not the sparse 1979
     v100 = next(line for line in out.splitlines() if line.startswith("v100 ")).split()
-    assert v100[5:7] == ["15.7", "31.4"]  # FP32 and packed-half2 FP16 on the CUDA cores
+    # the V100's L2 (2048 B/clk at 1530 MHz), then FP32 and packed-half2 FP16 on the CUDA cores
+    assert v100[5:8] == ["3.1", "15.7", "31.4"]
     code, out, _ = run(capsys, "gpus", "--json")
     keys = {gpu["key"] for gpu in json.loads(out)}
     assert {"h100-sxm", "a100-80gb", "mi300x", "rtx4090"} <= keys

@@ -89,6 +89,15 @@ def test_fold_adds_the_columns_inside_the_image() -> None:
     # and the last block's last fall on the padding)
     result = analyze(Fn(lambda x: F.fold(x, (6, 6), 3, padding=1)), meta(2, 27, 36))
     assert _op_flops(result, "aten.col2im.default") == 2 * 3 * 16 * 16
+    # the bound charges the same adds: all of the image is kept
+    assert result.flops == 2 * 3 * 16 * 16
+
+
+def test_fold_kept_in_part_is_charged_the_adds_of_that_part() -> None:
+    # the 2×2 corner of the fold above: row 0 gathers 2 taps (ki = 0, 1; ki = 2 falls on the
+    # padding), row 1 all 3; so 2 + 3 per axis, 5·5 per plane, 2·3 planes
+    result = analyze(Fn(lambda x: F.fold(x, (6, 6), 3, padding=1)[..., :2, :2]), meta(2, 27, 36))
+    assert result.flops == 2 * 3 * 5 * 5
 
 
 def test_complex_products_are_three_real_ones() -> None:

@@ -386,3 +386,25 @@ def test_a_global_index_tensor_is_a_known_constant() -> None:
     # written, the 4 int64 picks read (was one element of x: the index taken as unknown)
     result = bound(lambda x: x[_GLOBAL_ROWS[:4]].sum(1), meta(64, 64))
     assert result.compulsory_bytes == (3 * 64 + 4) * FP32 + 4 * INT64
+
+
+def test_a_long_diagonal_of_a_conv_needs_the_input_under_every_window() -> None:
+    # diagonal(conv2d(x, w))[i] with a 1×1 filter reads x[..., i, i]: n inputs, n > MAX_BOXES,
+    # the filter's one weight and the n outputs (was the first MAX_BOXES inputs only)
+    n = 160
+    assert n > MAX_BOXES
+    result = bound(lambda x, w: torch.diagonal(F.conv2d(x, w), dim1=-2, dim2=-1),
+                   meta(1, 1, n, n), meta(1, 1, 1, 1))
+    assert result.compulsory_bytes == (n + 1 + n) * FP32
+
+
+def test_a_long_conv_diagonal_is_charged_near_what_the_oracle_proves() -> None:
+    from oracle import oracle
+
+    # 3×3 windows along a 128-output diagonal (past MAX_BOXES): the rows beyond the kept
+    # boxes' windows are charged a window's width each (was 0.79 of the proven bytes)
+    x, w = torch.randn(1, 2, 130, 130), torch.randn(3, 2, 3, 3)
+    body = Fn(lambda x, w: torch.diagonal(F.conv2d(x, w), dim1=-2, dim2=-1))
+    result = analyze(body, (x.to("meta"), w.to("meta")), "h100-sxm")
+    proven = oracle(body, (x.double(), w.double())).bytes(FP32)
+    assert 0.9 * proven <= result.compulsory_bytes <= proven

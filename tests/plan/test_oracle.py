@@ -654,17 +654,7 @@ def _figures_of(name: str) -> Figures:
     return figures(model, *inputs())
 
 
-#: Cases whose op now has FLOPs on its cost record (col2im: one add per column element inside
-#: the image) that its demand rule does not yet charge (demand/windows.py col2im_demand returns
-#: none): strict, so the case counts again once demand charges them.
-DEMAND_FLOPS_PENDING = frozenset({"fold_rows"})
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="demand: col2im FLOPs"))
-    if name in DEMAND_FLOPS_PENDING else name
-    for name in CASES
-])
+@pytest.mark.parametrize("name", list(CASES))
 def test_kernelbench_style_problems_are_tight(name):
     assert_tight(_figures_of(name))
 

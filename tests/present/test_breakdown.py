@@ -67,9 +67,10 @@ def test_modules_in_json_and_text(result):
     [
         ("h100-sxm", "cold", []),  # every figure confirmed
         ("h100-pcie", "cold", ["memory_bandwidth_bytes_per_s"]),  # 2039 vs 2000 GB/s
-        # fp32 matmuls run on the CUDA cores: B200's unconfirmed FP32 figure, and its L2 when
-        # the cache is warm; its unconfirmed TF32 figure is not used (no attention here)
-        ("b200", "warm", ["vector.fp32", "l2_bytes"]),
+        # fp32 matmuls run on the CUDA cores: B200's unconfirmed FP32 figure, and its L2 (size
+        # and bandwidth) when the cache is warm; its unconfirmed TF32 figure is not used (no
+        # attention here)
+        ("b200", "warm", ["vector.fp32", "l2_bytes", "l2_bandwidth_bytes_per_s"]),
         ("b200", "cold", ["vector.fp32"]),
     ],
 )

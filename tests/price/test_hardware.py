@@ -241,7 +241,11 @@ def test_table_invariants(spec: GPUSpec) -> None:
         assert spec.tensor_peak("bf16") == spec.tensor_peak("fp16")
     if spec.fp16_accumulate_fp16_flops_per_s is not None:
         assert spec.fp16_accumulate_fp16_flops_per_s > spec.tensor_peak("fp16")
-    assert spec.l2_bandwidth_bytes_per_s is None
+    # the warm bound's L2 rate: a figure for every GPU, above HBM, at most 64 B/clk per SM or CU
+    # at the boost clock (the rule that derives the unpublished ones)
+    assert spec.l2_bandwidth_bytes_per_s is not None
+    assert spec.l2_bandwidth > spec.memory_bandwidth_bytes_per_s
+    assert spec.l2_bandwidth <= gpu_spec.L2_BYTES_PER_FP32_FLOP * fp32 * 1.01  # rounded peaks
     assert spec.launch_overhead_s == gpu_spec.DEFAULT_LAUNCH_OVERHEAD_S
     assert spec.source
     labels = {f"tensor.{p}" for p in spec.tensor_peak_flops_per_s}
@@ -253,7 +257,26 @@ def test_table_invariants(spec: GPUSpec) -> None:
 def test_unconfirmed_figures_are_marked() -> None:
     assert "sm_count" in get_gpu("a10g").unconfirmed
     assert "l2_bytes" in get_gpu("b200").unconfirmed
-    assert get_gpu("h100").unconfirmed == ("memory_clock_mhz",)  # derived from 5.2 GT/s
+    # derived from 5.2 GT/s; the L2 rate from a per-clock figure NVIDIA prints for the A100 only
+    assert get_gpu("h100").unconfirmed == ("memory_clock_mhz", "l2_bandwidth_bytes_per_s")
+    # printed in the A100 whitepaper (5120 and, for the V100, 2048 bytes a clock): confirmed
+    assert get_gpu("a100-80gb").l2_bandwidth == 5120 * 1410e6
+    assert get_gpu("v100").l2_bandwidth == 2048 * 1530e6
+    assert "l2_bandwidth_bytes_per_s" not in get_gpu("a100-80gb").unconfirmed
+
+
+@pytest.mark.parametrize(("name", "cus", "l2_bytes_per_clock"),
+                         [("mi250x", 110, 32 * 64), ("mi250", 104, 32 * 64),
+                          ("mi210", 104, 32 * 64), ("mi300x", 304, 8 * 16 * 128)])
+def test_cdna_entries_are_one_device_with_its_l2_channels(name, cus, l2_bytes_per_clock) -> None:
+    spec = get_gpu(name)
+    # one GCD (what torch sees as a device): CUs x 1024 FP16 FLOP/clk x 1.7 GHz on CDNA2
+    assert spec.sm_count == cus
+    if spec.architecture == "CDNA2":
+        assert spec.tensor_peak("fp16") == pytest.approx(cus * 1024 * 1.7e9, rel=2e-3)
+        assert spec.memory_bandwidth_bytes_per_s == 1638.4e9  # half of 3276.8 GB/s (MI250s)
+    # channels x bytes per clock per channel x the boost clock
+    assert spec.l2_bandwidth == l2_bytes_per_clock * spec.boost_clock_mhz * 1e6
 
 
 def test_gpuspec_is_frozen_and_hashable() -> None:

@@ -144,6 +144,30 @@ def test_a_real_h100_trace_joins_and_prices_every_kernel() -> None:
     assert kinds["aten::addmm"] == 26 and kinds["aten::_flash_attention_forward"] == 4
 
 
+def test_warm_bounds_of_ops_that_move_data_are_never_zero() -> None:
+    from torchroofline.price.roofline import L2_HIT_LATENCY_CYCLES
+
+    report = analyze_trace(BERT)
+    gpu = report.gpu
+    floor_s = L2_HIT_LATENCY_CYCLES / (gpu.boost_clock_mhz * 1e6)  # 150 / 1.98 GHz = 76 ns
+    for instance in report.priced:
+        figures = instance.figures
+        if figures.bytes:
+            # at least its bytes through the L2 at the L2's peak, and one L2 hit's latency
+            assert figures.sol_warm_s >= max(figures.bytes / gpu.l2_bandwidth, floor_s) * 0.999
+            # a one-element op's headroom is not millions: its time is within 1000x of one hit
+            assert instance.measured_us / (figures.sol_warm_s * 1e6) < 1000
+        if figures.flops == 0:
+            assert figures.bound == "memory"
+    # the one-element `eq` (a [1, 141] mask): 2 bf16/bool elements cannot beat one L2 hit
+    eq = next(i for i in report.priced if i.op.name == "aten::eq")
+    assert eq.figures.sol_warm_s == pytest.approx(floor_s)
+    # no op kind that moves data reads "0.0 %" of SoL (only the host copy of `.item()` moves
+    # no GPU data: its time is the host link's)
+    moved = {i.op.name for i in report.priced if i.figures.bytes}
+    assert all(round(100 * row.sol_fraction, 1) > 0 for row in report.kinds() if row.kind in moved)
+
+
 # --- the report ------------------------------------------------------------------------------
 
 
@@ -226,6 +250,33 @@ def test_a_trace_naming_no_known_gpu_asks_for_gpu(tmp_path) -> None:
     with pytest.raises(UnknownGPUError, match="pass --gpu"):
         analyze_trace(path)
     assert analyze_trace(path, gpu="h100").gpu.key == "h100-sxm"
+
+
+@pytest.mark.parametrize(
+    ("name", "sms", "memory_bytes", "closest"),
+    [
+        # an A100 SXM4 board's driver name; 42.5e9 bytes: the 40 GB part
+        ("NVIDIA A100-PG509-200", 108, 42505273344, "a100-40gb"),
+        # ROCm's name for a GPU it has no marketing name for: 304 CUs and 192 GB are an MI300X
+        ("AMD Radeon Graphics", 304, 205571227648, "mi300x"),
+        # one MI250X die: 110 CUs, 64 GB
+        ("AMD Radeon Graphics", 110, 68702699520, "mi250x"),
+    ],
+)
+def test_a_trace_naming_an_unlisted_part_is_priced_on_the_closest(
+        tmp_path, capsys, name, sms, memory_bytes, closest) -> None:
+    document = json.loads(TINY.read_text())
+    document["deviceProperties"][0].update(name=name, numSms=sms, totalGlobalMem=memory_bytes)
+    path = _written(tmp_path, "board.json", json.dumps(document).encode())
+    told: list[str] = []
+    report = analyze_trace(path, note=told.append)
+    assert report.gpu.key == closest
+    # one line, naming the trace's GPU, the part priced and the way to choose another
+    [line] = told
+    assert name in line and report.gpu.name in line and "--gpu" in line and "\n" not in line
+    assert analyze_trace(path, gpu="h100").gpu.key == "h100-sxm"  # --gpu overrides
+    assert main(["trace", str(path), "--format", "json"]) == 0
+    assert "closest part" in capsys.readouterr().err
 
 
 # --- the command line ------------------------------------------------------------------------
@@ -364,3 +415,14 @@ def test_modules_roll_up_by_the_innermost_module_class(tiny) -> None:
     assert rows["Block"].measured_us == pytest.approx(4 + 3 + 1 + 5 + 3)
     assert "By module" in WRITERS["text"](tiny)
     assert analyze_trace(TF32).modules() == []  # recorded without with_modules
+
+
+def test_a_tensor_list_recorded_without_shapes_is_not_priced_as_nothing() -> None:
+    from torchroofline.suites.kineto.rebuild import RebuildError, rebuild
+
+    # as an older profiler records `_foreach_add_(params, grads, alpha=-0.001)`: the lists'
+    # shapes are [], though the op launched kernels over them; pricing 0 bytes would be a lie
+    args = {"Input type": ["TensorList", "TensorList", "Scalar"], "Input Dims": [[], [], []],
+            "Input Strides": [[], [], []], "Concrete Inputs": ["", "", "-0.001"]}
+    with pytest.raises(RebuildError, match="no shapes for its tensor lists"):
+        rebuild("aten::_foreach_add_", args, torch.float32)

@@ -33,6 +33,8 @@ GPU_COLUMNS: dict[str, Callable[[Any], str]] = {
     "HBM GB/s": lambda g: f"{g.memory_bandwidth_bytes_per_s / 1e9:.0f}"
     + ("?" if "memory_bandwidth_bytes_per_s" in g.unconfirmed else ""),
     "L2 MB": lambda g: f"{g.l2_bytes / 2**20:.0f}" + ("?" if "l2_bytes" in g.unconfirmed else ""),
+    "L2 TB/s": lambda g: f"{g.l2_bandwidth / 1e12:.1f}"
+    + ("?" if "l2_bandwidth_bytes_per_s" in g.unconfirmed else ""),
     "FP32": lambda g: _tflops(g, "fp32", False),
     "FP16 vec": lambda g: _tflops(g, "fp16", False),
     "TF32": lambda g: _tflops(g, "tf32", True),
@@ -64,8 +66,9 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     print(
         "Dense peaks in TFLOP/s (no sparsity); FP32 and FP16 vec on the CUDA cores / vector ALUs "
         "(FP16 vec: packed half2; '—': priced at FP32), the rest on tensor cores. '?' = not "
-        "confirmed in two sources or derived; boost MHz: the clock --clock-mhz scales from "
-        "('—': none published); sources: docs/gpu_sources.md."
+        "confirmed in two sources or derived; L2 TB/s: the L2's peak, at which warm bounds read "
+        "what fits in L2; boost MHz: the clock --clock-mhz scales from ('—': none published); "
+        "sources: docs/gpu_sources.md."
     )
     return EXIT_OK
 

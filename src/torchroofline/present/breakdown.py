@@ -72,9 +72,10 @@ def module_costs(result: Result, depth: int | None = None) -> list[ModuleCost]:
 
 def unconfirmed_figures(result: Result) -> list[str]:
     """The figures of ``result.gpu.unconfirmed`` the bound rests on: the memory bandwidth, the L2
-    size with a warm cache, and the table peak behind each roof."""
+    size and bandwidth with a warm cache, and the table peak behind each roof."""
     gpu = result.gpu
-    used = {"memory_bandwidth_bytes_per_s"} | ({"l2_bytes"} if result.cache == "warm" else set())
+    warm = {"l2_bytes", "l2_bandwidth_bytes_per_s"} if result.cache == "warm" else set()
+    used = {"memory_bandwidth_bytes_per_s"} | warm
     for roof in result.roofs:
         if roof.unit == "tensor":
             keys = _behind(gpu.tensor_peak_flops_per_s, roof.peak_flops_per_s, _TENSOR_SHARES)

@@ -54,6 +54,19 @@ DEFAULT_LAUNCH_OVERHEAD_S = 2.5e-6
 An estimate for the "expected time" figures, never used in bounds."""
 
 
+L2_BYTES_PER_FP32_FLOP = 0.5
+"""L2 bytes per second per FP32 FLOP/s, for a GPU whose entry prints no L2 bandwidth: an SM or CU
+takes at most 64 bytes a clock from L2 (NVIDIA: 64 B/clk per L2 slice, and no part has more
+slices than SMs; AMD: 64 or 128 B/clk per channel, at most 16 channels per 38 or more CUs) and
+runs at least 128 FP32 FLOP a clock (64 lanes, FMA), so bytes/s <= 64/128 x FP32 FLOP/s. An upper
+bound on the bandwidth, so the warm bound built on it stays a bound."""
+
+
+def derived_l2_bandwidth(vector_peaks: Mapping[str, float]) -> float:
+    """:data:`L2_BYTES_PER_FP32_FLOP` times the FP32 vector peak, in bytes/s."""
+    return L2_BYTES_PER_FP32_FLOP * vector_peaks["fp32"]
+
+
 @functools.lru_cache(maxsize=256)  # asked per kernel priced, of a few GPU names
 def _key_from_name(name: str) -> str:
     """Canonical key of a display name: lower case, words joined by dashes, except that an
@@ -95,7 +108,9 @@ class GPUSpec:
     sm_count: int  # SMs (NVIDIA) or CUs (AMD)
     tensor_peak_flops_per_s: Mapping[str, float] = field(hash=False)
     vector_peak_flops_per_s: Mapping[str, float] = field(hash=False)
-    l2_bandwidth_bytes_per_s: float | None = None  # no trustworthy published figure for any GPU
+    #: L1<->L2 peak (bytes/s): what the warm bound reads L2-resident data at; None: derived
+    #: from the FP32 vector peak (:attr:`l2_bandwidth`)
+    l2_bandwidth_bytes_per_s: float | None = None
     launch_overhead_s: float = DEFAULT_LAUNCH_OVERHEAD_S
     fp16_accumulate_fp16_flops_per_s: float | None = None
     aliases: tuple[str, ...] = ()
@@ -127,6 +142,12 @@ class GPUSpec:
         for name, value in state.items():
             object.__setattr__(self, name, value)
         self.__post_init__()
+
+    @property
+    def l2_bandwidth(self) -> float:
+        """The L2 bandwidth (bytes/s) the warm bound charges: the table's figure, or for an entry
+        without one, :data:`L2_BYTES_PER_FP32_FLOP` of its FP32 vector peak."""
+        return self.l2_bandwidth_bytes_per_s or derived_l2_bandwidth(self.vector_peak_flops_per_s)
 
     @property
     def key(self) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -36,6 +37,22 @@ _MIB = 2**20
 def _tera(**peaks: float) -> dict[str, float]:
     """Datasheet TFLOP/s (or TOPS) figures, keyed by precision, converted to FLOP/s (op/s)."""
     return {precision: value * _TERA for precision, value in peaks.items()}
+
+
+def _l2_bandwidth(bytes_per_clock: int, clock_mhz: float) -> float:
+    """An L2's peak bandwidth in bytes/s: the bytes it returns per clock at ``clock_mhz``."""
+    return bytes_per_clock * clock_mhz * 1e6
+
+
+#: Bytes per clock an SM takes from L2 at most, for NVIDIA parts whose L2 bandwidth is printed
+#: nowhere: 64 B/clk per L2 slice (the A100 whitepaper's 5120 B/clk over its 80 slices) with no
+#: more slices than SMs, so SMs x 64 B/clk is an upper bound on the L2's rate (unconfirmed).
+_SM_L2_BYTES_PER_CLOCK = 64
+
+
+def _sm_side_l2(sm_count: int, clock_mhz: float) -> float:
+    """The L2 bandwidth bound of a part with no published figure: SMs x 64 B/clk x clock."""
+    return _l2_bandwidth(sm_count * _SM_L2_BYTES_PER_CLOCK, clock_mhz)
 
 
 _VENDOR_PREFIX = re.compile(r"^(?:(?:nvidia|amd|geforce|instinct|tesla)[\s_\-]+)+")
@@ -87,6 +104,9 @@ _H100_SXM = GPUSpec(
     memory_bytes=int(80 * _GIGA),
     memory_bandwidth_bytes_per_s=3350 * _GIGA,
     l2_bytes=50 * _MIB,
+    # 5120 B/clk (the A100's, as the Hopper table of doi:10.1016/j.ultsonch.2023.106546 gives:
+    # 8986 GB/s at 1755 MHz) at the 1980 MHz boost clock; NVIDIA prints no figure
+    l2_bandwidth_bytes_per_s=_l2_bandwidth(5120, 1980),
     sm_count=132,
     tensor_peak_flops_per_s=_tera(tf32=494.7, fp16=989.4, bf16=989.4, fp8=1978.9, int8=1978.9),
     vector_peak_flops_per_s=_tera(fp64=33.5, fp32=66.9, fp16=133.8),
@@ -96,7 +116,7 @@ _H100_SXM = GPUSpec(
     boost_clock_mhz=1980,
     tensor_clock_mhz=1830,
     memory_clock_mhz=2619,  # HBM3 at 5.2 GT/s effective (the final H100 specification table)
-    unconfirmed=("memory_clock_mhz",),
+    unconfirmed=("memory_clock_mhz", "l2_bandwidth_bytes_per_s"),
     host_link="PCIe 5.0 x16",
 )
 
@@ -109,6 +129,8 @@ _A100_80GB = GPUSpec(
     memory_bytes=int(80 * _GIGA),
     memory_bandwidth_bytes_per_s=2039 * _GIGA,
     l2_bytes=40 * _MIB,
+    # A100 whitepaper: "L2 cache read bandwidth 5120 bytes/clk" (V100: 2048), at 1410 MHz
+    l2_bandwidth_bytes_per_s=_l2_bandwidth(5120, 1410),
     sm_count=108,
     tensor_peak_flops_per_s=_tera(tf32=156, fp16=312, bf16=312, int8=624),
     vector_peak_flops_per_s=_tera(fp64=9.7, fp32=19.5, fp16=78),
@@ -129,6 +151,7 @@ _V100 = GPUSpec(
     memory_bytes=int(32 * _GIGA),
     memory_bandwidth_bytes_per_s=900 * _GIGA,
     l2_bytes=6 * _MIB,
+    l2_bandwidth_bytes_per_s=_l2_bandwidth(2048, 1530),  # A100 whitepaper: V100 2048 B/clk
     sm_count=80,
     tensor_peak_flops_per_s=_tera(fp16=125),
     vector_peak_flops_per_s=_tera(fp64=7.8, fp32=15.7, fp16=31.4),
@@ -151,14 +174,43 @@ _MI300X = GPUSpec(
     memory_bytes=int(192 * _GIGA),
     memory_bandwidth_bytes_per_s=5300 * _GIGA,
     l2_bytes=32 * _MIB,
+    # 8 XCDs x 16 channels x 128 B/clk (ROCm Compute Profiler's L2 peak for MI300) at 2100 MHz
+    l2_bandwidth_bytes_per_s=_l2_bandwidth(8 * 16 * 128, 2100),
     sm_count=304,
     tensor_peak_flops_per_s=_tera(
         tf32=653.7, fp16=1307.4, bf16=1307.4, fp8=2614.9, int8=2614.9
     ),
     vector_peak_flops_per_s=_tera(fp64=81.7, fp32=163.4),
     source="AMD Instinct MI300X data sheet; ROCm GPU specifications table (CUs, L2)",
+    unconfirmed=("l2_bandwidth_bytes_per_s",),
     boost_clock_mhz=2100,
     host_link="PCIe 5.0 x16",
+)
+
+_CDNA2_SOURCE = (
+    "ROCm GPU specifications table (CUs, 8 MB L2 per GCD); ROCm Compute Profiler (32 L2 channels, "
+    "64 B/clk each on MI200)"
+)
+
+# MI210 (CDNA2, one GCD, 300 W): AMD prints FP64 22.6 vector / 45.3 matrix, FP32 22.6 vector /
+# 45.3 packed and matrix, FP16/BF16 181.0 and INT8 181.0 TOPS dense; no TF32, FP8 or sparsity.
+# FP32 here is the packed rate, which FP32 GEMMs reach on the matrix cores too (the higher
+# figure, as for the MI300X's dual-issue 163.4). 104 CUs x 1024 FP16 FLOP/clk x 1.7 GHz = 181.0.
+_MI210 = GPUSpec(
+    name="MI210",
+    vendor="AMD",
+    architecture="CDNA2",
+    memory_bytes=int(64 * _GIGA),
+    memory_bandwidth_bytes_per_s=1638.4 * _GIGA,
+    l2_bytes=8 * _MIB,
+    # 32 channels x 64 B/clk (ROCm Compute Profiler's L2 peak for MI200) at 1700 MHz
+    l2_bandwidth_bytes_per_s=_l2_bandwidth(32 * 64, 1700),
+    sm_count=104,
+    tensor_peak_flops_per_s=_tera(fp16=181.0, bf16=181.0, int8=181.0),
+    vector_peak_flops_per_s=_tera(fp64=22.6, fp32=45.3),
+    source="AMD Instinct MI210 data sheet; " + _CDNA2_SOURCE,
+    unconfirmed=("l2_bandwidth_bytes_per_s",),
+    boost_clock_mhz=1700,
 )
 
 
@@ -176,6 +228,8 @@ _B200 = GPUSpec(
     memory_bytes=int(180 * _GIGA),
     memory_bandwidth_bytes_per_s=8000 * _GIGA,
     l2_bytes=126 * _MIB,
+    # two dies, each with a GH100-class L2 of 5120 B/clk, at the 1980 MHz boost (unconfirmed)
+    l2_bandwidth_bytes_per_s=_l2_bandwidth(2 * 5120, 1980),
     sm_count=148,
     tensor_peak_flops_per_s=_tera(
         tf32=1120, fp16=2250, bf16=2250, fp8=4500, fp6=4500, fp4=9000, int8=4500
@@ -191,6 +245,7 @@ _B200 = GPUSpec(
         "vector.fp64",
         "vector.fp32",
         "l2_bytes",
+        "l2_bandwidth_bytes_per_s",
         "boost_clock_mhz",
         "tensor_clock_mhz",
     ),
@@ -211,6 +266,7 @@ _B300 = GPUSpec(
     memory_bytes=int(288 * _GIGA),
     memory_bandwidth_bytes_per_s=8000 * _GIGA,
     l2_bytes=126 * _MIB,
+    l2_bandwidth_bytes_per_s=_l2_bandwidth(2 * 5120, 1980),  # as the B200's (no clock printed)
     sm_count=160,
     tensor_peak_flops_per_s=_tera(
         tf32=1125, fp16=2250, bf16=2250, fp8=4500, fp6=4500, fp4=14000, int8=150
@@ -221,7 +277,7 @@ _B300 = GPUSpec(
         "NVIDIA HGX B300 figures via glennklockwood.com, verda.com and datacrunch.io "
         "(Blackwell Ultra technical brief; dense)"
     ),
-    unconfirmed=("l2_bytes",),
+    unconfirmed=("l2_bytes", "l2_bandwidth_bytes_per_s"),
     host_link="PCIe 6.0 x16",
 )
 
@@ -237,6 +293,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bytes=int(80 * _GIGA),
         memory_bandwidth_bytes_per_s=2039 * _GIGA,
         l2_bytes=50 * _MIB,
+        l2_bandwidth_bytes_per_s=_l2_bandwidth(5120, 1755),  # as the SXM's, at 1755 MHz
         sm_count=114,
         tensor_peak_flops_per_s=_tera(tf32=378, fp16=756, bf16=756, fp8=1513, int8=1513),
         vector_peak_flops_per_s=_tera(fp64=25.6, fp32=51.2, fp16=102.4),
@@ -245,7 +302,8 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         + "; docs.nvidia.com H100 MIG guide (114 SMs, 50 MB L2); FP16 non-tensor 102.4 = 2 x FP32 "
         "(CUDA C++ Programming Guide, arithmetic-instruction throughput, cc 9.0: 256 FP16 vs 128 "
         "FP32 results/clock/SM)",
-        unconfirmed=("memory_bandwidth_bytes_per_s", "vector.fp16", "tensor_clock_mhz"),
+        unconfirmed=("memory_bandwidth_bytes_per_s", "vector.fp16", "tensor_clock_mhz",
+                     "l2_bandwidth_bytes_per_s"),
         boost_clock_mhz=1755,  # 51.2 TFLOP/s FP32 = 114 SM x 256 FLOP/clk x 1.755 GHz
         memory_clock_mhz=1593,  # HBM2e at 3.2 GT/s effective
         tensor_clock_mhz=1620,  # derived: 756 TFLOP/s = 114 SM x 4096 FLOP/clk x 1.62 GHz
@@ -264,7 +322,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         source="NVIDIA H100 datasheet (H100 NVL: 94 GB, 3.9 TB/s); compute kept at the H100 SXM's: "
         + _H100_SOURCE,
         memory_clock_mhz=None,
-        unconfirmed=("memory_bandwidth_bytes_per_s",),
+        unconfirmed=("memory_bandwidth_bytes_per_s", "l2_bandwidth_bytes_per_s"),
     ),
     # H200: the same GH100 compute as H100 SXM; only memory differs (141 GB HBM3e, 4.8 TB/s).
     # L2 50 MB is inferred from the identical die.
@@ -276,7 +334,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         aliases=("h200-sxm",),
         source="NVIDIA H200 datasheet (memory); compute as H100 SXM: " + _H100_SOURCE,
         memory_clock_mhz=None,  # HBM3e: no published memory clock
-        unconfirmed=(),
+        unconfirmed=("l2_bandwidth_bytes_per_s",),
     ),
     # H20: a cut-down GH100 (78 SMs) for the Chinese market with 96 GB HBM3 at 4.0 TB/s. NVIDIA's
     # product brief prints dense 148 FP16/BF16, 74 TF32, 296 FP8/INT8, 44 FP32 and 1 FP64 TFLOP/s
@@ -288,11 +346,13 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bytes=int(96 * _GIGA),
         memory_bandwidth_bytes_per_s=4000 * _GIGA,
         l2_bytes=60 * _MIB,
+        l2_bandwidth_bytes_per_s=_l2_bandwidth(5120, 1980),  # the H100 SXM's (no clock printed)
         sm_count=78,
         tensor_peak_flops_per_s=_tera(tf32=74, fp16=148, bf16=148, fp8=296, int8=296),
         vector_peak_flops_per_s=_tera(fp64=1, fp32=44),
         source="NVIDIA H20 product brief as quoted by willitrunai.com and zangshuxian.com",
-        unconfirmed=("l2_bytes", "sm_count", "vector.fp64", "vector.fp32", "tensor.tf32"),
+        unconfirmed=("l2_bytes", "sm_count", "vector.fp64", "vector.fp32", "tensor.tf32",
+                     "l2_bandwidth_bytes_per_s"),
         host_link="PCIe 5.0 x16",
     ),
     _B200,
@@ -309,6 +369,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             tf32=1250, fp16=2500, bf16=2500, fp8=5000, fp6=5000, fp4=10000, int8=5000
         ),
         vector_peak_flops_per_s=_tera(fp64=45, fp32=90),
+        l2_bandwidth_bytes_per_s=_l2_bandwidth(2 * 5120, 2112),  # the B200's at 2112 MHz
         aliases=("gb200-nvl72",),
         source=(
             "NVIDIA GB200 NVL72 figures per GPU via glennklockwood.com (sparse halved); "
@@ -318,6 +379,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "vector.fp64",
             "vector.fp32",
             "l2_bytes",
+            "l2_bandwidth_bytes_per_s",
             "boost_clock_mhz",
             "tensor_clock_mhz",
         ),
@@ -349,6 +411,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "vector.fp64",
             "vector.fp32",
             "l2_bytes",
+            "l2_bandwidth_bytes_per_s",
         ),
         host_link="NVLink-C2C",
     ),
@@ -383,13 +446,14 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bandwidth_bytes_per_s=864 * _GIGA,
         l2_bytes=96 * _MIB,
         sm_count=142,
+        l2_bandwidth_bytes_per_s=_sm_side_l2(142, 2520),
         tensor_peak_flops_per_s=_tera(tf32=183, fp16=366.4, bf16=366.4, fp8=733, int8=733),
         vector_peak_flops_per_s=_tera(fp64=1.43, fp32=91.6, fp16=91.6),
         source=(
             "NVIDIA L40S datasheet (dense column); TechPowerUp-derived DBs (FP64, L2, 366.4); "
             "FP16 non-tensor = FP32 rate on Ada (Ada whitepaper v2.02, Appendix A)"
         ),
-        unconfirmed=("l2_bytes", "vector.fp16"),
+        unconfirmed=("l2_bytes", "vector.fp16", "l2_bandwidth_bytes_per_s"),
         boost_clock_mhz=2520,
         host_link="PCIe 4.0 x16",
     ),
@@ -401,13 +465,14 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bandwidth_bytes_per_s=864 * _GIGA,
         l2_bytes=96 * _MIB,
         sm_count=142,
+        l2_bandwidth_bytes_per_s=_sm_side_l2(142, 2490),
         tensor_peak_flops_per_s=_tera(tf32=90.5, fp16=181.05, bf16=181.05, fp8=362, int8=362),
         vector_peak_flops_per_s=_tera(fp64=1.41, fp32=90.5, fp16=90.5),
         source=(
             "NVIDIA L40 datasheet (dense column); topcpu.net (96 MB L2, FP64); FP16 non-tensor = "
             "FP32 rate on Ada (Ada whitepaper v2.02, Appendix A)"
         ),
-        unconfirmed=("vector.fp16",),
+        unconfirmed=("vector.fp16", "l2_bandwidth_bytes_per_s"),
         boost_clock_mhz=2490,
         host_link="PCIe 4.0 x16",
     ),
@@ -421,13 +486,14 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bandwidth_bytes_per_s=300 * _GIGA,
         l2_bytes=48 * _MIB,
         sm_count=58,
+        l2_bandwidth_bytes_per_s=_sm_side_l2(58, 2040),
         tensor_peak_flops_per_s=_tera(tf32=60, fp16=121, bf16=121, fp8=242.5, int8=242.5),
         vector_peak_flops_per_s=_tera(fp64=0.47, fp32=30.3, fp16=30.3),
         source=(
             "NVIDIA L4 datasheet (sparse figures halved); Ada architecture whitepaper v2.01 "
             "(FP16 non-tensor = FP32 rate on Ada)"
         ),
-        unconfirmed=("vector.fp16",),
+        unconfirmed=("vector.fp16", "l2_bandwidth_bytes_per_s"),
         boost_clock_mhz=2040,
         host_link="PCIe 4.0 x16",
     ),
@@ -440,6 +506,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bandwidth_bytes_per_s=320 * _GIGA,
         l2_bytes=4 * _MIB,
         sm_count=40,
+        l2_bandwidth_bytes_per_s=_sm_side_l2(40, 1590),
         tensor_peak_flops_per_s=_tera(fp16=65, int8=130),
         vector_peak_flops_per_s=_tera(fp64=0.25, fp32=8.1, fp16=16.2),
         source=(
@@ -447,7 +514,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "(CUDA C++ Programming Guide, arithmetic-instruction throughput, cc 7.5: 128 FP16 vs "
             "64 FP32 results/clock/SM; Turing whitepaper: packed FP16 at twice the FP32 rate)"
         ),
-        unconfirmed=("vector.fp16",),
+        unconfirmed=("vector.fp16", "l2_bandwidth_bytes_per_s"),
         boost_clock_mhz=1590,
         host_link="PCIe 3.0 x16",
     ),
@@ -462,11 +529,13 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bandwidth_bytes_per_s=600 * _GIGA,
         l2_bytes=6 * _MIB,
         sm_count=80,
+        l2_bandwidth_bytes_per_s=_sm_side_l2(80, 1710),
         tensor_peak_flops_per_s=_tera(tf32=35, fp16=70, bf16=70, int8=280),
         vector_peak_flops_per_s=_tera(fp64=0.55, fp32=35, fp16=35),
         fp16_accumulate_fp16_flops_per_s=140 * _TERA,
         source="baseten.co A10 vs A10G comparison; AWS GPU table (no NVIDIA datasheet exists)",
         unconfirmed=(
+            "l2_bandwidth_bytes_per_s",
             "tensor.tf32",
             "tensor.fp16",
             "tensor.bf16",
@@ -494,6 +563,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bandwidth_bytes_per_s=1792 * _GIGA,
         l2_bytes=96 * _MIB,
         sm_count=170,
+        l2_bandwidth_bytes_per_s=_sm_side_l2(170, 2407),
         tensor_peak_flops_per_s=_tera(
             tf32=104.8, fp16=209.6, bf16=209.6, fp8=419.2, fp4=1676, int8=838.4
         ),
@@ -505,6 +575,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "printed by pocketmags.com and spheron.network; RTX Blackwell per-SM rates"
         ),
         unconfirmed=(
+            "l2_bandwidth_bytes_per_s",
             "tensor.tf32",
             "tensor.fp16",
             "tensor.bf16",
@@ -528,6 +599,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bandwidth_bytes_per_s=1792 * _GIGA,
         l2_bytes=128 * _MIB,
         sm_count=188,
+        l2_bandwidth_bytes_per_s=_sm_side_l2(188, 2617),
         tensor_peak_flops_per_s=_tera(
             tf32=251.9, fp16=503.8, bf16=503.8, fp8=1007.6, fp4=2015.2, int8=1007.6
         ),
@@ -539,6 +611,7 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             "cputronic.com (2617 MHz)"
         ),
         unconfirmed=(
+            "l2_bandwidth_bytes_per_s",
             "tensor.tf32",
             "tensor.fp16",
             "tensor.bf16",
@@ -562,12 +635,13 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bandwidth_bytes_per_s=1008 * _GIGA,
         l2_bytes=72 * _MIB,
         sm_count=128,
+        l2_bandwidth_bytes_per_s=_sm_side_l2(128, 2520),
         tensor_peak_flops_per_s=_tera(tf32=82.6, fp16=165.2, bf16=165.2, fp8=330.3, int8=660.6),
         vector_peak_flops_per_s=_tera(fp64=1.29, fp32=82.6, fp16=82.6),
         fp16_accumulate_fp16_flops_per_s=330.3 * _TERA,
         aliases=("4090", "rtx-4090"),
         source="NVIDIA Ada GPU architecture whitepaper v2.02, Appendix A",
-        unconfirmed=("vector.fp16",),
+        unconfirmed=("vector.fp16", "l2_bandwidth_bytes_per_s"),
         boost_clock_mhz=2520,
         host_link="PCIe 4.0 x16",
     ),
@@ -582,12 +656,14 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bandwidth_bytes_per_s=716.8 * _GIGA,
         l2_bytes=64 * _MIB,
         sm_count=76,
+        l2_bandwidth_bytes_per_s=_sm_side_l2(76, 2505),
         tensor_peak_flops_per_s=_tera(tf32=48.74, fp16=97.5, bf16=97.5, fp8=194.9, int8=389.9),
         vector_peak_flops_per_s=_tera(fp64=0.76, fp32=48.74, fp16=48.74),
         fp16_accumulate_fp16_flops_per_s=194.9 * _TERA,
         aliases=("4080", "rtx-4080"),
         source="Ada whitepaper v2.02 per-SM rates x 76 SMs x 2.505 GHz; cputronic.com (FP32, L2)",
         unconfirmed=(
+            "l2_bandwidth_bytes_per_s",
             "tensor.tf32",
             "tensor.fp16",
             "tensor.bf16",
@@ -608,12 +684,13 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bandwidth_bytes_per_s=936 * _GIGA,
         l2_bytes=6 * _MIB,
         sm_count=82,
+        l2_bandwidth_bytes_per_s=_sm_side_l2(82, 1695),
         tensor_peak_flops_per_s=_tera(tf32=35.6, fp16=71, bf16=71, int8=284),
         vector_peak_flops_per_s=_tera(fp64=0.56, fp32=35.6, fp16=35.6),
         fp16_accumulate_fp16_flops_per_s=142 * _TERA,
         aliases=("3090", "rtx-3090"),
         source="NVIDIA Ampere GA102 architecture whitepaper v2, Appendix A",
-        unconfirmed=("vector.fp16",),
+        unconfirmed=("vector.fp16", "l2_bandwidth_bytes_per_s"),
         boost_clock_mhz=1695,
         host_link="PCIe 4.0 x16",
     ),
@@ -627,12 +704,14 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bandwidth_bytes_per_s=760 * _GIGA,
         l2_bytes=5 * _MIB,
         sm_count=68,
+        l2_bandwidth_bytes_per_s=_sm_side_l2(68, 1710),
         tensor_peak_flops_per_s=_tera(tf32=29.8, fp16=59.5, bf16=59.5, int8=238),
         vector_peak_flops_per_s=_tera(fp64=0.47, fp32=29.8, fp16=29.8),
         fp16_accumulate_fp16_flops_per_s=119 * _TERA,
         aliases=("3080", "rtx-3080"),
         source="NVIDIA GA102 whitepaper v2 (main table); KPU-Simulator RTX 30 table (INT8, BW)",
         unconfirmed=(
+            "l2_bandwidth_bytes_per_s",
             "tensor.tf32",
             "tensor.fp16",
             "tensor.bf16",
@@ -655,6 +734,28 @@ _BUILTIN: tuple[GPUSpec, ...] = (
         memory_bandwidth_bytes_per_s=6000 * _GIGA,
         source="AMD Instinct MI325X specifications; ROCm GPU specifications table",
     ),
+    _MI210,
+    # MI250X and MI250: two CDNA2 dies (GCDs) on one module, which ROCm and torch show as two
+    # devices; an entry is one GCD, half the data sheet's package figures (MI250X: 220 CUs,
+    # 383 FP16 / 95.7 packed FP32 / 47.9 FP64 TFLOP/s, 128 GB at 3276.8 GB/s; MI250: 208 CUs,
+    # 362.1 / 90.5 / 45.3). One MI250 GCD is an MI210 (104 CUs at 1.7 GHz).
+    replace(
+        _MI210,
+        name="MI250X",
+        sm_count=110,
+        tensor_peak_flops_per_s=_tera(fp16=191.5, bf16=191.5, int8=191.5),
+        vector_peak_flops_per_s=_tera(fp64=23.95, fp32=47.85),
+        # rocm-smi and torch name a GCD of either part "AMD Instinct MI250X/MI250": the MI250X's
+        # higher peaks keep the bound a bound on both
+        aliases=("mi250x/mi250", "mi250x-gcd"),
+        source="AMD Instinct MI250X data sheet (package figures halved: one GCD); " + _CDNA2_SOURCE,
+    ),
+    replace(
+        _MI210,
+        name="MI250",
+        aliases=("mi250-gcd",),
+        source="AMD Instinct MI250 data sheet (package figures halved: one GCD); " + _CDNA2_SOURCE,
+    ),
     # MI350X (CDNA4): no TF32 in hardware. FP16/BF16: AMD quotes 2307 (~2.3 PF), PyTorch's
     # device table 2309.6 (taken: higher, for both, which run at the same rate). MXFP6 and MXFP4
     # run at twice the FP8 rate (16384 FLOP/clk/CU): 256 x 16384 x 2.2 GHz = 9228 (AMD: 9.2 PF).
@@ -670,8 +771,9 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             fp16=2309.6, bf16=2309.6, fp8=4614, fp6=9228, fp4=9228, int8=4614
         ),
         vector_peak_flops_per_s=_tera(fp64=72.1, fp32=144.2),
+        l2_bandwidth_bytes_per_s=_l2_bandwidth(8 * 16 * 128, 2200),  # as the MI300X's, 2.2 GHz
         source="AMD Instinct MI350X brochure; torch/_inductor/analysis/device_info.py; ROCm table",
-        unconfirmed=("tensor.fp6", "tensor.fp4"),
+        unconfirmed=("tensor.fp6", "tensor.fp4", "l2_bandwidth_bytes_per_s"),
         boost_clock_mhz=2200,
         host_link="PCIe 5.0 x16",
     ),
@@ -689,8 +791,9 @@ _BUILTIN: tuple[GPUSpec, ...] = (
             fp16=2516.6, bf16=2516.6, fp8=5033, fp6=10066, fp4=10066, int8=5033
         ),
         vector_peak_flops_per_s=_tera(fp64=78.6, fp32=157.3),
+        l2_bandwidth_bytes_per_s=_l2_bandwidth(8 * 16 * 128, 2400),  # as the MI300X's, 2.4 GHz
         source="AMD CDNA 4 whitepaper; ROCm GPU specifications table; svethardware.cz (FP32)",
-        unconfirmed=("tensor.fp6",),
+        unconfirmed=("tensor.fp6", "l2_bandwidth_bytes_per_s"),
         boost_clock_mhz=2400,
         host_link="PCIe 5.0 x16",
     ),
@@ -760,6 +863,37 @@ def _closest_keys(name: str, index: Mapping[str, GPUSpec], count: int = 3) -> li
     ]
     close = difflib.get_close_matches(_compact(name), index, n=len(index), cutoff=0.5)
     return list(dict.fromkeys([*same_model, *(index[match].key for match in close)]))[:count]
+
+
+#: Words of a driver's GPU name that say whose part it is ("AMD Radeon Graphics", as ROCm names a
+#: GPU it has no marketing name for).
+_VENDOR_WORDS = {"nvidia": "NVIDIA", "geforce": "NVIDIA", "tesla": "NVIDIA", "quadro": "NVIDIA",
+                 "amd": "AMD", "radeon": "AMD", "instinct": "AMD"}
+
+
+def closest_gpu(name: str, sm_count: int | None = None,
+                memory_bytes: int | None = None) -> GPUSpec | None:
+    """The table's part nearest a GPU it does not know by ``name`` (a driver's board name such
+    as "NVIDIA A100-PG509-200", or ROCm's "AMD Radeon Graphics"): of the vendor's parts, those
+    that share its model number if any do, and of these the one whose SM (CU) count and memory
+    size (bytes) are nearest the device's. None when the name gives neither a vendor nor a
+    known model number, or nothing but the vendor is known."""
+    vendors = {_VENDOR_WORDS[w] for w in re.findall(r"[a-z]+", name.lower()) if w in _VENDOR_WORDS}
+    candidates = [spec for spec in _all_gpus() if not vendors or spec.vendor in vendors]
+    model = _MODEL.search(_words(name))
+    same_model = [spec for spec in candidates
+                  if model and any(model.group() in _compact(known) for known in _names(spec))]
+    if not same_model and not (vendors and (sm_count or memory_bytes)):
+        return None
+
+    def distance(spec: GPUSpec) -> float:
+        # relative SM-count gap plus the memory sizes' log-ratio: 0 for the same SMs and memory
+        sms = abs(spec.sm_count - sm_count) / sm_count if sm_count else 0.0
+        memory = (abs(math.log(spec.memory_bytes / memory_bytes))
+                  if memory_bytes and spec.memory_bytes else 0.0)
+        return sms + memory
+
+    return min(same_model or candidates, key=distance)
 
 
 def choice_note(name: str | GPUSpec) -> str | None:

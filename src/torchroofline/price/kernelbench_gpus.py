@@ -12,7 +12,7 @@ import importlib
 import re
 from collections.abc import Mapping
 
-from .gpu_spec import TENSOR_PRECISIONS, VECTOR_PRECISIONS, GPUSpec
+from .gpu_spec import TENSOR_PRECISIONS, VECTOR_PRECISIONS, GPUSpec, derived_l2_bandwidth
 
 _TERA = 1e12
 _MIB = 2**20
@@ -85,7 +85,9 @@ def _peak_slot(key: str) -> tuple[str, str] | None:
 
 def _parse_kernelbench_entry(name: str, entry: Mapping[str, str]) -> GPUSpec | None:
     """One KernelBench entry as a GPUSpec; None without a bandwidth and an FP32 peak (a roofline
-    needs both). Missing sizes and counts become 0 and are listed in ``unconfirmed``."""
+    needs both). Missing sizes and counts become 0 and are listed in ``unconfirmed``, as is the
+    L2 bandwidth, which KernelBench does not give: derived from the FP32 peak
+    (:data:`~.gpu_spec.L2_BYTES_PER_FP32_FLOP`), an upper bound."""
     peaks: dict[str, dict[str, float]] = {"tensor": {}, "vector": {}}
     for key, value in entry.items():
         slot = _peak_slot(str(key))
@@ -121,8 +123,9 @@ def _parse_kernelbench_entry(name: str, entry: Mapping[str, str]) -> GPUSpec | N
         sm_count=int(float(units[1])) if units else 0,
         tensor_peak_flops_per_s=peaks["tensor"],
         vector_peak_flops_per_s=peaks["vector"],
+        l2_bandwidth_bytes_per_s=derived_l2_bandwidth(peaks["vector"]),
         source=f"KernelBench {_KERNELBENCH_MODULE}.GPU_SPEC_INFO[{name!r}]",
-        unconfirmed=missing,
+        unconfirmed=(*missing, "l2_bandwidth_bytes_per_s"),
     )
 
 

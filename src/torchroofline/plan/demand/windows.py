@@ -3,6 +3,7 @@ resampling."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -21,6 +22,7 @@ from ...trace.regions import (
     Box,
     IndexSet,
     Region,
+    Spread,
     box_size,
     fraction_of,
     full_box,
@@ -160,6 +162,36 @@ def _conv_arguments(context: _Context, spatial: int) -> tuple[list[int], list[in
     )
 
 
+def _spread_inputs(
+    spreads: Sequence[Spread], in_boxes: Sequence[Box], source: TensorRef, weight: TensorRef,
+    geometry: tuple[list[int], list[int], list[int]], group_in: int,
+) -> int:
+    """Input elements that the outputs kept only as spreads need outside the windows of the
+    output boxes (``in_boxes``): along a spatial dim, every input position a spread's
+    positions reach and no box window holds is read, in a group's every channel, across at
+    least the fewest in-bounds taps any of the spread's outputs has on each other spatial dim
+    (a diagonal past the region's box limit: the rows beyond the kept boxes' windows)."""
+    stride, padding, dilation = geometry
+    spatial = len(source.shape) - 2
+
+    def window(d: int, positions: IndexSet) -> tuple[IndexSet, int, IndexSet]:
+        return _window(positions, source.shape[2 + d], weight.shape[2 + d], stride[d],
+                       padding[d], dilation[d])
+
+    most = 0
+    for spread in spreads:
+        if len(spread.box) != spatial + 2:
+            continue
+        fewest = [min((window(d, (range(o, o + 1),))[1] for r in spread.box[2 + d] for o in r),
+                      default=0) for d in range(spatial)]
+        for d in range(spatial):
+            reached = {i for r in window(d, spread.box[2 + d])[0] for i in r}
+            shown = {i for box in in_boxes for r in box[2 + d] for i in r}
+            across = math.prod(fewest[e] for e in range(spatial) if e != d)
+            most = max(most, group_in * len(reached - shown) * across)
+    return most
+
+
 @demand_rule([aten.convolution, aten._convolution])
 def convolution_demand(context: _Context) -> Demand:
     """out[n, co, p] needs the input window of p in co's group and co's filter taps that land on
@@ -215,6 +247,10 @@ def convolution_demand(context: _Context) -> Demand:
         Region.of(weight_boxes, floor),
         *(Region.of(bias_boxes, min(region.opaque, 1)) for _ in bias),
     )
+    if region.spreads:  # outputs past the region's box limit, known dim by dim (a long diagonal)
+        geometry = (stride, padding, dilation)
+        beyond = _spread_inputs(region.spreads, in_boxes, source, weight, geometry, group_in)
+        floor = max(floor, (Region.of(in_boxes).count if in_boxes else 0) + beyond)
     source_region = Region.of(in_boxes, floor)
     if source is padded_source:
         structure = "broadcast batch" if broadcast else None
@@ -457,7 +493,12 @@ def col2im_demand(context: _Context) -> Demand:
             )
             yield (*lead, mapped_set(channels, tap, taps), flat)
 
-    return _remapped(context, boxes_of)
+    demand = _remapped(context, boxes_of)
+    if demand.flops is not NO_FLOPS:  # no boxes to map: the proportional share, FLOPs included
+        return demand
+    # one add per column element summed into a demanded output (the cost rule's count, where
+    # the whole image is demanded); the taps of a position read distinct channels: no overlap
+    return dataclasses.replace(demand, flops=FlopCount(vector=demand.inputs[0].count))
 
 
 def _scale_ratios(context: _Context, spatial: int) -> list[float | None]:

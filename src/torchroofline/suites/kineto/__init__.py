@@ -14,7 +14,7 @@ from typing import Any
 
 from ...errors import InputError, TraceFileError, UnknownGPUError
 from ...price.gpu_spec import GPUSpec
-from ...price.hardware import get_gpu
+from ...price.hardware import closest_gpu, get_gpu
 from .events import KinetoTrace, read_trace
 from .pricing import OpInstance, price_trace
 from .report import WRITERS, TraceReport, comparison, format_comparison, format_report
@@ -22,13 +22,15 @@ from .report import WRITERS, TraceReport, comparison, format_comparison, format_
 __all__ = ["TraceReport", "analyze_trace", "read_trace"]
 
 
-def trace_gpu(trace: KinetoTrace, gpu: str | GPUSpec | None) -> tuple[GPUSpec, str]:
-    """The GPU to price on, and a note saying where it came from: ``gpu`` where given, else
-    the trace's ``deviceProperties`` name as the driver prints it."""
+def trace_gpu(trace: KinetoTrace, gpu: str | GPUSpec | None) -> tuple[GPUSpec, str, bool]:
+    """The GPU to price on, a note saying where it came from, and whether it is a guess:
+    ``gpu`` where given, else the trace's ``deviceProperties`` name as the driver prints it,
+    else (a name the table does not know, such as a board name or ROCm's "AMD Radeon Graphics")
+    the closest part (:func:`~torchroofline.price.hardware.closest_gpu`), a guess."""
     if gpu is not None:
         spec = get_gpu(gpu)
         said = f" (the trace says {trace.device_name!r})" if trace.device_name else ""
-        return spec, f"priced on the {spec.name}, as --gpu asks{said}"
+        return spec, f"priced on the {spec.name}, as --gpu asks{said}", False
     if not trace.device_name:
         raise TraceFileError(
             f"{trace.path}: names no GPU (no deviceProperties); pass --gpu"
@@ -36,20 +38,40 @@ def trace_gpu(trace: KinetoTrace, gpu: str | GPUSpec | None) -> tuple[GPUSpec, s
     try:
         spec = get_gpu(trace.device_name)
     except UnknownGPUError as error:
-        raise UnknownGPUError(f"{error}; the trace's GPU: pass --gpu to choose one") from None
-    return spec, f"GPU from the trace's deviceProperties: {trace.device_name!r} → {spec.name}"
+        closest = closest_gpu(trace.device_name, trace.device_sm_count,
+                              trace.device_memory_bytes)
+        if closest is None:
+            raise UnknownGPUError(f"{error}; the trace's GPU: pass --gpu to choose one") from None
+        return closest, (
+            f"the trace's GPU {trace.device_name!r}{_device_figures(trace)} is not in the table: "
+            f"priced on the closest part, the {closest.name} ({closest.sm_count} SMs/CUs, "
+            f"{closest.memory_bytes / 1e9:.0f} GB); pass --gpu to choose another"
+        ), True
+    named = f"GPU from the trace's deviceProperties: {trace.device_name!r} → {spec.name}"
+    return spec, named, False
 
 
-def analyze_trace(path: str | Path, gpu: str | GPUSpec | None = None) -> TraceReport:
+def _device_figures(trace: KinetoTrace) -> str:
+    """ " (108 SMs/CUs, 42 GB)": what the trace says of its device, where it says it."""
+    figures = [f"{trace.device_sm_count} SMs/CUs"] if trace.device_sm_count else []
+    if trace.device_memory_bytes:
+        figures.append(f"{trace.device_memory_bytes / 1e9:.0f} GB")
+    return f" ({', '.join(figures)})" if figures else ""
+
+
+def analyze_trace(path: str | Path, gpu: str | GPUSpec | None = None,
+                  note: Callable[[str], None] | None = None) -> TraceReport:
     """Read, join and price the profiler trace at ``path`` (JSON, or gzipped JSON) on ``gpu``
-    (default: the GPU the trace names)."""
+    (default: the GPU the trace names, or the closest part, which ``note`` is told of)."""
     trace = read_trace(path)
     if not trace.record_shapes:
         raise TraceFileError(
             f"{path}: its ops carry no Input Dims, so none can be rebuilt; profile with "
             "torch.profiler.profile(record_shapes=True)"
         )
-    spec, gpu_note = trace_gpu(trace, gpu)
+    spec, gpu_note, guessed = trace_gpu(trace, gpu)
+    if guessed and note is not None:
+        note(f"{path}: {gpu_note}")
     instances = price_trace(trace, spec)
     return TraceReport(
         path=str(path),
@@ -105,7 +127,7 @@ def run(args: Any, note: Callable[[str], None],
     ``writers``: the report formats by ``--format`` name (the command line adds html)."""
     if len(args.traces) > 2:
         raise InputError(f"trace takes one trace, or two to compare; got {len(args.traces)}")
-    reports = [analyze_trace(path, args.gpu) for path in args.traces]
+    reports = [analyze_trace(path, args.gpu, note) for path in args.traces]
     if len(reports) == 1:
         text = (format_report(reports[0], top=args.top) if args.format == "text"
                 else writers[args.format](reports[0]))

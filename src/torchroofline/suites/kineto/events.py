@@ -94,6 +94,8 @@ class KinetoTrace:
     ops: tuple[CpuOp, ...]
     activities: tuple[Activity, ...]
     record_shapes: bool  #: whether the ops carry ``Input Dims``
+    device_sm_count: int | None = None  #: ``deviceProperties[0].numSms`` (SMs, or AMD CUs)
+    device_memory_bytes: int | None = None  #: ``deviceProperties[0].totalGlobalMem``
 
     @property
     def gpu_time_us(self) -> float:
@@ -186,14 +188,21 @@ def read_trace(path: str | Path) -> KinetoTrace:
     cpu_ops = _cpu_ops(ops, modules)
     activities = _join(raw_activities, launches, cpu_ops)
     devices = document.get("deviceProperties") or [{}]
-    name = devices[0].get("name") if isinstance(devices[0], dict) else None
+    device = devices[0] if isinstance(devices[0], dict) else {}
     return KinetoTrace(
         path=str(path),
-        device_name=name,
+        device_name=device.get("name"),
         ops=tuple(cpu_ops),
         activities=tuple(activities),
         record_shapes=any("Input Dims" in op.args for op in cpu_ops),
+        device_sm_count=_positive_int(device.get("numSms")),
+        device_memory_bytes=_positive_int(device.get("totalGlobalMem")),
     )
+
+
+def _positive_int(value: Any) -> int | None:
+    """A device property that is a positive integer, else None (absent or malformed)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _split(events: Sequence[dict]) -> tuple[list[dict], dict[int, dict], list[dict]]:

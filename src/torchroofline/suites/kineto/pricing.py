@@ -25,7 +25,7 @@ from ...price.context import PricingContext
 from ...price.estimate import ProgramLoad, beside_collective, host_copies
 from ...price.gpu_spec import GPUSpec
 from ...price.precision import TORCH_DEFAULTS, MathSwitches
-from ...price.roofline import price
+from ...price.roofline import kernel_floor_s, price
 from ...trace.tracer import trace_model
 from .events import Activity, CpuOp, KinetoTrace
 from .rebuild import TENSOR_TYPES, RebuildError, rebuild
@@ -211,13 +211,15 @@ class Pricer:
         if shared:
             performance = beside_collective(performance)
         bands = performance.kernel_band_s("eager")
+        # one op is one kernel (or a few): its bound is at least one memory access's latency
+        floor_s = kernel_floor_s(warm.unfused_bytes, self.gpu)
         return OpFigures(
             priced_as=", ".join(dict.fromkeys(o.name for o in traced.ops if not o.is_view))
             or rebuilt.overload,
             flops=warm.flops,
             bytes=warm.unfused_bytes,
-            sol_warm_s=warm.sol_s,
-            sol_cold_s=cold.sol_s,
+            sol_warm_s=max(warm.sol_s, floor_s),
+            sol_cold_s=max(cold.sol_s, floor_s),
             estimate_s=performance.eager.gpu_busy_s,
             estimate_low_s=sum(low for low, _ in bands),
             estimate_high_s=sum(high for _, high in bands),

@@ -375,6 +375,8 @@ def _argument(position: int, argument: Any, inputs: _Inputs, list_dtype: torch.d
         tensors.append(_tensor(sizes, strides, _tensor_dtype(type_name), assumed))
         return _Slot()
     if recorded == "tensors":
+        if not sizes:  # the op launched GPU work, so its list held tensors the trace left out
+            raise RebuildError("the trace records no shapes for its tensor lists")
         if list_dtype is not None:
             assumed.append(f"list tensors in {str(list_dtype).removeprefix('torch.')}")
         tensors.extend(
