@@ -255,8 +255,9 @@ def test_a_trace_naming_no_known_gpu_asks_for_gpu(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("name", "sms", "memory_bytes", "closest"),
     [
-        # an A100 SXM4 board's driver name; 42.5e9 bytes: the 40 GB part
-        ("NVIDIA A100-PG509-200", 108, 42505273344, "a100-40gb"),
+        # an A100 board's driver name the table does not list (PG509-200 is an alias of the
+        # A100 40GB now); 42.5e9 bytes: the 40 GB part
+        ("NVIDIA A100-PG506-230", 108, 42505273344, "a100-40gb"),
         # ROCm's name for a GPU it has no marketing name for: 304 CUs and 192 GB are an MI300X
         ("AMD Radeon Graphics", 304, 205571227648, "mi300x"),
         # one MI250X die: 110 CUs, 64 GB
