@@ -20,6 +20,7 @@ from .price.hardware import GPUSpec
 from .price.roofline import Result, price
 from .price.step_figures import with_checkpoint
 from .trace.collector import paused
+from .trace.distributed import Layout, job_trace
 from .trace.inputs import _module_tensors
 from .trace.modes import caller_autocast
 from .trace.tracer import REAL_FALLBACK_LIMIT_BYTES, check_inputs, trace_model
@@ -53,6 +54,12 @@ def analyze(
     checkpoint: Sequence[str] = (),
     clock_mhz: float | None = None,
     mem_clock_mhz: float | None = None,
+    world: int | None = None,
+    mesh: Mapping[str, int] | None = None,
+    parallelize: Callable[[nn.Module, Any], Any] | None = None,
+    parallel: str | None = None,
+    tp_plan: Mapping[str, Any] | None = None,
+    gpus_per_node: int = 8,
 ) -> Result:
     """How fast could ``model(*inputs)`` run on ``gpu`` at ``precision``?
 
@@ -93,6 +100,14 @@ def analyze(
     often lock a B200 at 1,500 MHz): compute peaks scale by the locked clock over the clock the
     datasheet figures assume (:meth:`~torchroofline.gpu_spec.GPUSpec.at_clocks`).
     ``mem_clock_mhz`` likewise scales the bandwidth by the locked over the nominal memory clock.
+
+    ``world`` ranks make it one rank of a distributed job (docs/distributed.md): ``mesh`` names
+    its dims (``{"dp": 8, "tp": 8}``; default ``{"dp": world}``), ``gpus_per_node`` places them
+    on nodes, and ``parallelize(model, mesh)`` (torchtitan style: ``fully_shard``,
+    ``parallelize_module``) or a ``parallel`` preset ("ddp", "fsdp", "tp" with ``tp_plan``)
+    shards the model. ``inputs`` are one rank's. The trace runs on a fake process group;
+    ``Result.distributed`` holds the collectives, communication, exposed communication, step
+    time and per-rank memory. ``world=1`` is the single-GPU analysis.
     """
     # resolved once, before tracing (a bad GPU name or precision fails first); fp32
     # matmul-class units follow the torch switches as the user holds them now
@@ -111,13 +126,21 @@ def analyze(
     bound_data = "given" if input_values is not None else resolve_data(
         data, inputs, data_limit_bytes
     )
-    trace = trace_model(
-        model, inputs, real_fallback_limit_bytes=real_fallback_limit_bytes, name=name,
-        **step_trace_options(mode, loss, optimizer, optimizer_options, autocast, checkpoint),
-    )
-    if bound_data == "given" and trace.step is None:
+    options = step_trace_options(mode, loss, optimizer, optimizer_options, autocast, checkpoint)
+    job = None
+    if world is None:
+        trace = trace_model(model, inputs, real_fallback_limit_bytes=real_fallback_limit_bytes,
+                            name=name, **options)
+    else:
+        job = job_trace(model, inputs, Layout.resolve(world, mesh, gpus_per_node), parallelize,
+                        parallel, tp_plan, real_fallback_limit_bytes=real_fallback_limit_bytes,
+                        name=name, **options)
+        trace = job.trace
+    if bound_data == "given" and trace.step is None and (job is None or job.layout.world == 1):
         trace = with_given_values(trace, input_values or inputs, _module_tensors(model))
     result = with_checkpoint(price(make_plans(trace), context, actual_ms), checkpoint)
+    if job is not None:
+        result = result.with_job(job)
     return result.with_notes(notes)
 
 

@@ -37,7 +37,7 @@ from .modes import AUTOCAST_DTYPES, autocast_state
 from .refs import StepTensors, TensorRef
 from .schema import _tensors
 from .tracer import _Recorder, meta_copies
-from .values import tensor_ref
+from .values import local, tensor_ref
 
 #: Training-step phases in execution order (``TracedOp.phase``).
 PHASES = ("forward", "backward", "optimizer")
@@ -270,6 +270,7 @@ def _seen(values: Any, tensor: torch.Tensor) -> bool:
 
 def _first_ref(values: Any, tensor: torch.Tensor) -> TensorRef:
     """``tensor`` as the value the step first read of its storage."""
+    tensor = local(tensor)
     storage = tensor.untyped_storage()
     value_id = values.initial_value.get(storage._cdata, values.current(tensor))
     return tensor_ref(tensor, value_id, storage)

@@ -6,6 +6,8 @@
   (:func:`plot_suite` and its scatter and histogram);
 - :mod:`.runs`: a KernelBench run's samples against SoL (:func:`plot_run`);
 - :mod:`.traces`: a profiled run's ops under the GPU's roofs (:func:`plot_trace`);
+- :mod:`.timeline`: a distributed rank's compute and communication streams
+  (:func:`plot_timeline`);
 - :mod:`.labels`: the label placer they share; :mod:`.canvas`: figures, saving, colours.
 
 Pictures draw from results (or their dictionary form) and never trace a model.
@@ -25,6 +27,7 @@ from .gpus import DEFAULT_GPUS, plot_gpus
 from .rooflines import KernelPoint, describe_roof, kernel_points, plot_result, plot_result_dict
 from .runs import plot_run
 from .suite import plot_suite, plot_suite_histogram, plot_suite_scatter, problem_points
+from .timeline import plot_timeline
 from .traces import plot_trace
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     "plot_suite",
     "plot_suite_histogram",
     "plot_suite_scatter",
+    "plot_timeline",
     "plot_trace",
     "problem_points",
 ]
