@@ -114,17 +114,17 @@ def collective_sol_s(call: CollectiveCall, net: Interconnect, gpus_per_node: int
 
 def collective_estimate_s(call: CollectiveCall, net: Interconnect) -> float:
     """The collective's estimate (s): NCCL's ring latency plus a phase inside the node at the
-    bus bandwidth NCCL reaches there (NVLS for an all-reduce where the switch reduces) and a
+    bus bandwidth NCCL reaches there (an NVLS all-reduce at its algorithm bandwidth) and a
     phase between nodes of the node's share per GPU at its NICs' achievable rate."""
     if call.group_size == 1:
         return 0.0
     shape, r, m = KINDS[call.kind], call.ranks_per_node, call.nodes
     intra_s = 0.0
-    if r > 1:
-        nvls = call.kind == "all_reduce" and net.nvls_bus_bytes_per_s is not None
-        bus = net.nvls_bus_bytes_per_s if nvls else net.ring_bus_bytes_per_s
-        bus *= net.scale_up_rate(r) / net.scale_up_bytes_per_s  # a mesh: fewer links
-        intra_s = shape.bus_factor(r) * call.size_bytes / bus
+    if r > 1 and call.kind == "all_reduce" and net.nvls_algorithm_bytes_per_s is not None:
+        intra_s = call.size_bytes / net.nvls_algorithm_bytes_per_s
+    elif r > 1:
+        bus = net.ring_bus_bytes_per_s * net.scale_up_rate(r) / net.scale_up_bytes_per_s
+        intra_s = shape.bus_factor(r) * call.size_bytes / bus  # a mesh: fewer links
     inter_s = 0.0
     if m > 1:
         per_gpu = _inter_bytes_per_gpu(call)

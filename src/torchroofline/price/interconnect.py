@@ -26,7 +26,9 @@ class Interconnect:
     ``nic_bytes_per_s`` each lead to other nodes.
 
     The estimate's figures: the bus bandwidth (nccl-tests' ``busbw``) of ring collectives
-    inside a node, of NVLS all-reduce where the switch reduces, and one NIC's achievable rate;
+    inside a node, the algorithm bandwidth (``algbw``, size ÷ time) of an NVLS all-reduce
+    where the switch reduces (each GPU sends and receives the buffer once, whatever the
+    group's size), and one NIC's achievable rate;
     the latency of a ring step inside and across nodes and the base latency of a call
     (:mod:`.distributed`)."""
 
@@ -37,7 +39,7 @@ class Interconnect:
     ring_bus_bytes_per_s: float
     nic_achievable_bytes_per_s: float
     in_switch_reduction: bool = False
-    nvls_bus_bytes_per_s: float | None = None
+    nvls_algorithm_bytes_per_s: float | None = None
     mesh_link_bytes_per_s: float | None = None
     base_latency_s: float = 8.4e-6
     link_step_latency_s: float = 3.4e-6
@@ -68,7 +70,8 @@ _HOPPER = Interconnect(
     ring_bus_bytes_per_s=370 * _GB,
     nic_achievable_bytes_per_s=46 * _GB,
     in_switch_reduction=True,
-    nvls_bus_bytes_per_s=480 * _GB,
+    # nccl-tests: 480 GB/s busbw on 8 GPUs, busbw = algbw × 2·7/8
+    nvls_algorithm_bytes_per_s=480 * _GB * 8 / 14,
     source="NVIDIA H100 datasheet, DGX H100 user guide, nccl-tests (NVLS), ConnectX-7",
 )
 
@@ -83,7 +86,7 @@ INTERCONNECTS: dict[str, Interconnect] = {
         ring_bus_bytes_per_s=740 * _GB,  # Hopper's 370 of 450 GB/s, scaled to 900
         nic_achievable_bytes_per_s=46 * _GB,
         in_switch_reduction=True,
-        nvls_bus_bytes_per_s=960 * _GB,  # Hopper's 480 of 450 GB/s, scaled to 900
+        nvls_algorithm_bytes_per_s=960 * _GB * 8 / 14,  # Hopper's, scaled to 900 GB/s
         source="NVIDIA DGX B200 datasheet, ConnectX-7; achievable scaled from Hopper",
     ),
     "a100-80gb": Interconnect(

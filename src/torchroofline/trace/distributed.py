@@ -41,7 +41,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from ..errors import InputError
+from ..errors import InputError, ModelError, TorchrooflineError
 from .refs import Trace, TracedOp
 from .tracer import _RecordingFakeMode, trace_model
 
@@ -220,7 +220,16 @@ def distributed_trace(
         names, sizes = zip(*layout.mesh, strict=True)
         mesh = init_device_mesh("cpu", sizes, mesh_dim_names=names)
         copied = meta_copy(model)
-        parallelize(copied, mesh)
+        try:
+            parallelize(copied, mesh)
+        except TorchrooflineError:
+            raise
+        except Exception as error:  # noqa: BLE001 — the user's function: one line
+            raise ModelError(
+                f"parallelize(model, mesh) raised {type(error).__name__}: "
+                f"{str(error).strip().splitlines()[0] if str(error).strip() else ''} (fix it; "
+                f"the mesh has dims {dict(layout.mesh)})"
+            ) from error
         mode = _DistributedFakeMode()
         with mode, torch.no_grad():
             copied.to_empty(device="cpu")

@@ -212,10 +212,13 @@ class Step:
         self, trained: Sequence[torch.Tensor], recorder: _Recorder
     ) -> list[torch.Tensor]:
         """Run one unrecorded step (it makes the state) and one recorded one; returns the
-        optimizer's state tensors."""
+        optimizer's state tensors. A distributed rank's sharded parameters (DTensors) are
+        stepped as the shards it holds: an optimizer's update is element-wise, so each rank
+        runs it on its shard, and DTensor's per-call sharding search costs seconds."""
         optimizer_class = OPTIMIZERS[self.optimizer]
         if optimizer_class is None or not trained:
             return []
+        trained = [_held_shard(t) for t in trained]
         options = dict(self.optimizer_options)
         if not options.get("fused"):
             options.setdefault("foreach", True)  # PyTorch's default for CUDA parameters
@@ -262,6 +265,15 @@ IN_PLACE_UPDATES = [
     if not overload._schema.returns
 ]
 OWN_OUTPUTS.update(dict.fromkeys(IN_PLACE_UPDATES, _updated_in_place))
+
+
+def _held_shard(parameter: torch.Tensor) -> torch.Tensor:
+    """A sharded parameter's local shard with the local shard of its gradient (a plain
+    parameter itself)."""
+    held = local(parameter)
+    if held is not parameter:
+        held.grad = local(parameter.grad)
+    return held
 
 
 def _seen(values: Any, tensor: torch.Tensor) -> bool:

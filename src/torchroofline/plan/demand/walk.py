@@ -136,8 +136,9 @@ def necessary_work(
             for write in op.writes:
                 wanted = demand.pop(write.value_id, NOWHERE)
                 read_wanted = read.pop(write.value_id, NOWHERE)
-                if write.value_id in previous:
-                    add(previous[write.value_id], wanted, read_wanted)
+                source = previous.get(write.value_id, _handed_on(record, write))
+                if source is not None:
+                    add(source, wanted, read_wanted)
             necessary_records[index] = _with_flops(record, NO_FLOPS)
             continue
         outputs, read_outputs = [], []
@@ -367,6 +368,19 @@ def _outside(wanted: Region, written: Region) -> Region:
     for box in written.boxes:
         result = result.minus_box(box)
     return result
+
+
+def _handed_on(record: OpRecord, write: TensorRef) -> int | None:
+    """The value a zero-copy op hands on as a tensor of a new storage laid out as the one
+    tensor it reads (a collective's ``wait_tensor`` returns the buffer it waited for): what is
+    demanded of the write is demanded of that read. None for any other op (a template such as
+    ``empty_like`` reads nothing)."""
+    if len(record.reads) != 1:
+        return None
+    ref = record.reads[0]
+    layout = (ref.shape, ref.strides, ref.offset, ref.storage_elements)
+    return ref.value_id if layout == (write.shape, write.strides, write.offset,
+                                      write.storage_elements) else None
 
 
 def _previous_versions(ops: Sequence[TracedOp]) -> dict[int, int]:
