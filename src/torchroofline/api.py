@@ -28,6 +28,8 @@ from .trace.training import step_trace_options
 
 if TYPE_CHECKING:
     from .price.estimate import EstimateParams
+    from .trace.distributed import DistributedTrace
+    from .trace.refs import Trace
 
 
 @paused()
@@ -127,15 +129,12 @@ def analyze(
         data, inputs, data_limit_bytes
     )
     options = step_trace_options(mode, loss, optimizer, optimizer_options, autocast, checkpoint)
-    job = None
-    if world is None:
-        trace = trace_model(model, inputs, real_fallback_limit_bytes=real_fallback_limit_bytes,
-                            name=name, **options)
-    else:
-        job = job_trace(model, inputs, Layout.resolve(world, mesh, gpus_per_node), parallelize,
-                        parallel, tp_plan, real_fallback_limit_bytes=real_fallback_limit_bytes,
-                        name=name, **options)
-        trace = job.trace
+    trace, job = _traced(
+        model, inputs, dict(options, real_fallback_limit_bytes=real_fallback_limit_bytes,
+                            name=name),
+        {"world": world, "mesh": mesh, "parallelize": parallelize, "parallel": parallel,
+         "tp_plan": tp_plan, "gpus_per_node": gpus_per_node},
+    )
     if bound_data == "given" and trace.step is None and (job is None or job.layout.world == 1):
         trace = with_given_values(trace, input_values or inputs, _module_tensors(model))
     result = with_checkpoint(price(make_plans(trace), context, actual_ms), checkpoint)
@@ -190,6 +189,7 @@ def max_batch(
     batch_dim: int = 0,
     limit: int = 2**24,
     traces: int = 12,
+    **job: Any,
 ) -> BatchFit:
     """The largest batch of ``model(*inputs)`` (or of its training step, ``mode="train"``)
     whose eager peak memory fits ``gpu``'s memory at ``precision`` (:mod:`memory`).
@@ -200,7 +200,8 @@ def max_batch(
     pricing); when the two runs differ only in sizes, each storage's size is a line in the
     batch, and the search re-prices those sizes without tracing, then traces its answer and
     the batch above (where the search tried it) to confirm them. Otherwise every batch tried
-    is one trace, at most ``traces``."""
+    is one trace, at most ``traces``. ``job``: :func:`analyze`'s distributed keywords
+    (``world``, ``mesh``, ``parallelize``...): the batch and the memory are one rank's."""
     from .price.hardware import get_gpu
     from .price.precision import check_precision
 
@@ -218,7 +219,7 @@ def max_batch(
         if batch not in traced:
             resized = _with_batch(arguments, batch_dim, start, batch)
             try:
-                trace = trace_model(model, resized, **options)
+                trace = _traced(model, resized, options, job)[0]
             except ModelError as error:
                 if batch == start:  # the model fails as given: its own error
                     raise
@@ -238,6 +239,27 @@ def max_batch(
         found = largest_batch(traced_peak, spec.memory_bytes, start, limit=limit, traces=traces)
     batch, peaks, exact = found
     return BatchFit(spec.name, spec.memory_bytes, batch, peaks, exact, tuple(sorted(traced)))
+
+
+#: :func:`analyze`'s keywords of a distributed job (``max_batch`` takes them as ``**job``).
+JOB_KEYWORDS = ("world", "mesh", "parallelize", "parallel", "tp_plan", "gpus_per_node")
+
+
+def _traced(model: nn.Module, inputs: Any, options: Mapping[str, Any], job: Mapping[str, Any]
+            ) -> tuple[Trace, DistributedTrace | None]:
+    """The trace of ``model(*inputs)`` with ``options`` (:func:`trace_model`'s keywords), or of
+    one rank of the distributed job ``job`` describes (:data:`JOB_KEYWORDS`; none where its
+    ``world`` is None), with its collectives (:func:`job_trace`)."""
+    unknown = sorted(set(job) - set(JOB_KEYWORDS))
+    if unknown:
+        raise InputError(f"unknown keyword(s) {', '.join(unknown)}; a distributed job takes "
+                         f"{', '.join(JOB_KEYWORDS)}")
+    if job.get("world") is None:
+        return trace_model(model, inputs, **options), None
+    layout = Layout.resolve(job["world"], job.get("mesh"), job.get("gpus_per_node", 8))
+    traced = job_trace(model, inputs, layout, job.get("parallelize"), job.get("parallel"),
+                       job.get("tp_plan"), **options)
+    return traced.trace, traced
 
 
 def _repriced_search(

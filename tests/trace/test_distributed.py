@@ -4,6 +4,8 @@ memory, and the process group's lifetime."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -152,15 +154,16 @@ def test_two_dimensional_job_from_the_command_line(capsys: pytest.CaptureFixture
 
     from torchroofline.cli import main
 
-    code = main(["analyze", "tests/fixtures/distributed/mlp_blocks.py", "--world", "8",
-                 "--mesh", "dp=2,tp=4", "--gpus-per-node", "4", "--json"])
+    example = Path(__file__).parents[2] / "examples" / "distributed" / "mlp_blocks.py"
+    code = main(["analyze", str(example), "--world", "8", "--mesh", "dp=2,tp=4",
+                 "--gpus-per-node", "4", "--json"])
     assert code == 0
     job = json.loads(capsys.readouterr().out)["distributed"]
     assert (job["world"], job["mesh"]) == (8, {"dp": 2, "tp": 4})
     by_kind = {c["op"]: c for c in job["collectives"]}
     # TP inside a node (4 ranks); FSDP over dp pairs ranks 0 and 4: two nodes of 4 GPUs. A
     # block's TP shard: up 4d/4 × d + 4d/4, down d × 4d/4 + d (its bias replicated), fp32
-    hidden = 64
+    hidden = 2048  # the example's HIDDEN
     assert by_kind["all_gather"]["bytes"] == 4 * (2 * hidden**2 + 2 * hidden)
     assert (by_kind["all_gather"]["group_size"], by_kind["all_gather"]["span"]) == (
         2, "inter-node")
@@ -196,3 +199,17 @@ def test_the_process_group_is_destroyed_after_a_failure() -> None:
 def test_job_errors(options: dict, message: str) -> None:
     with pytest.raises(InputError, match=message):
         torchroofline.analyze(MLPStack(), _inputs(), **options)
+
+
+def test_a_rank_fits_a_larger_batch_than_one_gpu() -> None:
+    # two 8192² linears (fp32 weights 268 MB each; gradients and AdamW's two moments add three
+    # times that) on a 24 GB L4: a rank of FSDP over 8 holds an eighth of the parameters,
+    # gradients and moments, so the same memory fits more of its rows than one GPU's
+    from torchroofline import max_batch
+
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(8192, 8192), nn.Linear(8192, 8192))
+    rows = torch.empty(64, 8192, device="meta")
+    alone = max_batch(model, rows, "l4", mode="train")
+    rank = max_batch(model, rows, "l4", mode="train", world=8, parallel="fsdp")
+    assert rank.batch > alone.batch

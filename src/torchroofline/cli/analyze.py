@@ -127,6 +127,10 @@ def register(commands: Any) -> None:
         "shards the model",
     )
     distributed.add_argument(
+        "--timeline", metavar="PNG|SVG",
+        help="save the rank's compute and communication streams, exposed communication in red",
+    )
+    distributed.add_argument(
         "--tp-plan", type=_mesh_styles, metavar="PATH=STYLE[,...]",
         help="with --parallel tp: module path patterns and colwise/rowwise, e.g. "
         "'blocks.*.up=colwise,blocks.*.down=rowwise'",
@@ -157,7 +161,8 @@ def _mesh_styles(text: str) -> dict[str, str]:
 def _distributed_options(args: argparse.Namespace, built: Any) -> dict[str, Any]:
     """analyze()'s distributed keywords from --world and its options; the problem file's own
     ``parallelize(model, mesh)`` where no --parallel preset is named."""
-    given = [name for name in ("mesh", "parallel", "tp_plan") if getattr(args, name)]
+    given = [name for name in ("mesh", "parallel", "tp_plan", "timeline")
+             if getattr(args, name)]
     if args.world is None:
         if given:
             raise UsageError(f"--{given[0].replace('_', '-')} describes a distributed job; "
@@ -262,6 +267,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if args.plot:
             picture = plot_path(args.plot, file, len(args.files) > 1)
             result.plot(picture, top=max(args.top, 1))
+            print_note(f"wrote {picture}")
+        if args.timeline and result.distributed is not None:
+            from ..present.viz import plot_timeline
+
+            picture = plot_path(args.timeline, file, len(args.files) > 1)
+            plot_timeline(result.distributed, picture)
             print_note(f"wrote {picture}")
     if args.format == "json":
         one = len(documents) == 1 and not problem_dirs
@@ -407,12 +418,12 @@ def _analyzed(
 
     with restoring_switches():
         built = load_and_build(file, class_name=args.class_name)
+        job = _distributed_options(args, built)
         result = analyze_file(
             file, gpu, args.precision, actual_ms=actual_ms, cache=args.cache,
             class_name=args.class_name, math=args.math, data=args.data,
             data_limit_bytes=int(args.data_limit * 2**30),
-            training={**(_training_options(args) or {}), **_distributed_options(args, built)},
-            built=built,
+            training={**(_training_options(args) or {}), **job}, built=built,
         )
         if not args.max_batch:
             return result, None
@@ -420,7 +431,7 @@ def _analyzed(
         try:
             return result, max_batch(
                 built.model, built.inputs, gpu, args.precision, batch_dim=args.batch_dim,
-                **training,
+                **training, **job,
             )
         except InputError as error:
             return result, error

@@ -30,24 +30,25 @@ def distributed_lines(result: Result) -> list[str]:
         "",
         f"  Distributed: rank {layout.rank} of {layout.world} (mesh {mesh}, "
         f"{layout.gpus_per_node} GPUs per node)",
-        f"    collectives      {len(step.collectives)} ({counts}), {human_bytes(moved)}",
-        f"    compute          SoL {human_ms(step.compute_sol_s * 1e3):>10}   "
-        f"estimate {human_ms(step.compute_estimate_s * 1e3):>10}",
-        f"    communication    SoL {human_ms(step.comm_sol_s * 1e3):>10}   "
-        f"estimate {human_ms(step.comm_estimate_s * 1e3):>10}   "
-        f"exposed {human_ms(step.exposed_comm_s * 1e3)}",
-        f"    step             SoL {human_ms(step.step_sol_s * 1e3):>10}   "
-        f"estimate {human_ms(step.step_estimate_s * 1e3):>10}",
-        f"    memory per rank  {human_bytes(step.peak_memory_bytes)} of "
+        f"    collectives    {len(step.collectives)} ({counts}), {human_bytes(moved)}",
+        f"    compute        SoL {_ms(step.compute_sol_s)}, "
+        f"estimate {_ms(step.compute_estimate_s)}",
+        f"    communication  SoL {_ms(step.comm_sol_s)}, estimate {_ms(step.comm_estimate_s)}, "
+        f"exposed {_ms(step.exposed_comm_s)}",
+        f"    step           SoL {_ms(step.step_sol_s)}, estimate {_ms(step.step_estimate_s)}",
+        f"    memory         {human_bytes(step.peak_memory_bytes)} per rank of "
         f"{human_bytes(step.memory_bytes)}: {verdict} (NCCL workspace not modelled)",
     ]
     slowest = sorted(step.collectives, key=lambda p: p.estimate_s, reverse=True)
     for priced in slowest[:SHOWN_COLLECTIVES]:
         call = priced.call
         lines.append(
-            f"      {call.kind:<15} x{call.group_size:<4} {call.span:<11} "
-            f"{human_bytes(call.size_bytes):>10}  SoL {human_ms(priced.sol_s * 1e3):>9}  "
-            f"est. {human_ms(priced.estimate_s * 1e3):>9}  {call.phase} "
-            f"{call.module_path or '<top level>'}"
+            f"      {call.kind:<14} x{call.group_size:<3} {call.span:<10} "
+            f"{human_bytes(call.size_bytes):>10}  SoL {_ms(priced.sol_s):>9}  "
+            f"est. {_ms(priced.estimate_s):>9}  {call.phase} {call.module_path or '<top level>'}"
         )
     return lines
+
+
+def _ms(seconds: float) -> str:
+    return human_ms(seconds * 1e3)
