@@ -181,7 +181,7 @@ def demand_rules() -> str:
     from torchroofline.plan import demand
 
     rules = {demand.pointwise_demand: ["every op of category pointwise"]}
-    for name, rule in demand.DEMAND_RULES.items():
+    for name, rule in [*demand.DEMAND_RULES.items(), *demand.LIBRARY_DEMAND.items()]:
         rules.setdefault(rule, []).append(f"`{name}`")
     # in-place twins share their op's rule; a release that lacks an op has no twin to list
     for names in rules.values():

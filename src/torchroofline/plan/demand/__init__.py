@@ -38,7 +38,7 @@ from . import (
     training,
     windows,
 )
-from ._core import DEMAND_RULES, Demand, demand_rule
+from ._core import DEMAND_RULES, LIBRARY_DEMAND, Demand, demand_rule
 from .constants import known_values
 from .reductions import pointwise_demand
 from .structures import MATRIX_BUILDERS, STRUCTURE_RULES
@@ -46,6 +46,7 @@ from .walk import Necessary, necessary_work
 
 __all__ = [
     "DEMAND_RULES",
+    "LIBRARY_DEMAND",
     "MATRIX_BUILDERS",
     "STRUCTURE_RULES",
     "Demand",

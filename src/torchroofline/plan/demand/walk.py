@@ -30,7 +30,16 @@ from ...trace.regions import (
 from ...trace.storages import (
     Storages,
 )
-from ._core import DEMAND_RULES, Demand, Rule, _Context, _one_of, _op_set, _proportional
+from ._core import (
+    DEMAND_RULES,
+    LIBRARY_DEMAND,
+    Demand,
+    Rule,
+    _Context,
+    _one_of,
+    _op_set,
+    _proportional,
+)
 from .constants import known_values
 from .reductions import pointwise_demand
 from .selection import _data_chosen_write
@@ -228,9 +237,16 @@ def _with_flops(record: OpRecord, flops: FlopCount) -> OpRecord:
 def _rule(op: TracedOp, record: OpRecord) -> Rule:
     """The demand rule of an ``op`` whose output sizes no value chose: its own, else the
     pointwise rule or :func:`_proportional` by category."""
-    return lookup(DEMAND_RULES, op) or (
+    return lookup(DEMAND_RULES, op) or _library_rule(op) or (
         pointwise_demand if record.category is Category.POINTWISE else _proportional
     )
+
+
+def _library_rule(op: TracedOp) -> Rule | None:
+    """A library op's rule by its name (:data:`._core.LIBRARY_DEMAND`)."""
+    if op.func is None or not LIBRARY_DEMAND:
+        return None
+    return LIBRARY_DEMAND.get(op.func.overloadpacket._qualified_op_name.replace("::", "."))
 
 
 #: Ops torch tags ``dynamic_output_shape`` that size their output by values only when an index
