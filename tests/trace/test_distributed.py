@@ -172,6 +172,20 @@ def test_two_dimensional_job_from_the_command_line(capsys: pytest.CaptureFixture
     assert job["step_sol_ms"] <= job["step_estimate_ms"]
 
 
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--mesh", "dp=2,tp=4"], "add --world N"),
+    (["--world", "8"], "defines no parallelize"),
+])
+def test_command_line_job_errors(argv: list[str], message: str,
+                                 capsys: pytest.CaptureFixture) -> None:
+    from torchroofline.cli import main
+
+    problem = Path(__file__).parents[1] / "fixtures" / "kernelbench" / "level1"
+    first = sorted(problem.glob("*.py"))[0]
+    assert main(["analyze", str(first), *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_one_rank_is_the_single_gpu_analysis() -> None:
     model, x = MLPStack(), _inputs()
     alone = torchroofline.analyze(model, x, mode="train")
@@ -213,3 +227,31 @@ def test_a_rank_fits_a_larger_batch_than_one_gpu() -> None:
     alone = max_batch(model, rows, "l4", mode="train")
     rank = max_batch(model, rows, "l4", mode="train", world=8, parallel="fsdp")
     assert rank.batch > alone.batch
+
+
+class ExpertParallel(nn.Module):
+    """Tokens sent to the rank of their expert and back: an all-to-all either side of the
+    local expert (expert parallelism's dispatch and combine)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expert = nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dispatched = torch.empty_like(x)
+        dist.all_to_all_single(dispatched, x)
+        y = self.expert(dispatched)
+        combined = torch.empty_like(y)
+        dist.all_to_all_single(combined, y)
+        return combined
+
+
+def test_expert_parallel_all_to_alls_sit_on_the_critical_path() -> None:
+    result = torchroofline.analyze(ExpertParallel(), torch.randn(128, HIDDEN), world=8,
+                                   parallelize=lambda model, mesh: None)
+    step = result.distributed
+    # each all-to-all sends the rank's 128 × 64 fp32 tokens; the expert reads the first one's
+    # output and the second reads the expert's: compute and both run one after another
+    assert _sizes(result, "all_to_all") == [4 * 128 * HIDDEN] * 2
+    assert step.step_estimate_s == pytest.approx(
+        step.compute_estimate_s + sum(p.estimate_s for p in step.collectives))

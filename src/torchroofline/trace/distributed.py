@@ -132,10 +132,6 @@ class Layout:
     def node_of_rank(self) -> int:
         return self.rank // self.gpus_per_node
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"world": self.world, "mesh": dict(self.mesh), "rank": self.rank,
-                "gpus_per_node": self.gpus_per_node}
-
 
 @dataclass(frozen=True)
 class CollectiveCall:
@@ -192,14 +188,14 @@ def job_trace(
     """Rank 0 of ``layout``'s job, sharded by ``parallelize`` or the ``parallel`` preset
     (:func:`preset`); one rank alone is the model as it is (no process group, no collectives:
     the single-GPU trace)."""
+    if layout.world == 1:
+        return DistributedTrace(trace_model(model, inputs, **trace_options), layout, ())
     if (parallelize is None) == (parallel is None):
         raise InputError(
             "a distributed job needs one of parallelize (a function of the model and its "
             "DeviceMesh) or parallel ('ddp', 'fsdp', 'tp'); pass exactly one"
         )
     shard = parallelize if parallelize is not None else preset(parallel, tp_plan)
-    if layout.world == 1:
-        return DistributedTrace(trace_model(model, inputs, **trace_options), layout, ())
     return distributed_trace(model, inputs, layout, shard, **trace_options)
 
 
