@@ -103,6 +103,23 @@ def test_fsdp_moves_the_parameter_bytes(fsdp_step: torchroofline.Result) -> None
     assert {p.call.span for p in fsdp_step.distributed.collectives} == {"intra-node"}
 
 
+def test_fsdp_communicates_in_its_mixed_precision_dtypes() -> None:
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+
+    def parallelize(model: nn.Module, mesh: object) -> None:
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
+
+    result = torchroofline.analyze(MLPStack(), _inputs(), mode="train", optimizer="sgd",
+                                   world=8, parallelize=parallelize)
+    # parameters gathered in bf16 (2 bytes an element), gradients reduced in fp32 (4)
+    assert _sizes(result, "all_gather") == [2 * BLOCK_ELEMENTS] * 4
+    assert _sizes(result, "reduce_scatter") == [4 * BLOCK_ELEMENTS] * 2
+
+
 def test_fsdp_optimizer_updates_one_shard(fsdp_step: torchroofline.Result) -> None:
     # SGD's foreach update writes each parameter's shard: 1/8 of its elements on rank 0
     updates = [op for op in fsdp_step.trace.ops if op.phase == "optimizer"
