@@ -303,15 +303,14 @@ class _UnrecordedPropagation:
     def __enter__(self) -> _UnrecordedPropagation:
         from torch.distributed.tensor._sharding_prop import ShardingPropagator
 
-        self._saved = ShardingPropagator.__dict__.get("_fake_mode_lock", contextlib.nullcontext())
-        self._lock = self._saved
+        self.lock = ShardingPropagator.__dict__.get("_fake_mode_lock", contextlib.nullcontext())
         ShardingPropagator._fake_mode_lock = _Pausing(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
         from torch.distributed.tensor._sharding_prop import ShardingPropagator
 
-        ShardingPropagator._fake_mode_lock = self._saved
+        ShardingPropagator._fake_mode_lock = self.lock
 
     def pause(self) -> None:
         recorder = self.mode.recorder
@@ -333,12 +332,12 @@ class _Pausing:
         self.owner = owner
 
     def __enter__(self) -> None:
-        self.owner._lock.__enter__()
+        self.owner.lock.__enter__()
         self.owner.pause()
 
     def __exit__(self, *exc: object) -> None:
         self.owner.resume()
-        self.owner._lock.__exit__(*exc)
+        self.owner.lock.__exit__(*exc)
 
 
 def _collective_call(index: int, op: TracedOp, layout: Layout) -> CollectiveCall:
