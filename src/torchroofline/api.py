@@ -17,6 +17,7 @@ from .plan.memory import Allocation, BatchFit, allocations, batch_scaled, larges
 from .plan.plans import make_plans
 from .price.context import PricingContext
 from .price.hardware import GPUSpec
+from .price.interconnect import interconnect_for
 from .price.roofline import Result, price
 from .price.step_figures import with_checkpoint
 from .trace.collector import paused
@@ -117,6 +118,8 @@ def analyze(
         gpu, precision, cache, math=math, estimate_params=estimate_params,
         clock_mhz=clock_mhz, mem_clock_mhz=mem_clock_mhz,
     )
+    if world is not None and world > 1:  # a GPU without interconnect figures fails first
+        interconnect_for(context.gpu)
     model, notes = _uncompiled(model)
     _check_dense(model, inputs)
     if mode == "train" and data == "given":

@@ -223,6 +223,7 @@ def test_the_process_group_is_destroyed_after_a_failure() -> None:
 
 
 @pytest.mark.parametrize(("options", "message"), [
+    ({"world": 8, "parallel": "ddp", "gpu": "t4"}, "no interconnect figures for T4"),
     ({"world": 8, "mesh": {"dp": 2, "tp": 2}, "parallel": "fsdp"}, "holds 4 ranks"),
     ({"world": 8}, "parallelize"),
     ({"world": 8, "parallel": "tp"}, "tp_plan"),

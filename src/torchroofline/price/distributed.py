@@ -222,7 +222,8 @@ class DistributedStep:
         }
 
 
-def comm_sol_s(priced: Sequence[PricedCollective], net: Interconnect, layout: Layout) -> float:
+def comm_sol_s(priced: Sequence[PricedCollective], net: Interconnect | None, layout: Layout
+               ) -> float:
     """What the rank's links must carry over the whole step: every collective's GPU bytes over
     the GPU's fastest links, the node's inter-node bytes over every NIC of the node, and no
     less than the slowest collective alone."""
@@ -289,9 +290,9 @@ def schedule(kernels: Sequence[StepKernel]) -> tuple[Interval, ...]:
 def price_step(result: Result, job: DistributedTrace) -> DistributedStep:
     """``job``'s rank priced as ``result`` (its trace's single-GPU analysis) prices its work:
     the collectives on ``result.gpu``'s interconnect, the step on the eager plan's kernels."""
-    net = interconnect_for(result.gpu)
     layout = job.layout
     calls = [call.at_precision(result.float_bytes) for call in job.collectives]
+    net = interconnect_for(result.gpu) if calls else None  # one GPU needs no interconnect
     priced = {
         call.index: PricedCollective(call, collective_sol_s(call, net, layout.gpus_per_node),
                                      collective_estimate_s(call, net))
