@@ -25,7 +25,7 @@ DOCS = (
     ROOT / "METHOD.md",
     *(ROOT / "docs" / f"{page}.md"
       for page in ("api", "guide", "kernelbench", "estimates", "reference", "limitations",
-                   "trace", "bytes_only_ops")),
+                   "trace", "bytes_only_ops", "distributed")),
 )
 SUITE = "tests/fixtures/kernelbench"
 _BLOCK = re.compile(r"(<!-- BEGIN (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.DOTALL)
@@ -181,7 +181,7 @@ def demand_rules() -> str:
     from torchroofline.plan import demand
 
     rules = {demand.pointwise_demand: ["every op of category pointwise"]}
-    for name, rule in demand.DEMAND_RULES.items():
+    for name, rule in [*demand.DEMAND_RULES.items(), *demand.LIBRARY_DEMAND.items()]:
         rules.setdefault(rule, []).append(f"`{name}`")
     # in-place twins share their op's rule; a release that lacks an op has no twin to list
     for names in rules.values():
@@ -305,6 +305,15 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "cli-memory": lambda: _report_excerpt(
         ("analyze", MINI_GPT, "--train", "--max-batch"), ("Peak memory", " has "),
         ("largest batch", "largest batch"),
+    ),
+    # one rank of a 2-D job: the distributed block
+    "cli-distributed": lambda: _report_excerpt(
+        ("analyze", "examples/distributed/mlp_blocks.py", "--world", "16", "--mesh", "dp=2,tp=8",
+         "--train"), ("Distributed:", "memory  "),
+    ),
+    "cli-distributed-collectives": lambda: _report_excerpt(
+        ("analyze", "examples/distributed/mlp_blocks.py", "--world", "16", "--mesh", "dp=2,tp=8",
+         "--train"), ("Distributed:", "====="),
     ),
     "cli-matmul": lambda: _command(
         "analyze", "examples/kernelbench/level1/1_Square_matrix_multiplication_.py",

@@ -17,9 +17,11 @@ from .plan.memory import Allocation, BatchFit, allocations, batch_scaled, larges
 from .plan.plans import make_plans
 from .price.context import PricingContext
 from .price.hardware import GPUSpec
+from .price.interconnect import interconnect_for
 from .price.roofline import Result, price
 from .price.step_figures import with_checkpoint
 from .trace.collector import paused
+from .trace.distributed import Layout, job_trace
 from .trace.inputs import _module_tensors
 from .trace.modes import caller_autocast
 from .trace.tracer import REAL_FALLBACK_LIMIT_BYTES, check_inputs, trace_model
@@ -27,6 +29,8 @@ from .trace.training import step_trace_options
 
 if TYPE_CHECKING:
     from .price.estimate import EstimateParams
+    from .trace.distributed import DistributedTrace
+    from .trace.refs import Trace
 
 
 @paused()
@@ -53,6 +57,12 @@ def analyze(
     checkpoint: Sequence[str] = (),
     clock_mhz: float | None = None,
     mem_clock_mhz: float | None = None,
+    world: int | None = None,
+    mesh: Mapping[str, int] | None = None,
+    parallelize: Callable[[nn.Module, Any], Any] | None = None,
+    parallel: str | None = None,
+    tp_plan: Mapping[str, Any] | None = None,
+    gpus_per_node: int = 8,
 ) -> Result:
     """How fast could ``model(*inputs)`` run on ``gpu`` at ``precision``?
 
@@ -93,6 +103,14 @@ def analyze(
     often lock a B200 at 1,500 MHz): compute peaks scale by the locked clock over the clock the
     datasheet figures assume (:meth:`~torchroofline.gpu_spec.GPUSpec.at_clocks`).
     ``mem_clock_mhz`` likewise scales the bandwidth by the locked over the nominal memory clock.
+
+    ``world`` ranks make it one rank of a distributed job (docs/distributed.md): ``mesh`` names
+    its dims (``{"dp": 8, "tp": 8}``; default ``{"dp": world}``), ``gpus_per_node`` places them
+    on nodes, and ``parallelize(model, mesh)`` (torchtitan style: ``fully_shard``,
+    ``parallelize_module``) or a ``parallel`` preset ("ddp", "fsdp", "tp" with ``tp_plan``)
+    shards the model. ``inputs`` are one rank's. The trace runs on a fake process group;
+    ``Result.distributed`` holds the collectives, communication, exposed communication, step
+    time and per-rank memory. ``world=1`` is the single-GPU analysis.
     """
     # resolved once, before tracing (a bad GPU name or precision fails first); fp32
     # matmul-class units follow the torch switches as the user holds them now
@@ -100,6 +118,8 @@ def analyze(
         gpu, precision, cache, math=math, estimate_params=estimate_params,
         clock_mhz=clock_mhz, mem_clock_mhz=mem_clock_mhz,
     )
+    if world is not None and world > 1:  # a GPU without interconnect figures fails first
+        interconnect_for(context.gpu)
     model, notes = _uncompiled(model)
     _check_dense(model, inputs)
     if mode == "train" and data == "given":
@@ -111,13 +131,18 @@ def analyze(
     bound_data = "given" if input_values is not None else resolve_data(
         data, inputs, data_limit_bytes
     )
-    trace = trace_model(
-        model, inputs, real_fallback_limit_bytes=real_fallback_limit_bytes, name=name,
-        **step_trace_options(mode, loss, optimizer, optimizer_options, autocast, checkpoint),
+    options = step_trace_options(mode, loss, optimizer, optimizer_options, autocast, checkpoint)
+    trace, job = _traced(
+        model, inputs, dict(options, real_fallback_limit_bytes=real_fallback_limit_bytes,
+                            name=name),
+        {"world": world, "mesh": mesh, "parallelize": parallelize, "parallel": parallel,
+         "tp_plan": tp_plan, "gpus_per_node": gpus_per_node},
     )
-    if bound_data == "given" and trace.step is None:
+    if bound_data == "given" and trace.step is None and (job is None or job.layout.world == 1):
         trace = with_given_values(trace, input_values or inputs, _module_tensors(model))
     result = with_checkpoint(price(make_plans(trace), context, actual_ms), checkpoint)
+    if job is not None:
+        result = result.with_job(job)
     return result.with_notes(notes)
 
 
@@ -167,6 +192,7 @@ def max_batch(
     batch_dim: int = 0,
     limit: int = 2**24,
     traces: int = 12,
+    **job: Any,
 ) -> BatchFit:
     """The largest batch of ``model(*inputs)`` (or of its training step, ``mode="train"``)
     whose eager peak memory fits ``gpu``'s memory at ``precision`` (:mod:`memory`).
@@ -177,7 +203,8 @@ def max_batch(
     pricing); when the two runs differ only in sizes, each storage's size is a line in the
     batch, and the search re-prices those sizes without tracing, then traces its answer and
     the batch above (where the search tried it) to confirm them. Otherwise every batch tried
-    is one trace, at most ``traces``."""
+    is one trace, at most ``traces``. ``job``: :func:`analyze`'s distributed keywords
+    (``world``, ``mesh``, ``parallelize``...): the batch and the memory are one rank's."""
     from .price.hardware import get_gpu
     from .price.precision import check_precision
 
@@ -195,7 +222,7 @@ def max_batch(
         if batch not in traced:
             resized = _with_batch(arguments, batch_dim, start, batch)
             try:
-                trace = trace_model(model, resized, **options)
+                trace = _traced(model, resized, options, job)[0]
             except ModelError as error:
                 if batch == start:  # the model fails as given: its own error
                     raise
@@ -215,6 +242,27 @@ def max_batch(
         found = largest_batch(traced_peak, spec.memory_bytes, start, limit=limit, traces=traces)
     batch, peaks, exact = found
     return BatchFit(spec.name, spec.memory_bytes, batch, peaks, exact, tuple(sorted(traced)))
+
+
+#: :func:`analyze`'s keywords of a distributed job (``max_batch`` takes them as ``**job``).
+JOB_KEYWORDS = ("world", "mesh", "parallelize", "parallel", "tp_plan", "gpus_per_node")
+
+
+def _traced(model: nn.Module, inputs: Any, options: Mapping[str, Any], job: Mapping[str, Any]
+            ) -> tuple[Trace, DistributedTrace | None]:
+    """The trace of ``model(*inputs)`` with ``options`` (:func:`trace_model`'s keywords), or of
+    one rank of the distributed job ``job`` describes (:data:`JOB_KEYWORDS`; none where its
+    ``world`` is None), with its collectives (:func:`job_trace`)."""
+    unknown = sorted(set(job) - set(JOB_KEYWORDS))
+    if unknown:
+        raise InputError(f"unknown keyword(s) {', '.join(unknown)}; a distributed job takes "
+                         f"{', '.join(JOB_KEYWORDS)}")
+    if job.get("world") is None:
+        return trace_model(model, inputs, **options), None
+    layout = Layout.resolve(job["world"], job.get("mesh"), job.get("gpus_per_node", 8))
+    traced = job_trace(model, inputs, layout, job.get("parallelize"), job.get("parallel"),
+                       job.get("tp_plan"), **options)
+    return traced.trace, traced
 
 
 def _repriced_search(

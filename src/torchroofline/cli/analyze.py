@@ -112,7 +112,73 @@ def register(commands: Any) -> None:
         "--batch-dim", type=int, default=0, metavar="DIM",
         help="the inputs' batch dimension, which --max-batch resizes",
     )
+    distributed = analyze.add_argument_group(
+        "distributed job (docs/distributed.md): one rank traced on a fake process group")
+    distributed.add_argument("--world", type=int, metavar="N", help="ranks in the job")
+    distributed.add_argument(
+        "--mesh", type=_mesh, metavar="DIM=N[,DIM=N...]",
+        help="the device mesh, outermost dim first (default: dp=WORLD), e.g. dp=8,tp=8",
+    )
+    distributed.add_argument("--gpus-per-node", type=int, default=8, metavar="N",
+                             help="GPUs per node (default 8)")
+    distributed.add_argument(
+        "--parallel", choices=("ddp", "fsdp", "tp"),
+        help="a preset for a plain model; without it the file's parallelize(model, mesh) "
+        "shards the model",
+    )
+    distributed.add_argument(
+        "--timeline", metavar="PNG|SVG",
+        help="save the rank's compute and communication streams, exposed communication in red",
+    )
+    distributed.add_argument(
+        "--tp-plan", type=_mesh_styles, metavar="PATH=STYLE[,...]",
+        help="with --parallel tp: module path patterns and colwise/rowwise, e.g. "
+        "'blocks.*.up=colwise,blocks.*.down=rowwise'",
+    )
     analyze.set_defaults(handler=cmd_analyze)
+
+
+def _pairs(text: str) -> list[tuple[str, str]]:
+    pairs = [item.partition("=") for item in text.split(",") if item.strip()]
+    if not pairs or any(not key.strip() or not sep for key, sep, _ in pairs):
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE[,NAME=VALUE...], got '{text}'")
+    return [(key.strip(), value.strip()) for key, _, value in pairs]
+
+
+def _mesh(text: str) -> dict[str, int]:
+    """``dp=8,tp=8`` → ``{"dp": 8, "tp": 8}``."""
+    pairs = _pairs(text)
+    if not all(value.isdigit() for _, value in pairs):
+        raise argparse.ArgumentTypeError(f"mesh sizes must be integers, got '{text}'")
+    return {key: int(value) for key, value in pairs}
+
+
+def _mesh_styles(text: str) -> dict[str, str]:
+    """``blocks.*.up=colwise,...`` → ``{"blocks.*.up": "colwise", ...}``."""
+    return dict(_pairs(text))
+
+
+def _distributed_options(args: argparse.Namespace, built: Any) -> dict[str, Any]:
+    """analyze()'s distributed keywords from --world and its options; the problem file's own
+    ``parallelize(model, mesh)`` where no --parallel preset is named."""
+    given = [name for name in ("mesh", "parallel", "tp_plan", "timeline")
+             if getattr(args, name)]
+    if args.world is None:
+        if given:
+            raise UsageError(f"--{given[0].replace('_', '-')} describes a distributed job; "
+                             "add --world N")
+        return {}
+    options = {"world": args.world, "mesh": args.mesh, "gpus_per_node": args.gpus_per_node,
+               "parallel": args.parallel, "tp_plan": args.tp_plan}
+    if args.parallel is None:
+        found = getattr(built.problem.get_inputs, "__globals__", {}).get("parallelize")
+        if not callable(found):
+            raise UsageError(
+                f"{built.problem.path} defines no parallelize(model, mesh); define one or "
+                "name a preset with --parallel ddp|fsdp|tp"
+            )
+        options["parallelize"] = found
+    return options
 
 
 def _training_options(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -201,6 +267,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         if args.plot:
             picture = plot_path(args.plot, file, len(args.files) > 1)
             result.plot(picture, top=max(args.top, 1))
+            print_note(f"wrote {picture}")
+        if args.timeline and result.distributed is not None:
+            from ..present.viz import plot_timeline
+
+            picture = plot_path(args.timeline, file, len(args.files) > 1)
+            plot_timeline(result.distributed, picture)
             print_note(f"wrote {picture}")
     if args.format == "json":
         one = len(documents) == 1 and not problem_dirs
@@ -346,11 +418,12 @@ def _analyzed(
 
     with restoring_switches():
         built = load_and_build(file, class_name=args.class_name)
+        job = _distributed_options(args, built)
         result = analyze_file(
             file, gpu, args.precision, actual_ms=actual_ms, cache=args.cache,
             class_name=args.class_name, math=args.math, data=args.data,
-            data_limit_bytes=int(args.data_limit * 2**30), training=_training_options(args),
-            built=built,
+            data_limit_bytes=int(args.data_limit * 2**30),
+            training={**(_training_options(args) or {}), **job}, built=built,
         )
         if not args.max_batch:
             return result, None
@@ -358,7 +431,7 @@ def _analyzed(
         try:
             return result, max_batch(
                 built.model, built.inputs, gpu, args.precision, batch_dim=args.batch_dim,
-                **training,
+                **training, **job,
             )
         except InputError as error:
             return result, error

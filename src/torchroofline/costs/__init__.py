@@ -20,6 +20,7 @@ from ..trace.aten_ops import aten
 # each rule module enters its rules into the shared registry (_core) on import
 from . import (  # noqa: F401
     attention,
+    collectives,
     fft,
     layout,
     linalg,

@@ -288,12 +288,26 @@ def registered_ops() -> dict[str, list[str]]:
     return {category: names for category, names in by_category.items() if names}
 
 
+#: Rules of ops outside aten by qualified packet name (``"c10d.allreduce_"``): collectives and
+#: the copy kernels of libraries that define their ops only once imported (FSDP2's ``fsdp.*``),
+#: which no registry key can name before then (:mod:`.collectives`).
+LIBRARY_RULES: dict[str, CostRule] = {}
+
+
 def rule_for(op: TracedOp) -> CostRule | None:
-    """The registered rule, else the pointwise rule for an op PyTorch tags pointwise."""
+    """The registered rule, else the pointwise rule for an op PyTorch tags pointwise, else a
+    library op's rule by name (:data:`LIBRARY_RULES`)."""
     rule = lookup(_RULES, op)
-    if rule is None and op.func is not None and _tagged_pointwise(op.func):
-        return _TAGGED_POINTWISE
+    if rule is None and op.func is not None:
+        if _tagged_pointwise(op.func):
+            return _TAGGED_POINTWISE
+        return LIBRARY_RULES.get(_packet_name(op.func))
     return rule
+
+
+@functools.cache
+def _packet_name(func: OpOverload) -> str:
+    return func.overloadpacket._qualified_op_name.replace("::", ".")
 
 
 @functools.cache  # an overload's tags never change, and reading them is slow

@@ -10,6 +10,7 @@ from ..price.estimate import fixed_latency_s
 from ..price.precision import rung_name
 from ..units import human_bytes, human_ms, si
 from .breakdown import ModuleCost, module_costs, unconfirmed_figures
+from .distributed import distributed_lines
 
 if TYPE_CHECKING:
     from ..plan.memory import BatchFit
@@ -72,6 +73,8 @@ def result_to_dict(result: Result) -> dict[str, Any]:
         data["phases"] = {figures.phase: figures.to_dict() for figures in result.phases}
     if result.checkpoint_what_if is not None:
         data["checkpoint"] = result.checkpoint_what_if.to_dict()
+    if result.distributed is not None:
+        data["distributed"] = result.distributed.to_dict()
     return data
 
 
@@ -235,6 +238,7 @@ def format_result(result: Result, top: int = 5) -> str:
         "",
         *memory_lines(result),
         *phase_lines(result),
+        *distributed_lines(result),
     ]
     if result.actual is not None:
         lines += ["", *_actual_lines(result)]

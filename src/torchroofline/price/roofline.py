@@ -51,7 +51,9 @@ from .verdicts import Verdict, verdict
 
 if TYPE_CHECKING:
     from ..plan.demand import Necessary
+    from ..trace.distributed import DistributedTrace
     from ..trace.refs import Trace
+    from .distributed import DistributedStep
     from .step_figures import CheckpointWhatIf, PhaseFigures
 
 
@@ -307,6 +309,8 @@ class Result:
     actual: Actual | None = None
     #: module-path patterns a training step's what-if checkpoints (:attr:`checkpoint_what_if`)
     checkpoint: tuple[str, ...] = ()
+    #: the distributed job this rank belongs to, when it is one (:meth:`with_job`)
+    job: DistributedTrace | None = field(default=None, repr=False, compare=False)
 
     # -- what it was priced under (the context's fields) --
     @property
@@ -570,6 +574,18 @@ class Result:
         return self.main_peak_flops_per_s / self.gpu.memory_bandwidth_bytes_per_s
 
     @cached_property
+    def distributed(self) -> DistributedStep | None:
+        """The rank's step in its distributed job: collectives, communication, exposed
+        communication, step time, memory (:func:`.distributed.price_step`); None for one GPU."""
+        from .distributed import price_step
+
+        return None if self.job is None else price_step(self, self.job)
+
+    def with_job(self, job: DistributedTrace) -> Result:
+        """This rank's analysis as one rank of ``job``."""
+        return replace(self, job=job)
+
+    @cached_property
     def memory(self) -> MemoryTimeline:
         """Live bytes of the eager run at this precision and their peak (:mod:`memory`);
         ``memory.fit(result.gpu)`` sets the peak against the GPU's memory."""
@@ -674,7 +690,7 @@ class Result:
         """The same plans priced on another GPU / precision / cache mode / math rung, or under
         other performance-model parameters (no retrace, no re-planning)."""
         context = self.context.on(gpu, precision, cache, estimate_params, math)
-        return replace(price(self.plans, context), checkpoint=self.checkpoint)
+        return replace(price(self.plans, context), checkpoint=self.checkpoint, job=self.job)
 
 
 def _any_input_ms(any_input_s: float | None) -> dict[str, float]:

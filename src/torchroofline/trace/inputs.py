@@ -17,6 +17,7 @@ from torch._subclasses.fake_tensor import (
 
 from .schema import _tensors
 from .shadow import known_value
+from .values import local
 
 #: Seed of the values the real-data fallback puts in place of fake and meta tensors: a branch
 #: on them (``if x.sum() > 0``) takes the same side on every run, so the figures do too.
@@ -75,6 +76,9 @@ class _Converter:
         return self._done[id(tensor)]
 
     def _convert(self, tensor: torch.Tensor) -> torch.Tensor:
+        held = local(tensor)
+        if isinstance(held, FakeTensor) and held.fake_mode is self.fake_mode:
+            return tensor  # made in the trace's mode already (a distributed model's shards)
         if self.fake_mode is None:
             if _kept_as_shape(tensor, self.shapes_over_bytes):
                 return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,

@@ -33,13 +33,30 @@ def _argument_names(func: Any) -> tuple[str, ...]:
     return tuple(_schema_positions(func))
 
 
+#: c10d collectives write their outputs in place, and their schemas mark no argument written
+#: (torch/csrc/distributed/c10d/Ops.cpp): by op name, the arguments they write.
+_WRITTEN_BY_COLLECTIVE: dict[str, frozenset[str]] = {
+    "c10d::_allgather_base_": frozenset({"output_tensor"}),
+    "c10d::_reduce_scatter_base_": frozenset({"output_tensor"}),
+    "c10d::allreduce_": frozenset({"tensors"}),
+    "c10d::broadcast_": frozenset({"tensors"}),
+    "c10d::recv_": frozenset({"tensors"}),
+    "c10d::alltoall_base_": frozenset({"output"}),
+    "c10d::allgather_": frozenset({"output_tensors"}),
+    "c10d::reduce_scatter_": frozenset({"output_tensors"}),
+}
+
+
 @functools.cache
 def _written_arguments(func: Any) -> tuple[tuple[int, str], ...]:
-    """(position, name) of the arguments an op's schema marks as written in place."""
+    """(position, name) of the arguments an op's schema marks as written in place (a c10d
+    collective's outputs: :data:`_WRITTEN_BY_COLLECTIVE`)."""
+    unmarked = _WRITTEN_BY_COLLECTIVE.get(func._schema.name, frozenset())
     return tuple(
         (position, argument.name)
         for position, argument in enumerate(func._schema.arguments)
-        if argument.alias_info is not None and argument.alias_info.is_write
+        if (argument.alias_info is not None and argument.alias_info.is_write)
+        or argument.name in unmarked
     )
 
 

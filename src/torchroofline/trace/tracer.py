@@ -63,7 +63,7 @@ from .schema import (
     _written_arguments,
 )
 from .shadow import known_value
-from .values import ValueTable, tensor_ref
+from .values import ValueTable, local, tensor_ref
 
 #: Default ceiling on the real tensors the real-data fallback may build (bytes).
 REAL_FALLBACK_LIMIT_BYTES = 2 * 2**30
@@ -655,10 +655,10 @@ def _given_value_ids(
     """Record where given values attach: the value each argument tensor and each parameter or
     buffer starts as (Trace.argument_value_ids, Trace.module_value_ids)."""
     values.argument_value_ids = tuple(
-        values.initial_value.get(t.untyped_storage()._cdata, 0) for t in _tensors(args)
+        values.initial_value.get(local(t).untyped_storage()._cdata, 0) for t in _tensors(args)
     )
     values.module_value_ids = {
-        name: values.initial_value.get(t.untyped_storage()._cdata, 0)
+        name: values.initial_value.get(local(t).untyped_storage()._cdata, 0)
         for name, t in params.items()
     }
     values.ran_on_given_values = on_real_values
@@ -683,6 +683,7 @@ def _resident(
     tagged += [("inputs", tensor) for tensor in _tensors(args)]
     seen: dict[int, tuple[str, TensorRef]] = {}
     for kind, tensor in tagged:
+        tensor = local(tensor)
         storage = tensor.untyped_storage()
         key = storage._cdata
         if key not in seen:
@@ -757,6 +758,7 @@ def trace_model(
     name: str | None = None,
     step: StepRunner | None = None,
     autocast: torch.dtype | None = None,
+    fake_mode: _RecordingFakeMode | None = None,
 ) -> Trace:
     """Run ``model(*inputs)`` once on fake tensors on ``device`` and record every op.
 
@@ -770,16 +772,19 @@ def trace_model(
     Falls back to fake tensors on the CPU when the model mixes devices, and to real tensors on
     the CPU when an op needs real data (``.item()``, ``nonzero``, control flow on values), as
     long as the real tensors fit in ``real_fallback_limit_bytes``; each fallback is named in
-    ``Trace.notes``.
+    ``Trace.notes``. ``fake_mode`` is the mode to trace in, where the model's tensors were
+    made in it already (a distributed job's shards, :mod:`.distributed`): no fallback then.
     """
     args = check_inputs(model, inputs)
     model_name = name or type(model).__name__
     notes: list[str] = []
     try:
         recorder, values, output = _run(
-            model, args, _RecordingFakeMode(), device, step, autocast=autocast
+            model, args, fake_mode or _RecordingFakeMode(), device, step, autocast=autocast
         )
     except _TraceFailure as failure:
+        if fake_mode is not None:
+            raise failure.model_error(model_name) from failure.error
         cpu_reason = failure.cpu_retrace_reason(device)
         if cpu_reason:
             notes.append(

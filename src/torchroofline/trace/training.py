@@ -37,7 +37,7 @@ from .modes import AUTOCAST_DTYPES, autocast_state
 from .refs import StepTensors, TensorRef
 from .schema import _tensors
 from .tracer import _Recorder, meta_copies
-from .values import tensor_ref
+from .values import local, tensor_ref
 
 #: Training-step phases in execution order (``TracedOp.phase``).
 PHASES = ("forward", "backward", "optimizer")
@@ -212,10 +212,13 @@ class Step:
         self, trained: Sequence[torch.Tensor], recorder: _Recorder
     ) -> list[torch.Tensor]:
         """Run one unrecorded step (it makes the state) and one recorded one; returns the
-        optimizer's state tensors."""
+        optimizer's state tensors. A distributed rank's sharded parameters (DTensors) are
+        stepped as the shards it holds: an optimizer's update is element-wise, so each rank
+        runs it on its shard, and DTensor's per-call sharding search costs seconds."""
         optimizer_class = OPTIMIZERS[self.optimizer]
         if optimizer_class is None or not trained:
             return []
+        trained = [_held_shard(t) for t in trained]
         options = dict(self.optimizer_options)
         if not options.get("fused"):
             options.setdefault("foreach", True)  # PyTorch's default for CUDA parameters
@@ -264,12 +267,22 @@ IN_PLACE_UPDATES = [
 OWN_OUTPUTS.update(dict.fromkeys(IN_PLACE_UPDATES, _updated_in_place))
 
 
+def _held_shard(parameter: torch.Tensor) -> torch.Tensor:
+    """A sharded parameter's local shard with the local shard of its gradient (a plain
+    parameter itself)."""
+    held = local(parameter)
+    if held is not parameter:
+        held.grad = local(parameter.grad)
+    return held
+
+
 def _seen(values: Any, tensor: torch.Tensor) -> bool:
     return values.current(tensor) is not None
 
 
 def _first_ref(values: Any, tensor: torch.Tensor) -> TensorRef:
     """``tensor`` as the value the step first read of its storage."""
+    tensor = local(tensor)
     storage = tensor.untyped_storage()
     value_id = values.initial_value.get(storage._cdata, values.current(tensor))
     return tensor_ref(tensor, value_id, storage)

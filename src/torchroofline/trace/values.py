@@ -7,6 +7,7 @@ import functools
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from .refs import TensorRef
 from .regions import distinct_offsets
@@ -63,10 +64,11 @@ class ValueTable:
         return tensor_ref(tensor, self._new_value(key), storage)
 
     def current(self, tensor: torch.Tensor) -> int | None:
-        return self._current.get(tensor.untyped_storage()._cdata)
+        return self._current.get(local(tensor).untyped_storage()._cdata)
 
     def output_ref(self, tensor: torch.Tensor) -> TensorRef | None:
         """The returned view ``tensor`` as a reference to its storage's current value."""
+        tensor = local(tensor)
         storage = tensor.untyped_storage()
         value = self._current.get(storage._cdata)
         return None if value is None else tensor_ref(tensor, value, storage)
@@ -81,6 +83,15 @@ class ValueTable:
 
 
 @functools.lru_cache(maxsize=4096)  # called for every tensor an op reads or writes
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor this rank holds of a tensor subclass that wraps one (a DTensor's local
+    shard, the first of its ``__tensor_flatten__`` attributes); a plain tensor itself. The
+    ops of a distributed trace run on these (:mod:`.distributed`)."""
+    while is_traceable_wrapper_subclass(tensor):
+        tensor = getattr(tensor, tensor.__tensor_flatten__()[0][0])
+    return tensor
+
+
 def _touched_elements(
     shape: tuple[int, ...], strides: tuple[int, ...], storage_elements: int
 ) -> int:

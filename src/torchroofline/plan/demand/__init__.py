@@ -20,11 +20,13 @@ resampling), :mod:`.layout` (cat, pad, flip, roll, triangles, diagonals), :mod:`
 (pixel and channel shuffles, rot90, reflection and replication pads, im2col), :mod:`.recurrent`
 (whole RNNs, step by step), :mod:`.selection`
 (masks, gathers, scatters), :mod:`.quantized` (scaled fp8/fp4 matmuls), :mod:`.training`
-(optimizer updates, tensor by tensor); :mod:`.structures`
+(optimizer updates, tensor by tensor), :mod:`.collectives` (a distributed rank's
+collectives: all of their inputs); :mod:`.structures`
 holds the structured operands and :mod:`.constants` the values known from shapes and constants.
 """
 
 from . import (
+    collectives,
     layout,
     linalg,
     matmul,
@@ -36,7 +38,7 @@ from . import (
     training,
     windows,
 )
-from ._core import DEMAND_RULES, Demand, demand_rule
+from ._core import DEMAND_RULES, LIBRARY_DEMAND, Demand, demand_rule
 from .constants import known_values
 from .reductions import pointwise_demand
 from .structures import MATRIX_BUILDERS, STRUCTURE_RULES
@@ -44,9 +46,11 @@ from .walk import Necessary, necessary_work
 
 __all__ = [
     "DEMAND_RULES",
+    "LIBRARY_DEMAND",
     "MATRIX_BUILDERS",
     "STRUCTURE_RULES",
     "Demand",
+    "collectives",
     "Necessary",
     "demand_rule",
     "known_values",

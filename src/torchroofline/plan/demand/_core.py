@@ -109,6 +109,11 @@ Rule = Callable[[_Context], Demand]
 DEMAND_RULES: dict[OpKey, Rule] = {}
 
 
+#: Rules of ops outside aten by qualified packet name (``"c10d.allreduce_"``), as
+#: :data:`costs.LIBRARY_RULES` keys them: a build may lack them, and the names stay listed.
+LIBRARY_DEMAND: dict[str, Rule] = {}
+
+
 def demand_rule(ops: Sequence[OpKey]) -> Callable[[Rule], Rule]:
     """Decorator: register a demand rule for ``ops`` (no key twice)."""
 

@@ -30,7 +30,16 @@ from ...trace.regions import (
 from ...trace.storages import (
     Storages,
 )
-from ._core import DEMAND_RULES, Demand, Rule, _Context, _one_of, _op_set, _proportional
+from ._core import (
+    DEMAND_RULES,
+    LIBRARY_DEMAND,
+    Demand,
+    Rule,
+    _Context,
+    _one_of,
+    _op_set,
+    _proportional,
+)
 from .constants import CONSTANT_LIMIT_ELEMENTS, INDEX_LIMIT_ELEMENTS, known_values
 from .reductions import pointwise_demand
 from .selection import _data_chosen_write
@@ -147,8 +156,9 @@ def necessary_work(
             for write in op.writes:
                 wanted = demand.pop(write.value_id, NOWHERE)
                 read_wanted = read.pop(write.value_id, NOWHERE)
-                if write.value_id in previous:
-                    add(previous[write.value_id], wanted, read_wanted)
+                source = previous.get(write.value_id, _handed_on(record, write))
+                if source is not None:
+                    add(source, wanted, read_wanted)
             necessary_records[index] = _with_flops(record, NO_FLOPS)
             continue
         outputs, read_outputs = [], []
@@ -239,9 +249,16 @@ def _with_flops(record: OpRecord, flops: FlopCount) -> OpRecord:
 def _rule(op: TracedOp, record: OpRecord) -> Rule:
     """The demand rule of an ``op`` whose output sizes no value chose: its own, else the
     pointwise rule or :func:`_proportional` by category."""
-    return lookup(DEMAND_RULES, op) or (
+    return lookup(DEMAND_RULES, op) or _library_rule(op) or (
         pointwise_demand if record.category is Category.POINTWISE else _proportional
     )
+
+
+def _library_rule(op: TracedOp) -> Rule | None:
+    """A library op's rule by its name (:data:`._core.LIBRARY_DEMAND`)."""
+    if op.func is None or not LIBRARY_DEMAND:
+        return None
+    return LIBRARY_DEMAND.get(op.func.overloadpacket._qualified_op_name.replace("::", "."))
 
 
 #: Ops torch tags ``dynamic_output_shape`` that size their output by values only when an index
@@ -386,6 +403,19 @@ def _outside(wanted: Region, written: Region) -> Region:
     for box in written.boxes:
         result = result.minus_box(box)
     return result
+
+
+def _handed_on(record: OpRecord, write: TensorRef) -> int | None:
+    """The value a zero-copy op hands on as a tensor of a new storage laid out as the one
+    tensor it reads (a collective's ``wait_tensor`` returns the buffer it waited for): what is
+    demanded of the write is demanded of that read. None for any other op (a template such as
+    ``empty_like`` reads nothing)."""
+    if len(record.reads) != 1:
+        return None
+    ref = record.reads[0]
+    layout = (ref.shape, ref.strides, ref.offset, ref.storage_elements)
+    return ref.value_id if layout == (write.shape, write.strides, write.offset,
+                                      write.storage_elements) else None
 
 
 def _previous_versions(ops: Sequence[TracedOp]) -> dict[int, int]:

@@ -8,6 +8,8 @@
 - :mod:`.traces`: a profiled run's ops under the GPU's roofs (:func:`plot_trace`);
 - :mod:`.sweeps`: a sweep's times against its axis and its path on the roofline
   (:func:`plot_sweep`, :func:`plot_sweep_roofline`);
+- :mod:`.timeline`: a distributed rank's compute and communication streams
+  (:func:`plot_timeline`);
 - :mod:`.labels`: the label placer they share; :mod:`.canvas`: figures, saving, colours.
 
 Pictures draw from results (or their dictionary form) and never trace a model.
@@ -28,6 +30,7 @@ from .rooflines import KernelPoint, describe_roof, kernel_points, plot_result, p
 from .runs import plot_run
 from .suite import plot_suite, plot_suite_histogram, plot_suite_scatter, problem_points
 from .sweeps import plot_sweep, plot_sweep_roofline
+from .timeline import plot_timeline
 from .traces import plot_trace
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "plot_suite_scatter",
     "plot_sweep",
     "plot_sweep_roofline",
+    "plot_timeline",
     "plot_trace",
     "problem_points",
 ]
