@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import TorchrooflineError
 from . import analyze, gpus, suite, trace
@@ -40,8 +41,10 @@ COMMAND_MODULES = (analyze, gpus, suite, trace)
 
 
 class _Parser(argparse.ArgumentParser):
-    """The top-level parser: an unknown option gets the closest known one of its command
-    (``--precison``: did you mean ``--precision``?)."""
+    """The top-level parser and every command's: an unknown option gets the closest known one
+    of its command (``--precison``: did you mean ``--precision``?), a mistyped command or
+    choice the closest one, and a usage error is two lines, the usage's first and the error,
+    not the whole usage of a command with twenty options."""
 
     commands: dict[str, argparse.ArgumentParser] = {}
 
@@ -51,6 +54,25 @@ class _Parser(argparse.ArgumentParser):
             command = self.commands.get(getattr(parsed, "command", None) or "", self)
             command.error(_unrecognized(command, unknown))
         return parsed
+
+    def error(self, message: str) -> NoReturn:
+        formatter = self._get_formatter()
+        formatter.add_usage(self.usage, self._get_positional_actions(), [])
+        usage = " ".join(formatter.format_help().split())
+        options = " [options]" if self._get_optional_actions() else ""
+        self.exit(EXIT_USAGE, f"{usage}{options} (see {self.prog} --help)\n"
+                              f"{self.prog}: error: {_with_closest_choice(message)}\n")
+
+
+def _with_closest_choice(message: str) -> str:
+    """argparse's "invalid choice: 'analyse' (choose from 'analyze', ...)" with the closest
+    choice named (Python's own suggestion, where it makes one, is left alone)."""
+    wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if wrong is None or "did you mean" in message or "maybe you meant" in message:
+        return message
+    choices = re.findall(r"'([^']*)'", wrong.group(2))
+    close = difflib.get_close_matches(wrong.group(1), choices, n=1)
+    return f"{message}; did you mean '{close[0]}'?" if close else message
 
 
 def _unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:

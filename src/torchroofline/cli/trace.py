@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import command, exit_code, plot_path, print_note
+from .common import check_exists, command, exit_code, plot_path, print_note
 
 
 def register(commands: Any) -> None:
@@ -27,6 +27,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     """One trace's report, or two side by side (``--plot``); 3 when an op beats its bound."""
     from ..suites.kineto import run
 
+    check_exists(args.traces)
     reports = run(args, print_note)
     if args.plot:
         from ..present.viz import plot_trace
