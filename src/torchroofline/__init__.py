@@ -15,8 +15,8 @@ from .errors import (
 from .price.estimate import EstimateParams
 from .price.hardware import GPUSpec, get_gpu, list_gpus
 from .price.roofline import KernelEstimate, Result
-from .suites.validate import validate
 from .suites.kernelbench import analyze_file, compare_kernelbench, load_problem
+from .suites.validate import validate
 
 __version__ = "0.1.0"
 
