@@ -107,3 +107,19 @@ def test_the_api_reference_lists_every_keyword_of_the_real_signatures():
         assert _as_documented(function) in api
     # the package's name is the function the docs show, not the module that holds it
     assert torchroofline.validate is validate_module.validate
+
+
+def test_the_set_up_runs_every_kernelbench_problem_and_warns_before_the_cuda_download():
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    # the CPU-torch advice must come before the install that would pull 5.6 GB of CUDA builds
+    assert readme.index("download.pytorch.org/whl/cpu") < readme.index('pip install -e ".[dev]"')
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
+    def extra(name: str) -> set[str]:
+        listed = re.search(rf"^{name} = \[(.*)\]$", pyproject, re.MULTILINE).group(1)
+        return set(re.findall(r'"([^"]+)"', listed))
+
+    # what KernelBench's problem files import beyond torch (einops) comes with the set-up
+    assert extra("kernelbench") <= extra("dev") and extra("viz") <= extra("dev")
