@@ -1,6 +1,8 @@
 """torchroofline: speed-of-light bounds for PyTorch programs on a chosen GPU."""
 
-from . import present  # noqa: F401  (Result's print, to_dict and plot register themselves)
+# _startup first: a Ctrl-C while the command line imports torch ends it quietly; present:
+# Result's print, to_dict and plot register themselves
+from . import _startup, present  # noqa: F401
 from .api import analyze, max_batch
 from .errors import (
     ClockError,

@@ -6,10 +6,14 @@ traceback; or, when the command was done before the signal, exit 0 and the whole
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 TRIES = Path(__file__).with_name("interrupt_tries.py")
 
@@ -39,3 +43,27 @@ def test_ctrl_c_at_every_phase_keeps_every_finished_problem():
     assert {len(one["reported"]) for one in stopped if one["partial"]} >= {0, 1, 3}
     assert any(not one["partial"] and len(one["reported"]) == 3 for one in stopped)
     assert {one["format"] for one in stopped} == {"stdout", ".md", ".json", ".csv"}
+
+
+def test_ctrl_c_while_the_command_imports_torch_is_one_line_and_130(tmp_path):
+    if not Path("/proc/self/maps").exists():
+        pytest.skip("needs /proc to see the import of torch begin")
+    problem = Path(__file__).parents[1] / "fixtures" / "kernelbench_tiny" / "level1" / "1_Add.py"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "torchroofline", "kernelbench", str(problem)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    maps = Path(f"/proc/{process.pid}/maps")
+    deadline = time.monotonic() + 60
+    # torch's shared library mapped: the package is importing torch, after its start-up guard
+    while process.poll() is None and time.monotonic() < deadline:
+        if "libtorch" in maps.read_text(errors="replace"):
+            break
+        time.sleep(0.005)
+    os.kill(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    # it printed a KeyboardInterrupt traceback from inside torch's import
+    assert "Traceback" not in err, err[-2000:]
+    assert process.returncode == 130
+    assert err.strip().splitlines()[-1].startswith("torchroofline: error: interrupted")

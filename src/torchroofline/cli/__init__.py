@@ -15,6 +15,7 @@ import argparse
 import difflib
 import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -108,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _interrupts_raise()
         return args.handler(args)
     except (UsageError, *USAGE_ERRORS) as error:
         report_error(error, args.debug)
@@ -121,6 +123,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `torchroofline ... | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+def _interrupts_raise() -> None:
+    """From here on a Ctrl-C raises KeyboardInterrupt, which the commands handle (the start-up's
+    quiet exit, :func:`torchroofline._startup.interrupted_while_starting`, ends)."""
+    from .._startup import interrupted_while_starting
+
+    if signal.getsignal(signal.SIGINT) is interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 __all__ = ["EXIT_OK", "build_parser", "main", "write_report"]
