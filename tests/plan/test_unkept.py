@@ -56,9 +56,9 @@ def test_the_share_of_work_no_kept_value_needs_and_the_output_that_drops_it():
     assert f"the model's output (relu, {B}×{S}×{D}) is {1 / S:.2%} kept (1 of {S} along dim 1)" \
         in note
     assert note.endswith("as head (addmm) reads it")
-    flops = result.to_dict()["flops"]
-    assert flops["unkept_share"] == necessary.unkept_share
-    assert flops["unkept_where"] in note
+    unkept = result.to_dict()["unkept"]
+    assert unkept["flops_share"] == necessary.unkept_share
+    assert unkept["where"] in note
     assert result.to_dict()["constant_output"] is False
 
 

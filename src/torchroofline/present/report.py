@@ -42,8 +42,10 @@ def result_to_dict(result: Result) -> dict[str, Any]:
             "tensor": result.tensor_flops,
             "vector": result.vector_flops,
             "executed": result.executed_flops,
-            "unkept_share": result.necessary.unkept_share,
-            "unkept_where": result.necessary.narrowed_at,
+        },
+        "unkept": {
+            "flops_share": result.necessary.unkept_share,
+            "where": result.necessary.narrowed_at,
         },
         "constant_output": result.necessary.constant_output,
         "bytes": {
@@ -654,7 +656,7 @@ def _unkept_work(result: Mapping[str, Any]) -> str | None:
     share of the executed FLOPs that feed no kept value (``notes`` say which output)."""
     if result.get("constant_output"):
         return CONSTANT_OUTPUT
-    share = result["flops"].get("unkept_share", 0.0)
+    share = result.get("unkept", {}).get("flops_share", 0.0)
     return f"{share:.1%} of the FLOPs feed no kept value" if share >= UNKEPT_NOTE_SHARE else None
 
 

@@ -190,9 +190,18 @@ class _Pool:
     def start_worker(self) -> _Worker:
         parent, child = self.context.Pipe()
         threads = max(1, (os.cpu_count() or 1) // self.jobs)
-        process = self.context.Process(target=_worker_main, args=(child, threads), daemon=True)
-        with _main_module_hidden():
-            process.start()
+        for attempt in range(2):
+            process = self.context.Process(target=_worker_main, args=(child, threads),
+                                           daemon=True)
+            try:
+                with _main_module_hidden():
+                    process.start()
+                break
+            except EOFError:
+                # the forkserver ended: one whose client left mid-request (an interrupt that
+                # cut an earlier batch's worker start short, in this process) raises and exits
+                if attempt or not _restart_forkserver(self.context):
+                    raise
         child.close()
         return _Worker(process, parent)
 
@@ -336,8 +345,9 @@ def stop_signals() -> Iterator[StopSignals]:
     place when nested: the command line's, around the batch and its report). Only the main
     thread can take signals; elsewhere, and for a SIGINT the caller's shell ignores (a job
     started in the background), nothing changes."""
-    current = signal.getsignal(signal.SIGINT)
-    if isinstance(current, StopSignals):
+    current = next((handler for handler in map(signal.getsignal, _STOP_SIGNALS)
+                    if isinstance(handler, StopSignals)), None)
+    if current is not None:
         yield current
         return
     signals = StopSignals()
@@ -353,6 +363,19 @@ def stop_signals() -> Iterator[StopSignals]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+def _restart_forkserver(context: Any) -> bool:
+    """Forget an ended forkserver and start a fresh one; False where multiprocessing offers no
+    way (its ``_stop``, which its own tests use, waits for the old one to exit)."""
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is None:
+        return False
+    stop()
+    _start_forkserver(context)
+    return True
 
 
 def _start_forkserver(context: Any) -> None:
