@@ -25,7 +25,7 @@ STAGES = (
     ("api",),  # analyze(): stages 1–4 in one call
     ("suites",),  # KernelBench problems, batches, runs, validation
     ("present",),  # text, JSON and pictures of a Result or a suite
-    ("cli", "_preload", "__init__", "__main__"),
+    ("cli", "_preload", "_startup", "__init__", "__main__"),
 )
 RANK = {name: rank for rank, names in enumerate(STAGES) for name in names}
 

@@ -96,6 +96,11 @@ def test_prompt_format_is_short(capsys):
         (["analyze", MATMUL, "--actual-ms", "1,2"], "--actual-ms takes one time"),
         (["analyze", SUITE / "level1"], "is a folder; to analyze every problem in it run: "
          f"torchroofline kernelbench {SUITE / 'level1'}"),
+        # a missing file is bad usage from every command (trace said 1, --ref 1, --problems 0)
+        (["trace", SUITE / "nowhere.json"], "nowhere.json: no such file; check the path"),
+        (["analyze", MATMUL, "--ref", SUITE / "nowhere.py"], "nowhere.py: no such file"),
+        (["analyze", MATMUL, "--problems", SUITE / "nowhere"], "nowhere: no such file"),
+        (["analyze", SUITE / "nowhere.py"], "nowhere.py: no such file"),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(capsys, argv, message):
@@ -123,6 +128,33 @@ def test_a_misspelt_option_gets_the_closest_one(capsys):
     err = capsys.readouterr().err
     assert "unrecognized argument --precison (did you mean --precision?)" in err
     assert "fp32" not in err.splitlines()[-1]  # its value is not a second complaint
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["analyze", MATMUL, "--precison", "fp32"], "did you mean --precision?"),
+        (["analyze", MATMUL, "--actual-ms", "abc"], "--actual-ms: takes a number above 0"),
+        (["analyse", MATMUL], "invalid choice: 'analyse' (choose from 'analyze', "),
+        (["kernelbench", SUITE, "--cache", "warn"], "did you mean 'warm'?"),
+    ],
+)
+def test_a_usage_error_is_one_usage_line_and_the_error(capsys, argv, error):
+    # argparse printed the whole usage of the command first: 16 lines for analyze
+    with pytest.raises(SystemExit) as done:
+        main([str(a) for a in argv])
+    usage, message = capsys.readouterr().err.strip().splitlines()
+    assert done.value.code == 2
+    command = "analyze" if argv[0] == "analyse" else argv[0]
+    expected = "COMMAND ..." if argv[0] == "analyse" else f"{command} "
+    assert usage.startswith(f"usage: torchroofline {expected}") and "(see torchroofline" in usage
+    assert error in message
+
+
+def test_a_mistyped_command_gets_the_closest_one(capsys):
+    with pytest.raises(SystemExit):
+        main(["kernelbenhc", str(SUITE)])
+    assert capsys.readouterr().err.strip().endswith("did you mean 'kernelbench'?")
 
 
 def test_host_scale_multiplies_every_host_cost(capsys):

@@ -75,3 +75,54 @@ def test_program_output_in_the_docs_is_generated():
         assert _fences_outside_generated_blocks(doc.read_text()) == [], doc.name
     pasted = "intro\n```text\n  Eager estimate : 64.5 µs\n```\n"
     assert _fences_outside_generated_blocks(pasted) == ["```text\n  Eager estimate : 64.5 µs"]
+
+
+def _as_documented(function) -> str:
+    """``function``'s call as docs/api.md writes it: every parameter in order, ``*`` before the
+    keyword-only ones, defaults as Python writes them (with double quotes; a function as …)."""
+    import inspect
+
+    parts, keyword_only = [], False
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.kind is parameter.KEYWORD_ONLY and not keyword_only:
+            parts.append("*")
+            keyword_only = True
+        if parameter.kind is parameter.VAR_KEYWORD:
+            parts.append(f"**{parameter.name}")
+            continue
+        if parameter.default is parameter.empty:
+            parts.append(parameter.name)
+            continue
+        default = parameter.default
+        shown = "…" if callable(default) else repr(default).replace("'", '"')
+        parts.append(f"{parameter.name}={shown}")
+    return f"`{function.__name__}({', '.join(parts)})`"
+
+
+def test_the_api_reference_lists_every_keyword_of_the_real_signatures():
+    from torchroofline.suites import validate as validate_module
+
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    functions = [torchroofline.analyze, torchroofline.analyze_file, torchroofline.max_batch,
+                 torchroofline.load_problem, torchroofline.compare_kernelbench,
+                 torchroofline.validate]
+    for function in functions:
+        assert _as_documented(function) in api
+    # the package's name is the function the docs show, not the module that holds it
+    assert torchroofline.validate is validate_module.validate
+
+
+def test_the_set_up_runs_every_kernelbench_problem_and_warns_before_the_cuda_download():
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    # the CPU-torch advice must come before the install that would pull 5.6 GB of CUDA builds
+    assert readme.index("download.pytorch.org/whl/cpu") < readme.index('pip install -e ".[dev]"')
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
+    def extra(name: str) -> set[str]:
+        listed = re.search(rf"^{name} = \[(.*)\]$", pyproject, re.MULTILINE).group(1)
+        return set(re.findall(r'"([^"]+)"', listed))
+
+    # what KernelBench's problem files import beyond torch (einops) comes with the set-up
+    assert extra("kernelbench") <= extra("dev") and extra("viz") <= extra("dev")

@@ -1,6 +1,8 @@
 """torchroofline: speed-of-light bounds for PyTorch programs on a chosen GPU."""
 
-from . import present  # noqa: F401  (Result's print, to_dict and plot register themselves)
+# _startup first: a Ctrl-C while the command line imports torch ends it quietly; present:
+# Result's print, to_dict and plot register themselves
+from . import _startup, present  # noqa: F401
 from .api import analyze, max_batch
 from .errors import (
     ClockError,
@@ -15,9 +17,9 @@ from .errors import (
 from .price.estimate import EstimateParams
 from .price.hardware import GPUSpec, get_gpu, list_gpus
 from .price.roofline import KernelEstimate, Result
-from .suites import validate
 from .suites.kernelbench import analyze_file, compare_kernelbench, load_problem
 from .suites.sweep import Sweep, sweep_kernelbench, sweep_model, sweep_solexecbench
+from .suites.validate import validate
 
 __version__ = "0.1.0"
 

@@ -121,6 +121,7 @@ def analyze(
     if world is not None and world > 1:  # a GPU without interconnect figures fails first
         interconnect_for(context.gpu)
     model, notes = _uncompiled(model)
+    notes += _train_mode_notes(model, mode)
     _check_dense(model, inputs)
     if mode == "train" and data == "given":
         raise InputError(
@@ -155,6 +156,26 @@ def _uncompiled(model: Any) -> tuple[Any, list[str]]:
     return model._orig_mod, [
         "analyzed the module torch.compile wraps (_orig_mod): the bound is the program's own, "
         "whatever Inductor makes of it, and the compile estimate models Inductor's fusion"
+    ]
+
+
+def _train_mode_notes(model: Any, mode: str) -> list[str]:
+    """A note where an inference analysis meets BatchNorm left in train mode (a module is built
+    in it; only ``.eval()`` leaves it): it normalizes by the batch's own statistics and updates
+    its running ones, which is what gets priced, silently until this note."""
+    if mode == "train" or not isinstance(model, nn.Module):
+        return []
+    training = [name or type(module).__name__ for name, module in model.named_modules()
+                if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training]
+    if not training:
+        return []
+    listed = ", ".join(f"'{name}'" for name in training[:3])
+    listed += f" and {len(training) - 3} more" if training[3:] else ""
+    return [
+        f"{len(training)} BatchNorm module(s) in train mode ({listed}) are priced as training "
+        "runs them: normalized by the batch's statistics, their running statistics updated; "
+        "call model.eval() to price inference (KernelBench times a problem as built: in train "
+        "mode)"
     ]
 
 

@@ -184,5 +184,7 @@ def test_headline_flops_are_necessary_and_executed_flops_stand_beside_them():
     assert result_to_dict(result)["flops"] == {
         "total": result.flops, "tensor": result.flops, "vector": 0, "executed": executed,
     }
+    # the padding's products are left out, yet every output is kept: none is unkept
+    assert result_to_dict(result)["unkept"] == {"flops_share": 0.0, "where": None}
     assert "necessary 541.70 K" in format_prompt(result) and "executed 589.82 K" in \
         format_prompt(result)

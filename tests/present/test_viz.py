@@ -603,3 +603,36 @@ def test_a_figure_saves_to_the_same_bytes_every_time(suffix, tmp_path):
     assert first.read_bytes() == second.read_bytes()
     # nothing of the machine or the day: matplotlib's version, a date
     assert b"Matplotlib" not in first.read_bytes() and b"dc:date" not in first.read_bytes()
+
+
+def test_merged_kernels_of_different_modules_name_their_op_and_module_count():
+    from torchroofline.present.viz.rooflines import KernelPoint
+
+    # the num_batches_tracked adds of a ResNet's BatchNorms: one op, many unrelated modules
+    names = ("bn1: add_", "layer1.0.bn1: add_", "layer1.0.bn2: add_",
+             "layer2.0.downsample.1: add_")
+    point = KernelPoint("memory", 0.1, 1e9, names, 0.01)
+    assert point.label == "add_ ×4 in 4 modules"  # it read "bn1: add_ ×4", the first one's
+    layers = KernelPoint("compute", 8.0, 1e12, ("0: addmm", "1: addmm"), 0.1)
+    assert layers.label == "*: addmm ×2"
+    mixed = KernelPoint("memory", 0.1, 1e9, ("a: add", "b: mul"), 0.01)
+    assert mixed.label == "a: add … ×2"
+
+
+def test_a_forced_label_stays_inside_the_picture():
+    from torchroofline.present.viz.labels import Labeller, Spot
+
+    fig = Figure(figsize=(8, 3))
+    ax = fig.add_subplot()
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 10)
+    labeller = Labeller(ax)
+    area = labeller.area
+    labeller.taken.append((area.x0, area.y0, area.x1, area.y1))  # nothing fits: forced
+    text = "tensor cores (matmul): 989.40 TFLOP/s, ridge 295 FLOPs/B"
+    # left-aligned at a knee near the right edge runs off it; right-aligned at the edge fits
+    spots = [Spot(9.5, 5, 6, 3, "left", "bottom"), Spot(10, 5, -4, 3, "right", "bottom")]
+    label = labeller.place_first(text, spots, force=True, fontsize=8)
+    fig.draw_without_rendering()
+    box = label.get_window_extent()
+    assert area.x0 <= box.x0 and box.x1 <= area.x1  # it was clipped at the right edge

@@ -427,3 +427,27 @@ def test_a_tensor_list_recorded_without_shapes_is_not_priced_as_nothing() -> Non
             "Input Strides": [[], [], []], "Concrete Inputs": ["", "", "-0.001"]}
     with pytest.raises(RebuildError, match="no shapes for its tensor lists"):
         rebuild("aten::_foreach_add_", args, torch.float32)
+
+
+def test_a_module_whose_time_is_mostly_not_priced_shows_no_percent_of_sol(tiny) -> None:
+    from dataclasses import replace
+
+    # the unrebuilt op (mylib::fused_thing, 5 µs in Block_0) made to run 95 µs: Block then
+    # holds 4 + 3 + 1 + 3 = 11 µs priced of 106 µs, as a vLLM FusedMoE of custom ops does
+    def stretched(instance):
+        if instance.figures is not None:
+            return instance
+        first, *rest = instance.activities
+        return replace(instance, activities=(replace(first, duration_us=95.0), *rest))
+
+    report = replace(tiny, instances=tuple(stretched(i) for i in tiny.instances))
+    block = {row.kind: row for row in report.modules()}["Block"]
+    assert block.measured_us == pytest.approx(106.0)
+    assert block.priced_share == pytest.approx(11 / 106)
+    assert block.to_dict()["priced_share"] == pytest.approx(11 / 106)
+    line = next(row for row in WRITERS["text"](report).splitlines() if row.startswith("Block "))
+    # its priced copies' "0.0%" (their SoL over their 11 µs) is not the module's: "—"
+    assert line.split()[3:7] == ["10.4%", line.split()[4], "—", "—"]
+    linear = next(row for row in WRITERS["text"](report).splitlines()
+                  if row.startswith("Linear "))
+    assert linear.split()[3] == "100.0%" and linear.split()[5] == "0.3%"

@@ -14,9 +14,11 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
+import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import TorchrooflineError
 from . import analyze, gpus, suite, sweep, trace
@@ -40,8 +42,10 @@ COMMAND_MODULES = (analyze, gpus, suite, sweep, trace)
 
 
 class _Parser(argparse.ArgumentParser):
-    """The top-level parser: an unknown option gets the closest known one of its command
-    (``--precison``: did you mean ``--precision``?)."""
+    """The top-level parser and every command's: an unknown option gets the closest known one
+    of its command (``--precison``: did you mean ``--precision``?), a mistyped command or
+    choice the closest one, and a usage error is two lines, the usage's first and the error,
+    not the whole usage of a command with twenty options."""
 
     commands: dict[str, argparse.ArgumentParser] = {}
 
@@ -51,6 +55,25 @@ class _Parser(argparse.ArgumentParser):
             command = self.commands.get(getattr(parsed, "command", None) or "", self)
             command.error(_unrecognized(command, unknown))
         return parsed
+
+    def error(self, message: str) -> NoReturn:
+        formatter = self._get_formatter()
+        formatter.add_usage(self.usage, self._get_positional_actions(), [])
+        usage = " ".join(formatter.format_help().split())
+        options = " [options]" if self._get_optional_actions() else ""
+        self.exit(EXIT_USAGE, f"{usage}{options} (see {self.prog} --help)\n"
+                              f"{self.prog}: error: {_with_closest_choice(message)}\n")
+
+
+def _with_closest_choice(message: str) -> str:
+    """argparse's "invalid choice: 'analyse' (choose from 'analyze', ...)" with the closest
+    choice named (Python's own suggestion, where it makes one, is left alone)."""
+    wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if wrong is None or "did you mean" in message or "maybe you meant" in message:
+        return message
+    choices = re.findall(r"'([^']*)'", wrong.group(2))
+    close = difflib.get_close_matches(wrong.group(1), choices, n=1)
+    return f"{message}; did you mean '{close[0]}'?" if close else message
 
 
 def _unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
@@ -86,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _interrupts_raise()
         return args.handler(args)
     except (UsageError, *USAGE_ERRORS) as error:
         report_error(error, args.debug)
@@ -99,6 +123,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `torchroofline ... | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+def _interrupts_raise() -> None:
+    """From here on a Ctrl-C raises KeyboardInterrupt, which the commands handle (the start-up's
+    quiet exit, :func:`torchroofline._startup.interrupted_while_starting`, ends)."""
+    from .._startup import interrupted_while_starting
+
+    if signal.getsignal(signal.SIGINT) is interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 __all__ = ["EXIT_OK", "build_parser", "main", "write_report"]

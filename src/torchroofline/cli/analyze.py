@@ -13,6 +13,7 @@ from .common import (
     USAGE_ERRORS,
     UsageError,
     actual_times,
+    check_exists,
     clock_options,
     command,
     common_options,
@@ -198,6 +199,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from ..suites.solexecbench import is_problem_dir
 
     gpu = target_gpu(args)
+    check_exists([args.ref, args.problems])
     for file in args.files:
         if not is_problem_dir(file):
             _check_problem_path(Path(file))
@@ -296,8 +298,7 @@ def _check_problem_path(path: Path) -> None:
             f"{path} is a folder; to analyze every problem in it run: "
             f"torchroofline kernelbench {path}"
         )
-    if not path.exists():
-        raise UsageError(f"{path}: no such file; check the path")
+    check_exists([str(path)])
 
 
 

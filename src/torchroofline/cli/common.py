@@ -180,6 +180,14 @@ def target_gpu(args: argparse.Namespace) -> Any:
 
 
 
+def check_exists(paths: Sequence[str | None]) -> None:
+    """A missing file or folder is bad usage (exit 2), the same from every command."""
+    for path in paths:
+        if path is not None and not Path(path).exists():
+            raise UsageError(f"{path}: no such file; check the path")
+
+
+
 def actual_times(files: Sequence[str], actual: Sequence[float] | None,
                   option: str = "--actual-ms", what: str = "file") -> list[float | None]:
     if not actual:

@@ -4,6 +4,7 @@ their reports and pictures, and measured times against the bounds."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -140,7 +141,7 @@ def _nothing_to_run(paths: Sequence[str], levels: set[int] | None) -> str:
 
 def cmd_kernelbench(args: argparse.Namespace) -> int:
     from ..present.report import suite_summary_line
-    from ..suites.batch import BatchInterrupted, Progress, analyze_batch, task_count
+    from ..suites.batch import Progress, stop_signals, task_count
     from ..suites.kernelbench import load_timings
     from ..suites.solexecbench import discover_problems
 
@@ -156,8 +157,40 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     run = None
     if args.run:
         run, paths = _run_and_problems(args.run, paths, args.paths)
-    interrupted = None
     progress = Progress(task_count(paths), debug=args.debug)
+    # signals are raised only while problems run (the batch arms them); one taken at any other
+    # time stops the command once the report is written whole
+    with stop_signals() as signals:
+        report, interrupted = _run_batch(args, paths, gpu, progress, timings, gen_timings)
+        if run is not None:
+            return _report_run(args, run, report, interrupted, signals)
+        if args.out:
+            write_report(report, args.out, interrupted)
+        if args.json or args.format:
+            print(suite_text(report, ".json" if args.json else f".{args.format}", interrupted),
+                  end="")
+        elif not args.out:
+            print(suite_text(report, ".md", interrupted))
+        print_note(suite_summary_line(report))
+        stopped = _said_where_it_wrote(args.out, interrupted, signals)
+        if args.plot_dir and (interrupted or not stopped):  # of the problems finished, if cut
+            # short; a Ctrl-C stops the drawing of a whole batch's pictures
+            with contextlib.nullcontext() if interrupted else signals.armed():
+                _plot_suite(args, report)
+    if stopped:
+        return EXIT_INTERRUPTED
+    for problem in report.problems:
+        if problem.gen_impossible:
+            faster_than_light(problem.name, problem.gen_ms, min(problem.sol_by_math_ms.values()))
+    return exit_code(report.failed, sum(p.gen_impossible for p in report.problems))
+
+
+def _run_batch(args: argparse.Namespace, paths: list[Path], gpu: Any, progress: Any,
+               timings: dict | None, gen_timings: dict | None) -> tuple[BatchReport, str | None]:
+    """The batch's report, and the interruption's one line when Ctrl-C or SIGTERM stopped it
+    (the report then covers the problems finished)."""
+    from ..suites.batch import BatchInterrupted, analyze_batch
+
     progress.start(args.jobs)
     try:
         report = analyze_batch(
@@ -169,41 +202,29 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
         )
     except BatchInterrupted as stopped:
         progress.stop()
-        report, interrupted = stopped.report, str(stopped)
-    if run is not None:
-        return _report_run(args, run, report, interrupted)
-    if args.out:
-        write_report(report, args.out, interrupted)
-    if args.json or args.format:
-        print(suite_text(report, ".json" if args.json else f".{args.format}", interrupted),
-              end="")
-    elif not args.out:
-        print(suite_text(report, ".md", interrupted))
-    print_note(suite_summary_line(report))
-    stopped = _said_where_it_wrote(args.out, interrupted)
-    if args.plot_dir:  # of the problems finished, when interrupted
-        from ..present.viz import plot_suite
-
-        _warn_if_unmeasured(report)
-        for picture in plot_suite(report, args.plot_dir, per_problem=args.per_problem):
-            print_note(f"wrote {picture}")
-    if stopped:
-        return EXIT_INTERRUPTED
-    for problem in report.problems:
-        if problem.gen_impossible:
-            faster_than_light(problem.name, problem.gen_ms, min(problem.sol_by_math_ms.values()))
-    return exit_code(report.failed, sum(p.gen_impossible for p in report.problems))
+        return stopped.report, str(stopped)
+    return report, None
 
 
+def _plot_suite(args: argparse.Namespace, report: BatchReport) -> None:
+    from ..present.viz import plot_suite
 
-def _said_where_it_wrote(out: str | None, interrupted: str | None) -> bool:
+    _warn_if_unmeasured(report)
+    for picture in plot_suite(report, args.plot_dir, per_problem=args.per_problem):
+        print_note(f"wrote {picture}")
+
+
+def _said_where_it_wrote(out: str | None, interrupted: str | None, signals: Any) -> bool:
     """The closing lines of a batch: where ``--out`` went and, for an ``interrupted`` batch,
-    that the report covers the problems finished; True when it was interrupted."""
+    that the report covers the problems finished; True when it was interrupted, before the
+    report was written or while (``signals``: the :class:`~..suites.batch.StopSignals` taken)."""
     if out:
         print_note(f"wrote {out}")
     if interrupted:
         print_error(f"{interrupted}; the report covers the problems finished")
-    return bool(interrupted)
+    elif signals.received:
+        print_error("interrupted after the batch finished; the report is whole")
+    return bool(interrupted or signals.received)
 
 
 
@@ -227,9 +248,8 @@ def _run_and_problems(folder: str, paths: list[Path], where: Sequence[str]) -> t
 
 
 
-def _report_run(
-    args: argparse.Namespace, run: Any, report: BatchReport, interrupted: str | None
-) -> int:
+def _report_run(args: argparse.Namespace, run: Any, report: BatchReport,
+                interrupted: str | None, signals: Any) -> int:
     """The run report (``--run``) in place of the suite report: printed, written, pictured;
     marked partial when the batch was ``interrupted``."""
     from ..suites.batch_report import mark_partial
@@ -251,8 +271,9 @@ def _report_run(
         f"{totals['faster_than_light']} faster than light, {totals['shortcut_only']} possible "
         f"only with an algebraic shortcut, {len(joined.unmatched)} without an analyzed problem"
     )
-    stopped = _said_where_it_wrote(args.out, interrupted)
-    if args.plot_dir:  # of the samples whose problems finished, when interrupted
+    stopped = _said_where_it_wrote(args.out, interrupted, signals)
+    if args.plot_dir and (interrupted or not stopped):
+        # of the samples whose problems finished, when interrupted
         from ..present.viz import plot_run
 
         picture = Path(args.plot_dir) / "run_sol.png"
@@ -314,14 +335,15 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """0; 1 when a problem failed to analyze; 3 when a measured time beats the speed of light
     (as every command's exit codes say); 130 when interrupted."""
-    from ..suites.batch import Progress
+    from ..suites.batch import Progress, stop_signals
     from ..suites.kernelbench import discover
     from ..suites.validate import impossible_count, run
 
     levels = levels_option(args.level)
     progress = Progress(len(discover(args.paths, levels)), debug=args.debug)
-    report = run(args, levels, progress, print_note)
-    if report.get("partial"):
+    with stop_signals() as signals:
+        report = run(args, levels, progress, print_note)
+    if report.get("partial") or signals.received:  # a late one: the report was written whole
         return EXIT_INTERRUPTED
     if report["failed"]:
         return EXIT_FAILED

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import command, exit_code, plot_path, print_note
+from .common import check_exists, command, exit_code, plot_path, print_note
 
 
 def register(commands: Any) -> None:
@@ -30,6 +30,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from ..present.html import trace_html
     from ..suites.kineto import WRITERS, run
 
+    check_exists(args.traces)
     reports = run(args, print_note, {**WRITERS, "html": trace_html})
     if args.plot:
         from ..present.viz import plot_trace

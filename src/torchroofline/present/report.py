@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..plan.demand.walk import UNKEPT_NOTE_SHARE
 from ..price.estimate import fixed_latency_s
 from ..price.precision import rung_name
 from ..units import human_bytes, human_ms, si
@@ -43,6 +44,11 @@ def result_to_dict(result: Result) -> dict[str, Any]:
             "vector": result.vector_flops,
             "executed": result.executed_flops,
         },
+        "unkept": {
+            "flops_share": result.necessary.unkept_share,
+            "where": result.necessary.narrowed_at,
+        },
+        "constant_output": result.necessary.constant_output,
         "bytes": {
             "unfused": result.unfused_bytes,
             "fused": result.fused_bytes,
@@ -651,8 +657,23 @@ SUITE_COLUMNS: dict[str, Any] = {
     "shortcut_verdict": lambda p: p.shortcut_verdict,
     "gen_shortcut_verdict": lambda p: p.gen_shortcut_verdict,
     "speedup": lambda p: p.speedup,
+    "unkept_work": lambda p: _from_result(p, _unkept_work),
     "error": lambda p: p.error,
 }
+
+
+def _unkept_work(result: Mapping[str, Any]) -> str | None:
+    """What makes a bound far below the executed work, where it is: a constant output, or the
+    share of the executed FLOPs that feed no kept value (``notes`` say which output)."""
+    if result.get("constant_output"):
+        return CONSTANT_OUTPUT
+    share = result.get("unkept", {}).get("flops_share", 0.0)
+    return f"{share:.1%} of the FLOPs feed no kept value" if share >= UNKEPT_NOTE_SHARE else None
+
+
+#: The unkept_work of a problem whose output needs no input: its SoL is the writing of it, and a
+#: % of SoL says nothing of a kernel.
+CONSTANT_OUTPUT = "constant output (reads no input)"
 
 
 def _from_result(problem: ProblemReport, read: Any) -> Any:
@@ -734,5 +755,10 @@ def suite_markdown(report: BatchReport) -> str:
     names = list(SUITE_COLUMNS)
     lines += ["", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
     for row in suite_rows(report):
-        lines.append("| " + " | ".join(_cell(name, row[name]) for name in names) + " |")
+        cells = {name: _cell(name, row[name]) for name in names}
+        if row["unkept_work"] == CONSTANT_OUTPUT:  # its bound writes a constant: no % of it
+            cells["sol_ms"] += " (writes a constant)"
+            for name in ("sol_fraction", "gen_sol_fraction"):
+                cells[name] = cells[name] and "— (constant output)"
+        lines.append("| " + " | ".join(cells.values()) + " |")
     return "\n".join(lines) + "\n"

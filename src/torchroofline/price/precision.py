@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import inf
 from typing import Any
@@ -555,3 +555,37 @@ def check_precision(precision: str) -> str:
 def rung_name(rung: str, precision: str) -> str:
     """A math rung as the reports print it: "program" is the program's precision ("fp32")."""
     return precision if rung == "program" else rung.upper()
+
+
+#: The rungs above FP8 math: an analysis at one of them holds an FP8 kernel to a higher bound.
+_ABOVE_FP8 = MATH_RUNGS[: MATH_RUNGS.index("fp8")]
+
+
+def fp8_rung_note(
+    ops: Iterable[OpRecord], math: str, precision: str,
+    sol_by_math_s: Callable[[], Mapping[str, float]],
+) -> str | None:
+    """Where the program holds FP8 values (FP8-quantized inputs, or casts a reference makes to
+    emulate an FP8 GEMM in fp32) but the bound (``sol_by_math_s()[math]``, asked only then)
+    assumes higher math that FP8 math would beat: which rung an FP8 kernel is held to, and how
+    to ask for it. A SOL-ExecBench FP8 problem was bounded at 1.01 ms where its FP8 rung is
+    31.4 µs, and nothing said so."""
+    from ..units import human_ms
+
+    ops = list(ops)
+    dtypes = sorted({ref.dtype for op in ops for ref in (*op.reads, *op.writes)
+                     if NARROW_DTYPE_PRECISION.get(ref.dtype) == "fp8"})
+    # matmul-class work the program runs above FP8 (a real FP8 kernel's already runs at it)
+    above = any(op.flops.tensor and VALUE_BITS[op_precision(op, precision)] > VALUE_BITS["fp8"]
+                for op in ops)
+    by_math = sol_by_math_s() if dtypes and above and math in _ABOVE_FP8 else {}
+    if "fp8" not in by_math or by_math["fp8"] >= by_math[math]:
+        return None
+    bound_s, fp8_s = by_math[math], by_math["fp8"]
+    return (
+        f"the program holds FP8 values ({', '.join(dtypes)}) but its bound, "
+        f"{human_ms(bound_s * 1e3)}, assumes {rung_name(math, precision)} math; an FP8 kernel "
+        f"is held to the FP8 rung, {human_ms(fp8_s * 1e3)}: pass --math fp8 "
+        "(analyze(..., math=\"fp8\")) where the benchmark's tolerance admits FP8 math "
+        "(every rung: time_ms.sol_by_math)"
+    )

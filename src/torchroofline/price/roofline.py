@@ -35,6 +35,7 @@ from .precision import (
     MathSwitches,
     compute_seconds,
     compute_seconds_by_math,
+    fp8_rung_note,
     math_rungs,
     possible_rung,
     unit_for,
@@ -745,6 +746,9 @@ def price(plans: Plans, context: PricingContext, actual_ms: float | None = None)
         notes=tuple(notes),
         performance=estimate_modes(program, context.estimate_params),
     )
+    fp8 = fp8_rung_note(plans.ops, context.math, precision, lambda: result.sol_by_math_s)
+    if fp8:
+        result = replace(result, notes=(*result.notes, fp8))
     return result.with_actual(actual_ms)
 
 

@@ -190,40 +190,31 @@ class _Pool:
     def start_worker(self) -> _Worker:
         parent, child = self.context.Pipe()
         threads = max(1, (os.cpu_count() or 1) // self.jobs)
-        process = self.context.Process(target=_worker_main, args=(child, threads), daemon=True)
-        with _main_module_hidden():
-            process.start()
+        for attempt in range(2):
+            process = self.context.Process(target=_worker_main, args=(child, threads),
+                                           daemon=True)
+            try:
+                with _main_module_hidden():
+                    process.start()
+                break
+            except EOFError:
+                # the forkserver ended: one whose client left mid-request (an interrupt that
+                # cut an earlier batch's worker start short, in this process) raises and exits
+                if attempt or not _restart_forkserver(self.context):
+                    raise
         child.close()
         return _Worker(process, parent)
 
-    def run(self, tasks: Sequence[Task], on_done: Callable[[Outcome], None]) -> list[Outcome]:
-        """Every task's outcome, in task order; on an interrupt, :class:`BatchInterrupted`
-        carrying the outcomes finished so far."""
+    def run(self, tasks: Sequence[Task], on_done: Callable[[Outcome], None],
+            signals: StopSignals) -> list[Outcome]:
+        """Every task's outcome, in task order; on an interrupt (``signals`` are armed while
+        the tasks run), :class:`BatchInterrupted` carrying the outcomes finished so far."""
         pending = list(reversed(tasks))
         outcomes: dict[int, Outcome] = {}
         self.workers = []
         try:
-            # one by one, so that an interrupt while they start still kills those started
-            for _ in range(min(self.jobs, len(tasks))):
-                self.workers.append(self.start_worker())
-            while len(outcomes) < len(tasks):
-                for worker in self.workers:
-                    if worker.task is None and pending:
-                        worker.task = pending.pop()
-                        worker.started = time.perf_counter()
-                        worker.connection.send(worker.task)
-                busy = [w for w in self.workers if w.task is not None]
-                ready = wait([w.connection for w in busy], timeout=_POLL_S)
-                for worker in busy:
-                    checked = self._check(worker, worker.connection in ready)
-                    if checked is None:
-                        continue
-                    outcome, worker_lost = checked
-                    outcomes[worker.task.index] = outcome
-                    on_done(outcome)
-                    worker.task = None
-                    if worker_lost:
-                        self._replace(worker)
+            with signals.armed():
+                self._run(tasks, pending, outcomes, on_done)
         except KeyboardInterrupt:
             finished = [outcomes[task.index] for task in tasks if task.index in outcomes]
             raise BatchInterrupted(finished, len(finished), len(tasks)) from None
@@ -231,6 +222,32 @@ class _Pool:
             for worker in self.workers:
                 worker.kill()
         return [outcomes[task.index] for task in tasks]
+
+    def _run(self, tasks: Sequence[Task], pending: list[Task], outcomes: dict[int, Outcome],
+             on_done: Callable[[Outcome], None]) -> None:
+        """Start the workers and feed them ``pending`` until every task has its outcome."""
+        _start_forkserver(self.context)
+        # one by one, so that an interrupt while they start still kills those started
+        for _ in range(min(self.jobs, len(tasks))):
+            self.workers.append(self.start_worker())
+        while len(outcomes) < len(tasks):
+            for worker in self.workers:
+                if worker.task is None and pending:
+                    worker.task = pending.pop()
+                    worker.started = time.perf_counter()
+                    worker.connection.send(worker.task)
+            busy = [w for w in self.workers if w.task is not None]
+            ready = wait([w.connection for w in busy], timeout=_POLL_S)
+            for worker in busy:
+                checked = self._check(worker, worker.connection in ready)
+                if checked is None:
+                    continue
+                outcome, worker_lost = checked
+                outcomes[worker.task.index] = outcome
+                on_done(outcome)
+                worker.task = None
+                if worker_lost:
+                    self._replace(worker)
 
     def _check(self, worker: _Worker, ready: bool) -> tuple[Outcome, bool] | None:
         """The outcome of the worker's task if it has one, and whether the worker was lost
@@ -283,22 +300,111 @@ def _main_module_hidden() -> Iterator[None]:
             setattr(main, name, value)
 
 
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM (``kill``, a scheduler's stop) ends a batch the way Ctrl-C does, so the problems
-    finished so far are kept; only the main thread can take signals."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+class StopSignals:
+    """How a batch takes SIGINT (Ctrl-C) and SIGTERM (``kill``, a scheduler's stop): counted
+    always, raised (KeyboardInterrupt) only while :meth:`armed`, which the worker pool is while
+    problems run, so an interrupt lands where the problems finished so far are kept, never
+    while they are gathered or their report is written. One Ctrl-C often arrives twice:
+    ``timeout -s INT`` signals the command and then its process group (coreutils timeout.c,
+    ``cleanup``); the second used to cut the writing of the report short."""
 
-    def interrupt(signum: int, frame: Any) -> None:
+    def __init__(self) -> None:
+        self.received = 0  #: signals taken so far
+        self.raised = 0  #: of them, those raised as KeyboardInterrupt
+        self.is_armed = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.received += 1
+        if self.is_armed:
+            self._raise()
+
+    def _raise(self) -> None:
+        self.raised = self.received
+        self.is_armed = False
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    @contextlib.contextmanager
+    def armed(self) -> Iterator[None]:
+        """Within: a signal raises KeyboardInterrupt (one taken before raises on entry)."""
+        if self.received > self.raised:
+            self._raise()
+        self.is_armed = True
+        try:
+            yield
+        finally:
+            self.is_armed = False
+
+
+#: The signals a batch stops on.
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[StopSignals]:
+    """Within: SIGINT and SIGTERM are taken by one :class:`StopSignals` (the one already in
+    place when nested: the command line's, around the batch and its report). Only the main
+    thread can take signals; elsewhere, and for a SIGINT the caller's shell ignores (a job
+    started in the background), nothing changes."""
+    current = next((handler for handler in map(signal.getsignal, _STOP_SIGNALS)
+                    if isinstance(handler, StopSignals)), None)
+    if current is not None:
+        yield current
+        return
+    signals = StopSignals()
+    if threading.current_thread() is not threading.main_thread():
+        yield signals
+        return
+    previous = {number: signal.getsignal(number) for number in _STOP_SIGNALS}
+    for number in _STOP_SIGNALS:
+        if previous[number] is not signal.SIG_IGN:
+            signal.signal(number, signals)
     try:
-        yield
+        yield signals
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _restart_forkserver(context: Any) -> bool:
+    """Forget an ended forkserver and start a fresh one; False where multiprocessing offers no
+    way (its ``_stop``, which its own tests use, waits for the old one to exit)."""
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is None:
+        return False
+    stop()
+    _start_forkserver(context)
+    return True
+
+
+def _start_forkserver(context: Any) -> None:
+    """Start the context's forkserver (if it uses one) with SIGINT blocked and its output
+    silenced, before any worker. A Ctrl-C reaches the whole process group: the forkserver
+    took it while importing torch (seconds) and printed a raw KeyboardInterrupt traceback, and
+    a worker forked for a start the interrupt cut short printed an EOFError one. The blocked
+    mask and the output survive the forkserver's exec (a Python started with SIGINT blocked
+    never sees one) and pass to every worker it forks; our own SIGINT, blocked only for the
+    spawn (milliseconds), is delivered when it is unblocked, not lost."""
+    if context.get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    saved = [os.dup(1), os.dup(2)]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        forkserver.ensure_running()
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for descriptor in (*saved, devnull):
+            os.close(descriptor)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _crash_reason(exit_code: int | None) -> str:
@@ -407,8 +513,8 @@ def analyze_batch(
         return BatchReport(spec.name, spec.key, precision, cache, problems)
 
     try:
-        with _terminate_as_interrupt():
-            outcomes = pool.run(tasks, on_done) if tasks else []
+        with stop_signals() as signals:
+            outcomes = pool.run(tasks, on_done, signals) if tasks else []
     except BatchInterrupted as stopped:
         raise stopped.with_report(report(stopped.report)) from None
     return report(outcomes)

@@ -101,8 +101,9 @@ class Labeller:
         leader_beyond_pt: float = math.inf,
         **style: Any,
     ) -> Any | None:
-        """Annotate at the first of ``spots`` that fits (the first of all when none does and
-        ``force``); None when none fits."""
+        """Annotate at the first of ``spots`` that fits; when none does and ``force``, at the
+        first whose box stays inside the axes, overlaps allowed (a roof's label at the knee
+        ran off the picture's right edge), else the first of all; None when none fits."""
         probe = self.ax.text(0, 0, text, transform=None, **style)
         width, height = probe.get_window_extent().width, probe.get_window_extent().height
         probe.remove()
@@ -114,7 +115,9 @@ class Labeller:
                 fitting = spot, box, leader
                 break
         if fitting is None and force:
-            fitting = spots[0], self._box(spots[0], width, height), False
+            inside = next((spot for spot in spots
+                           if self._inside(self._box(spot, width, height))), spots[0])
+            fitting = inside, self._box(inside, width, height), False
         if fitting is None:
             return None
         spot, box, leader = fitting
@@ -137,11 +140,12 @@ class Labeller:
         y0 = cy + spot.dy * self.px_per_pt - _SHIFT[spot.va] * height
         return (x0 - 2, y0 - 2, x0 + width + 2, y0 + height + 2)
 
-    def _fits(self, box: _Box) -> bool:
+    def _inside(self, box: _Box) -> bool:
         area = self.area
-        if box[0] < area.x0 or box[1] < area.y0 or box[2] > area.x1 or box[3] > area.y1:
-            return False
-        return not any(_overlap(box, other) for other in self.taken)
+        return area.x0 <= box[0] and area.y0 <= box[1] and box[2] <= area.x1 and box[3] <= area.y1
+
+    def _fits(self, box: _Box) -> bool:
+        return self._inside(box) and not any(_overlap(box, other) for other in self.taken)
 
     def _crosses_text(self, spot: Spot, box: _Box) -> bool:
         """Whether the leader from the point to the label crosses any text."""

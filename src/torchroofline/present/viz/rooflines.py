@@ -103,13 +103,20 @@ class KernelPoint:
 
     @property
     def label(self) -> str:
-        """The kernel's name; for a merged marker, the names with layer numbers as "*" (or the
-        first name and "…" when they differ otherwise) and the count."""
+        """The kernel's name; for a merged marker, the names with layer numbers as "*" and the
+        count; where the modules differ otherwise but the ops are the same, the ops and how
+        many modules ran them (53 BatchNorms' ``num_batches_tracked`` adds read "bn1: add_
+        ×53"); else the first name and "…"."""
         if len(self.names) == 1:
             return _shorten(self.names[0])
         patterns = {re.sub(r"\d+", "*", name) for name in self.names}
-        name = patterns.pop() if len(patterns) == 1 else self.names[0] + " …"
-        return f"{_shorten(name)} ×{len(self.names)}"
+        if len(patterns) == 1:
+            return f"{_shorten(patterns.pop())} ×{len(self.names)}"
+        modules = {name.rpartition(": ")[0] for name in self.names}
+        ops = {name.rpartition(": ")[2] for name in self.names}
+        if len(ops) == 1 and len(modules) > 1:
+            return f"{_shorten(ops.pop())} ×{len(self.names)} in {len(modules)} modules"
+        return f"{_shorten(self.names[0] + ' …')} ×{len(self.names)}"
 
 
 #: What separates the names in a kernel's name: module path parts, the module from its ops, ops.

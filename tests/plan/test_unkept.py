@@ -1,0 +1,84 @@
+"""A bound far below the executed work says why: the share of the FLOPs that feed no kept value
+and which output makes it so (a ViT that keeps only its class token), and a constant output
+(issue 38, item 6)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import meta
+from torchroofline import analyze
+from torchroofline.present.report import CONSTANT_OUTPUT, suite_markdown
+from torchroofline.suites.batch_report import BatchReport, ProblemReport
+
+B, S, D, C = 2, 8, 16, 4  #: batch, tokens, width, classes
+
+
+class ClassToken(nn.Module):
+    """Every token through a projection and a ReLU; the head reads the first token only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(D, D)
+        self.head = nn.Linear(D, C)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.proj(x))[:, 0])
+
+
+class ConstantOutput(nn.Module):
+    """KernelBench level 2 #80: y - y.mean(1, keepdim=True) over a dim of size 1 is zeros."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gemm = nn.Linear(D, D)
+
+    def forward(self, x):
+        y = self.gemm(x).max(dim=1, keepdim=True).values
+        return F.gelu(y - y.mean(dim=1, keepdim=True))
+
+
+def test_the_share_of_work_no_kept_value_needs_and_the_output_that_drops_it():
+    result = analyze(ClassToken(), meta(B, S, D))
+    necessary = result.necessary
+    # proj's addmm: 2·(B·S)·D·D FLOPs (the bias is folded in, as torch's flop counter does);
+    # the ReLU B·S·D; the head 2·B·D·C. The head keeps token 0 of S, so (S − 1)/S of proj's
+    # and the ReLU's FLOPs are unkept
+    executed = 2 * B * S * D * D + B * S * D + 2 * B * D * C
+    assert necessary.executed_flops == result.executed_flops == executed
+    assert necessary.unkept_flops == (2 * B * S * D * D + B * S * D) * (S - 1) // S
+    assert necessary.unkept_share == necessary.unkept_flops / result.executed_flops > 0.5
+    note = next(n for n in result.notes if "feed no kept value, so" in n)
+    assert note.startswith(f"{necessary.unkept_share:.1%} of the executed FLOPs")
+    # the ReLU's output (no module of its own: the model's) is read in part by the head
+    assert f"the model's output (relu, {B}×{S}×{D}) is {1 / S:.2%} kept (1 of {S} along dim 1)" \
+        in note
+    assert note.endswith("as head (addmm) reads it")
+    unkept = result.to_dict()["unkept"]
+    assert unkept["flops_share"] == necessary.unkept_share
+    assert unkept["where"] in note
+    assert result.to_dict()["constant_output"] is False
+
+
+def test_a_program_that_keeps_all_it_computes_has_no_such_note():
+    result = analyze(nn.Sequential(nn.Linear(D, D), nn.ReLU()), meta(B, D))
+    assert result.necessary.unkept_flops == 0 and result.necessary.narrowed_at is None
+    assert not any("feed no kept value" in note for note in result.notes)
+
+
+def test_a_constant_output_is_named_so_and_not_read_as_a_percent_of_sol():
+    result = analyze(ConstantOutput(), meta(B, D)).with_actual(0.05)
+    assert result.necessary.constant_output
+    assert result.compulsory_bytes == B * 1 * 4  # the (B, 1) fp32 zeros written, nothing read
+    assert any(note.startswith("the output is a constant") for note in result.notes)
+    document = result.to_dict()
+    assert document["constant_output"] is True
+    problem = ProblemReport(2, "80_x.py", "level2/80_x.py", "level2/80_x.py", "ok", None, 0.1,
+                            document, 0.05, None)
+    markdown = suite_markdown(BatchReport("H100 SXM", "h100-sxm", "fp32", "cold", (problem,)))
+    row = markdown.strip().splitlines()[-1]
+    # it read "1.223e-06 | … | 0.0%": a bound that writes a constant, and no % of it
+    assert "(writes a constant)" in row and "— (constant output)" in row
+    assert CONSTANT_OUTPUT in row and "0.0%" not in row
