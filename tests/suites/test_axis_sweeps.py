@@ -44,14 +44,15 @@ def ridge(gpu: str) -> float:
 
 def test_square_gemm_turns_compute_bound_at_six_ridges():
     # C = A·B, all N×N fp32: FLOPs 2N³, compulsory bytes 3·4·N² (A, B read, C written), so
-    # compute time 2N³/P ≥ memory time 12N²/B exactly when N ≥ 6·P/B = 6R. The swept values
-    # bracket it (16 memory bound, 256 compute bound); bisection finds the first N ≥ 6R.
+    # compute time 2N³/P > memory time 12N²/B exactly when N > 6·P/B = 6R (at N = 6R the two
+    # tie, and a tie is memory bound: B200's R is 10.0, so N = 60 ties). The swept values
+    # bracket it (16 memory bound, 256 compute bound); bisection finds the first N > 6R.
     sweep = sweep_kernelbench(SQUARE, {"N": [16, 256]}, ["h100", "b200"], data="any")
     bound = {c.line["gpu"]: c for c in sweep.crossovers if c.kind == "bound"}
     for gpu in ("h100-sxm", "b200"):
         crossover = bound[gpu]
         assert (crossover.old, crossover.new, crossover.exact) == ("memory", "compute", True)
-        assert crossover.after == math.ceil(6 * ridge(gpu))
+        assert crossover.after == math.floor(6 * ridge(gpu)) + 1
         assert crossover.before == crossover.after - 1
 
 
@@ -63,7 +64,7 @@ def test_batched_gemm_crossover_batch_is_the_ridge_formula():
                         ["h100", "l40s"])
     for crossover in (c for c in sweep.crossovers if c.kind == "bound"):
         r = ridge(crossover.line["gpu"])
-        assert crossover.after == math.ceil(2 * r * WIDTH / (WIDTH - 4 * r))
+        assert crossover.after == math.floor(2 * r * WIDTH / (WIDTH - 4 * r)) + 1
         assert crossover.exact and crossover.before == crossover.after - 1
     assert {c.line["gpu"] for c in sweep.crossovers if c.kind == "bound"} == {"h100-sxm", "l40s"}
 
