@@ -3,15 +3,14 @@ and a product whose operand is broadcast along its rows is one row, broadcast.""
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import torch
 
 from ...costs import aten
-from ...trace.refs import TracedOp
-from ._core import Graph, Match, algebra_rule
-
-#: Ops whose repeat a rule removes: the expensive, deterministic ones (a repeated cheap op
-#: moves no bound)
-_PRODUCTS = [aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.convolution, aten.mv]
+from ...trace.refs import TensorRef, TracedOp
+from ._core import Graph, Match, algebra_rule, is_contiguous
 
 
 def _arguments(op: TracedOp) -> tuple:
@@ -20,22 +19,113 @@ def _arguments(op: TracedOp) -> tuple:
     return tuple(None if isinstance(a, torch.Tensor) else repr(a) for a in leaves)
 
 
-@algebra_rule(_PRODUCTS)
-def common_subexpression(graph: Graph, root: int) -> Match | None:
-    """f(a, b) computed twice on the same values (the same versions: no write between) is one
-    value: the second is the first. Neither output may be written in place afterwards."""
-    op = graph.op(root)
-    key = (op.name, op.reads, _arguments(op))
-    first = graph.first_call.setdefault(key, root)
-    if first == root:
+def _repeatable(graph: Graph, op: TracedOp) -> bool:
+    """Whether two calls of ``op`` on equal values give equal values that may be one: an aten
+    op, not random, writing no argument and no uninitialised memory, whose outputs nothing
+    writes again and whose outputs after the first nothing reads."""
+    func = op.func
+    if func is None or op.is_view or not op.writes or op.written_arguments:
+        return False
+    if torch.Tag.nondeterministic_seeded in func.tags or "empty" in op.base:
+        return False
+    return all(len(graph.writers.get(w.storage_id, ())) == 1 for w in op.writes) and all(
+        not graph.readers.get(w.value_id) and w.value_id not in graph.trace.output_value_ids
+        for w in op.writes[1:]
+    )
+
+
+def _transposed(ref: TensorRef) -> TensorRef:
+    return replace(ref, shape=ref.shape[::-1], strides=ref.strides[::-1])
+
+
+def _key(name: str, reads: tuple, arguments: tuple) -> tuple:
+    return (name, tuple((r.value_id, r.shape, r.strides, r.offset, r.dtype) for r in reads),
+            arguments)
+
+
+def common_values(graph: Graph) -> list[Match]:
+    """Every op that computes what an earlier op computed, as one value (value numbering in
+    program order): the same op, arguments and input values (an input already found equal to
+    an earlier value counts as that value), or, for a product, (Bᵀ @ Aᵀ)ᵀ = A @ B: the later
+    output is the earlier one read transposed. So a module called twice on one input is one
+    module call, and ``x @ W − x @ W`` reads one value twice (for :mod:`.identities`)."""
+    seen: dict[tuple, TensorRef] = {}
+    #: value id → (its offset, the earlier equal value's written ref, seen in its shape)
+    same: dict[int, tuple[int, TensorRef]] = {}
+    matches: list[Match] = []
+    for index, op in enumerate(graph.trace.ops):
+        if not _repeatable(graph, op):
+            continue
+        reads = tuple(_onto(ref, same) for ref in op.reads)
+        if None in reads:
+            continue
+        arguments = _arguments(op)
+        ours = op.writes[0]
+        key = _key(op.name, reads, arguments)
+        earlier = seen.get(key)
+        if earlier is None and op.func.overloadpacket is aten.mm:
+            swapped = seen.get(_key(op.name, tuple(map(_transposed, reads[::-1])), arguments))
+            earlier = None if swapped is None else _transposed(swapped)
+        if earlier is None:
+            seen[key] = ours
+            continue
+        if earlier.shape != ours.shape or not is_contiguous(ours) or not _readers_map(
+            graph, ours, earlier
+        ):
+            continue
+        same[ours.value_id] = (ours.offset, earlier)
+        matches.append(Match("common subexpression", index, (earlier,), None, index))
+    return matches
+
+
+def _onto(ref: TensorRef, same: dict[int, tuple[int, TensorRef]]) -> TensorRef | None:
+    """``ref`` read from the earlier equal value (itself where there is none)."""
+    found = same.get(ref.value_id)
+    return ref if found is None else onto_equal(ref, *found)
+
+
+def _readers_map(graph: Graph, ours: TensorRef, earlier: TensorRef) -> bool:
+    """Whether every read of ``ours`` (the program's views of it) reads ``earlier`` too."""
+    refs = [r for i in graph.readers.get(ours.value_id, ()) for r in graph.op(i).reads
+            if r.value_id == ours.value_id]
+    refs += [r for r in graph.trace.output_refs if r.value_id == ours.value_id]
+    return all(onto_equal(r, ours.offset, earlier) is not None for r in refs)
+
+
+def onto_equal(ref: TensorRef, base: int, earlier: TensorRef) -> TensorRef | None:
+    """``ref`` (a view of a value written contiguous at ``base``, in ``earlier``'s shape) as
+    the same view of the equal value ``earlier`` (laid out by its own strides, a transpose
+    perhaps): each dim's step is one step along one dim of the written value, mapped onto
+    ``earlier``'s."""
+    shape = earlier.shape
+    written = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+
+    def digits(position: int) -> list[int] | None:
+        if not 0 <= position < math.prod(shape):
+            return None
+        out = []
+        for stride in written:
+            out.append(position // stride)
+            position %= stride
+        return out
+
+    origin = digits(ref.offset - base)
+    if origin is None:
         return None
-    earlier = graph.op(first).writes[0]
-    ours = op.writes[0]
-    if (earlier.shape, earlier.strides) != (ours.shape, ours.strides) or any(
-        len(graph.writers.get(ref.storage_id, ())) != 1 for ref in (earlier, ours)
-    ):
-        return None
-    return Match("common subexpression", root, (earlier,), None, root)
+    strides = []
+    for size, stride in zip(ref.shape, ref.strides, strict=True):
+        if size == 1 or stride == 0:
+            strides.append(0 if stride == 0 else stride)
+            continue
+        step = digits(stride)
+        moved = [(d, k) for d, k in enumerate(step or ()) if k]
+        if len(moved) != 1 or origin[moved[0][0]] + moved[0][1] * (size - 1) >= shape[moved[0][0]]:
+            return None
+        d, k = moved[0]
+        strides.append(k * earlier.strides[d])
+    offset = earlier.offset + sum(i * s for i, s in zip(origin, earlier.strides, strict=True))
+    return replace(ref, value_id=earlier.value_id, storage_id=earlier.storage_id, offset=offset,
+                   strides=tuple(strides), storage_elements=earlier.storage_elements)
 
 
 @algebra_rule([aten.mm, aten.addmm])

@@ -1,0 +1,304 @@
+"""The cheapest evaluation order of a tensor network (:mod:`.network`), and the rule that
+replaces a segment's root by it.
+
+Each term is contracted on its own: first every factor sums out the labels only it carries
+(``W.sum(1)`` before ``x @ W``), then pairs of intermediates are contracted in the order an
+exact dynamic program over subsets finds (the optimal path of opt_einsum's ``optimal``/``dp``
+search, with an explicit roofline cost: tensor-core FLOPs for a pair that contracts a label,
+CUDA-core FLOPs for one that only multiplies, and the bytes each step reads and writes); the
+terms are then added. The rule fires where that costs less than the segment as written
+(:func:`contracted_network`); the rewritten program is then priced like any other.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ...costs import aten, lookup
+from ...trace.refs import TensorRef
+from . import chains, linear
+from ._core import Graph, Match, algebra_rule
+from .network import FLOATS, STEPS, Factor, Labels, Network, Term, Walk
+
+#: the name a rewrite takes: a segment ending in a sum, mean or pool moved the sum into the
+#: maps before it; one ending in a product reassociated a chain of factors
+SUM_RULE = linear.RULE
+PRODUCT_RULE = chains.RULE
+_SUMS = (aten.sum, aten.mean, aten.avg_pool1d, aten.avg_pool2d, aten.avg_pool3d,
+         aten._adaptive_avg_pool2d, aten._adaptive_avg_pool3d, aten.adaptive_avg_pool1d)
+
+#: the rates the order search weighs work with (H100 SXM: 494.7 TFLOP/s dense TF32 tensor
+#: cores, 66.9 TFLOP/s FP32 CUDA cores, 3.35 TB/s HBM3; NVIDIA H100 datasheet). Only their
+#: ratios choose an order; the bound is priced on the GPU at hand afterwards.
+TENSOR_FLOPS_PER_S = 494.7e12
+VECTOR_FLOPS_PER_S = 66.9e12
+BYTES_PER_S = 3.35e12
+#: a rewrite must save at least this share of the segment's time (a smaller gain moves no
+#: bound and costs a trace of the replacement)
+MIN_GAIN = 0.02
+
+_LETTERS = string.ascii_letters
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Work of a schedule: FLOPs on each unit and bytes moved."""
+
+    tensor_flops: int = 0
+    vector_flops: int = 0
+    bytes: int = 0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.tensor_flops + other.tensor_flops,
+                    self.vector_flops + other.vector_flops, self.bytes + other.bytes)
+
+    @property
+    def seconds(self) -> float:
+        return (self.tensor_flops / TENSOR_FLOPS_PER_S + self.vector_flops / VECTOR_FLOPS_PER_S
+                + self.bytes / BYTES_PER_S)
+
+
+@dataclass(frozen=True)
+class Order:
+    """A term's schedule: the labels each factor keeps after summing its own out, and the
+    pairwise contractions as a tree of factor positions (an int: a factor)."""
+
+    kept: tuple[Labels, ...]
+    tree: object
+    cost: Cost
+
+
+def _elements(labels: Sequence[int], sizes: dict[int, int]) -> int:
+    return math.prod(sizes[label] for label in set(labels))
+
+
+def pair_cost(a: Labels, b: Labels, out: Labels, sizes: dict[int, int], itemsize: int) -> Cost:
+    """One pairwise contraction: a batched product where a label is contracted (2 FLOPs per
+    point of the joint index space), an elementwise multiply otherwise (1 per point)."""
+    joint = set(a) | set(b)
+    points = _elements(joint, sizes)
+    moved = itemsize * (_elements(a, sizes) + _elements(b, sizes) + _elements(out, sizes))
+    if joint - set(out):
+        return Cost(tensor_flops=2 * points, bytes=moved)
+    return Cost(vector_flops=points, bytes=moved)
+
+
+def best_order(factors: Sequence[Labels], output: Labels, sizes: dict[int, int],
+               itemsize: int) -> Order:
+    """The cheapest schedule of one term (see the module doc): an exact dynamic program over
+    the subsets of its factors, 3ⁿ pairs for n factors."""
+    count = len(factors)
+    kept: list[Labels] = []
+    cost = Cost()
+    for i, labels in enumerate(factors):
+        elsewhere = set(output).union(*(factors[j] for j in range(count) if j != i))
+        own = tuple(dict.fromkeys(a for a in labels if a in elsewhere))
+        kept.append(own)
+        if len(own) != len(labels):  # sums its own labels out (or takes a diagonal)
+            cost += Cost(vector_flops=_elements(labels, sizes),
+                         bytes=itemsize * (_elements(labels, sizes) + _elements(own, sizes)))
+    full = (1 << count) - 1
+    need = {}
+
+    def labels_of(subset: int) -> Labels:
+        if subset not in need:
+            inside = set().union(*(kept[i] for i in range(count) if subset >> i & 1))
+            outside = set(output).union(*(kept[i] for i in range(count) if not subset >> i & 1))
+            need[subset] = tuple(sorted(inside & outside))
+        return need[subset]
+
+    best: dict[int, tuple[float, Cost, object]] = {
+        1 << i: (0.0, Cost(), i) for i in range(count)
+    }
+    for subset in sorted(range(1, full + 1), key=lambda s: bin(s).count("1")):
+        if subset in best:
+            continue
+        low = subset & -subset
+        choice = None
+        part = (subset - 1) & subset
+        while part:
+            if part & low and part != subset:
+                rest = subset ^ part
+                step = pair_cost(labels_of(part), labels_of(rest), labels_of(subset), sizes,
+                                 itemsize)
+                total = best[part][1] + best[rest][1] + step
+                if choice is None or total.seconds < choice[0]:
+                    choice = (total.seconds, total, (best[part][2], best[rest][2]))
+            part = (part - 1) & subset
+        best[subset] = choice
+    return Order(tuple(kept), best[full][2], cost + best[full][1])
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A network ready to run: per term its coefficient, factors (input positions, labels
+    per dim, labels kept) and order; the output's labels and shape."""
+
+    terms: tuple[tuple[float, tuple[tuple[tuple[int, ...], Factor, Labels], ...], Order], ...]
+    output: Labels
+    sizes: dict[int, int]
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+def _letters(labels: Sequence[int], names: dict[int, str]) -> str:
+    return "".join(names[a] for a in labels)
+
+
+def _prepared(tensors: Sequence[torch.Tensor], positions: tuple[int, ...], factor: Factor,
+              labels: Labels, kept: Labels, plan: _Plan, names: dict[int, str]) -> torch.Tensor:
+    """One factor as its atoms (broadcast dims taken once), its own labels summed out."""
+    value = tensors[positions[0]] if factor.make is None else factor.make(
+        *(tensors[p] for p in positions))
+    for dim, group in reversed(list(enumerate(factor.dims))):
+        if not group and value.shape[dim] != 1:
+            value = value.narrow(dim, 0, 1)
+    value = value.reshape([plan.sizes[a] for a in labels])
+    if labels != kept:
+        value = torch.einsum(f"{_letters(labels, names)}->{_letters(kept, names)}", value)
+    return value
+
+
+def _run(plan: _Plan, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    names = {a: _LETTERS[i] for i, a in enumerate(plan.sizes)}
+    parts = []
+    for coeff, factors, order in plan.terms:
+        values = [(_prepared(tensors, positions, factor, labels, kept, plan, names), kept)
+                  for (positions, factor, labels), kept in zip(factors, order.kept, strict=True)]
+        if values and coeff != 1:  # the coefficient on the smallest factor
+            small = min(range(len(values)), key=lambda i: values[i][0].numel())
+            values[small] = (values[small][0] * coeff, values[small][1])
+        value, labels = _contract(values, order.tree, plan.output, names) if values else (
+            torch.full((), coeff, dtype=plan.dtype, device=tensors[0].device if tensors
+                       else None), ())
+        ordered = tuple(a for a in plan.output if a in labels)
+        if ordered != labels:
+            value = torch.einsum(f"{_letters(labels, names)}->{_letters(ordered, names)}", value)
+        parts.append(value.reshape([plan.sizes[a] if a in labels else 1 for a in plan.output]))
+    if not parts:
+        return torch.zeros(plan.shape, dtype=plan.dtype)
+    total = None
+    for value in sorted(parts, key=torch.Tensor.numel):  # the small terms added first
+        total = value if total is None else total + value
+    full = total.expand([plan.sizes[a] for a in plan.output]).reshape(plan.shape)
+    return full.clone() if any(full is t for t in tensors) else full.contiguous()
+
+
+def _contract(values: list[tuple[torch.Tensor, Labels]], tree: object, output: Labels,
+              names: dict[int, str]) -> tuple[torch.Tensor, Labels]:
+    """The factors of ``tree`` contracted pairwise, each step keeping the labels the rest or
+    the output need."""
+    used: dict[int, int] = {}
+    for _, labels in values:
+        for a in set(labels):
+            used[a] = used.get(a, 0) + 1
+
+    def walk(node: object) -> tuple[torch.Tensor, Labels, list[int]]:
+        if isinstance(node, int):
+            return (*values[node], [node])
+        left, right = (walk(part) for part in node)  # type: ignore[union-attr]
+        inside = left[2] + right[2]
+        elsewhere = set(output) | {a for i, (_, ls) in enumerate(values) if i not in inside
+                                   for a in ls}
+        joint = tuple(dict.fromkeys(left[1] + right[1]))
+        out = tuple(a for a in joint if a in elsewhere)
+        equation = f"{_letters(left[1], names)},{_letters(right[1], names)}->{_letters(out, names)}"
+        return torch.einsum(equation, left[0], right[0]), out, inside
+
+    value, labels, _ = walk(tree)
+    return value, labels
+
+
+_ROOTS = [*_SUMS, aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.mv]
+
+
+def _may_gain(graph: Graph, root: int) -> bool:
+    """Whether the search can find anything: an operand the program computed with a segment
+    op, or a constant (most products read a nonlinearity's output or a parameter: no)."""
+    for ref in graph.op(root).reads:
+        found = graph.producer(ref)
+        if found is not None and (lookup(STEPS, found[1]) is not None or not found[1].reads):
+            return True
+        if ref.value_id in graph.known:
+            return True
+    return False
+
+
+def _as_written(graph: Graph, ops: set[int]) -> Cost:
+    total = Cost()
+    for index in ops:
+        record = graph.record(index)
+        itemsize = record.writes[0].itemsize if record.writes else 4
+        total += Cost(record.flops.tensor, record.flops.vector, record.eager_bytes(itemsize))
+    return total
+
+
+def _plan(walk: Walk, terms: list[Term], out: TensorRef, output: Labels) -> tuple[
+    _Plan, tuple[TensorRef, ...], Cost
+] | None:
+    net: Network = walk.net
+    inputs: dict[TensorRef, int] = {}
+    planned = []
+    cost = Cost()
+    itemsize = out.itemsize
+    elements = math.prod(out.shape)
+    for term in terms:
+        factors = []
+        for factor in term.factors:
+            if any(ref.dtype != out.dtype for ref in factor.refs):
+                return None
+            positions = tuple(inputs.setdefault(ref, len(inputs)) for ref in factor.refs)
+            factors.append((positions, factor, net.atoms([a for g in factor.dims for a in g])))
+        order = best_order([labels for *_, labels in factors], output, net.sizes, itemsize)
+        planned.append((term.coeff, tuple(factors), order))
+        cost += order.cost + Cost(vector_flops=elements, bytes=itemsize * elements)
+    if len(net.sizes) > len(_LETTERS):
+        return None
+    plan = _Plan(tuple(planned), output, dict(net.sizes), out.shape, getattr(torch, out.dtype))
+    return plan, tuple(inputs), cost
+
+
+@algebra_rule(_ROOTS, first=True)
+def contracted_network(graph: Graph, root: int) -> Match | None:
+    """The segment ending at ``root`` (:mod:`.network`) evaluated in its cheapest order, where
+    that saves work on the segment's ops as written."""
+    op = graph.op(root)
+    out = op.writes[0] if op.writes else None
+    if out is None or out.dtype not in FLOATS or root in graph.inserted or not _may_gain(
+        graph, root
+    ):
+        return None
+    walk = Walk(graph)
+    groups = walk.net.fresh(out.shape)
+    terms = lookup(STEPS, op)(walk, op, root, groups)
+    if terms is None:
+        return None
+    output = walk.net.atoms([a for g in groups for a in g])
+    if len(set(output)) != len(output):
+        return None
+    planned = _plan(walk, terms, out, output)
+    if planned is None:
+        return None
+    plan, inputs, cost = planned
+    segment = {root, *walk.net.ops}
+    if cost.seconds >= (1 - MIN_GAIN) * _as_written(graph, segment).seconds:
+        return None
+    first = min(segment)
+    if graph.written_between(inputs, first, root):
+        return None
+    summed = op.func.overloadpacket in _SUMS
+    # a sum is named by the map it moved through, a product by itself
+    anchor = max(segment, key=lambda i: graph.record(i).total_flops) if summed else root
+    return Match(SUM_RULE if summed else PRODUCT_RULE, root, inputs, _builder(plan), anchor)
+
+
+def _builder(plan: _Plan) -> Callable[..., torch.Tensor]:
+    def build(*tensors: torch.Tensor) -> torch.Tensor:
+        return _run(plan, tensors)
+
+    return build
