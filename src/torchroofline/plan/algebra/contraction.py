@@ -58,9 +58,12 @@ class Cost:
                     self.vector_flops + other.vector_flops, self.bytes + other.bytes)
 
     @property
+    def compute_seconds(self) -> float:
+        return self.tensor_flops / TENSOR_FLOPS_PER_S + self.vector_flops / VECTOR_FLOPS_PER_S
+
+    @property
     def seconds(self) -> float:
-        return (self.tensor_flops / TENSOR_FLOPS_PER_S + self.vector_flops / VECTOR_FLOPS_PER_S
-                + self.bytes / BYTES_PER_S)
+        return self.compute_seconds + self.bytes / BYTES_PER_S
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,8 @@ def best_order(factors: Sequence[Labels], output: Labels, sizes: dict[int, int],
     """The cheapest schedule of one term (see the module doc): an exact dynamic program over
     the subsets of its factors, 3ⁿ pairs for n factors."""
     count = len(factors)
+    if not count:
+        return Order((), None, Cost())
     kept: list[Labels] = []
     cost = Cost()
     for i, labels in enumerate(factors):
@@ -214,6 +219,7 @@ def _contract(values: list[tuple[torch.Tensor, Labels]], tree: object, output: L
     return value, labels
 
 
+_COPIES = (aten.clone, aten.alias)
 _ROOTS = [*_SUMS, aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.mv]
 
 
@@ -221,11 +227,21 @@ def _may_gain(graph: Graph, root: int) -> bool:
     """Whether the search can find anything: an operand the program computed with a segment
     op, or a constant (most products read a nonlinearity's output or a parameter: no)."""
     for ref in graph.op(root).reads:
-        found = graph.producer(ref)
-        if found is not None and (lookup(STEPS, found[1]) is not None or not found[1].reads):
-            return True
-        if ref.value_id in graph.known:
-            return True
+        while True:  # through copies (a ``contiguous`` before a product)
+            if ref.value_id in graph.known:
+                return True
+            found = graph.producer(ref)
+            if found is None:
+                break
+            written = next(w for w in found[1].writes if w.value_id == ref.value_id)
+            # the whole value (a chunk of a product is no linear map of its operands' whole)
+            if ref.elements < written.elements or not (
+                lookup(STEPS, found[1]) is not None or not found[1].reads
+            ):
+                break
+            if found[1].func.overloadpacket not in _COPIES:
+                return True
+            ref = found[1].reads[0]
     return False
 
 
@@ -286,7 +302,9 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
         return None
     plan, inputs, cost = planned
     segment = {root, *walk.net.ops}
-    if cost.seconds >= (1 - MIN_GAIN) * _as_written(graph, segment).seconds:
+    # the bound charges FLOPs and compulsory bytes, which an order does not change: the
+    # intermediates' bytes only choose among orders of equal compute
+    if cost.compute_seconds >= (1 - MIN_GAIN) * _as_written(graph, segment).compute_seconds:
         return None
     first = min(segment)
     if graph.written_between(inputs, first, root):

@@ -31,7 +31,7 @@ import torch
 
 from ...costs import OpKey, aten, lookup
 from ...trace.refs import TensorRef, TracedOp
-from ._core import Graph, is_contiguous, scalar_argument
+from ._core import Graph, scalar_argument
 
 Labels = tuple[int, ...]
 #: per dim of a tensor, the labels (atoms) it spans in row-major order; () for a size-1 dim
@@ -109,6 +109,18 @@ class Network:
         return True
 
 
+def _dense(ref: TensorRef) -> bool:
+    """Whether ``ref`` covers its elements once without gaps, in some order of its dims (a
+    contiguous tensor, or one a pointwise op wrote in its input's permuted layout)."""
+    expected = 1
+    for stride, size in sorted((s, n) for s, n in zip(ref.strides, ref.shape, strict=True)
+                               if n > 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _onto_written(net: Network, read: TensorRef, groups: Groups, written: TensorRef) -> (
     Groups | None
 ):
@@ -116,7 +128,7 @@ def _onto_written(net: Network, read: TensorRef, groups: Groups, written: Tensor
     each read dim's atoms placed at their storage strides, split where a written dim begins
     inside one, then gathered per written dim. None unless the read covers every element once
     (a permutation, reshape or broadcast of the whole value, at the same offset)."""
-    if read.offset != written.offset or not is_contiguous(written):
+    if read.offset != written.offset or not _dense(written):
         return None
     placed: list[tuple[int, int]] = []  # (storage stride, atom)
     for size, stride, group in zip(read.shape, read.strides, groups, strict=True):

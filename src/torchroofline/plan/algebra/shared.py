@@ -13,20 +13,12 @@ from ...trace.refs import TensorRef, TracedOp
 from ._core import Graph, Match, algebra_rule, is_contiguous
 
 
-def _arguments(op: TracedOp) -> tuple:
-    """``op``'s non-tensor arguments (tensors as None): equal for equal calls."""
-    leaves = (*op.args, *sorted(op.kwargs.items()))
-    return tuple(None if isinstance(a, torch.Tensor) else repr(a) for a in leaves)
-
-
-def _repeatable(graph: Graph, op: TracedOp) -> bool:
-    """Whether two calls of ``op`` on equal values give equal values that may be one: an aten
-    op, not random, writing no argument and no uninitialised memory, whose outputs nothing
-    writes again and whose outputs after the first nothing reads."""
-    func = op.func
-    if func is None or op.is_view or not op.writes or op.written_arguments:
-        return False
-    if torch.Tag.nondeterministic_seeded in func.tags or "empty" in op.base:
+def _repeatable(graph: Graph, index: int, op: TracedOp) -> bool:
+    """Whether two calls of ``op`` on equal values give equal values that may be one: not
+    random nor writing an argument (its record's ``call_key``, as FX's CSE pass decides), no
+    uninitialised memory, its outputs written by nothing else and after the first read by
+    nothing."""
+    if op.is_view or not op.writes or not graph.record(index).call_key or "empty" in op.base:
         return False
     return all(len(graph.writers.get(w.storage_id, ())) == 1 for w in op.writes) and all(
         not graph.readers.get(w.value_id) and w.value_id not in graph.trace.output_value_ids
@@ -38,39 +30,37 @@ def _transposed(ref: TensorRef) -> TensorRef:
     return replace(ref, shape=ref.shape[::-1], strides=ref.strides[::-1])
 
 
-def _key(name: str, reads: tuple, arguments: tuple) -> tuple:
-    return (name, tuple((r.value_id, r.shape, r.strides, r.offset, r.dtype) for r in reads),
-            arguments)
+def _product_key(reads: tuple[TensorRef, ...]) -> tuple:
+    return tuple((r.value_id, r.shape, r.strides, r.offset, r.dtype) for r in reads)
 
 
 def common_values(graph: Graph) -> list[Match]:
     """Every op that computes what an earlier op computed, as one value (value numbering in
-    program order): the same op, arguments and input values (an input already found equal to
-    an earlier value counts as that value), or, for a product, (Bᵀ @ Aᵀ)ᵀ = A @ B: the later
-    output is the earlier one read transposed. So a module called twice on one input is one
-    module call, and ``x @ W − x @ W`` reads one value twice (for :mod:`.identities`)."""
+    program order): the same call (op and arguments, :attr:`OpRecord.call_key`) on the same
+    input values (an input already found equal to an earlier value counts as that value), or,
+    for a product, (Bᵀ @ Aᵀ)ᵀ = A @ B: the later output is the earlier one read transposed. So
+    a module called twice on one input is one module call, and ``x @ W − x @ W`` reads one
+    value twice (for :mod:`.identities`)."""
     seen: dict[tuple, TensorRef] = {}
+    products: dict[tuple, TensorRef] = {}  # a plain product's operands → its output
     #: value id → (its offset, the earlier equal value's written ref, seen in its shape)
     same: dict[int, tuple[int, TensorRef]] = {}
     matches: list[Match] = []
     for index, op in enumerate(graph.trace.ops):
-        if not _repeatable(graph, op):
+        if not _repeatable(graph, index, op):
             continue
         reads = tuple(_onto(ref, same) for ref in op.reads)
         if None in reads:
             continue
-        arguments = _arguments(op)
         ours = op.writes[0]
-        key = _key(op.name, reads, arguments)
-        earlier = seen.get(key)
-        if earlier is None and op.func.overloadpacket is aten.mm:
-            swapped = seen.get(_key(op.name, tuple(map(_transposed, reads[::-1])), arguments))
-            earlier = None if swapped is None else _transposed(swapped)
-        if earlier is None:
-            seen[key] = ours
-            continue
-        if earlier.shape != ours.shape or not is_contiguous(ours) or not _readers_map(
-            graph, ours, earlier
+        key = (graph.record(index).call_key, tuple((r.value_id, r.offset) for r in reads))
+        earlier = seen.setdefault(key, ours)
+        if op.func.overloadpacket is aten.mm:
+            swapped = products.get(_product_key(tuple(map(_transposed, reads[::-1]))))
+            earlier = _transposed(swapped) if earlier is ours and swapped else earlier
+            products.setdefault(_product_key(reads), ours)
+        if earlier is ours or earlier.shape != ours.shape or not is_contiguous(ours) or (
+            not _readers_map(graph, ours, earlier)
         ):
             continue
         same[ours.value_id] = (ours.offset, earlier)
