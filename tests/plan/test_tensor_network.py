@@ -26,7 +26,12 @@ from hypothesis import strategies as st
 from conftest import analyze, meta
 from torchroofline.plan.algebra import contraction
 from torchroofline.plan.algebra._core import Graph
-from torchroofline.plan.algebra.contraction import best_order, contracted_network, pair_cost
+from torchroofline.plan.algebra.contraction import (
+    _replayed,
+    best_order,
+    contracted_network,
+    pair_cost,
+)
 from torchroofline.plan.demand import known_values
 from torchroofline.trace.tracer import trace_model
 
@@ -346,7 +351,8 @@ def _brute_force(factors: list[tuple[int, ...]], output: tuple[int, ...],
     """The cheapest of every sequence of pairwise contractions (after each factor sums its own
     labels out, as :func:`best_order` does): the seconds of the best."""
     order = best_order(factors, output, sizes, 4)
-    prepared = order.cost.seconds - _contracted_seconds(order, output, sizes)
+    contracted = _replayed(order.tree, order.kept, output, sizes, 4)[2] if order.kept else None
+    prepared = order.cost.seconds - (contracted.seconds if contracted else 0)
 
     def cheapest(items: list[tuple[int, ...]]) -> float:
         if len(items) == 1:
@@ -361,23 +367,6 @@ def _brute_force(factors: list[tuple[int, ...]], output: tuple[int, ...],
         return best
 
     return prepared + cheapest(list(order.kept))
-
-
-def _contracted_seconds(order: Any, output: tuple[int, ...], sizes: dict[int, int]) -> float:
-    """The seconds of ``order``'s pairwise contractions alone (its tree replayed)."""
-    kept = list(order.kept)
-
-    def replay(node: Any) -> tuple[set[int], list[int], float]:
-        if isinstance(node, int):
-            return set(kept[node]), [node], 0.0
-        (a, left, x), (b, right, y) = (replay(part) for part in node)
-        inside = left + right
-        needed = set(output).union(*(kept[n] for n in range(len(kept)) if n not in inside))
-        out = (a | b) & needed
-        step = pair_cost(tuple(a), tuple(b), tuple(out), sizes, 4).seconds
-        return out, inside, x + y + step
-
-    return replay(order.tree)[2]
 
 
 @settings(max_examples=60, deadline=None)

@@ -107,36 +107,65 @@ def best_order(factors: Sequence[Labels], output: Labels, sizes: dict[int, int],
         if len(own) != len(labels):  # sums its own labels out (or takes a diagonal)
             cost += Cost(vector_flops=_elements(labels, sizes),
                          bytes=itemsize * (_elements(labels, sizes) + _elements(own, sizes)))
+    # label sets as bit masks, their element counts memoised: the search's inner loop is
+    # arithmetic on ints
+    bits = {a: 1 << n for n, a in enumerate(sorted(set(output).union(*kept)))}
+    masks = [sum(bits[a] for a in set(labels)) for labels in kept]
+    wanted = sum(bits[a] for a in set(output))
+    counts: dict[int, int] = {}
+
+    def elements(mask: int) -> int:
+        if mask not in counts:
+            counts[mask] = math.prod(sizes[a] for a, bit in bits.items() if mask & bit)
+        return counts[mask]
+
     full = (1 << count) - 1
-    need = {}
-
-    def labels_of(subset: int) -> Labels:
-        if subset not in need:
-            inside = set().union(*(kept[i] for i in range(count) if subset >> i & 1))
-            outside = set(output).union(*(kept[i] for i in range(count) if not subset >> i & 1))
-            need[subset] = tuple(sorted(inside & outside))
-        return need[subset]
-
-    best: dict[int, tuple[float, Cost, object]] = {
-        1 << i: (0.0, Cost(), i) for i in range(count)
-    }
+    needed = {}
+    for subset in range(1, full + 1):
+        inside = outside = 0
+        for i in range(count):
+            if subset >> i & 1:
+                inside |= masks[i]
+            else:
+                outside |= masks[i]
+        needed[subset] = inside & (outside | wanted)
+    tensor_s, vector_s, byte_s = 2 / TENSOR_FLOPS_PER_S, 1 / VECTOR_FLOPS_PER_S, (
+        itemsize / BYTES_PER_S)
+    best: dict[int, tuple[float, object]] = {1 << i: (0.0, i) for i in range(count)}
     for subset in sorted(range(1, full + 1), key=lambda s: bin(s).count("1")):
         if subset in best:
             continue
-        low = subset & -subset
-        choice = None
+        low, out = subset & -subset, needed[subset]
+        choice = (math.inf, None)
         part = (subset - 1) & subset
         while part:
-            if part & low and part != subset:
+            if part & low:
                 rest = subset ^ part
-                step = pair_cost(labels_of(part), labels_of(rest), labels_of(subset), sizes,
-                                 itemsize)
-                total = best[part][1] + best[rest][1] + step
-                if choice is None or total.seconds < choice[0]:
-                    choice = (total.seconds, total, (best[part][2], best[rest][2]))
+                a, b = needed[part], needed[rest]
+                joint = a | b
+                step = (elements(a) + elements(b) + elements(out)) * byte_s + elements(joint) * (
+                    tensor_s if joint & ~out else vector_s)
+                total = best[part][0] + best[rest][0] + step
+                if total < choice[0]:
+                    choice = (total, (best[part][1], best[rest][1]))
             part = (part - 1) & subset
         best[subset] = choice
-    return Order(tuple(kept), best[full][2], cost + best[full][1])
+    tree = best[full][1]
+    return Order(tuple(kept), tree, cost + _replayed(tree, kept, output, sizes, itemsize)[2])
+
+
+def _replayed(tree: object, kept: Sequence[Labels], output: Labels, sizes: dict[int, int],
+              itemsize: int) -> tuple[set[int], list[int], Cost]:
+    """The labels ``tree``'s result keeps, its factors and the cost of its contractions."""
+    if isinstance(tree, int):
+        return set(kept[tree]), [tree], Cost()
+    (a, left, x), (b, right, y) = (_replayed(part, kept, output, sizes, itemsize)
+                                   for part in tree)  # type: ignore[union-attr]
+    inside = left + right
+    needed = set(output).union(*(kept[n] for n in range(len(kept)) if n not in inside))
+    out = (a | b) & needed
+    step = pair_cost(tuple(a), tuple(b), tuple(out), sizes, itemsize)
+    return out, inside, x + y + step
 
 
 @dataclass(frozen=True)
