@@ -264,12 +264,15 @@ class Walk:
         if found is None:
             return leaf
         index, op = found
-        rule = lookup(STEPS, op)
-        if rule is None or not self._transparent(ref, op):
-            return leaf
         written = next(w for w in op.writes if w.value_id == ref.value_id)
         mapped = _onto_written(self.net, ref, groups, written)
         if mapped is None:
+            return leaf
+        # a leaf read whole is read as written (a sum of it is then the plain sum of the op's
+        # output that the op's own rules take)
+        leaf = [Term(1.0, (Factor((written,), mapped),))]
+        rule = lookup(STEPS, op)
+        if rule is None or not self._transparent(ref, op):
             return leaf
         terms = rule(self, op, index, mapped)
         if terms is None:
