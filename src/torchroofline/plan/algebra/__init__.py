@@ -3,12 +3,15 @@
 The speed of light charges the necessary work of the cheapest program that computes the same
 outputs under a declared set of exact identities (identities over the reals, for finite
 inputs: what a tolerance check accepts). Each identity is one rule (:data:`ALGEBRA_RULES`,
-keyed by the op whose output it recomputes), in a module of its family: :mod:`.linear` (linear
-maps commute with sums and means), :mod:`.identities` (values constant for finite inputs),
+keyed by the op whose output it recomputes), in a module of its family: :mod:`.network` and
+:mod:`.contraction` (a linear segment as one tensor network, contracted in its cheapest order),
+:mod:`.linear` (convolutions commute with sums and means), :mod:`.identities` (values constant
+for finite inputs),
 :mod:`.shared` (work done once: common subexpressions, broadcast operands), :mod:`.chains`
 (matrix chains in their cheapest order), :mod:`.buffers` (constant buffers with structure:
 ones, triangles of ones, box filters). A rule rewrites, it never prices:
-:func:`cheapest_program` splices every rule's replacement into the trace (:mod:`.splice`), and
+:func:`cheapest_program` splices every rule's replacement into the trace (:mod:`.splice`),
+round after round until none applies, and
 the demand walk and the pricing take the rewritten program as they take the program as
 written. Why a hand-written
 pass and not equality saturation: docs/algebra.md.

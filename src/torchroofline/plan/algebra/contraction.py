@@ -12,6 +12,8 @@ terms are then added. The rule fires where that costs less than the segment as w
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import string
 from collections.abc import Callable, Sequence
@@ -100,7 +102,23 @@ def pair_cost(a: Labels, b: Labels, out: Labels, sizes: dict[int, int], itemsize
 def best_order(factors: Sequence[Labels], output: Labels, sizes: dict[int, int],
                itemsize: int) -> Order:
     """The cheapest schedule of one term (see the module doc): an exact dynamic program over
-    the subsets of its factors, 3ⁿ pairs for n factors."""
+    the subsets of its factors, 3ⁿ pairs for n factors. Searched once per network up to the
+    names of its labels (a model's repeated blocks are one search)."""
+    names: dict[int, int] = {}
+    for label in itertools.chain(*factors, output):
+        names.setdefault(label, len(names))
+    back = dict(map(reversed, names.items()))
+    order = _canonical_order(tuple(tuple(names[a] for a in f) for f in factors),
+                             tuple(names[a] for a in output),
+                             tuple(sizes[back[n]] for n in range(len(names))), itemsize)
+    return Order(tuple(tuple(back[n] for n in kept) for kept in order.kept), order.tree,
+                 order.cost)
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical_order(factors: tuple[Labels, ...], output: Labels, sizes: tuple[int, ...],
+                     itemsize: int) -> Order:
+    sizes = dict(enumerate(sizes))
     count = len(factors)
     if not count:
         return Order((), None, Cost())
@@ -118,12 +136,10 @@ def best_order(factors: Sequence[Labels], output: Labels, sizes: dict[int, int],
     bits = {a: 1 << n for n, a in enumerate(sorted(set(output).union(*kept)))}
     masks = [sum(bits[a] for a in set(labels)) for labels in kept]
     wanted = sum(bits[a] for a in set(output))
-    counts: dict[int, int] = {}
-
-    def elements(mask: int) -> int:
-        if mask not in counts:
-            counts[mask] = math.prod(sizes[a] for a, bit in bits.items() if mask & bit)
-        return counts[mask]
+    counts: dict[int, int] = {0: 1}
+    for label, bit in bits.items():  # each mask's count from the mask without its top bit
+        counts.update({mask | bit: n * sizes[label] for mask, n in list(counts.items())})
+    elements = counts.__getitem__
 
     full = (1 << count) - 1
     needed = {}

@@ -30,8 +30,8 @@ def _transposed(ref: TensorRef) -> TensorRef:
     return replace(ref, shape=ref.shape[::-1], strides=ref.strides[::-1])
 
 
-def _product_key(reads: tuple[TensorRef, ...]) -> tuple:
-    return tuple((r.value_id, r.shape, r.strides, r.offset, r.dtype) for r in reads)
+def _values(reads: tuple[TensorRef, ...]) -> tuple:
+    return tuple((r.value_id, r.offset, r.strides) for r in reads)
 
 
 def common_values(graph: Graph) -> list[Match]:
@@ -41,31 +41,51 @@ def common_values(graph: Graph) -> list[Match]:
     for a product, (Bᵀ @ Aᵀ)ᵀ = A @ B: the later output is the earlier one read transposed. So
     a module called twice on one input is one module call, and ``x @ W − x @ W`` reads one
     value twice (for :mod:`.identities`)."""
-    seen: dict[tuple, TensorRef] = {}
-    products: dict[tuple, TensorRef] = {}  # a plain product's operands → its output
+    #: (op, the values it reads) → the earlier ops of that key; the call keys are compared
+    #: only there (most ops have no earlier twin)
+    seen: dict[tuple, list[int]] = {}
     #: value id → (its offset, the earlier equal value's written ref, seen in its shape)
     same: dict[int, tuple[int, TensorRef]] = {}
     matches: list[Match] = []
-    for index, op in enumerate(graph.trace.ops):
-        if not _repeatable(graph, index, op):
+    ops = graph.trace.ops
+    for index, op in enumerate(ops):
+        if op.is_view or not op.writes:
             continue
-        reads = tuple(_onto(ref, same) for ref in op.reads)
+        reads = tuple(_onto(ref, same) for ref in op.reads) if same else op.reads
         if None in reads:
             continue
+        twins = seen.setdefault((op.name, _values(reads)), [])
+        earlier = _twin(graph, index, twins)
+        twins.append(index)
+        if earlier is None and op.func is not None and op.func.overloadpacket is aten.mm:
+            swapped = tuple(map(_transposed, reads[::-1]))
+            # a plain product has no arguments but its operands: any earlier one is the call
+            found = _twin(graph, index, seen.get((op.name, _values(swapped)), []), keyed=False)
+            earlier = None if found is None else _transposed(found)
         ours = op.writes[0]
-        key = (graph.record(index).call_key, tuple((r.value_id, r.offset) for r in reads))
-        earlier = seen.setdefault(key, ours)
-        if op.func.overloadpacket is aten.mm:
-            swapped = products.get(_product_key(tuple(map(_transposed, reads[::-1]))))
-            earlier = _transposed(swapped) if earlier is ours and swapped else earlier
-            products.setdefault(_product_key(reads), ours)
-        if earlier is ours or earlier.shape != ours.shape or not is_contiguous(ours) or (
+        if earlier is None or earlier.shape != ours.shape or not is_contiguous(ours) or (
             not _readers_map(graph, ours, earlier)
         ):
             continue
         same[ours.value_id] = (ours.offset, earlier)
         matches.append(Match("common subexpression", index, (earlier,), None, index))
     return matches
+
+
+def _twin(graph: Graph, index: int, earlier: list[int], keyed: bool = True) -> (
+    TensorRef | None
+):
+    """The output of the first of ``earlier`` (ops reading the same values) that makes the
+    same call as op ``index`` (:func:`_repeatable`, equal call keys where ``keyed``)."""
+    if not earlier or not _repeatable(graph, index, graph.op(index)):
+        return None
+    key = graph.record(index).call_key
+    for other in earlier:
+        if (not keyed or graph.record(other).call_key == key) and _repeatable(
+            graph, other, graph.op(other)
+        ):
+            return graph.op(other).writes[0]
+    return None
 
 
 def _onto(ref: TensorRef, same: dict[int, tuple[int, TensorRef]]) -> TensorRef | None:
