@@ -385,3 +385,25 @@ def test_the_chosen_order_costs_no_more_than_a_brute_force_search(
     table = dict(enumerate(sizes))
     chosen = best_order(labels, kept, table, 4).cost.seconds
     assert chosen <= _brute_force(labels, kept, table) * (1 + 1e-9)
+
+
+SPELLINGS = [
+    ("flatten-then-mean", lambda s, x: s.conv(x).flatten(2).mean(-1)),
+    ("whole-image-pool", lambda s, x: F.avg_pool2d(s.conv(x), 32).flatten(1)),
+    ("eval-batch-norm-between", lambda s, x: s.bn(s.conv(x)).mean((2, 3))),
+]
+
+
+@pytest.mark.parametrize("forward", [c[1] for c in SPELLINGS], ids=[c[0] for c in SPELLINGS])
+def test_a_global_mean_of_a_convolution_in_any_spelling_takes_the_convolutions_rule(
+    forward: Callable,
+) -> None:
+    # the segment is rewritten to the plain spatial sum of the convolution's output, which the
+    # convolution's own rule (linear.py) takes in the next round: the same tensor FLOPs as
+    # conv(x).mean((2, 3)), far below the convolution's 2·N·Cin·9·Cout·32²
+    conv = nn.Conv2d(64, 128, 3, padding=1, device="meta")
+    parts = {"conv": conv, "bn": nn.BatchNorm2d(128, device="meta").eval()}
+    plain = analyze(_With(lambda s, x: s.conv(x).mean((2, 3)), **parts), meta(16, 64, 32, 32))
+    spelled = analyze(_With(forward, **parts), meta(16, 64, 32, 32))
+    assert spelled.tensor_flops == plain.tensor_flops < 2 * 16 * 64 * 9 * 128 * 32 * 32 // 10
+    assert spelled.rewrites[-1].module == "conv"
