@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ...costs import OpKey, aten, lookup
+from ...costs import OpKey, OpRecord, aten, cost_trace, lookup
 from ...trace.refs import TensorRef, Trace, TracedOp
 
 
@@ -45,10 +45,16 @@ class Graph:
     #: value id → its storage's elements, for the values known from shapes and constants
     #: (:func:`..demand.known_values`)
     known: Mapping[int, torch.Tensor] = field(default_factory=dict)
+    #: the costed ops (:func:`...costs.cost_trace`), costed on first use where not given
+    records: Sequence[OpRecord] | None = None
+    #: the ops an earlier round of rewrites inserted (already in their cheapest order)
+    inserted: frozenset[int] = frozenset()
 
     @classmethod
-    def of(cls, trace: Trace, known: Mapping[int, torch.Tensor] | None = None) -> Graph:
-        graph = cls(trace, known=known or {})
+    def of(cls, trace: Trace, known: Mapping[int, torch.Tensor] | None = None,
+           records: Sequence[OpRecord] | None = None,
+           inserted: frozenset[int] = frozenset()) -> Graph:
+        graph = cls(trace, known=known or {}, records=records, inserted=inserted)
         for index, op in enumerate(trace.ops):
             if op.is_view:
                 continue
@@ -61,6 +67,12 @@ class Graph:
 
     def op(self, index: int) -> TracedOp:
         return self.trace.ops[index]
+
+    def record(self, index: int) -> OpRecord:
+        """Op ``index``'s costs as written."""
+        if self.records is None:
+            self.records = cost_trace(self.trace)
+        return self.records[index]
 
     def producer(self, ref: TensorRef) -> tuple[int, TracedOp] | None:
         """The op that wrote the value ``ref`` reads, if an op did (not an input)."""
@@ -121,12 +133,14 @@ Rule = Callable[[Graph, int], "Match | None"]
 ALGEBRA_RULES: dict[OpKey, tuple[Rule, ...]] = {}
 
 
-def algebra_rule(ops: Sequence[OpKey]) -> Callable[[Rule], Rule]:
-    """Decorator: try ``rule`` on every op of ``ops`` (several rules may share an op)."""
+def algebra_rule(ops: Sequence[OpKey], first: bool = False) -> Callable[[Rule], Rule]:
+    """Decorator: try ``rule`` on every op of ``ops`` (several rules may share an op), before
+    the rules registered so far where ``first`` (a general rule ahead of special cases)."""
 
     def decorate(rule: Rule) -> Rule:
         for op in ops:
-            ALGEBRA_RULES[op] = (*ALGEBRA_RULES.get(op, ()), rule)
+            held = ALGEBRA_RULES.get(op, ())
+            ALGEBRA_RULES[op] = (rule, *held) if first else (*held, rule)
         return rule
 
     return decorate

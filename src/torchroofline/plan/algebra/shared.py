@@ -3,39 +3,139 @@ and a product whose operand is broadcast along its rows is one row, broadcast.""
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import torch
 
 from ...costs import aten
-from ...trace.refs import TracedOp
-from ._core import Graph, Match, algebra_rule
-
-#: Ops whose repeat a rule removes: the expensive, deterministic ones (a repeated cheap op
-#: moves no bound)
-_PRODUCTS = [aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.convolution, aten.mv]
+from ...trace.refs import TensorRef, TracedOp
+from ._core import Graph, Match, algebra_rule, is_contiguous
 
 
-def _arguments(op: TracedOp) -> tuple:
-    """``op``'s non-tensor arguments (tensors as None): equal for equal calls."""
-    leaves = (*op.args, *sorted(op.kwargs.items()))
-    return tuple(None if isinstance(a, torch.Tensor) else repr(a) for a in leaves)
+def _repeatable(graph: Graph, index: int, op: TracedOp) -> bool:
+    """Whether two calls of ``op`` on equal values give equal values that may be one: not
+    random nor writing an argument (its record's ``call_key``, as FX's CSE pass decides), no
+    uninitialised memory, its outputs written by nothing else and after the first read by
+    nothing."""
+    if op.is_view or not op.writes or not graph.record(index).call_key or "empty" in op.base:
+        return False
+    return all(len(graph.writers.get(w.storage_id, ())) == 1 for w in op.writes) and all(
+        not graph.readers.get(w.value_id) and w.value_id not in graph.trace.output_value_ids
+        for w in op.writes[1:]
+    )
 
 
-@algebra_rule(_PRODUCTS)
-def common_subexpression(graph: Graph, root: int) -> Match | None:
-    """f(a, b) computed twice on the same values (the same versions: no write between) is one
-    value: the second is the first. Neither output may be written in place afterwards."""
-    op = graph.op(root)
-    key = (op.name, op.reads, _arguments(op))
-    first = graph.first_call.setdefault(key, root)
-    if first == root:
+def _transposed(ref: TensorRef) -> TensorRef:
+    return replace(ref, shape=ref.shape[::-1], strides=ref.strides[::-1])
+
+
+def _values(reads: tuple[TensorRef, ...]) -> tuple:
+    return tuple((r.value_id, r.offset, r.strides) for r in reads)
+
+
+def common_values(graph: Graph) -> list[Match]:
+    """Every op that computes what an earlier op computed, as one value (value numbering in
+    program order): the same call (op and arguments, :attr:`OpRecord.call_key`) on the same
+    input values (an input already found equal to an earlier value counts as that value), or,
+    for a product, (Bᵀ @ Aᵀ)ᵀ = A @ B: the later output is the earlier one read transposed. So
+    a module called twice on one input is one module call, and ``x @ W − x @ W`` reads one
+    value twice (for :mod:`.identities`)."""
+    #: (op, the values it reads) → the earlier ops of that key; the call keys are compared
+    #: only there (most ops have no earlier twin)
+    seen: dict[tuple, list[int]] = {}
+    #: value id → (its offset, the earlier equal value's written ref, seen in its shape)
+    same: dict[int, tuple[int, TensorRef]] = {}
+    matches: list[Match] = []
+    ops = graph.trace.ops
+    for index, op in enumerate(ops):
+        if op.is_view or not op.writes:
+            continue
+        reads = tuple(_onto(ref, same) for ref in op.reads) if same else op.reads
+        if None in reads:
+            continue
+        twins = seen.setdefault((op.name, _values(reads)), [])
+        earlier = _twin(graph, index, twins)
+        twins.append(index)
+        if earlier is None and op.func is not None and op.func.overloadpacket is aten.mm:
+            swapped = tuple(map(_transposed, reads[::-1]))
+            # a plain product has no arguments but its operands: any earlier one is the call
+            found = _twin(graph, index, seen.get((op.name, _values(swapped)), []), keyed=False)
+            earlier = None if found is None else _transposed(found)
+        ours = op.writes[0]
+        if earlier is None or earlier.shape != ours.shape or not is_contiguous(ours) or (
+            not _readers_map(graph, ours, earlier)
+        ):
+            continue
+        same[ours.value_id] = (ours.offset, earlier)
+        matches.append(Match("common subexpression", index, (earlier,), None, index))
+    return matches
+
+
+def _twin(graph: Graph, index: int, earlier: list[int], keyed: bool = True) -> (
+    TensorRef | None
+):
+    """The output of the first of ``earlier`` (ops reading the same values) that makes the
+    same call as op ``index`` (:func:`_repeatable`, equal call keys where ``keyed``)."""
+    if not earlier or not _repeatable(graph, index, graph.op(index)):
         return None
-    earlier = graph.op(first).writes[0]
-    ours = op.writes[0]
-    if (earlier.shape, earlier.strides) != (ours.shape, ours.strides) or any(
-        len(graph.writers.get(ref.storage_id, ())) != 1 for ref in (earlier, ours)
-    ):
+    key = graph.record(index).call_key
+    for other in earlier:
+        if (not keyed or graph.record(other).call_key == key) and _repeatable(
+            graph, other, graph.op(other)
+        ):
+            return graph.op(other).writes[0]
+    return None
+
+
+def _onto(ref: TensorRef, same: dict[int, tuple[int, TensorRef]]) -> TensorRef | None:
+    """``ref`` read from the earlier equal value (itself where there is none)."""
+    found = same.get(ref.value_id)
+    return ref if found is None else onto_equal(ref, *found)
+
+
+def _readers_map(graph: Graph, ours: TensorRef, earlier: TensorRef) -> bool:
+    """Whether every read of ``ours`` (the program's views of it) reads ``earlier`` too."""
+    refs = [r for i in graph.readers.get(ours.value_id, ()) for r in graph.op(i).reads
+            if r.value_id == ours.value_id]
+    refs += [r for r in graph.trace.output_refs if r.value_id == ours.value_id]
+    return all(onto_equal(r, ours.offset, earlier) is not None for r in refs)
+
+
+def onto_equal(ref: TensorRef, base: int, earlier: TensorRef) -> TensorRef | None:
+    """``ref`` (a view of a value written contiguous at ``base``, in ``earlier``'s shape) as
+    the same view of the equal value ``earlier`` (laid out by its own strides, a transpose
+    perhaps): each dim's step is one step along one dim of the written value, mapped onto
+    ``earlier``'s."""
+    shape = earlier.shape
+    written = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+
+    def digits(position: int) -> list[int] | None:
+        if not 0 <= position < math.prod(shape):
+            return None
+        out = []
+        for stride in written:
+            out.append(position // stride)
+            position %= stride
+        return out
+
+    origin = digits(ref.offset - base)
+    if origin is None:
         return None
-    return Match("common subexpression", root, (earlier,), None, root)
+    strides = []
+    for size, stride in zip(ref.shape, ref.strides, strict=True):
+        if size == 1 or stride == 0:
+            strides.append(0 if stride == 0 else stride)
+            continue
+        step = digits(stride)
+        moved = [(d, k) for d, k in enumerate(step or ()) if k]
+        if len(moved) != 1 or origin[moved[0][0]] + moved[0][1] * (size - 1) >= shape[moved[0][0]]:
+            return None
+        d, k = moved[0]
+        strides.append(k * earlier.strides[d])
+    offset = earlier.offset + sum(i * s for i, s in zip(origin, earlier.strides, strict=True))
+    return replace(ref, value_id=earlier.value_id, storage_id=earlier.storage_id, offset=offset,
+                   strides=tuple(strides), storage_elements=earlier.storage_elements)
 
 
 @algebra_rule([aten.mm, aten.addmm])

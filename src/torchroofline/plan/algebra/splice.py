@@ -17,6 +17,7 @@ from ...errors import TorchrooflineError
 from ...trace.refs import TensorRef, Trace, TracedOp
 from ...trace.tracer import trace_model
 from ._core import Graph, Match, meta_like
+from .shared import onto_equal
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class Rewritten:
     trace: Trace
     ops: tuple[OpRecord, ...]
     rewrites: tuple[Rewrite, ...]
+    #: per op of ``trace``, the index of the op of the program before the rewrites it is
+    #: (None: an op a rewrite inserted)
+    sources: tuple[int | None, ...] = ()
 
 
 class _Replacement(nn.Module):
@@ -60,8 +64,11 @@ class _Names:
 
     @classmethod
     def after(cls, trace: Trace) -> _Names:
-        last = max((r.value_id for op in trace.ops for r in (*op.reads, *op.writes)), default=0)
-        return cls(itertools.count(last + 1), itertools.count(1))
+        refs = [r for op in trace.ops for r in (*op.reads, *op.writes)]
+        last = max((r.value_id for r in refs), default=0)
+        # below the storages an earlier round of rewrites made (negative too)
+        lowest = min((r.storage_id for r in refs), default=0)
+        return cls(itertools.count(last + 1), itertools.count(1 - min(lowest, 0)))
 
 
 def _recorded(match: Match, graph: Graph, names: _Names) -> tuple[TracedOp, ...] | None:
@@ -113,16 +120,14 @@ def _recorded(match: Match, graph: Graph, names: _Names) -> tuple[TracedOp, ...]
 
 def _aliased(match: Match, graph: Graph) -> Callable[[TensorRef], TensorRef]:
     """Reads of ``root``'s output renamed to the equal value ``inputs[0]`` (a common
-    subexpression computed once)."""
+    subexpression computed once; :func:`.shared.onto_equal` maps each view)."""
     target = graph.op(match.root).writes[0]
     same = match.inputs[0]
 
     def renamed(ref: TensorRef) -> TensorRef:
         if ref.value_id != target.value_id:
             return ref
-        return replace(ref, value_id=same.value_id, storage_id=same.storage_id,
-                       offset=ref.offset - target.offset + same.offset,
-                       storage_elements=same.storage_elements)
+        return onto_equal(ref, target.offset, same) or ref
 
     return renamed
 
@@ -156,8 +161,9 @@ def spliced(trace: Trace, records: Sequence[OpRecord], matches: Sequence[Match],
         inserted[match.root] = ops
         applied.append((match, tuple(sorted(gone))))
     if not applied:
-        return Rewritten(trace, tuple(records), ())
+        return Rewritten(trace, tuple(records), (), tuple(range(len(trace.ops))))
     new_ops: list[TracedOp] = []
+    sources: list[int | None] = []
     positions: dict[int, tuple[int, ...]] = {}
     kept_records: list[OpRecord | None] = []
     dead = {w.value_id for i in removed for w in trace.ops[i].writes}
@@ -165,12 +171,14 @@ def spliced(trace: Trace, records: Sequence[OpRecord], matches: Sequence[Match],
         if index in inserted:
             start = len(new_ops)
             new_ops.extend(inserted[index])
+            sources.extend([None] * len(inserted[index]))
             kept_records.extend([None] * len(inserted[index]))
             positions[index] = tuple(range(start, len(new_ops)))
         if index in removed or (op.is_view and all(r.value_id in dead for r in op.reads)):
             continue
         renamed = _renamed_op(op, renames)
         new_ops.append(renamed)
+        sources.append(index)
         kept_records.append(records[index] if renamed is op else None)
     output_refs = tuple(_renamed(ref, renames) for ref in trace.output_refs)
     rewritten = replace(trace, ops=tuple(new_ops), output_refs=output_refs)
@@ -186,7 +194,7 @@ def spliced(trace: Trace, records: Sequence[OpRecord], matches: Sequence[Match],
                 gone, positions[match.root])
         for match, gone in applied
     )
-    return Rewritten(rewritten, new_records, rewrites)
+    return Rewritten(rewritten, new_records, rewrites, tuple(sources))
 
 
 def _renamed(ref: TensorRef, renames: Sequence[Callable[[TensorRef], TensorRef]]) -> TensorRef:

@@ -1,0 +1,404 @@
+"""The cheapest evaluation order of a tensor network (:mod:`.network`), and the rule that
+replaces a segment's root by it.
+
+Each term is contracted on its own: first every factor sums out the labels only it carries
+(``W.sum(1)`` before ``x @ W``), then pairs of intermediates are contracted in the order an
+exact dynamic program over subsets finds (the optimal path of opt_einsum's ``optimal``/``dp``
+search, with an explicit roofline cost: tensor-core FLOPs for a pair that contracts a label,
+CUDA-core FLOPs for one that only multiplies, and the bytes each step reads and writes); the
+terms are then added. The rule fires where that costs less than the segment as written
+(:func:`contracted_network`); the rewritten program is then priced like any other.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import string
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ...costs import aten, lookup
+from ...trace.refs import TensorRef, TracedOp
+from . import chains, linear
+from ._core import Graph, Match, algebra_rule
+from .network import FLOATS, STEPS, Factor, Labels, Network, Term, Walk
+
+#: the name a rewrite takes: a segment ending in a sum, mean or pool moved the sum into the
+#: maps before it; one ending in a product reassociated a chain of factors
+SUM_RULE = linear.RULE
+PRODUCT_RULE = chains.RULE
+_SUMS = (aten.sum, aten.mean, aten.avg_pool1d, aten.avg_pool2d, aten.avg_pool3d,
+         aten._adaptive_avg_pool2d, aten._adaptive_avg_pool3d, aten.adaptive_avg_pool1d)
+
+#: the rates the order search weighs work with (H100 SXM: 494.7 TFLOP/s dense TF32 tensor
+#: cores, 66.9 TFLOP/s FP32 CUDA cores, 3.35 TB/s HBM3; NVIDIA H100 datasheet). Only their
+#: ratios choose an order; the bound is priced on the GPU at hand afterwards.
+TENSOR_FLOPS_PER_S = 494.7e12
+VECTOR_FLOPS_PER_S = 66.9e12
+BYTES_PER_S = 3.35e12
+#: a rewrite must save at least this share of the segment's time (a smaller gain moves no
+#: bound and costs a trace of the replacement)
+MIN_GAIN = 0.02
+
+#: how much more a rewrite that exposes a map's sum to the map's own rule may cost (the
+#: coefficient a mean multiplies its sums by: one multiply per output)
+EXPOSE_SLACK = 0.05
+#: maps whose sums other rules take (:mod:`.linear`): a sum of their output, read whole
+SUMMED_MAPS = (aten.convolution,)
+
+_LETTERS = string.ascii_letters
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Work of a schedule: FLOPs on each unit and bytes moved."""
+
+    tensor_flops: int = 0
+    vector_flops: int = 0
+    bytes: int = 0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.tensor_flops + other.tensor_flops,
+                    self.vector_flops + other.vector_flops, self.bytes + other.bytes)
+
+    @property
+    def compute_seconds(self) -> float:
+        return self.tensor_flops / TENSOR_FLOPS_PER_S + self.vector_flops / VECTOR_FLOPS_PER_S
+
+    @property
+    def seconds(self) -> float:
+        return self.compute_seconds + self.bytes / BYTES_PER_S
+
+
+@dataclass(frozen=True)
+class Order:
+    """A term's schedule: the labels each factor keeps after summing its own out, and the
+    pairwise contractions as a tree of factor positions (an int: a factor)."""
+
+    kept: tuple[Labels, ...]
+    tree: object
+    cost: Cost
+
+
+def _elements(labels: Sequence[int], sizes: dict[int, int]) -> int:
+    return math.prod(sizes[label] for label in set(labels))
+
+
+def pair_cost(a: Labels, b: Labels, out: Labels, sizes: dict[int, int], itemsize: int) -> Cost:
+    """One pairwise contraction: a batched product where a label is contracted (2 FLOPs per
+    point of the joint index space), an elementwise multiply otherwise (1 per point)."""
+    joint = set(a) | set(b)
+    points = _elements(joint, sizes)
+    moved = itemsize * (_elements(a, sizes) + _elements(b, sizes) + _elements(out, sizes))
+    if joint - set(out):
+        return Cost(tensor_flops=2 * points, bytes=moved)
+    return Cost(vector_flops=points, bytes=moved)
+
+
+def best_order(factors: Sequence[Labels], output: Labels, sizes: dict[int, int],
+               itemsize: int) -> Order:
+    """The cheapest schedule of one term (see the module doc): an exact dynamic program over
+    the subsets of its factors, 3ⁿ pairs for n factors. Searched once per network up to the
+    names of its labels (a model's repeated blocks are one search)."""
+    names: dict[int, int] = {}
+    for label in itertools.chain(*factors, output):
+        names.setdefault(label, len(names))
+    back = dict(map(reversed, names.items()))
+    order = _canonical_order(tuple(tuple(names[a] for a in f) for f in factors),
+                             tuple(names[a] for a in output),
+                             tuple(sizes[back[n]] for n in range(len(names))), itemsize)
+    return Order(tuple(tuple(back[n] for n in kept) for kept in order.kept), order.tree,
+                 order.cost)
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical_order(factors: tuple[Labels, ...], output: Labels, sizes: tuple[int, ...],
+                     itemsize: int) -> Order:
+    sizes = dict(enumerate(sizes))
+    count = len(factors)
+    if not count:
+        return Order((), None, Cost())
+    kept: list[Labels] = []
+    cost = Cost()
+    for i, labels in enumerate(factors):
+        elsewhere = set(output).union(*(factors[j] for j in range(count) if j != i))
+        own = tuple(dict.fromkeys(a for a in labels if a in elsewhere))
+        kept.append(own)
+        if len(own) != len(labels):  # sums its own labels out (or takes a diagonal)
+            cost += Cost(vector_flops=_elements(labels, sizes),
+                         bytes=itemsize * (_elements(labels, sizes) + _elements(own, sizes)))
+    # label sets as bit masks, their element counts memoised: the search's inner loop is
+    # arithmetic on ints
+    bits = {a: 1 << n for n, a in enumerate(sorted(set(output).union(*kept)))}
+    masks = [sum(bits[a] for a in set(labels)) for labels in kept]
+    wanted = sum(bits[a] for a in set(output))
+    counts: dict[int, int] = {0: 1}
+    for label, bit in bits.items():  # each mask's count from the mask without its top bit
+        counts.update({mask | bit: n * sizes[label] for mask, n in list(counts.items())})
+    elements = counts.__getitem__
+
+    full = (1 << count) - 1
+    needed = {}
+    for subset in range(1, full + 1):
+        inside = outside = 0
+        for i in range(count):
+            if subset >> i & 1:
+                inside |= masks[i]
+            else:
+                outside |= masks[i]
+        needed[subset] = inside & (outside | wanted)
+    tensor_s, vector_s, byte_s = 2 / TENSOR_FLOPS_PER_S, 1 / VECTOR_FLOPS_PER_S, (
+        itemsize / BYTES_PER_S)
+    best: dict[int, tuple[float, object]] = {1 << i: (0.0, i) for i in range(count)}
+    for subset in sorted(range(1, full + 1), key=lambda s: bin(s).count("1")):
+        if subset in best:
+            continue
+        low, out = subset & -subset, needed[subset]
+        choice = (math.inf, None)
+        part = (subset - 1) & subset
+        while part:
+            if part & low:
+                rest = subset ^ part
+                a, b = needed[part], needed[rest]
+                joint = a | b
+                step = (elements(a) + elements(b) + elements(out)) * byte_s + elements(joint) * (
+                    tensor_s if joint & ~out else vector_s)
+                total = best[part][0] + best[rest][0] + step
+                if total < choice[0]:
+                    choice = (total, (best[part][1], best[rest][1]))
+            part = (part - 1) & subset
+        best[subset] = choice
+    tree = best[full][1]
+    return Order(tuple(kept), tree, cost + _replayed(tree, kept, output, sizes, itemsize)[2])
+
+
+def _replayed(tree: object, kept: Sequence[Labels], output: Labels, sizes: dict[int, int],
+              itemsize: int) -> tuple[set[int], list[int], Cost]:
+    """The labels ``tree``'s result keeps, its factors and the cost of its contractions."""
+    if isinstance(tree, int):
+        return set(kept[tree]), [tree], Cost()
+    (a, left, x), (b, right, y) = (_replayed(part, kept, output, sizes, itemsize)
+                                   for part in tree)  # type: ignore[union-attr]
+    inside = left + right
+    needed = set(output).union(*(kept[n] for n in range(len(kept)) if n not in inside))
+    out = (a | b) & needed
+    step = pair_cost(tuple(a), tuple(b), tuple(out), sizes, itemsize)
+    return out, inside, x + y + step
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A network ready to run: per term its coefficient, factors (input positions, labels
+    per dim, labels kept) and order; the output's labels and shape."""
+
+    terms: tuple[tuple[float, tuple[tuple[tuple[int, ...], Factor, Labels], ...], Order], ...]
+    output: Labels
+    sizes: dict[int, int]
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+def _letters(labels: Sequence[int], names: dict[int, str]) -> str:
+    return "".join(names[a] for a in labels)
+
+
+def _prepared(tensors: Sequence[torch.Tensor], positions: tuple[int, ...], factor: Factor,
+              labels: Labels, kept: Labels, plan: _Plan, names: dict[int, str]) -> torch.Tensor:
+    """One factor as its atoms (broadcast dims taken once), its own labels summed out."""
+    value = tensors[positions[0]] if factor.make is None else factor.make(
+        *(tensors[p] for p in positions))
+    for dim, group in reversed(list(enumerate(factor.dims))):
+        if not group and value.shape[dim] != 1:
+            value = value.narrow(dim, 0, 1)
+    value = value.reshape([plan.sizes[a] for a in labels])
+    if labels != kept:
+        value = torch.einsum(f"{_letters(labels, names)}->{_letters(kept, names)}", value)
+    return value
+
+
+def _run(plan: _Plan, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    names = {a: _LETTERS[i] for i, a in enumerate(plan.sizes)}
+    parts = []
+    for coeff, factors, order in plan.terms:
+        values = [(_prepared(tensors, positions, factor, labels, kept, plan, names), kept)
+                  for (positions, factor, labels), kept in zip(factors, order.kept, strict=True)]
+        if values and coeff != 1:  # the coefficient on the smallest factor
+            small = min(range(len(values)), key=lambda i: values[i][0].numel())
+            values[small] = (values[small][0] * coeff, values[small][1])
+        value, labels = _contract(values, order.tree, plan.output, names) if values else (
+            torch.full((), coeff, dtype=plan.dtype, device=tensors[0].device if tensors
+                       else None), ())
+        ordered = tuple(a for a in plan.output if a in labels)
+        if ordered != labels:
+            value = torch.einsum(f"{_letters(labels, names)}->{_letters(ordered, names)}", value)
+        parts.append(value.reshape([plan.sizes[a] if a in labels else 1 for a in plan.output]))
+    if not parts:
+        return torch.zeros(plan.shape, dtype=plan.dtype)
+    total = None
+    for value in sorted(parts, key=torch.Tensor.numel):  # the small terms added first
+        total = value if total is None else total + value
+    full = total.expand([plan.sizes[a] for a in plan.output]).reshape(plan.shape)
+    return full.clone() if any(full is t for t in tensors) else full.contiguous()
+
+
+def _contract(values: list[tuple[torch.Tensor, Labels]], tree: object, output: Labels,
+              names: dict[int, str]) -> tuple[torch.Tensor, Labels]:
+    """The factors of ``tree`` contracted pairwise, each step keeping the labels the rest or
+    the output need."""
+    used: dict[int, int] = {}
+    for _, labels in values:
+        for a in set(labels):
+            used[a] = used.get(a, 0) + 1
+
+    def walk(node: object) -> tuple[torch.Tensor, Labels, list[int]]:
+        if isinstance(node, int):
+            return (*values[node], [node])
+        left, right = (walk(part) for part in node)  # type: ignore[union-attr]
+        inside = left[2] + right[2]
+        elsewhere = set(output) | {a for i, (_, ls) in enumerate(values) if i not in inside
+                                   for a in ls}
+        joint = tuple(dict.fromkeys(left[1] + right[1]))
+        out = tuple(a for a in joint if a in elsewhere)
+        equation = f"{_letters(left[1], names)},{_letters(right[1], names)}->{_letters(out, names)}"
+        return torch.einsum(equation, left[0], right[0]), out, inside
+
+    value, labels, _ = walk(tree)
+    return value, labels
+
+
+_COPIES = (aten.clone, aten.alias)
+_ROOTS = [*_SUMS, aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.mv]
+
+
+def _may_gain(graph: Graph, root: int) -> bool:
+    """Whether the search can find anything: an operand the program computed with a segment
+    op, or a constant (most products read a nonlinearity's output or a parameter: no)."""
+    op = graph.op(root)
+    for ref in op.reads:
+        while True:  # through copies (a ``contiguous`` before a product)
+            if ref.value_id in graph.known:
+                return True
+            found = graph.producer(ref)
+            if found is None or found[1].func is None:
+                break
+            producer = found[1]
+            written = next(w for w in producer.writes if w.value_id == ref.value_id)
+            # the whole value (a chunk of a product is no linear map of its operands' whole)
+            if ref.elements < written.elements or not (
+                lookup(STEPS, producer) is not None or not producer.reads
+                or producer.func.overloadpacket in SUMMED_MAPS and not _plain_sum(graph, op)
+            ):
+                break
+            if producer.func.overloadpacket not in _COPIES:
+                return True
+            ref = producer.reads[0]
+    return False
+
+
+def _as_written(graph: Graph, ops: set[int]) -> Cost:
+    total = Cost()
+    for index in ops:
+        record = graph.record(index)
+        itemsize = record.writes[0].itemsize if record.writes else 4
+        total += Cost(record.flops.tensor, record.flops.vector, record.eager_bytes(itemsize))
+    return total
+
+
+def _plan(walk: Walk, terms: list[Term], out: TensorRef, output: Labels) -> tuple[
+    _Plan, tuple[TensorRef, ...], Cost
+] | None:
+    net: Network = walk.net
+    inputs: dict[TensorRef, int] = {}
+    planned = []
+    cost = Cost()
+    itemsize = out.itemsize
+    elements = math.prod(out.shape)
+    for term in terms:
+        factors = []
+        for factor in term.factors:
+            if any(ref.dtype != out.dtype for ref in factor.refs):
+                return None
+            positions = tuple(inputs.setdefault(ref, len(inputs)) for ref in factor.refs)
+            factors.append((positions, factor, net.atoms([a for g in factor.dims for a in g])))
+        order = best_order([labels for *_, labels in factors], output, net.sizes, itemsize)
+        planned.append((term.coeff, tuple(factors), order))
+        cost += order.cost + Cost(vector_flops=elements, bytes=itemsize * elements)
+    if len(net.sizes) > len(_LETTERS):
+        return None
+    plan = _Plan(tuple(planned), output, dict(net.sizes), out.shape, getattr(torch, out.dtype))
+    return plan, tuple(inputs), cost
+
+
+@algebra_rule(_ROOTS, first=True)
+def contracted_network(graph: Graph, root: int) -> Match | None:
+    """The segment ending at ``root`` (:mod:`.network`) evaluated in its cheapest order, where
+    that saves work on the segment's ops as written."""
+    op = graph.op(root)
+    out = op.writes[0] if op.writes else None
+    if out is None or out.dtype not in FLOATS or root in graph.inserted or not _may_gain(
+        graph, root
+    ):
+        return None
+    walk = Walk(graph)
+    groups = walk.net.fresh(out.shape)
+    terms = lookup(STEPS, op)(walk, op, root, groups)
+    if terms is None:
+        return None
+    output = walk.net.atoms([a for g in groups for a in g])
+    if len(set(output)) != len(output):
+        return None
+    planned = _plan(walk, terms, out, output)
+    if planned is None:
+        return None
+    plan, inputs, cost = planned
+    segment = {root, *walk.net.ops}
+    # the bound charges FLOPs and compulsory bytes, which an order does not change: the
+    # intermediates' bytes only choose among orders of equal compute. A segment that sums a
+    # map another rule sums (a convolution) through ops between is rewritten at about equal
+    # cost too: the plain sum it then reads is that rule's, in the next round
+    written = _as_written(graph, segment).compute_seconds
+    if cost.compute_seconds >= (1 - MIN_GAIN) * written and not (
+        cost.compute_seconds <= (1 + EXPOSE_SLACK) * written and _sums_a_map(graph, plan)
+        and not _plain_sum(graph, op)
+    ):
+        return None
+    first = min(segment)
+    if graph.written_between(inputs, first, root):
+        return None
+    summed = op.func.overloadpacket in _SUMS
+    # a sum is named by the map it moved through, a product by itself
+    anchor = max(segment, key=lambda i: graph.record(i).total_flops) if summed else root
+    return Match(SUM_RULE if summed else PRODUCT_RULE, root, inputs, _builder(plan), anchor)
+
+
+def _sums_a_map(graph: Graph, plan: _Plan) -> bool:
+    """Whether a factor of ``plan`` is the output of one of :data:`SUMMED_MAPS`, summed over
+    some of its labels first."""
+    for _, factors, order in plan.terms:
+        for (_, factor, labels), kept in zip(factors, order.kept, strict=True):
+            found = graph.producer(factor.refs[0])
+            if factor.make is None and labels != kept and found is not None and (
+                found[1].func is not None and found[1].func.overloadpacket in SUMMED_MAPS
+            ):
+                return True
+    return False
+
+
+def _plain_sum(graph: Graph, op: TracedOp) -> bool:
+    """Whether ``op`` is a sum or mean of an op's output read as it was written (the form the
+    map's own rule takes: nothing to expose)."""
+    found = graph.producer(op.reads[0]) if op.reads else None
+    return op.func.overloadpacket in (aten.sum, aten.mean) and found is not None and (
+        op.reads[0] in found[1].writes
+    )
+
+
+def _builder(plan: _Plan) -> Callable[..., torch.Tensor]:
+    def build(*tensors: torch.Tensor) -> torch.Tensor:
+        return _run(plan, tensors)
+
+    return build
