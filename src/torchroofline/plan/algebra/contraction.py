@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from ...costs import aten, lookup
-from ...trace.refs import TensorRef, TracedOp
+from ...trace.refs import TensorRef
 from . import chains, linear
 from ._core import Graph, Match, algebra_rule
 from .network import FLOATS, STEPS, Factor, Labels, Network, Term, Walk
@@ -44,11 +44,6 @@ BYTES_PER_S = 3.35e12
 #: bound and costs a trace of the replacement)
 MIN_GAIN = 0.02
 
-#: how much more a rewrite that exposes a map's sum to the map's own rule may cost (the
-#: coefficient a mean multiplies its sums by: one multiply per output)
-EXPOSE_SLACK = 0.05
-#: maps whose sums other rules take (:mod:`.linear`): a sum of their output, read whole
-SUMMED_MAPS = (aten.convolution,)
 
 _LETTERS = string.ascii_letters
 
@@ -290,7 +285,6 @@ def _may_gain(graph: Graph, root: int) -> bool:
             # the whole value (a chunk of a product is no linear map of its operands' whole)
             if ref.elements < written.elements or not (
                 lookup(STEPS, producer) is not None or not producer.reads
-                or producer.func.overloadpacket in SUMMED_MAPS and not _plain_sum(graph, op)
             ):
                 break
             if producer.func.overloadpacket not in _COPIES:
@@ -357,14 +351,10 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     plan, inputs, cost = planned
     segment = {root, *walk.net.ops}
     # the bound charges FLOPs and compulsory bytes, which an order does not change: the
-    # intermediates' bytes only choose among orders of equal compute. A segment that sums a
-    # map another rule sums (a convolution) through ops between is rewritten at about equal
-    # cost too: the plain sum it then reads is that rule's, in the next round
+    # intermediates' bytes only choose among orders of equal compute (a sum of a convolution
+    # through views, pools or a batch norm is :mod:`.convs`'s, which walks them itself)
     written = _as_written(graph, segment).compute_seconds
-    if cost.compute_seconds >= (1 - MIN_GAIN) * written and not (
-        cost.compute_seconds <= (1 + EXPOSE_SLACK) * written and _sums_a_map(graph, plan)
-        and not _plain_sum(graph, op)
-    ):
+    if cost.compute_seconds >= (1 - MIN_GAIN) * written:
         return None
     first = min(segment)
     if graph.written_between(inputs, first, root):
@@ -373,28 +363,6 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     # a sum is named by the map it moved through, a product by itself
     anchor = max(segment, key=lambda i: graph.record(i).total_flops) if summed else root
     return Match(SUM_RULE if summed else PRODUCT_RULE, root, inputs, _builder(plan), anchor)
-
-
-def _sums_a_map(graph: Graph, plan: _Plan) -> bool:
-    """Whether a factor of ``plan`` is the output of one of :data:`SUMMED_MAPS`, summed over
-    some of its labels first."""
-    for _, factors, order in plan.terms:
-        for (_, factor, labels), kept in zip(factors, order.kept, strict=True):
-            found = graph.producer(factor.refs[0])
-            if factor.make is None and labels != kept and found is not None and (
-                found[1].func is not None and found[1].func.overloadpacket in SUMMED_MAPS
-            ):
-                return True
-    return False
-
-
-def _plain_sum(graph: Graph, op: TracedOp) -> bool:
-    """Whether ``op`` is a sum or mean of an op's output read as it was written (the form the
-    map's own rule takes: nothing to expose)."""
-    found = graph.producer(op.reads[0]) if op.reads else None
-    return op.func.overloadpacket in (aten.sum, aten.mean) and found is not None and (
-        op.reads[0] in found[1].writes
-    )
 
 
 def _builder(plan: _Plan) -> Callable[..., torch.Tensor]:

@@ -198,7 +198,9 @@ def _folded(value: float, stages: Sequence[_Stage], divisor: int,
     return lambda: torch.full(shape, number, dtype=dtype)
 
 
-@algebra_rule(SUMS)
+# ahead of the tensor network's rule (imported before this module): a sum that reaches a
+# convolution, a softmax or a normalisation through views, pools and steps is its terminal's
+@algebra_rule(SUMS, first=True)
 def sum_to_terminal(graph: Graph, root: int) -> Match | None:
     """Σ_D (or the mean) of what a terminal computes, through views and steps."""
     op = graph.op(root)
@@ -214,7 +216,7 @@ _ADAPTIVE = {aten.adaptive_avg_pool1d: 1, aten._adaptive_avg_pool2d: 2,
              aten._adaptive_avg_pool3d: 3}
 
 
-@algebra_rule(list(_POOLS))
+@algebra_rule(list(_POOLS), first=True)
 def whole_image_pool(graph: Graph, root: int) -> Match | None:
     """An average pool whose one window is the whole unpadded image is a mean over the pooled
     dims (÷ ``divisor_override`` where given)."""
@@ -230,7 +232,7 @@ def whole_image_pool(graph: Graph, root: int) -> Match | None:
     return summed_through(graph, root, dims, divisor)
 
 
-@algebra_rule(list(_ADAPTIVE))
+@algebra_rule(list(_ADAPTIVE), first=True)
 def adaptive_pool_to_one(graph: Graph, root: int) -> Match | None:
     """``adaptive_avg_pool(x, 1)`` is the mean over the pooled dims."""
     op = graph.op(root)
