@@ -967,7 +967,10 @@ def _startup_line(startup: dict | None, j1: dict) -> str:
     if startup is None:
         return f"- **Start-up**: {outside} (import times are not measured with --quick)."
     return (
-        f"- **Start-up**: `python -c 'import torchroofline'` {startup['import_s']:.2f} s, "
+        f"- **Start-up**: `python -c 'import torch'` {startup['torch_s']:.2f} s; "
+        f"`torchroofline analyze` of one level-1 problem, start to end, "
+        f"{startup['analyze_s']:.2f} s ({startup['analyze_s'] - startup['torch_s']:.2f} s beyond "
+        f"`import torch`); `python -c 'import torchroofline'` {startup['import_s']:.2f} s, "
         f"`import torchroofline._preload` (what the forkserver loads: torch, the fake-tensor "
         f"machinery and dynamo) {startup['preload_s']:.2f} s; {outside}."
     )
@@ -1040,6 +1043,10 @@ def run_all(quick: bool, command: str) -> dict:
         _say(f"suite: {len(paths)} problems under {root}")
         if not quick:  # two more interpreter start-ups: left out of --quick
             data["startup"] = {
+                "torch_s": _wall([sys.executable, "-c", "import torch"]),
+                "analyze_s": _wall([sys.executable, "-m", "torchroofline", "analyze", str(
+                    Path(__file__).resolve().parents[1] / "examples" / "kernelbench" / "level1"
+                    / "1_Square_matrix_multiplication_.py"), "--data", "any"]),
                 "import_s": _wall([sys.executable, "-c", "import torchroofline"]),
                 "preload_s": _wall([sys.executable, "-c", "import torchroofline._preload"]),
             }

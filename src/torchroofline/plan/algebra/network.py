@@ -507,7 +507,9 @@ def _channel_shift(eps: float) -> Callable[..., torch.Tensor]:
     return make
 
 
-@step([aten.native_batch_norm, aten._native_batch_norm_legit_no_training])
+# cudnn's and MIOpen's (a trace on fake CUDA tensors) take the same arguments, ε as ``epsilon``
+@step([aten.native_batch_norm, aten._native_batch_norm_legit_no_training, aten.cudnn_batch_norm,
+       aten.miopen_batch_norm])
 def _batch_norm_eval(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
     """A batch norm with running statistics (eval): x·s[c] + t[c], s = γ/√(σ² + ε),
     t = β − μ·s — a per-channel factor and a per-channel term."""
@@ -525,7 +527,7 @@ def _batch_norm_eval(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms
     affine = tuple(refs[n] for n in ("weight", "bias") if n in refs)
     if len(affine) == 1:  # a weight without a bias, or the reverse: which one is unclear
         return None
-    eps = op.argument("eps")
+    eps = op.argument("eps", op.argument("epsilon"))
     scale = Factor((refs["running_var"], *affine[:1]), channel, _channel_scale(eps))
     shift = Factor((refs["running_mean"], refs["running_var"], *affine), channel,
                    _channel_shift(eps))
