@@ -31,7 +31,7 @@ import torch
 
 from ...costs import OpKey, aten, lookup
 from ...trace.refs import TensorRef, TracedOp
-from ._core import Graph, scalar_argument
+from ._core import Graph, reduced_dims, scalar_argument
 
 Labels = tuple[int, ...]
 #: per dim of a tensor, the labels (atoms) it spans in row-major order; () for a size-1 dim
@@ -394,15 +394,6 @@ def _copy(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
     return walk.terms(op.reads[0], out, index)
 
 
-def reduced(op: TracedOp) -> tuple[int, ...]:
-    """The dims a sum or mean folds (all of them for ``dim`` None or empty)."""
-    rank = len(op.reads[0].shape)
-    dims = op.argument("dim")
-    if dims is None or dims == []:
-        return tuple(range(rank))
-    dims = [dims] if isinstance(dims, int) else dims
-    return tuple(sorted(d % rank for d in dims)) if rank else ()
-
 
 @step([aten.sum, aten.mean])
 def _reduce(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
@@ -410,7 +401,7 @@ def _reduce(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
     source = op.reads[0]
     if op.argument("dtype") is not None or source.dtype != op.writes[0].dtype:
         return None
-    dims = reduced(op)
+    dims = reduced_dims(op)
     keep = bool(op.argument("keepdim", False))
     kept = iter(out)
     groups = []
