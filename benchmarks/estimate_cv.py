@@ -36,6 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from trace_accuracy import write
+
 from torchroofline.price.bands import DEFAULT_BAND, Band
 from torchroofline.price.estimate import DEFAULT_PARAMS, EstimateParams, ProgramLoad, kernel_gpu_s
 from torchroofline.suites.kineto import analyze_trace
@@ -325,14 +327,6 @@ def bands_table(bands: dict[str, Band]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(doc: Path, body: str) -> None:
-    text = doc.read_text(encoding="utf-8")
-    pattern = re.compile(rf"(<!-- BEGIN {BLOCK} -->\n).*?(<!-- END {BLOCK} -->)", re.DOTALL)
-    if not pattern.search(text):
-        sys.exit(f"{doc}: no <!-- BEGIN {BLOCK} --> … <!-- END {BLOCK} --> block to replace")
-    doc.write_text(pattern.sub(lambda m: m.group(1) + body + m.group(2), text), encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="a folder of torch.profiler traces")
@@ -340,7 +334,7 @@ def main() -> None:
     args = parser.parse_args()
     body, bands = run(load(args.folder, GPU_OF))
     if args.write:
-        write(args.write, body)
+        write(args.write, body, BLOCK)
         print(f"wrote {args.write}")
     else:
         print(body, end="")

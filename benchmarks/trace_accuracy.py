@@ -84,11 +84,12 @@ def report_name(report: TraceReport) -> str:
     return Path(report.path).name.removesuffix(".gz").removesuffix(".json")
 
 
-def write(doc: Path, body: str) -> None:
+def write(doc: Path, body: str, block: str = BLOCK) -> None:
+    """``body`` in place of ``doc``'s generated block named ``block``."""
     text = doc.read_text(encoding="utf-8")
-    pattern = re.compile(rf"(<!-- BEGIN {BLOCK} -->\n).*?(<!-- END {BLOCK} -->)", re.DOTALL)
+    pattern = re.compile(rf"(<!-- BEGIN {block} -->\n).*?(<!-- END {block} -->)", re.DOTALL)
     if not pattern.search(text):
-        sys.exit(f"{doc}: no <!-- BEGIN {BLOCK} --> … <!-- END {BLOCK} --> block to replace")
+        sys.exit(f"{doc}: no <!-- BEGIN {block} --> … <!-- END {block} --> block to replace")
     doc.write_text(pattern.sub(lambda m: m.group(1) + body + m.group(2), text), encoding="utf-8")
 
 

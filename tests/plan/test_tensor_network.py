@@ -22,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_algebra import _With
 
 from conftest import analyze, meta
 from torchroofline.plan.algebra import contraction
@@ -40,18 +41,6 @@ SUM = "sum through the linear map"
 CHAIN = "matrix chain reassociated"
 CSE = "common subexpression"
 
-
-class _With(nn.Module):
-    """``forward`` is ``fn(self, *inputs)``; the keyword modules and parameters are attributes."""
-
-    def __init__(self, fn: Callable[..., Any], **parts: Any) -> None:
-        super().__init__()
-        self.fn = fn
-        for name, part in parts.items():
-            setattr(self, name, part)
-
-    def forward(self, *inputs: Any) -> Any:
-        return self.fn(self, *inputs)
 
 
 def _fc(k: int = K, n: int = N, **options: Any) -> nn.Linear:
