@@ -57,19 +57,46 @@ def test_fp32_gemms_on_the_cuda_cores_keep_their_rate_at_any_alignment() -> None
     assert _load(result, "gemm")[0].align_bytes == 16
 
 
-@pytest.mark.parametrize(("length", "dtype", "extra"), [
-    (5185, torch.bfloat16, 2),   # 10,370 B: not a multiple of 16 → three scalar passes
-    (8192, torch.bfloat16, 0),   # 16 KiB, aligned → staged in shared memory
-    (30000, torch.float32, 0),   # 120,000 B, aligned: re-read from L2 in vector loads
-    (30001, torch.float32, 2),   # 120,004 B: misaligned → three scalar passes
-    (1001, torch.float32, 0),    # ≤ 1024 elements, ≤ 4 KiB → a warp per row in registers
+@pytest.mark.parametrize(("length", "dtype", "scalar"), [
+    (5185, torch.bfloat16, True),   # 10,370 B: not a multiple of 16 → three scalar passes
+    (8192, torch.bfloat16, False),  # 16 KiB, aligned → staged in shared memory
+    (30000, torch.float32, False),  # 120,000 B, aligned: re-read from L2 in vector loads
+    (30001, torch.float32, True),   # 120,004 B: misaligned → three scalar passes
+    (1001, torch.float32, False),   # ≤ 1024 elements, ≤ 4 KiB → a warp per row in registers
 ])
 def test_a_misaligned_softmax_row_too_long_for_registers_is_read_three_times(length, dtype,
-                                                                            extra):
+                                                                            scalar):
     x = meta(64, length, dtype=dtype)
     result = analyze(Fn(lambda t: torch.softmax(t, -1)), x)
     [load] = result.performance.program.eager
-    assert load.reread_bytes == extra * 64 * length * x.element_size()
+    # three reads and one write per element, one element per access
+    assert load.accesses == (4 * 64 * length if scalar else 0)
+    assert load.reread_bytes == 0
+
+
+def test_a_misaligned_bf16_bmm_runs_at_the_scalar_access_rate() -> None:
+    # issue 39's bmm: 16 × (5185 × 64) @ (64 × 5185), bf16; rows of 5185 × 2 B = 10,370 B: align 2
+    # → one element per load. Tiles of 128: ⌈5185 / 128⌉ = 41 per side. Loads: A's strips
+    # 16·5185·64·41, B's 16·5185·64·41, the output 16·5185·5185 stored once.
+    a, b = meta(16, 5185, 64, dtype=torch.bfloat16), meta(16, 64, 5185, dtype=torch.bfloat16)
+    load, busy = _load(analyze(Fn(torch.bmm), a, b), "gemm")
+    loads = 2 * 16 * 5185 * 64 * 41 + 16 * 5185 * 5185
+    assert load.align_bytes == 2 and load.accesses == loads
+    rate = DEFAULT_PARAMS.strided_access_rate_per_sm * H100.sm_count
+    fixed = DEFAULT_PARAMS.fill_latency_s + DEFAULT_PARAMS.matmul_latency_s
+    assert busy == pytest.approx(loads / rate + fixed)
+    # 5184 = 81 × 64: 10,368 B rows, aligned → no scalar loads
+    even = analyze(Fn(torch.bmm), meta(16, 5184, 64, dtype=torch.bfloat16),
+                   meta(16, 64, 5184, dtype=torch.bfloat16))
+    assert _load(even, "gemm")[0].accesses == 0
+
+
+def test_a_16_bit_3d_convolution_runs_the_2d_tensor_core_kernels() -> None:
+    conv = nn.Conv3d(16, 16, 3, bias=False)
+    half = analyze(conv.to(torch.bfloat16), meta(1, 16, 6, 34, 34, dtype=torch.bfloat16))
+    assert [k.family for k in half.performance.program.eager] == ["conv"]
+    full = analyze(conv.float(), meta(1, 16, 6, 34, 34))
+    assert [k.family for k in full.performance.program.eager] == ["conv3d"]
 
 
 def test_batch_norm_backward_reads_twice_with_a_block_per_channel() -> None:

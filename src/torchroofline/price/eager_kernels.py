@@ -60,18 +60,16 @@ ROW_PER_BLOCK: dict[str, Callable[[OpRecord, TracedOp], int | None]] = {
 SOFTMAX_REGISTER_ROW = (1024, 4096)
 
 
-def softmax_extra_reads(traced: TracedOp) -> int:
-    """Extra passes over the input of an eager softmax whose rows are misaligned and do not fit
-    in registers.
+def softmax_scalar_accesses(traced: TracedOp) -> int:
+    """Element accesses of an eager softmax whose long rows are misaligned: 0 where it vectorizes.
 
     A row of more than 1024 elements or 4 KiB gets one block. The block stages it in shared
     memory (``cunn_SoftMaxForwardSmem``: one read) only when it fits there and its length is a
     multiple of the 16-byte vector (``dim_size % ILP == 0``); otherwise ``cunn_SoftMaxForward``
-    reads it three times (its maximum, its sum of exponentials, then the output). An aligned
-    row's re-reads are vector loads that hit L2 (a wave of blocks holds a few MB of rows:
-    KernelBench's 16 × 16384 fp32 softmax runs at the one-pass HBM rate); a misaligned row's
-    passes issue one element per load and run at about a third of the rate (the 16 × 5185 ×
-    5185 bf16 softmax of issue 39: 21 % of the HBM rate), charged as the two extra reads."""
+    reads it three times (its maximum, its sum of exponentials, then the output), one element
+    per load, and writes it once: four accesses per element, at the rate of a kernel that cannot
+    vectorize. An aligned row's re-reads are vector loads that hit L2 (a wave of blocks holds a
+    few MB of rows: KernelBench's 16 × 16384 fp32 softmax runs at the one-pass HBM rate)."""
     source = traced.args[0]
     if int(traced.args[1]) % max(source.dim(), 1) != source.dim() - 1:
         return 0  # over another dim: the spatial kernel, one pass
@@ -79,13 +77,19 @@ def softmax_extra_reads(traced: TracedOp) -> int:
     row_bytes = length * source.element_size()
     if length <= SOFTMAX_REGISTER_ROW[0] and row_bytes <= SOFTMAX_REGISTER_ROW[1]:
         return 0
-    return 0 if row_bytes % 16 == 0 else 2
+    return 0 if row_bytes % 16 == 0 else 4 * source.numel()
+
+
+#: Eager kernels that cannot vectorize for a reason their shapes alone state, by base name:
+#: their element accesses (as :func:`strided_accesses`).
+SCALAR_ACCESSES: dict[str, Callable[[TracedOp], int]] = {
+    "_softmax": softmax_scalar_accesses,
+    "_log_softmax": softmax_scalar_accesses,
+}
 
 
 #: Eager ops that read their input more than once, by base name: how many extra reads.
 EXTRA_READS: dict[str, Callable[[TracedOp], int]] = {
-    "_softmax": softmax_extra_reads,
-    "_log_softmax": softmax_extra_reads,
     # batch_norm_backward_kernel: one block per channel sums grad_out and grad_out·x̂ over the
     # channel, then reads both again to write grad_input
     "native_batch_norm_backward": lambda traced: 2,
@@ -153,3 +157,27 @@ def strided_accesses(op: OpRecord, moved_elements: int) -> int:
     if all(ref.shape == out.shape and _contiguous(ref) for ref in operands):
         return 0
     return min(math.prod(out.shape), moved_elements) * len(operands)
+
+
+#: Output tile edge of the CUTLASS kernels cuBLAS falls back to for misaligned operands
+#: (``cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_nn_align1``, ``…_256x128_tn_align1`` in
+#: the odd-sequence bmm of issue 39): each output tile loads its rows of A and columns of B.
+MISALIGNED_TILE = 128
+
+
+def misaligned_gemm_loads(batch: int, m: int, n: int, k: int, align_bytes: int,
+                          itemsize: int) -> int:
+    """Load and store instructions of a tensor-core GEMM (``batch`` × ``m × n``, depth ``k``)
+    whose operand rows are not 16-byte aligned (``align_bytes``, :func:`gemm_alignment`); 0 for
+    an aligned one.
+
+    Such a kernel (``align1``/``align2``) moves ``align_bytes`` per instruction, not 16: each
+    output tile of :data:`MISALIGNED_TILE` reads its ``k``-deep strips of A and B that way, and
+    the epilogue writes the tile the same way. Its time is then these accesses at the rate of a
+    kernel that cannot vectorize (``strided_access_rate_per_sm``), far below the MMA peak."""
+    if align_bytes >= 16:
+        return 0
+    per_load = max(align_bytes // max(itemsize, 1), 1)
+    tiles_m, tiles_n = math.ceil(m / MISALIGNED_TILE), math.ceil(n / MISALIGNED_TILE)
+    elements = batch * (m * k * tiles_n + n * k * tiles_m + m * n)
+    return elements // per_load

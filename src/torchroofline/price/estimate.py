@@ -48,8 +48,10 @@ from .bands import HOST_BAND, family_band
 from .eager_kernels import (
     EXTRA_READS,
     ROW_PER_BLOCK,
+    SCALAR_ACCESSES,
     TWO_PASS,
     gemm_alignment,
+    misaligned_gemm_loads,
     strided_accesses,
 )
 from .hardware import GPUSpec
@@ -280,6 +282,13 @@ def _conv_family(traced: TracedOp) -> str:
 #: runs the memory-efficient kernel (the ``attention`` family).
 FLASH_PRECISIONS = frozenset({"fp16", "bf16"})
 
+#: Families whose kernels differ at those 16-bit precisions: SDPA runs a flash kernel, and a 3D
+#: convolution runs cuDNN's implicit-GEMM tensor-core kernels, the 2D family's (a profiled
+#: bf16 Conv3d on an H100 runs ``sm90_xmma_fprop_implicit_gemm_bf16…_nhwc``, the time folded
+#: into the GEMM's rows and depth, behind ``nchwToNhwc`` transposes); ``conv3d``'s share is
+#: cuDNN's fp32 3D kernels'.
+HALF_PRECISION_FAMILY: dict[str, str] = {"attention": "flash_attention", "conv3d": "conv"}
+
 
 _FAMILY_OF_KIND: dict[MatmulKind, Callable[[TracedOp], str]] = {
     MatmulKind.MATMUL: lambda traced: "gemm",
@@ -327,8 +336,8 @@ def kernel_load(
     gemm = None
     if matmul_op is not None and matmul_op.flops.kind is not None:
         family = _FAMILY_OF_KIND[matmul_op.flops.kind](trace.ops[matmul_op.index])
-        if family == "attention" and op_precision(matmul_op, precision) in FLASH_PRECISIONS:
-            family = "flash_attention"
+        if op_precision(matmul_op, precision) in FLASH_PRECISIONS:
+            family = HALF_PRECISION_FAMILY.get(family, family)
         gemm = _gemm_of(matmul_op)
     gemm_like = matmul_op is not None
     rows = None
@@ -348,11 +357,15 @@ def kernel_load(
             # each extra pass re-reads the op's input (its largest operand)
             reread = passes * max(tensor_bytes(ref, float_bytes) for ref in kernel.ops[0].reads)
         itemsize = min((ref.itemsize for ref in kernel.ops[0].writes), default=float_bytes)
-        accesses = strided_accesses(kernel.ops[0], kernel.bytes(float_bytes) // itemsize)
+        accesses = max(strided_accesses(kernel.ops[0], kernel.bytes(float_bytes) // itemsize),
+                       SCALAR_ACCESSES.get(traced.base, lambda traced: 0)(traced))
     align = 16
     library_call = ""
     if family == "gemm" and work.tensor_s:
         align = gemm_alignment(matmul_op)
+        if gemm is not None:
+            accesses = max(accesses, misaligned_gemm_loads(
+                gemm.batch, gemm.m, gemm.n, gemm.k, align, matmul_op.reads[0].itemsize))
     if family.startswith("conv"):
         backward = trace.ops[matmul_op.index].base == "convolution_backward"
         library_call = "conv_backward" if backward else "conv"

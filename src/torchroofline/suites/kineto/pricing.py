@@ -1,7 +1,11 @@
 """Price each op instance of a joined trace with the project's own machinery: the op rebuilt as
 a one-op program (:mod:`.rebuild`), traced on fake tensors, planned and priced on the GPU, warm
 (the bound a kernel inside a model may not beat: what an earlier kernel left in L2 is free to
-re-read) and cold (everything from HBM).
+re-read) and cold (everything from HBM). The performance model's estimate is the cold one: in a
+model's step an op reads what earlier ops wrote, weights and activations that were last touched
+many kernels before, more than the L2 holds (a warm estimate reads up to half the L2 at its
+bandwidth: on the V100 3 MB at 3.4× the HBM rate, which put its mid-sized elementwise ops and
+reductions at 0.2-0.75× of measured, issue 39).
 
 The math an op ran in comes from its tensors' dtypes, and from its kernels' names where they
 say more (:data:`KERNEL_MATH`): a ``tensorop`` or ``tf32`` GEMM on fp32 data ran on TF32
@@ -119,7 +123,7 @@ class OpFigures:
     bytes: int  #: HBM bytes of its eager kernels (read + written)
     sol_warm_s: float
     sol_cold_s: float
-    estimate_s: float  #: the performance model's eager GPU time, warm L2
+    estimate_s: float  #: the performance model's eager GPU time, cold L2
     #: the band around it, from the held-out errors of its kernels' families (price/bands.py)
     estimate_low_s: float
     estimate_high_s: float
@@ -205,7 +209,7 @@ class Pricer:
         if warm.unsupported_ops:
             return f"no cost rule for {', '.join(warm.unsupported_ops)}"
         cold = warm.on(cache="cold")
-        performance = warm.performance
+        performance = cold.performance
         if host is not None:
             performance = host_copies(performance, pageable=host == "pageable")
         if shared:
