@@ -171,8 +171,24 @@ def test_amd_gpus_take_their_architectures_constants() -> None:
     for gpu in (mi300x, mi355x):
         params = DEFAULT_PARAMS.for_gpu(gpu)
         assert params.fill_latency_s == 4e-6
-        assert params.library_kernels == {"conv": 4, "conv_backward": 10}
-    assert DEFAULT_PARAMS.for_gpu(H100).library_kernels == {}
+        assert params.library_kernels == {"conv": 4, "conv_backward": 10, "split_reduce": 1}
+    assert DEFAULT_PARAMS.for_gpu(H100).library_kernels == {"split_reduce": 1}
+
+
+@pytest.mark.parametrize(("shape", "dim", "split"), [
+    ((1024, 512), None, True),     # 524,288 elements into one: 1,024 values a thread of 512
+    ((1024, 96), None, False),     # 98,304 < 256 · 512: one block's threads keep up
+    ((512, 1024), 1, False),       # 512 outputs of 1,024: a block per row
+    ((256, 2048), 0, False),       # 2,048 outputs of 256
+])
+def test_a_reduction_too_long_per_output_splits_across_blocks(shape, dim, split) -> None:
+    result = analyze(Fn(lambda t: t.sum(dim) if dim is not None else t.sum()), meta(*shape))
+    [load] = result.performance.program.eager
+    assert (load.library_call == "split_reduce") is split
+    # the global reduce: one fill more than the same kernel unsplit
+    alone = kernel_gpu_s(replace(load, library_call=""), H100, DEFAULT_PARAMS, "warm")
+    busy = kernel_gpu_s(load, H100, DEFAULT_PARAMS, "warm")
+    assert busy - alone == pytest.approx(DEFAULT_PARAMS.fill_latency_s if split else 0.0)
 
 
 def test_every_estimate_carries_its_band() -> None:

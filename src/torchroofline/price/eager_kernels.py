@@ -181,3 +181,20 @@ def misaligned_gemm_loads(batch: int, m: int, n: int, k: int, align_bytes: int,
     tiles_m, tiles_n = math.ceil(m / MISALIGNED_TILE), math.ceil(n / MISALIGNED_TILE)
     elements = batch * (m * k * tiles_n + n * k * tiles_m + m * n)
     return elements // per_load
+
+
+#: Reduced elements per output from which PyTorch's ``reduce_kernel`` splits the reduction
+#: across blocks (``ReduceConfig::ctas_per_output`` > 1): a thread would otherwise accumulate
+#: more than 256 values (``max_values_per_thread``) in a block of 512 threads (the
+#: ``reduce_kernel<512, …>`` of the traces).
+SPLIT_REDUCTION_LENGTH = 256 * 512
+
+
+def split_reduction(op: OpRecord) -> bool:
+    """A reduction whose blocks each sum part of an output's elements, then finish in a global
+    reduce: partials go to a staging buffer, and the last block to pass a semaphore reads them
+    back and writes the output (a second, dependent pass: the A100 training trace's gradient
+    ``sum``s of 1024 × 128-2048 floats take 10-13 µs, a 1 MB stream's time plus two fills)."""
+    if op.category is not Category.REDUCTION or not op.reads or not op.writes:
+        return False
+    return op.reads[0].elements >= SPLIT_REDUCTION_LENGTH * max(op.writes[0].elements, 1)

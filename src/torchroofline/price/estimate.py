@@ -52,6 +52,7 @@ from .eager_kernels import (
     TWO_PASS,
     gemm_alignment,
     misaligned_gemm_loads,
+    split_reduction,
     strided_accesses,
 )
 from .hardware import GPUSpec
@@ -369,6 +370,8 @@ def kernel_load(
     if family.startswith("conv"):
         backward = trace.ops[matmul_op.index].base == "convolution_backward"
         library_call = "conv_backward" if backward else "conv"
+    elif eager and split_reduction(kernel.ops[0]):
+        library_call = "split_reduce"
     return KernelLoad(
         name=kernel.name,
         family=family,
@@ -796,7 +799,8 @@ CONSTANT_NOTES: dict[str, str] = {
     "library_kernels": "kernels a library call launches besides its GEMM, each at least the fill "
     "latency: none on NVIDIA (cuDNN's layout passes are conv_layout_passes); CDNA (MIOpen): "
     "4 per convolution forward, 10 backward (transposes, casts, memsets; per-call means counted "
-    "in the MI300X ResNet training trace)",
+    "in the MI300X ResNet training trace); every GPU: a reduction split across blocks "
+    "(eager_kernels.split_reduction) pays one more for its dependent global-reduce pass",
     "rnn_step_s": "one recurrent step of a cuDNN RNN: small GEMM + gate math in series; fit",
     "cudagraph_gap_s": "GPU gap between kernels replayed from a CUDA graph; fit",
     "l2_bandwidth_bytes_per_s": "published L2 bandwidth per GPU (microbenchmarks, cited at "
@@ -855,7 +859,7 @@ AMD_CDNA: dict[str, Any] = {
     "fill_latency_s": 4e-6,
     "attention_wave_s": 30e-6,
     "matmul_fraction": {**MATMUL_FRACTION, "gemm": 0.45},
-    "library_kernels": {"conv": 4, "conv_backward": 10},
+    "library_kernels": {"conv": 4, "conv_backward": 10, "split_reduce": 1},
     # the ResNet trace's kernels beside an RCCL kernel take no longer than alone (304 CUs, and
     # xGMI traffic small against 5.3 TB/s of HBM)
     "collective_share": 1.0,
@@ -889,6 +893,8 @@ DEFAULT_PARAMS = EstimateParams(
     cudagraph_gap_s=4.43e-07,
     l2_bandwidth_bytes_per_s=L2_BANDWIDTH_BYTES_PER_S,
     l2_usable_fraction=0.5,
+    #: a split reduction's global-reduce pass (eager_kernels.split_reduction), on every GPU
+    library_kernels={"split_reduce": 1},
     per_architecture=PER_ARCHITECTURE,
     source="fit: docs/calibration.md (benchmarks/calibrate.py) and docs/validation.md "
     "(profiler traces)",
