@@ -1,6 +1,6 @@
 """The estimate prices each op in the dtype it runs in: values a program widens itself
-(dequantized FP8/int8 data, an explicit upcast) keep their dtype whatever ``precision=`` casts,
-and IEEE-fp32 GEMMs on CDNA run on its fp32 matrix cores."""
+(dequantized FP8/int8 data, an explicit upcast) or types narrower than fp32 keep their dtype
+whatever ``precision=`` casts, and IEEE-fp32 GEMMs on CDNA run on its fp32 matrix cores."""
 
 from __future__ import annotations
 
@@ -56,6 +56,18 @@ def test_the_estimate_follows_the_programs_dtypes_and_the_bound_the_precision() 
     assert eager_ms["fp8"] == pytest.approx(eager_ms["fp32"], rel=1e-3)
     # the bound keeps the precision's cast: the GEMM on bf16, then on fp8 matrix cores
     assert sol_ms["fp8"] < sol_ms["bf16"] < sol_ms["fp32"]
+
+
+def test_a_definitions_fp16_inputs_stay_fp16_at_a_narrower_precision() -> None:
+    # A @ B.T of fp16 inputs at precision fp8: the estimate keeps the dtype the definition gives
+    # (2 bytes a value, fp16 tensor cores), the bound takes the cast to fp8
+    fp16, fp8 = (analyze_dir(FIXTURES / "gemm", "h100-sxm", p)[1] for p in ("fp16", "fp8"))
+    m, n, k = 128, 64, 32  # the second workload
+    load, _ = _gemm(fp8)
+    assert load.math == "fp16"
+    assert load.bytes == 2 * (m * k + n * k + m * n)
+    assert fp8.time_ms["eager_estimate"] == fp16.time_ms["eager_estimate"]
+    assert fp8.sol_ms < fp16.sol_ms
 
 
 def test_an_int8_weight_dequantized_to_fp32_runs_sgemm_on_the_cuda_cores() -> None:

@@ -39,11 +39,11 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ..costs import Category, MatmulKind, OpRecord, tensor_bytes
+from ..costs import Category, MatmulKind, OpRecord
 from ..errors import InputError
 from ..plan.fusion import Kernel
 from ..plan.plans import Plans
-from ..trace.refs import TensorRef, Trace, TracedOp
+from ..trace.refs import Trace, TracedOp
 from .bands import HOST_BAND, family_band
 from .eager_kernels import (
     EXTRA_READS,
@@ -57,6 +57,7 @@ from .precision import (
     MathSwitches,
     cast_precision,
     math_precision,
+    running_bytes,
     running_precision,
     unit_seconds,
     widened_value_ids,
@@ -334,9 +335,11 @@ def kernel_load(
     widened: frozenset[int] = frozenset(),
 ) -> KernelLoad:
     """The model's view of one plan kernel on ``gpu`` (units as ``switches`` put them), with
-    the view ops and submodule calls the host runs before it (eager). Values the program
-    widened itself (``widened``: :func:`~.precision.widened_value_ids`) keep their dtype:
-    their bytes at its size, the ops reading them at its precision."""
+    the view ops and submodule calls the host runs before it (eager). A dtype the program chose
+    (a value it widened itself, ``widened``: :func:`~.precision.widened_value_ids`, or one it
+    typed narrower than fp32) is kept whatever ``precision`` casts: its bytes at its size
+    (:func:`~.precision.running_bytes`), the ops reading it at its precision
+    (:func:`~.precision.running_precision`)."""
     switches = switches or MathSwitches.current()
     work = unit_seconds(kernel.ops, gpu, precision, switches, widened)
     vector_s = sum(op.flops.vector / gpu.vector_peak(cast_precision(op, precision, widened))
@@ -353,7 +356,8 @@ def kernel_load(
         gemm = _gemm_of(matmul_op)
         math_rate = math_precision(running, matmul_op.flops.kind, switches)
     gemm_like = matmul_op is not None
-    moved = sum(_bytes_of(ref, float_bytes, widened) for ref in (*kernel.reads, *kernel.writes))
+    moved = sum(running_bytes(ref, float_bytes, widened)
+                for ref in (*kernel.reads, *kernel.writes))
     rows = None
     reread = accesses = 0
     if eager:
@@ -369,7 +373,7 @@ def kernel_load(
         passes += EXTRA_READS.get(traced.base, lambda traced: 0)(traced)
         if whole and passes:
             # each extra pass re-reads the op's input (its largest operand)
-            reread = passes * max(_bytes_of(ref, float_bytes, widened)
+            reread = passes * max(running_bytes(ref, float_bytes, widened)
                                   for ref in kernel.ops[0].reads)
         itemsize = min((ref.itemsize for ref in kernel.ops[0].writes), default=float_bytes)
         accesses = strided_accesses(kernel.ops[0], moved // itemsize)
@@ -400,12 +404,6 @@ def kernel_load(
         library_call=library_call,
         math=math_rate,
     )
-
-
-def _bytes_of(ref: TensorRef, float_bytes: int, widened: frozenset[int]) -> int:
-    """Bytes of one access at a float element size of ``float_bytes``, a value the program
-    widened itself at its own."""
-    return tensor_bytes(ref, ref.itemsize if ref.value_id in widened else float_bytes)
 
 
 def _host_work(kernels: Sequence[Kernel], ops: Sequence[OpRecord]

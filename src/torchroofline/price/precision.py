@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..costs import MatmulKind, OpRecord, float_element_bytes
+from ..costs import MatmulKind, OpRecord, float_element_bytes, tensor_bytes
 from ..errors import PrecisionError
 from ..trace.refs import TensorRef, TracedOp
 from .hardware import GPUSpec
@@ -117,19 +117,35 @@ def widened_value_ids(ops: Iterable[TracedOp]) -> frozenset[int]:
 
 def running_precision(op: OpRecord, precision: str, widened: frozenset[int] = frozenset()
                       ) -> str:
-    """The precision ``op`` runs at in a program run at ``precision``: :func:`op_precision`,
-    from fp32 instead where the op reads a value the program widened itself (``widened``:
-    :func:`widened_value_ids`), which no cast of the program narrows."""
+    """The precision ``op`` runs at in a program run at ``precision``, as the estimate takes
+    it: :func:`op_precision` from its :func:`cast_precision`."""
     return op_precision(op, cast_precision(op, precision, widened))
 
 
 def cast_precision(op: OpRecord, precision: str, widened: frozenset[int] = frozenset()) -> str:
-    """The precision ``precision=`` casts ``op``'s wide floats to: ``precision``, or fp32 where
-    the op reads a value the program widened itself (``widened``: :func:`widened_value_ids`)."""
-    if VALUE_BITS[precision] < VALUE_BITS["fp32"] and any(
-            ref.value_id in widened for ref in op.reads):
+    """The precision ``precision=`` casts ``op`` to in the estimate: ``precision``; fp32 where
+    the op reads a value the program widened itself (``widened``: :func:`widened_value_ids`);
+    the narrowest it reads where it reads only floats the program typed narrower than fp32 (a
+    bf16 input of a SOL-ExecBench definition stays bf16 at ``precision="fp8"``). The cast is
+    for a program written in fp32; a dtype the program chose, it keeps."""
+    if VALUE_BITS[precision] >= VALUE_BITS["fp32"]:
+        return precision
+    floats = [ref for ref in op.reads if ref.is_float]
+    if any(ref.value_id in widened for ref in floats):
         return "fp32"
+    narrow = read_precision(op)
+    if narrow and all(_value_bits(ref) < VALUE_BITS["fp32"] for ref in floats):
+        return narrow
     return precision
+
+
+def running_bytes(ref: TensorRef, float_bytes: int, widened: frozenset[int] = frozenset()
+                  ) -> int:
+    """Bytes of one access as the estimate takes it: at a float element size of
+    ``float_bytes`` (the precision's cast), a value the program widened itself or typed
+    narrower than fp32 at its own (see :func:`cast_precision`)."""
+    typed = ref.value_id in widened or (ref.is_float and ref.itemsize < 4)
+    return tensor_bytes(ref, ref.itemsize if typed else float_bytes)
 
 
 # --- The user's switches ------------------------------------------------------------------------
