@@ -18,6 +18,8 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "solexecbench"
 FP8_GEMM, INT8_GEMM = FIXTURES / "fp8_dequant_gemm", FIXTURES / "int8_dequant_gemm"
 M = N = K = 4096  #: both fixtures' one workload
 
+#: H100 SXM dense FP16 tensor cores, FP32 accumulate (Hopper whitepaper)
+H100_FP16 = 989.4e12
 #: MI350X dense FP32 (vector and MFMA alike: AMD Instinct MI350X brochure): 144.2 TFLOP/s
 MI350X_FP32 = 144.2e12
 CDNA = DEFAULT_PARAMS.per_architecture["CDNA4"]
@@ -38,7 +40,7 @@ def test_an_fp8_reference_that_multiplies_in_fp32_is_estimated_in_fp32(precision
     [result] = analyze_dir(FP8_GEMM, "mi350x", precision)
     load, busy = _gemm(result)
     flops = 2 * M * N * K
-    assert load.math == "fp32"
+    assert load.matmul_unit == "vector"
     assert load.matmul_s == pytest.approx(flops / MI350X_FP32, rel=1e-9)
     assert load.bytes == 4 * (M * K + N * K + M * N)
     fixed_s = CDNA["fill_latency_s"] + DEFAULT_PARAMS.matmul_latency_s
@@ -64,7 +66,7 @@ def test_a_definitions_fp16_inputs_stay_fp16_at_a_narrower_precision() -> None:
     fp16, fp8 = (analyze_dir(FIXTURES / "gemm", "h100-sxm", p)[1] for p in ("fp16", "fp8"))
     m, n, k = 128, 64, 32  # the second workload
     load, _ = _gemm(fp8)
-    assert load.math == "fp16"
+    assert load.matmul_s == pytest.approx(2 * m * n * k / H100_FP16, rel=1e-3)
     assert load.bytes == 2 * (m * k + n * k + m * n)
     assert fp8.time_ms["eager_estimate"] == fp16.time_ms["eager_estimate"]
     assert fp8.sol_ms < fp16.sol_ms
@@ -76,7 +78,7 @@ def test_an_int8_weight_dequantized_to_fp32_runs_sgemm_on_the_cuda_cores() -> No
     [result] = analyze_dir(INT8_GEMM, "h100-sxm", "bf16")
     load, busy = _gemm(result)
     flops = 2 * M * N * K
-    assert load.math == "fp32"
+    assert load.matmul_unit == "vector"
     assert load.matmul_s == pytest.approx(flops / H100_FP32, rel=1e-3)
     share = DEFAULT_PARAMS.matmul_fraction["gemm"] * 1024 / 1056
     fixed_s = DEFAULT_PARAMS.fill_latency_s + DEFAULT_PARAMS.matmul_latency_s
@@ -89,7 +91,7 @@ def test_an_fp32_program_run_at_bf16_is_still_cast_whole() -> None:
     result = analyze(Fn(torch.mm), meta(4096, 4096), meta(4096, 4096), precision="bf16")
     assert not widened_value_ids(result.plans.trace.ops)
     load, _ = _gemm(result)
-    assert load.math == "bf16"
+    assert load.matmul_unit == "tensor"
     assert load.matmul_s == pytest.approx(2 * 4096**3 / H100_BF16, rel=1e-3)
     assert load.bytes == 2 * 3 * 4096**2
 
@@ -124,3 +126,23 @@ def test_fp32_gemms_use_the_fp32_matrix_share_on_cdna_only() -> None:
     # H100: 1,024 tiles over 132 SMs in 8 waves; MI300X: 1,024 over 304 CUs in 4 waves
     assert shares["h100-sxm"] == pytest.approx(0.7 * 1024 / 1056, rel=1e-9)
     assert shares["mi300x"] == pytest.approx(CDNA["fp32_matrix_fraction"] * 1024 / 1216, rel=1e-9)
+
+
+def test_an_fp32_convolution_on_the_mi350x_runs_at_the_fp32_matrix_share() -> None:
+    # no TF32 on CDNA4: the TF32-allowed convolution runs on fp32 MFMA at CDNA's fp32 share;
+    # 8·56² = 25,088 output rows × 64 channels: 128² tiles (196) leave CUs idle, 64² tiles
+    # make 392, two waves over 256 CUs (392 / 512 busy); compute-bound (its bytes, 3.58 passes
+    # over 12.8 MB, take 8 µs)
+    conv = torch.nn.functional.conv2d
+    result = analyze(Fn(lambda x, w: conv(x, w, padding=1)), meta(8, 64, 56, 56),
+                     meta(64, 64, 3, 3), gpu="mi350x")
+    program, eager = result.performance.program, result.performance.eager
+    [(load, busy)] = [(k, b) for k, b in zip(program.eager, eager.kernel_gpu_s, strict=True)
+                      if k.family == "conv"]
+    flops = 2 * 8 * 56 * 56 * 64 * 64 * 9
+    assert load.matmul_unit == "vector"
+    assert load.matmul_s == pytest.approx(flops / MI350X_FP32, rel=1e-9)
+    fixed_s = CDNA["fill_latency_s"] * (1 + CDNA["library_kernels"]["conv"])
+    fixed_s += DEFAULT_PARAMS.matmul_latency_s
+    compute_s = load.matmul_s / (CDNA["fp32_matrix_fraction"] * 392 / 512)
+    assert busy == pytest.approx(compute_s + fixed_s, rel=1e-9)

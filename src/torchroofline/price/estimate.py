@@ -56,9 +56,9 @@ from .hardware import GPUSpec
 from .precision import (
     MathSwitches,
     cast_precision,
-    math_precision,
     running_bytes,
     running_precision,
+    unit_for,
     unit_seconds,
     widened_value_ids,
 )
@@ -153,9 +153,9 @@ class EstimateParams:
     #: share of its own rate a kernel keeps while a collective (NCCL/RCCL) runs beside it on
     #: another stream: the collective's channels hold SMs and move link-rate traffic through HBM
     collective_share: float = 0.5
-    #: share of the fp32 peak an IEEE-fp32 GEMM reaches where fp32 GEMMs run on matrix cores
-    #: (CDNA's fp32 MFMA, at the GPU's fp32 peak), in place of the ``gemm`` share; None where
-    #: they run on the CUDA cores at the ``gemm`` share (NVIDIA: SGEMM)
+    #: share of the fp32 peak fp32 GEMMs and convolutions reach where they run on matrix cores
+    #: (CDNA's fp32 MFMA, at the GPU's fp32 peak), in place of their family's share
+    #: (:func:`matmul_share`); None where they run on the CUDA cores (NVIDIA: SGEMM)
     fp32_matrix_fraction: float | None = None
     #: per-architecture replacements of any field above, by ``GPUSpec.architecture``
     per_architecture: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
@@ -249,9 +249,9 @@ class KernelLoad:
     #: it runs beside a collective (NCCL/RCCL) on another stream, which holds SMs and memory
     #: bandwidth meanwhile (:func:`beside_collective`)
     shared: bool = False
-    #: the math precision its matmul-class work runs at (:func:`~.precision.math_precision`:
-    #: "fp32" is IEEE fp32, "tf32", "bf16", ...); "" for a kernel without such work
-    math: str = ""
+    #: the unit its matmul-class work runs on (:class:`~.precision.Unit`'s name): "tensor", or
+    #: "vector" (the GPU's fp32 rate: NVIDIA's CUDA cores, CDNA's fp32 MFMA); "" without such work
+    matmul_unit: str = ""
 
 
 @dataclass(frozen=True)
@@ -347,14 +347,14 @@ def kernel_load(
     matmul_op = next((op for op in kernel.ops if op.flops.tensor), None)
     family = kernel.category.value
     gemm = None
-    math_rate = ""
+    matmul_unit = ""
     if matmul_op is not None and matmul_op.flops.kind is not None:
         running = running_precision(matmul_op, precision, widened)
         family = _FAMILY_OF_KIND[matmul_op.flops.kind](trace.ops[matmul_op.index])
         if family == "attention" and running in FLASH_PRECISIONS:
             family = "flash_attention"
         gemm = _gemm_of(matmul_op)
-        math_rate = math_precision(running, matmul_op.flops.kind, switches)
+        matmul_unit = unit_for(gpu, running, matmul_op.flops.kind, switches).name
     gemm_like = matmul_op is not None
     moved = sum(running_bytes(ref, float_bytes, widened)
                 for ref in (*kernel.reads, *kernel.writes))
@@ -402,7 +402,7 @@ def kernel_load(
         compute_s=work.compute_s,
         align_bytes=align,
         library_call=library_call,
-        math=math_rate,
+        matmul_unit=matmul_unit,
     )
 
 
@@ -545,12 +545,19 @@ def beside_collective(performance: Performance) -> Performance:
 HOST_COPY_FAMILY = "host_copy"
 
 
+#: Families whose fp32 work CDNA runs on fp32 MFMA like a GEMM (rocBLAS/hipBLASLt, MIOpen's
+#: implicit-GEMM convolutions); grouped, 3D and transposed convolutions keep their own shares.
+FP32_MATRIX_FAMILIES = frozenset({"gemm", "conv"})
+
+
 def matmul_share(load: KernelLoad, params: EstimateParams) -> float:
-    """Share of its unit's peak a matmul-class kernel reaches: its family's, or for an IEEE-fp32
-    GEMM on a GPU whose fp32 GEMMs run on matrix cores, :attr:`EstimateParams.fp32_matrix_fraction`
-    (the fp32 MFMA path is easy to feed: its peak is an eighth (CDNA3) or a sixteenth (CDNA4)
-    of bf16's, so hipBLASLt/rocBLAS get near it where bf16 GEMMs reach 45 %)."""
-    if load.family == "gemm" and load.math == "fp32" and params.fp32_matrix_fraction is not None:
+    """Share of its unit's peak a matmul-class kernel reaches: its family's, or for fp32 work of
+    :data:`FP32_MATRIX_FAMILIES` on a GPU that runs it on matrix cores (the ``vector`` unit
+    there), :attr:`EstimateParams.fp32_matrix_fraction`. The fp32 MFMA path is easy to feed:
+    its peak is an eighth (CDNA3) or a sixteenth (CDNA4) of bf16's, so the libraries get near
+    it where bf16 GEMMs reach 45 %."""
+    if (load.family in FP32_MATRIX_FAMILIES and load.matmul_unit == "vector"
+            and params.fp32_matrix_fraction is not None):
         return params.fp32_matrix_fraction
     return params.matmul_fraction[load.family]
 
@@ -782,11 +789,11 @@ CONSTANT_NOTES: dict[str, str] = {
     "of the bandwidth and none is shorter: the shortest kernels of the H100 profiler traces take "
     "1.5-1.9 µs; per architecture: 3 µs before Hopper (the A100 trace's median tiny kernel), "
     "4 µs on CDNA (MI300X: 4-5 µs); measured, not fitted",
-    "fp32_matrix_fraction": "share of the fp32 peak an IEEE-fp32 GEMM reaches where it runs on "
-    "matrix cores (CDNA: fp32 MFMA, whose dense peak equals the fp32 vector peak in AMD's data "
-    "sheets); CDNA 0.85: fp32 GEMMs measured near their peak on the MI350X, where the bf16 "
-    "share (0.45) over-estimated them 2-6x (issue 39); None on NVIDIA (SGEMM on the CUDA "
-    "cores, at the gemm share)",
+    "fp32_matrix_fraction": "share of the fp32 peak fp32 GEMMs and 2D convolutions reach where "
+    "they run on matrix cores (CDNA: fp32 MFMA, whose dense peak equals the fp32 vector peak in "
+    "AMD's data sheets); CDNA 0.85: fp32 GEMMs measured near their peak on the MI350X, where "
+    "the bf16 GEMM share (0.45) over-estimated them 2-6x (issue 39); none on NVIDIA (SGEMM on "
+    "the CUDA cores, at the gemm share)",
     "matmul_latency_s": "added to a matmul-class library kernel (GEMM, convolution, flash "
     "attention): prologue and epilogue of its tile pipeline, so a tiny GEMM takes 5-7 µs in the "
     "traces; measured on the traces",
