@@ -1,6 +1,6 @@
 """The estimate prices each op in the dtype it runs in: values a program widens itself
 (dequantized FP8/int8 data, an explicit upcast) or types narrower than fp32 keep their dtype
-whatever ``precision=`` casts, and IEEE-fp32 GEMMs on CDNA run on its fp32 matrix cores."""
+whatever ``precision=`` casts."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_cdna import CDNA, MI350X_FP32, _matmul
 
 from conftest import H100_BF16, H100_FP32, Fn, analyze, meta
 from torchroofline.price.estimate import DEFAULT_PARAMS
@@ -20,16 +21,11 @@ M = N = K = 4096  #: both fixtures' one workload
 
 #: H100 SXM dense FP16 tensor cores, FP32 accumulate (Hopper whitepaper)
 H100_FP16 = 989.4e12
-#: MI350X dense FP32 (vector and MFMA alike: AMD Instinct MI350X brochure): 144.2 TFLOP/s
-MI350X_FP32 = 144.2e12
-CDNA = DEFAULT_PARAMS.per_architecture["CDNA4"]
 
 
 def _gemm(result):
     """The eager plan's GEMM kernel: its load and its estimated GPU seconds."""
-    program, eager = result.performance.program, result.performance.eager
-    [index] = [i for i, load in enumerate(program.eager) if load.family == "gemm"]
-    return program.eager[index], eager.kernel_gpu_s[index]
+    return _matmul(result, "gemm")
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp8"])
@@ -112,37 +108,3 @@ def test_values_the_program_widens_itself(forward, inputs, widened: int) -> None
     tensors = [torch.ones(64, 64).to(dtype) for dtype in inputs]
     result = analyze(Fn(forward), *tensors, precision="bf16")
     assert len(widened_value_ids(result.plans.trace.ops)) == widened
-
-
-def test_fp32_gemms_use_the_fp32_matrix_share_on_cdna_only() -> None:
-    # the same fp32 mm: CDNA's fp32 share on the MI300X, the gemm share on the H100
-    result = analyze(Fn(torch.mm), meta(4096, 4096), meta(4096, 4096))
-    shares = {}
-    for gpu in ("h100-sxm", "mi300x"):
-        load, busy = _gemm(result.on(gpu))
-        params = DEFAULT_PARAMS.for_gpu(result.on(gpu).gpu)
-        fixed_s = params.fill_latency_s + params.matmul_latency_s
-        shares[gpu] = load.matmul_s / (busy - fixed_s)
-    # H100: 1,024 tiles over 132 SMs in 8 waves; MI300X: 1,024 over 304 CUs in 4 waves
-    assert shares["h100-sxm"] == pytest.approx(0.7 * 1024 / 1056, rel=1e-9)
-    assert shares["mi300x"] == pytest.approx(CDNA["fp32_matrix_fraction"] * 1024 / 1216, rel=1e-9)
-
-
-def test_an_fp32_convolution_on_the_mi350x_runs_at_the_fp32_matrix_share() -> None:
-    # no TF32 on CDNA4: the TF32-allowed convolution runs on fp32 MFMA at CDNA's fp32 share;
-    # 8·56² = 25,088 output rows × 64 channels: 128² tiles (196) leave CUs idle, 64² tiles
-    # make 392, two waves over 256 CUs (392 / 512 busy); compute-bound (its bytes, 3.58 passes
-    # over 12.8 MB, take 8 µs)
-    conv = torch.nn.functional.conv2d
-    result = analyze(Fn(lambda x, w: conv(x, w, padding=1)), meta(8, 64, 56, 56),
-                     meta(64, 64, 3, 3), gpu="mi350x")
-    program, eager = result.performance.program, result.performance.eager
-    [(load, busy)] = [(k, b) for k, b in zip(program.eager, eager.kernel_gpu_s, strict=True)
-                      if k.family == "conv"]
-    flops = 2 * 8 * 56 * 56 * 64 * 64 * 9
-    assert load.matmul_unit == "vector"
-    assert load.matmul_s == pytest.approx(flops / MI350X_FP32, rel=1e-9)
-    fixed_s = CDNA["fill_latency_s"] * (1 + CDNA["library_kernels"]["conv"])
-    fixed_s += DEFAULT_PARAMS.matmul_latency_s
-    compute_s = load.matmul_s / (CDNA["fp32_matrix_fraction"] * 392 / 512)
-    assert busy == pytest.approx(compute_s + fixed_s, rel=1e-9)
