@@ -376,7 +376,7 @@ def kernel_load(
             reread = passes * max(running_bytes(ref, float_bytes, widened)
                                   for ref in kernel.ops[0].reads)
         itemsize = min((ref.itemsize for ref in kernel.ops[0].writes), default=float_bytes)
-        accesses = strided_accesses(kernel.ops[0], moved // itemsize)
+        accesses = strided_accesses(kernel.ops[0], kernel.bytes(float_bytes) // itemsize)
     align = 16
     library_call = ""
     if family == "gemm" and work.tensor_s:
@@ -393,6 +393,7 @@ def kernel_load(
         bytes=moved,
         launches=kernel.launches,
         gemm=gemm,
+        matmul_unit=matmul_unit,
         rows=rows,
         element_bytes=kernel.ops[0].reads[0].itemsize if rows and kernel.ops[0].reads else 4,
         reread_bytes=reread,
@@ -402,7 +403,6 @@ def kernel_load(
         compute_s=work.compute_s,
         align_bytes=align,
         library_call=library_call,
-        matmul_unit=matmul_unit,
     )
 
 
