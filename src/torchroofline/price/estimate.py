@@ -376,7 +376,7 @@ def kernel_load(
             reread = passes * max(running_bytes(ref, float_bytes, widened)
                                   for ref in kernel.ops[0].reads)
         itemsize = min((ref.itemsize for ref in kernel.ops[0].writes), default=float_bytes)
-        accesses = strided_accesses(kernel.ops[0], kernel.bytes(float_bytes) // itemsize)
+        accesses = strided_accesses(kernel.ops[0], moved // itemsize)
     align = 16
     library_call = ""
     if family == "gemm" and work.tensor_s:
