@@ -207,10 +207,10 @@ def _constant_value(params: object, name: str) -> str:
     if name == "matmul_fraction.*":
         return ", ".join(f"{k} {v:.3g}" for k, v in params.matmul_fraction.items())
     value = getattr(params, name)
-    if name == "library_kernels":  # per architecture: the common value is none
-        return ", ".join(f"{arch} {dict(entry['library_kernels'])}"
+    if name in ("library_kernels", "fp32_matrix_fraction"):  # per architecture only
+        return ", ".join(f"{arch} {entry[name]}"
                          for arch, entry in params.per_architecture.items()
-                         if entry.get("library_kernels")) or "—"
+                         if entry.get(name)) or "—"
     if name.endswith("bytes_per_s") and isinstance(value, dict):
         return ", ".join(f"{k} {v / 1e9:.0f} GB/s" for k, v in value.items())
     if name.endswith("bytes_per_s"):

@@ -123,7 +123,8 @@ def test_malformed_definition_and_missing_axis(tmp_path):
 
 def test_discover_lists_directories_not_their_reference():
     found = discover_problems([FIXTURES])
-    assert found == [GEMM, CAPACITY_LOOP, MOE, RMSNORM, BLOB]
+    assert found == [FIXTURES / "fp8_dequant_gemm", GEMM, FIXTURES / "int8_dequant_gemm",
+                     CAPACITY_LOOP, MOE, RMSNORM, BLOB]
 
 
 def test_cli_analyze_directory_json_list_with_score(capsys):

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ..costs import Category, MatmulKind, OpRecord, tensor_bytes
+from ..costs import Category, MatmulKind, OpRecord
 from ..errors import InputError
 from ..plan.fusion import Kernel
 from ..plan.plans import Plans
@@ -56,7 +56,15 @@ from .eager_kernels import (
     strided_accesses,
 )
 from .hardware import GPUSpec
-from .precision import MathSwitches, op_precision, unit_seconds
+from .precision import (
+    MathSwitches,
+    cast_precision,
+    running_bytes,
+    running_precision,
+    unit_for,
+    unit_seconds,
+    widened_value_ids,
+)
 
 if TYPE_CHECKING:  # the context holds this module's EstimateParams
     from .context import PricingContext
@@ -148,6 +156,10 @@ class EstimateParams:
     #: share of its own rate a kernel keeps while a collective (NCCL/RCCL) runs beside it on
     #: another stream: the collective's channels hold SMs and move link-rate traffic through HBM
     collective_share: float = 0.5
+    #: share of the fp32 peak fp32 GEMMs and convolutions reach where they run on matrix cores
+    #: (CDNA's fp32 MFMA, at the GPU's fp32 peak), in place of their family's share
+    #: (:func:`matmul_share`); None where they run on the CUDA cores (NVIDIA: SGEMM)
+    fp32_matrix_fraction: float | None = None
     #: per-architecture replacements of any field above, by ``GPUSpec.architecture``
     per_architecture: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     #: per-GPU replacements of any field above, by GPU key (e.g. a measured ``hbm_fraction``),
@@ -240,6 +252,9 @@ class KernelLoad:
     #: it runs beside a collective (NCCL/RCCL) on another stream, which holds SMs and memory
     #: bandwidth meanwhile (:func:`beside_collective`)
     shared: bool = False
+    #: the unit its matmul-class work runs on (:class:`~.precision.Unit`'s name): "tensor", or
+    #: "vector" (the GPU's fp32 rate: NVIDIA's CUDA cores, CDNA's fp32 MFMA); "" without such work
+    matmul_unit: str = ""
 
 
 @dataclass(frozen=True)
@@ -327,20 +342,32 @@ def kernel_load(
     switches: MathSwitches | None = None,
     host_views: int = 0,
     host_modules: int = 0,
+    widened: frozenset[int] = frozenset(),
 ) -> KernelLoad:
     """The model's view of one plan kernel on ``gpu`` (units as ``switches`` put them), with
-    the view ops and submodule calls the host runs before it (eager)."""
-    work = unit_seconds(kernel.ops, gpu, precision, switches)
-    vector_s = kernel.vector_flops / gpu.vector_peak(precision)
+    the view ops and submodule calls the host runs before it (eager). A dtype the program chose
+    (a value it widened itself, ``widened``: :func:`~.precision.widened_value_ids`, or one it
+    typed narrower than fp32) is kept whatever ``precision`` casts: its bytes at its size
+    (:func:`~.precision.running_bytes`), the ops reading it at its precision
+    (:func:`~.precision.running_precision`)."""
+    switches = switches or MathSwitches.current()
+    work = unit_seconds(kernel.ops, gpu, precision, switches, widened)
+    vector_s = sum(op.flops.vector / gpu.vector_peak(cast_precision(op, precision, widened))
+                   for op in kernel.ops)
     matmul_op = next((op for op in kernel.ops if op.flops.tensor), None)
     family = kernel.category.value
     gemm = None
+    matmul_unit = ""
     if matmul_op is not None and matmul_op.flops.kind is not None:
+        running = running_precision(matmul_op, precision, widened)
         family = _FAMILY_OF_KIND[matmul_op.flops.kind](trace.ops[matmul_op.index])
-        if op_precision(matmul_op, precision) in FLASH_PRECISIONS:
+        if running in FLASH_PRECISIONS:
             family = HALF_PRECISION_FAMILY.get(family, family)
         gemm = _gemm_of(matmul_op)
+        matmul_unit = unit_for(gpu, running, matmul_op.flops.kind, switches).name
     gemm_like = matmul_op is not None
+    moved = sum(running_bytes(ref, float_bytes, widened)
+                for ref in (*kernel.reads, *kernel.writes))
     rows = None
     reread = accesses = 0
     if eager:
@@ -356,9 +383,10 @@ def kernel_load(
         passes += EXTRA_READS.get(traced.base, lambda traced: 0)(traced)
         if whole and passes:
             # each extra pass re-reads the op's input (its largest operand)
-            reread = passes * max(tensor_bytes(ref, float_bytes) for ref in kernel.ops[0].reads)
+            reread = passes * max(running_bytes(ref, float_bytes, widened)
+                                  for ref in kernel.ops[0].reads)
         itemsize = min((ref.itemsize for ref in kernel.ops[0].writes), default=float_bytes)
-        accesses = max(strided_accesses(kernel.ops[0], kernel.bytes(float_bytes) // itemsize),
+        accesses = max(strided_accesses(kernel.ops[0], moved // itemsize),
                        SCALAR_ACCESSES.get(traced.base, lambda traced: 0)(traced))
     align = 16
     library_call = ""
@@ -378,9 +406,10 @@ def kernel_load(
         # fp32 GEMMs run on the CUDA cores: unit_seconds counts them in its vector seconds
         matmul_s=work.tensor_s + max(work.vector_s - vector_s, 0.0) if gemm_like else 0.0,
         vector_s=vector_s if gemm_like else work.vector_s,
-        bytes=kernel.bytes(float_bytes),
+        bytes=moved,
         launches=kernel.launches,
         gemm=gemm,
+        matmul_unit=matmul_unit,
         rows=rows,
         element_bytes=kernel.ops[0].reads[0].itemsize if rows and kernel.ops[0].reads else 4,
         reread_bytes=reread,
@@ -421,16 +450,18 @@ def program_load(plans: Plans, context: PricingContext) -> ProgramLoad:
     eager = plans.eager.kernels
     gpu, precision, switches = context.gpu, context.precision, context.switches
     float_bytes = context.float_bytes
+    widened = widened_value_ids(trace.ops)
     return ProgramLoad(
         gpu=gpu,
         cache=context.cache,
         eager=tuple(
             kernel_load(k, trace, gpu, precision, float_bytes, eager=True, switches=switches,
-                        host_views=views, host_modules=modules)
+                        host_views=views, host_modules=modules, widened=widened)
             for k, views, modules in zip(eager, *_host_work(eager, plans.ops), strict=True)
         ),
         fused=tuple(
-            kernel_load(k, trace, gpu, precision, float_bytes, eager=False, switches=switches)
+            kernel_load(k, trace, gpu, precision, float_bytes, eager=False, switches=switches,
+                        widened=widened)
             for k in plans.fused.kernels
         ),
     )
@@ -530,6 +561,23 @@ def beside_collective(performance: Performance) -> Performance:
 HOST_COPY_FAMILY = "host_copy"
 
 
+#: Families whose fp32 work CDNA runs on fp32 MFMA like a GEMM (rocBLAS/hipBLASLt, MIOpen's
+#: implicit-GEMM convolutions); grouped, 3D and transposed convolutions keep their own shares.
+FP32_MATRIX_FAMILIES = frozenset({"gemm", "conv"})
+
+
+def matmul_share(load: KernelLoad, params: EstimateParams) -> float:
+    """Share of its unit's peak a matmul-class kernel reaches: its family's, or for fp32 work of
+    :data:`FP32_MATRIX_FAMILIES` on a GPU that runs it on matrix cores (the ``vector`` unit
+    there), :attr:`EstimateParams.fp32_matrix_fraction`. The fp32 MFMA path is easy to feed:
+    its peak is an eighth (CDNA3) or a sixteenth (CDNA4) of bf16's, so the libraries get near
+    it where bf16 GEMMs reach 45 %."""
+    if (load.family in FP32_MATRIX_FAMILIES and load.matmul_unit == "vector"
+            and params.fp32_matrix_fraction is not None):
+        return params.fp32_matrix_fraction
+    return params.matmul_fraction[load.family]
+
+
 def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
     """GPU time of one kernel: the slower of its memory and compute times at achievable rates,
     plus the fill/drain latency and that of the other kernels its library launches; a
@@ -547,7 +595,7 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
         moved = max(moved, load.accesses / (params.strided_access_rate_per_sm * gpu.sm_count))
     compute = load.vector_s / params.vector_fraction
     if load.matmul_s:
-        fraction = params.matmul_fraction[load.family]
+        fraction = matmul_share(load, params)
         if load.gemm is not None:
             fraction *= wave_efficiency(load.gemm, gpu.sm_count, params)
         compute += load.matmul_s / (fraction * alignment_share(load.align_bytes, params))
@@ -757,6 +805,11 @@ CONSTANT_NOTES: dict[str, str] = {
     "of the bandwidth and none is shorter: the shortest kernels of the H100 profiler traces take "
     "1.5-1.9 µs; per architecture: 3 µs before Hopper (the A100 trace's median tiny kernel), "
     "4 µs on CDNA (MI300X: 4-5 µs); measured, not fitted",
+    "fp32_matrix_fraction": "share of the fp32 peak fp32 GEMMs and 2D convolutions reach where "
+    "they run on matrix cores (CDNA: fp32 MFMA, whose dense peak equals the fp32 vector peak in "
+    "AMD's data sheets); CDNA 0.85: fp32 GEMMs measured near their peak on the MI350X, where "
+    "the bf16 GEMM share (0.45) over-estimated them 2-6x (issue 39); none on NVIDIA (SGEMM on "
+    "the CUDA cores, at the gemm share)",
     "matmul_latency_s": "added to a matmul-class library kernel (GEMM, convolution, flash "
     "attention): prologue and epilogue of its tile pipeline, so a tiny GEMM takes 5-7 µs in the "
     "traces; measured on the traces",
@@ -859,6 +912,7 @@ AMD_CDNA: dict[str, Any] = {
     "fill_latency_s": 4e-6,
     "attention_wave_s": 30e-6,
     "matmul_fraction": {**MATMUL_FRACTION, "gemm": 0.45},
+    "fp32_matrix_fraction": 0.85,
     "library_kernels": {"conv": 4, "conv_backward": 10, "split_reduce": 1},
     # the ResNet trace's kernels beside an RCCL kernel take no longer than alone (304 CUs, and
     # xGMI traffic small against 5.3 TB/s of HBM)

@@ -19,8 +19,9 @@ from typing import Any
 
 import torch
 
-from ..costs import MatmulKind, OpRecord, float_element_bytes
+from ..costs import MatmulKind, OpRecord, float_element_bytes, tensor_bytes
 from ..errors import PrecisionError
+from ..trace.refs import TensorRef, TracedOp
 from .hardware import GPUSpec
 
 # --- The precision an op runs at ----------------------------------------------------------------
@@ -64,6 +65,87 @@ def op_precision(op: OpRecord, precision: str) -> str:
     if narrow is None or VALUE_BITS[narrow] >= VALUE_BITS[precision]:
         return precision
     return narrow
+
+
+# --- The dtypes a program chose itself (the estimate) ------------------------------------------
+
+#: Integer dtypes that hold quantized values: a program converting them to a float dequantizes
+#: (int8 weights, uint8 codes). Wider integers and booleans (indices, masks) become the default
+#: float, which a precision casts like any other.
+QUANTIZED_INTEGER_DTYPES = frozenset({"int8", "uint8"})
+
+
+#: The widest value :func:`widened_value_ids` keeps: fp32. fp64 and complex values keep the
+#: precision's cast in the estimate too: the A100 training trace's copies into fp64 measure
+#: 9-11 µs, nearer the 8.6-17 µs estimated at their cast bytes than the 11-23 µs at their own.
+MAX_WIDENED_BITS = 32
+
+
+def _value_bits(ref: TensorRef) -> int | None:
+    """Bits of one value of a float or quantized-integer tensor (packed fp4: 4); None for the
+    other integers and booleans."""
+    if ref.dtype in QUANTIZED_INTEGER_DTYPES:
+        return 8
+    precision = _NARROW_PRECISION.get(ref.dtype)
+    if precision is not None:
+        return VALUE_BITS[precision]
+    return 8 * ref.itemsize if ref.is_float else None
+
+
+def widened_value_ids(ops: Iterable[TracedOp]) -> frozenset[int]:
+    """Float values (up to fp32) the program itself made wider than the data they come from:
+    written by an op that reads a narrower float or a quantized integer (``A.to(torch.float32)``
+    of an fp8 or int8 ``A``, ``x.float()`` of a bf16 ``x``, a bf16 tensor times an fp32 scale),
+    or by an op that reads such a value (the fp32 matmul of two dequantized operands).
+
+    ``precision=`` casts a program written in fp32 as a whole; these values it cannot cast: the
+    program converts to them on purpose, and its kernels run in their dtype (a SOL-ExecBench
+    FP8 GEMM's reference dequantizes to fp32 and multiplies in fp32, whatever the problem's
+    precision). The estimate prices them so (:func:`running_precision`); the bound keeps the
+    precision's cast, its math rungs say what lower math would give."""
+    widened: set[int] = set()
+    for op in ops:
+        read_bits = [bits for ref in op.reads if (bits := _value_bits(ref)) is not None]
+        reads_widened = any(ref.value_id in widened for ref in op.reads)
+        for ref in op.writes:
+            bits = _value_bits(ref)
+            if ref.is_float and bits <= MAX_WIDENED_BITS and (
+                    reads_widened or any(read < bits for read in read_bits)):
+                widened.add(ref.value_id)
+    return frozenset(widened)
+
+
+def running_precision(op: OpRecord, precision: str, widened: frozenset[int] = frozenset()
+                      ) -> str:
+    """The precision ``op`` runs at in a program run at ``precision``, as the estimate takes
+    it: :func:`op_precision` from its :func:`cast_precision`."""
+    return op_precision(op, cast_precision(op, precision, widened))
+
+
+def cast_precision(op: OpRecord, precision: str, widened: frozenset[int] = frozenset()) -> str:
+    """The precision ``precision=`` casts ``op`` to in the estimate: ``precision``; fp32 where
+    the op reads a value the program widened itself (``widened``: :func:`widened_value_ids`);
+    the narrowest it reads where it reads only floats the program typed narrower than fp32 (a
+    bf16 input of a SOL-ExecBench definition stays bf16 at ``precision="fp8"``). The cast is
+    for a program written in fp32; a dtype the program chose, it keeps."""
+    if VALUE_BITS[precision] >= VALUE_BITS["fp32"]:
+        return precision
+    floats = [ref for ref in op.reads if ref.is_float]
+    if any(ref.value_id in widened for ref in floats):
+        return "fp32"
+    narrow = read_precision(op)
+    if narrow and all(_value_bits(ref) < VALUE_BITS["fp32"] for ref in floats):
+        return narrow
+    return precision
+
+
+def running_bytes(ref: TensorRef, float_bytes: int, widened: frozenset[int] = frozenset()
+                  ) -> int:
+    """Bytes of one access as the estimate takes it: at a float element size of
+    ``float_bytes`` (the precision's cast), a value the program widened itself or typed
+    narrower than fp32 at its own (see :func:`cast_precision`)."""
+    typed = ref.value_id in widened or (ref.is_float and ref.itemsize < 4)
+    return tensor_bytes(ref, ref.itemsize if typed else float_bytes)
 
 
 # --- The user's switches ------------------------------------------------------------------------
@@ -340,18 +422,20 @@ def unit_seconds(
     gpu: GPUSpec,
     precision: str,
     switches: MathSwitches | None = None,
+    widened: frozenset[int] = frozenset(),
 ) -> UnitSeconds:
     """Tensor-core and CUDA-core seconds of ``ops`` as the program runs them: FLOPs / the peak
     of the unit running them (:func:`unit_for` under the user's ``switches``; default: as torch
-    holds them now)."""
+    holds them now), each op at its :func:`running_precision` (``widened``: the values the
+    program widened itself)."""
     switches = switches or MathSwitches.current()
-    vector_peak = gpu.vector_peak(precision)
     tensor_s = 0.0
     vector_s = 0.0
     for op in ops:
-        vector_s += op.flops.vector / vector_peak
+        vector_s += op.flops.vector / gpu.vector_peak(cast_precision(op, precision, widened))
         if op.flops.tensor:
-            unit = unit_for(gpu, op_precision(op, precision), op.flops.kind, switches)
+            unit = unit_for(gpu, running_precision(op, precision, widened), op.flops.kind,
+                            switches)
             if unit.name == "tensor":
                 tensor_s += op.flops.tensor / unit.peak_flops_per_s
             else:

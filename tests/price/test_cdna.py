@@ -1,0 +1,63 @@
+"""CDNA in the estimate: fp32 GEMMs and convolutions on the fp32 matrix cores (MFMA) at their
+own share, and CDNA 4's GPUs (MI350X, MI355X) on CDNA's constants."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import Fn, analyze, meta
+from torchroofline.price.estimate import DEFAULT_PARAMS
+
+#: MI350X dense FP32 (vector and MFMA alike: AMD Instinct MI350X brochure): 144.2 TFLOP/s
+MI350X_FP32 = 144.2e12
+CDNA = DEFAULT_PARAMS.per_architecture["CDNA4"]
+
+
+def _matmul(result, family: str):
+    """The eager plan's kernel of ``family``: its load and its estimated GPU seconds."""
+    program, eager = result.performance.program, result.performance.eager
+    [index] = [i for i, load in enumerate(program.eager) if load.family == family]
+    return program.eager[index], eager.kernel_gpu_s[index]
+
+
+@pytest.mark.parametrize("gpu", ["mi350x", "mi355x"])
+def test_cdna4_gpus_take_cdnas_kernel_floor(gpu: str) -> None:
+    # a 4 KB relu: its bytes take nanoseconds, the kernel CDNA's fill latency (4 µs, measured
+    # on the MI300X's traces; issue 39's MI350X port points to 4-5 µs)
+    result = analyze(Fn(torch.relu), meta(1024)).on(gpu)
+    assert result.gpu.architecture == "CDNA4"
+    assert result.performance.eager.kernel_gpu_s[0] == pytest.approx(CDNA["fill_latency_s"],
+                                                                     rel=0.01)
+
+
+def test_fp32_gemms_use_the_fp32_matrix_share_on_cdna_only() -> None:
+    # the same fp32 mm: CDNA's fp32 share on the MI300X, the gemm share on the H100
+    result = analyze(Fn(torch.mm), meta(4096, 4096), meta(4096, 4096))
+    shares = {}
+    for gpu in ("h100-sxm", "mi300x"):
+        load, busy = _matmul(result.on(gpu), "gemm")
+        params = DEFAULT_PARAMS.for_gpu(result.on(gpu).gpu)
+        fixed_s = params.fill_latency_s + params.matmul_latency_s
+        shares[gpu] = load.matmul_s / (busy - fixed_s)
+    # H100: 1,024 tiles over 132 SMs in 8 waves; MI300X: 1,024 over 304 CUs in 4 waves
+    assert shares["h100-sxm"] == pytest.approx(0.7 * 1024 / 1056, rel=1e-9)
+    assert shares["mi300x"] == pytest.approx(CDNA["fp32_matrix_fraction"] * 1024 / 1216, rel=1e-9)
+
+
+def test_an_fp32_convolution_on_the_mi350x_runs_at_the_fp32_matrix_share() -> None:
+    # no TF32 on CDNA4: the TF32-allowed convolution runs on fp32 MFMA at CDNA's fp32 share;
+    # 8·56² = 25,088 output rows × 64 channels: 128² tiles (196) leave CUs idle, 64² tiles
+    # make 392, two waves over 256 CUs (392 / 512 busy); compute-bound (its bytes, 3.58 passes
+    # over 12.8 MB, take 8 µs)
+    conv = torch.nn.functional.conv2d
+    result = analyze(Fn(lambda x, w: conv(x, w, padding=1)), meta(8, 64, 56, 56),
+                     meta(64, 64, 3, 3), gpu="mi350x")
+    load, busy = _matmul(result, "conv")
+    flops = 2 * 8 * 56 * 56 * 64 * 64 * 9
+    assert load.matmul_unit == "vector"
+    assert load.matmul_s == pytest.approx(flops / MI350X_FP32, rel=1e-9)
+    fixed_s = CDNA["fill_latency_s"] * (1 + CDNA["library_kernels"]["conv"])
+    fixed_s += DEFAULT_PARAMS.matmul_latency_s
+    compute_s = load.matmul_s / (CDNA["fp32_matrix_fraction"] * 392 / 512)
+    assert busy == pytest.approx(compute_s + fixed_s, rel=1e-9)
