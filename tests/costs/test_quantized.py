@@ -296,3 +296,38 @@ def test_math_error_grows_as_the_mantissa_shrinks() -> None:
     error = {row.rung: row.max_abs for row in bench.measure(case)}
     assert error["fp32"] < error["fp16"] < error["bf16"] < error["fp8"]
     assert error["tf32 (rounded)"] == error["fp16"]  # the same 10 bits, rounded the same way
+
+
+class IntMatmul(nn.Module):
+    """``torch._int_mm``: int8 (M, K) @ (K, N) → int32, optionally a slice of its rows kept."""
+
+    def __init__(self, kept_rows: int | None = None) -> None:
+        super().__init__()
+        self.kept_rows = kept_rows
+
+    def forward(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        return torch._int_mm(left, right)[: self.kept_rows]
+
+
+def int8_operands(m: int = 256, k: int = 4096, n: int = 4096) -> tuple[torch.Tensor, ...]:
+    return (torch.randint(-128, 128, (m, k), dtype=torch.int8),
+            torch.randint(-128, 128, (k, n), dtype=torch.int8))
+
+
+@pytest.mark.parametrize(("gpu", "peak"), [
+    ("h100-sxm", 1978.9e12),  # Hopper int8 tensor cores, dense
+    ("b300", 2250e12),  # Blackwell Ultra: int8 150 TOPS, fp16 2,250: int8 values exact in fp16
+    ("v100", 125e12),  # no int8 tensor cores: the fp16 ones run int8 values exactly
+])
+def test_int_mm_runs_at_the_fastest_unit_holding_int8_exactly(gpu: str, peak: float) -> None:
+    # 2·M·N·K = 2·256·4096·4096 integer products and sums; before its rule it had none
+    result = analyze(IntMatmul(), *int8_operands(), gpu=gpu)
+    products = 2 * 256 * 4096 * 4096
+    assert result.flops == products
+    assert result.time_ms["compute_sol"] == pytest.approx(products / peak * 1e3)
+
+
+def test_a_kept_slice_of_int_mm_needs_its_rows_products() -> None:
+    # 32 of 256 output rows kept: 2·32·N·K necessary products (the demand rule of mm)
+    result = analyze(IntMatmul(kept_rows=32), *int8_operands(), gpu="h100-sxm")
+    assert sum(op.flops.tensor for op in result.necessary.ops) == 2 * 32 * 4096 * 4096

@@ -38,10 +38,11 @@ def left_operand_name(op: TracedOp) -> str:
     return "mat1" if "mat1" in op.argument_names else "self"
 
 
-@register([aten._scaled_mm, aten._scaled_mm_v2, aten._scaled_addmm], Category.COMPUTE,
-          fusible=False)
+@register([aten._scaled_mm, aten._scaled_mm_v2, aten._scaled_addmm, aten._int_mm],
+          Category.COMPUTE, fusible=False)
 def scaled_mm_flops(op: TracedOp) -> FlopCount:
-    """(M, K) @ (K, N) with K counted in values: 2·M·N·K FLOPs. The scaling epilogue (one or two
+    """(M, K) @ (K, N) with K counted in values: 2·M·N·K FLOPs (``_int_mm``: int8 operands, an
+    int32 product, no scales: the same count in integer ops). The scaling epilogue (one or two
     multiplies per output), the bias and the accumulator are not counted, as ``flop_counter``
     counts ``addmm``."""
     left = op.argument(left_operand_name(op))

@@ -45,16 +45,23 @@ QUANTIZED_DTYPE_PRECISION = {"float4_e2m1fn_x2": "fp4"}
 #: Both tables above: the precision of each dtype narrower than fp32
 _NARROW_PRECISION = {**NARROW_DTYPE_PRECISION, **QUANTIZED_DTYPE_PRECISION}
 
+#: Integer dtypes whose matrix products run on integer tensor cores (``torch._int_mm``: int8
+#: operands, int32 products); an integer read by any other op says nothing of its unit
+INTEGER_MATMUL_PRECISION = {"int8": "int8", "uint8": "int8"}
+
 #: Bits of one value at each precision (TF32 values are stored as fp32): an op runs at the
 #: narrowest precision among its target's and the ones of the dtypes it reads.
-VALUE_BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "fp4": 4}
+VALUE_BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "fp4": 4}
 
 
 def read_precision(op: OpRecord) -> str | None:
     """The narrowest precision among the dtypes ``op`` reads (the first of equals); None where
     it reads no float narrower than fp32. An NVFP4 ``_scaled_mm`` reads fp4 data and e4m3
-    scales: fp4."""
+    scales: fp4. A matrix product of int8 operands (``_int_mm``): int8."""
     narrow = [_NARROW_PRECISION[r.dtype] for r in op.reads if r.dtype in _NARROW_PRECISION]
+    if op.flops.tensor:
+        narrow += [INTEGER_MATMUL_PRECISION[r.dtype] for r in op.reads
+                   if r.dtype in INTEGER_MATMUL_PRECISION]
     return min(narrow, key=VALUE_BITS.__getitem__) if narrow else None
 
 
@@ -312,7 +319,7 @@ UNIT_RULES: dict[tuple[str, MatmulKind], UnitRule] = {
     **{("tf32", kind): UnitRule("tf32", 1.0, "TF32 tensor cores") for kind in MatmulKind},
     **{
         (precision, kind): UnitRule(precision, 1.0, f"{precision} tensor cores")
-        for precision in ("fp16", "bf16", "fp8", "fp4")
+        for precision in ("fp16", "bf16", "fp8", "int8", "fp4")
         for kind in MatmulKind
     },
 }
@@ -326,9 +333,19 @@ FALLBACK_UNITS: dict[str, tuple[str | None, str]] = {
     # with FP4 tensor cores runs them at least as fast as fp8 (2x on Blackwell)
     "fp4": ("fp8", "fp4 (e2m1) values are exact in e4m3"),
     "fp8": ("fp16", "fp8 values are exact in fp16"),
+    "int8": ("fp16", "int8 values are exact in fp16"),
     "bf16": ("fp16", "no unit runs bf16 faster; the higher peak keeps a bound"),
     "fp16": (None, "half-precision FMA"),
     "tf32": (None, "TF32 inputs are fp32 values"),
+}
+
+
+#: A format whose values another format holds exactly runs, for a bound, at the faster of the
+#: two: Blackwell Ultra (B300) cut its int8 tensor cores to 150 TOPS while fp16 runs 2,250
+#: TFLOP/s, and an int8 GEMM is exact on the fp16 units (products of int8 values are exact in
+#: them; fp32 accumulation is exact to 2^24)
+EXACT_IN_FASTER: dict[str, tuple[str, str]] = {
+    "int8": ("fp16", "int8 values are exact in fp16"),
 }
 
 
@@ -357,6 +374,12 @@ def unit_for(
         reasons.append(rule.spelling[state])
     unit_rule = UNIT_RULES[(math, kind)]
     key, throughput = unit_rule.tensor_key, unit_rule.throughput
+    exact = EXACT_IN_FASTER.get(key)
+    if exact is not None and gpu.has_tensor(key) and gpu.has_tensor(exact[0]) and (
+            gpu.tensor_peak(exact[0]) > gpu.tensor_peak(key) * throughput):
+        reasons.append(f"the {gpu.name}'s {exact[0]} tensor cores are faster than its {key} "
+                       f"ones; priced on them ({exact[1]})")
+        key, throughput = exact[0], 1.0
     while key is not None and not gpu.has_tensor(key):
         fallback, why = FALLBACK_UNITS[key]
         reasons.append(

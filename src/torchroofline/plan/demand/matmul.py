@@ -43,7 +43,7 @@ from .constants import _known
 from .structures import _structure
 
 
-@demand_rule([aten.mm, aten.addmm, aten.bmm, aten.baddbmm])
+@demand_rule([aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten._int_mm])
 def matmul_demand(context: _Context) -> Demand:
     """out[..., i, j] needs row i of A and column j of B: 2·K FLOPs per demanded element, times
     :func:`real_products` for complex operands. A structured operand (a diagonal, a block
