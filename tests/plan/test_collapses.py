@@ -295,6 +295,46 @@ def test_a_mask_built_from_constants_over_4m_elements_is_still_known() -> None:
     assert result.compulsory_bytes == 2 * rows * d * FP32 == 44_739_264
 
 
+_MASK_BUFFER_FILE = """
+import torch
+import torch.nn as nn
+
+N, D = 2**22 + 2, 4
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mask", torch.arange(N) % 3 == 0)
+
+    def forward(self, x):
+        return x[self.mask]
+
+
+def get_inputs():
+    return [torch.randn(N, D)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_mask_buffer_over_4m_elements_made_in_init_is_known(tmp_path) -> None:  # noqa: ANN001
+    # the same mask registered in __init__ of a KernelBench problem (built on fake tensors):
+    # the shadow records arange(n) % 3 == 0 as its recipe, made for real only when the trace
+    # asks the buffer's value, so it is charged as the inline mask is (was 0 B: a data mask)
+    from torchroofline import analyze_file
+
+    path = tmp_path / "mask_buffer.py"
+    path.write_text(_MASK_BUFFER_FILE)
+    n, d = 2**22 + 2, 4
+    rows = -(-n // 3)
+    mask_bytes = n  # the bool buffer, read by the index
+    assert analyze_file(path, gpu="h100-sxm").compulsory_bytes == \
+        2 * rows * d * FP32 + mask_bytes
+
+
 # --- picks at known positions past the placed boxes -----------------------------------------
 
 
