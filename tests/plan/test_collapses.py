@@ -454,6 +454,18 @@ def test_a_long_conv_diagonal_reads_the_union_of_its_windows() -> None:
     assert result.tensor_flops == 2 * 2 * 3 * n * 9
 
 
+def test_a_diagonal_of_images_and_channels_reads_each_images_input() -> None:
+    # y.diagonal(0, 0, 1): image i's output channel i, every position: each of the n images
+    # read whole (a 3×3 valid conv's windows cover its 6 × 6), n filters of C·9 weights, n
+    # 4 × 4 outputs written; 2·C·9 FLOPs per output (was 0.05 of it: the first MAX_BOXES
+    # points only)
+    n, c = 128, 2
+    result = bound(lambda x, w: torch.diagonal(F.conv2d(x, w), 0, 0, 1),
+                   meta(n, c, 6, 6), meta(n, c, 3, 3))
+    assert result.compulsory_bytes == (n * c * 36 + n * c * 9 + n * 16) * FP32
+    assert result.tensor_flops == 2 * c * 9 * 16 * n
+
+
 def test_a_diagonal_is_exact_past_max_boxes() -> None:
     # the diagonal of a 200 × 200 matrix in 3 channels: one Diagonal through all 3 (each
     # channel's run of points, then the channels united), 600 elements; its 3 × 3 windows,
@@ -482,7 +494,8 @@ def test_a_diagonal_is_exact_past_max_boxes() -> None:
 @st.composite
 def _conv_diagonals(draw: st.DrawFn) -> tuple:
     """A conv2d of random geometry and a part of its output kept along a diagonal past
-    MAX_BOXES: of any offset, flipped (an anti-diagonal), strided, or picked by an index."""
+    MAX_BOXES: of any offset, flipped (an anti-diagonal), strided, picked by an index, or
+    over images and channels."""
     kernel, stride = draw(st.integers(1, 5)), draw(st.integers(1, 3))
     dilation, padding = draw(st.integers(1, 2)), draw(st.integers(0, 2))
     groups = draw(st.sampled_from([1, 2]))
@@ -492,13 +505,15 @@ def _conv_diagonals(draw: st.DrawFn) -> tuple:
     x = torch.randn(draw(st.integers(1, 2)), channels_in, *size)
     w = torch.randn(channels_out, channels_in // groups, kernel, kernel)
     offset, every = draw(st.integers(-3, 3)), draw(st.integers(1, 4))
-    kept = draw(st.sampled_from(["diagonal", "anti-diagonal", "strided", "index"]))
+    kept = draw(st.sampled_from(["diagonal", "anti-diagonal", "strided", "index", "images"]))
 
     def body(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         y = F.conv2d(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
         if kept == "index":
             n = min(y.shape[-2:])
             return y[..., torch.arange(n), torch.arange(n - 1, -1, -1)]
+        if kept == "images":  # image i's output channel i
+            return torch.diagonal(y, 0, 0, 1)
         if kept == "anti-diagonal":
             y = y.flip(-1)
         diagonal = torch.diagonal(y, offset, -2, -1)

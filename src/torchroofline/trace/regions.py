@@ -431,6 +431,11 @@ class Diagonal(NamedTuple):
         exact = tuple(s for d, s in enumerate(self.box) if d not in self.dims)
         return self.dims, self.step, anchor, exact
 
+    def walk(self, k: int) -> range:
+        """The positions on ``dims[k]`` of the points in order."""
+        first, step = self.origin[k], self.step[k]
+        return range(first, first + step * self.length, step)
+
     @property
     def interval(self) -> range:
         """The line's positions i along its class (:attr:`family`)."""

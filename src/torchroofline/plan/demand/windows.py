@@ -208,9 +208,14 @@ class _DiagonalWindows:
     2·(Ci/groups) FLOPs)."""
 
     inputs: tuple[Diagonal, ...] = ()
-    input_points: tuple[Box, ...] = ()  #: diagonals clipped to one point by the input's edges
+    #: diagonals clipped to one point by the input's edges; the windows of a diagonal of
+    #: images and channels
+    input_points: tuple[Box, ...] = ()
     weight_boxes: tuple[Box, ...] = ()
     pairs: int = 0
+    #: input elements the windows of a diagonal of images and channels hold (exact: their
+    #: boxes may be more than a region keeps)
+    input_count: int = 0
 
 
 def _diagonal_windows(
@@ -230,14 +235,31 @@ def _diagonal_windows(
     points: list[Box] = []
     weights: list[Box] = []
     pairs = 0
+    count = 0
     for kept in lines:
-        if len(kept.box) != spatial + 2 or min(kept.dims) < 2:
+        if len(kept.box) != spatial + 2 or 0 < min(kept.dims) < 2 or (
+            min(kept.dims) == 0 and (kept.dims != (0, 1) or images(kept.box[0]) == 1)
+        ):
             continue
         exact = {
             d: _window(kept.box[2 + d], source.shape[2 + d], weight.shape[2 + d], stride[d],
                        padding[d], dilation[d])
             for d in range(spatial) if 2 + d not in kept.dims
         }
+        if kept.dims == (0, 1):  # image i with output channel i (y.diagonal(0, 0, 1))
+            windows = [exact[d] for d in range(spatial)]
+            pairs += kept.length * math.prod(w[1] for w in windows)
+            weights.append((kept.box[1], (range(weight.shape[1]),), *(w[2] for w in windows)))
+            # each image's window in the input channels of its channel's group: distinct
+            # (image, group) pairs share no element
+            reads = {
+                (range(n, n + 1), group_channels((range(c, c + 1),)))
+                for n, c in zip(kept.walk(0), kept.walk(1), strict=True)
+            }
+            points += [((n,), channels, *(w[0] for w in windows)) for n, channels in reads]
+            count = max(count, sum(set_size(channels) for _, channels in reads)
+                        * math.prod(set_size(w[0]) for w in windows))
+            continue
         linked = [dim - 2 for dim in kept.dims]
         sets = [kept.box[0], group_channels(kept.box[1]), *(
             exact[d][0] if d in exact else () for d in range(spatial))]
@@ -260,7 +282,7 @@ def _diagonal_windows(
             used = {d: (range(t, t + 1),) for d, t in zip(linked, taps, strict=True)}
             weights.append((kept.box[1], (range(weight.shape[1]),), *(
                 used[d] if d in used else exact[d][2] for d in range(spatial))))
-    return _DiagonalWindows(tuple(inputs), tuple(points), tuple(weights), pairs)
+    return _DiagonalWindows(tuple(inputs), tuple(points), tuple(weights), pairs, count)
 
 
 @demand_rule([aten.convolution, aten._convolution])
@@ -339,7 +361,9 @@ def convolution_demand(context: _Context) -> Demand:
         geometry = (stride, padding, dilation)
         beyond = _spread_inputs(region.spreads, in_boxes, source, weight, geometry, group_in)
         floor = max(floor, (Region.of(in_boxes).count if in_boxes else 0) + beyond)
-    source_region = Region.of((*in_boxes, *along.input_points), floor, (), along.inputs)
+    source_region = Region.of(
+        (*in_boxes, *along.input_points), max(floor, along.input_count), (), along.inputs
+    )
     if source is padded_source:
         structure = "broadcast batch" if broadcast else None
         return Demand((source_region, *rest), flop_count, structure=structure)
