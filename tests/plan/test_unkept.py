@@ -10,7 +10,9 @@ import torch.nn.functional as F
 
 from conftest import meta
 from torchroofline import analyze
+from torchroofline.present.html import suite_html
 from torchroofline.present.report import CONSTANT_OUTPUT, suite_markdown
+from torchroofline.present.viz.rooflines import _measured_label
 from torchroofline.suites.batch_report import BatchReport, ProblemReport
 
 B, S, D, C = 2, 8, 16, 4  #: batch, tokens, width, classes
@@ -82,3 +84,28 @@ def test_a_constant_output_is_named_so_and_not_read_as_a_percent_of_sol():
     # it read "1.223e-06 | … | 0.0%": a bound that writes a constant, and no % of it
     assert "(writes a constant)" in row and "— (constant output)" in row
     assert CONSTANT_OUTPUT in row and "0.0%" not in row
+
+
+def test_a_constant_output_reads_the_same_in_every_report() -> None:
+    # one verdict (price.verdicts.verdict) for the text, the JSON, the picture and the suite
+    # columns: "% of SoL: 0.0% (196289x headroom)" read as a kernel far from its bound
+    result = analyze(ConstantOutput(), meta(B, D)).with_actual(0.05)
+    judged = result.judge(0.05)
+    assert judged.kind == "constant output" and not judged.measures_kernel
+    (line,) = [line for line in result.format().splitlines() if "% of SoL" in line]
+    figure = line.split(":", 1)[1].split("(")[0]
+    assert figure.strip() == "—" and "the output is a constant" in line
+    assert "headroom" not in line
+    actual = result.to_dict()["actual"]
+    assert actual["verdict_kind"] == "constant output"
+    assert _measured_label(result.to_dict(), 0.05, 1e-5) == \
+        "measured 50 µs: constant output: no % of SoL"
+    problem = ProblemReport(2, "80_x.py", "level2/80_x.py", "level2/80_x.py", "ok", None, 0.1,
+                            result.to_dict(), 0.05, 0.02)
+    assert problem.sol_fraction is None and problem.gen_sol_fraction is None
+    report = BatchReport("H100 SXM", "h100-sxm", "fp32", "cold", (problem,))
+    assert report.summary["all"]["median_sol_fraction"] is None  # not a 0.0% in the median
+    assert "constant output: no % of SoL" in suite_html(report)
+    # a program that reads its input still gets its % (the verdict's kind is headroom)
+    reading = analyze(nn.Linear(D, D), meta(B, D)).with_actual(0.05)
+    assert reading.judge(0.05).measures_kernel

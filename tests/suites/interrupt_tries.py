@@ -38,6 +38,9 @@ TRIES = [("start", 1.0, ".json")] + [
     for event, delay in (("start", 0.0), ("start", 0.1), ("first", 0.0), ("first", 0.03),
                          ("last", 0.0), ("writing", 0.0))
 ] + [("last", 0.5, "stdout"), ("writing", 0.5, ".csv")]  # likely after the command returned
+#: An offline page cut short, run on their own (``interrupt_tries.py html``): before any
+#: problem finished, and after the first.
+PAGE_TRIES = [("start", 0.0, ".html"), ("first", 0.0, ".html")]
 
 
 def interrupt() -> None:
@@ -119,9 +122,9 @@ def attempt(event: str, delay: float, suffix: str, folder: Path) -> dict:
 
 
 if __name__ == "__main__":
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else len(TRIES)
+    tries = PAGE_TRIES if sys.argv[1:] == ["html"] else TRIES
     with tempfile.TemporaryDirectory() as folder:
-        for number, (event, delay, suffix) in enumerate(TRIES[:count]):
+        for number, (event, delay, suffix) in enumerate(tries):
             place = Path(folder) / str(number)
             place.mkdir()
             print(json.dumps(attempt(event, delay, suffix, place)), flush=True)

@@ -18,15 +18,19 @@ import pytest
 TRIES = Path(__file__).with_name("interrupt_tries.py")
 
 
-def test_ctrl_c_at_every_phase_keeps_every_finished_problem():
+def _tries(*arguments: str) -> subprocess.CompletedProcess:
     # a session of its own: the tries signal their whole process group, as a terminal's Ctrl-C
     # and `timeout -s INT` do; SIGINT back to its default, which a CI job started with `&`
     # leaves ignored
-    process = subprocess.run(
-        [sys.executable, str(TRIES)], capture_output=True, text=True, timeout=300,
+    return subprocess.run(
+        [sys.executable, str(TRIES), *arguments], capture_output=True, text=True, timeout=300,
         start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+
+
+def test_ctrl_c_at_every_phase_keeps_every_finished_problem():
+    process = _tries()
     assert process.returncode == 0, process.stderr[-3000:]
     # what the forkserver and the workers print reaches this stderr: a KeyboardInterrupt
     # traceback from the forkserver importing torch, or an EOFError one from a worker whose
@@ -43,6 +47,19 @@ def test_ctrl_c_at_every_phase_keeps_every_finished_problem():
     assert {len(one["reported"]) for one in stopped if one["partial"]} >= {0, 1, 3}
     assert any(not one["partial"] and len(one["reported"]) == 3 for one in stopped)
     assert {one["format"] for one in stopped} == {"stdout", ".md", ".json", ".csv"}
+
+
+def test_an_interrupted_page_is_marked_partial():
+    # `--out report.html` cut before any problem finished and after the first: the page holds
+    # the problems finished and says "interrupted after k of 3 problems" (it said nothing: a
+    # page of 1 problem read as a whole batch of 1)
+    process = _tries("html")
+    assert process.returncode == 0, process.stderr[-3000:]
+    tries = [json.loads(line) for line in process.stdout.splitlines()]
+    assert len(tries) == 2
+    for one in tries:
+        assert one["problems"] == [], one
+        assert one["code"] == 130 and one["partial"], one
 
 
 def test_ctrl_c_while_the_command_imports_torch_is_one_line_and_130(tmp_path):

@@ -5,6 +5,7 @@ beside it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -16,6 +17,7 @@ from torchroofline.cli import main
 from torchroofline.errors import TraceFileError, UnknownGPUError
 from torchroofline.price.hardware import get_gpu
 from torchroofline.suites.kineto import analyze_trace, read_trace
+from torchroofline.suites.kineto.pricing import Pricer
 from torchroofline.suites.kineto.report import WRITERS, comparison
 
 TRACES = Path(__file__).resolve().parent.parent / "fixtures" / "traces"
@@ -162,10 +164,28 @@ def test_warm_bounds_of_ops_that_move_data_are_never_zero() -> None:
     # the one-element `eq` (a [1, 141] mask): 2 bf16/bool elements cannot beat one L2 hit
     eq = next(i for i in report.priced if i.op.name == "aten::eq")
     assert eq.figures.sol_warm_s == pytest.approx(floor_s)
-    # no op kind that moves data reads "0.0 %" of SoL (only the host copy of `.item()` moves
-    # no GPU data: its time is the host link's)
+    # no op kind that moves data reads "0.0 %" of SoL
     moved = {i.op.name for i in report.priced if i.figures.bytes}
     assert all(round(100 * row.sol_fraction, 1) > 0 for row in report.kinds() if row.kind in moved)
+
+
+def test_the_host_copy_of_item_is_bounded_by_the_host_link() -> None:
+    # `.item()` (aten._local_scalar_dense, a "Memcpy DtoH" activity) moves no HBM data the
+    # plan sees, but its scalar crosses the host link: BERT's is a bool, 1 B, at PCIe 5.0
+    # x16's 32 GT/s · 128/130 · 16 lanes / 8 = 63.0 GB/s, warm and cold (was 0: "0.0 %")
+    report = analyze_trace(BERT)
+    item = next(i for i in report.priced if i.op.name == "aten::_local_scalar_dense")
+    assert item.op.args["Input type"] == ["bool"]
+    link = 32e9 * 128 / 130 * 16 / 8
+    assert report.gpu.host_link_bytes_per_s == pytest.approx(link)
+    assert item.figures.sol_warm_s == pytest.approx(1 / link)
+    assert item.figures.sol_cold_s == pytest.approx(1 / link)
+    # an int64 scalar is 8 B; the same op with no host copy (a CPU tensor's scalar) launches
+    # nothing to bound
+    op = dataclasses.replace(item.op, args={**item.op.args, "Input type": ["long"]})
+    pricer = Pricer(report.gpu, torch.bfloat16)
+    assert pricer.figures(op, None, host="pinned").sol_warm_s == pytest.approx(8 / link)
+    assert pricer.figures(op, None).sol_warm_s == 0
 
 
 # --- the report ------------------------------------------------------------------------------

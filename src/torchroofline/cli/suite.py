@@ -101,15 +101,15 @@ def suite_text(report: BatchReport, suffix: str, interrupted: str | None = None)
     from ..present.report import suite_csv, suite_markdown
     from ..suites.batch_report import mark_partial
 
+    if suffix == ".html":  # a page marks itself partial: its title, summary and JSON
+        return suite_html(report, interrupted)
     writers = {
         ".md": suite_markdown,
         ".csv": suite_csv,
         ".json": lambda data: json.dumps(data.to_dict(), indent=2) + "\n",
-        ".html": suite_html,
     }
     text = writers[suffix](report)
-    # a page's partial mark is its summary line: the page lists the problems finished
-    return mark_partial(text, suffix, interrupted) if interrupted and suffix != ".html" else text
+    return mark_partial(text, suffix, interrupted) if interrupted else text
 
 
 

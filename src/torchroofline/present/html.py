@@ -181,13 +181,20 @@ _SWEEP_TIMES = {
 # --- A suite run -------------------------------------------------------------------------------
 
 
-def suite_html(report: BatchReport) -> str:
+def suite_html(report: BatchReport, interrupted: str | None = None) -> str:
     """A suite's page: a row per problem, each analysed problem at its speed of light and, where
-    measured, at its measured time (same intensity, lower throughput)."""
+    measured, at its measured time (same intensity, lower throughput); marked partial, in its
+    title, first summary line and embedded JSON, when the batch was ``interrupted`` (the
+    interruption's one line: "interrupted after 90 of 250 problems")."""
     document = report.to_dict()
+    if interrupted:  # as the JSON report marks it (suites.batch_report.mark_partial)
+        document = {"partial": True, "interrupted": interrupted, **document}
     rows, points, roofs = [], [], []
-    for index, problem in enumerate(document["problems"]):
+    for index, (problem, report_problem) in enumerate(
+        zip(document["problems"], report.problems, strict=True)
+    ):
         result = problem.get("result") or {}
+        judged = report_problem.verdict(report_problem.measured_ms)
         flops = (result.get("flops") or {}).get("total")
         compulsory = (result.get("bytes") or {}).get("compulsory")
         intensity = flops / compulsory if flops and compulsory else None
@@ -196,7 +203,8 @@ def suite_html(report: BatchReport) -> str:
             "name": problem["name"], "level": problem["level"], "status": problem["status"],
             "sol_ms": sol_ms, "bound": result.get("bottleneck"),
             "measured_ms": problem["measured_ms"],
-            "sol_fraction": problem["sol_fraction"], "gen_ms": problem["gen_ms"],
+            "sol_fraction": problem["sol_fraction"], "verdict": judged and judged.short,
+            "gen_ms": problem["gen_ms"],
             "speedup": problem["speedup"], "flops": flops, "compulsory_bytes": compulsory,
             "intensity": intensity, "error": problem["error"],
         })
@@ -211,7 +219,8 @@ def suite_html(report: BatchReport) -> str:
         column("name", "problem", "text", tip=True), column("level", "level"),
         column("status", "status", "text"), column("sol_ms", "SoL", "ms", tip=True),
         column("bound", "bound", "text", tip=True), column("measured_ms", "measured", "ms", True),
-        column("sol_fraction", "% of SoL", "percent", tip=True), column("gen_ms", "gen.", "ms"),
+        column("sol_fraction", "% of SoL", "percent", tip=True),
+        column("verdict", "verdict", "text", tip=True), column("gen_ms", "gen.", "ms"),
         column("speedup", "speedup"), column("flops", "FLOPs", "flops"),
         column("compulsory_bytes", "compulsory bytes", "bytes"), column("intensity", "FLOP/B"),
         column("error", "error", "text"),
@@ -220,9 +229,13 @@ def suite_html(report: BatchReport) -> str:
     summary = [f"{report.gpu} · {report.precision} · cache {report.cache}: "
                f"{totals['analyzed']} of {totals['problems']} problems analysed, "
                f"{totals['compute_bound']} compute bound, {totals['memory_bound']} memory bound"]
+    partial = " (partial)" if interrupted else ""
+    if interrupted:
+        summary.insert(0, f"Partial report: {interrupted}; the page holds the problems finished.")
     notes = [f"{p.name}: {p.error}" for p in report.problems if not p.ok]
     return page_html(
-        f"torchroofline kernelbench — {report.gpu}", summary, columns, rows, points, roofs,
+        f"torchroofline kernelbench — {report.gpu}{partial}", summary, columns, rows, points,
+        roofs,
         ("Failed problems", notes), document,
         "arithmetic intensity (necessary FLOPs per compulsory byte)", "throughput",
     )

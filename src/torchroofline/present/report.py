@@ -403,9 +403,10 @@ def _actual_lines(result: Result) -> list[str]:
         if judged.shortcut
         else f"({judged.text})"
     )
+    fraction = f"{actual.sol_fraction:.1%}" if judged.measures_kernel else "—"
     return [
         _line("Measured", human_ms(actual.ms)),
-        _line("% of SoL", f"{actual.sol_fraction:.1%}", verdict),
+        _line("% of SoL", fraction, verdict),
         _line("Achieved", f"{actual.tflops:.2f} TFLOP/s", f"{actual.gbps:.0f} GB/s compulsory"),
     ]
 
@@ -562,9 +563,11 @@ def _timed_line(
         if actual.below_bound
         else f"at most {actual.headroom:.2f}x faster is physically possible, {judged.text}"
         if judged.shortcut
+        else judged.text
+        if not judged.measures_kernel
         else f"at most {actual.headroom:.2f}x faster is physically possible"
     )
-    fraction = f"{actual.sol_fraction:.1%} of SoL"
+    fraction = f"{actual.sol_fraction:.1%} of SoL" if judged.measures_kernel else "no % of SoL"
     return f"- {label}: {human_ms(actual.ms)} = {fraction}{speedup}; {verdict}"
 
 
@@ -754,11 +757,14 @@ def suite_markdown(report: BatchReport) -> str:
         )
     names = list(SUITE_COLUMNS)
     lines += ["", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
-    for row in suite_rows(report):
+    for problem, row in zip(report.problems, suite_rows(report), strict=True):
         cells = {name: _cell(name, row[name]) for name in names}
-        if row["unkept_work"] == CONSTANT_OUTPUT:  # its bound writes a constant: no % of it
+        if row["unkept_work"] == CONSTANT_OUTPUT:  # its bound writes a constant
             cells["sol_ms"] += " (writes a constant)"
-            for name in ("sol_fraction", "gen_sol_fraction"):
-                cells[name] = cells[name] and "— (constant output)"
+        for name, time_ms in (("sol_fraction", problem.measured_ms),
+                              ("gen_sol_fraction", problem.gen_ms)):
+            judged = problem.verdict(time_ms)
+            if judged is not None and not judged.measures_kernel:  # no % of that bound
+                cells[name] = f"— ({judged.kind})"
         lines.append("| " + " | ".join(cells.values()) + " |")
     return "\n".join(lines) + "\n"

@@ -492,6 +492,7 @@ class Result:
             measured_ms, {k: v * 1e3 for k, v in self.sol_by_math_s.items()}, self.math,
             self.precision, None if written is None else {k: v * 1e3 for k, v in written.items()},
             "; ".join(shortcut.label for shortcut in self.rewrites) or None,
+            self.necessary.constant_output,
         )
 
     def possible_with(self, measured_s: float) -> str | None:

@@ -3,7 +3,7 @@ picture and the suite columns all print (:func:`verdict`).
 
 A time is judged against two ladders of speeds of light (one bound per math rung the GPU has,
 :func:`.precision.math_rungs`): the bound's, after the algebraic shortcuts it takes, and the
-program's as written (where a shortcut lowers the bound). Four answers:
+program's as written (where a shortcut lowers the bound). Five answers:
 
 - faster than the bound at every rung: no correct kernel can be (a timing bug or a kernel that
   skips work);
@@ -12,6 +12,9 @@ program's as written (where a shortcut lowers the bound). Four answers:
 - between the bound and the bound as written: possible only with an algebraic shortcut; where
   the ladder as written also has a rung the time does not beat below the analysis's math,
   lower math as written explains it as well, and the verdict names both;
+- a program whose output is a constant (it reads no input: ``x - x.max(1, keepdim=True)``
+  over a dim of size 1) has a bound that only writes it, ~0 beyond the launch: its time says
+  how long the kernels ran that a correct program may skip, and a % of SoL says nothing;
 - otherwise the headroom: how many times faster a kernel could still get.
 """
 
@@ -20,15 +23,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..units import human_ms
 from .precision import possible_rung, rung_name
 
 
 @dataclass(frozen=True)
 class Verdict:
     """One measured time judged: ``kind`` is "impossible", "lower math", "shortcut",
-    "shortcut or lower math" or "headroom"; ``text`` the sentence the reports print; ``rung``
-    the highest math rung whose bound (after shortcuts) the time does not beat (None: none);
-    ``rung_as_written`` the same on the ladder as written, where there is one."""
+    "shortcut or lower math", "constant output" or "headroom"; ``text`` the sentence the
+    reports print; ``rung`` the highest math rung whose bound (after shortcuts) the time does
+    not beat (None: none); ``rung_as_written`` the same on the ladder as written, where there
+    is one."""
 
     kind: str
     text: str
@@ -44,6 +49,12 @@ class Verdict:
         return self.kind == "impossible"
 
     @property
+    def measures_kernel(self) -> bool:
+        """Whether a % of SoL says anything of the kernel (not for a constant output, whose
+        bound writes it and reads nothing: the reports print the verdict instead)."""
+        return self.kind != CONSTANT_OUTPUT
+
+    @property
     def shortcut(self) -> str | None:
         """The sentence where an algebraic shortcut explains the time (else None)."""
         return self.text if self.kind.startswith("shortcut") else None
@@ -57,12 +68,17 @@ class Verdict:
             "shortcut": "needs an algebraic shortcut",
             "shortcut or lower math": f"needs an algebraic shortcut or {self.written_label} "
             "or lower math",
+            CONSTANT_OUTPUT: "constant output: no % of SoL",
             "headroom": f"{self.headroom:.2f}x headroom",
         }[self.kind]
 
     def to_dict(self) -> dict[str, str | None]:
         return {"verdict": self.text, "verdict_kind": self.kind, "verdict_short": self.short,
                 "possible_with_as_written": self.rung_as_written}
+
+
+#: The kind of verdict on the time of a program whose output is a constant.
+CONSTANT_OUTPUT = "constant output"
 
 
 def verdict(
@@ -72,10 +88,12 @@ def verdict(
     precision: str,
     as_written_by_math_ms: Mapping[str, float] | None = None,
     shortcut: str | None = None,
+    constant_output: bool = False,
 ) -> Verdict:
     """``measured_ms`` against the ladder ``sol_by_math_ms`` (ms per math rung, after the
     shortcuts; ``sol_by_math_ms[math]`` is the bound) and, where shortcuts lower the bound,
-    the ladder as written and the shortcuts' labels ``shortcut`` (see the module doc)."""
+    the ladder as written and the shortcuts' labels ``shortcut``; ``constant_output``: the
+    program's kept outputs read no input (see the module doc)."""
     bound = sol_by_math_ms[math]
     rung = possible_rung(sol_by_math_ms, measured_ms)
     label = "" if rung is None else rung_name(rung, precision)
@@ -88,6 +106,11 @@ def verdict(
                 f"{label} or lower math (check your tolerance), else a timing bug or skipped "
                 "work")
         return Verdict("lower math", text, rung, headroom=headroom, rung_label=label)
+    if constant_output:
+        text = (f"the output is a constant: the bound only writes it ({human_ms(bound)}, "
+                f"launch-free), so a % of SoL says nothing of the {human_ms(measured_ms)} "
+                "measured")
+        return Verdict(CONSTANT_OUTPUT, text, rung, headroom=headroom, rung_label=label)
     as_written = as_written_by_math_ms or {}
     if not shortcut or not as_written or measured_ms >= as_written.get(math, 0.0):
         return Verdict("headroom", f"{headroom:.2f}x headroom", rung, headroom=headroom,

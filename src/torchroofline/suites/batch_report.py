@@ -39,6 +39,7 @@ def judge(
     as_written_by_math_ms: Mapping[str, float] | None = None,
     sol_as_written_ms: float | None = None,
     shortcut: str | None = None,
+    constant_output: bool = False,
 ) -> Verdict | None:
     """The single result's verdict (:func:`~torchroofline.price.verdicts.verdict`) from a
     saved report's figures; None without a time or a ladder. A report saved before the ladder
@@ -49,7 +50,8 @@ def judge(
     written = as_written_by_math_ms or (
         None if sol_as_written_ms is None else {math: sol_as_written_ms}
     )
-    return verdict(measured_ms, sol_by_math_ms, math, precision, written, shortcut)
+    return verdict(measured_ms, sol_by_math_ms, math, precision, written, shortcut,
+                   constant_output)
 
 
 def ladder_ms(time_ms: Mapping[str, Any]) -> dict[str, float]:
@@ -113,6 +115,7 @@ class ProblemReport:
             precision=result.get("precision", "fp32"),
             as_written_by_math_ms=self.sol_as_written_by_math_ms,
             sol_as_written_ms=self.sol_as_written_ms, shortcut=self.shortcut,
+            constant_output=bool(result.get("constant_output")),
         )
 
     @property
@@ -129,13 +132,19 @@ class ProblemReport:
 
     @property
     def sol_fraction(self) -> float | None:
-        """SoL / measured time of the reference (1.0 = at the bound)."""
-        return _fraction(self.sol_ms, self.measured_ms)
+        """SoL / measured time of the reference (1.0 = at the bound); None where the verdict
+        says a % of SoL says nothing (a constant output)."""
+        return self._sol_fraction(self.measured_ms)
 
     @property
     def gen_sol_fraction(self) -> float | None:
-        """SoL / time of the generated kernel."""
-        return _fraction(self.sol_ms, self.gen_ms)
+        """SoL / time of the generated kernel (as :attr:`sol_fraction`)."""
+        return self._sol_fraction(self.gen_ms)
+
+    def _sol_fraction(self, measured_ms: float | None) -> float | None:
+        judged = self.verdict(measured_ms)
+        return None if judged and not judged.measures_kernel else _fraction(self.sol_ms,
+                                                                             measured_ms)
 
     @property
     def speedup(self) -> float | None:

@@ -403,22 +403,161 @@ class Spread(NamedTuple):
 MAX_SPREADS = 8
 
 
+class Diagonal(NamedTuple):
+    """Elements along a line, row paired with column (a diagonal of any offset or stride, an
+    anti-diagonal): on the dims ``dims``, element i (0 ≤ i < ``length``) sits at
+    ``origin[k] + i·step[k]``; the other dims are exact, every index of ``box``'s set
+    (``box`` holds on ``dims`` the positions the line passes, so it bounds it). Steps are
+    nonzero, the first positive (:func:`make_diagonal`), so equal lines are equal tuples."""
+
+    box: Box
+    dims: tuple[int, ...]
+    origin: tuple[int, ...]
+    step: tuple[int, ...]
+    length: int
+
+    @property
+    def count(self) -> int:
+        """Elements: the line's points times every combination of the exact dims."""
+        exact = math.prod(set_size(s) for d, s in enumerate(self.box) if d not in self.dims)
+        return exact * self.length
+
+    @property
+    def family(self) -> tuple:
+        """What lines share to be parallel and of one class: their union along it is a union
+        of intervals of i (:func:`diagonals_count`)."""
+        shift = self.origin[0] // self.step[0]  # the class's origin with its first in [0, step)
+        anchor = tuple(o - shift * s for o, s in zip(self.origin, self.step, strict=True))
+        exact = tuple(s for d, s in enumerate(self.box) if d not in self.dims)
+        return self.dims, self.step, anchor, exact
+
+    def walk(self, k: int) -> range:
+        """The positions on ``dims[k]`` of the points in order."""
+        first, step = self.origin[k], self.step[k]
+        return range(first, first + step * self.length, step)
+
+    @property
+    def interval(self) -> range:
+        """The line's positions i along its class (:attr:`family`)."""
+        shift = self.origin[0] // self.step[0]
+        return range(shift, shift + self.length)
+
+
+def make_diagonal(
+    exact: Sequence[IndexSet], dims: Sequence[int], origin: Sequence[int], step: Sequence[int],
+    length: int,
+) -> Diagonal | Box | None:
+    """The :class:`Diagonal` of ``length`` points ``origin + i·step`` on ``dims`` (``exact``: every
+    dim's set, those of ``dims`` ignored) in normal form; a box where it is one (a single
+    point, dims that do not move), None where it is empty."""
+    if length < 1 or not all(exact[d] for d in range(len(exact)) if d not in dims):
+        return None
+    moving = [k for k, s in enumerate(step) if s and length > 1]
+    sets = [tuple(s) for s in exact]
+    for k, dim in enumerate(dims):
+        first, last = origin[k], origin[k] + (length - 1) * step[k]
+        sets[dim] = (range(min(first, last), max(first, last) + 1, abs(step[k]) or 1),)
+    if len(moving) < 2:  # one dim moves or none: a box
+        return tuple(sets)
+    moving.sort(key=lambda k: dims[k])
+    if step[moving[0]] < 0:  # walked from its other end
+        origin = [o + (length - 1) * s for o, s in zip(origin, step, strict=True)]
+        step = [-s for s in step]
+    return Diagonal(
+        tuple(sets), tuple(dims[k] for k in moving), tuple(origin[k] for k in moving),
+        tuple(step[k] for k in moving), length,
+    )
+
+
+def diagonals_count(lines: Sequence[Diagonal]) -> int:
+    """Distinct elements of ``lines``, at least: exact among parallel lines through the same
+    exact sets (each class's intervals united; two classes share no element), the largest
+    such group's where there are several."""
+    classes: dict[tuple, list[range]] = {}
+    for each in lines:
+        classes.setdefault(each.family, []).append(each.interval)
+    groups: dict[tuple, int] = {}
+    for (dims, step, _, exact), intervals in classes.items():
+        points = sum(map(len, _interval_union(intervals)))
+        key = (dims, step, exact)
+        groups[key] = groups.get(key, 0) + points * math.prod(set_size(s) for s in exact)
+    return max(groups.values(), default=0)
+
+
+def _merged_diagonals(lines: tuple[Diagonal, ...]) -> tuple[Diagonal, ...]:
+    """``lines`` with the overlapping or touching ones of each family united, the
+    :data:`MAX_DIAGONALS` largest kept."""
+    families: dict[tuple, list[Diagonal]] = {}
+    for each in lines:
+        families.setdefault(each.family, []).append(each)
+    united: dict[tuple, list[Box]] = {}  # lines on the same points: their exact sets united
+    for (dims, step, anchor, _), members in families.items():
+        template = members[0]
+        for interval in _interval_union(m.interval for m in members):
+            origin = [a + interval.start * s for a, s in zip(anchor, step, strict=True)]
+            placed = make_diagonal(template.box, dims, origin, step, len(interval))
+            united.setdefault(placed[1:], []).append(placed.box)
+    merged = [
+        Diagonal(box, *points)
+        for points, boxes in united.items()
+        for box in (_coalesced(boxes) if len(boxes) > 1 else boxes)
+    ]
+    return tuple(sorted(merged, key=lambda m: m.count, reverse=True)[:MAX_DIAGONALS])
+
+
+def diagonals_through(
+    points: Sequence[tuple[int, ...]],
+) -> tuple[list[Box], list[Diagonal]] | None:
+    """Sorted distinct points as boxes and diagonals: maximal runs of a common step, taken in
+    order (each channel's diagonal one run, the channels' runs then one diagonal through all
+    of them, :func:`_merged_diagonals`); None past 4·:data:`MAX_DIAGONALS` runs."""
+    lines: list[Diagonal] = []
+    boxes: list[Box] = []
+    start = 0
+    while start < len(points):
+        end, step = start, (0,) * len(points[start])
+        if start + 1 < len(points):
+            step = tuple(b - a for a, b in zip(points[start], points[start + 1], strict=True))
+            end = start + 1
+            while end + 1 < len(points) and all(
+                b - a == s for a, b, s in zip(points[end], points[end + 1], step, strict=True)
+            ):
+                end += 1
+        exact = [(range(p, p + 1),) for p in points[start]]
+        run = make_diagonal(exact, range(len(exact)), points[start], step, end - start + 1)
+        (lines if isinstance(run, Diagonal) else boxes).append(run)
+        if len(lines) + len(boxes) > 4 * MAX_DIAGONALS:
+            return None
+        start = end + 1
+    return boxes, lines
+
+
+#: Diagonals kept per region; beyond it the smallest are dropped (an under-approximation).
+MAX_DIAGONALS = 32
+
+
 @dataclass(frozen=True)
 class Region:
     """A union of boxes plus ``opaque`` elements of unknown position, some of them known dim by
-    dim (``spreads``: :class:`Spread`, each counted in ``opaque``); :attr:`count` is a lower
-    bound on the distinct elements (never more than the truth)."""
+    dim (``spreads``: :class:`Spread`) or placed exactly, row with column (``diagonals``:
+    :class:`Diagonal`, one past :data:`MAX_BOXES` elements), each counted in ``opaque``;
+    :attr:`count` is a lower bound on the distinct elements (never more than the truth). A
+    rule that knows no diagonals may drop them: their elements stay counted."""
 
     boxes: tuple[Box, ...] = ()
     opaque: int = 0
     spreads: tuple[Spread, ...] = ()
+    diagonals: tuple[Diagonal, ...] = ()
 
     @staticmethod
-    def of(boxes: Iterable[Box], opaque: int = 0, spreads: Iterable[Spread] = ()) -> Region:
+    def of(
+        boxes: Iterable[Box], opaque: int = 0, spreads: Iterable[Spread] = (),
+        diagonals: Iterable[Diagonal] = (),
+    ) -> Region:
         """The union of ``boxes`` (contained ones dropped, neighbours merged; past
         :data:`MAX_BOXES`, the rest kept as one spread of their rows and columns), ``opaque``
-        elements (clamped at 0) and ``spreads``."""
-        return _region_of(tuple(boxes), max(0, int(opaque)), tuple(spreads))
+        elements (clamped at 0), ``spreads`` and ``diagonals``."""
+        return _region_of(tuple(boxes), max(0, int(opaque)), tuple(spreads), tuple(diagonals))
 
     def lines(self, sets: dict[int, IndexSet]) -> tuple[Spread, ...]:
         """:meth:`Spread.lines` of each spread."""
@@ -448,7 +587,9 @@ class Region:
         # ranges are hashed once, not per lookup (the dataclass hash would rebuild it each time)
         cached = self.__dict__.get("_hash")
         if cached is None:
-            cached = self.__dict__["_hash"] = hash((self.boxes, self.opaque, self.spreads))
+            cached = self.__dict__["_hash"] = hash(
+                (self.boxes, self.opaque, self.spreads, self.diagonals)
+            )
         return cached
 
     def __eq__(self, other: object) -> bool:
@@ -461,6 +602,7 @@ class Region:
             self.boxes == other.boxes
             and self.opaque == other.opaque
             and self.spreads == other.spreads
+            and self.diagonals == other.diagonals
         )
 
     def __bool__(self) -> bool:
@@ -475,6 +617,7 @@ class Region:
             (*self.boxes, *other.boxes),
             max(self.opaque, other.opaque),
             (*self.spreads, *other.spreads),
+            (*self.diagonals, *other.diagonals),
         )
 
     def intersect_box(self, box: Box, box_share: int, total: int) -> Region:
@@ -483,12 +626,14 @@ class Region:
         wholly inside."""
         inside = [both for b in self.boxes if (both := box_intersection(b, box)) is not None]
         spreads = [s for s in self.spreads if _contains(box, s.box)]
-        return Region.of(inside, self.opaque - (total - box_share), spreads)
+        lines = [each for each in self.diagonals if _contains(box, each.box)]
+        return Region.of(inside, self.opaque - (total - box_share), spreads, lines)
 
     def minus_box(self, box: Box) -> Region:
         outside = [piece for b in self.boxes for piece in box_difference(b, box)]
         spreads = [s for s in self.spreads if box_intersection(s.box, box) is None]
-        return Region.of(outside, self.opaque - box_size(box), spreads)
+        lines = [each for each in self.diagonals if box_intersection(each.box, box) is None]
+        return Region.of(outside, self.opaque - box_size(box), spreads, lines)
 
 
 #: The empty region, shared (regions are immutable)
@@ -496,8 +641,14 @@ NOWHERE = Region()
 
 
 @functools.lru_cache(maxsize=4096)  # a program's repeated layers unite the same boxes again
-def _region_of(boxes: tuple[Box, ...], opaque: int, spreads: tuple[Spread, ...]) -> Region:
-    """:meth:`Region.of` of a tuple of boxes, a clamped opaque count and spreads."""
+def _region_of(
+    boxes: tuple[Box, ...], opaque: int, spreads: tuple[Spread, ...],
+    diagonals: tuple[Diagonal, ...],
+) -> Region:
+    """:meth:`Region.of` of a tuple of boxes, a clamped opaque count, spreads and diagonals."""
+    if diagonals:
+        diagonals = _merged_diagonals(diagonals)
+        opaque = max(opaque, diagonals_count(diagonals))
     spreads = tuple(s for s in spreads if all(s.box))
     if spreads:  # a spread exact in all dims but one is a box (:class:`Spread`)
         boxes += tuple(s.box for s in spreads if sum(s.hit) <= 1)
@@ -524,7 +675,7 @@ def _region_of(boxes: tuple[Box, ...], opaque: int, spreads: tuple[Spread, ...])
     if spreads:
         spreads = _merged_spreads(spreads)
         opaque = max(opaque, *(spread.count for spread in spreads))
-    return Region(tuple(kept[:MAX_BOXES]), opaque, spreads)
+    return Region(tuple(kept[:MAX_BOXES]), opaque, spreads, diagonals)
 
 
 def _projection(boxes: Sequence[Box]) -> Spread:

@@ -6,14 +6,19 @@ fake tensor whose values the bound never sees, and ``att.masked_fill(mask == 0, 
 look like a data mask. While the model is built, :class:`ConstantShadow` runs for real every op
 whose tensor inputs are all known, that draws no random numbers and whose outputs are small
 (the factories ``ones``, ``arange``, ``eye`` and what is computed from them), and remembers the
-value of each fake tensor it made. :func:`known_value` answers for a buffer: its value if it
-is a small real tensor or a fake one the shadow saw built. The demand walk reads these values
-(``Trace.constants``); weights and inputs are never taken as known.
+value of each fake tensor it made. Outputs past :data:`CONSTANT_LIMIT_ELEMENTS` up to
+:data:`INDEX_LIMIT_ELEMENTS` (``torch.arange(5 * 10**7) % 3 == 0``) are kept as their recipe
+(:class:`_Recipe`: the op and the inputs' values or recipes), made for real only when a
+buffer's value is asked. :func:`known_value` answers for a buffer: its value if it is a small
+real tensor or a fake one the shadow saw built, within the limits the demand walk evaluates
+values to (an index or mask to 64 M elements, float data to 4 M). The demand walk reads these
+values (``Trace.constants``); weights and inputs are never taken as known.
 """
 
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -23,6 +28,39 @@ from torch.utils._pytree import tree_leaves, tree_map
 
 #: Elements a constant may have to be kept for real (a 2048 × 2048 causal mask is 4 M).
 CONSTANT_LIMIT_ELEMENTS = 1 << 22
+#: Elements an integer or boolean constant may have to be known (a mask over a whole big
+#: tensor), as the demand walk evaluates values (plan/demand/constants.py): kept as a recipe
+#: past :data:`CONSTANT_LIMIT_ELEMENTS`.
+INDEX_LIMIT_ELEMENTS = 1 << 26
+
+
+@dataclass(frozen=True, eq=False)
+class _Recipe:
+    """A constant too big to keep for real while the model is built: output ``index`` of
+    ``func`` on ``args`` and ``kwargs``, whose tensors are the inputs' values or recipes."""
+
+    func: Any
+    args: tuple
+    kwargs: dict
+    index: int
+
+    def made(self) -> torch.Tensor:
+        """The value, made for real (on the CPU)."""
+        args, kwargs = tree_map(_made, (self.args, self.kwargs))
+        with unset_fake_temporarily():
+            values = self.func(*args, **kwargs)
+        return [leaf for leaf in tree_leaves(values) if isinstance(leaf, torch.Tensor)][self.index]
+
+    def uses(self, value: Any) -> bool:
+        """Whether ``value`` (a tensor or recipe) goes into this one, however deep."""
+        return any(
+            leaf is value or (isinstance(leaf, _Recipe) and leaf.uses(value))
+            for leaf in tree_leaves((self.args, self.kwargs))
+        )
+
+
+def _made(leaf: Any) -> Any:
+    return leaf.made() if isinstance(leaf, _Recipe) else leaf
 
 
 
@@ -54,8 +92,12 @@ class _Shadows:
         value = self._values.pop(id(tensor), None)
         if value is None:
             return
-        storage = value.untyped_storage().data_ptr()
-        views = [k for k, v in self._values.items() if v.untyped_storage().data_ptr() == storage]
+        if isinstance(value, _Recipe):  # its views are recipes that use it
+            views = [k for k, v in self._values.items() if isinstance(v, _Recipe) and v.uses(value)]
+        else:
+            storage = value.untyped_storage().data_ptr()
+            views = [k for k, v in self._values.items()
+                     if not isinstance(v, _Recipe) and v.untyped_storage().data_ptr() == storage]
         for key in views:
             del self._values[key]
 
@@ -65,6 +107,15 @@ _SHADOWS = _Shadows()
 
 def _small(tensor: torch.Tensor) -> bool:
     return tensor.numel() <= CONSTANT_LIMIT_ELEMENTS
+
+
+def _recordable(tensor: torch.Tensor) -> bool:
+    return tensor.numel() <= INDEX_LIMIT_ELEMENTS
+
+
+def _knowable(tensor: torch.Tensor) -> bool:
+    """Within the limits the demand walk evaluates values to: 4 M floats, 64 M others."""
+    return _small(tensor) or (not tensor.is_floating_point() and _recordable(tensor))
 
 
 class ConstantShadow(TorchDispatchMode):
@@ -78,7 +129,7 @@ class ConstantShadow(TorchDispatchMode):
         inputs = [leaf for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
         random = torch.Tag.nondeterministic_seeded in func.tags or "empty" in func.__name__
         to_real = {id(t): value for t in inputs if (value := _constant(t)) is not None}
-        if random or not made or not all(map(_small, made)) or len(to_real) < len(inputs):
+        if random or not made or not all(map(_recordable, made)) or len(to_real) < len(inputs):
             if func._schema.is_mutable:  # an unknown write makes a known value unknown
                 for tensor in inputs:
                     _SHADOWS.forget(tensor)
@@ -90,6 +141,10 @@ class ConstantShadow(TorchDispatchMode):
             return torch.device("cpu") if isinstance(leaf, torch.device) else leaf
 
         real_args, real_kwargs = tree_map(real, (args, kwargs))
+        if not all(map(_small, made)) or any(
+            isinstance(leaf, _Recipe) for leaf in tree_leaves((real_args, real_kwargs))
+        ):
+            return self._recorded(func, real_args, real_kwargs, made, output)
         try:
             with unset_fake_temporarily():
                 values = func(*real_args, **real_kwargs)
@@ -100,20 +155,36 @@ class ConstantShadow(TorchDispatchMode):
             _SHADOWS[fake] = value
         return output
 
+    @staticmethod
+    def _recorded(func: Any, args: tuple, kwargs: dict, made: list, output: Any) -> Any:
+        """Outputs too big to keep for real, or made from such, kept as recipes; an in-place
+        write to one (a recipe cannot replay it) makes what it writes unknown."""
+        for index, fake in enumerate(made):
+            if func._schema.is_mutable:
+                _SHADOWS.forget(fake)
+            else:
+                _SHADOWS[fake] = _Recipe(func, args, kwargs, index)
+        return output
 
-def _constant(tensor: torch.Tensor) -> torch.Tensor | None:
-    """The value of an input of an op run while the model is built: the shadow's for a fake
-    tensor it made, the tensor itself for a small real one (``torch.tensor(2.0)`` lifts one)."""
+
+def _constant(tensor: torch.Tensor) -> torch.Tensor | _Recipe | None:
+    """The value of an input of an op run while the model is built: the shadow's (a value or
+    a recipe) for a fake tensor it made, the tensor itself for a small real one
+    (``torch.tensor(2.0)`` lifts one)."""
     if isinstance(tensor, FakeTensor):
         return _SHADOWS.get(tensor)
     return None if tensor.is_meta or not _small(tensor) else tensor
 
 
 def known_value(tensor: torch.Tensor) -> torch.Tensor | None:
-    """The real value of a model's buffer: itself if it is a small real tensor, the shadow's if
-    :class:`ConstantShadow` saw it built; None when unknown (random, big, or from data)."""
+    """The real value of a model's buffer: itself if it is a real tensor within the limits the
+    demand walk evaluates values to, the shadow's (its recipe made, if it is one) if
+    :class:`ConstantShadow` saw it built; None when unknown (random, too big, or from data)."""
     if isinstance(tensor, FakeTensor):
-        return _SHADOWS.get(tensor)
-    if tensor.is_meta or not _small(tensor):
+        value = _SHADOWS.get(tensor)
+        return value.made() if isinstance(value, _Recipe) and _knowable(tensor) else (
+            None if isinstance(value, _Recipe) else value
+        )
+    if tensor.is_meta or not _knowable(tensor):
         return None
     return tensor.detach()

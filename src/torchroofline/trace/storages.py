@@ -20,11 +20,13 @@ from .regions import (
     MAX_BOXES,
     NOWHERE,
     Box,
+    Diagonal,
     IndexSet,
     Region,
     Spread,
     box_size,
     full_box,
+    make_diagonal,
     mapped_set,
     normalize,
     positions_to_set,
@@ -266,13 +268,14 @@ def to_base(placement: Placement | None, ref: TensorRef, region: Region,
     (the storage's) is given: a small diagonal keeps which rows and columns it needs."""
     if placement is None:
         if layout is None:
-            points, spreads = [], []
+            points, spreads, lines = [], [], []
         else:
             points, spreads = _placed_points(ref, region, layout), _diagonals(ref, region, layout)
+            lines = _diagonals_placed(ref, region, layout)
         # view elements that repeat a storage element (overlapping windows) are at most the
         # view's elements less its distinct ones: each repeat removes at most one
         repeats = math.prod(ref.shape) - ref.elements
-        return Region.of(points, region.count - repeats, spreads)
+        return Region.of(points, region.count - repeats, spreads, lines)
     if placement.is_identity:
         return region
     boxes: list[Box] = []
@@ -301,7 +304,31 @@ def to_base(placement: Placement | None, ref: TensorRef, region: Region,
     # view elements → storage elements (an overlapping view touches fewer than it shows)
     opaque = max(region.opaque, counted) * ref.elements // max(math.prod(ref.shape), 1)
     spreads = [placed for s in region.spreads if (placed := _spread_to_base(placement, s))]
-    return Region.of(boxes, opaque, spreads)
+    lines = [placed for each in region.diagonals if (placed := _diagonal_to_base(placement, each))]
+    return Region.of(boxes, opaque, spreads, lines)
+
+
+def _diagonal_to_base(placement: Placement, kept: Diagonal) -> Diagonal | None:
+    """A view's line in its storage's layout, where each view dim walks one layout dim at most
+    (None elsewhere: its elements stay counted)."""
+    sets = [(range(start, start + 1),) for start in placement.origin]
+    dims: dict[int, int] = {}
+    for view_dim, axis in enumerate(placement.axes):
+        if len(axis.base_dims) > 1:
+            return None
+        for dim in axis.base_dims:
+            sets[dim] = mapped_set(kept.box[view_dim], placement.origin[dim], axis.step)
+            dims[view_dim] = dim
+    if any(d not in dims for d in kept.dims):
+        return None
+    placed = make_diagonal(
+        sets, [dims[d] for d in kept.dims],
+        [placement.origin[dims[d]] + o * placement.axes[d].step
+         for d, o in zip(kept.dims, kept.origin, strict=True)],
+        [s * placement.axes[d].step for d, s in zip(kept.dims, kept.step, strict=True)],
+        kept.length,
+    )
+    return placed if isinstance(placed, Diagonal) else None
 
 
 def _spread_to_base(placement: Placement, spread: Spread) -> Spread | None:
@@ -369,6 +396,34 @@ def _diagonals(ref: TensorRef, region: Region, layout: Layout) -> list[Spread]:
     return spreads
 
 
+def _diagonals_placed(ref: TensorRef, region: Region, layout: Layout) -> list[Diagonal]:
+    """``region``'s boxes (view coordinates) of a view with one dim that steps on several
+    layout dims at once (a diagonal), as lines of the layout: each range of that dim's set one
+    line, the other dims exact (:func:`_diagonal_walk`; none where the view is no such walk)."""
+    walked = _diagonal_walk(ref, layout)
+    if walked is None:
+        return []
+    origin, walks = walked
+    linked = [v for v, steps in enumerate(walks) if len(steps) > 1]
+    if len(linked) != 1:
+        return []
+    (diagonal,) = linked
+    dims = tuple(walks[diagonal])
+    lines = []
+    for box in region.boxes:
+        exact = [(range(start, start + 1),) for start in origin]
+        for steps, index_set in zip(walks, box, strict=True):
+            for dim, step in steps.items():
+                exact[dim] = mapped_set(index_set, origin[dim], step)
+        for walk in box[diagonal]:
+            steps = walks[diagonal]
+            placed = make_diagonal(exact, dims, [origin[d] + walk.start * steps[d] for d in dims],
+                                   [walk.step * steps[d] for d in dims], len(walk))
+            if isinstance(placed, Diagonal):
+                lines.append(placed)
+    return lines
+
+
 def _placed_points(ref: TensorRef, region: Region, layout: Layout) -> list[Box]:
     """One-element boxes in ``layout`` for the storage elements of the first
     :data:`MAX_BOXES` elements of ``region`` (view coordinates) that lie in the layout."""
@@ -399,7 +454,30 @@ def from_base(placement: Placement | None, ref: TensorRef, region: Region) -> Re
         if mapped is not None:
             boxes.append(mapped)
     spreads = [mapped for s in region.spreads if (mapped := _spread_in_view(placement, s))]
-    return Region.of(boxes, region.opaque - (storage - ref.elements), spreads)
+    lines = [mapped for each in region.diagonals if (mapped := _diagonal_in_view(placement, each))]
+    return Region.of(boxes, region.opaque - (storage - ref.elements), spreads, lines)
+
+
+def _diagonal_in_view(placement: Placement, kept: Diagonal) -> Diagonal | None:
+    """A storage line in the coordinates of a view whose dims each walk one layout dim, where
+    the view holds all of it (None elsewhere: its elements stay counted)."""
+    walked = {}
+    for view_dim, axis in enumerate(placement.axes):
+        if len(axis.base_dims) > 1:
+            return None
+        walked.update({dim: view_dim for dim in axis.base_dims})
+    sets = _box_in_view(placement, kept.box)
+    if sets is None or box_size(sets) < box_size(kept.box):  # partly outside the view
+        return None
+    origin, steps = [], []
+    for dim, first, step in zip(kept.dims, kept.origin, kept.step, strict=True):
+        axis = placement.axes[walked[dim]]
+        if (first - placement.origin[dim]) % axis.step or step % axis.step:
+            return None
+        origin.append((first - placement.origin[dim]) // axis.step)
+        steps.append(step // axis.step)
+    mapped_line = make_diagonal(sets, [walked[d] for d in kept.dims], origin, steps, kept.length)
+    return mapped_line if isinstance(mapped_line, Diagonal) else None
 
 
 def _spread_in_view(placement: Placement, spread: Spread) -> Spread | None:

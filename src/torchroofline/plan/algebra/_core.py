@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -144,6 +144,27 @@ def algebra_rule(ops: Sequence[OpKey], first: bool = False) -> Callable[[Rule], 
         return rule
 
     return decorate
+
+
+Registered = TypeVar("Registered", bound=Callable[..., Any])
+
+
+def registers_into(
+    table: dict[OpKey, Registered],
+) -> Callable[[Sequence[OpKey]], Callable[[Registered], Registered]]:
+    """A decorator factory for a table of one rule per aten op: ``@register([aten.a, aten.b])``
+    files the rule under each op (the tensor network's steps, the sums' terminals, the linear
+    maps a sum commutes with)."""
+
+    def register(ops: Sequence[OpKey]) -> Callable[[Registered], Registered]:
+        def decorate(rule: Registered) -> Registered:
+            for op in ops:
+                table[op] = rule
+            return rule
+
+        return decorate
+
+    return register
 
 
 def rules_for(op: TracedOp) -> tuple[Rule, ...]:

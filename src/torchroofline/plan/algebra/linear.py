@@ -33,6 +33,7 @@ from ._core import (
     folded,
     is_contiguous,
     reduced_dims,
+    registers_into,
     scalar_argument,
 )
 
@@ -56,13 +57,7 @@ StepRule = Callable[[TracedOp, int, Sequence[int], Sequence[int]], "_Step | None
 STEPS: dict[OpKey, StepRule] = {}
 
 
-def _step(ops: Sequence[OpKey]) -> Callable[[StepRule], StepRule]:
-    def decorate(rule: StepRule) -> StepRule:
-        for op in ops:
-            STEPS[op] = rule
-        return rule
-
-    return decorate
+_step = registers_into(STEPS)
 
 
 def _constant_along(ref: TensorRef, dims: Sequence[int], shape: Sequence[int]) -> bool:

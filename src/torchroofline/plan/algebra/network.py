@@ -31,7 +31,7 @@ import torch
 
 from ...costs import OpKey, aten, lookup
 from ...trace.refs import TensorRef, TracedOp
-from ._core import Graph, reduced_dims, scalar_argument
+from ._core import Graph, reduced_dims, registers_into, scalar_argument
 
 Labels = tuple[int, ...]
 #: per dim of a tensor, the labels (atoms) it spans in row-major order; () for a size-1 dim
@@ -225,13 +225,7 @@ StepRule = Callable[["Walk", TracedOp, int, Groups], "Terms | None"]
 STEPS: dict[OpKey, StepRule] = {}
 
 
-def step(ops: Sequence[OpKey]) -> Callable[[StepRule], StepRule]:
-    def decorate(rule: StepRule) -> StepRule:
-        for op in ops:
-            STEPS[op] = rule
-        return rule
-
-    return decorate
+step = registers_into(STEPS)
 
 
 #: ops that make a value from shapes alone (no reads): a constant factor, at any size

@@ -24,7 +24,16 @@ import torch
 
 from ...costs import OpKey, aten, lookup
 from ...trace.refs import TensorRef, TracedOp
-from ._core import SUMS, Graph, Match, algebra_rule, folded, is_contiguous, reduced_dims
+from ._core import (
+    SUMS,
+    Graph,
+    Match,
+    algebra_rule,
+    folded,
+    is_contiguous,
+    reduced_dims,
+    registers_into,
+)
 from .linear import STEPS, _Step, _step, _summed
 
 _FLOATS = ("float32", "float16", "bfloat16", "float64")
@@ -51,13 +60,7 @@ Terminal = Callable[[Graph, int, tuple[int, ...]], "Summed | None"]
 TERMINALS: dict[OpKey, Terminal] = {}
 
 
-def terminal(ops: Sequence[OpKey]) -> Callable[[Terminal], Terminal]:
-    def decorate(rule: Terminal) -> Terminal:
-        for op in ops:
-            TERMINALS[op] = rule
-        return rule
-
-    return decorate
+terminal = registers_into(TERMINALS)
 
 
 def _bounds(shape: Sequence[int]) -> set[int]:

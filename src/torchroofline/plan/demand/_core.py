@@ -166,6 +166,8 @@ def _broadcast(
     region: Region, out_shape: tuple[int, ...], in_shape: tuple[int, ...]
 ) -> Region | None:
     """A demanded output region seen from a broadcast input (None: shapes do not broadcast)."""
+    if in_shape == out_shape:  # (as it is: its diagonals kept)
+        return region
     lead = len(out_shape) - len(in_shape)
     if lead < 0:
         return None

@@ -3,6 +3,7 @@ diagonals."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
@@ -14,10 +15,12 @@ from ...trace.regions import (
     MAX_BOXES,
     NOWHERE,
     Box,
+    Diagonal,
     IndexSet,
     Region,
     Spread,
     full_box,
+    make_diagonal,
     mapped_set,
     normalize,
     positions_to_set,
@@ -102,9 +105,30 @@ def flip_demand(context: _Context) -> Demand:
     """``flip``: output position p of a flipped dim of size n reads input position n − 1 − p."""
     shape = context.op.reads[0].shape
     flipped = {d % len(shape) for d in context.argument("dims", ())} if shape else set()
-    return _per_dim(
+    demand = _per_dim(
         context, lambda d, s: _reversed(s, shape[d]) if d in flipped else s
     )
+    flips = [_flipped_diagonal(kept, shape, flipped) for kept in context.output.diagonals]
+    if not flips or len(context.op.writes[0].shape) != len(shape):
+        return demand
+    source, *rest = demand.inputs
+    along = Region.of([], 0, (), [each for each in flips if isinstance(each, Diagonal)])
+    return dataclasses.replace(demand, inputs=(source.union(along), *rest))
+
+
+def _flipped_diagonal(
+    kept: Diagonal, shape: Sequence[int], flipped: set[int]
+) -> Diagonal | Box | None:
+    """A demanded output diagonal of a flip in the input's coordinates: position p of a
+    flipped dim of size n is n − 1 − p there (a diagonal of a flipped matrix is its
+    anti-diagonal)."""
+    sets = [_reversed(s, shape[d]) if d in flipped else s for d, s in enumerate(kept.box)]
+    origin = [
+        shape[d] - 1 - o if d in flipped else o
+        for d, o in zip(kept.dims, kept.origin, strict=True)
+    ]
+    step = [-s if d in flipped else s for d, s in zip(kept.dims, kept.step, strict=True)]
+    return make_diagonal(sets, kept.dims, origin, step, kept.length)
 
 
 def _rolled(index_set: IndexSet, size: int, shift: int) -> IndexSet:
@@ -250,7 +274,8 @@ def _extracted_diagonal(context: _Context) -> Region:
     """The source elements a diagonal extraction's demanded outputs copy: output (…, i) is
     source element i + max(−offset, 0) along ``dim1`` and i + max(offset, 0) along ``dim2``,
     the other dims in order — one box per diagonal position (a diagonal is no box), exact up
-    when there are at most :data:`MAX_BOXES` of them; past it, a count with no position."""
+    when there are at most :data:`MAX_BOXES` of them; past it, as diagonals (each row with
+    its column: :class:`Diagonal`) and spreads of the rows and columns."""
     source = context.op.reads[0].shape
     region = context.output
     if len(source) < 2 or any(len(box) != len(source) - 1 for box in region.boxes):
@@ -258,8 +283,20 @@ def _extracted_diagonal(context: _Context) -> Region:
     offset = context.argument("offset", context.argument("diagonal", 0))
     dims = (context.argument("dim1", 0) % len(source), context.argument("dim2", 1) % len(source))
     others = [d for d in range(len(source)) if d not in dims]
+    shifts = (max(-offset, 0), max(offset, 0))
     if sum(set_size(box[-1]) for box in region.boxes) > MAX_BOXES:
-        return Region.of([], region.count, _diagonal_spreads(region, len(source), dims, offset))
+        diagonals = []
+        for box in region.boxes:
+            exact: list[IndexSet] = [()] * len(source)
+            for d, index_set in zip(others, box[:-1], strict=True):
+                exact[d] = index_set
+            for walk in box[-1]:
+                along = make_diagonal(exact, dims, [walk.start + shift for shift in shifts],
+                                      [walk.step] * 2, len(walk))
+                if isinstance(along, Diagonal):
+                    diagonals.append(along)
+        spreads = _diagonal_spreads(region, len(source), dims, offset)
+        return Region.of([], region.count, spreads, diagonals)
     boxes: list[Box] = []
     for box in region.boxes:
         for i in (i for r in box[-1] for i in r):

@@ -27,6 +27,7 @@ from ...trace.regions import (
     IndexSet,
     Region,
     Spread,
+    diagonals_through,
     full_box,
     positions_to_set,
     set_intersection,
@@ -432,7 +433,18 @@ def _numbers_region(numbers: torch.Tensor, shape: tuple[int, ...]) -> Region:
     boxes = _boxes_of(numbers, shape) if shape else None
     if boxes is not None:
         return Region.of(boxes)
-    return Region.of([], numbers.numel(), [_coordinates(numbers, shape)] if shape else [])
+    along = None
+    if shape and numbers.numel() <= _DIAGONAL_PICKS:  # a diagonal's picks: rows with columns
+        coordinates = torch.stack(torch.unravel_index(numbers, shape), -1)
+        along = diagonals_through([tuple(point) for point in coordinates.tolist()])
+    points, diagonals = along if along is not None else ([], [])
+    spreads = [_coordinates(numbers, shape)] if shape else []
+    return Region.of(points, numbers.numel(), spreads, diagonals)
+
+
+#: Most picked elements :func:`_numbers_region` walks in order to find the diagonals they
+#: lie on (:func:`~torchroofline.trace.regions.diagonals_through`).
+_DIAGONAL_PICKS = 1 << 16
 
 
 def _coordinates(numbers: torch.Tensor, shape: tuple[int, ...]) -> Spread:

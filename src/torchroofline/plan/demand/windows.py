@@ -20,12 +20,15 @@ from ...trace.refs import TensorRef
 from ...trace.regions import (
     NOWHERE,
     Box,
+    Diagonal,
     IndexSet,
     Region,
     Spread,
     box_size,
+    diagonals_count,
     fraction_of,
     full_box,
+    make_diagonal,
     mapped_set,
     normalize,
     positions_to_set,
@@ -192,6 +195,96 @@ def _spread_inputs(
     return most
 
 
+def _in_bounds(first: int, step: int, size: int, length: int) -> range:
+    """The i in [0, ``length``) with 0 ≤ first + i·step < size (``step`` nonzero)."""
+    low, high = (-first, size - 1 - first) if step > 0 else (first - size + 1, first)
+    return range(max(-(-low // abs(step)), 0), min(high // abs(step), length - 1) + 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class _DiagonalWindows:
+    """What a conv's outputs along diagonals read: the input along diagonals, the weight taps,
+    and the (output, in-bounds tap) pairs times the images and output channels (each pair
+    2·(Ci/groups) FLOPs)."""
+
+    inputs: tuple[Diagonal, ...] = ()
+    #: diagonals clipped to one point by the input's edges; the windows of a diagonal of
+    #: images and channels
+    input_points: tuple[Box, ...] = ()
+    weight_boxes: tuple[Box, ...] = ()
+    pairs: int = 0
+    #: input elements the windows of a diagonal of images and channels hold (exact: their
+    #: boxes may be more than a region keeps)
+    input_count: int = 0
+
+
+def _diagonal_windows(
+    lines: Sequence[Diagonal], source: TensorRef, weight: TensorRef,
+    geometry: tuple[list[int], list[int], list[int]],
+    group_channels: Callable[[IndexSet], IndexSet], images: Callable[[IndexSet], int],
+) -> _DiagonalWindows:
+    """The windows of a conv's outputs kept along diagonals (:class:`Diagonal`): per tap
+    combination of the diagonal's dims, output i reads input (origin + i·step)·stride +
+    tap·dilation − padding on each, itself a diagonal where it lands inside the input; the
+    other dims window as boxes do (:func:`_window`). Exact: diagonals of one step count their
+    union exactly (:func:`diagonals_count`), so the input is the union of the receptive
+    fields, no more (a 3×3 window along an n-output diagonal: 5n + 4 positions)."""
+    stride, padding, dilation = geometry
+    spatial = len(source.shape) - 2
+    inputs: list[Diagonal] = []
+    points: list[Box] = []
+    weights: list[Box] = []
+    pairs = 0
+    count = 0
+    for kept in lines:
+        if len(kept.box) != spatial + 2 or 0 < min(kept.dims) < 2 or (
+            min(kept.dims) == 0 and (kept.dims != (0, 1) or images(kept.box[0]) == 1)
+        ):
+            continue
+        exact = {
+            d: _window(kept.box[2 + d], source.shape[2 + d], weight.shape[2 + d], stride[d],
+                       padding[d], dilation[d])
+            for d in range(spatial) if 2 + d not in kept.dims
+        }
+        if kept.dims == (0, 1):  # image i with output channel i (y.diagonal(0, 0, 1))
+            windows = [exact[d] for d in range(spatial)]
+            pairs += kept.length * math.prod(w[1] for w in windows)
+            weights.append((kept.box[1], (range(weight.shape[1]),), *(w[2] for w in windows)))
+            # each image's window in the input channels of its channel's group: distinct
+            # (image, group) pairs share no element
+            reads = {
+                (range(n, n + 1), group_channels((range(c, c + 1),)))
+                for n, c in zip(kept.walk(0), kept.walk(1), strict=True)
+            }
+            points += [((n,), channels, *(w[0] for w in windows)) for n, channels in reads]
+            count = max(count, sum(set_size(channels) for _, channels in reads)
+                        * math.prod(set_size(w[0]) for w in windows))
+            continue
+        linked = [dim - 2 for dim in kept.dims]
+        sets = [kept.box[0], group_channels(kept.box[1]), *(
+            exact[d][0] if d in exact else () for d in range(spatial))]
+        per_tap = images(kept.box[0]) * set_size(kept.box[1]) * math.prod(
+            w[1] for w in exact.values())
+        for taps in itertools.product(*(range(weight.shape[2 + d]) for d in linked)):
+            firsts = [kept.origin[k] * stride[d] + tap * dilation[d] - padding[d]
+                      for k, (d, tap) in enumerate(zip(linked, taps, strict=True))]
+            steps = [s * stride[d] for s, d in zip(kept.step, linked, strict=True)]
+            inside = range(0, kept.length)
+            for d, first, step in zip(linked, firsts, steps, strict=True):
+                inside = range_intersection(
+                    inside, _in_bounds(first, step, source.shape[2 + d], kept.length))
+            if not inside:
+                continue
+            pairs += per_tap * len(inside)
+            starts = [f + inside.start * s for f, s in zip(firsts, steps, strict=True)]
+            read = make_diagonal(sets, kept.dims, starts, steps, len(inside))
+            (inputs if isinstance(read, Diagonal) else points).append(read)
+            used = {d: (range(t, t + 1),) for d, t in zip(linked, taps, strict=True)}
+            weights.append((kept.box[1], (range(weight.shape[1]),), *(
+                used[d] if d in used else exact[d][2] for d in range(spatial))))
+    return _DiagonalWindows(tuple(inputs), tuple(points), tuple(weights), pairs, count)
+
+
 @demand_rule([aten.convolution, aten._convolution])
 def convolution_demand(context: _Context) -> Demand:
     """out[n, co, p] needs the input window of p in co's group and co's filter taps that land on
@@ -219,12 +312,17 @@ def convolution_demand(context: _Context) -> Demand:
     sizes = 0
     # an input broadcast along the batch (x.expand(B, …)) gives B equal images: one conv
     broadcast = _broadcast_batch(source)
+
+    def group_channels(out_set: IndexSet) -> IndexSet:
+        """The input channels of the groups of output channels ``out_set``."""
+        return normalize(
+            range(g * group_in, (g + 1) * group_in)
+            for g in sorted({c // per_group_out for r in out_set for c in r})
+        )
+
     for box in region.boxes:
         windows = _spatial_windows(_window, box, source, weight, (stride, padding, dilation))
-        channels = normalize(
-            range(g * group_in, (g + 1) * group_in)
-            for g in sorted({c // per_group_out for r in box[1] for c in r})
-        )
+        channels = group_channels(box[1])
         in_boxes.append((box[0], channels, *(w[0] for w in windows)))
         weight_boxes.append((box[1], (range(group_in),), *(w[2] for w in windows)))
         bias_boxes.append((box[1],))
@@ -241,17 +339,31 @@ def convolution_demand(context: _Context) -> Demand:
         )
         flops = 2 * floor * region.opaque
         share = 1.0
+    # outputs kept along diagonals (one past MAX_BOXES elements): their windows exactly
+    along = _diagonal_windows(
+        region.diagonals, source, weight, (stride, padding, dilation), group_channels,
+        (lambda images: min(set_size(images), 1)) if broadcast else set_size,
+    )
+    if region.diagonals:
+        along_flops = 2 * group_in * along.pairs
+        # diagonals that hold every demanded output price them all; else they add a floor
+        every = diagonals_count(region.diagonals) >= region.count
+        flops = along_flops if every else max(int(flops * share), along_flops)
+        share = 1.0
     tensor = min(int(flops * share), context.record.flops.tensor)
     flop_count = FlopCount(tensor=tensor, kind=MatmulKind.CONV)
     rest = (
-        Region.of(weight_boxes, floor),
-        *(Region.of(bias_boxes, min(region.opaque, 1)) for _ in bias),
+        Region.of((*weight_boxes, *along.weight_boxes), floor),
+        *(Region.of((*bias_boxes, *((kept.box[1],) for kept in region.diagonals)),
+                    min(region.opaque, 1)) for _ in bias),
     )
     if region.spreads:  # outputs past the region's box limit, known dim by dim (a long diagonal)
         geometry = (stride, padding, dilation)
         beyond = _spread_inputs(region.spreads, in_boxes, source, weight, geometry, group_in)
         floor = max(floor, (Region.of(in_boxes).count if in_boxes else 0) + beyond)
-    source_region = Region.of(in_boxes, floor)
+    source_region = Region.of(
+        (*in_boxes, *along.input_points), max(floor, along.input_count), (), along.inputs
+    )
     if source is padded_source:
         structure = "broadcast batch" if broadcast else None
         return Demand((source_region, *rest), flop_count, structure=structure)

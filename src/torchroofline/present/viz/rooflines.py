@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...costs import MatmulKind
 from ...price.roofline import Roof, roofline_entry, roofs_for
+from ...price.verdicts import CONSTANT_OUTPUT
 from ...units import human_bytes, human_ms, si
 from .canvas import (
     CATEGORY_COLOURS,
@@ -366,6 +367,8 @@ def _measured_label(data: dict[str, Any], measured_ms: float, fraction: float) -
     actual = data.get("actual") or {}
     kind, short = actual.get("verdict_kind"), actual.get("verdict_short")
     impossible = "IMPOSSIBLE: " if _impossible(data) else ""
+    if kind == CONSTANT_OUTPUT:  # a bound that writes a constant: no % of it
+        return f"measured {human_ms(measured_ms)}: {short}"
     words = "" if kind in (None, "headroom", "impossible") else f", {short}"
     return f"measured {human_ms(measured_ms)}: {impossible}{fraction:.1%} of SoL{words}"
 

@@ -26,7 +26,12 @@ import torch
 from ...errors import TorchrooflineError
 from ...plan.plans import make_plans
 from ...price.context import PricingContext
-from ...price.estimate import ProgramLoad, beside_collective, host_copies
+from ...price.estimate import (
+    DEFAULT_HOST_LINK_BYTES_PER_S,
+    ProgramLoad,
+    beside_collective,
+    host_copies,
+)
 from ...price.gpu_spec import GPUSpec
 from ...price.precision import TORCH_DEFAULTS, MathSwitches
 from ...price.roofline import kernel_floor_s, price
@@ -215,8 +220,10 @@ class Pricer:
         if shared:
             performance = beside_collective(performance)
         bands = performance.kernel_band_s("eager")
-        # one op is one kernel (or a few): its bound is at least one memory access's latency
-        floor_s = kernel_floor_s(warm.unfused_bytes, self.gpu)
+        # one op is one kernel (or a few): its bound is at least one memory access's latency;
+        # a copy between host and GPU at least its data over the host link
+        floor_s = max(kernel_floor_s(warm.unfused_bytes, self.gpu),
+                      0.0 if host is None else host_link_s(rebuilt.tensors, self.gpu))
         return OpFigures(
             priced_as=", ".join(dict.fromkeys(o.name for o in traced.ops if not o.is_view))
             or rebuilt.overload,
@@ -235,6 +242,17 @@ class Pricer:
 
 
 _SHAPE_FIELDS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+
+
+def host_link_s(tensors: Iterable[torch.Tensor], gpu: GPUSpec) -> float:
+    """The least time (seconds) a copy between host and GPU takes, latency left out: the
+    smallest of its tensors (``.item()``'s scalar, the source of a copy, which a destination
+    may broadcast) crosses the host link at its rate (:attr:`GPUSpec.host_link_bytes_per_s`,
+    PCIe 4.0 x16 where the part names none). A copy's HBM traffic may be nothing
+    (``aten._local_scalar_dense`` reads one element the driver fetches), its link time not."""
+    sizes = [t.numel() * t.element_size() for t in tensors if t.numel()]
+    rate = gpu.host_link_bytes_per_s or DEFAULT_HOST_LINK_BYTES_PER_S
+    return min(sizes, default=0) / rate
 
 
 def price_trace(trace: KinetoTrace, gpu: GPUSpec) -> tuple[OpInstance, ...]:

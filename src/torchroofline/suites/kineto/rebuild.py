@@ -42,6 +42,7 @@ TENSOR_TYPES: dict[str, torch.dtype] = {
     "short int": torch.int16,
     "int": torch.int32,
     "long int": torch.int64,
+    "long": torch.int64,  # as some releases record it (HTA's A100 trace)
 }
 
 #: c10::ScalarType codes (the order of ``AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS`` in
