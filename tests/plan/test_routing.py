@@ -246,21 +246,26 @@ def test_capacity_factor_dispatch_and_combine() -> None:
 
 def test_grouped_expert_gemms_fed_by_routed_tokens() -> None:
     # T = 4 tokens, H = 16, F = 32, E = 16 experts, top-2: a SwiGLU expert (three H·F
-    # matrices) per expert on the tokens torch.where routes to it. Any values: an expert may
-    # receive no token, so only the router is needed — x and W_gate read, 2·T·H·E FLOPs — and
-    # the output (T, H) written. Given: the T·K = 8 routed pairs each cost 3·2·H·F FLOPs and
-    # each of the `used` experts with a token has its three matrices read. Oracle (given): the
+    # matrices) per expert on the tokens torch.where routes to it. Any values: the top-2 are
+    # two distinct experts per token, so the loop's selections hold T·K = 8 pairs whatever
+    # the routing (docs/soundness.md, "Routed work"): the router — x and W_gate read,
+    # 2·T·H·E FLOPs — the 8 pairs at 3·2·H·F FLOPs each, the three matrices of K = 2 experts
+    # (every routing runs at least two), and the output (T, H) written. Given: the same pairs,
+    # and the three matrices of each of the `used` experts with a token. Oracle (given): the
     # same, bar the router rows of experts nobody chose (the renormalised weights depend on
     # the chosen logits only)
     tokens, hidden, inner, experts, top_k = 4, 16, 32, 16, 2
     model, inputs, results = _seeded("routed_experts")
     used = _used(model.gate(*inputs).topk(top_k, dim=-1)[1])
-    assert used < experts
+    assert top_k < used < experts
     router = 2 * tokens * hidden * experts
-    assert results["any"].tensor_flops == router
-    assert results["any"].compulsory_bytes == (2 * tokens + experts) * hidden * FP32
+    pairs = tokens * top_k * 3 * 2 * hidden * inner
+    assert results["any"].tensor_flops == router + pairs
+    assert results["any"].compulsory_bytes == (
+        (2 * tokens + experts) * hidden + top_k * 3 * hidden * inner
+    ) * FP32
     given = results["given"]
-    assert given.tensor_flops == router + tokens * top_k * 3 * 2 * hidden * inner
+    assert given.tensor_flops == router + pairs
     assert given.compulsory_bytes == (
         (2 * tokens + experts) * hidden + used * 3 * hidden * inner
     ) * FP32
@@ -273,18 +278,23 @@ def test_grouped_expert_gemms_fed_by_routed_tokens() -> None:
 def test_shared_experts() -> None:
     # T = 4, H = 16, F = 32, E = 16 routed experts (one H × H matrix each), top-2 by sigmoid;
     # the shared SwiGLU expert takes every token: 3·2·T·H·F FLOPs and its three H·F matrices,
-    # under any values and given ones alike. Given routing adds the T·K routed pairs (2·H·H
-    # each) and the `used` experts' matrices. Oracle: sigmoid scores are elementwise, so of
-    # the router only the chosen experts' rows
+    # under any values and given ones alike. Each routed expert takes the tokens of
+    # (chosen == e).any(-1): one per pair, a token's two experts being distinct, so any
+    # routing adds the T·K routed pairs (2·H·H each) and the matrices of K experts; the given
+    # routing the matrices of the `used` experts. Oracle: sigmoid scores are elementwise, so
+    # of the router only the chosen experts' rows
     tokens, hidden, inner, experts, top_k = 4, 16, 32, 16, 2
     model, inputs, results = _seeded("shared_experts")
     used = _used(model.router(*inputs).topk(top_k, dim=-1)[1])
     dense = 2 * tokens * hidden * experts + 3 * 2 * tokens * hidden * inner
+    dense += tokens * top_k * 2 * hidden * hidden
     shared = 3 * hidden * inner
     assert results["any"].tensor_flops == dense
-    assert results["any"].compulsory_bytes == ((2 * tokens + experts) * hidden + shared) * FP32
+    assert results["any"].compulsory_bytes == (
+        (2 * tokens + experts) * hidden + shared + top_k * hidden * hidden
+    ) * FP32
     given = results["given"]
-    assert given.tensor_flops == dense + tokens * top_k * 2 * hidden * hidden
+    assert given.tensor_flops == dense
     routed = used * hidden * hidden
     assert given.compulsory_bytes == ((2 * tokens + experts) * hidden + shared + routed) * FP32
     proven = oracle(model, inputs, data="given")
@@ -323,15 +333,20 @@ def test_data_sized_ops_bound_every_size_without_real_data(
 
 def test_routed_experts_too_big_to_make_real_bound_every_routing() -> None:
     # 512 tokens, H = 256, F = 512, 64 experts, top-2: 97 MiB of experts, over a 0 B limit.
-    # Traced on stand-ins, the bound is the one for any routing: the router (x and W_gate
-    # read, 2·T·H·E FLOPs) and the output written
+    # Traced on stand-ins (whose selections are no real routing), the bound is the one for
+    # any routing: the router (x and W_gate read, 2·T·H·E FLOPs), the T·K pairs the loop
+    # over all experts splits (3·2·H·F FLOPs each), K experts' three matrices and the output
     path = FIXTURES / "routed_experts.py"
-    tokens, hidden, inner, experts = 512, 256, 512, 64
+    tokens, hidden, inner, experts, top_k = 512, 256, 512, 64, 2
     with torch.device("meta"):
-        model = load_problem(path).model_class(hidden, inner, experts, 2)
+        model = load_problem(path).model_class(hidden, inner, experts, top_k)
     result = analyze(model, meta(tokens, hidden), real_fallback_limit_bytes=0)
-    assert result.tensor_flops == 2 * tokens * hidden * experts
-    assert result.compulsory_bytes == (2 * tokens + experts) * hidden * FP32
+    assert result.tensor_flops == 2 * tokens * hidden * experts + tokens * top_k * 3 * 2 * (
+        hidden * inner
+    ) == 822_083_584
+    assert result.compulsory_bytes == (
+        (2 * tokens + experts) * hidden + top_k * 3 * hidden * inner
+    ) * FP32
     assert any("aten.nonzero.default in '<top level>'" in note for note in result.notes)
 
 
@@ -580,10 +595,15 @@ def test_a_host_loop_over_the_experts_hit_charges_the_pairs_kept_under_capacity(
         2 * tokens * hidden + experts * hidden + used * 3 * hidden * inner
     ) * FP32
     assert given.time_ms["sol_any_input"] < given.sol_ms
-    # any values: each where() may be empty, and so may its first C pairs (a view cut from
-    # it): the router, x, W and the output only — not the pairs one random draw kept
-    assert results["any"].tensor_flops == router
-    assert results["any"].compulsory_bytes == (2 * tokens * hidden + experts * hidden) * FP32
+    # any values: an expert's where() may be empty, but the T·K pairs are split among the
+    # experts hit, each keeping min(count, C): at least K·min(T, C) = 10 pairs kept in every
+    # routing (docs/soundness.md, "Routed work"), and K experts' three matrices read
+    assert results["any"].tensor_flops == router + top_k * min(tokens, capacity) * 3 * 2 * (
+        hidden * inner
+    )
+    assert results["any"].compulsory_bytes == (
+        2 * tokens * hidden + experts * hidden + top_k * 3 * hidden * inner
+    ) * FP32
 
 
 def test_token_splits_read_on_the_host_as_numpy_charge_every_routed_pair() -> None:

@@ -1,0 +1,259 @@
+"""The routed work every input needs (issue 37): the floor of a mixture of experts' bound for
+any input values.
+
+For any values, a size chosen by data may be zero (:func:`.walk._sized_by_data`): the tokens
+``torch.where(chosen == e)`` routes to expert ``e`` may be none, so the bound charged the
+router only. But ``chosen = topk(logits, k).indices`` holds ``k`` *distinct* experts per
+token, whatever the logits. Where the program splits ``chosen`` into one selection per expert
+value and the selections cover every expert (a loop over ``range(E)``, or over the experts
+hit: their traced rows add up to every pair), the selections partition the ``T·k`` routed (token, expert) pairs: ``n_e ≤ T`` pairs
+for expert ``e``, ``Σ_e n_e = T·k``. An expert that keeps its first ``C`` (a slice
+``token[:C]``, its capacity) processes ``min(n_e, C)``, and
+
+    Σ_e min(n_e, C) ≥ k · min(T, C)
+
+for every such routing: let ``A`` be the experts with ``n_e ≥ C``; if ``|A| ≥ k`` the sum is
+at least ``k·C``; else the others hold ``Σ n_e ≥ T·k − |A|·T`` pairs, each kept, and the sum
+is at least ``|A|·C + (k − |A|)·T``. Equality: every token routed to the same ``k`` experts,
+so the floor is the tightest that holds for all routings. (No capacity: ``C = T``.) Every
+routing with ``C ≥ 1`` also runs at least ``k`` experts on at least one row each.
+
+The bound for any values keeps that floor (:class:`.walk.Floor`): the work on each
+selection's rows is read from the walk with the traced sizes (the sizes given), per row of
+the cheapest expert, and charged for ``k · min(T, C)`` rows; the fixed-size inputs (the
+weights) of the ``k`` experts that read fewest are charged as for one row or more. The
+experts are taken to have one program each, alike: an expert the traced routing gave no row
+is assumed to cost per row at least what the cheapest that ran does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from ...costs import Category, FlopCount, OpRecord, aten
+from ...trace.refs import Trace, TracedOp
+from ._core import _one_of, _op_set
+from .walk import Floor, Necessary, _sized_by_data, _sizes_outputs_by_data, necessary_work
+
+_TOPK = _op_set([aten.topk])
+_EQUALS = _op_set([aten.eq])
+_ANY = _op_set([aten.any])
+_NONZERO = _op_set([aten.nonzero])
+_SLICE = _op_set([aten.slice])
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """One expert's share of a routing: the ``nonzero`` of ``chosen == expert`` (its pairs, or
+    with ``.any(-1)`` its tokens: one per pair, the experts of a token being distinct)."""
+
+    expert: int
+    rows: int  #: the rows the traced routing gave it
+    ops: tuple[int, ...]  #: trace indices of the ops computing on its rows
+
+
+@dataclasses.dataclass(frozen=True)
+class Routing:
+    """``topk`` indices split by expert: ``tokens`` lines of ``top_k`` distinct experts of
+    ``experts``, each expert keeping its first ``capacity`` rows (None: all)."""
+
+    tokens: int
+    top_k: int
+    experts: int
+    capacity: int | None
+    selections: tuple[Selection, ...]
+
+    @property
+    def floor_rows(self) -> int:
+        """Rows every routing processes: ``k · min(T, C)`` (module docstring)."""
+        capacity = self.tokens if self.capacity is None else self.capacity
+        return self.top_k * max(0, min(self.tokens, capacity))
+
+
+def _routing_indices(ops: Sequence[TracedOp]) -> dict[int, tuple[int, int, int]]:
+    """value id of each ``topk(…, dim=-1).indices`` → (tokens, k, experts)."""
+    found = {}
+    for op in ops:
+        if not _one_of(op, _TOPK) or len(op.writes) < 2:
+            continue
+        shape = op.reads[0].shape
+        if not shape or op.argument("dim", -1) % len(shape) != len(shape) - 1:
+            continue
+        top_k = op.argument("k")
+        found[op.writes[1].value_id] = (math.prod(shape[:-1]), top_k, shape[-1])
+    return found
+
+
+def _expert_of(op: TracedOp, indices: Mapping[int, tuple[int, int, int]]) -> tuple[int, int]:
+    """(routing value, expert) of ``chosen == expert`` over all of a routing's indices, else
+    (0, -1)."""
+    if not _one_of(op, _EQUALS) or len(op.reads) != 1 or op.reads[0].value_id not in indices:
+        return 0, -1
+    tokens, top_k, experts = indices[op.reads[0].value_id]
+    other = op.argument("other")
+    whole = math.prod(op.reads[0].shape) == tokens * top_k
+    if not whole or isinstance(other, bool) or not isinstance(other, int):
+        return 0, -1
+    return (op.reads[0].value_id, other) if 0 <= other < experts else (0, -1)
+
+
+def _capacity(ops: Sequence[TracedOp], start: int, root: int) -> int | None:
+    """The fewest rows a prefix cut from ``root`` (the selection's value) keeps (``token[:C]``:
+    its capacity), or None where none is cut."""
+    cuts = []
+    for op in ops[start:]:
+        if op.is_view and _one_of(op, _SLICE) and op.reads and op.reads[0].value_id == root:
+            end, dim = op.argument("end"), op.argument("dim", 0)
+            prefix = not op.argument("start") and op.argument("step", 1) == 1
+            if prefix and dim == 0 and end is not None:
+                cuts.append(max(end, 0))
+    return min(cuts, default=None)
+
+
+def routings(ops: Sequence[TracedOp]) -> list[Routing]:
+    """The routings of ``ops`` split into one selection per expert, all experts covered."""
+    indices = _routing_indices(ops)
+    if not indices:
+        return []
+    masks: dict[int, tuple[int, int]] = {}  #: mask value → (routing value, expert)
+    roots: dict[int, tuple[int, int, int]] = {}  #: selection value → (routing, expert, op)
+    for index, op in enumerate(ops):
+        routing, expert = _expert_of(op, indices)
+        if expert >= 0:
+            masks[op.writes[0].value_id] = (routing, expert)
+        elif _one_of(op, _ANY) and op.reads[0].value_id in masks and _over_last_dim(op):
+            masks[op.writes[0].value_id] = masks[op.reads[0].value_id]
+        elif _one_of(op, _NONZERO) and op.reads[0].value_id in masks:
+            roots[op.writes[0].value_id] = (*masks[op.reads[0].value_id], index)
+    sized = _sized_by_data(ops)
+    found = []
+    for routing, (tokens, top_k, experts) in indices.items():
+        mine = {v: (e, i) for v, (r, e, i) in roots.items() if r == routing}
+        if not _partition(ops, mine, experts, tokens * top_k):
+            continue
+        cuts = [_capacity(ops, i, v) for v, (_, i) in mine.items()]
+        capacity = min((c for c in cuts if c is not None), default=None)
+        rows = {v: ops[i].writes[0].shape[0] for v, (_, i) in mine.items()}
+        kept_rows = {
+            v: {n, n if capacity is None else min(n, capacity)} for v, n in rows.items()
+        }
+        members = _members(ops, {v: i for v, (_, i) in mine.items()}, kept_rows, sized)
+        selections = tuple(
+            Selection(expert, rows[v], members[v]) for v, (expert, _) in mine.items()
+        )
+        found.append(Routing(tokens, top_k, experts, capacity, selections))
+    return found
+
+
+def _partition(
+    ops: Sequence[TracedOp], selections: Mapping[int, tuple[int, int]], experts: int, pairs: int
+) -> bool:
+    """Whether ``selections`` (value → (expert, op index)) split every routed pair: one per
+    expert, covering all ``experts`` (a loop over ``range(E)``) or, in the traced routing,
+    all ``pairs`` (a loop over the experts hit, which every routing covers alike)."""
+    chosen = [expert for expert, _ in selections.values()]
+    if len(set(chosen)) != len(chosen):
+        return False
+    rows = sum(ops[index].writes[0].shape[0] for _, index in selections.values())
+    return set(chosen) == set(range(experts)) or rows == pairs
+
+
+def _over_last_dim(op: TracedOp) -> bool:
+    dims = op.argument("dim")
+    dims = dims if isinstance(dims, (list, tuple)) else [dims]
+    rank = len(op.reads[0].shape)
+    return rank > 0 and [d % rank for d in dims if d is not None] == [rank - 1]
+
+
+def _members(
+    ops: Sequence[TracedOp], roots: Mapping[int, int], kept_rows: Mapping[int, set[int]],
+    sized: Mapping[int, set[int]],
+) -> dict[int, tuple[int, ...]]:
+    """selection value → trace indices of the ops that compute on its rows: those reading
+    values sized by it alone, each at all its rows or its first C (``kept_rows``; ``token[0]``
+    is no row count), through ops of fixed output size (a new data-sized op ends it)."""
+    owner = {v: v for v in roots}  #: value → the selection value it is sized by
+    members: dict[int, list[int]] = {v: [] for v in roots}
+    for index, op in enumerate(ops):
+        if op.is_view or index in roots.values():
+            continue
+        reads = [ref for ref in op.reads if ref.value_id in owner]
+        owners = {owner[ref.value_id] for ref in reads}
+        if len(owners) != 1 or _sizes_outputs_by_data(op):
+            continue
+        [root] = owners
+        if not all(ref.shape and ref.shape[0] in kept_rows[root] for ref in reads):
+            continue
+        members[root].append(index)
+        for write in op.writes:
+            if write.value_id in sized:
+                owner[write.value_id] = root
+    return {v: tuple(indices) for v, indices in members.items()}
+
+
+def _scaled(flops: FlopCount, numerator: int, denominator: int) -> FlopCount:
+    return FlopCount(flops.tensor * numerator // denominator,
+                     flops.vector * numerator // denominator, flops.kind, flops.launches)
+
+
+#: Kernels whose FLOPs grow as the rows they take (a product's rows, an elementwise op's):
+#: per row at the traced count, per row at any (a sort of the rows would not be).
+_ROW_LINEAR = frozenset({Category.COMPUTE, Category.POINTWISE})
+
+
+def _row_linear(traced: Necessary, selection: Selection) -> list[int]:
+    return [i for i in selection.ops if traced.ops[i].category in _ROW_LINEAR]
+
+
+def _weight_elements(trace: Trace, selection: Selection) -> int:
+    """Elements of the graph inputs the selection's ops read (each view once)."""
+    views = {
+        (ref.value_id, ref.offset, ref.shape)
+        for index in selection.ops for ref in trace.ops[index].reads
+        if ref.value_id in trace.input_value_ids
+    }
+    return sum(math.prod(shape) for _, _, shape in views)
+
+
+def routing_floor(trace: Trace, found: Sequence[Routing], traced: Necessary) -> Floor | None:
+    """The :class:`.walk.Floor` of the routings ``found``: ``traced`` is the necessary work
+    at the traced sizes, whose FLOPs per row of each selection are read."""
+    flops: dict[int, FlopCount] = {}
+    reads: set[int] = set()
+    for routing in found:
+        ran = [s for s in routing.selections if s.rows and s.ops]
+        if not routing.floor_rows or not ran:
+            continue
+        # a selection cut at its capacity spent less per row than one that was not
+        whole = [s for s in ran if routing.capacity is None or s.rows <= routing.capacity]
+
+        def per_row(selection: Selection) -> float:
+            linear = _row_linear(traced, selection)
+            return sum(traced.ops[i].total_flops for i in linear) / selection.rows
+
+        cheapest = min(whole or ran, key=per_row)
+        for index in _row_linear(traced, cheapest):
+            flops[index] = _scaled(traced.ops[index].flops, routing.floor_rows, cheapest.rows)
+        lightest = sorted(ran, key=lambda s: _weight_elements(trace, s))[: routing.top_k]
+        reads.update(index for selection in lightest for index in selection.ops)
+    return Floor(flops, frozenset(reads)) if flops or reads else None
+
+
+def floored(
+    trace: Trace, records: Sequence[OpRecord], known: dict[int, torch.Tensor],
+    any_input: Necessary, shortcuts: bool = True,
+) -> Necessary:
+    """``any_input`` (the necessary work for any values) with the routed work every input
+    needs, where the program routes tokens by ``topk`` (module docstring); itself otherwise."""
+    found = routings(trace.ops)
+    if not found:
+        return any_input
+    traced = necessary_work(trace, records, known=known, sizes_given=True, shortcuts=shortcuts)
+    floor = routing_floor(trace, found, traced)
+    if floor is None:
+        return any_input
+    return necessary_work(trace, records, known=known, shortcuts=shortcuts, floor=floor)
