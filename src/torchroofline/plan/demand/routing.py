@@ -4,26 +4,24 @@ any input values.
 For any values, a size chosen by data may be zero (:func:`.walk._sized_by_data`): the tokens
 ``torch.where(chosen == e)`` routes to expert ``e`` may be none, so the bound charged the
 router only. But ``chosen = topk(logits, k).indices`` holds ``k`` *distinct* experts per
-token, whatever the logits. Where the program splits ``chosen`` into one selection per expert
-value and the selections cover every expert (a loop over ``range(E)``, or over the experts
-hit: their traced rows add up to every pair), the selections partition the ``T·k`` routed (token, expert) pairs: ``n_e ≤ T`` pairs
-for expert ``e``, ``Σ_e n_e = T·k``. An expert that keeps its first ``C`` (a slice
-``token[:C]``, its capacity) processes ``min(n_e, C)``, and
+token, whatever the logits. Where the program selects ``chosen == e`` once per expert and the
+selections cover every expert (a loop over ``range(E)``, or over the experts hit: their
+traced rows add up to every pair), they partition the ``T·k`` routed (token, expert) pairs:
+``n_e ≤ T`` pairs for expert ``e``, ``Σ_e n_e = T·k``. An expert that keeps its first ``C``
+(a prefix ``token[:C]``: its capacity) processes ``min(n_e, C)`` of them, and
 
     Σ_e min(n_e, C) ≥ k · min(T, C)
 
-for every such routing: let ``A`` be the experts with ``n_e ≥ C``; if ``|A| ≥ k`` the sum is
-at least ``k·C``; else the others hold ``Σ n_e ≥ T·k − |A|·T`` pairs, each kept, and the sum
-is at least ``|A|·C + (k − |A|)·T``. Equality: every token routed to the same ``k`` experts,
-so the floor is the tightest that holds for all routings. (No capacity: ``C = T``.) Every
-routing with ``C ≥ 1`` also runs at least ``k`` experts on at least one row each.
+for every routing (docs/soundness.md, "Routed work"), with equality when every token picks
+the same ``k`` experts: the floor is the tightest that holds for all routings. Every routing
+with ``C ≥ 1`` also runs ``k`` experts or more on one row or more each.
 
 The bound for any values keeps that floor (:class:`.walk.Floor`): the work on each
-selection's rows is read from the walk with the traced sizes (the sizes given), per row of
-the cheapest expert, and charged for ``k · min(T, C)`` rows; the fixed-size inputs (the
-weights) of the ``k`` experts that read fewest are charged as for one row or more. The
-experts are taken to have one program each, alike: an expert the traced routing gave no row
-is assumed to cost per row at least what the cheapest that ran does.
+selection's rows is read from the walk at the traced sizes (as for given sizes), per row of
+the expert cheapest per row, and charged for ``k · min(T, C)`` rows; the fixed-size inputs
+(the weights) of the ``k`` experts that read fewest are charged as for one row or more. The
+experts are taken to run one program alike: an expert the traced routing gave no row is
+taken to cost per row what the cheapest one that ran does.
 """
 
 from __future__ import annotations
@@ -53,7 +51,8 @@ class Selection:
 
     expert: int
     rows: int  #: the rows the traced routing gave it
-    ops: tuple[int, ...]  #: trace indices of the ops computing on its rows
+    #: (trace index, rows it takes: all or the first C) of each op computing on its rows
+    ops: tuple[tuple[int, int], ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,9 +68,15 @@ class Routing:
 
     @property
     def floor_rows(self) -> int:
-        """Rows every routing processes: ``k · min(T, C)`` (module docstring)."""
+        """Rows every routing keeps: ``k · min(T, C)`` (module docstring)."""
         capacity = self.tokens if self.capacity is None else self.capacity
         return self.top_k * max(0, min(self.tokens, capacity))
+
+    def floor_of(self, rows: int) -> int:
+        """Rows every routing gives an op that took ``rows`` of a selection: ``T·k`` where
+        they were more than the capacity (all the pairs), else :attr:`floor_rows`."""
+        uncut = self.capacity is not None and rows > self.capacity
+        return self.tokens * self.top_k if uncut else self.floor_rows
 
 
 def _routing_indices(ops: Sequence[TracedOp]) -> dict[int, tuple[int, int, int]]:
@@ -172,12 +177,13 @@ def _over_last_dim(op: TracedOp) -> bool:
 def _members(
     ops: Sequence[TracedOp], roots: Mapping[int, int], kept_rows: Mapping[int, set[int]],
     sized: Mapping[int, set[int]],
-) -> dict[int, tuple[int, ...]]:
-    """selection value → trace indices of the ops that compute on its rows: those reading
-    values sized by it alone, each at all its rows or its first C (``kept_rows``; ``token[0]``
-    is no row count), through ops of fixed output size (a new data-sized op ends it)."""
+) -> dict[int, tuple[tuple[int, int], ...]]:
+    """selection value → (trace index, rows) of the ops that compute on its rows: those
+    reading values sized by it alone, each at all its rows or its first C (``kept_rows``;
+    ``token[0]`` is no row count), through ops of fixed output size (a new data-sized op
+    ends it)."""
     owner = {v: v for v in roots}  #: value → the selection value it is sized by
-    members: dict[int, list[int]] = {v: [] for v in roots}
+    members: dict[int, list[tuple[int, int]]] = {v: [] for v in roots}
     for index, op in enumerate(ops):
         if op.is_view or index in roots.values():
             continue
@@ -188,11 +194,11 @@ def _members(
         [root] = owners
         if not all(ref.shape and ref.shape[0] in kept_rows[root] for ref in reads):
             continue
-        members[root].append(index)
+        members[root].append((index, min(ref.shape[0] for ref in reads)))
         for write in op.writes:
             if write.value_id in sized:
                 owner[write.value_id] = root
-    return {v: tuple(indices) for v, indices in members.items()}
+    return {v: tuple(taken) for v, taken in members.items()}
 
 
 def _scaled(flops: FlopCount, numerator: int, denominator: int) -> FlopCount:
@@ -205,15 +211,21 @@ def _scaled(flops: FlopCount, numerator: int, denominator: int) -> FlopCount:
 _ROW_LINEAR = frozenset({Category.COMPUTE, Category.POINTWISE})
 
 
-def _row_linear(traced: Necessary, selection: Selection) -> list[int]:
-    return [i for i in selection.ops if traced.ops[i].category in _ROW_LINEAR]
+def _floor_flops(traced: Necessary, routing: Routing, selection: Selection) -> dict[int, FlopCount]:
+    """The FLOPs every routing spends on the ops of ``selection``, from their ``traced``
+    FLOPs per row taken (row-linear ops only: a sort of the rows is charged nothing)."""
+    return {
+        index: _scaled(traced.ops[index].flops, routing.floor_of(rows), rows)
+        for index, rows in selection.ops
+        if rows and traced.ops[index].category in _ROW_LINEAR
+    }
 
 
 def _weight_elements(trace: Trace, selection: Selection) -> int:
     """Elements of the graph inputs the selection's ops read (each view once)."""
     views = {
         (ref.value_id, ref.offset, ref.shape)
-        for index in selection.ops for ref in trace.ops[index].reads
+        for index, _ in selection.ops for ref in trace.ops[index].reads
         if ref.value_id in trace.input_value_ids
     }
     return sum(math.prod(shape) for _, _, shape in views)
@@ -221,25 +233,18 @@ def _weight_elements(trace: Trace, selection: Selection) -> int:
 
 def routing_floor(trace: Trace, found: Sequence[Routing], traced: Necessary) -> Floor | None:
     """The :class:`.walk.Floor` of the routings ``found``: ``traced`` is the necessary work
-    at the traced sizes, whose FLOPs per row of each selection are read."""
+    at the traced sizes, whose FLOPs per row of each selection are read; the selection whose
+    floor is least is charged."""
     flops: dict[int, FlopCount] = {}
     reads: set[int] = set()
     for routing in found:
         ran = [s for s in routing.selections if s.rows and s.ops]
         if not routing.floor_rows or not ran:
             continue
-        # a selection cut at its capacity spent less per row than one that was not
-        whole = [s for s in ran if routing.capacity is None or s.rows <= routing.capacity]
-
-        def per_row(selection: Selection) -> float:
-            linear = _row_linear(traced, selection)
-            return sum(traced.ops[i].total_flops for i in linear) / selection.rows
-
-        cheapest = min(whole or ran, key=per_row)
-        for index in _row_linear(traced, cheapest):
-            flops[index] = _scaled(traced.ops[index].flops, routing.floor_rows, cheapest.rows)
+        floors = [_floor_flops(traced, routing, s) for s in ran]
+        flops.update(min(floors, key=lambda f: sum(c.tensor + c.vector for c in f.values())))
         lightest = sorted(ran, key=lambda s: _weight_elements(trace, s))[: routing.top_k]
-        reads.update(index for selection in lightest for index in selection.ops)
+        reads.update(index for selection in lightest for index, _ in selection.ops)
     return Floor(flops, frozenset(reads)) if flops or reads else None
 
 

@@ -407,7 +407,12 @@ def _sized_by_data(
             continue
         fixed = {n for ref in op.reads for n in ref.shape} - chosen
         picked = _picked_dim(op) if not chosen else None
+        # a write into a storage of fixed size (index_add_ of routed rows into the output) keeps
+        # it, whatever sizes the rows had (one expert's 32 of 32 tokens is no size of the output)
+        destinations = {ref.storage_id for ref in op.reads if ref.value_id not in sized}
         for ref in op.writes:
+            if chosen and ref.storage_id in destinations:
+                continue
             dims = {n for n in ref.shape if n in chosen or n not in fixed}
             # the size the op chose, even where it happens to equal a size of its reads (two
             # tokens of 32 routed to an expert: nonzero's (2, 2) beside a (32, 2) mask)
