@@ -248,7 +248,7 @@ def test_grouped_expert_gemms_fed_by_routed_tokens() -> None:
     # T = 4 tokens, H = 16, F = 32, E = 16 experts, top-2: a SwiGLU expert (three H·F
     # matrices) per expert on the tokens torch.where routes to it. Any values: the top-2 are
     # two distinct experts per token, so the loop's selections hold T·K = 8 pairs whatever
-    # the routing (docs/soundness.md, "Routed work"): the router — x and W_gate read,
+    # the routing (docs/algebra.md, "Routed work for any values"): the router — x and W_gate read,
     # 2·T·H·E FLOPs — the 8 pairs at 3·2·H·F FLOPs each, the three matrices of K = 2 experts
     # (every routing runs at least two), and the output (T, H) written. Given: the same pairs,
     # and the three matrices of each of the `used` experts with a token. Oracle (given): the
@@ -597,7 +597,7 @@ def test_a_host_loop_over_the_experts_hit_charges_the_pairs_kept_under_capacity(
     assert given.time_ms["sol_any_input"] < given.sol_ms
     # any values: an expert's where() may be empty, but the T·K pairs are split among the
     # experts hit, each keeping min(count, C): at least K·min(T, C) = 10 pairs kept in every
-    # routing (docs/soundness.md, "Routed work"), and K experts' three matrices read
+    # routing (docs/algebra.md, "Routed work for any values"), and K experts' three matrices read
     assert results["any"].tensor_flops == router + top_k * min(tokens, capacity) * 3 * 2 * (
         hidden * inner
     )

@@ -1,6 +1,6 @@
 """The routed work every input needs (issue 37, item 2): the bound for any input values keeps
-the pairs a top-k routing guarantees (plan/demand/routing.py, docs/soundness.md "Routed
-work").
+the pairs a top-k routing guarantees (plan/demand/routing.py, docs/algebra.md "Routed work
+for any values").
 
 ``topk(k)`` picks k distinct experts per token, so a program that selects ``chosen == e`` for
 every expert splits exactly T·k (token, expert) pairs among them, whatever the values; an

@@ -12,9 +12,9 @@ traced rows add up to every pair), they partition the ``T·k`` routed (token, ex
 
     Σ_e min(n_e, C) ≥ k · min(T, C)
 
-for every routing (docs/soundness.md, "Routed work"), with equality when every token picks
-the same ``k`` experts: the floor is the tightest that holds for all routings. Every routing
-with ``C ≥ 1`` also runs ``k`` experts or more on one row or more each.
+for every routing (docs/algebra.md, "Routed work for any values"), with equality when every
+token picks the same ``k`` experts: the floor is the tightest that holds for all routings.
+Every routing with ``C ≥ 1`` also runs ``k`` experts or more on one row or more each.
 
 The bound for any values keeps that floor (:class:`.walk.Floor`): the work on each
 selection's rows is read from the walk at the traced sizes (as for given sizes), per row of
