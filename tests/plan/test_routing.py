@@ -691,3 +691,38 @@ def test_a_host_loop_that_makes_cuda_tensors_runs_on_real_cpu_values() -> None:
 
     inputs = torch.randn(64, 16), torch.randn(8, 16, 32), torch.arange(64) % 3
     assert analyze(Fn(program), *inputs, data="given").tensor_flops == 2 * 64 * 16 * 32
+
+
+def test_capacity_slots_in_solexecbench_format_charge_the_pairs_kept() -> None:
+    # tests/fixtures/routing/solexecbench_capacity_slots: modeled on SOL-ExecBench's
+    # L2/012 (moe_expert_batched_execution_with_capacity_factor: the routing given as inputs,
+    # C = max(T // 16, 1) slots per expert, a dense (E, C, ·) batched SwiGLU over the slots);
+    # written here at T = 256, H = 16, I = 32, E = 32, top-2, C = 16. The slots are filled
+    # through F.one_hot (a scatter_ into zeros, evaluated in place on the given routing) and
+    # the slots' outputs are read back at the kept pairs only: the bound charges the
+    # Σ_e min(n_e, C) kept pairs (3·2·H·I FLOPs each), not the E·C slots. Read: the x rows
+    # of the tokens with a kept pair, the routing (T·k int64), the kept pairs' weights, the
+    # three matrices of each expert keeping a pair; written: the (T, H) output
+    from torchroofline.suites.solexecbench import (
+        analyze_dir,
+        load_definition,
+        load_workloads,
+    )
+    from torchroofline.suites.solexecbench import make_inputs as make_problem_inputs
+
+    folder = FIXTURES / "solexecbench_capacity_slots"
+    tokens, hidden, inner, experts, top_k, capacity = 256, 16, 32, 32, 2, 16
+    (workload,) = load_workloads(folder)
+    x, chosen, *_ = make_problem_inputs(load_definition(folder), workload)
+    flat = chosen.flatten()
+    rank = torch.stack([(flat[: i + 1] == flat[i]).sum() - 1 for i in range(flat.numel())])
+    kept = rank < capacity
+    assert 0 < tokens * top_k - int(kept.sum()) and int(kept.sum()) < experts * capacity
+    used = flat[kept].unique().numel()
+    rows = (torch.arange(tokens * top_k)[kept] // top_k).unique().numel()
+    (result,) = analyze_dir(folder, "h100", "fp32")
+    assert result.tensor_flops == int(kept.sum()) * 3 * 2 * hidden * inner
+    assert result.compulsory_bytes == (
+        rows * hidden * FP32 + tokens * top_k * INDEX + int(kept.sum()) * FP32
+        + used * 3 * hidden * inner * FP32 + tokens * hidden * FP32
+    )
