@@ -223,22 +223,33 @@ def test_capacity_factor_dispatch_and_combine() -> None:
     # T = 32, H = 16, F = 24, E = 8, capacity C = 6, top-1. Dispatch and combine are dense
     # products with a one-hot (T, E, C) tensor the routing decides, as written: 2·E·C·T·H
     # (buffers), 2·E·C·H·F (the experts' bmm), 2·T·E·C·F (combine), plus the logits 2·T·H·E;
-    # x, W_gate and the experts read whole, (T, F) written. The given routing changes no
-    # operand a rule reads (the one-hot is computed, not given), so both bounds agree. Oracle:
-    # over three draws every element has a gradient; on the given one alone, the tokens over
-    # capacity and the experts no token reaches have none
+    # x, W_gate and the experts read whole, (T, F) written — the bound for any values (any
+    # routing may fill every slot). Given: the one-hot is a mask of the routing, evaluated on
+    # the given values (given.value_sources), so each product skips its zeros: the K kept
+    # pairs (one nonzero each) cost 2·K·H (dispatch), 2·K·H·F (the filled slots through their
+    # expert) and 2·K·F (combine); the router still reads x and W_gate whole (every logit
+    # decides a max), and the experts with a kept token are read. Oracle: over three draws
+    # every element has a gradient; on the given one alone, the tokens over capacity and the
+    # experts no token reaches have none
     tokens, hidden, inner, experts, capacity = 32, 16, 24, 8, 6
-    model, inputs, results = _seeded("capacity_dispatch")
+    model, (x,), results = _seeded("capacity_dispatch")
     slots = experts * capacity
-    flops = 2 * (tokens * hidden * experts + slots * tokens * hidden + slots * hidden * inner
-                 + tokens * slots * inner)
+    router = 2 * tokens * hidden * experts
+    flops = router + 2 * (slots * tokens * hidden + slots * hidden * inner + tokens * slots * inner)
     needed = (tokens * hidden + experts * hidden + experts * hidden * inner
               + tokens * inner) * FP32
-    for result in results.values():
-        assert result.tensor_flops == flops
-        assert result.compulsory_bytes == needed
-    assert oracle(model, inputs).bytes(FP32) == needed
-    assert oracle(model, inputs, data="given").bytes(FP32) <= needed
+    assert results["any"].tensor_flops == flops
+    assert results["any"].compulsory_bytes == needed
+    counts = torch.bincount(model.gate(x).argmax(dim=-1), minlength=experts)
+    kept, used = int(counts.clamp(max=capacity).sum()), int((counts > 0).sum())
+    assert kept < tokens and used < experts
+    given = results["given"]
+    assert given.tensor_flops == router + 2 * kept * (hidden + hidden * inner + inner)
+    assert given.compulsory_bytes == (
+        tokens * hidden + experts * hidden + used * hidden * inner + tokens * inner
+    ) * FP32
+    assert oracle(model, (x,)).bytes(FP32) == needed
+    assert oracle(model, (x,), data="given").bytes(FP32) <= given.compulsory_bytes
 
 
 # --- experts fed by routed tokens: the given routing reads only the experts it uses -------

@@ -264,17 +264,44 @@ def _where_true(flags: torch.Tensor) -> IndexSet:
     return positions_to_set(flags.nonzero().flatten().tolist())
 
 
+#: Most lines (rows of A, reduction rows of B) a known operand's needed nonzeros are placed
+#: on, one box each (a one-hot dispatch's slots: the tokens, weights and routers behind them
+#: are then demanded where they are, not counted); past it they are counted, not placed.
+_PLACED_LINES = 1 << 14
+
+
+def _placed(needed: torch.Tensor, index: tuple[IndexSet, ...]) -> list[Box] | None:
+    """The (lines, columns) flags ``needed`` of one batch entry as one box per line that has
+    any, or None past :data:`_PLACED_LINES` lines."""
+    lines = needed.any(1).nonzero().flatten().tolist()
+    if len(lines) > _PLACED_LINES:
+        return None
+    return [(*index, (range(i, i + 1),), _where_true(needed[i])) for i in lines]
+
+
 def _operand_region(
-    nonzero: torch.Tensor | None, needed: int, ref: TensorRef, lines: list[Box]
+    nonzero: torch.Tensor | None, needed: int, ref: TensorRef, lines: list[Box],
+    placed: list[Box] | None = None,
 ) -> Region:
     """What a matmul operand must supply: a known one its ``needed`` nonzeros (every element,
-    placed, when that is all of it); an unknown one the ``lines`` (boxes) a nonzero of the
-    known factor meets."""
+    placed, when that is all of it; else at the ``placed`` boxes where known); an unknown one
+    the ``lines`` (boxes) a nonzero of the known factor meets."""
     if nonzero is None:
         return Region.of(lines)
     if needed == math.prod(ref.shape):
         return Region.of([full_box(ref.shape)])
-    return Region(opaque=needed)
+    return Region(opaque=needed) if placed is None else Region.of(placed)
+
+
+def _placed_too(
+    placed: list[Box] | None, used: torch.Tensor | None, index: tuple[IndexSet, ...]
+) -> list[Box] | None:
+    """``placed`` with one more batch entry's needed nonzeros (``used``), or None once some
+    entry has too many lines to place."""
+    if placed is None or used is None:
+        return None
+    more = _placed(used, index)
+    return None if more is None else placed + more
 
 
 def known_products(context: _Context, region: Region) -> Demand | None:
@@ -305,6 +332,8 @@ def known_products(context: _Context, region: Region) -> Demand | None:
     products = needed_a = needed_b = 0
     lines_a: list[Box] = []
     lines_b: list[Box] = []
+    placed_a: list[Box] | None = [] if a is not None else None
+    placed_b: list[Box] | None = [] if b is not None else None
     for entry, blocks in by_entry.items():
         rows_of_a = _Lines(None if a is None else a[entry], [r for r, _ in blocks], reduction)
         columns_of_b = _Lines(
@@ -312,22 +341,34 @@ def known_products(context: _Context, region: Region) -> Demand | None:
         )
         index = ((range(entry, entry + 1),),) if len(left.shape) == 3 else ()
         meets_a, meets_b = [], []
+        # the known operands' nonzeros some product needs, placed: (rows, K) of A, (K, columns)
+        # of B
+        used_a = None if a is None else torch.zeros_like(a[entry])
+        used_b = None if b is None else torch.zeros_like(b[entry])
         for rows, columns in blocks:
             a_counts = rows_of_a.totals(rows)  # nonzeros of A[b, R, k]
             b_counts = columns_of_b.totals(columns)  # nonzeros of B[b, k, C]
             products += int((a_counts * b_counts).sum())
             meets_a.append((rows, b_counts > 0))
             meets_b.append((columns, a_counts > 0))
+            if used_a is not None:
+                picked = [i for r in rows for i in r]
+                used_a[picked] |= a[entry][picked] & (b_counts > 0)
+            if used_b is not None:
+                picked = [j for r in columns for j in r]
+                used_b[:, picked] |= b[entry][:, picked] & (a_counts > 0)[:, None]
             if a is None:
                 lines_a.append((*index, rows, _where_true(b_counts > 0)))
             if b is None:
                 lines_b.append((*index, _where_true(a_counts > 0), columns))
         needed_a += rows_of_a.needed(meets_a) if a is not None else 0
         needed_b += columns_of_b.needed(meets_b) if b is not None else 0
+        placed_a = _placed_too(placed_a, used_a, index)
+        placed_b = _placed_too(placed_b, used_b, index)
     inputs = [
         *_biases(context, region),
-        _operand_region(a, needed_a, left, [box for box in lines_a if all(box)]),
-        _operand_region(b, needed_b, right, [box for box in lines_b if all(box)]),
+        _operand_region(a, needed_a, left, [box for box in lines_a if all(box)], placed_a),
+        _operand_region(b, needed_b, right, [box for box in lines_b if all(box)], placed_b),
     ]
     tensor = min(2 * products * real_products(context), context.record.flops.tensor)
     flops = FlopCount(tensor=tensor, kind=MatmulKind.MATMUL)
