@@ -22,7 +22,7 @@ from ...costs import OpKey, OpRecord, add_rules, aten, lookup
 from ...trace.refs import Trace, TracedOp
 from ._core import _one_of, _op_set
 from .constants import known_values, too_big_to_evaluate
-from .matmul import has_structure, no_imaginary_part
+from .matmul import has_structure, no_imaginary_part, routing_mask
 from .walk import Necessary, _sized_by_data, necessary_work
 
 #: Ops whose demand rule reads the values of their index or mask arguments (the reads that are
@@ -67,37 +67,16 @@ def _read_values(op: TracedOp) -> list[int]:
     return [ref.value_id for ref in op.reads if every_read or not ref.is_float]
 
 
-#: Comparisons, whose output is a mask (0 or 1 wherever it is), and ops that keep a mask's
-#: zeros: a cast or copy of it, a product with it (``one_hot * (position < C)``,
-#: ``dispatch * gate``).
-_COMPARISONS = _op_set([aten.eq, aten.ne, aten.lt, aten.le, aten.gt, aten.ge,
-                        aten.logical_and, aten.logical_or, aten.one_hot])
-_KEEP_ZEROS = _op_set([aten._to_copy, aten.clone, aten.contiguous, aten.mul])
-
-
-def _gated(ops: Sequence[TracedOp]) -> set[int]:
-    """Values zero wherever a routing mask is (a one-hot dispatch tensor, ``dispatch · gate``):
-    a comparison of indices (an integer read: ``chosen[:, None] == arange(E)``) or of values
-    so gated (``position < C``), and a cast, copy or product of one. A comparison of floats
-    alone (``x > 0``) is no routing: its product is an activation, not evaluated."""
-    gated: set[int] = set()
-    for op in ops:
-        if op.is_view or not op.writes:
-            continue
-        if _one_of(op, _COMPARISONS) and any(
-            not ref.is_float or ref.value_id in gated for ref in op.reads
-        ) or _one_of(op, _KEEP_ZEROS) and any(ref.value_id in gated for ref in op.reads):
-            gated.update(w.value_id for w in op.writes)
-    return gated
-
-
 def value_sources(ops: Sequence[TracedOp]) -> set[int]:
     """The values some rule reads to choose positions, and every value they are computed from
     (the index-producing subgraph: router logits → topk → indices); a matmul operand gated by
     a mask (a one-hot dispatch of tokens to expert slots, whose zeros the matmul skips) is
     such a value."""
-    gated = _gated(ops)
-    wanted: set[int] = {v for v in _operands(ops) if v in gated}
+    producers = {w.value_id: op for op in ops if not op.is_view for w in op.writes}
+    # (a product with a mask is not run for the purpose: it is big work on the CPU)
+    wanted: set[int] = {
+        v for v in _operands(ops) if routing_mask(producers, v, products=False)
+    }
     for op in reversed(ops):
         if any(w.value_id in wanted for w in op.writes):
             wanted.update(ref.value_id for ref in op.reads)

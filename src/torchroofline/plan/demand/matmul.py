@@ -5,18 +5,19 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 import torch
 
 from ...costs import (
     COMPLEX_PRODUCT_FACTOR,
+    NO_FLOPS,
     FlopCount,
     MatmulKind,
     aten,
 )
-from ...trace.refs import TensorRef
+from ...trace.refs import TensorRef, TracedOp
 from ...trace.regions import (
     NOWHERE,
     Box,
@@ -61,6 +62,9 @@ def matmul_demand(context: _Context) -> Demand:
     known = known_products(context, region)
     if known is not None:
         return known
+    if any(routing_mask(context.producers, ref.value_id, known=context.known)
+           for ref in (left, right)):
+        return _masked_by_routing(context, region)
     reduction = left.shape[-1]
     lead = len(out_shape) - 2
     left_boxes = [(*b[:lead], b[-2], (range(reduction),)) for b in region.boxes]
@@ -193,6 +197,59 @@ def _sample_positions(elements: int) -> torch.Tensor:
     widths = (bounds[1:] - bounds[:-1]).to(torch.float64)
     draws = torch.rand(ZERO_SAMPLE, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     return bounds[:-1] + (draws * widths).to(torch.int64)
+
+
+#: Comparisons, whose output is a mask (0 or 1 wherever it is), and ops that keep a mask's
+#: zeros: a cast or copy of it, a product with it (``one_hot * (position < C)``,
+#: ``dispatch * gate``), a matrix product with it (an expert slot no token fills sums to 0).
+_COMPARISONS = _op_set([aten.eq, aten.ne, aten.lt, aten.le, aten.gt, aten.ge,
+                        aten.logical_and, aten.logical_or, aten.one_hot])
+_KEEP_ZEROS = _op_set([aten._to_copy, aten.clone, aten.contiguous, aten.mul])
+_PRODUCTS = _op_set([aten.mm, aten.bmm])
+
+#: Ops a value is looked up through to find the routing mask it is gated by.
+_MASK_DEPTH = 12
+
+
+def routing_mask(
+    producers: Mapping[int, TracedOp], value_id: int, products: bool = True,
+    known: Collection[int] = (), depth: int = _MASK_DEPTH,
+) -> bool:
+    """Whether the value is zero wherever a routing mask of values not ``known`` is (a one-hot
+    dispatch tensor, ``dispatch · gate``): a comparison of indices (an integer read:
+    ``chosen[:, None] == arange(E)``) or of values so gated (``position < C``), or a cast,
+    copy or product of one, and with ``products`` a matrix product of one (the expert slots it
+    fills). A comparison of floats alone (``x > 0``) is no routing: its product is an
+    activation. A known mask's zeros are read where they are (:func:`known_products`)."""
+    op = producers.get(value_id)
+    if op is None or depth == 0 or value_id in known:
+        return False
+    if _one_of(op, _COMPARISONS):
+        return any(
+            not ref.is_float
+            or routing_mask(producers, ref.value_id, products, known, depth - 1)
+            for ref in op.reads
+        )
+    keeps = _one_of(op, _KEEP_ZEROS) or products and _one_of(op, _PRODUCTS)
+    return keeps and any(
+        routing_mask(producers, ref.value_id, products, known, depth - 1) for ref in op.reads
+    )
+
+
+def _masked_by_routing(context: _Context, region: Region) -> Demand:
+    """A matmul with an operand gated by a routing mask whose values are unknown (any input
+    values): its products are those of the mask's nonzeros, which this walk does not know,
+    so none is charged (fewer, never more than any routing's: a dense (T, E, C) dispatch
+    einsum costs a sparse kernel its routed pairs only); the mask is read whole, to know
+    where it is zero, and the other operand nowhere. The bias of ``addmm`` is the output
+    where the products are none."""
+    *_, left, right = context.op.reads
+    whole = [
+        Region.of([full_box(ref.shape)])
+        if routing_mask(context.producers, ref.value_id, known=context.known) else NOWHERE
+        for ref in (left, right)
+    ]
+    return Demand((*_biases(context, region), *whole), NO_FLOPS, structure="routing mask")
 
 
 def has_structure(value: torch.Tensor) -> bool:
