@@ -350,6 +350,10 @@ def _operand_region(
     return Region(opaque=needed) if placed is None else Region.of(placed)
 
 
+def _placeable(context: _Context, nonzero: torch.Tensor | None, ref: TensorRef) -> bool:
+    return nonzero is not None and routing_mask(context.producers, ref.value_id, products=False)
+
+
 def _placed_too(
     placed: list[Box] | None, used: torch.Tensor | None, index: tuple[IndexSet, ...]
 ) -> list[Box] | None:
@@ -389,8 +393,10 @@ def known_products(context: _Context, region: Region) -> Demand | None:
     products = needed_a = needed_b = 0
     lines_a: list[Box] = []
     lines_b: list[Box] = []
-    placed_a: list[Box] | None = [] if a is not None else None
-    placed_b: list[Box] | None = [] if b is not None else None
+    # a routing mask's nonzeros are placed (few, and what they meet is demanded where it is);
+    # a given triangle's are counted (placing thousands of lines would cost more than it saves)
+    placed_a: list[Box] | None = [] if _placeable(context, a, left) else None
+    placed_b: list[Box] | None = [] if _placeable(context, b, right) else None
     for entry, blocks in by_entry.items():
         rows_of_a = _Lines(None if a is None else a[entry], [r for r, _ in blocks], reduction)
         columns_of_b = _Lines(
@@ -400,8 +406,8 @@ def known_products(context: _Context, region: Region) -> Demand | None:
         meets_a, meets_b = [], []
         # the known operands' nonzeros some product needs, placed: (rows, K) of A, (K, columns)
         # of B
-        used_a = None if a is None else torch.zeros_like(a[entry])
-        used_b = None if b is None else torch.zeros_like(b[entry])
+        used_a = None if placed_a is None else torch.zeros_like(a[entry])
+        used_b = None if placed_b is None else torch.zeros_like(b[entry])
         for rows, columns in blocks:
             a_counts = rows_of_a.totals(rows)  # nonzeros of A[b, R, k]
             b_counts = columns_of_b.totals(columns)  # nonzeros of B[b, k, C]
