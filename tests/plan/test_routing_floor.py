@@ -186,6 +186,22 @@ def test_no_floor_for_a_shard_of_the_experts() -> None:
     assert _routed(analyze(model, x, data="given"))[0] > 0
 
 
+def test_no_floor_for_a_shard_the_traced_routing_filled() -> None:
+    # every token routed to experts 0 and 1, a loop over experts 0..1 only: the traced
+    # selections add up to all T·k pairs, but no list of the experts hit is read on the host
+    # (a loop over range(2) is no loop over the experts hit), so another routing may send the
+    # shard nothing: no routing is found, no routed work charged for any values
+    torch.manual_seed(0)
+    model = _Experts(_TopK(HIDDEN, EXPERTS, 2), EXPERTS, last=2)
+    with torch.no_grad():
+        model.router.gate.weight.fill_(-1.0)
+        model.router.gate.weight[0], model.router.gate.weight[1] = 2.0, 1.0
+    x = torch.rand(TOKENS, HIDDEN) + 0.1
+    result = analyze(model, x, data="any")
+    assert routings(result.plans.trace.ops) == []
+    assert _routed(result) == (0, 0)
+
+
 def test_no_floor_past_a_cut_that_is_no_prefix() -> None:
     # token[1:] of an expert's pairs keeps n_e − 1, none for a routing of one pair per expert:
     # the pairs split, but no op takes a count of rows the floor knows (n_e or min(n_e, C)),

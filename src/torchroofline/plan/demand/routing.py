@@ -5,10 +5,11 @@ For any values, a size chosen by data may be zero (:func:`.walk._sized_by_data`)
 ``torch.where(chosen == e)`` routes to expert ``e`` may be none, so the bound charged the
 router only. But ``chosen = topk(logits, k).indices`` holds ``k`` *distinct* experts per
 token, whatever the logits. Where the program selects ``chosen == e`` once per expert and the
-selections cover every expert (a loop over ``range(E)``, or over the experts hit: their
-traced rows add up to every pair), they partition the ``T·k`` routed (token, expert) pairs:
-``n_e ≤ T`` pairs for expert ``e``, ``Σ_e n_e = T·k``. An expert that keeps its first ``C``
-(a prefix ``token[:C]``: its capacity) processes ``min(n_e, C)`` of them, and
+selections cover every expert (a loop over ``range(E)``, or over the experts hit: a list
+of them read on the host, their traced rows adding up to every pair), they partition the
+``T·k`` routed (token, expert) pairs: ``n_e ≤ T`` pairs for expert ``e``, ``Σ_e n_e = T·k``.
+An expert that keeps its first ``C`` (a prefix ``token[:C]``: its capacity) processes
+``min(n_e, C)`` of them, and
 
     Σ_e min(n_e, C) ≥ k · min(T, C)
 
@@ -35,7 +36,14 @@ import torch
 from ...costs import Category, FlopCount, OpRecord, aten
 from ...trace.refs import Trace, TracedOp
 from ._core import _one_of, _op_set
-from .walk import Floor, Necessary, _sized_by_data, _sizes_outputs_by_data, necessary_work
+from .walk import (
+    HOST_READS,
+    Floor,
+    Necessary,
+    _sized_by_data,
+    _sizes_outputs_by_data,
+    necessary_work,
+)
 
 _TOPK = _op_set([aten.topk])
 _EQUALS = _op_set([aten.eq])
@@ -119,8 +127,10 @@ def _capacity(ops: Sequence[TracedOp], start: int, root: int) -> int | None:
     return min(cuts, default=None)
 
 
-def routings(ops: Sequence[TracedOp]) -> list[Routing]:
-    """The routings of ``ops`` split into one selection per expert, all experts covered."""
+def routings(ops: Sequence[TracedOp], real_sizes: bool = True) -> list[Routing]:
+    """The routings of ``ops`` split into one selection per expert, all experts covered;
+    ``real_sizes``: the data-sized ops ran on real values (not stand-ins, whose sizes are no
+    routing's), so selections adding up to every pair cover the experts hit."""
     indices = _routing_indices(ops)
     if not indices:
         return []
@@ -130,7 +140,8 @@ def routings(ops: Sequence[TracedOp]) -> list[Routing]:
         routing, expert = _expert_of(op, indices)
         if expert >= 0:
             masks[op.writes[0].value_id] = (routing, expert)
-        elif _one_of(op, _ANY) and op.reads[0].value_id in masks and _over_last_dim(op):
+        elif _one_of(op, _ANY) and op.reads[0].value_id in masks and _over_picks(op, indices,
+                                                                              masks):
             masks[op.writes[0].value_id] = masks[op.reads[0].value_id]
         elif _one_of(op, _NONZERO) and op.reads[0].value_id in masks:
             roots[op.writes[0].value_id] = (*masks[op.reads[0].value_id], index)
@@ -138,7 +149,8 @@ def routings(ops: Sequence[TracedOp]) -> list[Routing]:
     found = []
     for routing, (tokens, top_k, experts) in indices.items():
         mine = {v: (e, i) for v, (r, e, i) in roots.items() if r == routing}
-        if not _partition(ops, mine, experts, tokens * top_k):
+        pairs = tokens * top_k if real_sizes else -1
+        if not _partition(ops, mine, experts, pairs, _hit_lists(ops, routing)):
             continue
         cuts = [_capacity(ops, i, v) for v, (_, i) in mine.items()]
         capacity = min((c for c in cuts if c is not None), default=None)
@@ -154,24 +166,57 @@ def routings(ops: Sequence[TracedOp]) -> list[Routing]:
     return found
 
 
+def _hit_lists(ops: Sequence[TracedOp], routing: int) -> set[int]:
+    """The lengths of the values computed from the ``routing`` indices that the host reads
+    element by element (``chosen.unique()``, ``bincount(chosen).nonzero()`` and ``.item()``):
+    the experts hit, which a loop then runs over."""
+    derived = {routing}
+    lengths: set[int] = set()
+    for op in ops:
+        if not any(ref.value_id in derived for ref in op.reads):
+            continue
+        if _one_of(op, HOST_READS):
+            lengths.update(written[0] for ref in op.reads
+                           if (written := _written_shape(ops, ref.value_id)))
+        derived.update(w.value_id for w in op.writes)
+    return lengths
+
+
+def _written_shape(ops: Sequence[TracedOp], value_id: int) -> tuple[int, ...]:
+    return next((w.shape for op in ops for w in op.writes if w.value_id == value_id), ())
+
+
 def _partition(
-    ops: Sequence[TracedOp], selections: Mapping[int, tuple[int, int]], experts: int, pairs: int
+    ops: Sequence[TracedOp], selections: Mapping[int, tuple[int, int]], experts: int, pairs: int,
+    hit_lists: set[int],
 ) -> bool:
     """Whether ``selections`` (value → (expert, op index)) split every routed pair: one per
     expert, covering all ``experts`` (a loop over ``range(E)``) or, in the traced routing,
-    all ``pairs`` (a loop over the experts hit, which every routing covers alike)."""
+    all ``pairs`` (a loop over the experts hit, which every routing covers alike: one
+    selection per element of a list of them the host reads, ``hit_lists``; -1: the traced
+    sizes are no routing's)."""
     chosen = [expert for expert, _ in selections.values()]
     if len(set(chosen)) != len(chosen):
         return False
     rows = sum(ops[index].writes[0].shape[0] for _, index in selections.values())
-    return set(chosen) == set(range(experts)) or rows == pairs
+    return set(chosen) == set(range(experts)) or (rows == pairs and len(chosen) in hit_lists)
 
 
-def _over_last_dim(op: TracedOp) -> bool:
+def _over_picks(
+    op: TracedOp, indices: Mapping[int, tuple[int, int, int]],
+    masks: Mapping[int, tuple[int, int]],
+) -> bool:
+    """Whether ``op`` (an ``any``) reduces a routing mask over each token's k picks only: its
+    last dim, of size k, the mask in the top-k's (tokens…, k) layout."""
+    read = op.reads[0]
     dims = op.argument("dim")
     dims = dims if isinstance(dims, (list, tuple)) else [dims]
-    rank = len(op.reads[0].shape)
-    return rank > 0 and [d % rank for d in dims if d is not None] == [rank - 1]
+    rank = len(read.shape)
+    top_k = indices[masks[read.value_id][0]][1]
+    return (
+        rank >= 2 and read.shape[-1] == top_k and read.strides[-1] == 1
+        and [d % rank for d in dims if d is not None] == [rank - 1]
+    )
 
 
 def _members(
@@ -248,13 +293,18 @@ def routing_floor(trace: Trace, found: Sequence[Routing], traced: Necessary) -> 
     return Floor(flops, frozenset(reads)) if flops or reads else None
 
 
+def _on_stand_ins(note: str) -> bool:
+    """Whether a trace note says data-sized ops ran on stand-in values (trace/tracer.py)."""
+    return note.startswith("bound for every size the data could give")
+
+
 def floored(
     trace: Trace, records: Sequence[OpRecord], known: dict[int, torch.Tensor],
     any_input: Necessary, shortcuts: bool = True,
 ) -> Necessary:
     """``any_input`` (the necessary work for any values) with the routed work every input
     needs, where the program routes tokens by ``topk`` (module docstring); itself otherwise."""
-    found = routings(trace.ops)
+    found = routings(trace.ops, real_sizes=not any(map(_on_stand_ins, trace.notes)))
     if not found:
         return any_input
     traced = necessary_work(trace, records, known=known, sizes_given=True, shortcuts=shortcuts)
