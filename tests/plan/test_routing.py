@@ -221,24 +221,35 @@ def test_load_balancing_loss() -> None:
 
 def test_capacity_factor_dispatch_and_combine() -> None:
     # T = 32, H = 16, F = 24, E = 8, capacity C = 6, top-1. Dispatch and combine are dense
-    # products with a one-hot (T, E, C) tensor the routing decides, as written: 2·E·C·T·H
-    # (buffers), 2·E·C·H·F (the experts' bmm), 2·T·E·C·F (combine), plus the logits 2·T·H·E;
-    # x, W_gate and the experts read whole, (T, F) written. The given routing changes no
-    # operand a rule reads (the one-hot is computed, not given), so both bounds agree. Oracle:
-    # over three draws every element has a gradient; on the given one alone, the tokens over
-    # capacity and the experts no token reaches have none
+    # products with a one-hot (T, E, C) tensor the routing decides: as written 2·E·C·T·H
+    # (buffers), 2·E·C·H·F (the experts' bmm), 2·T·E·C·F (combine), but a sparse kernel does
+    # only the products of the mask's nonzeros. Any values: the mask is unknown, so no product
+    # is charged (the "routing mask" rule: never more than any routing's pairs); the router
+    # (2·T·H·E, x and W_gate read whole: every logit decides a max) and the (T, F) output
+    # written. Given: the mask is evaluated on the given values (given.value_sources), so each
+    # product skips its zeros: the K kept pairs (one nonzero each) cost 2·K·H (dispatch),
+    # 2·K·H·F (the filled slots through their expert) and 2·K·F (combine), and the experts
+    # with a kept token are read. Oracle (given): the tokens over capacity and the experts no
+    # token reaches have no gradient; the bound for any values is below it
     tokens, hidden, inner, experts, capacity = 32, 16, 24, 8, 6
-    model, inputs, results = _seeded("capacity_dispatch")
-    slots = experts * capacity
-    flops = 2 * (tokens * hidden * experts + slots * tokens * hidden + slots * hidden * inner
-                 + tokens * slots * inner)
-    needed = (tokens * hidden + experts * hidden + experts * hidden * inner
-              + tokens * inner) * FP32
-    for result in results.values():
-        assert result.tensor_flops == flops
-        assert result.compulsory_bytes == needed
-    assert oracle(model, inputs).bytes(FP32) == needed
-    assert oracle(model, inputs, data="given").bytes(FP32) <= needed
+    model, (x,), results = _seeded("capacity_dispatch")
+    router = 2 * tokens * hidden * experts
+    assert results["any"].tensor_flops == router
+    assert results["any"].compulsory_bytes == (
+        tokens * hidden + experts * hidden + tokens * inner
+    ) * FP32
+    assert any(note.startswith("structured operand: routing mask")
+               for note in results["any"].notes)
+    counts = torch.bincount(model.gate(x).argmax(dim=-1), minlength=experts)
+    kept, used = int(counts.clamp(max=capacity).sum()), int((counts > 0).sum())
+    assert kept < tokens and used < experts
+    given = results["given"]
+    assert given.tensor_flops == router + 2 * kept * (hidden + hidden * inner + inner)
+    assert given.compulsory_bytes == (
+        tokens * hidden + experts * hidden + used * hidden * inner + tokens * inner
+    ) * FP32
+    proven = oracle(model, (x,), data="given").bytes(FP32)
+    assert results["any"].compulsory_bytes <= proven <= given.compulsory_bytes
 
 
 # --- experts fed by routed tokens: the given routing reads only the experts it uses -------
@@ -246,21 +257,26 @@ def test_capacity_factor_dispatch_and_combine() -> None:
 
 def test_grouped_expert_gemms_fed_by_routed_tokens() -> None:
     # T = 4 tokens, H = 16, F = 32, E = 16 experts, top-2: a SwiGLU expert (three H·F
-    # matrices) per expert on the tokens torch.where routes to it. Any values: an expert may
-    # receive no token, so only the router is needed — x and W_gate read, 2·T·H·E FLOPs — and
-    # the output (T, H) written. Given: the T·K = 8 routed pairs each cost 3·2·H·F FLOPs and
-    # each of the `used` experts with a token has its three matrices read. Oracle (given): the
+    # matrices) per expert on the tokens torch.where routes to it. Any values: the top-2 are
+    # two distinct experts per token, so the loop's selections hold T·K = 8 pairs whatever
+    # the routing (docs/algebra.md, "Routed work for any values"): the router — x and W_gate read,
+    # 2·T·H·E FLOPs — the 8 pairs at 3·2·H·F FLOPs each, the three matrices of K = 2 experts
+    # (every routing runs at least two), and the output (T, H) written. Given: the same pairs,
+    # and the three matrices of each of the `used` experts with a token. Oracle (given): the
     # same, bar the router rows of experts nobody chose (the renormalised weights depend on
     # the chosen logits only)
     tokens, hidden, inner, experts, top_k = 4, 16, 32, 16, 2
     model, inputs, results = _seeded("routed_experts")
     used = _used(model.gate(*inputs).topk(top_k, dim=-1)[1])
-    assert used < experts
+    assert top_k < used < experts
     router = 2 * tokens * hidden * experts
-    assert results["any"].tensor_flops == router
-    assert results["any"].compulsory_bytes == (2 * tokens + experts) * hidden * FP32
+    pairs = tokens * top_k * 3 * 2 * hidden * inner
+    assert results["any"].tensor_flops == router + pairs
+    assert results["any"].compulsory_bytes == (
+        (2 * tokens + experts) * hidden + top_k * 3 * hidden * inner
+    ) * FP32
     given = results["given"]
-    assert given.tensor_flops == router + tokens * top_k * 3 * 2 * hidden * inner
+    assert given.tensor_flops == router + pairs
     assert given.compulsory_bytes == (
         (2 * tokens + experts) * hidden + used * 3 * hidden * inner
     ) * FP32
@@ -273,18 +289,23 @@ def test_grouped_expert_gemms_fed_by_routed_tokens() -> None:
 def test_shared_experts() -> None:
     # T = 4, H = 16, F = 32, E = 16 routed experts (one H × H matrix each), top-2 by sigmoid;
     # the shared SwiGLU expert takes every token: 3·2·T·H·F FLOPs and its three H·F matrices,
-    # under any values and given ones alike. Given routing adds the T·K routed pairs (2·H·H
-    # each) and the `used` experts' matrices. Oracle: sigmoid scores are elementwise, so of
-    # the router only the chosen experts' rows
+    # under any values and given ones alike. Each routed expert takes the tokens of
+    # (chosen == e).any(-1): one per pair, a token's two experts being distinct, so any
+    # routing adds the T·K routed pairs (2·H·H each) and the matrices of K experts; the given
+    # routing the matrices of the `used` experts. Oracle: sigmoid scores are elementwise, so
+    # of the router only the chosen experts' rows
     tokens, hidden, inner, experts, top_k = 4, 16, 32, 16, 2
     model, inputs, results = _seeded("shared_experts")
     used = _used(model.router(*inputs).topk(top_k, dim=-1)[1])
     dense = 2 * tokens * hidden * experts + 3 * 2 * tokens * hidden * inner
+    dense += tokens * top_k * 2 * hidden * hidden
     shared = 3 * hidden * inner
     assert results["any"].tensor_flops == dense
-    assert results["any"].compulsory_bytes == ((2 * tokens + experts) * hidden + shared) * FP32
+    assert results["any"].compulsory_bytes == (
+        (2 * tokens + experts) * hidden + shared + top_k * hidden * hidden
+    ) * FP32
     given = results["given"]
-    assert given.tensor_flops == dense + tokens * top_k * 2 * hidden * hidden
+    assert given.tensor_flops == dense
     routed = used * hidden * hidden
     assert given.compulsory_bytes == ((2 * tokens + experts) * hidden + shared + routed) * FP32
     proven = oracle(model, inputs, data="given")
@@ -323,15 +344,20 @@ def test_data_sized_ops_bound_every_size_without_real_data(
 
 def test_routed_experts_too_big_to_make_real_bound_every_routing() -> None:
     # 512 tokens, H = 256, F = 512, 64 experts, top-2: 97 MiB of experts, over a 0 B limit.
-    # Traced on stand-ins, the bound is the one for any routing: the router (x and W_gate
-    # read, 2·T·H·E FLOPs) and the output written
+    # Traced on stand-ins (whose selections are no real routing), the bound is the one for
+    # any routing: the router (x and W_gate read, 2·T·H·E FLOPs), the T·K pairs the loop
+    # over all experts splits (3·2·H·F FLOPs each), K experts' three matrices and the output
     path = FIXTURES / "routed_experts.py"
-    tokens, hidden, inner, experts = 512, 256, 512, 64
+    tokens, hidden, inner, experts, top_k = 512, 256, 512, 64, 2
     with torch.device("meta"):
-        model = load_problem(path).model_class(hidden, inner, experts, 2)
+        model = load_problem(path).model_class(hidden, inner, experts, top_k)
     result = analyze(model, meta(tokens, hidden), real_fallback_limit_bytes=0)
-    assert result.tensor_flops == 2 * tokens * hidden * experts
-    assert result.compulsory_bytes == (2 * tokens + experts) * hidden * FP32
+    assert result.tensor_flops == 2 * tokens * hidden * experts + tokens * top_k * 3 * 2 * (
+        hidden * inner
+    ) == 822_083_584
+    assert result.compulsory_bytes == (
+        (2 * tokens + experts) * hidden + top_k * 3 * hidden * inner
+    ) * FP32
     assert any("aten.nonzero.default in '<top level>'" in note for note in result.notes)
 
 
@@ -580,10 +606,15 @@ def test_a_host_loop_over_the_experts_hit_charges_the_pairs_kept_under_capacity(
         2 * tokens * hidden + experts * hidden + used * 3 * hidden * inner
     ) * FP32
     assert given.time_ms["sol_any_input"] < given.sol_ms
-    # any values: each where() may be empty, and so may its first C pairs (a view cut from
-    # it): the router, x, W and the output only — not the pairs one random draw kept
-    assert results["any"].tensor_flops == router
-    assert results["any"].compulsory_bytes == (2 * tokens * hidden + experts * hidden) * FP32
+    # any values: an expert's where() may be empty, but the T·K pairs are split among the
+    # experts hit, each keeping min(count, C): at least K·min(T, C) = 10 pairs kept in every
+    # routing (docs/algebra.md, "Routed work for any values"), and K experts' three matrices read
+    assert results["any"].tensor_flops == router + top_k * min(tokens, capacity) * 3 * 2 * (
+        hidden * inner
+    )
+    assert results["any"].compulsory_bytes == (
+        2 * tokens * hidden + experts * hidden + top_k * 3 * hidden * inner
+    ) * FP32
 
 
 def test_token_splits_read_on_the_host_as_numpy_charge_every_routed_pair() -> None:
@@ -671,3 +702,53 @@ def test_a_host_loop_that_makes_cuda_tensors_runs_on_real_cpu_values() -> None:
 
     inputs = torch.randn(64, 16), torch.randn(8, 16, 32), torch.arange(64) % 3
     assert analyze(Fn(program), *inputs, data="given").tensor_flops == 2 * 64 * 16 * 32
+
+
+def test_capacity_slots_in_solexecbench_format_charge_the_pairs_kept() -> None:
+    # tests/fixtures/routing/solexecbench_capacity_slots: modeled on SOL-ExecBench's
+    # L2/012 (moe_expert_batched_execution_with_capacity_factor: the routing given as inputs,
+    # C = max(T // 16, 1) slots per expert, a dense (E, C, ·) batched SwiGLU over the slots);
+    # written here at T = 256, H = 16, I = 32, E = 32, top-2, C = 16. The slots are filled
+    # through F.one_hot (a scatter_ into zeros, evaluated in place on the given routing) and
+    # the slots' outputs are read back at the kept pairs only: the bound charges the
+    # Σ_e min(n_e, C) kept pairs (3·2·H·I FLOPs each), not the E·C slots. Read: the x rows
+    # of the tokens with a kept pair, the routing (T·k int64), the kept pairs' weights, the
+    # three matrices of each expert keeping a pair; written: the (T, H) output
+    from torchroofline.suites.solexecbench import (
+        analyze_dir,
+        load_definition,
+        load_workloads,
+    )
+    from torchroofline.suites.solexecbench import make_inputs as make_problem_inputs
+
+    folder = FIXTURES / "solexecbench_capacity_slots"
+    tokens, hidden, inner, experts, top_k, capacity = 256, 16, 32, 32, 2, 16
+    (workload,) = load_workloads(folder)
+    x, chosen, *_ = make_problem_inputs(load_definition(folder), workload)
+    flat = chosen.flatten()
+    rank = torch.stack([(flat[: i + 1] == flat[i]).sum() - 1 for i in range(flat.numel())])
+    kept = rank < capacity
+    assert 0 < tokens * top_k - int(kept.sum()) and int(kept.sum()) < experts * capacity
+    used = flat[kept].unique().numel()
+    rows = (torch.arange(tokens * top_k)[kept] // top_k).unique().numel()
+    (result,) = analyze_dir(folder, "h100", "fp32")
+    assert result.tensor_flops == int(kept.sum()) * 3 * 2 * hidden * inner
+    assert result.compulsory_bytes == (
+        rows * hidden * FP32 + tokens * top_k * INDEX + int(kept.sum()) * FP32
+        + used * 3 * hidden * inner * FP32 + tokens * hidden * FP32
+    )
+
+
+def test_a_product_with_an_activation_mask_is_no_routing() -> None:
+    # (x · (x > 0)) @ w: a comparison of floats alone masks an activation (a ReLU), not a
+    # routing: priced as every matmul, 2·M·K·N, under any values and given ones alike (a given
+    # x is not run through the product for its zeros); (x > 0) on an integer index
+    # (idx[:, None] == arange(K)) is one: no product charged for any values
+    relu = Fn(lambda x, w: (x * (x > 0)) @ w)
+    for data in ("any", "given"):
+        result = analyze(relu, torch.randn(16, 8), torch.randn(8, 4), data=data)
+        assert result.tensor_flops == 2 * 16 * 8 * 4
+    one_hot = Fn(lambda idx, w: (idx[:, None] == torch.arange(8)).float() @ w)
+    result = analyze(one_hot, meta(16, dtype=torch.long), meta(8, 4))
+    assert result.tensor_flops == 0
+    assert result.compulsory_bytes == (16 * INDEX + 16 * 4 * FP32)

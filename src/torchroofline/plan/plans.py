@@ -28,6 +28,7 @@ from ..trace.refs import Trace
 from .algebra import Rewritten, cheapest_program
 from .demand import Necessary, known_values, necessary_work
 from .demand.given import given_necessary
+from .demand.routing import floored
 from .fusion import Plan, eager_plan, fused_plan
 from .step_graphs import fused_step_plan
 
@@ -121,10 +122,12 @@ def _necessary(
     trace: Trace, ops: Sequence[OpRecord], known_any: dict[int, torch.Tensor],
     shortcuts: bool = True,
 ) -> tuple[Necessary, Necessary | None]:
-    """The necessary work for any input values, and for the given ones (None: no values
-    given, or none that change it); ``known_any``: the values known from shapes and
+    """The necessary work for any input values (with the routed work every input needs:
+    :mod:`.demand.routing`), and for the given ones (None: no values given, or none that
+    change it); ``known_any``: the values known from shapes and
     constants; ``shortcuts``: see :func:`.demand.necessary_work`."""
-    return (necessary_work(trace, ops, known=known_any, shortcuts=shortcuts),
+    any_input = necessary_work(trace, ops, known=known_any, shortcuts=shortcuts)
+    return (floored(trace, ops, known_any, any_input, shortcuts),
             given_necessary(trace, ops, known_any, shortcuts))
 
 

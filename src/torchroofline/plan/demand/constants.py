@@ -42,7 +42,9 @@ def _evaluable(op: TracedOp, known: dict[int, torch.Tensor]) -> bool:
     that is not random, writes nothing in place and allocates no uninitialised memory, whose
     every read is known and whose outputs are small."""
     func = op.func
-    if func is None or op.is_view or not op.writes or op.written_arguments:
+    if func is None or op.is_view or not op.writes:
+        return False
+    if op.written_arguments and not _writes_an_index_in_place(op):
         return False
     if torch.Tag.nondeterministic_seeded in func.tags or "empty" in op.base:
         return False
@@ -51,14 +53,27 @@ def _evaluable(op: TracedOp, known: dict[int, torch.Tensor]) -> bool:
     return all(ref.value_id in known for ref in op.reads)
 
 
+def _writes_an_index_in_place(op: TracedOp) -> bool:
+    """Whether ``op`` writes only integer or boolean values, each into a storage it reads: an
+    index buffer filled in place (``one_hot``'s ``scatter_`` into zeros, a routing table)."""
+    read = {ref.storage_id for ref in op.reads}
+    return all(not w.is_float and w.storage_id in read for w in op.writes)
+
+
 def _on_cpu(leaf: Any) -> Any:
     return torch.device("cpu") if isinstance(leaf, torch.device) else leaf
 
 
-def _with_values(op: TracedOp, known: dict[int, torch.Tensor]) -> tuple[Any, Any]:
-    """``op``'s arguments with each tensor replaced by its known value, on the CPU."""
+def _with_values(
+    op: TracedOp, known: dict[int, torch.Tensor], written: Mapping[int, torch.Tensor]
+) -> tuple[Any, Any]:
+    """``op``'s arguments with each tensor replaced by its known value, on the CPU; a read of
+    a storage the op writes in place by ``written``'s copy of it (storage id → elements)."""
     reads = iter(
-        known[ref.value_id].as_strided(ref.shape, ref.strides, ref.offset) for ref in op.reads
+        written.get(ref.storage_id, known[ref.value_id]).as_strided(
+            ref.shape, ref.strides, ref.offset
+        )
+        for ref in op.reads
     )
     return tree_map(
         lambda leaf: next(reads) if isinstance(leaf, torch.Tensor) else _on_cpu(leaf),
@@ -84,10 +99,18 @@ def known_values(
             continue
         if all(w.value_id in known for w in op.writes) or not _evaluable(op, known):
             continue
-        args, kwargs = _with_values(op, known)
+        # an op writing in place runs on copies: the value before it stays known as it was
+        written = {
+            ref.storage_id: known[ref.value_id].clone()
+            for ref in op.reads if any(w.storage_id == ref.storage_id for w in op.writes)
+        } if op.written_arguments else {}
+        args, kwargs = _with_values(op, known, written)
         try:
             output = op.func(*args, **kwargs)
         except Exception:  # noqa: BLE001 — an op the CPU cannot run stays unknown
+            continue
+        if written:
+            known.update((w.value_id, written[w.storage_id]) for w in op.writes)
             continue
         tensors = [leaf for leaf in tree_leaves(output) if isinstance(leaf, torch.Tensor)]
         for ref, tensor in zip(op.writes, tensors, strict=False):

@@ -22,7 +22,7 @@ from ...costs import OpKey, OpRecord, add_rules, aten, lookup
 from ...trace.refs import Trace, TracedOp
 from ._core import _one_of, _op_set
 from .constants import known_values, too_big_to_evaluate
-from .matmul import has_structure, no_imaginary_part
+from .matmul import has_structure, no_imaginary_part, routing_mask
 from .walk import Necessary, _sized_by_data, necessary_work
 
 #: Ops whose demand rule reads the values of their index or mask arguments (the reads that are
@@ -69,8 +69,14 @@ def _read_values(op: TracedOp) -> list[int]:
 
 def value_sources(ops: Sequence[TracedOp]) -> set[int]:
     """The values some rule reads to choose positions, and every value they are computed from
-    (the index-producing subgraph: router logits → topk → indices)."""
-    wanted: set[int] = set()
+    (the index-producing subgraph: router logits → topk → indices); a matmul operand gated by
+    a mask (a one-hot dispatch of tokens to expert slots, whose zeros the matmul skips) is
+    such a value."""
+    producers = {w.value_id: op for op in ops if not op.is_view for w in op.writes}
+    # (a product with a mask is not run for the purpose: it is big work on the CPU)
+    wanted: set[int] = {
+        v for v in _operands(ops) if routing_mask(producers, v, products=False)
+    }
     for op in reversed(ops):
         if any(w.value_id in wanted for w in op.writes):
             wanted.update(ref.value_id for ref in op.reads)

@@ -5,18 +5,19 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 import torch
 
 from ...costs import (
     COMPLEX_PRODUCT_FACTOR,
+    NO_FLOPS,
     FlopCount,
     MatmulKind,
     aten,
 )
-from ...trace.refs import TensorRef
+from ...trace.refs import TensorRef, TracedOp
 from ...trace.regions import (
     NOWHERE,
     Box,
@@ -61,6 +62,9 @@ def matmul_demand(context: _Context) -> Demand:
     known = known_products(context, region)
     if known is not None:
         return known
+    if any(routing_mask(context.producers, ref.value_id, known=context.known)
+           for ref in (left, right)):
+        return _masked_by_routing(context, region)
     reduction = left.shape[-1]
     lead = len(out_shape) - 2
     left_boxes = [(*b[:lead], b[-2], (range(reduction),)) for b in region.boxes]
@@ -195,6 +199,59 @@ def _sample_positions(elements: int) -> torch.Tensor:
     return bounds[:-1] + (draws * widths).to(torch.int64)
 
 
+#: Comparisons, whose output is a mask (0 or 1 wherever it is), and ops that keep a mask's
+#: zeros: a cast or copy of it, a product with it (``one_hot * (position < C)``,
+#: ``dispatch * gate``), a matrix product with it (an expert slot no token fills sums to 0).
+_COMPARISONS = _op_set([aten.eq, aten.ne, aten.lt, aten.le, aten.gt, aten.ge,
+                        aten.logical_and, aten.logical_or, aten.one_hot])
+_KEEP_ZEROS = _op_set([aten._to_copy, aten.clone, aten.contiguous, aten.mul])
+_PRODUCTS = _op_set([aten.mm, aten.bmm])
+
+#: Ops a value is looked up through to find the routing mask it is gated by.
+_MASK_DEPTH = 12
+
+
+def routing_mask(
+    producers: Mapping[int, TracedOp], value_id: int, products: bool = True,
+    known: Collection[int] = (), depth: int = _MASK_DEPTH,
+) -> bool:
+    """Whether the value is zero wherever a routing mask of values not ``known`` is (a one-hot
+    dispatch tensor, ``dispatch · gate``): a comparison of indices (an integer read:
+    ``chosen[:, None] == arange(E)``) or of values so gated (``position < C``), or a cast,
+    copy or product of one, and with ``products`` a matrix product of one (the expert slots it
+    fills). A comparison of floats alone (``x > 0``) is no routing: its product is an
+    activation. A known mask's zeros are read where they are (:func:`known_products`)."""
+    op = producers.get(value_id)
+    if op is None or depth == 0 or value_id in known:
+        return False
+    if _one_of(op, _COMPARISONS):
+        return any(
+            not ref.is_float
+            or routing_mask(producers, ref.value_id, products, known, depth - 1)
+            for ref in op.reads
+        )
+    keeps = _one_of(op, _KEEP_ZEROS) or products and _one_of(op, _PRODUCTS)
+    return keeps and any(
+        routing_mask(producers, ref.value_id, products, known, depth - 1) for ref in op.reads
+    )
+
+
+def _masked_by_routing(context: _Context, region: Region) -> Demand:
+    """A matmul with an operand gated by a routing mask whose values are unknown (any input
+    values): its products are those of the mask's nonzeros, which this walk does not know,
+    so none is charged (fewer, never more than any routing's: a dense (T, E, C) dispatch
+    einsum costs a sparse kernel its routed pairs only); the mask is read whole, to know
+    where it is zero, and the other operand nowhere. The bias of ``addmm`` is the output
+    where the products are none."""
+    *_, left, right = context.op.reads
+    whole = [
+        Region.of([full_box(ref.shape)])
+        if routing_mask(context.producers, ref.value_id, known=context.known) else NOWHERE
+        for ref in (left, right)
+    ]
+    return Demand((*_biases(context, region), *whole), NO_FLOPS, structure="routing mask")
+
+
 def has_structure(value: torch.Tensor) -> bool:
     """Whether a known operand's zeros are at least :data:`SCATTERED_ZERO_SHARE` of it:
     structure a matmul's products skip. Most given operands (``torch.randn``) have no zero: a
@@ -264,17 +321,48 @@ def _where_true(flags: torch.Tensor) -> IndexSet:
     return positions_to_set(flags.nonzero().flatten().tolist())
 
 
+#: Most lines (rows of A, reduction rows of B) a known operand's needed nonzeros are placed
+#: on, one box each (a one-hot dispatch's slots: the tokens, weights and routers behind them
+#: are then demanded where they are, not counted); past it they are counted, not placed.
+_PLACED_LINES = 1 << 14
+
+
+def _placed(needed: torch.Tensor, index: tuple[IndexSet, ...]) -> list[Box] | None:
+    """The (lines, columns) flags ``needed`` of one batch entry as one box per line that has
+    any, or None past :data:`_PLACED_LINES` lines."""
+    lines = needed.any(1).nonzero().flatten().tolist()
+    if len(lines) > _PLACED_LINES:
+        return None
+    return [(*index, (range(i, i + 1),), _where_true(needed[i])) for i in lines]
+
+
 def _operand_region(
-    nonzero: torch.Tensor | None, needed: int, ref: TensorRef, lines: list[Box]
+    nonzero: torch.Tensor | None, needed: int, ref: TensorRef, lines: list[Box],
+    placed: list[Box] | None = None,
 ) -> Region:
     """What a matmul operand must supply: a known one its ``needed`` nonzeros (every element,
-    placed, when that is all of it); an unknown one the ``lines`` (boxes) a nonzero of the
-    known factor meets."""
+    placed, when that is all of it; else at the ``placed`` boxes where known); an unknown one
+    the ``lines`` (boxes) a nonzero of the known factor meets."""
     if nonzero is None:
         return Region.of(lines)
     if needed == math.prod(ref.shape):
         return Region.of([full_box(ref.shape)])
-    return Region(opaque=needed)
+    return Region(opaque=needed) if placed is None else Region.of(placed)
+
+
+def _placeable(context: _Context, nonzero: torch.Tensor | None, ref: TensorRef) -> bool:
+    return nonzero is not None and routing_mask(context.producers, ref.value_id, products=False)
+
+
+def _placed_too(
+    placed: list[Box] | None, used: torch.Tensor | None, index: tuple[IndexSet, ...]
+) -> list[Box] | None:
+    """``placed`` with one more batch entry's needed nonzeros (``used``), or None once some
+    entry has too many lines to place."""
+    if placed is None or used is None:
+        return None
+    more = _placed(used, index)
+    return None if more is None else placed + more
 
 
 def known_products(context: _Context, region: Region) -> Demand | None:
@@ -305,6 +393,10 @@ def known_products(context: _Context, region: Region) -> Demand | None:
     products = needed_a = needed_b = 0
     lines_a: list[Box] = []
     lines_b: list[Box] = []
+    # a routing mask's nonzeros are placed (few, and what they meet is demanded where it is);
+    # a given triangle's are counted (placing thousands of lines would cost more than it saves)
+    placed_a: list[Box] | None = [] if _placeable(context, a, left) else None
+    placed_b: list[Box] | None = [] if _placeable(context, b, right) else None
     for entry, blocks in by_entry.items():
         rows_of_a = _Lines(None if a is None else a[entry], [r for r, _ in blocks], reduction)
         columns_of_b = _Lines(
@@ -312,22 +404,34 @@ def known_products(context: _Context, region: Region) -> Demand | None:
         )
         index = ((range(entry, entry + 1),),) if len(left.shape) == 3 else ()
         meets_a, meets_b = [], []
+        # the known operands' nonzeros some product needs, placed: (rows, K) of A, (K, columns)
+        # of B
+        used_a = None if placed_a is None else torch.zeros_like(a[entry])
+        used_b = None if placed_b is None else torch.zeros_like(b[entry])
         for rows, columns in blocks:
             a_counts = rows_of_a.totals(rows)  # nonzeros of A[b, R, k]
             b_counts = columns_of_b.totals(columns)  # nonzeros of B[b, k, C]
             products += int((a_counts * b_counts).sum())
             meets_a.append((rows, b_counts > 0))
             meets_b.append((columns, a_counts > 0))
+            if used_a is not None:
+                picked = [i for r in rows for i in r]
+                used_a[picked] |= a[entry][picked] & (b_counts > 0)
+            if used_b is not None:
+                picked = [j for r in columns for j in r]
+                used_b[:, picked] |= b[entry][:, picked] & (a_counts > 0)[:, None]
             if a is None:
                 lines_a.append((*index, rows, _where_true(b_counts > 0)))
             if b is None:
                 lines_b.append((*index, _where_true(a_counts > 0), columns))
         needed_a += rows_of_a.needed(meets_a) if a is not None else 0
         needed_b += columns_of_b.needed(meets_b) if b is not None else 0
+        placed_a = _placed_too(placed_a, used_a, index)
+        placed_b = _placed_too(placed_b, used_b, index)
     inputs = [
         *_biases(context, region),
-        _operand_region(a, needed_a, left, [box for box in lines_a if all(box)]),
-        _operand_region(b, needed_b, right, [box for box in lines_b if all(box)]),
+        _operand_region(a, needed_a, left, [box for box in lines_a if all(box)], placed_a),
+        _operand_region(b, needed_b, right, [box for box in lines_b if all(box)], placed_b),
     ]
     tensor = min(2 * products * real_products(context), context.record.flops.tensor)
     flops = FlopCount(tensor=tensor, kind=MatmulKind.MATMUL)

@@ -388,6 +388,10 @@ STRUCTURE_RULES: dict[str, str] = {
     "mask): priced as the products of nonzero pairs, Σ_k nnz(A[R, k])·nnz(B[k, C]) "
     "multiply-adds per demanded block (R, C), reading only the nonzeros those products use — a "
     "product with a zero factor adds nothing to any output",
+    "routing mask": "A @ B with A or B zero wherever a routing mask of unknown values is (a "
+    "one-hot (T, E, C) dispatch einsum, the expert slots it fills, dispatch · gate): any "
+    "routing may leave a product's every slot empty for all the bound knows, so none is "
+    "charged, the mask read whole — a sparse kernel does the routed pairs only",
     "explicit padding": "a convolution over F.pad(x, value=0) (a max-pool over value=−inf), as "
     "padding='same' with an even kernel builds it: priced as the same op with implicit padding, "
     "so taps on the padding cost nothing — they multiply zeros (compare −inf)",

@@ -119,6 +119,16 @@ class Necessary:
         return tuple(notes)
 
 
+@dataclass(frozen=True)
+class Floor:
+    """Work on data-sized values that every input needs all the same (:mod:`.routing`): the
+    FLOPs of some ops (trace index → FLOPs), and the ops whose inputs of fixed size are
+    needed (their rows may be any, but at least one)."""
+
+    flops: Mapping[int, FlopCount]
+    reads: frozenset[int]
+
+
 #: The share of the executed FLOPs feeding no kept value above which the notes say so, and
 #: where: a bound that far below the work run is read as a bug unless its reason is given.
 UNKEPT_NOTE_SHARE = 0.5
@@ -131,12 +141,14 @@ def necessary_work(
     known: dict[int, torch.Tensor] | None = None,
     sizes_given: bool = False,
     shortcuts: bool = True,
+    floor: Floor | None = None,
 ) -> Necessary:
     """Walk ``trace`` backwards from its kept values; see the module docstring. ``known``: the
     values rules may read (default: :func:`known_values` of shapes and constants);
     ``sizes_given``: the sizes values decided are those of the given inputs (the bound for
     them, :mod:`.given`), not sizes any input may make empty; ``shortcuts=False``: no
-    structure rule moves work across ops (a reduced product), the program as written."""
+    structure rule moves work across ops (a reduced product), the program as written;
+    ``floor``: work on data-sized values that every input still needs (:mod:`.routing`)."""
     all_refs = [r for op in trace.ops for r in (*op.writes, *op.reads)] + list(trace.output_refs)
     storages = Storages(all_refs)
     producers = {w.value_id: op for op in trace.ops if not op.is_view for w in op.writes}
@@ -253,10 +265,11 @@ def necessary_work(
         result = rule(context)
         flops = result.flops
         if sized_reads or sized_writes:
-            flops = NO_FLOPS  # on data-sized values, which any input may leave empty
+            # on data-sized values, which any input may leave empty, unless a floor holds
+            flops = NO_FLOPS if floor is None else floor.flops.get(index, NO_FLOPS)
         # an op computing a data-sized value (x[x > 0] + y) may compute nothing: its other
         # inputs may be needed nowhere (the data-sized ones lead back to what decides the size)
-        may_be_empty = sized_writes and sized_reads
+        may_be_empty = sized_writes and sized_reads and (floor is None or index not in floor.reads)
         host = _host_scalars(op, producers if trace.device == "cpu" else None)
         for position, (ref, region) in enumerate(zip(op.reads, result.inputs, strict=False)):
             if position not in host and (ref.value_id in sized_by_data or not may_be_empty):
@@ -394,7 +407,12 @@ def _sized_by_data(
             continue
         fixed = {n for ref in op.reads for n in ref.shape} - chosen
         picked = _picked_dim(op) if not chosen else None
+        # a write into a storage of fixed size (index_add_ of routed rows into the output) keeps
+        # it, whatever sizes the rows had (one expert's 32 of 32 tokens is no size of the output)
+        destinations = {ref.storage_id for ref in op.reads if ref.value_id not in sized}
         for ref in op.writes:
+            if chosen and ref.storage_id in destinations:
+                continue
             dims = {n for n in ref.shape if n in chosen or n not in fixed}
             # the size the op chose, even where it happens to equal a size of its reads (two
             # tokens of 32 routed to an expert: nonzero's (2, 2) beside a (32, 2) mask)
