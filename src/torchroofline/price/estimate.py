@@ -47,10 +47,13 @@ from ..trace.refs import Trace, TracedOp
 from .bands import HOST_BAND, family_band
 from .eager_kernels import (
     EXTRA_READS,
+    L2_REREADS,
     ROW_PER_BLOCK,
     TWO_PASS,
     gemm_alignment,
+    pointwise_convolution,
     strided_accesses,
+    window_accesses,
 )
 from .hardware import GPUSpec
 from .precision import MathSwitches, op_precision, unit_seconds
@@ -78,6 +81,10 @@ class HostCosts:
     compile_call_s: float  #: ``torch.compile`` per call: guards, wrapper, output allocation
     compile_kernel_s: float  #: one Triton or extern kernel launched by Inductor's wrapper
     cudagraph_call_s: float  #: one CUDA-graph replay (``reduce-overhead``), with its checks
+    #: one convolution's library call on top of its launch, eager or compiled (Inductor calls
+    #: the same aten kernel): cuDNN builds its tensor and convolution descriptors and looks the
+    #: plan up in its cache on the CPU before it launches
+    conv_call_s: float = 0.0
     source: str = ""
 
     def scaled(self, factor: float) -> HostCosts:
@@ -220,6 +227,9 @@ class KernelLoad:
     rows: int | None = None  #: rows of a row-per-block eager reduction (parallelism limit)
     element_bytes: int = 4  #: bytes of one element of those rows
     reread_bytes: int = 0  #: input bytes a two-pass eager kernel reads a second time
+    #: input bytes a row-per-block eager kernel reads again, row by row: they hit L2 while the
+    #: rows of one wave of blocks fit it, else they come from HBM (:func:`l2_missed_bytes`)
+    l2_reread_bytes: int = 0
     #: element accesses (output elements × operands) of an eager kernel that cannot use vector
     #: loads: an operand broadcast or laid out unlike its output (see :func:`strided_accesses`)
     accesses: int = 0
@@ -234,6 +244,9 @@ class KernelLoad:
     host_bytes: int = 0  #: bytes a host↔device copy moves over the host link
     pageable: bool = False  #: the host side of that copy is pageable memory
     library_call: str = ""  #: a key of ``EstimateParams.library_kernels``, or ""
+    #: a tensor-core convolution whose NCHW input and output cuDNN transposes to NHWC and back
+    #: (``EstimateParams.conv_layout_passes``); not a 1×1 one (:func:`pointwise_convolution`)
+    layout_transposes: bool = False
     #: it runs beside a collective (NCCL/RCCL) on another stream, which holds SMs and memory
     #: bandwidth meanwhile (:func:`beside_collective`)
     shared: bool = False
@@ -256,6 +269,8 @@ FAMILIES: dict[str, str] = {
     "conv3d": "cuDNN 3D convolution: fewer tuned kernels, more index math per MAC",
     "conv_transposed": "cuDNN transposed convolution: a data-gradient kernel with scattered "
     "accumulation",
+    "conv_transposed3d": "cuDNN 3D transposed convolution: the data-gradient kernel over a "
+    "volume, with 3D's index math",
     "conv_grouped": "grouped/depthwise convolution: too little work per group for the tensor cores",
     "attention": "fused SDPA kernels on the CUDA cores (memory-efficient attention in fp32)",
     "flash_attention": "flash attention on the tensor cores (FA2, CK, Triton): the softmax "
@@ -270,10 +285,11 @@ def _conv_family(traced: TracedOp) -> str:
     ``weight`` alike, at different positions)."""
     if int(traced.argument("groups", 1) or 1) > 1:
         return "conv_grouped"
-    if traced.argument("transposed", False):
-        return "conv_transposed"
     weight = traced.argument("weight")
-    return "conv3d" if getattr(weight, "dim", lambda: 4)() >= 5 else "conv"
+    three_d = getattr(weight, "dim", lambda: 4)() >= 5
+    if traced.argument("transposed", False):
+        return "conv_transposed3d" if three_d else "conv_transposed"
+    return "conv3d" if three_d else "conv"
 
 
 #: SDPA runs a flash kernel (FlashAttention-2, CK, Triton) at these precisions; in fp32 it
@@ -332,7 +348,10 @@ def kernel_load(
         gemm = _gemm_of(matmul_op)
     gemm_like = matmul_op is not None
     rows = None
-    reread = accesses = 0
+    reread = l2_reread = 0
+    # a window kernel gathers element by element in either plan (Inductor calls the same aten
+    # kernels for these, or generates the same per-element gather)
+    accesses = sum(window_accesses(op, trace.ops[op.index]) for op in kernel.ops)
     if eager:
         traced = trace.ops[kernel.ops[0].index]
         rule = ROW_PER_BLOCK.get(traced.base)
@@ -344,18 +363,27 @@ def kernel_load(
         whole = kernel.ops[0].writes == traced.writes
         passes = TWO_PASS.get(traced.base, lambda traced: False)(traced)
         passes += EXTRA_READS.get(traced.base, lambda traced: 0)(traced)
+        largest = max((tensor_bytes(ref, float_bytes) for ref in kernel.ops[0].reads), default=0)
         if whole and passes:
             # each extra pass re-reads the op's input (its largest operand)
-            reread = passes * max(tensor_bytes(ref, float_bytes) for ref in kernel.ops[0].reads)
-        itemsize = min((ref.itemsize for ref in kernel.ops[0].writes), default=float_bytes)
-        accesses = strided_accesses(kernel.ops[0], kernel.bytes(float_bytes) // itemsize)
+            reread = passes * largest
+        if whole:
+            l2_reread = L2_REREADS.get(traced.base, lambda traced: 0)(traced) * largest
+            # an op's own TensorIterator kernel; a norm's apply pass (batch norm's
+            # batch_norm_transform_input, group norm's apply kernel) indexes its per-channel
+            # statistics per block, not per element
+            itemsize = min((ref.itemsize for ref in kernel.ops[0].writes), default=float_bytes)
+            accesses = max(accesses,
+                           strided_accesses(kernel.ops[0], kernel.bytes(float_bytes) // itemsize))
     align = 16
     library_call = ""
+    transposes = False
     if family == "gemm" and work.tensor_s:
         align = gemm_alignment(matmul_op)
     if family.startswith("conv"):
-        backward = trace.ops[matmul_op.index].base == "convolution_backward"
-        library_call = "conv_backward" if backward else "conv"
+        traced_conv = trace.ops[matmul_op.index]
+        library_call = "conv_backward" if traced_conv.base == "convolution_backward" else "conv"
+        transposes = family != "conv_grouped" and not pointwise_convolution(traced_conv)
     return KernelLoad(
         name=kernel.name,
         family=family,
@@ -368,12 +396,14 @@ def kernel_load(
         rows=rows,
         element_bytes=kernel.ops[0].reads[0].itemsize if rows and kernel.ops[0].reads else 4,
         reread_bytes=reread,
+        l2_reread_bytes=l2_reread,
         accesses=accesses,
         host_views=host_views,
         host_modules=host_modules,
         compute_s=work.compute_s,
         align_bytes=align,
         library_call=library_call,
+        layout_transposes=transposes,
     )
 
 
@@ -463,6 +493,22 @@ def memory_s(moved_bytes: int, gpu: GPUSpec, params: EstimateParams, cache: str)
     return from_l2 / l2_bandwidth + (moved_bytes - from_l2) / hbm
 
 
+#: Thread blocks of 1,024 threads one SM holds at once (2,048 resident threads per SM from
+#: Volta on, CUDA programming guide's compute-capability table): the rows of one wave of a
+#: row-per-block kernel.
+ROW_BLOCKS_PER_SM = 2
+
+
+def l2_missed_bytes(load: KernelLoad, gpu: GPUSpec, params: EstimateParams) -> int:
+    """The re-reads of a row-per-block kernel that miss L2: all of them when the rows one wave
+    of blocks works on (one row per block) exceed the usable L2, none when they fit."""
+    if not load.l2_reread_bytes or not load.rows:
+        return 0
+    row_bytes = (load.bytes / 2) / load.rows  # a row read once, written once
+    in_flight = min(load.rows, ROW_BLOCKS_PER_SM * gpu.sm_count) * row_bytes
+    return load.l2_reread_bytes if in_flight > params.l2_usable_fraction * gpu.l2_bytes else 0
+
+
 def fixed_latency_s(load: KernelLoad, params: EstimateParams) -> float:
     """The part of a kernel's time no rate sets: its fill/drain, plus a library matmul
     kernel's tile-pipeline prologue and epilogue."""
@@ -520,9 +566,9 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
     recurrence is at least its serial steps; a host↔device copy runs at the host link."""
     if load.host_bytes:
         return host_copy_s(load, gpu, params)
-    touched = load.bytes + load.reread_bytes
+    touched = load.bytes + load.reread_bytes + l2_missed_bytes(load, gpu, params)
     moved = memory_s(touched, gpu, params, cache)
-    if load.family.startswith("conv") and load.family != "conv_grouped":
+    if load.layout_transposes:
         moved *= 1 + params.conv_layout_passes
     if load.rows is not None:
         row_rate = params.row_bandwidth_bytes_per_s * min(load.element_bytes, 16) / 4
@@ -583,12 +629,18 @@ def timeline(mode: str, start_s: float, issue_s: Sequence[float], gpu_s: Sequenc
     return ModeEstimate(mode, max(end, issued), sum(gpu_s), issued, tuple(gpu_s))
 
 
+def _library_s(load: KernelLoad, host: HostCosts) -> float:
+    """CPU seconds a kernel's library call adds to its launch: a convolution's cuDNN set-up
+    and the extra launches of a library call (a cuDNN RNN's steps), in either mode."""
+    return (load.launches - 1) * host.launch_s + (host.conv_call_s if load.library_call else 0.0)
+
+
 def _eager_issue(load: KernelLoad, host: HostCosts) -> float:
     return (
         host.eager_op_s
         + load.host_views * host.eager_view_s
         + load.host_modules * host.eager_module_s
-        + (load.launches - 1) * host.launch_s
+        + _library_s(load, host)
     )
 
 
@@ -612,7 +664,7 @@ def _pipelines(program: ProgramLoad, params: EstimateParams, eager_gpu: Sequence
     compiled = timeline(
         "compile",
         host.compile_call_s,
-        [host.compile_kernel_s + (k.launches - 1) * host.launch_s for k in program.fused],
+        [host.compile_kernel_s + _library_s(k, host) for k in program.fused],
         fused_gpu,
     )
     replayed = timeline(
@@ -735,8 +787,9 @@ def _band_us(band_s: tuple[float, float]) -> dict[str, float]:
 # --- What each constant means and where it comes from (METHOD.md prints this table) --------
 
 CONSTANT_NOTES: dict[str, str] = {
-    "hbm_fraction": "share of the datasheet memory bandwidth a large streaming kernel reaches "
-    "(STREAM-like copies: 80-93 % on HBM and GDDR parts); fit",
+    "hbm_fraction": "share of the datasheet memory bandwidth a large streaming kernel reaches: "
+    "0.9 on HBM parts, 0.75-0.81 on GDDR6 parts (Ada, the T4, Ampere's GA102), measured on the "
+    "calibration data's one 537 MB streaming problem (HBM_STREAM_FRACTION); not fitted",
     "fill_latency_s": "fill/drain time of every kernel, so a small kernel reaches a small share "
     "of the bandwidth and none is shorter: the shortest kernels of the H100 profiler traces take "
     "1.5-1.9 µs; per architecture: 3 µs before Hopper (the A100 trace's median tiny kernel), "
@@ -796,6 +849,9 @@ CONSTANT_NOTES: dict[str, str] = {
     "host.eager_view_s": "eager: one view or metadata op (no kernel); fit",
     "host.eager_module_s": "eager: one submodule call (nn.Module.__call__); fit",
     "host.launch_s": "one extra launch inside a library call (a cuDNN RNN's steps); fit",
+    "host.conv_call_s": "a convolution's cuDNN call on the CPU beyond its launch (descriptors, "
+    "plan-cache lookup), eager and compiled: a one-conv problem takes 15 µs more than a one-op "
+    "problem on the H100 host (28.4 against 13.2 µs); fit",
     "host.compile_call_s": "torch.compile: guards, wrapper and output allocation per call; fit",
     "host.compile_kernel_s": "torch.compile: one Triton or extern kernel launch; fit",
     "host.cudagraph_call_s": "reduce-overhead: one CUDA-graph replay with its checks; fit",
@@ -826,6 +882,7 @@ MATMUL_FRACTION: dict[str, float] = {
     "conv": 0.774,
     "conv3d": 0.103,
     "conv_transposed": 0.186,
+    "conv_transposed3d": 0.1,
     "conv_grouped": 0.014,
     "attention": 0.604,
     "flash_attention": 0.3,
@@ -852,18 +909,33 @@ AMD_CDNA: dict[str, Any] = {
 #: kernels that move < 64 KiB; Hopper's 1.5 µs). Volta and Turing are taken as Ampere.
 PRE_HOPPER: dict[str, Any] = {"fill_latency_s": 3e-6}
 
+#: Share of the datasheet bandwidth a large stream reaches, measured (not fitted) on the one
+#: purely streaming problem of the calibration data (``5_Matrix_scalar_multiplication``: 537 MB
+#: read and written, host time subtracted; docs/calibration.md): HBM parts 0.84-0.93 (A100 40/80
+#: GB, H100), GDDR6 parts 0.75-0.81 (L40S 0.75-0.77, L4 0.78, T4 0.75, A10G 0.81). The HBM
+#: figure, 0.9, is the default; GDDR parts take their own.
+HBM_STREAM_FRACTION = 0.9
+#: Ada's parts are all GDDR6(X): the L40S's and the L4's measured share.
+GDDR_ADA: dict[str, Any] = {"hbm_fraction": 0.77}
+
 #: Per-architecture constants, by ``GPUSpec.architecture``.
 PER_ARCHITECTURE: dict[str, dict[str, Any]] = {
     "CDNA3": AMD_CDNA,
     "CDNA4": AMD_CDNA,
     "Ampere": PRE_HOPPER,
-    "Turing": PRE_HOPPER,
+    "Turing": {**PRE_HOPPER, "hbm_fraction": 0.75},  # the T4 (GDDR6)
     "Volta": PRE_HOPPER,
+    "Ada": GDDR_ADA,
+}
+
+#: Per-GPU constants, by GPU key: Ampere's GDDR6(X) parts (GA102) take the A10G's measured share.
+PER_GPU: dict[str, dict[str, Any]] = {
+    key: {"hbm_fraction": 0.81} for key in ("a10g", "rtx3090", "rtx3080")
 }
 
 DEFAULT_PARAMS = EstimateParams(
     host=DEFAULT_HOST,
-    hbm_fraction=0.7,
+    hbm_fraction=HBM_STREAM_FRACTION,
     fill_latency_s=1.5e-06,
     matmul_latency_s=3e-06,
     vector_fraction=0.5,
@@ -877,6 +949,7 @@ DEFAULT_PARAMS = EstimateParams(
     l2_bandwidth_bytes_per_s=L2_BANDWIDTH_BYTES_PER_S,
     l2_usable_fraction=0.5,
     per_architecture=PER_ARCHITECTURE,
+    per_gpu=PER_GPU,
     source="fit: docs/calibration.md (benchmarks/calibrate.py) and docs/validation.md "
     "(profiler traces)",
 )
