@@ -369,9 +369,10 @@ def kernel_load(
             reread = passes * largest
         if whole:
             l2_reread = L2_REREADS.get(traced.base, lambda traced: 0)(traced) * largest
-            # an op's own TensorIterator kernel; a norm's apply pass (batch norm's
-            # batch_norm_transform_input, group norm's apply kernel) indexes its per-channel
-            # statistics per block, not per element
+        if not (rule and not statistics):
+            # a norm's apply pass (batch norm's batch_norm_transform_input, group norm's apply
+            # kernel) indexes its per-channel statistics per block, not per element as a
+            # broadcasting TensorIterator kernel does
             itemsize = min((ref.itemsize for ref in kernel.ops[0].writes), default=float_bytes)
             accesses = max(accesses,
                            strided_accesses(kernel.ops[0], kernel.bytes(float_bytes) // itemsize))
