@@ -866,28 +866,29 @@ CONSTANT_NOTES: dict[str, str] = {
 # fit left at a range limit are marked so in docs/calibration.md.
 
 DEFAULT_HOST = HostCosts(
-    eager_call_s=1.2e-05,
-    eager_op_s=1.69e-05,
-    eager_view_s=6.11e-06,
-    eager_module_s=7.04e-06,
-    launch_s=3.81e-06,
-    compile_call_s=9.43e-05,
-    compile_kernel_s=2.18e-05,
-    cudagraph_call_s=0.000121,
+    eager_call_s=7.8e-06,
+    eager_op_s=1.73e-05,
+    eager_view_s=6.91e-06,
+    eager_module_s=6.32e-06,
+    launch_s=3.9e-06,
+    compile_call_s=9e-05,
+    compile_kernel_s=1.99e-05,
+    cudagraph_call_s=0.000114,
+    conv_call_s=3.43e-05,
     source="fit: docs/calibration.md (geometric mean of the six training hosts)",
 )
 
 #: Achievable share of the unit's peak per matmul-class family (:data:`FAMILIES`).
 MATMUL_FRACTION: dict[str, float] = {
-    "gemm": 0.7,
-    "conv": 0.774,
-    "conv3d": 0.103,
-    "conv_transposed": 0.186,
-    "conv_transposed3d": 0.1,
-    "conv_grouped": 0.014,
+    "gemm": 0.646,
+    "conv": 0.646,
+    "conv3d": 0.0672,
+    "conv_transposed": 0.199,
+    "conv_transposed3d": 0.175,
+    "conv_grouped": 0.0294,
     "attention": 0.604,
     "flash_attention": 0.3,
-    "rnn": 0.267,
+    "rnn": 0.27,
 }
 
 #: AMD's CDNA GPUs (ROCm) where they differ, measured on the MI300X profiler traces of
@@ -941,12 +942,12 @@ DEFAULT_PARAMS = EstimateParams(
     matmul_latency_s=3e-06,
     vector_fraction=0.5,
     matmul_fraction=MATMUL_FRACTION,
-    conv_layout_passes=2.58,
-    row_bandwidth_bytes_per_s=8.87e+09,
+    conv_layout_passes=2.0,
+    row_bandwidth_bytes_per_s=6e+09,
     strided_access_rate_per_sm=6e9,
     attention_wave_s=10e-6,
     rnn_step_s=4.97e-06,
-    cudagraph_gap_s=4.43e-07,
+    cudagraph_gap_s=3e-07,
     l2_bandwidth_bytes_per_s=L2_BANDWIDTH_BYTES_PER_S,
     l2_usable_fraction=0.5,
     per_architecture=PER_ARCHITECTURE,
