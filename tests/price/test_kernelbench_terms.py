@@ -59,13 +59,16 @@ def test_a_one_dimensional_pool_counts_its_window_once_not_squared() -> None:
 
 def test_a_depthwise_convolution_makes_one_access_per_multiply_add() -> None:
     # 3×3 depthwise over 8 × 64 × 128²: 8·64·126² outputs of 9 multiply-adds each, run as a
-    # direct convolution; an ungrouped convolution has no window accesses
+    # direct convolution; an ungrouped or grouped (many channels per group) one has none
     depthwise = nn.Conv2d(64, 64, 3, groups=64, bias=False)
     load, _ = only_load(analyze(depthwise, meta(8, 64, 128, 128)), "conv")
     assert load.accesses == 8 * 64 * 126 * 126 * 9
     assert not load.layout_transposes
     dense, _ = only_load(analyze(nn.Conv2d(64, 64, 3, bias=False), meta(8, 64, 128, 128)), "conv")
     assert dense.accesses == 0
+    # a group of 16 channels is a grouped GEMM (ShuffleNet's), not a direct convolution
+    grouped = nn.Conv2d(64, 64, 3, groups=4, bias=False)
+    assert only_load(analyze(grouped, meta(8, 64, 128, 128)), "conv")[0].accesses == 0
 
 
 def test_a_one_by_one_convolution_is_priced_without_layout_transposes() -> None:
@@ -80,6 +83,9 @@ def test_a_one_by_one_convolution_is_priced_without_layout_transposes() -> None:
     assert spatial.layout_transposes
     strided, _ = only_load(analyze(nn.Conv2d(64, 128, 1, stride=2, bias=False), x), "conv")
     assert strided.layout_transposes  # a strided 1×1 reads a subsampled image: not one GEMM
+    # compiled, Inductor's layout optimisation copies to channels-last whatever the filter
+    compiled = analyze(nn.Conv2d(64, 128, 1, bias=False), x).performance.program.fused
+    assert [load.layout_transposes for load in compiled if load.family == "conv"] == [True]
 
 
 def test_a_convolution_adds_its_cudnn_call_to_the_host_in_both_modes() -> None:

@@ -165,26 +165,30 @@ def _pool_window(spatial_dims: int) -> Callable[[OpRecord, TracedOp], int]:
     return window
 
 
-def _grouped_conv_window(op: OpRecord, traced: TracedOp) -> int:
-    """A grouped or depthwise convolution's multiply-adds per output element: cuDNN and
-    PyTorch's ``conv_depthwise2d`` run it as a direct convolution, not an implicit GEMM on
-    the tensor cores (a group's few channels fill no MMA tile); 0 for an ungrouped one."""
-    if int(traced.argument("groups", 1) or 1) <= 1 or not op.writes:
+def _depthwise_conv_window(op: OpRecord, traced: TracedOp) -> int:
+    """A depthwise convolution's (one input channel per group) multiply-adds per output
+    element: PyTorch's ``conv_depthwise2d``/``3d`` kernels and cuDNN run it as a direct
+    convolution, not an implicit GEMM on the tensor cores (one channel fills no MMA tile);
+    0 for any other convolution (a group of many channels is a grouped GEMM)."""
+    groups = int(traced.argument("groups", 1) or 1)
+    source = traced.argument("input")
+    channels = int(source.shape[1]) if getattr(source, "dim", lambda: 0)() > 1 else 0
+    if groups <= 1 or channels != groups or not op.writes:
         return 0
     return op.flops.tensor // (2 * max(op.writes[0].elements, 1))
 
 
 #: Window kernels that gather each output's window element by element, computing each
 #: element's offset (PyTorch's ``max_pool2d_with_indices``, ``avg_pool2d``/``3d`` kernels and
-#: direct grouped convolutions): element accesses per output element. Their rate is that of the
+#: direct depthwise convolutions): element accesses per output element. Their rate is that of the
 #: kernels that cannot vectorize (``EstimateParams.strided_access_rate_per_sm``).
 WINDOW_ACCESSES: dict[str, Callable[[OpRecord, TracedOp], int]] = {
     "max_pool2d_with_indices": _pool_window(2),
     "max_pool3d_with_indices": _pool_window(3),
     "avg_pool2d": _pool_window(2),
     "avg_pool3d": _pool_window(3),
-    "convolution": _grouped_conv_window,
-    "_convolution": _grouped_conv_window,
+    "convolution": _depthwise_conv_window,
+    "_convolution": _depthwise_conv_window,
 }
 
 
@@ -199,8 +203,9 @@ def window_accesses(op: OpRecord, traced: TracedOp) -> int:
 
 def pointwise_convolution(traced: TracedOp) -> bool:
     """A 1×1 convolution with stride 1, no padding and one group is a GEMM over the channels of
-    each image (``out[n] = W · x[n]`` on the NCHW layout as it is): cuDNN runs it without the
-    NCHW↔NHWC transposes its tensor-core kernels need for a spatial window."""
+    each image (``out[n] = W · x[n]`` on the NCHW layout as it is): eager cuDNN runs it without
+    the NCHW↔NHWC transposes its tensor-core kernels need for a spatial window. (Inductor's
+    layout optimisation copies a convolution's input and output to channels-last itself.)"""
     weight = traced.argument("weight")
     if weight is None or getattr(weight, "dim", lambda: 0)() < 3:
         return False

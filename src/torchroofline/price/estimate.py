@@ -245,7 +245,7 @@ class KernelLoad:
     pageable: bool = False  #: the host side of that copy is pageable memory
     library_call: str = ""  #: a key of ``EstimateParams.library_kernels``, or ""
     #: a tensor-core convolution whose NCHW input and output cuDNN transposes to NHWC and back
-    #: (``EstimateParams.conv_layout_passes``); not a 1×1 one (:func:`pointwise_convolution`)
+    #: (``EstimateParams.conv_layout_passes``); not an eager 1×1 one (:func:`pointwise_convolution`)
     layout_transposes: bool = False
     #: it runs beside a collective (NCCL/RCCL) on another stream, which holds SMs and memory
     #: bandwidth meanwhile (:func:`beside_collective`)
@@ -384,7 +384,7 @@ def kernel_load(
     if family.startswith("conv"):
         traced_conv = trace.ops[matmul_op.index]
         library_call = "conv_backward" if traced_conv.base == "convolution_backward" else "conv"
-        transposes = family != "conv_grouped" and not pointwise_convolution(traced_conv)
+        transposes = family != "conv_grouped" and not (eager and pointwise_convolution(traced_conv))
     return KernelLoad(
         name=kernel.name,
         family=family,
