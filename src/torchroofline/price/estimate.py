@@ -806,7 +806,8 @@ CONSTANT_NOTES: dict[str, str] = {
     "tensor cores): FlashAttention-2's published H100 rate, about 30 % of the bf16 peak; the "
     "MI300X's GEMMs reach 45 % (CDNA's value), measured on the traces",
     "conv_layout_passes": "extra passes over a TF32 convolution's input and output: cuDNN's "
-    "tensor-core kernels work in NHWC, PyTorch hands it NCHW; fit",
+    "tensor-core kernels work in NHWC, PyTorch hands it NCHW (none for an eager 1x1 one); fit, "
+    "held to 0-2 (no transpose to both)",
     "tile_edges": "output tile edges cuBLAS/cuDNN choose from (CUTLASS's 128/64/32 "
     "threadblock tiles); the largest that fills a wave is taken",
     "split_k_depth": "reduction depth per split when a GEMM splits K to fill the GPU (cuBLAS "
@@ -866,29 +867,29 @@ CONSTANT_NOTES: dict[str, str] = {
 # fit left at a range limit are marked so in docs/calibration.md.
 
 DEFAULT_HOST = HostCosts(
-    eager_call_s=7.8e-06,
-    eager_op_s=1.73e-05,
-    eager_view_s=6.91e-06,
-    eager_module_s=6.32e-06,
-    launch_s=3.9e-06,
-    compile_call_s=9e-05,
-    compile_kernel_s=1.99e-05,
-    cudagraph_call_s=0.000114,
-    conv_call_s=3.43e-05,
+    eager_call_s=1e-05,
+    eager_op_s=1.71e-05,
+    eager_view_s=6.65e-06,
+    eager_module_s=7.43e-06,
+    launch_s=4.03e-06,
+    compile_call_s=9.1e-05,
+    compile_kernel_s=2.12e-05,
+    cudagraph_call_s=0.000123,
+    conv_call_s=1.86e-05,
     source="fit: docs/calibration.md (geometric mean of the six training hosts)",
 )
 
 #: Achievable share of the unit's peak per matmul-class family (:data:`FAMILIES`).
 MATMUL_FRACTION: dict[str, float] = {
     "gemm": 0.646,
-    "conv": 0.646,
-    "conv3d": 0.0672,
-    "conv_transposed": 0.199,
+    "conv": 0.673,
+    "conv3d": 0.0646,
+    "conv_transposed": 0.184,
     "conv_transposed3d": 0.175,
-    "conv_grouped": 0.0294,
+    "conv_grouped": 0.014,
     "attention": 0.604,
     "flash_attention": 0.3,
-    "rnn": 0.27,
+    "rnn": 0.278,
 }
 
 #: AMD's CDNA GPUs (ROCm) where they differ, measured on the MI300X profiler traces of
@@ -942,8 +943,8 @@ DEFAULT_PARAMS = EstimateParams(
     matmul_latency_s=3e-06,
     vector_fraction=0.5,
     matmul_fraction=MATMUL_FRACTION,
-    conv_layout_passes=2.0,
-    row_bandwidth_bytes_per_s=6e+09,
+    conv_layout_passes=2,
+    row_bandwidth_bytes_per_s=5.95e+09,
     strided_access_rate_per_sm=6e9,
     attention_wave_s=10e-6,
     rnn_step_s=4.97e-06,
