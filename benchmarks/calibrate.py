@@ -19,7 +19,7 @@ What it does:
 3. reports every setup, and separately the held-out ones, with the default host and with only
    their host speed fitted (one number, what a user gets from timing one tiny model), per level;
 4. writes docs/calibration.md, the pictures in docs/img/ and prints the fitted constants to
-   paste into estimate.py.
+   paste into estimate_params.py.
 
 Not run by tests or CI (they do not have the data).
 """
@@ -190,21 +190,20 @@ FLAT = ("attention",)
 
 FITTED: dict[str, tuple[Callable, Callable]] = {
     **{name: _field(name) for name in (
-        "hbm_fraction", "conv_layout_passes", "row_bandwidth_bytes_per_s",
+        "conv_layout_passes", "row_bandwidth_bytes_per_s",
         "rnn_step_s", "cudagraph_gap_s",
     )},
     **{f"matmul_fraction.{f}": _fraction(f) for f in DEFAULT_PARAMS.matmul_fraction
        if f not in MEASURED_ON_TRACES + FLAT},
     **{f"host.{name}": _host(name) for name in (
         "eager_call_s", "eager_op_s", "eager_view_s", "eager_module_s", "launch_s",
-        "compile_call_s", "compile_kernel_s", "cudagraph_call_s",
+        "conv_call_s", "compile_call_s", "compile_kernel_s", "cudagraph_call_s",
     )},
 }
 #: The physical range of each constant (published microbenchmarks and profiles put them there);
 #: the fit never leaves it, so a constant cannot absorb an effect the model lacks.
 RANGES: dict[str, tuple[float, float]] = {
-    "hbm_fraction": (0.7, 0.95),  # STREAM-like copies reach 75-93 % of datasheet HBM/GDDR
-    "conv_layout_passes": (0.0, 3.0),
+    "conv_layout_passes": (0.0, 2.0),  # none (NCHW kernels) to both transposes (in and out)
     "row_bandwidth_bytes_per_s": (1e9, 50e9),  # one block: ~KBs in flight / ~µs latency
     "rnn_step_s": (2e-6, 30e-6),
     "cudagraph_gap_s": (0.3e-6, 4e-6),
@@ -215,6 +214,9 @@ RANGES: dict[str, tuple[float, float]] = {
     "host.eager_view_s": (0.5e-6, 10e-6),
     "host.eager_module_s": (1e-6, 8e-6),  # nn.Module.__call__ alone: a few µs of Python
     "host.launch_s": (1e-6, 10e-6),  # cudaLaunchKernel: 2-5 µs of CPU
+    # cuDNN descriptors and plan lookup: a one-conv problem takes 15 µs more than a one-op one
+    # on the H100 host (0.55× the default profile): at most ~20 µs of the default profile
+    "host.conv_call_s": (1e-6, 20e-6),
     "host.compile_call_s": (10e-6, 200e-6),
     "host.compile_kernel_s": (2e-6, 40e-6),
     "host.cudagraph_call_s": (10e-6, 200e-6),
@@ -231,14 +233,16 @@ def _set(params: EstimateParams, name: str, value: float) -> EstimateParams:
 START = EstimateParams(
     host=HostCosts(
         eager_call_s=5e-6, eager_op_s=12e-6, eager_view_s=3e-6, eager_module_s=5e-6,
-        launch_s=4e-6, compile_call_s=60e-6, compile_kernel_s=15e-6, cudagraph_call_s=60e-6,
+        launch_s=4e-6, conv_call_s=10e-6, compile_call_s=60e-6, compile_kernel_s=15e-6,
+        cudagraph_call_s=60e-6,
         source=DEFAULT_PARAMS.host.source,
     ),
-    hbm_fraction=0.85,
+    hbm_fraction=DEFAULT_PARAMS.hbm_fraction,
     fill_latency_s=DEFAULT_PARAMS.fill_latency_s,
     matmul_latency_s=DEFAULT_PARAMS.matmul_latency_s,
     vector_fraction=0.5,
     matmul_fraction={"gemm": 0.7, "conv": 0.4, "conv3d": 0.2, "conv_transposed": 0.1,
+                     "conv_transposed3d": 0.1,
                      "conv_grouped": 0.05, "rnn": 0.2,
                      **{f: DEFAULT_PARAMS.matmul_fraction[f] for f in MEASURED_ON_TRACES + FLAT
                         if f in DEFAULT_PARAMS.matmul_fraction}},
@@ -246,6 +250,7 @@ START = EstimateParams(
     strided_access_rate_per_sm=DEFAULT_PARAMS.strided_access_rate_per_sm,
     attention_wave_s=DEFAULT_PARAMS.attention_wave_s,
     per_architecture=DEFAULT_PARAMS.per_architecture,
+    per_gpu=DEFAULT_PARAMS.per_gpu,
     l2_bandwidth_bytes_per_s=DEFAULT_PARAMS.l2_bandwidth_bytes_per_s,
     source=DEFAULT_PARAMS.source,
 )
@@ -420,8 +425,9 @@ def write_report(samples: list[Sample], fit: Fit, held_scale: dict[str, float], 
         "Not fitted here, kept at their `DEFAULT_PARAMS` values: "
         + ", ".join(f"`{name}`" for name in MEASURED_ON_TRACES)
         + " (measured on real kernels in profiler traces, docs/validation.md, with their MI300X "
-        "values) and " + ", ".join(f"`matmul_fraction.{name}`" for name in FLAT)
-        + " (the data is flat in it).",
+        "values), `hbm_fraction` (measured per memory type on the data's one streaming problem, "
+        "`HBM_STREAM_FRACTION` in estimate_params.py) and "
+        + ", ".join(f"`matmul_fraction.{name}`" for name in FLAT) + " (the data is flat in it).",
         "",
         "Host speed of each setup (× the default host profile; CPU costs differ by machine):",
         "",
@@ -474,7 +480,7 @@ def main() -> int:
         for setup in held_out
     }
     write_report(samples, fit, held_scale, args.out, time.perf_counter() - started)
-    print("# fitted constants for estimate.py (DEFAULT_HOST / DEFAULT_PARAMS), 3 digits:")
+    print("# fitted constants for estimate_params.py (DEFAULT_HOST / DEFAULT_PARAMS), 3 digits:")
     for name, (read, _) in FITTED.items():
         print(f"{name} = {read(fit.params):.3g}")
     print({s: round(v, 3) for s, v in {**fit.host_scale, **held_scale}.items()})

@@ -222,7 +222,7 @@ def _constant_value(params: object, name: str) -> str:
 
 def estimate_constants() -> str:
     """Every constant of the performance model, its value and its source."""
-    from torchroofline.price.estimate import CONSTANT_NOTES, DEFAULT_PARAMS
+    from torchroofline.price.estimate_params import CONSTANT_NOTES, DEFAULT_PARAMS
 
     rows = [[f"`{name}`", _constant_value(DEFAULT_PARAMS, name), note]
             for name, note in CONSTANT_NOTES.items()]

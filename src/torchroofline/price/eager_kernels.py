@@ -198,3 +198,92 @@ def split_reduction(op: OpRecord) -> bool:
     if op.category is not Category.REDUCTION or not op.reads or not op.writes:
         return False
     return op.reads[0].elements >= SPLIT_REDUCTION_LENGTH * max(op.writes[0].elements, 1)
+
+
+def _pool_window(spatial_dims: int) -> Callable[[OpRecord, TracedOp], int]:
+    """Elements of one pooling window: ``kernel_size`` holds one edge (a cube) or one per
+    spatial dim (``max_pool2d_with_indices``, ``avg_pool3d``, …; a 1-D pool traces as 2-D)."""
+    def window(op: OpRecord, traced: TracedOp) -> int:
+        kernel = traced.argument("kernel_size")
+        edges = [int(edge) for edge in (kernel if isinstance(kernel, (list, tuple)) else [kernel])]
+        return math.prod(edges * spatial_dims if len(edges) == 1 else edges)
+    return window
+
+
+def _depthwise_conv_window(op: OpRecord, traced: TracedOp) -> int:
+    """A depthwise convolution's (one input channel per group) multiply-adds per output
+    element: PyTorch's ``conv_depthwise2d``/``3d`` kernels and cuDNN run it as a direct
+    convolution, not an implicit GEMM on the tensor cores (one channel fills no MMA tile);
+    0 for any other convolution (a group of many channels is a grouped GEMM)."""
+    groups = int(traced.argument("groups", 1) or 1)
+    source = traced.argument("input")
+    channels = int(source.shape[1]) if getattr(source, "dim", lambda: 0)() > 1 else 0
+    if groups <= 1 or channels != groups or not op.writes:
+        return 0
+    return op.flops.tensor // (2 * max(op.writes[0].elements, 1))
+
+
+#: Window kernels that gather each output's window element by element, computing each
+#: element's offset (PyTorch's ``max_pool2d_with_indices``, ``avg_pool2d``/``3d`` kernels and
+#: direct depthwise convolutions): element accesses per output element. Their rate is that of the
+#: kernels that cannot vectorize (``EstimateParams.strided_access_rate_per_sm``).
+WINDOW_ACCESSES: dict[str, Callable[[OpRecord, TracedOp], int]] = {
+    "max_pool2d_with_indices": _pool_window(2),
+    "max_pool3d_with_indices": _pool_window(3),
+    "avg_pool2d": _pool_window(2),
+    "avg_pool3d": _pool_window(3),
+    "convolution": _depthwise_conv_window,
+    "_convolution": _depthwise_conv_window,
+}
+
+
+def window_accesses(op: OpRecord, traced: TracedOp) -> int:
+    """Element accesses of a window kernel (:data:`WINDOW_ACCESSES`): output elements times
+    the accesses each makes; 0 for any other op."""
+    rule = WINDOW_ACCESSES.get(traced.base)
+    if rule is None or not op.writes:
+        return 0
+    return op.writes[0].elements * rule(op, traced)
+
+
+def pointwise_convolution(traced: TracedOp) -> bool:
+    """A 1×1 convolution with stride 1, no padding and one group is a GEMM over the channels of
+    each image (``out[n] = W · x[n]`` on the NCHW layout as it is): eager cuDNN runs it without
+    the NCHW↔NHWC transposes its tensor-core kernels need for a spatial window. (Inductor's
+    layout optimisation copies a convolution's input and output to channels-last itself.)"""
+    weight = traced.argument("weight")
+    if weight is None or getattr(weight, "dim", lambda: 0)() < 3:
+        return False
+    ones = lambda name: all(int(v) == 1 for v in (traced.argument(name) or [1]))  # noqa: E731
+    zeros = all(int(v) == 0 for v in (traced.argument("padding") or [0]))
+    return (all(int(edge) == 1 for edge in weight.shape[2:]) and ones("stride") and zeros
+            and not traced.argument("transposed", False)
+            and int(traced.argument("groups", 1) or 1) == 1)
+
+
+#: Shared memory a thread block gets without opting in (bytes): PyTorch's softmax stages a row
+#: there only when it fits (``cunn_SoftMaxForwardSmem``; CUDA's 48 KiB static limit).
+SOFTMAX_SMEM_ROW_BYTES = 48 * 1024
+
+
+def softmax_l2_rereads(traced: TracedOp) -> int:
+    """Extra reads of an aligned softmax row too long for registers and shared memory:
+    ``cunn_SoftMaxForward`` reads it for its maximum, its sum of exponentials and the output,
+    three passes, whose re-reads hit L2 only while a wave's rows fit there (a 16 × 16,384 fp32
+    softmax runs at the one-pass rate; a 4,096 × 393,216 one at a third of it). Misaligned rows
+    are :func:`softmax_extra_reads`'s."""
+    source = traced.args[0]
+    if int(traced.args[1]) % max(source.dim(), 1) != source.dim() - 1:
+        return 0
+    length = int(source.shape[-1]) if source.dim() else 1
+    row_bytes = length * source.element_size()
+    if length <= SOFTMAX_REGISTER_ROW[0] and row_bytes <= SOFTMAX_REGISTER_ROW[1]:
+        return 0
+    return 2 if row_bytes % 16 == 0 and row_bytes > SOFTMAX_SMEM_ROW_BYTES else 0
+
+
+#: Row-per-block eager ops whose extra reads hit L2 while a wave's rows fit it.
+L2_REREADS: dict[str, Callable[[TracedOp], int]] = {
+    "_softmax": softmax_l2_rereads,
+    "_log_softmax": softmax_l2_rereads,
+}

@@ -14,7 +14,7 @@ The roofline stage keeps the bounds; this stage predicts. It has two parts:
    tensor-core GEMM whose operands' rows are misaligned runs at its ``align1`` share; a library
    call pays the fill of the other kernels it launches; a host↔device copy runs at the GPU's
    host link; a kernel beside a collective at its share of the GPU. The op-shape rules live in
-   :mod:`.eager_kernels`, constants per GPU architecture in ``PER_ARCHITECTURE``, and every
+   :mod:`.eager_kernels`, the constants in :mod:`.estimate_params`, and every
    estimate's band in :mod:`.bands`. The kernel-level terms are measured on real kernels in
    profiler traces and cross-validated there (docs/validation.md).
 2. **Per mode, a host/launch pipeline** (:func:`timeline`): the host issues kernel *k* when it
@@ -34,27 +34,30 @@ Times are seconds inside this module.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..costs import Category, MatmulKind, OpRecord
-from ..errors import InputError
 from ..plan.fusion import Kernel
 from ..plan.plans import Plans
 from ..trace.refs import Trace, TracedOp
 from .bands import HOST_BAND, family_band
 from .eager_kernels import (
     EXTRA_READS,
+    L2_REREADS,
     ROW_PER_BLOCK,
     SCALAR_ACCESSES,
     TWO_PASS,
     gemm_alignment,
     misaligned_gemm_loads,
+    pointwise_convolution,
     split_reduction,
     strided_accesses,
+    window_accesses,
 )
+from .estimate_params import DEFAULT_HOST, DEFAULT_PARAMS, EstimateParams, HostCosts
 from .hardware import GPUSpec
 from .precision import (
     MathSwitches,
@@ -68,140 +71,6 @@ from .precision import (
 
 if TYPE_CHECKING:  # the context holds this module's EstimateParams
     from .context import PricingContext
-
-# --- Parameters ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HostCosts:
-    """CPU seconds of one forward call outside the GPU, on one machine (a host profile).
-
-    They differ between machines by about 2× across the calibration sets (CPU model, clock,
-    driver); ``docs/calibration.md`` lists the scale fitted for each. :meth:`scaled` gives a
-    profile for a faster or slower host from one measured ratio.
-    """
-
-    eager_call_s: float  #: Python call of the model (``nn.Module.__call__``, hooks check)
-    eager_op_s: float  #: one aten op that launches a kernel: Python, dispatcher, launch
-    eager_view_s: float  #: one view/metadata op (no kernel): Python and dispatcher only
-    eager_module_s: float  #: one submodule call in the forward (``nn.Module.__call__``)
-    launch_s: float  #: one extra kernel launch inside a library call (a cuDNN RNN's steps)
-    compile_call_s: float  #: ``torch.compile`` per call: guards, wrapper, output allocation
-    compile_kernel_s: float  #: one Triton or extern kernel launched by Inductor's wrapper
-    cudagraph_call_s: float  #: one CUDA-graph replay (``reduce-overhead``), with its checks
-    source: str = ""
-
-    def scaled(self, factor: float) -> HostCosts:
-        """Every CPU cost times ``factor`` (a host ``factor`` times slower)."""
-        if not isinstance(factor, (int, float)) or not factor > 0:
-            raise InputError(f"a host scale is a number above 0, got {factor!r}")
-        costs = {
-            name: getattr(self, name) * factor
-            for name in self.__dataclass_fields__
-            if name.endswith("_s")
-        }
-        return replace(self, **costs, source=f"{self.source} ×{factor:.3g}")
-
-
-@dataclass(frozen=True)
-class EstimateParams:
-    """GPU-side constants of the model and the host profile; all fields documented in METHOD.md.
-
-    Fractions are of the datasheet figures of :class:`~torchroofline.hardware.GPUSpec`.
-    """
-
-    host: HostCosts
-    hbm_fraction: float  #: achievable share of the datasheet memory bandwidth (large streams)
-    fill_latency_s: float  #: per-kernel fill/drain time: minimum duration of any kernel
-    vector_fraction: float  #: achievable share of the CUDA-core peak for pointwise math
-    #: achievable share of the unit's peak per matmul-class family (see :data:`FAMILIES`)
-    matmul_fraction: Mapping[str, float] = field(hash=False)
-    #: fixed time of a library matmul-class kernel (cuBLAS/cuDNN GEMM, convolution, flash
-    #: attention) on top of the fill: its prologue loads the first tiles through the software
-    #: pipeline and its epilogue writes them back, so even a tiny GEMM takes a few µs
-    matmul_latency_s: float = 0.0
-    #: extra HBM passes over a tensor-core convolution's input and output (NCHW ↔ NHWC)
-    conv_layout_passes: float = 0.0
-    tile_edges: tuple[int, ...] = (128, 64, 32)  #: GEMM output tiles cuBLAS/cuDNN pick from
-    split_k_depth: int = 512  #: reduction depth per split when a GEMM splits K over more SMs
-    #: one thread block streaming one row of 4-byte elements (eager); a block issues one
-    #: element per thread per load, so rows of 2-byte elements stream at half this
-    row_bandwidth_bytes_per_s: float = 10e9
-    #: element accesses per second and SM of a kernel that computes every operand's offset per
-    #: element (PyTorch's non-vectorized ``elementwise_kernel``, ``CatArrayBatchedCopy``)
-    strided_access_rate_per_sm: float = 5.5e9
-    #: one wave of flash-attention thread blocks (one per batch, head and block of query rows,
-    #: each a serial loop over the keys): the least time a wave takes
-    attention_wave_s: float = 0.0
-    rnn_step_s: float = 10e-6  #: one recurrent step: a small GEMM plus gate math, in series
-    cudagraph_gap_s: float = 1e-6  #: GPU gap between kernels replayed from a CUDA graph
-    #: L2 bandwidth (bytes/s) by GPU key where a microbenchmark figure is published
-    l2_bandwidth_bytes_per_s: Mapping[str, float] = field(default_factory=dict, hash=False)
-    #: share of the L2 a warm kernel's data can occupy and still hit (the rest: other data)
-    l2_usable_fraction: float = 0.5
-    #: share of its aligned rate a tensor-core GEMM keeps when a row of an operand is not a
-    #: multiple of 16 bytes: cuBLAS then runs CUTLASS ``align1``/``align2`` kernels, which load
-    #: one or two elements per instruction instead of 16 bytes (the least share: align 8 keeps
-    #: half, see :func:`alignment_share`)
-    misaligned_gemm_fraction: float = 0.25
-    #: share of the host link's rate (:attr:`GPUSpec.host_link_bytes_per_s`) a copy between
-    #: pinned host memory and the GPU reaches
-    host_copy_fraction: float = 0.45
-    #: bytes/s of a copy to or from pageable host memory: the driver stages it through a pinned
-    #: buffer with a CPU memcpy, chunk by chunk, whatever the link
-    pageable_copy_bytes_per_s: float = 6e9
-    #: kernels a library call launches besides its main one (layout transposes, casts, memsets),
-    #: by call (``"conv"``, ``"conv_backward"``): each costs at least the fill latency
-    library_kernels: Mapping[str, int] = field(default_factory=dict, hash=False)
-    #: share of its own rate a kernel keeps while a collective (NCCL/RCCL) runs beside it on
-    #: another stream: the collective's channels hold SMs and move link-rate traffic through HBM
-    collective_share: float = 0.5
-    #: share of the fp32 peak fp32 GEMMs and convolutions reach where they run on matrix cores
-    #: (CDNA's fp32 MFMA, at the GPU's fp32 peak), in place of their family's share
-    #: (:func:`matmul_share`); None where they run on the CUDA cores (NVIDIA: SGEMM)
-    fp32_matrix_fraction: float | None = None
-    #: per-architecture replacements of any field above, by ``GPUSpec.architecture``
-    per_architecture: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
-    #: per-GPU replacements of any field above, by GPU key (e.g. a measured ``hbm_fraction``),
-    #: applied after the architecture's
-    per_gpu: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
-    source: str = ""
-
-    def for_gpu(self, gpu: GPUSpec) -> EstimateParams:
-        """These parameters with ``gpu``'s architecture's entries of :attr:`per_architecture`
-        applied, then its own of :attr:`per_gpu`."""
-        params = self
-        for changes in (self.per_architecture.get(gpu.architecture), self.per_gpu.get(gpu.key)):
-            if changes:
-                params = replace(params, **changes)
-        return params
-
-    def l2_bandwidth(self, gpu: GPUSpec) -> float | None:
-        return self.l2_bandwidth_bytes_per_s.get(gpu.key)
-
-    def with_host(self, host: HostCosts) -> EstimateParams:
-        return replace(self, host=host)
-
-    def host_scaled(self, factor: float) -> EstimateParams:
-        """These parameters on a host ``factor`` times slower (``--host-scale``): every CPU
-        cost times ``factor``, the GPU side unchanged."""
-        return self.with_host(self.host.scaled(factor))
-
-
-#: Published L2 bandwidths (bytes/s), measured by microbenchmarks; used only by the warm
-#: *estimate*, never by the bound. Vendor peaks (bytes per clock × clock: A100 7.2 TB/s, H100
-#: 9.0 TB/s, tabulated in doi:10.1016/j.ultsonch.2023.106546, Table 3) are not achieved rates:
-#: priced at them, the A100 and H100 estimates of the calibration set got worse, so a GPU
-#: without a measured figure reads warm data at HBM rates.
-L2_BANDWIDTH_BYTES_PER_S: dict[str, float] = {
-    # Jia, Maggioni, Staiger, Scarpazza, "Dissecting the NVIDIA Volta GPU Architecture via
-    # Microbenchmarking" (2018), L2 load throughput on V100: 2155 GB/s.
-    "v100": 2155e9,
-    # Jia, Maggioni, Smith, Scarpazza, "Dissecting the NVidia Turing T4 GPU via
-    # Microbenchmarking" (2019), L2 load throughput on T4: 1270 GB/s.
-    "t4": 1270e9,
-}
-
 
 # --- What one kernel asks of the GPU ------------------------------------------------------
 
@@ -235,6 +104,9 @@ class KernelLoad:
     rows: int | None = None  #: rows of a row-per-block eager reduction (parallelism limit)
     element_bytes: int = 4  #: bytes of one element of those rows
     reread_bytes: int = 0  #: input bytes a two-pass eager kernel reads a second time
+    #: input bytes a row-per-block eager kernel reads again, row by row: they hit L2 while the
+    #: rows of one wave of blocks fit it, else they come from HBM (:func:`l2_missed_bytes`)
+    l2_reread_bytes: int = 0
     #: element accesses (output elements × operands) of an eager kernel that cannot use vector
     #: loads: an operand broadcast or laid out unlike its output (see :func:`strided_accesses`)
     accesses: int = 0
@@ -249,6 +121,9 @@ class KernelLoad:
     host_bytes: int = 0  #: bytes a host↔device copy moves over the host link
     pageable: bool = False  #: the host side of that copy is pageable memory
     library_call: str = ""  #: a key of ``EstimateParams.library_kernels``, or ""
+    #: a tensor-core convolution whose NCHW input and output cuDNN transposes to NHWC and back
+    #: (``EstimateParams.conv_layout_passes``); not an eager 1×1 one (:func:`pointwise_convolution`)
+    layout_transposes: bool = False
     #: it runs beside a collective (NCCL/RCCL) on another stream, which holds SMs and memory
     #: bandwidth meanwhile (:func:`beside_collective`)
     shared: bool = False
@@ -274,6 +149,8 @@ FAMILIES: dict[str, str] = {
     "conv3d": "cuDNN 3D convolution: fewer tuned kernels, more index math per MAC",
     "conv_transposed": "cuDNN transposed convolution: a data-gradient kernel with scattered "
     "accumulation",
+    "conv_transposed3d": "cuDNN 3D transposed convolution: the data-gradient kernel over a "
+    "volume, with 3D's index math",
     "conv_grouped": "grouped/depthwise convolution: too little work per group for the tensor cores",
     "attention": "fused SDPA kernels on the CUDA cores (memory-efficient attention in fp32)",
     "flash_attention": "flash attention on the tensor cores (FA2, CK, Triton): the softmax "
@@ -288,10 +165,11 @@ def _conv_family(traced: TracedOp) -> str:
     ``weight`` alike, at different positions)."""
     if int(traced.argument("groups", 1) or 1) > 1:
         return "conv_grouped"
-    if traced.argument("transposed", False):
-        return "conv_transposed"
     weight = traced.argument("weight")
-    return "conv3d" if getattr(weight, "dim", lambda: 4)() >= 5 else "conv"
+    three_d = getattr(weight, "dim", lambda: 4)() >= 5
+    if traced.argument("transposed", False):
+        return "conv_transposed3d" if three_d else "conv_transposed"
+    return "conv3d" if three_d else "conv"
 
 
 #: SDPA runs a flash kernel (FlashAttention-2, CK, Triton) at these precisions; in fp32 it
@@ -369,7 +247,10 @@ def kernel_load(
     moved = sum(running_bytes(ref, float_bytes, widened)
                 for ref in (*kernel.reads, *kernel.writes))
     rows = None
-    reread = accesses = 0
+    reread = l2_reread = 0
+    # a window kernel gathers element by element in either plan (Inductor calls the same aten
+    # kernels for these, or generates the same per-element gather)
+    accesses = sum(window_accesses(op, trace.ops[op.index]) for op in kernel.ops)
     if eager:
         traced = trace.ops[kernel.ops[0].index]
         rule = ROW_PER_BLOCK.get(traced.base)
@@ -381,23 +262,32 @@ def kernel_load(
         whole = kernel.ops[0].writes == traced.writes
         passes = TWO_PASS.get(traced.base, lambda traced: False)(traced)
         passes += EXTRA_READS.get(traced.base, lambda traced: 0)(traced)
+        largest = max((running_bytes(ref, float_bytes, widened) for ref in kernel.ops[0].reads),
+                      default=0)
         if whole and passes:
             # each extra pass re-reads the op's input (its largest operand)
-            reread = passes * max(running_bytes(ref, float_bytes, widened)
-                                  for ref in kernel.ops[0].reads)
-        itemsize = min((ref.itemsize for ref in kernel.ops[0].writes), default=float_bytes)
-        accesses = max(strided_accesses(kernel.ops[0], moved // itemsize),
-                       SCALAR_ACCESSES.get(traced.base, lambda traced: 0)(traced))
+            reread = passes * largest
+        if whole:
+            l2_reread = L2_REREADS.get(traced.base, lambda traced: 0)(traced) * largest
+        if not (rule and not statistics):
+            # a norm's apply pass (batch norm's batch_norm_transform_input, group norm's apply
+            # kernel) indexes its per-channel statistics per block, not per element as a
+            # broadcasting TensorIterator kernel does
+            itemsize = min((ref.itemsize for ref in kernel.ops[0].writes), default=float_bytes)
+            accesses = max(accesses, strided_accesses(kernel.ops[0], moved // itemsize))
+        accesses = max(accesses, SCALAR_ACCESSES.get(traced.base, lambda traced: 0)(traced))
     align = 16
     library_call = ""
+    transposes = False
     if family == "gemm" and work.tensor_s:
         align = gemm_alignment(matmul_op)
         if gemm is not None:
             accesses = max(accesses, misaligned_gemm_loads(
                 gemm.batch, gemm.m, gemm.n, gemm.k, align, matmul_op.reads[0].itemsize))
     if family.startswith("conv"):
-        backward = trace.ops[matmul_op.index].base == "convolution_backward"
-        library_call = "conv_backward" if backward else "conv"
+        traced_conv = trace.ops[matmul_op.index]
+        library_call = "conv_backward" if traced_conv.base == "convolution_backward" else "conv"
+        transposes = family != "conv_grouped" and not (eager and pointwise_convolution(traced_conv))
     elif eager and split_reduction(kernel.ops[0]):
         library_call = "split_reduce"
     return KernelLoad(
@@ -413,12 +303,14 @@ def kernel_load(
         rows=rows,
         element_bytes=kernel.ops[0].reads[0].itemsize if rows and kernel.ops[0].reads else 4,
         reread_bytes=reread,
+        l2_reread_bytes=l2_reread,
         accesses=accesses,
         host_views=host_views,
         host_modules=host_modules,
         compute_s=work.compute_s,
         align_bytes=align,
         library_call=library_call,
+        layout_transposes=transposes,
     )
 
 
@@ -510,6 +402,22 @@ def memory_s(moved_bytes: int, gpu: GPUSpec, params: EstimateParams, cache: str)
     return from_l2 / l2_bandwidth + (moved_bytes - from_l2) / hbm
 
 
+#: Thread blocks of 1,024 threads one SM holds at once (2,048 resident threads per SM from
+#: Volta on, CUDA programming guide's compute-capability table): the rows of one wave of a
+#: row-per-block kernel.
+ROW_BLOCKS_PER_SM = 2
+
+
+def l2_missed_bytes(load: KernelLoad, gpu: GPUSpec, params: EstimateParams) -> int:
+    """The re-reads of a row-per-block kernel that miss L2: all of them when the rows one wave
+    of blocks works on (one row per block) exceed the usable L2, none when they fit."""
+    if not load.l2_reread_bytes or not load.rows:
+        return 0
+    row_bytes = (load.bytes / 2) / load.rows  # a row read once, written once
+    in_flight = min(load.rows, ROW_BLOCKS_PER_SM * gpu.sm_count) * row_bytes
+    return load.l2_reread_bytes if in_flight > params.l2_usable_fraction * gpu.l2_bytes else 0
+
+
 def fixed_latency_s(load: KernelLoad, params: EstimateParams) -> float:
     """The part of a kernel's time no rate sets: its fill/drain, plus a library matmul
     kernel's tile-pipeline prologue and epilogue."""
@@ -584,9 +492,9 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
     recurrence is at least its serial steps; a host↔device copy runs at the host link."""
     if load.host_bytes:
         return host_copy_s(load, gpu, params)
-    touched = load.bytes + load.reread_bytes
+    touched = load.bytes + load.reread_bytes + l2_missed_bytes(load, gpu, params)
     moved = memory_s(touched, gpu, params, cache)
-    if load.family.startswith("conv") and load.family != "conv_grouped":
+    if load.layout_transposes:
         moved *= 1 + params.conv_layout_passes
     if load.rows is not None:
         row_rate = params.row_bandwidth_bytes_per_s * min(load.element_bytes, 16) / 4
@@ -647,12 +555,18 @@ def timeline(mode: str, start_s: float, issue_s: Sequence[float], gpu_s: Sequenc
     return ModeEstimate(mode, max(end, issued), sum(gpu_s), issued, tuple(gpu_s))
 
 
+def _library_s(load: KernelLoad, host: HostCosts) -> float:
+    """CPU seconds a kernel's library call adds to its launch: a convolution's cuDNN set-up
+    and the extra launches of a library call (a cuDNN RNN's steps), in either mode."""
+    return (load.launches - 1) * host.launch_s + (host.conv_call_s if load.library_call else 0.0)
+
+
 def _eager_issue(load: KernelLoad, host: HostCosts) -> float:
     return (
         host.eager_op_s
         + load.host_views * host.eager_view_s
         + load.host_modules * host.eager_module_s
-        + (load.launches - 1) * host.launch_s
+        + _library_s(load, host)
     )
 
 
@@ -676,7 +590,7 @@ def _pipelines(program: ProgramLoad, params: EstimateParams, eager_gpu: Sequence
     compiled = timeline(
         "compile",
         host.compile_call_s,
-        [host.compile_kernel_s + (k.launches - 1) * host.launch_s for k in program.fused],
+        [host.compile_kernel_s + _library_s(k, host) for k in program.fused],
         fused_gpu,
     )
     replayed = timeline(
@@ -794,165 +708,6 @@ class Performance:
 def _band_us(band_s: tuple[float, float]) -> dict[str, float]:
     """A band (s) as the JSON keys ``estimate_low_us`` and ``estimate_high_us``."""
     return {"estimate_low_us": band_s[0] * 1e6, "estimate_high_us": band_s[1] * 1e6}
-
-
-# --- What each constant means and where it comes from (METHOD.md prints this table) --------
-
-CONSTANT_NOTES: dict[str, str] = {
-    "hbm_fraction": "share of the datasheet memory bandwidth a large streaming kernel reaches "
-    "(STREAM-like copies: 80-93 % on HBM and GDDR parts); fit",
-    "fill_latency_s": "fill/drain time of every kernel, so a small kernel reaches a small share "
-    "of the bandwidth and none is shorter: the shortest kernels of the H100 profiler traces take "
-    "1.5-1.9 µs; per architecture: 3 µs before Hopper (the A100 trace's median tiny kernel), "
-    "4 µs on CDNA (MI300X: 4-5 µs); measured, not fitted",
-    "fp32_matrix_fraction": "share of the fp32 peak fp32 GEMMs and 2D convolutions reach where "
-    "they run on matrix cores (CDNA: fp32 MFMA, whose dense peak equals the fp32 vector peak in "
-    "AMD's data sheets); CDNA 0.85: fp32 GEMMs measured near their peak on the MI350X, where "
-    "the bf16 GEMM share (0.45) over-estimated them 2-6x (issue 39); none on NVIDIA (SGEMM on "
-    "the CUDA cores, at the gemm share)",
-    "matmul_latency_s": "added to a matmul-class library kernel (GEMM, convolution, flash "
-    "attention): prologue and epilogue of its tile pipeline, so a tiny GEMM takes 5-7 µs in the "
-    "traces; measured on the traces",
-    "vector_fraction": "share of the CUDA-core peak pointwise math reaches: the peak counts an "
-    "FMA as 2 FLOPs, pointwise ops issue one FLOP per instruction (not fitted: the data is flat "
-    "in it)",
-    "matmul_fraction.*": "share of the unit's peak per matmul-class family (cuBLAS SGEMM, cuDNN "
-    "2D/3D/transposed/grouped convolution, SDPA, cuDNN RNN); fit. flash_attention (SDPA on "
-    "tensor cores): FlashAttention-2's published H100 rate, about 30 % of the bf16 peak; the "
-    "MI300X's GEMMs reach 45 % (CDNA's value), measured on the traces",
-    "conv_layout_passes": "extra passes over a TF32 convolution's input and output: cuDNN's "
-    "tensor-core kernels work in NHWC, PyTorch hands it NCHW; fit",
-    "tile_edges": "output tile edges cuBLAS/cuDNN choose from (CUTLASS's 128/64/32 "
-    "threadblock tiles); the largest that fills a wave is taken",
-    "split_k_depth": "reduction depth per split when a GEMM splits K to fill the GPU (cuBLAS "
-    "split-K heuristics split reductions of a few hundred or more)",
-    "strided_access_rate_per_sm": "element accesses per second and SM of an eager kernel that "
-    "cannot vectorize (an operand broadcast or laid out unlike the output: PyTorch's "
-    "elementwise_kernel, cat, index_select), which computes each operand's offset per element: "
-    "0.8 T/s on the H100 (132 SMs), 1.5 T/s on the MI300X (304 CUs) in the traces",
-    "attention_wave_s": "least time of one wave of flash-attention blocks (one per batch × head "
-    "× 128 query rows, a serial loop over the keys): 10-12 µs on the H100, 30-33 µs on the "
-    "MI300X (CDNA's value) in the traces",
-    "row_bandwidth_bytes_per_s": "bandwidth of one thread block streaming one row of 4-byte "
-    "elements: bytes in flight per block / memory latency (Little's law, a few KB / ~0.5 µs); "
-    "rows of 2-byte elements at half (one element per thread per load); fit",
-    "misaligned_gemm_fraction": "share of its rate a tensor-core GEMM keeps when an operand's "
-    "rows are not a multiple of 16 bytes: cuBLAS falls back to CUTLASS align1/align2 kernels; "
-    "about a quarter, measured on an odd-leading-dimension bmm (issue 39); align 8 keeps half",
-    "host_copy_fraction": "share of the host link (GPUSpec.host_link: PCIe generation × width, "
-    "or NVLink-C2C) a pinned copy reaches: ~0.8 on a direct link (CUDA bandwidthTest), 0.24 on "
-    "the A100 training trace's 8-GPU server (shared PCIe switches); between the two",
-    "pageable_copy_bytes_per_s": "a copy to or from pageable host memory, staged by the driver "
-    "through a pinned buffer with a CPU memcpy: 4.4 GB/s measured device-to-host (issue 39)",
-    "collective_share": "share of its own rate a kernel keeps while a collective (NCCL/RCCL) "
-    "runs beside it on another stream (a profiler trace shows the overlap): the A100 training "
-    "trace's kernels beside an NCCL kernel take 2× as long (median over op shapes; e.g. a "
-    "[1024, 512] mul 13 µs against 6 µs alone, n = 240 / 12); CDNA 1.0: the MI300X ResNet "
-    "trace's kernels beside an RCCL kernel take no longer",
-    "library_kernels": "kernels a library call launches besides its GEMM, each at least the fill "
-    "latency: none on NVIDIA (cuDNN's layout passes are conv_layout_passes); CDNA (MIOpen): "
-    "4 per convolution forward, 10 backward (transposes, casts, memsets; per-call means counted "
-    "in the MI300X ResNet training trace); every GPU: a reduction split across blocks "
-    "(eager_kernels.split_reduction) pays one more for its dependent global-reduce pass",
-    "rnn_step_s": "one recurrent step of a cuDNN RNN: small GEMM + gate math in series; fit",
-    "cudagraph_gap_s": "GPU gap between kernels replayed from a CUDA graph; fit",
-    "l2_bandwidth_bytes_per_s": "published L2 bandwidth per GPU (microbenchmarks, cited at "
-    "L2_BANDWIDTH_BYTES_PER_S); warm estimate only, never the bound",
-    "l2_usable_fraction": "share of the L2 a warm kernel's data may occupy and still hit (half: "
-    "the other half holds the rest of the working set; not fitted)",
-    "host.eager_call_s": "eager: Python call of the model; fit",
-    "host.eager_op_s": "eager: one aten op that launches a kernel (Python, dispatcher, "
-    "cudaLaunchKernel); fit",
-    "host.eager_view_s": "eager: one view or metadata op (no kernel); fit",
-    "host.eager_module_s": "eager: one submodule call (nn.Module.__call__); fit",
-    "host.launch_s": "one extra launch inside a library call (a cuDNN RNN's steps); fit",
-    "host.compile_call_s": "torch.compile: guards, wrapper and output allocation per call; fit",
-    "host.compile_kernel_s": "torch.compile: one Triton or extern kernel launch; fit",
-    "host.cudagraph_call_s": "reduce-overhead: one CUDA-graph replay with its checks; fit",
-}
-
-
-# --- Defaults ------------------------------------------------------------------------------
-# Fitted by benchmarks/calibrate.py on the KernelBench timings of nine GPU setups; the fit, its
-# data and its error per GPU and level are in docs/calibration.md; the starting point and the
-# physical range each constant was held in are START and RANGES in that script. Constants the
-# fit left at a range limit are marked so in docs/calibration.md.
-
-DEFAULT_HOST = HostCosts(
-    eager_call_s=1.2e-05,
-    eager_op_s=1.69e-05,
-    eager_view_s=6.11e-06,
-    eager_module_s=7.04e-06,
-    launch_s=3.81e-06,
-    compile_call_s=9.43e-05,
-    compile_kernel_s=2.18e-05,
-    cudagraph_call_s=0.000121,
-    source="fit: docs/calibration.md (geometric mean of the six training hosts)",
-)
-
-#: Achievable share of the unit's peak per matmul-class family (:data:`FAMILIES`).
-MATMUL_FRACTION: dict[str, float] = {
-    "gemm": 0.7,
-    "conv": 0.774,
-    "conv3d": 0.103,
-    "conv_transposed": 0.186,
-    "conv_grouped": 0.014,
-    "attention": 0.604,
-    "flash_attention": 0.3,
-    "rnn": 0.267,
-}
-
-#: AMD's CDNA GPUs (ROCm) where they differ, measured on the MI300X profiler traces of
-#: docs/validation.md: a tiny kernel takes 4-5 µs there (1.5-2 µs on the H100), hipBLASLt GEMMs
-#: reach about 45 % of the bf16 peak (the H100's cuBLAS 58-70 %), a wave of the Triton/CK
-#: attention kernel takes about 30 µs, and MIOpen wraps each convolution in layout transposes,
-#: casts and memsets: 4 kernels besides the GEMM forward, 10 backward (per-call means in the ResNet
-#: training trace).
-AMD_CDNA: dict[str, Any] = {
-    "fill_latency_s": 4e-6,
-    "attention_wave_s": 30e-6,
-    "matmul_fraction": {**MATMUL_FRACTION, "gemm": 0.45},
-    "fp32_matrix_fraction": 0.85,
-    "library_kernels": {"conv": 4, "conv_backward": 10, "split_reduce": 1},
-    # the ResNet trace's kernels beside an RCCL kernel take no longer than alone (304 CUs, and
-    # xGMI traffic small against 5.3 TB/s of HBM)
-    "collective_share": 1.0,
-}
-
-#: GPUs before Hopper: a tiny kernel takes 3 µs (the A100 training trace's median over 1,650
-#: kernels that move < 64 KiB; Hopper's 1.5 µs). Volta and Turing are taken as Ampere.
-PRE_HOPPER: dict[str, Any] = {"fill_latency_s": 3e-6}
-
-#: Per-architecture constants, by ``GPUSpec.architecture``.
-PER_ARCHITECTURE: dict[str, dict[str, Any]] = {
-    "CDNA3": AMD_CDNA,
-    "CDNA4": AMD_CDNA,
-    "Ampere": PRE_HOPPER,
-    "Turing": PRE_HOPPER,
-    "Volta": PRE_HOPPER,
-}
-
-DEFAULT_PARAMS = EstimateParams(
-    host=DEFAULT_HOST,
-    hbm_fraction=0.7,
-    fill_latency_s=1.5e-06,
-    matmul_latency_s=3e-06,
-    vector_fraction=0.5,
-    matmul_fraction=MATMUL_FRACTION,
-    conv_layout_passes=2.58,
-    row_bandwidth_bytes_per_s=8.87e+09,
-    strided_access_rate_per_sm=6e9,
-    attention_wave_s=10e-6,
-    rnn_step_s=4.97e-06,
-    cudagraph_gap_s=4.43e-07,
-    l2_bandwidth_bytes_per_s=L2_BANDWIDTH_BYTES_PER_S,
-    l2_usable_fraction=0.5,
-    #: a split reduction's global-reduce pass (eager_kernels.split_reduction), on every GPU
-    library_kernels={"split_reduce": 1},
-    per_architecture=PER_ARCHITECTURE,
-    source="fit: docs/calibration.md (benchmarks/calibrate.py) and docs/validation.md "
-    "(profiler traces)",
-)
 
 
 __all__ = [

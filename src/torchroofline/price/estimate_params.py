@@ -1,0 +1,333 @@
+"""The performance model's constants: the GPU-side :class:`EstimateParams`, the host profile
+:class:`HostCosts`, their defaults per architecture and GPU, and what each constant means and
+where it comes from (:data:`CONSTANT_NOTES`, which METHOD.md prints). The model that uses them
+is :mod:`.estimate`. Times are seconds, rates per second, bandwidths bytes per second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..errors import InputError
+from .hardware import GPUSpec
+
+# --- Parameters ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    """CPU seconds of one forward call outside the GPU, on one machine (a host profile).
+
+    They differ between machines by about 2× across the calibration sets (CPU model, clock,
+    driver); ``docs/calibration.md`` lists the scale fitted for each. :meth:`scaled` gives a
+    profile for a faster or slower host from one measured ratio.
+    """
+
+    eager_call_s: float  #: Python call of the model (``nn.Module.__call__``, hooks check)
+    eager_op_s: float  #: one aten op that launches a kernel: Python, dispatcher, launch
+    eager_view_s: float  #: one view/metadata op (no kernel): Python and dispatcher only
+    eager_module_s: float  #: one submodule call in the forward (``nn.Module.__call__``)
+    launch_s: float  #: one extra kernel launch inside a library call (a cuDNN RNN's steps)
+    compile_call_s: float  #: ``torch.compile`` per call: guards, wrapper, output allocation
+    compile_kernel_s: float  #: one Triton or extern kernel launched by Inductor's wrapper
+    cudagraph_call_s: float  #: one CUDA-graph replay (``reduce-overhead``), with its checks
+    #: one convolution's library call on top of its launch, eager or compiled (Inductor calls
+    #: the same aten kernel): cuDNN builds its tensor and convolution descriptors and looks the
+    #: plan up in its cache on the CPU before it launches
+    conv_call_s: float = 0.0
+    source: str = ""
+
+    def scaled(self, factor: float) -> HostCosts:
+        """Every CPU cost times ``factor`` (a host ``factor`` times slower)."""
+        if not isinstance(factor, (int, float)) or not factor > 0:
+            raise InputError(f"a host scale is a number above 0, got {factor!r}")
+        costs = {
+            name: getattr(self, name) * factor
+            for name in self.__dataclass_fields__
+            if name.endswith("_s")
+        }
+        return replace(self, **costs, source=f"{self.source} ×{factor:.3g}")
+
+
+@dataclass(frozen=True)
+class EstimateParams:
+    """GPU-side constants of the model and the host profile; all fields documented in METHOD.md.
+
+    Fractions are of the datasheet figures of :class:`~torchroofline.hardware.GPUSpec`.
+    """
+
+    host: HostCosts
+    hbm_fraction: float  #: achievable share of the datasheet memory bandwidth (large streams)
+    fill_latency_s: float  #: per-kernel fill/drain time: minimum duration of any kernel
+    vector_fraction: float  #: achievable share of the CUDA-core peak for pointwise math
+    #: achievable share of the unit's peak per matmul-class family (see :data:`FAMILIES`)
+    matmul_fraction: Mapping[str, float] = field(hash=False)
+    #: fixed time of a library matmul-class kernel (cuBLAS/cuDNN GEMM, convolution, flash
+    #: attention) on top of the fill: its prologue loads the first tiles through the software
+    #: pipeline and its epilogue writes them back, so even a tiny GEMM takes a few µs
+    matmul_latency_s: float = 0.0
+    #: extra HBM passes over a tensor-core convolution's input and output (NCHW ↔ NHWC)
+    conv_layout_passes: float = 0.0
+    tile_edges: tuple[int, ...] = (128, 64, 32)  #: GEMM output tiles cuBLAS/cuDNN pick from
+    split_k_depth: int = 512  #: reduction depth per split when a GEMM splits K over more SMs
+    #: one thread block streaming one row of 4-byte elements (eager); a block issues one
+    #: element per thread per load, so rows of 2-byte elements stream at half this
+    row_bandwidth_bytes_per_s: float = 10e9
+    #: element accesses per second and SM of a kernel that computes every operand's offset per
+    #: element (PyTorch's non-vectorized ``elementwise_kernel``, ``CatArrayBatchedCopy``)
+    strided_access_rate_per_sm: float = 5.5e9
+    #: one wave of flash-attention thread blocks (one per batch, head and block of query rows,
+    #: each a serial loop over the keys): the least time a wave takes
+    attention_wave_s: float = 0.0
+    rnn_step_s: float = 10e-6  #: one recurrent step: a small GEMM plus gate math, in series
+    cudagraph_gap_s: float = 1e-6  #: GPU gap between kernels replayed from a CUDA graph
+    #: L2 bandwidth (bytes/s) by GPU key where a microbenchmark figure is published
+    l2_bandwidth_bytes_per_s: Mapping[str, float] = field(default_factory=dict, hash=False)
+    #: share of the L2 a warm kernel's data can occupy and still hit (the rest: other data)
+    l2_usable_fraction: float = 0.5
+    #: share of its aligned rate a tensor-core GEMM keeps when a row of an operand is not a
+    #: multiple of 16 bytes: cuBLAS then runs CUTLASS ``align1``/``align2`` kernels, which load
+    #: one or two elements per instruction instead of 16 bytes (the least share: align 8 keeps
+    #: half, see :func:`alignment_share`)
+    misaligned_gemm_fraction: float = 0.25
+    #: share of the host link's rate (:attr:`GPUSpec.host_link_bytes_per_s`) a copy between
+    #: pinned host memory and the GPU reaches
+    host_copy_fraction: float = 0.45
+    #: bytes/s of a copy to or from pageable host memory: the driver stages it through a pinned
+    #: buffer with a CPU memcpy, chunk by chunk, whatever the link
+    pageable_copy_bytes_per_s: float = 6e9
+    #: kernels a library call launches besides its main one (layout transposes, casts, memsets),
+    #: by call (``"conv"``, ``"conv_backward"``): each costs at least the fill latency
+    library_kernels: Mapping[str, int] = field(default_factory=dict, hash=False)
+    #: share of its own rate a kernel keeps while a collective (NCCL/RCCL) runs beside it on
+    #: another stream: the collective's channels hold SMs and move link-rate traffic through HBM
+    collective_share: float = 0.5
+    #: share of the fp32 peak fp32 GEMMs and convolutions reach where they run on matrix cores
+    #: (CDNA's fp32 MFMA, at the GPU's fp32 peak), in place of their family's share
+    #: (:func:`matmul_share`); None where they run on the CUDA cores (NVIDIA: SGEMM)
+    fp32_matrix_fraction: float | None = None
+    #: per-architecture replacements of any field above, by ``GPUSpec.architecture``
+    per_architecture: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
+    #: per-GPU replacements of any field above, by GPU key (e.g. a measured ``hbm_fraction``),
+    #: applied after the architecture's
+    per_gpu: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
+    source: str = ""
+
+    def for_gpu(self, gpu: GPUSpec) -> EstimateParams:
+        """These parameters with ``gpu``'s architecture's entries of :attr:`per_architecture`
+        applied, then its own of :attr:`per_gpu`."""
+        params = self
+        for changes in (self.per_architecture.get(gpu.architecture), self.per_gpu.get(gpu.key)):
+            if changes:
+                params = replace(params, **changes)
+        return params
+
+    def l2_bandwidth(self, gpu: GPUSpec) -> float | None:
+        return self.l2_bandwidth_bytes_per_s.get(gpu.key)
+
+    def with_host(self, host: HostCosts) -> EstimateParams:
+        return replace(self, host=host)
+
+    def host_scaled(self, factor: float) -> EstimateParams:
+        """These parameters on a host ``factor`` times slower (``--host-scale``): every CPU
+        cost times ``factor``, the GPU side unchanged."""
+        return self.with_host(self.host.scaled(factor))
+
+
+#: Published L2 bandwidths (bytes/s), measured by microbenchmarks; used only by the warm
+#: *estimate*, never by the bound. Vendor peaks (bytes per clock × clock: A100 7.2 TB/s, H100
+#: 9.0 TB/s, tabulated in doi:10.1016/j.ultsonch.2023.106546, Table 3) are not achieved rates:
+#: priced at them, the A100 and H100 estimates of the calibration set got worse, so a GPU
+#: without a measured figure reads warm data at HBM rates.
+L2_BANDWIDTH_BYTES_PER_S: dict[str, float] = {
+    # Jia, Maggioni, Staiger, Scarpazza, "Dissecting the NVIDIA Volta GPU Architecture via
+    # Microbenchmarking" (2018), L2 load throughput on V100: 2155 GB/s.
+    "v100": 2155e9,
+    # Jia, Maggioni, Smith, Scarpazza, "Dissecting the NVidia Turing T4 GPU via
+    # Microbenchmarking" (2019), L2 load throughput on T4: 1270 GB/s.
+    "t4": 1270e9,
+}
+
+
+# --- What each constant means and where it comes from (METHOD.md prints this table) --------
+
+CONSTANT_NOTES: dict[str, str] = {
+    "hbm_fraction": "share of the datasheet memory bandwidth a large streaming kernel reaches: "
+    "0.9 on HBM parts, 0.75-0.81 on GDDR6 parts (Ada, the T4, Ampere's GA102), measured on the "
+    "calibration data's one 537 MB streaming problem (HBM_STREAM_FRACTION); not fitted",
+    "fill_latency_s": "fill/drain time of every kernel, so a small kernel reaches a small share "
+    "of the bandwidth and none is shorter: the shortest kernels of the H100 profiler traces take "
+    "1.5-1.9 µs; per architecture: 3 µs before Hopper (the A100 trace's median tiny kernel), "
+    "4 µs on CDNA (MI300X: 4-5 µs); measured, not fitted",
+    "fp32_matrix_fraction": "share of the fp32 peak fp32 GEMMs and 2D convolutions reach where "
+    "they run on matrix cores (CDNA: fp32 MFMA, whose dense peak equals the fp32 vector peak in "
+    "AMD's data sheets); CDNA 0.85: fp32 GEMMs measured near their peak on the MI350X, where "
+    "the bf16 GEMM share (0.45) over-estimated them 2-6x (issue 39); none on NVIDIA (SGEMM on "
+    "the CUDA cores, at the gemm share)",
+    "matmul_latency_s": "added to a matmul-class library kernel (GEMM, convolution, flash "
+    "attention): prologue and epilogue of its tile pipeline, so a tiny GEMM takes 5-7 µs in the "
+    "traces; measured on the traces",
+    "vector_fraction": "share of the CUDA-core peak pointwise math reaches: the peak counts an "
+    "FMA as 2 FLOPs, pointwise ops issue one FLOP per instruction (not fitted: the data is flat "
+    "in it)",
+    "matmul_fraction.*": "share of the unit's peak per matmul-class family (cuBLAS SGEMM, cuDNN "
+    "2D/3D/transposed/grouped convolution, SDPA, cuDNN RNN); fit. flash_attention (SDPA on "
+    "tensor cores): FlashAttention-2's published H100 rate, about 30 % of the bf16 peak; the "
+    "MI300X's GEMMs reach 45 % (CDNA's value), measured on the traces",
+    "conv_layout_passes": "extra passes over a TF32 convolution's input and output: cuDNN's "
+    "tensor-core kernels work in NHWC, PyTorch hands it NCHW (none for an eager 1x1 one); fit, "
+    "held to 0-2 (no transpose to both)",
+    "tile_edges": "output tile edges cuBLAS/cuDNN choose from (CUTLASS's 128/64/32 "
+    "threadblock tiles); the largest that fills a wave is taken",
+    "split_k_depth": "reduction depth per split when a GEMM splits K to fill the GPU (cuBLAS "
+    "split-K heuristics split reductions of a few hundred or more)",
+    "strided_access_rate_per_sm": "element accesses per second and SM of an eager kernel that "
+    "cannot vectorize (an operand broadcast or laid out unlike the output: PyTorch's "
+    "elementwise_kernel, cat, index_select), which computes each operand's offset per element: "
+    "0.8 T/s on the H100 (132 SMs), 1.5 T/s on the MI300X (304 CUs) in the traces",
+    "attention_wave_s": "least time of one wave of flash-attention blocks (one per batch × head "
+    "× 128 query rows, a serial loop over the keys): 10-12 µs on the H100, 30-33 µs on the "
+    "MI300X (CDNA's value) in the traces",
+    "row_bandwidth_bytes_per_s": "bandwidth of one thread block streaming one row of 4-byte "
+    "elements: bytes in flight per block / memory latency (Little's law, a few KB / ~0.5 µs); "
+    "rows of 2-byte elements at half (one element per thread per load); fit",
+    "misaligned_gemm_fraction": "share of its rate a tensor-core GEMM keeps when an operand's "
+    "rows are not a multiple of 16 bytes: cuBLAS falls back to CUTLASS align1/align2 kernels; "
+    "about a quarter, measured on an odd-leading-dimension bmm (issue 39); align 8 keeps half",
+    "host_copy_fraction": "share of the host link (GPUSpec.host_link: PCIe generation × width, "
+    "or NVLink-C2C) a pinned copy reaches: ~0.8 on a direct link (CUDA bandwidthTest), 0.24 on "
+    "the A100 training trace's 8-GPU server (shared PCIe switches); between the two",
+    "pageable_copy_bytes_per_s": "a copy to or from pageable host memory, staged by the driver "
+    "through a pinned buffer with a CPU memcpy: 4.4 GB/s measured device-to-host (issue 39)",
+    "collective_share": "share of its own rate a kernel keeps while a collective (NCCL/RCCL) "
+    "runs beside it on another stream (a profiler trace shows the overlap): the A100 training "
+    "trace's kernels beside an NCCL kernel take 2× as long (median over op shapes; e.g. a "
+    "[1024, 512] mul 13 µs against 6 µs alone, n = 240 / 12); CDNA 1.0: the MI300X ResNet "
+    "trace's kernels beside an RCCL kernel take no longer",
+    "library_kernels": "kernels a library call launches besides its GEMM, each at least the fill "
+    "latency: none on NVIDIA (cuDNN's layout passes are conv_layout_passes); CDNA (MIOpen): "
+    "4 per convolution forward, 10 backward (transposes, casts, memsets; per-call means counted "
+    "in the MI300X ResNet training trace); every GPU: a reduction split across blocks "
+    "(eager_kernels.split_reduction) pays one more for its dependent global-reduce pass",
+    "rnn_step_s": "one recurrent step of a cuDNN RNN: small GEMM + gate math in series; fit",
+    "cudagraph_gap_s": "GPU gap between kernels replayed from a CUDA graph; fit",
+    "l2_bandwidth_bytes_per_s": "published L2 bandwidth per GPU (microbenchmarks, cited at "
+    "L2_BANDWIDTH_BYTES_PER_S); warm estimate only, never the bound",
+    "l2_usable_fraction": "share of the L2 a warm kernel's data may occupy and still hit (half: "
+    "the other half holds the rest of the working set; not fitted)",
+    "host.eager_call_s": "eager: Python call of the model; fit",
+    "host.eager_op_s": "eager: one aten op that launches a kernel (Python, dispatcher, "
+    "cudaLaunchKernel); fit",
+    "host.eager_view_s": "eager: one view or metadata op (no kernel); fit",
+    "host.eager_module_s": "eager: one submodule call (nn.Module.__call__); fit",
+    "host.launch_s": "one extra launch inside a library call (a cuDNN RNN's steps); fit",
+    "host.conv_call_s": "a convolution's cuDNN call on the CPU beyond its launch (descriptors, "
+    "plan-cache lookup), eager and compiled: a one-conv problem takes 15 µs more than a one-op "
+    "problem on the H100 host (28.4 against 13.2 µs); fit",
+    "host.compile_call_s": "torch.compile: guards, wrapper and output allocation per call; fit",
+    "host.compile_kernel_s": "torch.compile: one Triton or extern kernel launch; fit",
+    "host.cudagraph_call_s": "reduce-overhead: one CUDA-graph replay with its checks; fit",
+}
+
+
+# --- Defaults ------------------------------------------------------------------------------
+# Fitted by benchmarks/calibrate.py on the KernelBench timings of nine GPU setups; the fit, its
+# data and its error per GPU and level are in docs/calibration.md; the starting point and the
+# physical range each constant was held in are START and RANGES in that script. Constants the
+# fit left at a range limit are marked so in docs/calibration.md.
+
+DEFAULT_HOST = HostCosts(
+    eager_call_s=1e-05,
+    eager_op_s=1.71e-05,
+    eager_view_s=6.65e-06,
+    eager_module_s=7.43e-06,
+    launch_s=4.03e-06,
+    compile_call_s=9.1e-05,
+    compile_kernel_s=2.12e-05,
+    cudagraph_call_s=0.000123,
+    conv_call_s=1.86e-05,
+    source="fit: docs/calibration.md (geometric mean of the six training hosts)",
+)
+
+#: Achievable share of the unit's peak per matmul-class family (:data:`FAMILIES`).
+MATMUL_FRACTION: dict[str, float] = {
+    "gemm": 0.646,
+    "conv": 0.673,
+    "conv3d": 0.0646,
+    "conv_transposed": 0.184,
+    "conv_transposed3d": 0.175,
+    "conv_grouped": 0.014,
+    "attention": 0.604,
+    "flash_attention": 0.3,
+    "rnn": 0.278,
+}
+
+#: AMD's CDNA GPUs (ROCm) where they differ, measured on the MI300X profiler traces of
+#: docs/validation.md: a tiny kernel takes 4-5 µs there (1.5-2 µs on the H100), hipBLASLt GEMMs
+#: reach about 45 % of the bf16 peak (the H100's cuBLAS 58-70 %), a wave of the Triton/CK
+#: attention kernel takes about 30 µs, and MIOpen wraps each convolution in layout transposes,
+#: casts and memsets: 4 kernels besides the GEMM forward, 10 backward (per-call means in the ResNet
+#: training trace).
+AMD_CDNA: dict[str, Any] = {
+    "fill_latency_s": 4e-6,
+    "attention_wave_s": 30e-6,
+    "matmul_fraction": {**MATMUL_FRACTION, "gemm": 0.45},
+    "fp32_matrix_fraction": 0.85,
+    "library_kernels": {"conv": 4, "conv_backward": 10, "split_reduce": 1},
+    # the ResNet trace's kernels beside an RCCL kernel take no longer than alone (304 CUs, and
+    # xGMI traffic small against 5.3 TB/s of HBM)
+    "collective_share": 1.0,
+}
+
+#: GPUs before Hopper: a tiny kernel takes 3 µs (the A100 training trace's median over 1,650
+#: kernels that move < 64 KiB; Hopper's 1.5 µs). Volta and Turing are taken as Ampere.
+PRE_HOPPER: dict[str, Any] = {"fill_latency_s": 3e-6}
+
+#: Share of the datasheet bandwidth a large stream reaches, measured (not fitted) on the one
+#: purely streaming problem of the calibration data (``5_Matrix_scalar_multiplication``: 537 MB
+#: read and written, host time subtracted; docs/calibration.md): HBM parts 0.84-0.93 (A100 40/80
+#: GB, H100), GDDR6 parts 0.75-0.81 (L40S 0.75-0.77, L4 0.78, T4 0.75, A10G 0.81). The HBM
+#: figure, 0.9, is the default; GDDR parts take their own.
+HBM_STREAM_FRACTION = 0.9
+#: Ada's parts are all GDDR6(X): the L40S's and the L4's measured share.
+GDDR_ADA: dict[str, Any] = {"hbm_fraction": 0.77}
+
+#: Per-architecture constants, by ``GPUSpec.architecture``.
+PER_ARCHITECTURE: dict[str, dict[str, Any]] = {
+    "CDNA3": AMD_CDNA,
+    "CDNA4": AMD_CDNA,
+    "Ampere": PRE_HOPPER,
+    "Turing": {**PRE_HOPPER, "hbm_fraction": 0.75},  # the T4 (GDDR6)
+    "Volta": PRE_HOPPER,
+    "Ada": GDDR_ADA,
+}
+
+#: Per-GPU constants, by GPU key: Ampere's GDDR6(X) parts (GA102) take the A10G's measured share.
+PER_GPU: dict[str, dict[str, Any]] = {
+    key: {"hbm_fraction": 0.81} for key in ("a10g", "rtx3090", "rtx3080")
+}
+
+DEFAULT_PARAMS = EstimateParams(
+    host=DEFAULT_HOST,
+    hbm_fraction=HBM_STREAM_FRACTION,
+    fill_latency_s=1.5e-06,
+    matmul_latency_s=3e-06,
+    vector_fraction=0.5,
+    matmul_fraction=MATMUL_FRACTION,
+    conv_layout_passes=2,
+    row_bandwidth_bytes_per_s=5.95e+09,
+    strided_access_rate_per_sm=6e9,
+    attention_wave_s=10e-6,
+    rnn_step_s=4.97e-06,
+    cudagraph_gap_s=3e-07,
+    l2_bandwidth_bytes_per_s=L2_BANDWIDTH_BYTES_PER_S,
+    l2_usable_fraction=0.5,
+    #: a split reduction's global-reduce pass (eager_kernels.split_reduction), on every GPU
+    library_kernels={"split_reduce": 1},
+    per_architecture=PER_ARCHITECTURE,
+    per_gpu=PER_GPU,
+    source="fit: docs/calibration.md (benchmarks/calibrate.py) and docs/validation.md "
+    "(profiler traces)",
+)
