@@ -69,15 +69,17 @@ def _load_dynamo(package: object) -> None:
 
 
 def install_dynamo_placeholder() -> None:
-    """The placeholder as ``torch._dynamo``, unless Dynamo is loaded already."""
+    """The placeholder as ``torch._dynamo``, unless Dynamo is loaded already (or its
+    submodules are not the ones :data:`DYNAMO_USED` names)."""
     import importlib
     import importlib.util
 
     import torch
 
-    if DYNAMO in sys.modules:
+    spec = None if DYNAMO in sys.modules else importlib.util.find_spec(DYNAMO)
+    if spec is None:
         return
-    package = importlib.util.module_from_spec(importlib.util.find_spec(DYNAMO))
+    package = importlib.util.module_from_spec(spec)
 
     def load_for(name: str) -> object:
         _load_dynamo(package)
@@ -87,8 +89,12 @@ def install_dynamo_placeholder() -> None:
         return fn if fn is not None else load_for("disable")(fn, recursive, **options)
 
     sys.modules[DYNAMO] = torch._dynamo = package
-    for name in DYNAMO_USED:  # while the path is plain
-        importlib.import_module(f"{DYNAMO}.{name}")
+    try:
+        for name in DYNAMO_USED:  # while the path is plain
+            importlib.import_module(f"{DYNAMO}.{name}")
+    except ImportError:  # a torch whose Dynamo is laid out otherwise: the real package, later
+        del sys.modules[DYNAMO], torch._dynamo
+        return
     package.__path__ = _LoadingPath(package.__path__)
     package.__getattr__ = load_for  # called only for names the placeholder lacks
     package.disable = disable
