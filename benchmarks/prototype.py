@@ -142,7 +142,12 @@ def measure(path: str | Path) -> dict[str, Any]:
 
 
 def warm_up() -> None:
-    """Run the method once on a tiny model so imports and first-call costs are not timed."""
-    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
-    ptflops_flops(model, (torch.randn(2, 8),))
-    fx_bytes(model, (torch.randn(2, 8),))
+    """Run the method once on a tiny model through the layer kinds ours warms up on
+    (``torchroofline._preload``), so imports and first-call costs are not timed."""
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(36, 8), nn.LayerNorm(8), nn.GELU(), nn.Softmax(dim=-1),
+    )
+    inputs = (torch.randn(2, 3, 8, 8),)
+    ptflops_flops(model, inputs)
+    fx_bytes(model, inputs)

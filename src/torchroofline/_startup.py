@@ -16,7 +16,7 @@ def interrupted_while_starting(signum: int, frame: object) -> None:
     os._exit(130)
 
 
-def _started_as_the_command_line() -> bool:
+def started_as_the_command_line() -> bool:
     """Whether this process is ``torchroofline ...`` or ``python -m torchroofline ...``."""
     argv = getattr(sys, "orig_argv", sys.argv)
     package = __name__.partition(".")[0]
@@ -24,5 +24,77 @@ def _started_as_the_command_line() -> bool:
     return as_module or os.path.basename(sys.argv[0]).split(".")[0] == package
 
 
-if _started_as_the_command_line() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+if started_as_the_command_line() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
     signal.signal(signal.SIGINT, interrupted_while_starting)
+
+
+# --- torch._dynamo, loaded only if something needs it ---------------------------------------
+#
+# FakeTensorMode reads two flags of ``torch._dynamo.config`` when it is made, and every
+# ``torch._disable_dynamo`` wrapper (the ``__torch_dispatch__`` of FakeTensorMode and of every
+# dispatch mode, the reference ops' type promotion) asks ``torch._dynamo.disable`` for a
+# Dynamo-free copy of its function on its first call. Either runs the package's ``__init__``,
+# which imports all of Dynamo: about 2 s of CPU, as much as ``import torch`` itself, for a
+# command that compiles nothing (a model wrapped by ``torch.compile`` is analyzed unwrapped,
+# api._uncompiled). The command line and the batch workers put a placeholder package in its
+# place: the real one without its ``__init__`` run, holding the two submodules fake tensors
+# use (:data:`DYNAMO_USED`: 0.1 s). Its ``disable`` returns the function itself, which is
+# Dynamo-free already while nothing compiles; any other attribute or submodule runs the real
+# ``__init__`` in it first (Dynamo's modules import one another in the order it sets), so
+# code that does use Dynamo (``torch.compile``) gets it, seconds later. A process that merely
+# imports torchroofline keeps the real package: it may compile, and then a function left
+# undisabled would be traced.
+
+DYNAMO = "torch._dynamo"
+#: What fake tensors import from Dynamo: FakeTensorMode's flags, and the names making a fake
+#: tensor of a real one (a ``torch.tensor`` literal, a BatchNorm's step count) gives it.
+DYNAMO_USED = ("config", "source")
+
+
+class _LoadingPath(list):
+    """The placeholder's ``__path__``: finding a submodule in it runs the real ``__init__``."""
+
+    def __iter__(self):
+        _load_dynamo(sys.modules[DYNAMO])
+        return super().__iter__()
+
+
+def _load_dynamo(package: object) -> None:
+    """Runs the real ``torch/_dynamo/__init__.py`` in the placeholder (once)."""
+    if not isinstance(package.__path__, _LoadingPath):
+        return
+    package.__path__ = package.__path__.copy()  # a plain list, before anything iterates it
+    del package.__getattr__, package.disable
+    package.__spec__.loader.exec_module(package)
+
+
+def install_dynamo_placeholder() -> None:
+    """The placeholder as ``torch._dynamo``, unless Dynamo is loaded already (or its
+    submodules are not the ones :data:`DYNAMO_USED` names)."""
+    import importlib
+    import importlib.util
+
+    import torch
+
+    spec = None if DYNAMO in sys.modules else importlib.util.find_spec(DYNAMO)
+    if spec is None:
+        return
+    package = importlib.util.module_from_spec(spec)
+
+    def load_for(name: str) -> object:
+        _load_dynamo(package)
+        return getattr(package, name)
+
+    def disable(fn=None, recursive=True, **options):  # noqa: ANN001, ANN202 — Dynamo's own
+        return fn if fn is not None else load_for("disable")(fn, recursive, **options)
+
+    sys.modules[DYNAMO] = torch._dynamo = package
+    try:
+        for name in DYNAMO_USED:  # while the path is plain
+            importlib.import_module(f"{DYNAMO}.{name}")
+    except ImportError:  # a torch whose Dynamo is laid out otherwise: the real package, later
+        del sys.modules[DYNAMO], torch._dynamo
+        return
+    package.__path__ = _LoadingPath(package.__path__)
+    package.__getattr__ = load_for  # called only for names the placeholder lacks
+    package.disable = disable

@@ -92,6 +92,7 @@ def local(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+@functools.lru_cache(maxsize=4096)  # every tensor an op reads or writes; few distinct layouts
 def _touched_elements(
     shape: tuple[int, ...], strides: tuple[int, ...], storage_elements: int
 ) -> int:

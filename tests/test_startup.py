@@ -1,0 +1,48 @@
+"""The command line's start-up: Dynamo (as long to import as torch) stays a placeholder until
+something needs it. Each check runs in a fresh interpreter: this one may have Dynamo loaded."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+MATMUL = Path(__file__).parent / "fixtures" / "kernelbench" / "level1" / (
+    "1_Square_matrix_multiplication_.py")
+
+PLACEHOLDER_THEN_COMPILE = """
+import sys
+from torchroofline._startup import install_dynamo_placeholder
+install_dynamo_placeholder()
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+with FakeTensorMode():
+    (torch.rand(4, 4) @ torch.rand(4, 4)).relu() + torch.tensor(2.0)  # a real tensor made fake
+print(sorted({"torch._dynamo.config", "torch._dynamo.eval_frame"} & set(sys.modules)))
+print(torch.compile(lambda a: a * 2, backend="eager")(torch.ones(3)).tolist())
+"""
+
+
+def _python(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, check=True)
+
+
+def test_fake_tensors_run_on_the_placeholder_and_compiling_loads_dynamo():
+    traced, compiled = _python("-c", PLACEHOLDER_THEN_COMPILE).stdout.splitlines()
+    assert traced == "['torch._dynamo.config']"
+    assert compiled == "[2.0, 2.0, 2.0]"  # the real package, loaded into the placeholder
+
+
+def test_analyze_never_imports_dynamo():
+    done = _python("-X", "importtime", "-m", "torchroofline", "analyze", str(MATMUL))
+    imported = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines()}
+    assert "torch._subclasses.fake_tensor" in imported  # the report lists every import
+    assert "torch._dynamo.eval_frame" not in imported
+    assert "FLOPs (necessary)" in done.stdout
+
+
+def test_batch_workers_fork_warm_and_without_dynamo():
+    loaded = _python("-c", "import sys, torchroofline._preload; print(sorted(set(sys.modules) & {"
+                     "'torch.fx.experimental.symbolic_shapes', 'torch._dynamo.eval_frame'}))")
+    # the warm-up analysis made the first fake dispatch's imports; Dynamo stayed a placeholder
+    assert loaded.stdout.strip() == "['torch.fx.experimental.symbolic_shapes']"
