@@ -368,6 +368,7 @@ UNSWEPT: dict[str, str] = {
         ["_scaled_mm", "_scaled_mm_v2", "_scaled_addmm", "_scaled_grouped_mm"],
         "fp8 and fp4 operands with their scales: tests/costs/test_quantized.py",
     ),
+    "_int_mm": "int8 operands (the sweep builds floats): tests/costs/test_quantized.py",
     "_scaled_dot_product_fused_attention_overrideable_backward": "no backend implements it",
     "_resize_output": "takes a device; resizes, no kernel",
     "_conj": "a complex view; the sweep's inputs are real",
