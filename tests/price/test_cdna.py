@@ -41,7 +41,8 @@ def test_fp32_gemms_use_the_fp32_matrix_share_on_cdna_only() -> None:
         fixed_s = params.fill_latency_s + params.matmul_latency_s
         shares[gpu] = load.matmul_s / (busy - fixed_s)
     # H100: 1,024 tiles over 132 SMs in 8 waves; MI300X: 1,024 over 304 CUs in 4 waves
-    assert shares["h100-sxm"] == pytest.approx(0.7 * 1024 / 1056, rel=1e-9)
+    assert shares["h100-sxm"] == pytest.approx(
+        DEFAULT_PARAMS.matmul_fraction["gemm"] * 1024 / 1056, rel=1e-9)
     assert shares["mi300x"] == pytest.approx(CDNA["fp32_matrix_fraction"] * 1024 / 1216, rel=1e-9)
 
 
