@@ -336,6 +336,17 @@ def _affine_matmul(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms |
                 _scaled(_matmul(walk, op, index, out), alpha))
 
 
+def _binary_operands(op: TracedOp, out: Groups) -> tuple[float | None, list] | None:
+    """A binary pointwise op's number operand (None for a tensor) and each tensor operand's
+    dim groups aligned to the output's; None where an operand does not align or the op has
+    not one tensor and a number, or two tensors."""
+    number = scalar_argument(op, 1)
+    groups = [_aligned(r, out, op.writes[0].shape) for r in op.reads]
+    if None in groups or len(op.reads) != (1 if number is not None else 2):
+        return None
+    return number, groups
+
+
 @step([aten.mul, aten.div])
 def _multiply(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
     """a·b broadcast (a multilinear product: the terms of each multiplied out); a / c with c a
@@ -343,11 +354,10 @@ def _multiply(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None
     divide = op.func.overloadpacket is aten.div
     if divide and op.argument("rounding_mode") is not None:
         return None
-    shape = op.writes[0].shape
-    number = scalar_argument(op, 1)
-    groups = [_aligned(r, out, shape) for r in op.reads]
-    if None in groups or len(op.reads) != (1 if number is not None else 2):
+    operands = _binary_operands(op, out)
+    if operands is None:
         return None
+    number, groups = operands
     if number is not None:
         if divide and not number:
             return None
@@ -366,11 +376,10 @@ def _add(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
     """a ± α·b: the terms of both (a number: a constant term)."""
     sign = -1 if op.func.overloadpacket is aten.sub else 1
     alpha = op.argument("alpha", 1)
-    shape = op.writes[0].shape
-    number = scalar_argument(op, 1)
-    groups = [_aligned(r, out, shape) for r in op.reads]
-    if None in groups or len(op.reads) != (1 if number is not None else 2):
+    operands = _binary_operands(op, out)
+    if operands is None:
         return None
+    number, groups = operands
     if number is not None:
         return _sum(walk.terms(op.reads[0], groups[0], index), [Term(sign * alpha * number, ())])
     return _sum(walk.terms(op.reads[0], groups[0], index),
