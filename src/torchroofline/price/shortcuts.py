@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..costs import OpRecord
 from ..plan.algebra.linear import RULE as SUM_RULE
 from ..plan.demand import Necessary
+from ..trace.refs import TracedOp
 from .precision import compute_seconds
 
 if TYPE_CHECKING:
@@ -79,20 +80,29 @@ def shortcuts(result: Result) -> tuple[Shortcut, ...]:
     """Every shortcut the bound takes, priced (none where the program as written is cheaper),
     whichever mechanism found it: a rewrite of :mod:`..plan.algebra`, or a column sum the
     demand walk moved into the product it reads (a reduced product: the same identity as the
-    rewrite "sum through the linear map", named so)."""
+    rewrite "sum through the linear map", named so) — in the program as written, or in the
+    rewritten one where a rewrite the walk's rule does not need (a matrix chain) made it the
+    cheapest."""
     plans = result.plans
     cheapest = plans.cheapest
     if cheapest is not None and result.necessary is cheapest.necessary:
         written = as_written_work(result)
-        return tuple(
+        rewrites = tuple(
             _priced(result, rewrite.rule, rewrite.module, rewrite.op,
                     [written.ops[i] for i in rewrite.removed],
                     [cheapest.necessary.ops[i] for i in rewrite.inserted])
             for rewrite in cheapest.program.rewrites
         )
+        program = cheapest.program
+        return rewrites + tuple(
+            _absorbed(result, program.trace.ops, program.ops, program.sources, index)
+            for index in cheapest.necessary.absorbed_ops
+        )
     if plans.as_written is None or result.sol_of(plans.as_written) <= result.sol_s:
         return ()
-    return tuple(_absorbed(result, index) for index in plans.necessary.absorbed_ops)
+    ops = plans.trace.ops
+    return tuple(_absorbed(result, ops, plans.ops, range(len(ops)), index)
+                 for index in plans.necessary.absorbed_ops)
 
 
 def _priced(result: Result, rule: str, module: str, op: str, before: Sequence[OpRecord],
@@ -101,18 +111,20 @@ def _priced(result: Result, rule: str, module: str, op: str, before: Sequence[Op
                     (_compute_s(result, before) - _compute_s(result, after)) * 1e3)
 
 
-def _absorbed(result: Result, product: int) -> Shortcut:
-    """The reduced product whose product is op ``product``: the product and the sum that
-    reads it, as written and as the bound charges them."""
-    ops = result.plans.trace.ops
+def _absorbed(result: Result, ops: Sequence[TracedOp], executed: Sequence[OpRecord],
+              sources: Sequence[int | None], product: int) -> Shortcut:
+    """The reduced product whose product is ``ops[product]`` (the ops of the program the bound
+    walked, ``executed`` their costs, ``sources`` each one's index in the program as written,
+    None for an op a rewrite inserted): the product and the sum that reads it, as written (the
+    executed records of an inserted op) and as the bound charges them."""
     value = ops[product].writes[0].value_id
     reader = next(i for i in range(product + 1, len(ops))
                   if not ops[i].is_view and any(r.value_id == value for r in ops[i].reads))
+    written = as_written_work(result).ops
     pair = (product, reader)
-    return _priced(
-        result, SUM_RULE, ops[product].module_path, ops[product].name,
-        [result.plans.as_written.ops[i] for i in pair], [result.necessary.ops[i] for i in pair],
-    )
+    before = [executed[i] if sources[i] is None else written[sources[i]] for i in pair]
+    return _priced(result, SUM_RULE, ops[product].module_path, ops[product].name, before,
+                   [result.necessary.ops[i] for i in pair])
 
 
 def charged_record(result: Result, index: int) -> OpRecord | None:
