@@ -4,10 +4,11 @@ verdict on a measured time between the two bounds."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn as nn
 
-from conftest import analyze, meta
+from conftest import H100_BANDWIDTH, H100_FP32, analyze, meta
 from torchroofline.present.report import format_prompt
 from torchroofline.price.roofline import Result
 
@@ -153,3 +154,52 @@ def test_a_reduced_product_in_the_rewritten_program_is_named() -> None:
     assert summed.flops_before == 2 * N**3 + N**2
     assert summed.flops_after == N**2 + N + 2 * N**2
     _named(result)
+
+
+def _plus_input(constant):
+    """``constant(y) + x`` with y = fc(x): the output is x, whatever fc computes, once the
+    identity in ``constant`` is taken; as written, the GEMM runs."""
+
+    class PlusInput(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(N, N, device="meta")
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return constant(self.fc(x)) + x
+
+    return PlusInput()
+
+
+def _minus_own_mean(y: torch.Tensor) -> torch.Tensor:
+    # KernelBench level 2 #80's step: a mean over a dim of size 1 is the value, so this is 0
+    peak = y.amax(1, keepdim=True)
+    return peak - peak.mean(1, keepdim=True)
+
+
+_IDENTITIES = {
+    # the algebra's rewrite
+    "x·0 = 0": lambda y: y * 0,
+    # the demand walk's structure rules, the same kind of identity
+    "x − x = 0": _minus_own_mean,
+    "softmax over a size-1 dim is 1": lambda y: torch.softmax(y.mean(1, keepdim=True), 1) - 1,
+}
+
+
+def test_an_identity_the_demand_walk_takes_is_named_as_the_algebras() -> None:
+    # the bound reads x and writes the output (2·N² fp32 elements: memory-bound); as written
+    # the GEMM's 2·N³ FLOPs run first. A time 10x the bound needs the identity, whichever
+    # mechanism takes it
+    for rule, constant in _IDENTITIES.items():
+        result = analyze(_plus_input(constant), meta(N, N), gpu="h100")
+        assert rule in [shortcut.rule for shortcut in result.rewrites], rule
+        assert result.time_ms["sol"] == pytest.approx(2 * N * N * 4 / H100_BANDWIDTH * 1e3)
+        assert result.time_ms["sol_as_written"] > 2 * N**3 / H100_FP32 * 1e3
+        assert result.judge(10 * result.time_ms["sol"]).kind.startswith("shortcut"), rule
+
+
+def test_the_walks_names_are_the_algebras() -> None:
+    from torchroofline.plan.algebra.linear import RULE
+    from torchroofline.plan.demand import SHORTCUT_STRUCTURES
+
+    assert SHORTCUT_STRUCTURES["reduced product"] == RULE
