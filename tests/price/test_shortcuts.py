@@ -4,10 +4,11 @@ verdict on a measured time between the two bounds."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn as nn
 
-from conftest import analyze, meta
+from conftest import H100_BANDWIDTH, H100_FP32, analyze, meta
 from torchroofline.present.report import format_prompt
 from torchroofline.price.roofline import Result
 
@@ -78,3 +79,127 @@ def test_no_shortcut_no_second_bound() -> None:
     result = analyze(nn.Linear(SIZE, SIZE, device="meta"), meta(SIZE, SIZE))
     assert not result.rewrites
     assert "sol_as_written" not in result.time_ms and result.to_dict()["rewrites"] == []
+
+
+N = 2048  #: the sizes of the mechanism-independence checks below
+
+
+class _Variant(nn.Module):
+    """A GEMM's output summed in one of the ways a shortcut may be spelled: ``reduce`` takes
+    the module (for its weight, bias and ``fc``) and the inputs."""
+
+    def __init__(self, reduce) -> None:
+        super().__init__()
+        self.fc = nn.Linear(N, N, device="meta")
+        self.reduce = reduce
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.reduce(self, *inputs)
+
+
+_VARIANTS = {
+    # issue 38 item 2: .sum(0) was named by the rewrite, .sum(1) only taken by the demand walk
+    "sum over rows": (lambda m, x: m.fc(x).sum(0), (meta(N, N),)),
+    "sum over columns": (lambda m, x: m.fc(x).sum(1), (meta(N, N),)),
+    "mean over columns": (lambda m, x: m.fc(x).mean(1), (meta(N, N),)),
+    "sum over both": (lambda m, x: m.fc(x).sum((0, 1)), (meta(N, N),)),
+    "x @ W + b, last dim": (lambda m, x: (x @ m.fc.weight + m.fc.bias).sum(-1), (meta(N, N),)),
+    "bmm": (lambda m, a, b: torch.bmm(a, b).sum(1), (meta(4, N, N), meta(4, N, N))),
+    "3-D input": (lambda m, x: m.fc(x).sum(-1, keepdim=True), (meta(2, N, N),)),
+    # a sum with a dtype, which the rewrite's rule leaves to the demand walk
+    "sum with a dtype": (lambda m, x: m.fc(x).sum(1, dtype=torch.float32), (meta(N, N),)),
+}
+
+
+def _named(result: Result) -> None:
+    """The shortcut is named, with the bound as written, and a time between the two bounds
+    reads as possible only with it."""
+    assert "sum through the linear map" in [shortcut.rule for shortcut in result.rewrites]
+    low, high = result.time_ms["sol"], result.time_ms["sol_as_written"]
+    assert high > 10 * low
+    assert result.judge((low + high) / 2).kind.startswith("shortcut")
+
+
+def test_every_spelling_of_the_sum_names_its_shortcut() -> None:
+    for name, (reduce, inputs) in _VARIANTS.items():
+        result = analyze(_Variant(reduce), *inputs, gpu="h100")
+        try:
+            _named(result)
+        except AssertionError as error:
+            raise AssertionError(name) from error
+
+
+class _SumBesideChain(nn.Module):
+    """fc(x).sum(1, dtype=float32), which only the demand walk's rule takes (a reduced
+    product), beside (a @ b) @ v, which only a rewrite takes: the bound walks the rewritten
+    program, and its reduced product is named too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(N, N, device="meta")
+
+    def forward(self, x, a, b, v):
+        return self.fc(x).sum(1, dtype=torch.float32), (a @ b) @ v
+
+
+def test_a_reduced_product_in_the_rewritten_program_is_named() -> None:
+    result = analyze(_SumBesideChain(), meta(N, N), meta(N, N), meta(N, N), meta(N, 1),
+                     gpu="h100")
+    rules = {shortcut.rule: shortcut for shortcut in result.rewrites}
+    assert set(rules) == {"matrix chain reassociated", "sum through the linear map"}
+    summed = rules["sum through the linear map"]
+    # as written: the addmm's 2·N³ (its bias rides in the epilogue) and the sum's N² adds;
+    # the reduced product: N² + N adds to sum W and b, then 2·N² for x @ ΣW
+    assert (summed.module, summed.op) == ("fc", "aten.addmm.default")
+    assert summed.flops_before == 2 * N**3 + N**2
+    assert summed.flops_after == N**2 + N + 2 * N**2
+    _named(result)
+
+
+def _plus_input(constant):
+    """``constant(y) + x`` with y = fc(x): the output is x, whatever fc computes, once the
+    identity in ``constant`` is taken; as written, the GEMM runs."""
+
+    class PlusInput(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(N, N, device="meta")
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return constant(self.fc(x)) + x
+
+    return PlusInput()
+
+
+def _minus_own_mean(y: torch.Tensor) -> torch.Tensor:
+    # KernelBench level 2 #80's step: a mean over a dim of size 1 is the value, so this is 0
+    peak = y.amax(1, keepdim=True)
+    return peak - peak.mean(1, keepdim=True)
+
+
+_IDENTITIES = {
+    # the algebra's rewrite
+    "x·0 = 0": lambda y: y * 0,
+    # the demand walk's structure rules, the same kind of identity
+    "x − x = 0": _minus_own_mean,
+    "softmax over a size-1 dim is 1": lambda y: torch.softmax(y.mean(1, keepdim=True), 1) - 1,
+}
+
+
+def test_an_identity_the_demand_walk_takes_is_named_as_the_algebras() -> None:
+    # the bound reads x and writes the output (2·N² fp32 elements: memory-bound); as written
+    # the GEMM's 2·N³ FLOPs run first. A time 10x the bound needs the identity, whichever
+    # mechanism takes it
+    for rule, constant in _IDENTITIES.items():
+        result = analyze(_plus_input(constant), meta(N, N), gpu="h100")
+        assert rule in [shortcut.rule for shortcut in result.rewrites], rule
+        assert result.time_ms["sol"] == pytest.approx(2 * N * N * 4 / H100_BANDWIDTH * 1e3)
+        assert result.time_ms["sol_as_written"] > 2 * N**3 / H100_FP32 * 1e3
+        assert result.judge(10 * result.time_ms["sol"]).kind.startswith("shortcut"), rule
+
+
+def test_the_walks_names_are_the_algebras() -> None:
+    from torchroofline.plan.algebra.linear import RULE
+    from torchroofline.plan.demand import SHORTCUT_STRUCTURES
+
+    assert SHORTCUT_STRUCTURES["reduced product"] == RULE

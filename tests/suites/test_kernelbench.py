@@ -169,11 +169,14 @@ def test_compare_kernelbench_figures():
     tf32_time = compare_kernelbench(result, ref_ms=4 * sol, gen_ms=sol / 2)
     assert tf32_time.to_dict()["gen_possible_with"] == "tf32"
     assert not tf32_time.to_dict()["gen_impossible"]
-    assert "below the fp32 bound: possible only with TF32 or lower math" in tf32_time.format()
+    assert tf32_time.to_dict()["gen_verdict_kind"] == "lower math"
+    assert "faster than the fp32 bound; possible only with TF32 or lower math" \
+        in tf32_time.format()
     # 10 µs is below every rung: the memory term, 3·2048²·4 B at 3.35 TB/s, is 15.0 µs
     too_fast = compare_kernelbench(result, ref_ms=4 * sol, gen_ms=0.01)
     assert too_fast.to_dict()["gen_impossible"] and too_fast.gen.possible_with is None
-    assert "IMPOSSIBLE" in too_fast.format()
+    assert too_fast.to_dict()["gen_verdict_kind"] == "impossible"
+    assert "*** IMPOSSIBLE: faster than any math on this GPU" in too_fast.format()
     with pytest.raises(InputError):
         compare_kernelbench(result, ref_ms=-1)
 

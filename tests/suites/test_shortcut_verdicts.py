@@ -96,7 +96,7 @@ def test_run_sample_between_the_bounds(result):
     run = join_run(Run("runs/shortcut", (sample,)), batch)
     [joined] = run.samples
     assert joined.shortcut_verdict == BOTH and not joined.faster_than_light
-    assert joined.sol_as_written_ms == pytest.approx(AS_WRITTEN_MS)
+    assert joined.to_dict()["sol_as_written_ms"] == pytest.approx(AS_WRITTEN_MS)
     # scored against the bound the verdict uses, SoL after the shortcut:
     # 1 / (1 + (T_k − T_sol) / (T_ref − T_sol))
     score = 1 / (1 + (runtime_ms - SOL_MS) / (ref_ms - SOL_MS))

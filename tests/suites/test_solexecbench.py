@@ -21,6 +21,7 @@ from torchroofline.suites.solexecbench import (
     load_workloads,
     make_inputs,
     resolve_axes,
+    with_sol_score,
 )
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "solexecbench"
@@ -140,6 +141,28 @@ def test_cli_analyze_directory_json_list_with_score(capsys):
         assert document["sol_score"]["score"] == pytest.approx(
             1 / (1 + (actual - sol) / (0.05 - sol))
         )
+
+
+def test_a_time_lower_math_reaches_is_scored_against_its_bound():
+    # the verdict's rung, as a KernelBench run's sample: a time between the TF32 and the fp32
+    # bounds of a 4096² fp32 GEMM is possible with TF32 math, scored against that bound, not
+    # flagged as faster than light; a time below every rung is not scored
+    import torch.nn as nn
+
+    from torchroofline import analyze
+
+    result = analyze(nn.Linear(4096, 4096, device="meta"), torch.empty(4096, 4096, device="meta"),
+                     "h100")
+    fp32_ms, tf32_ms = (result.sol_by_math_s[rung] * 1e3 for rung in ("program", "tf32"))
+    actual, baseline = (fp32_ms + tf32_ms) / 2, 4 * fp32_ms
+    document: dict = {}
+    line = with_sol_score(document, result, actual, baseline)
+    score = 1 / (1 + (actual - tf32_ms) / (baseline - tf32_ms))
+    assert document["sol_score"]["score"] == pytest.approx(score)
+    assert document["sol_score"]["sol_ms"] == pytest.approx(tf32_ms)
+    assert line.startswith(f"SOL score {score:.3f}")
+    fastest = min(result.sol_by_math_s.values()) * 1e3
+    assert with_sol_score(document, result, fastest / 2, baseline).startswith("SOL score: none")
 
 
 def test_cli_score_needs_a_baseline_above_the_bound(capsys):

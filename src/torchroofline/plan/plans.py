@@ -62,8 +62,8 @@ class Plans:
     cheapest: Cheapest | None = None
     #: the necessary work of the program as written where :attr:`necessary` takes an
     #: algebraic shortcut inside a demand rule (a reduced product: a column sum moved into the
-    #: product it reads); else None. The shortcut is named like the algebra's
-    #: (:func:`torchroofline.price.shortcuts.shortcuts`)
+    #: product it reads; x − x = 0 …: :data:`.demand._core.SHORTCUT_STRUCTURES`); else None.
+    #: The shortcut is named like the algebra's (:func:`torchroofline.price.shortcuts.shortcuts`)
     as_written: Necessary | None = None
     #: how the program was built (e.g. a problem file's real-tensor fallback), shown first in
     #: every price of these plans
@@ -102,7 +102,7 @@ def make_plans(trace: Trace, ops: Sequence[OpRecord] | None = None) -> Plans:
     any_input, given = _necessary(trace, ops, known_any)
     necessary = any_input if given is None else given
     plain = None
-    if necessary.absorbed_ops:
+    if necessary.shortcut_ops:
         plain_any, plain_given = _necessary(trace, ops, known_any, shortcuts=False)
         plain = plain_any if plain_given is None else plain_given
     return Plans(

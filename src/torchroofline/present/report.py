@@ -395,18 +395,11 @@ def as_written_ladder_lines(result: Result) -> list[str]:
 def _actual_lines(result: Result) -> list[str]:
     actual = result.actual
     assert actual is not None
-    judged = result.judge(actual.ms)
-    verdict = (
-        f"*** {judged.text} ***"
-        if actual.below_bound
-        else f"({actual.headroom:.2f}x headroom; {judged.text})"
-        if judged.shortcut
-        else f"({judged.text})"
-    )
-    fraction = f"{actual.sol_fraction:.1%}" if judged.measures_kernel else "—"
+    judged = actual.verdict
+    fraction = "—" if actual.sol_fraction is None else f"{actual.sol_fraction:.1%}"
     return [
         _line("Measured", human_ms(actual.ms)),
-        _line("% of SoL", fraction, verdict),
+        _line("% of SoL", fraction, judged.sentence),
         _line("Achieved", f"{actual.tflops:.2f} TFLOP/s", f"{actual.gbps:.0f} GB/s compulsory"),
     ]
 
@@ -550,25 +543,22 @@ def unit_line(result: Result) -> str:
     return "; ".join(parts)
 
 
-def _timed_line(
-    label: str, actual: Actual, result: Result, ref_ms: float | None = None
-) -> str:
+def _timed_line(label: str, actual: Actual, ref_ms: float | None = None) -> str:
     """A measured time against the bound, for the prompt."""
     speedup = f", {ref_ms / actual.ms:.2f}x the reference" if ref_ms else ""
-    judged = result.judge(actual.ms)
+    judged = actual.verdict
     verdict = (
         f"FASTER THAN LIGHT: {judged.text}"
         if judged.impossible
         else f"BELOW THE BOUND: {judged.text}"
         if actual.below_bound
-        else f"at most {actual.headroom:.2f}x faster is physically possible, {judged.text}"
+        else f"at most {judged.headroom:.2f}x faster is physically possible, {judged.text}"
         if judged.shortcut
         else judged.text
         if not judged.measures_kernel
-        else f"at most {actual.headroom:.2f}x faster is physically possible"
+        else f"at most {judged.headroom:.2f}x faster is physically possible"
     )
-    fraction = f"{actual.sol_fraction:.1%} of SoL" if judged.measures_kernel else "no % of SoL"
-    return f"- {label}: {human_ms(actual.ms)} = {fraction}{speedup}; {verdict}"
+    return f"- {label}: {human_ms(actual.ms)} = {judged.percent_of_sol}{speedup}; {verdict}"
 
 
 def _prompt_shortcuts(result: Result) -> list[str]:
@@ -625,11 +615,11 @@ def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> 
             for k in kernels
         ]
     if result.actual is not None:
-        lines.append(_timed_line("Measured reference", result.actual, result))
+        lines.append(_timed_line("Measured reference", result.actual))
     generated = result.with_actual(gen_ms).actual if gen_ms else None
     if generated is not None:
         ref_ms = result.actual.ms if result.actual else None
-        lines.append(_timed_line("Generated kernel", generated, result, ref_ms))
+        lines.append(_timed_line("Generated kernel", generated, ref_ms))
     return "\n".join(lines[:15])
 
 
@@ -738,6 +728,8 @@ def suite_summary_line(report: BatchReport) -> str:
 
 def suite_markdown(report: BatchReport) -> str:
     """Summary per level, then one row per problem."""
+    from ..suites.batch_report import unmeasured_cell
+
     lines = [
         f"# torchroofline KernelBench report — {report.gpu}, {report.precision}",
         "",
@@ -763,8 +755,6 @@ def suite_markdown(report: BatchReport) -> str:
             cells["sol_ms"] += " (writes a constant)"
         for name, time_ms in (("sol_fraction", problem.measured_ms),
                               ("gen_sol_fraction", problem.gen_ms)):
-            judged = problem.verdict(time_ms)
-            if judged is not None and not judged.measures_kernel:  # no % of that bound
-                cells[name] = f"— ({judged.kind})"
+            cells[name] = unmeasured_cell(problem.verdict(time_ms)) or cells[name]
         lines.append("| " + " | ".join(cells.values()) + " |")
     return "\n".join(lines) + "\n"

@@ -227,21 +227,27 @@ def kernel_floor_s(moved_bytes: int, gpu: GPUSpec) -> float:
 
 @dataclass(frozen=True)
 class Actual:
-    """A measured time set against the bound."""
+    """A measured time set against the bound; what it says is :attr:`verdict`'s, the one every
+    report prints (:func:`.verdicts.verdict`)."""
 
     ms: float
     sol_ms: float
     flops: int
     compulsory_bytes: int
     fused_bytes: int
-    #: the highest math rung whose bound ``ms`` does not beat (:meth:`Result.possible_with`):
-    #: "program" unless the time beats the program's own bound; None: faster than any math
-    possible_with: str | None = "program"
-    #: "possible only with an algebraic shortcut (…)" for a time between the bound and the
-    #: bound of the program as written (:attr:`.verdicts.Verdict.shortcut`); else None
-    shortcut: str | None = None
-    #: the verdict every report prints (:func:`.verdicts.verdict`)
-    verdict: Verdict | None = None
+    verdict: Verdict
+
+    @property
+    def possible_with(self) -> str | None:
+        """The highest math rung whose bound ``ms`` does not beat (:meth:`Result.possible_with`):
+        "program" unless the time beats the program's own bound; None: faster than any math."""
+        return self.verdict.rung
+
+    @property
+    def shortcut(self) -> str | None:
+        """"possible only with an algebraic shortcut (…)" for a time between the bound and the
+        bound of the program as written (:attr:`.verdicts.Verdict.shortcut`); else None."""
+        return self.verdict.shortcut
 
     @property
     def below_bound(self) -> bool:
@@ -253,17 +259,18 @@ class Actual:
     def impossible(self) -> bool:
         """Faster than the bound at every math rung on this GPU: no correct kernel can be (a
         wrong timing or a kernel that skips work)."""
-        return self.possible_with is None
+        return self.verdict.impossible
 
     @property
-    def sol_fraction(self) -> float:
-        """SoL / measured (1.0 = at the limit); >1 only when impossible."""
-        return self.sol_ms / self.ms
+    def sol_fraction(self) -> float | None:
+        """SoL / measured (1.0 = at the limit); >1 only below the bound; None for a constant
+        output, whose bound only writes it (:attr:`.verdicts.Verdict.sol_fraction`)."""
+        return self.verdict.sol_fraction
 
     @property
     def headroom(self) -> float:
         """How many times faster the measured kernel could still get."""
-        return self.ms / self.sol_ms if self.sol_ms else float("inf")
+        return self.verdict.headroom
 
     @property
     def tflops(self) -> float:
@@ -289,7 +296,7 @@ class Actual:
             "impossible": self.impossible,
             "possible_with": self.possible_with,
             **({} if self.shortcut is None else {"shortcut": self.shortcut}),
-            **({} if self.verdict is None else self.verdict.to_dict()),
+            **self.verdict.to_dict(),
         }
 
 
@@ -717,8 +724,6 @@ def _actual(actual_ms: float | None, result: Result) -> Actual | None:
         flops=result.flops,
         compulsory_bytes=result.compulsory_bytes,
         fused_bytes=result.fused_bytes,
-        possible_with=judged.rung,
-        shortcut=judged.shortcut,
         verdict=judged,
     )
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..costs import OpRecord
-from ..plan.algebra.linear import RULE as SUM_RULE
-from ..plan.demand import Necessary
+from ..plan.demand import SHORTCUT_STRUCTURES, Necessary
+from ..trace.refs import TracedOp
 from .precision import compute_seconds
 
 if TYPE_CHECKING:
@@ -77,42 +77,64 @@ def as_written_work(result: Result) -> Necessary:
 
 def shortcuts(result: Result) -> tuple[Shortcut, ...]:
     """Every shortcut the bound takes, priced (none where the program as written is cheaper),
-    whichever mechanism found it: a rewrite of :mod:`..plan.algebra`, or a column sum the
-    demand walk moved into the product it reads (a reduced product: the same identity as the
-    rewrite "sum through the linear map", named so)."""
+    whichever mechanism found it: a rewrite of :mod:`..plan.algebra`, or a structure rule of
+    the demand walk taking the same identity (:data:`..plan.demand.SHORTCUT_STRUCTURES`, named
+    as the rewrite is: a column sum moved into the product it reads, "sum through the linear
+    map"; x − x = 0) — in the program as written, or in the rewritten one where a rewrite the
+    walk's rule does not need (a matrix chain) made it the cheapest."""
     plans = result.plans
     cheapest = plans.cheapest
     if cheapest is not None and result.necessary is cheapest.necessary:
         written = as_written_work(result)
+        program = cheapest.program
         return tuple(
             _priced(result, rewrite.rule, rewrite.module, rewrite.op,
                     [written.ops[i] for i in rewrite.removed],
                     [cheapest.necessary.ops[i] for i in rewrite.inserted])
-            for rewrite in cheapest.program.rewrites
-        )
+            for rewrite in program.rewrites
+        ) + _walked(result, program.trace.ops, program.ops, program.sources)
     if plans.as_written is None or result.sol_of(plans.as_written) <= result.sol_s:
         return ()
-    return tuple(_absorbed(result, index) for index in plans.necessary.absorbed_ops)
+    ops = plans.trace.ops
+    return _walked(result, ops, plans.ops, range(len(ops)))
+
+
+def _walked(result: Result, ops: Sequence[TracedOp], executed: Sequence[OpRecord],
+            sources: Sequence[int | None]) -> tuple[Shortcut, ...]:
+    """The shortcuts the bound's demand walk took in the program of ``ops`` (``executed``
+    their costs, ``sources`` each one's index in the program as written, None for an op a
+    rewrite inserted): each reduced product's product and sum, and each op another structure
+    rule made a constant, as written (the executed records of an inserted op) and as the
+    bound charges them."""
+    written = as_written_work(result).ops
+
+    def priced(rule: str, named: int, pair: Sequence[int]) -> Shortcut:
+        before = [executed[i] if sources[i] is None else written[sources[i]] for i in pair]
+        return _priced(result, rule, ops[named].module_path, ops[named].name, before,
+                       [result.necessary.ops[i] for i in pair])
+
+    necessary = result.necessary
+    reduced = tuple(
+        priced(SHORTCUT_STRUCTURES["reduced product"], product, (product, _reader(ops, product)))
+        for product in necessary.absorbed_ops
+    )
+    return reduced + tuple(
+        priced(SHORTCUT_STRUCTURES[structure], index, (index,))
+        for index, structure in necessary.shortcut_ops if structure != "reduced product"
+    )
+
+
+def _reader(ops: Sequence[TracedOp], product: int) -> int:
+    """The op that reads ``ops[product]``'s output (a reduced product's sum)."""
+    value = ops[product].writes[0].value_id
+    return next(i for i in range(product + 1, len(ops))
+                if not ops[i].is_view and any(r.value_id == value for r in ops[i].reads))
 
 
 def _priced(result: Result, rule: str, module: str, op: str, before: Sequence[OpRecord],
             after: Sequence[OpRecord]) -> Shortcut:
     return Shortcut(rule, module, op, _flops(before), _flops(after),
                     (_compute_s(result, before) - _compute_s(result, after)) * 1e3)
-
-
-def _absorbed(result: Result, product: int) -> Shortcut:
-    """The reduced product whose product is op ``product``: the product and the sum that
-    reads it, as written and as the bound charges them."""
-    ops = result.plans.trace.ops
-    value = ops[product].writes[0].value_id
-    reader = next(i for i in range(product + 1, len(ops))
-                  if not ops[i].is_view and any(r.value_id == value for r in ops[i].reads))
-    pair = (product, reader)
-    return _priced(
-        result, SUM_RULE, ops[product].module_path, ops[product].name,
-        [result.plans.as_written.ops[i] for i in pair], [result.necessary.ops[i] for i in pair],
-    )
 
 
 def charged_record(result: Result, index: int) -> OpRecord | None:

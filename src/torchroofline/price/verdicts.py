@@ -72,13 +72,48 @@ class Verdict:
             "headroom": f"{self.headroom:.2f}x headroom",
         }[self.kind]
 
+    @property
+    def sol_fraction(self) -> float | None:
+        """SoL / measured (1.0 = at the bound); None where a % of SoL says nothing
+        (:attr:`measures_kernel`)."""
+        return 1 / self.headroom if self.measures_kernel else None
+
+    @property
+    def percent_of_sol(self) -> str:
+        """"65.5% of SoL", or "no % of SoL" where it says nothing (:attr:`sol_fraction`)."""
+        fraction = self.sol_fraction
+        return "no % of SoL" if fraction is None else f"{fraction:.1%} of SoL"
+
+    @property
+    def sentence(self) -> str:
+        """The verdict as the text reports print it after the % of SoL: starred where the time
+        beats the bound (led by "IMPOSSIBLE", as the picture's label is, where no math reaches
+        it), the headroom beside a shortcut's sentence, else in parentheses."""
+        if self.impossible:
+            return f"*** {self.short}: {self.text} ***"
+        if self.kind == "lower math":
+            return f"*** {self.text} ***"
+        if self.shortcut:
+            return f"({self.headroom:.2f}x headroom; {self.text})"
+        return f"({self.text})"
+
     def to_dict(self) -> dict[str, str | None]:
-        return {"verdict": self.text, "verdict_kind": self.kind, "verdict_short": self.short,
-                "possible_with_as_written": self.rung_as_written}
+        return dict(zip(_FIELDS, (self.text, self.kind, self.short, self.rung_as_written),
+                        strict=True))
+
+
+def verdict_fields(judged: Verdict | None, prefix: str = "") -> dict[str, str | None]:
+    """:meth:`Verdict.to_dict`'s keys (each after ``prefix``: "gen_verdict_kind"), all None
+    where there is no verdict (no time, or no bound): the fields every JSON report carries."""
+    data = judged.to_dict() if judged else dict.fromkeys(_FIELDS)
+    return {prefix + key: value for key, value in data.items()}
 
 
 #: The kind of verdict on the time of a program whose output is a constant.
 CONSTANT_OUTPUT = "constant output"
+
+#: The keys of :meth:`Verdict.to_dict`.
+_FIELDS = ("verdict", "verdict_kind", "verdict_short", "possible_with_as_written")
 
 
 def verdict(

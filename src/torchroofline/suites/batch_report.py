@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..price.shortcuts import labels_of
-from ..price.verdicts import Verdict, verdict
+from ..price.verdicts import Verdict, verdict, verdict_fields
 
 NO_LEVEL = "no-level"
 """The name of the group of problems outside a ``levelN`` folder (summary key, file names)."""
@@ -52,6 +52,12 @@ def judge(
     )
     return verdict(measured_ms, sol_by_math_ms, math, precision, written, shortcut,
                    constant_output)
+
+
+def unmeasured_cell(judged: Verdict | None) -> str | None:
+    """The % of SoL cell of a Markdown table where the verdict says a % says nothing of the
+    kernel ("— (constant output)"); None where the % stands."""
+    return None if judged is None or judged.measures_kernel else f"— ({judged.kind})"
 
 
 def ladder_ms(time_ms: Mapping[str, Any]) -> dict[str, float]:
@@ -184,7 +190,9 @@ class ProblemReport:
             "impossible", "gen_impossible", "sol_as_written_ms", "shortcut", "shortcut_verdict",
             "gen_shortcut_verdict",
         )
-        return {**data, **{name: getattr(self, name) for name in derived}}
+        return {**data, **{name: getattr(self, name) for name in derived},
+                **verdict_fields(self.verdict(self.measured_ms)),
+                **verdict_fields(self.verdict(self.gen_ms), "gen_")}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProblemReport:

@@ -39,8 +39,9 @@ from ..plan.given import (
     needs_real_model,
 )
 from ..price.hardware import GPUSpec
-from ..price.precision import restoring_switches, rung_name
+from ..price.precision import restoring_switches
 from ..price.roofline import Actual, Result
+from ..price.verdicts import verdict_fields
 from ..trace.inputs import _module_tensors
 from ..trace.seeded import TENSOR_SHARE_OF_LIMIT, ShapeOnlyDraws, ShapeOnlyError
 from ..trace.shadow import ConstantShadow
@@ -644,7 +645,6 @@ class Comparison:
     sol_ms: float
     ref: Actual | None  #: the reference's measured time against SoL
     gen: Actual | None  #: the generated kernel's
-    bound: str = "fp32"  #: the math the speed of light assumes, as reports name it ("fp32", "TF32")
 
     @property
     def speedup(self) -> float | None:
@@ -654,31 +654,27 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"problem": self.problem, "sol_ms": self.sol_ms}
         for label, actual in (("ref", self.ref), ("gen", self.gen)):
+            judged = actual.verdict if actual else None
             data[f"{label}_ms"] = actual.ms if actual else None
             data[f"{label}_sol_fraction"] = actual.sol_fraction if actual else None
             data[f"{label}_headroom"] = actual.headroom if actual else None
             data[f"{label}_possible_with"] = actual.possible_with if actual else None
-            data[f"{label}_impossible"] = bool(actual and actual.impossible)
-            data[f"{label}_shortcut"] = actual.shortcut if actual else None
+            data[f"{label}_impossible"] = bool(judged and judged.impossible)
+            data[f"{label}_shortcut"] = judged.shortcut if judged else None
+            data.update(verdict_fields(judged, f"{label}_"))
         data["speedup"] = self.speedup
         return data
 
     def format(self) -> str:
+        """The bound, then each time with its % of SoL and the verdict as the text report
+        prints it (:attr:`~torchroofline.price.verdicts.Verdict.sentence`)."""
         lines = [f"{self.problem}: speed of light {self.sol_ms:.4g} ms"]
         for label, actual in (("reference", self.ref), ("generated", self.gen)):
             if actual is None:
                 continue
-            verdict = (
-                "IMPOSSIBLE (below the bound of every math: bad timing or skipped work)"
-                if actual.impossible
-                else f"below the {self.bound} bound: possible only with "
-                f"{actual.possible_with.upper()} or lower math (check your tolerance)"
-                if actual.below_bound
-                else f"{actual.headroom:.2f}x headroom"
-                + (f", {actual.shortcut}" if actual.shortcut else "")
-            )
+            judged = actual.verdict
             lines.append(
-                f"  {label:<9} {actual.ms:.4g} ms  {actual.sol_fraction:.1%} of SoL  {verdict}"
+                f"  {label:<9} {actual.ms:.4g} ms  {judged.percent_of_sol}  {judged.sentence}"
             )
         if self.speedup is not None:
             lines.append(f"  speedup   {self.speedup:.2f}x (reference / generated)")
@@ -697,7 +693,6 @@ def compare_kernelbench(
         result.sol_ms,
         result.with_actual(ref_ms).actual,
         result.with_actual(gen_ms).actual,
-        rung_name(result.math, result.precision),
     )
 
 

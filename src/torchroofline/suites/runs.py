@@ -26,8 +26,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..price.precision import rung_name
-from ..price.verdicts import Verdict
-from .batch_report import BatchReport, beats_sol, judge, level_name
+from ..price.verdicts import Verdict, verdict_fields
+from .batch_report import BatchReport, ProblemReport, beats_sol, level_name, unmeasured_cell
 
 EVAL_RESULTS = "eval_results.json"
 RUN_KERNEL_NAME = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
@@ -204,23 +204,18 @@ def _metadata_error(metadata: Any) -> str | None:
 
 @dataclass(frozen=True)
 class SampleReport:
-    """A sample joined with its reference problem's analysis. Times in ms."""
+    """A sample joined with its reference problem's analysis (None when none was analyzed: not
+    given, or it failed). Every verdict on the runtime is the reference's
+    (:meth:`~.batch_report.ProblemReport.verdict`: the single result's), so a sample reads the
+    same kind, rung and shortcut as the problem would for that time. Times in ms."""
 
     sample: Sample
-    problem: str | None  #: the reference file's name; None when none was analyzed
-    sol_ms: float | None
-    ref_ms: float | None  #: the reference's time: --timings, else KernelBench's ref_runtime
-    #: the speed of light (ms) per math rung; None when no reference was analyzed
-    sol_by_math_ms: Mapping[str, float] | None = None
-    #: the speed of light of the reference as written (ms), where algebraic shortcuts lower it
-    sol_as_written_ms: float | None = None
-    #: the shortcuts the bound takes (:attr:`~.batch_report.ProblemReport.shortcut`)
-    shortcut: str | None = None
-    #: the ladder of the reference as written (ms per math rung), where shortcuts lower it
-    sol_as_written_by_math_ms: Mapping[str, float] | None = None
-    #: the analysis's math rung and precision (the verdict's words)
-    math: str = "program"
-    precision: str = "fp32"
+    reference: ProblemReport | None
+
+    @property
+    def problem(self) -> str | None:
+        """The reference file's name; None when none was analyzed."""
+        return self.reference.file if self.reference else None
 
     @property
     def name(self) -> str:
@@ -228,19 +223,34 @@ class SampleReport:
         return f"{level_name(sample.level)} problem {sample.problem_id} sample {sample.sample_id}"
 
     @property
-    def sol_fraction(self) -> float | None:
-        """SoL / runtime (1.0 at the bound; above 1 only when faster than light)."""
-        runtime = self.sample.runtime_ms
-        return self.sol_ms / runtime if self.sol_ms is not None and runtime else None
+    def sol_ms(self) -> float | None:
+        return self.reference.sol_ms if self.reference else None
+
+    @property
+    def sol_by_math_ms(self) -> dict[str, float] | None:
+        """The speed of light (ms) per math rung; None when no reference was analyzed."""
+        return self.reference.sol_by_math_ms if self.reference else None
+
+    @property
+    def ref_ms(self) -> float | None:
+        """The reference's time: --timings, else KernelBench's ref_runtime."""
+        measured = self.reference.measured_ms if self.reference else None
+        return measured or self.sample.ref_runtime_ms
 
     @property
     def verdict(self) -> Verdict | None:
-        """The single result's verdict on the runtime (:func:`~.batch_report.judge`)."""
-        return judge(
-            self.sol_by_math_ms, self.sample.runtime_ms, math=self.math,
-            precision=self.precision, as_written_by_math_ms=self.sol_as_written_by_math_ms,
-            sol_as_written_ms=self.sol_as_written_ms, shortcut=self.shortcut,
-        )
+        """The reference's verdict on the runtime (the single result's)."""
+        return self.reference.verdict(self.sample.runtime_ms) if self.reference else None
+
+    @property
+    def sol_fraction(self) -> float | None:
+        """SoL / runtime (1.0 at the bound; above 1 only when faster than light); None where the
+        verdict says a % of SoL says nothing (a constant output)."""
+        judged = self.verdict
+        runtime = self.sample.runtime_ms
+        if judged is None or not judged.measures_kernel or not runtime:
+            return None
+        return self.sol_ms / runtime
 
     @property
     def possible_with(self) -> str | None:
@@ -253,7 +263,8 @@ class SampleReport:
     def lower_math(self) -> bool:
         """Below the speed of light of the program's own math, not of every rung: possible only
         if the benchmark's tolerance admits the lower math :attr:`possible_with` names."""
-        return beats_sol(self.sol_ms, self.sample.runtime_ms) and not self.faster_than_light
+        judged = self.verdict
+        return bool(judged and judged.kind == "lower math")
 
     @property
     def shortcut_verdict(self) -> str | None:
@@ -290,7 +301,9 @@ class SampleReport:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        sample = self.sample
+        sample, reference = self.sample, self.reference
+        result = (reference.result or {}) if reference else {}
+        judged = self.verdict
         return {
             "level": sample.level,
             "problem_id": sample.problem_id,
@@ -307,27 +320,18 @@ class SampleReport:
             "sol_by_math_ms": self.sol_by_math_ms,
             "sol_fraction": self.sol_fraction,
             "possible_with": self.possible_with,
-            "sol_as_written_ms": self.sol_as_written_ms,
-            "sol_as_written_by_math_ms": self.sol_as_written_by_math_ms,
-            "math": self.math,
-            "precision": self.precision,
-            "shortcut": self.shortcut,
+            "sol_as_written_ms": reference.sol_as_written_ms if reference else None,
+            "sol_as_written_by_math_ms": reference.sol_as_written_by_math_ms if reference else None,
+            "math": result.get("math", "program"),
+            "precision": result.get("precision", "fp32"),
+            "shortcut": reference.shortcut if reference else None,
+            "constant_output": bool(result.get("constant_output")),
             "shortcut_verdict": self.shortcut_verdict,
+            **verdict_fields(judged),
             "faster_than_light": self.faster_than_light,
             "sol_score": self.sol_score,
             "error": sample.error,
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SampleReport:
-        """From :meth:`to_dict`'s layout; derived keys are recomputed, not read."""
-        sample = Sample(**{item.name: data.get(item.name) for item in fields(Sample)})
-        return cls(
-            sample, data.get("problem"), data.get("sol_ms"), data.get("ref_ms"),
-            data.get("sol_by_math_ms"), data.get("sol_as_written_ms"), data.get("shortcut"),
-            data.get("sol_as_written_by_math_ms"), data.get("math", "program"),
-            data.get("precision", "fp32"),
-        )
 
 
 @dataclass(frozen=True)
@@ -369,9 +373,13 @@ class RunReport:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunReport:
-        """From :meth:`to_dict`'s layout (a saved run report); summaries are recomputed."""
-        samples = tuple(SampleReport.from_dict(sample) for sample in data.get("samples", ()))
-        return cls(data.get("run", "?"), BatchReport.from_dict(data), samples)
+        """From :meth:`to_dict`'s layout (a saved run report): the samples joined again with
+        the saved problems (:func:`join_run`); every derived figure is recomputed."""
+        samples = tuple(
+            Sample(**{item.name: sample.get(item.name) for item in fields(Sample)})
+            for sample in data.get("samples", ())
+        )
+        return join_run(Run(data.get("run", "?"), samples), BatchReport.from_dict(data))
 
 
 def fast_sol_key(fraction: float) -> str:
@@ -403,22 +411,11 @@ def join_run(run: Run, batch: BatchReport) -> RunReport:
         for problem in batch.problems
         if problem.ok
     }
-    samples = []
-    for sample in run.samples:
-        problem = problems.get((sample.level, sample.problem_id))
-        samples.append(SampleReport(
-            sample,
-            problem.file if problem else None,
-            problem.sol_ms if problem else None,
-            (problem.measured_ms if problem else None) or sample.ref_runtime_ms,
-            problem.sol_by_math_ms if problem else None,
-            problem.sol_as_written_ms if problem else None,
-            problem.shortcut if problem else None,
-            problem.sol_as_written_by_math_ms if problem else None,
-            (problem.result or {}).get("math", "program") if problem else "program",
-            (problem.result or {}).get("precision", "fp32") if problem else "fp32",
-        ))
-    return RunReport(run.path, batch, tuple(samples))
+    samples = tuple(
+        SampleReport(sample, problems.get((sample.level, sample.problem_id)))
+        for sample in run.samples
+    )
+    return RunReport(run.path, batch, samples)
 
 
 # --- Markdown and CSV ------------------------------------------------------------------------
@@ -501,8 +498,9 @@ def run_markdown(report: RunReport) -> str:
         data = sample.to_dict()
         if sample.possible_with is not None:  # the math as the reports name it: fp32, TF32
             data["possible_with"] = rung_name(sample.possible_with, batch.precision)
-        cells = [cell(data[key]) for key, cell in RUN_COLUMNS.values()]
-        lines.append("| " + " | ".join(cells) + " |")
+        cells = {name: cell(data[key]) for name, (key, cell) in RUN_COLUMNS.items()}
+        cells["% of SoL"] = unmeasured_cell(sample.verdict) or cells["% of SoL"]
+        lines.append("| " + " | ".join(cells.values()) + " |")
     return "\n".join(lines) + "\n"
 
 

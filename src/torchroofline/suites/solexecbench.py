@@ -558,14 +558,18 @@ def with_sol_score(document: dict[str, Any], result: Result, actual_ms: float | 
     """Adds to ``document`` the SOL-ExecBench score of ``actual_ms`` against ``baseline_ms``
     (``sol_score``: :func:`~torchroofline.suites.runs.sol_score`, None for a time faster than
     light or a baseline not above the speed of light) and returns its line; None without both
-    times."""
+    times. The speed of light is the one of the math the time is possible with (the verdict's
+    rung, as a KernelBench run's sample is scored: a time below the fp32 bound that TF32 math
+    reaches is scored against the TF32 one, not flagged)."""
     if actual_ms is None or baseline_ms is None:
         return None
-    score = sol_score(actual_ms, result.sol_ms, baseline_ms)
+    rung = result.judge(actual_ms).rung
+    sol_ms = result.sol_ms if rung is None else result.sol_by_math_s[rung] * 1e3
+    score = sol_score(actual_ms, sol_ms, baseline_ms)
     document["sol_score"] = {"score": score, "actual_ms": actual_ms, "baseline_ms": baseline_ms,
-                             "sol_ms": result.sol_ms}
+                             "sol_ms": sol_ms}
     times = (f"actual {actual_ms:.4g} ms, baseline {baseline_ms:.4g} ms, speed of light "
-             f"{result.sol_ms:.4g} ms")
+             f"{sol_ms:.4g} ms")
     if score is not None:
         return f"SOL score {score:.3f} ({times})"
     return (f"SOL score: none ({times}: a time faster than light is flagged, not scored, and a "

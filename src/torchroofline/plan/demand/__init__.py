@@ -38,7 +38,7 @@ from . import (
     training,
     windows,
 )
-from ._core import DEMAND_RULES, LIBRARY_DEMAND, Demand, demand_rule
+from ._core import DEMAND_RULES, LIBRARY_DEMAND, SHORTCUT_STRUCTURES, Demand, demand_rule
 from .constants import known_values
 from .reductions import pointwise_demand
 from .structures import MATRIX_BUILDERS, STRUCTURE_RULES
@@ -48,6 +48,7 @@ __all__ = [
     "DEMAND_RULES",
     "LIBRARY_DEMAND",
     "MATRIX_BUILDERS",
+    "SHORTCUT_STRUCTURES",
     "STRUCTURE_RULES",
     "Demand",
     "collectives",

@@ -46,6 +46,19 @@ class Demand:
     absorbed: tuple[int, ...] = ()
 
 
+#: The structure rules that take an algebraic shortcut, as the algebra's rewrites name the
+#: same identities (:mod:`..algebra`): a kernel of the program as written does the work they
+#: skip, so the walk without them is the program as written (``shortcuts=False``) and the
+#: bound names them (:func:`torchroofline.price.shortcuts.shortcuts`). A reduced product moves
+#: a column sum into the product it reads; the others make a value a constant whatever the
+#: input holds.
+SHORTCUT_STRUCTURES: dict[str, str] = {
+    "reduced product": "sum through the linear map",
+    "self difference": "x − x = 0",
+    "size-1 normalisation": "softmax over a size-1 dim is 1",
+}
+
+
 @dataclass(frozen=True)
 class _Context:
     """What a rule may look at: the traced op, its costed record and the demanded outputs."""
@@ -62,8 +75,8 @@ class _Context:
     known: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
     #: value id → how many ops read it (the model keeping it counts as one)
     readers: dict[int, int] = field(default_factory=dict, repr=False)
-    #: whether a rule may move work across ops (a reduced product): an algebraic shortcut,
-    #: off for the program as written
+    #: whether a rule may take an algebraic shortcut (:data:`SHORTCUT_STRUCTURES`): off for
+    #: the program as written
     shortcuts: bool = True
 
     @property

@@ -288,7 +288,9 @@ def along_dim_demand(context: _Context) -> Demand:
     if not rank:
         return _proportional(context)
     dim = context.argument("dim", -1) % rank
-    if source.shape[dim] == 1 and _one_of(context.op, _CONSTANT_WHEN_SIZE_ONE):
+    if source.shape[dim] == 1 and context.shortcuts and _one_of(
+        context.op, _CONSTANT_WHEN_SIZE_ONE
+    ):
         return Demand((NOWHERE,), NO_FLOPS, structure="size-1 normalisation")
     region = context.output
     if any(len(box) != rank for box in region.boxes):
@@ -544,7 +546,7 @@ def difference_demand(context: _Context) -> Demand:
     is ``x`` itself: zero for every finite ``x``, so nothing upstream is needed (KernelBench
     level 2 #80's ``x − x.mean(1, keepdim=True)`` after a max over dim 1). Else pointwise."""
     reads = context.op.reads
-    if len(reads) == 2 and context.argument("alpha", 1) == 1 and (
+    if len(reads) == 2 and context.shortcuts and context.argument("alpha", 1) == 1 and (
         _is_self_over_size_one(context, reads[1], reads[0])
         or _is_self_over_size_one(context, reads[0], reads[1])
     ):

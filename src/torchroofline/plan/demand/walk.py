@@ -34,6 +34,7 @@ from ...trace.storages import (
 from ._core import (
     DEMAND_RULES,
     LIBRARY_DEMAND,
+    SHORTCUT_STRUCTURES,
     Demand,
     Rule,
     _Context,
@@ -60,6 +61,9 @@ class Necessary:
     #: indices into ``Trace.ops`` of the ops a structure rule priced inside a later op (a
     #: product moved into the column sum that reads it): charged nothing themselves, not dead
     absorbed_ops: tuple[int, ...] = ()
+    #: (index into ``Trace.ops``, structure) of each op where a structure rule took an
+    #: algebraic shortcut (:data:`._core.SHORTCUT_STRUCTURES`), a reduced product's sum included
+    shortcut_ops: tuple[tuple[int, str], ...] = ()
     #: "op in 'module'" of each op on a given value's index path too big to run for real
     #: (:func:`.constants.too_big_to_evaluate`): the bound for any values holds there
     unevaluated: tuple[str, ...] = ()
@@ -147,7 +151,8 @@ def necessary_work(
     values rules may read (default: :func:`known_values` of shapes and constants);
     ``sizes_given``: the sizes values decided are those of the given inputs (the bound for
     them, :mod:`.given`), not sizes any input may make empty; ``shortcuts=False``: no
-    structure rule moves work across ops (a reduced product), the program as written;
+    structure rule takes an algebraic shortcut (:data:`._core.SHORTCUT_STRUCTURES`), the
+    program as written;
     ``floor``: work on data-sized values that every input still needs (:mod:`.routing`)."""
     all_refs = [r for op in trace.ops for r in (*op.writes, *op.reads)] + list(trace.output_refs)
     storages = Storages(all_refs)
@@ -183,6 +188,7 @@ def necessary_work(
     narrowed: tuple[int, float, Region] | None = None
     absorbed: list[int] = []
     absorbed_values: set[int] = set()
+    shortcut_ops: list[tuple[int, str]] = []
     #: values a live op reads or the model keeps, however few of their elements
     used = set(trace.output_value_ids) | {ref.value_id for ref in trace.output_refs}
     readers = dict.fromkeys(used, 1)
@@ -280,6 +286,8 @@ def necessary_work(
                 in_storage = storages.region_of(ref, region)
                 add(ref.value_id, in_storage, in_storage)
         absorbed_values.update(result.absorbed)
+        if result.structure in SHORTCUT_STRUCTURES:
+            shortcut_ops.append((index, result.structure))
         if result.structure and result.structure not in structures:
             structures.append(result.structure)
         necessary_records[index] = _with_flops(record, flops)
@@ -294,6 +302,7 @@ def necessary_work(
         structures=tuple(structures),
         dead_ops=dead,
         absorbed_ops=tuple(sorted(absorbed)),
+        shortcut_ops=tuple(sorted(shortcut_ops)),
         executed_flops=sum(record.total_flops for record in records),
         unkept_flops=int(unkept),
         narrowed_at=None if narrowed is None else _narrowed_at(trace, *narrowed),

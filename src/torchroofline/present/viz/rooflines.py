@@ -286,13 +286,15 @@ def plot_result_dict(
     if legend is not None:
         labeller.place_legend(legend)
     _label_roofs(ax, labeller, data, bandwidth, roofs, (x_lo, x_hi), y_lo)
-    # the measured point first: it sits right under the SoL point, whose label has more room
+    # the measured point first: it sits right under the SoL point, whose label has more room;
+    # its label carries the verdict, so it is placed even where no spot is free
     for key in sorted(model, key=lambda key: key != "measured"):
         x, y, text = model[key]
         labeller.place(
             x,
             y,
             text,
+            force=key == "measured",
             fontsize=8,
             fontweight="bold",
             gid=f"label:model:{key}",
@@ -526,8 +528,12 @@ def _note(
             f"{share:.1%} of the fused estimate"
         )
     if data["flops"]["total"] <= 0:
+        sol_ms = data["time_ms"]["sol"]
         lines.append(
-            f"no FLOPs: pure data movement, SoL {human_ms(data['time_ms']['sol'])} "
+            f"no FLOPs: pure data movement, SoL {human_ms(sol_ms)} "
             f"= {human_bytes(data['bytes']['compulsory'])} / bandwidth"
         )
+        measured = _measured_ms(data)
+        if measured is not None:  # no point to label: the verdict goes here
+            lines.append(_measured_label(data, measured, sol_ms / measured))
     return "\n".join(lines)

@@ -68,10 +68,14 @@ def plot_suite(
 
 
 def with_measured(problem: ProblemReport) -> dict[str, Any]:
-    """The problem's result dict, with its measured time as ``actual`` when it has none."""
+    """The problem's result dict, with its measured time as ``actual`` when it has none, judged
+    by the problem's verdict (the one the suite table prints) so that the picture's label says
+    what the table says."""
     data = problem.result
-    if data.get("actual") is None and problem.measured_ms:
-        data = {**data, "actual": {"ms": problem.measured_ms}}
+    judged = problem.verdict(problem.measured_ms)
+    if data.get("actual") is None and judged is not None:
+        actual = {"ms": problem.measured_ms, "impossible": judged.impossible, **judged.to_dict()}
+        data = {**data, "actual": actual}
     return data
 
 
