@@ -7,6 +7,7 @@ states it.
 from __future__ import annotations
 
 from ..trace.refs import TracedOp
+from .eager_kernels import pointwise_convolution
 from .hardware import GPUSpec
 
 #: Threads per block of PyTorch's batch-norm kernels (``batch_norm_collect_statistics_kernel``,
@@ -64,6 +65,9 @@ def convolution_call(traced: TracedOp) -> str:
       (``TransposeSolutionDefault2Nhwc``/``Nhwc2Default``), and at 16 bits accumulate in an
       fp32 workspace they zero first and cast back after: 5 kernels per GEMM; a backward runs
       one GEMM per gradient it computes (``output_mask``), ``conv_backward_one`` where only one.
+    - ``conv_pointwise``: a 1×1 stride-1 convolution forward is a GEMM per image on the NCHW
+      layout as it is (MIOpen's ``GemmFwd1x1_0_1``, cuDNN likewise; :func:`~.eager_kernels.
+      pointwise_convolution`): nothing around it.
     - ``conv_1x1_strided`` / ``conv_backward_1x1_strided``: a strided 1×1 convolution runs a
       rocBLAS GEMM between ``transpose_NCHW2CNHW`` and ``transpose_CNHW2NCHW`` forward, and a
       zeroed data gradient beside an NHWC weight-gradient GEMM backward.
@@ -72,6 +76,8 @@ def convolution_call(traced: TracedOp) -> str:
     none of these keys has kernels of its own.
     """
     backward = traced.base == "convolution_backward"
+    if not backward and pointwise_convolution(traced):
+        return "conv_pointwise"
     if _strided_pointwise(traced):
         return "conv_backward_1x1_strided" if backward else "conv_1x1_strided"
     if not backward:
