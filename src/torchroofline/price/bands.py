@@ -37,13 +37,13 @@ HOST_BAND = Band(0.45, 1.35)
 #: Family → band, printed by ``python benchmarks/estimate_cv.py <traces folder>`` (held-out
 #: ratios measured / estimated, 5th and 95th percentile; families with ≥ 20 held-out ops).
 FAMILY_BANDS: dict[str, Band] = {
-    "conv": Band(0.5, 2.24, 179),
-    "data-movement": Band(0.5, 2.34, 116),
+    "conv": Band(0.5, 2.0, 179),
+    "data-movement": Band(0.5, 2.48, 116),
     "flash_attention": Band(0.5, 2.0, 80),
-    "gemm": Band(0.5, 2.07, 2321),
-    "host_copy": Band(0.5, 2.54, 148),
+    "gemm": Band(0.5, 2.11, 2321),
+    "host_copy": Band(0.5, 2.63, 148),
     "pointwise": Band(0.5, 2.0, 6232),
-    "reduction": Band(0.5, 3.15, 1047),
+    "reduction": Band(0.5, 3.33, 1047),
 }
 
 

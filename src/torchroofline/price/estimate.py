@@ -59,6 +59,7 @@ from .eager_kernels import (
 )
 from .estimate_params import DEFAULT_HOST, DEFAULT_PARAMS, EstimateParams, HostCosts
 from .hardware import GPUSpec
+from .library_calls import convolution_call, convolution_gemms, row_block_share
 from .precision import (
     MathSwitches,
     cast_precision,
@@ -103,6 +104,8 @@ class KernelLoad:
     gemm: GemmShape | None = None  #: output grid, for wave quantization
     rows: int | None = None  #: rows of a row-per-block eager reduction (parallelism limit)
     element_bytes: int = 4  #: bytes of one element of those rows
+    #: share of the row bandwidth one of its blocks keeps (:func:`~.library_calls.row_block_share`)
+    row_share: float = 1.0
     reread_bytes: int = 0  #: input bytes a two-pass eager kernel reads a second time
     #: input bytes a row-per-block eager kernel reads again, row by row: they hit L2 while the
     #: rows of one wave of blocks fit it, else they come from HBM (:func:`l2_missed_bytes`)
@@ -121,6 +124,9 @@ class KernelLoad:
     host_bytes: int = 0  #: bytes a host↔device copy moves over the host link
     pageable: bool = False  #: the host side of that copy is pageable memory
     library_call: str = ""  #: a key of ``EstimateParams.library_kernels``, or ""
+    #: GEMM kernels of its library call, each with its own fill, prologue and epilogue (a
+    #: convolution backward: one per gradient, :func:`~.library_calls.convolution_gemms`)
+    gemm_kernels: int = 1
     #: a tensor-core convolution whose NCHW input and output cuDNN transposes to NHWC and back
     #: (``EstimateParams.conv_layout_passes``); not an eager 1×1 one (:func:`pointwise_convolution`)
     layout_transposes: bool = False
@@ -279,6 +285,7 @@ def kernel_load(
     align = 16
     library_call = ""
     transposes = False
+    gemm_kernels = 1
     if family == "gemm" and work.tensor_s:
         align = gemm_alignment(matmul_op)
         if gemm is not None:
@@ -286,7 +293,8 @@ def kernel_load(
                 gemm.batch, gemm.m, gemm.n, gemm.k, align, matmul_op.reads[0].itemsize))
     if family.startswith("conv"):
         traced_conv = trace.ops[matmul_op.index]
-        library_call = "conv_backward" if traced_conv.base == "convolution_backward" else "conv"
+        library_call = convolution_call(traced_conv)
+        gemm_kernels = convolution_gemms(traced_conv)
         transposes = family != "conv_grouped" and not (eager and pointwise_convolution(traced_conv))
     elif eager and split_reduction(kernel.ops[0]):
         library_call = "split_reduce"
@@ -302,6 +310,7 @@ def kernel_load(
         matmul_unit=matmul_unit,
         rows=rows,
         element_bytes=kernel.ops[0].reads[0].itemsize if rows and kernel.ops[0].reads else 4,
+        row_share=row_block_share(trace.ops[kernel.ops[0].index], gpu) if rows else 1.0,
         reread_bytes=reread,
         l2_reread_bytes=l2_reread,
         accesses=accesses,
@@ -310,6 +319,7 @@ def kernel_load(
         compute_s=work.compute_s,
         align_bytes=align,
         library_call=library_call,
+        gemm_kernels=gemm_kernels,
         layout_transposes=transposes,
     )
 
@@ -420,8 +430,10 @@ def l2_missed_bytes(load: KernelLoad, gpu: GPUSpec, params: EstimateParams) -> i
 
 def fixed_latency_s(load: KernelLoad, params: EstimateParams) -> float:
     """The part of a kernel's time no rate sets: its fill/drain, plus a library matmul
-    kernel's tile-pipeline prologue and epilogue."""
-    return params.fill_latency_s + (params.matmul_latency_s if load.matmul_s else 0.0)
+    kernel's tile-pipeline prologue and epilogue, for each GEMM kernel of its call."""
+    if not load.matmul_s:
+        return params.fill_latency_s
+    return (params.fill_latency_s + params.matmul_latency_s) * load.gemm_kernels
 
 
 def alignment_share(align_bytes: int, params: EstimateParams) -> float:
@@ -497,7 +509,8 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
     if load.layout_transposes:
         moved *= 1 + params.conv_layout_passes
     if load.rows is not None:
-        row_rate = params.row_bandwidth_bytes_per_s * min(load.element_bytes, 16) / 4
+        row_rate = (params.row_bandwidth_bytes_per_s * load.row_share
+                    * min(load.element_bytes, 16) / 4)
         moved = max(moved, touched / (load.rows * row_rate))
     if load.accesses:
         moved = max(moved, load.accesses / (params.strided_access_rate_per_sm * gpu.sm_count))

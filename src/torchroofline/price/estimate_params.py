@@ -206,10 +206,14 @@ CONSTANT_NOTES: dict[str, str] = {
     "trace's kernels beside an NCCL kernel take 2× as long (median over op shapes; e.g. a "
     "[1024, 512] mul 13 µs against 6 µs alone, n = 240 / 12); CDNA 1.0: the MI300X ResNet "
     "trace's kernels beside an RCCL kernel take no longer",
-    "library_kernels": "kernels a library call launches besides its GEMM, each at least the fill "
-    "latency: none on NVIDIA (cuDNN's layout passes are conv_layout_passes); CDNA (MIOpen): "
-    "4 per convolution forward, 10 backward (transposes, casts, memsets; per-call means counted "
-    "in the MI300X ResNet training trace); every GPU: a reduction split across blocks "
+    "library_kernels": "kernels a library call launches besides its GEMMs, each at least the "
+    "fill latency (library_calls.convolution_call): none on NVIDIA (cuDNN's layout passes are "
+    "conv_layout_passes); CDNA (MIOpen's NHWC implicit GEMMs on NCHW tensors): 5 per GEMM, the "
+    "transposes of both operands and the result and, at 16 bits, the zeroed fp32 workspace "
+    "and its cast (MIOpen's conv_asm_implicit_gemm_gtc_fwd_nhwc.cpp GetWorkspaceSize), so 5 "
+    "forward, 10 backward (5 when one gradient is asked); a strided 1x1 convolution 2 forward "
+    "(rocBLAS GEMM between CNHW transposes), 7 backward; counted in the MI300X ResNet training "
+    "trace: 4.97, 9.6 (5-10), 2 and 7.3 per call; every GPU: a reduction split across blocks "
     "(eager_kernels.split_reduction) pays one more for its dependent global-reduce pass",
     "rnn_step_s": "one recurrent step of a cuDNN RNN: small GEMM + gate math in series; fit",
     "cudagraph_gap_s": "GPU gap between kernels replayed from a CUDA graph; fit",
@@ -267,15 +271,16 @@ MATMUL_FRACTION: dict[str, float] = {
 #: AMD's CDNA GPUs (ROCm) where they differ, measured on the MI300X profiler traces of
 #: docs/validation.md: a tiny kernel takes 4-5 µs there (1.5-2 µs on the H100), hipBLASLt GEMMs
 #: reach about 45 % of the bf16 peak (the H100's cuBLAS 58-70 %), a wave of the Triton/CK
-#: attention kernel takes about 30 µs, and MIOpen wraps each convolution in layout transposes,
-#: casts and memsets: 4 kernels besides the GEMM forward, 10 backward (per-call means in the ResNet
-#: training trace).
+#: attention kernel takes about 30 µs, and MIOpen wraps each convolution GEMM in layout
+#: transposes, a workspace memset and a cast: 5 kernels besides the GEMM
+#: (:func:`~.library_calls.convolution_call`).
 AMD_CDNA: dict[str, Any] = {
     "fill_latency_s": 4e-6,
     "attention_wave_s": 30e-6,
     "matmul_fraction": {**MATMUL_FRACTION, "gemm": 0.45},
     "fp32_matrix_fraction": 0.85,
-    "library_kernels": {"conv": 4, "conv_backward": 10, "split_reduce": 1},
+    "library_kernels": {"conv": 5, "conv_backward": 10, "conv_backward_one": 5,
+                        "conv_1x1_strided": 2, "conv_backward_1x1_strided": 7, "split_reduce": 1},
     # the ResNet trace's kernels beside an RCCL kernel take no longer than alone (304 CUs, and
     # xGMI traffic small against 5.3 TB/s of HBM)
     "collective_share": 1.0,

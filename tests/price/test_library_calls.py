@@ -1,0 +1,98 @@
+"""What a library call launches where ROCm and CUDA differ (price/library_calls.py): the threads
+of PyTorch's batch-norm blocks, the GEMM kernels of a convolution and MIOpen's kernels around
+them. Closed forms, derived in the comments."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch.nn as nn
+
+from conftest import analyze, meta
+from torchroofline.price.estimate import DEFAULT_PARAMS, fixed_latency_s, kernel_gpu_s
+from torchroofline.price.hardware import get_gpu
+
+MI300X, H100 = get_gpu("mi300x"), get_gpu("h100-sxm")
+
+
+def _batch_norm_loads(gpu: str):
+    result = analyze(
+        nn.BatchNorm2d(32), meta(8, 32, 64, 64), mode="train", loss=lambda y: y.sum(), gpu=gpu
+    )
+    eager = result.performance.program.eager
+    forward = next(k for k in eager if k.rows and "backward" not in k.name)
+    backward = next(k for k in eager if k.rows and "backward" in k.name)
+    return forward, backward
+
+
+def test_a_rocm_batch_norm_forward_block_streams_at_half_the_row_rate() -> None:
+    # Normalization.cuh: 256 threads a block on ROCm, 512 on CUDA; the forward's statistics
+    # stream the input alone (256 · 1 / 512 = 0.5), the backward grad_out and x side by side
+    # (256 · 2 / 512 = 1, capped at the measured rate)
+    forward, backward = _batch_norm_loads("mi300x")
+    assert (forward.row_share, backward.row_share) == (0.5, 1.0)
+    assert {load.row_share for load in _batch_norm_loads("h100-sxm")} == {1.0}
+    # 32 rows of 8·64·64 fp32 values: row-bound, so the time past the fill doubles at half
+    params = DEFAULT_PARAMS.for_gpu(MI300X)
+    full = kernel_gpu_s(replace(forward, row_share=1.0), MI300X, params, "cold")
+    half = kernel_gpu_s(forward, MI300X, params, "cold")
+    fill = fixed_latency_s(forward, params)
+    assert abs((half - fill) - 2 * (full - fill)) < 1e-12
+
+
+def _conv_loads(gpu: str):
+    # a 3x3 convolution on the input (no input gradient asked), then a strided 1x1 one
+    model = nn.Sequential(
+        nn.Conv2d(16, 32, 3, padding=1, bias=False),
+        nn.Conv2d(32, 64, 1, stride=2, bias=False),
+        nn.Conv2d(64, 64, 3, padding=1, bias=False),
+    )
+    result = analyze(model, meta(4, 16, 32, 32), mode="train", loss=lambda y: y.sum(), gpu=gpu)
+    return [load for load in result.performance.program.eager if load.family == "conv"]
+
+
+def test_miopen_launches_its_transposes_workspace_and_cast_around_each_gemm() -> None:
+    loads = _conv_loads("mi300x")
+    calls = [(load.library_call, load.gemm_kernels) for load in loads]
+    # forward: two 3x3 NHWC GEMMs and the strided 1x1; backward: the last layer asks both
+    # gradients (two GEMMs), the strided 1x1 its own, the first layer the weight's alone
+    assert calls == [
+        ("conv", 1),
+        ("conv_1x1_strided", 1),
+        ("conv", 1),
+        ("conv_backward", 2),
+        ("conv_backward_1x1_strided", 2),
+        ("conv_backward_one", 1),
+    ]
+    params = DEFAULT_PARAMS.for_gpu(MI300X)
+    # each GEMM pays its fill and its prologue/epilogue: 2 · (4 + 3) µs for a two-gradient
+    # backward; MIOpen's 5 kernels per GEMM at the 4 µs fill each
+    both = loads[3]
+    assert abs(fixed_latency_s(both, params) - 2 * (4e-6 + 3e-6)) < 1e-15
+    extra = {call: params.library_kernels[call] for call, _ in calls}
+    assert extra == {
+        "conv": 5,
+        "conv_1x1_strided": 2,
+        "conv_backward": 10,
+        "conv_backward_1x1_strided": 7,
+        "conv_backward_one": 5,
+    }
+    one_less = replace(both, library_call="conv_backward_one")
+    gap = kernel_gpu_s(both, MI300X, params, "cold") - kernel_gpu_s(
+        one_less, MI300X, params, "cold"
+    )
+    assert abs(gap - 5 * 4e-6) < 1e-12
+
+
+def test_a_pointwise_convolution_is_a_gemm_with_nothing_around_it() -> None:
+    result = analyze(nn.Conv2d(32, 64, 1, bias=False), meta(4, 32, 16, 16), gpu="mi300x")
+    [load] = [load for load in result.performance.program.eager if load.family == "conv"]
+    assert (load.library_call, load.layout_transposes) == ("conv_pointwise", False)
+    assert DEFAULT_PARAMS.for_gpu(MI300X).library_kernels.get("conv_pointwise", 0) == 0
+
+
+def test_cuda_convolutions_launch_no_library_kernels_of_their_own() -> None:
+    params = DEFAULT_PARAMS.for_gpu(H100)
+    assert all(
+        params.library_kernels.get(load.library_call, 0) == 0 for load in _conv_loads("h100-sxm")
+    )
