@@ -85,9 +85,9 @@ def test_the_bound_for_any_values_is_no_more_than_an_empty_selection_needs(
     picked: int, width: str, block: int, steps: list[str], select: str
 ) -> None:
     # fixed sizes chosen to coincide with the data's (the width equal to the rows picked, to
-    # the rows left after a slice, or to those of a fixed block below them): the bound for any values holds for a mask picking
-    # nothing too, so it may charge no more than the same bound traced on that mask, where
-    # every data-sized value is empty and no size coincides
+    # the rows left after a slice, or to those of a fixed block below them): the bound for
+    # any values holds for a mask picking nothing too, so it may charge no more than the same
+    # bound traced on that mask, where every data-sized value is empty and no size coincides
     columns = {
         "rows": picked, "rows - 1": max(picked - 1, 1), "rows + block": picked + block, "2": 2
     }[width]
