@@ -146,8 +146,7 @@ def _product_dims(op: TracedOp, ref: TensorRef, read_dims: Sequence[frozenset[in
     dims = set()
     if added:
         addend, addend_dims = reads.pop(0)
-        dims |= {rank - len(addend.shape) + d for d in addend_dims
-                 if addend.shape[d] == ref.shape[rank - len(addend.shape) + d]}
+        dims |= {rank - len(addend.shape) + d for d in addend_dims}
     for (_, operand_dims), lands in zip(reads, landing, strict=False):
         dims |= {rank + lands[d] for d in operand_dims if d < len(lands) and lands[d] is not None}
     return dims
