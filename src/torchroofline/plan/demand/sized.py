@@ -165,10 +165,19 @@ def _written_dims(
     product = _product_rule(op)
     if product is not None:
         return frozenset(product(op, ref, read_dims))
-    if _broadcasts_to(op, ref):  # an elementwise op's dims are its operands', lined up
+    sources = _gathered_from(op, ref)
+    if sources is not None:
         return frozenset(
-            j for j in range(len(ref.shape))
+            j for j, dim_sources in enumerate(sources)
+            if any(d in read_dims[r] for r, d in dim_sources)
+        )
+    if _broadcasts_to(op, ref):
+        # an elementwise op's dims are its operands', lined up from the right; one broadcast
+        # to more (a dim of one row the data chose, times a fixed n) has the fixed size
+        return frozenset(
+            j for j, size in enumerate(ref.shape)
             if any(len(read.shape) - len(ref.shape) + j in dims
+                   and read.shape[len(read.shape) - len(ref.shape) + j] == size
                    for read, dims in zip(op.reads, read_dims, strict=True))
         )
     kept = _reduction_kept(op, ref)
@@ -195,6 +204,42 @@ def _written_dims(
     return frozenset(
         j for j, size in enumerate(ref.shape) if size in chosen or not fixed(j, size)
     )
+
+
+#: Gathers by integer indices: the output holds the indices' dims in place of those indexed
+_GATHERS = frozenset({aten.index, aten.index_select, aten.embedding})
+
+
+def _gathered_from(op: TracedOp, ref: TensorRef) -> list[list[tuple[int, int]]] | None:
+    """For a gather by integer indices (``x[idx]``, ``x[:, i, j]``, ``index_select``,
+    ``embedding``), the (read position, dim) each dim of its write ``ref`` comes from: the
+    indices' dims (broadcast together) where the indexed dims were, the others of the source
+    as they are. None for any other op, boolean masks, or a write of another rank."""
+    if op.func is None or op.func.overloadpacket not in _GATHERS or len(op.reads) < 2:
+        return None
+    key = op.func.overloadpacket
+    source_rank = len(op.reads[0].shape)
+    index_reads = list(range(1, len(op.reads)))
+    if key is aten.embedding:  # embedding(weight, indices): the rows of the weight
+        at = [0]
+    elif key is aten.index_select:
+        at = [op.argument("dim") % source_rank]
+    else:
+        indices = op.argument("indices") or ()
+        at = [d for d, index in enumerate(indices) if index is not None]
+        if not at or any(read.dtype == "bool" for read in op.reads[1:]):
+            return None
+    # indices at consecutive dims stand in their place; apart, they come first
+    first = at[0] if at == list(range(at[0], at[-1] + 1)) else 0
+    index_rank = max(len(op.reads[r].shape) for r in index_reads)
+    kept = [(0, d) for d in range(source_rank) if d not in at]
+    index_dims = [
+        [(r, len(op.reads[r].shape) - index_rank + j) for r in index_reads
+         if len(op.reads[r].shape) - index_rank + j >= 0]
+        for j in range(index_rank)
+    ]
+    sources = [[k] for k in kept[:first]] + index_dims + [[k] for k in kept[first:]]
+    return sources if len(sources) == len(ref.shape) else None
 
 
 def _broadcasts_to(op: TracedOp, ref: TensorRef) -> bool:
