@@ -60,6 +60,16 @@ def test_a_product_contracting_data_sized_rows_is_fixed() -> None:
     assert result.compulsory_bytes == 4 + 2 * 2 * FP32
 
 
+def test_a_sum_over_rows_gathered_by_data_sized_indices_is_fixed() -> None:
+    # idx = nonzero(m)[:, 0] holds 2 row numbers of x (4 × 2): x[idx] is 2 × 2, its rows the
+    # data's, its columns x's. Their sums are 2 values whatever the mask, written as every
+    # input needs; the column [:, 0] is part of nonzero's output, which the first mask element
+    # examined may already give (one bool read), and the rows of x may be none
+    m, x = rows_mask(4, 2, 2), torch.randn(4, 2)
+    result = any_values(lambda m, x: x[torch.nonzero(m)[:, 0]].sum(0), m, x)
+    assert result.compulsory_bytes == 1 + 2 * FP32
+
+
 #: pipeline steps on a value whose rows data chose, each valid on no rows (name, step, inputs)
 STEPS = {
     "drop the first row": lambda t, w, y: t[1:],
