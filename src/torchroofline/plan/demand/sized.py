@@ -89,16 +89,18 @@ def _view_dims(ref: TensorRef, written: TensorRef, dims: frozenset[int]) -> froz
     dim of size 1 is one where its stride lands in such a dim that no longer dim of the view
     steps along (``token[:1]``, not an ``unsqueeze``); one of size 0 may be any. Where the
     layout cannot tell, the view's dims are taken as sized (a bound then charges less, never
-    more): all of them for an element size that differs, those of size 1 where a data-sized
-    dim is 1 or 0 long in the traced draw (its stride says nothing). A view merging such a
-    dim of one row into a fixed one (``flatten`` of a (1, 2) ``nonzero``) is laid out as a
-    pick of that row (``[0]``), and taken as one."""
+    more): all of them for an element size that differs or a data-sized dim written
+    broadcast (stride 0), those of size 1 where a data-sized dim is 1 or 0 long in the traced
+    draw (its stride says nothing). A view merging such a dim of one row into a fixed one
+    (``flatten`` of a (1, 2) ``nonzero``) is laid out as a pick of that row (``[0]``), and
+    taken as one."""
     if ref.shape == written.shape and ref.strides == written.strides:
         return dims
     base = list(zip(written.shape, written.strides, strict=False))
     view = list(zip(ref.shape, ref.strides, strict=False))
     if (ref.itemsize != written.itemsize or len(view) != len(ref.shape)
-            or len(base) != len(written.shape)):
+            or len(base) != len(written.shape)
+            or any(base[d][1] == 0 and base[d][0] > 1 for d in dims)):
         return frozenset(range(len(ref.shape)))
     #: a data-sized dim the traced draw made 1 or 0 long: its stride says nothing
     unplaced = any(base[d][0] <= 1 for d in dims)
