@@ -26,7 +26,7 @@ from ..errors import InputError
 from ..trace.refs import Trace
 from .demand.constants import CONSTANT_LIMIT_ELEMENTS
 from .demand.given import reads_values_of, value_sources
-from .demand.walk import _sized_by_data
+from .demand.sized import _sized_by_data
 
 #: What a bound may assume of the input values.
 DATA_CHOICES = ("any", "given")

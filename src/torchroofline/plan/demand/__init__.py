@@ -12,7 +12,8 @@ Where the exact set cannot be known (data-dependent indices, views that are not 
 rules charge *less*, never more: a bound may be loose, never wrong. The *moved* work (what eager
 or Inductor kernels really read and write) stays in :mod:`costs` and :mod:`fusion`.
 
-The walk is in :mod:`.walk`; the rules, one module per family of ops, register themselves into
+The walk is in :mod:`.walk` (the dims data sized, which any input may leave empty, in
+:mod:`.sized`); the rules, one module per family of ops, register themselves into
 :data:`DEMAND_RULES` when imported here: :mod:`.reductions` (pointwise ops, reductions, softmax,
 norms), :mod:`.matmul` (products, attention), :mod:`.windows` (convolution, pooling,
 resampling), :mod:`.layout` (cat, pad, flip, roll, triangles, diagonals), :mod:`.linalg`

@@ -23,7 +23,8 @@ from ...trace.refs import Trace, TracedOp
 from ._core import _one_of, _op_set
 from .constants import known_values, too_big_to_evaluate
 from .matmul import has_structure, no_imaginary_part, routing_mask
-from .walk import Necessary, _sized_by_data, necessary_work
+from .sized import _sized_by_data
+from .walk import Necessary, necessary_work
 
 #: Ops whose demand rule reads the values of their index or mask arguments (the reads that are
 #: not floats: integer indices, boolean masks); ``nonzero`` reads its input's values to choose

@@ -1,7 +1,7 @@
 """The routed work every input needs (issue 37): the floor of a mixture of experts' bound for
 any input values.
 
-For any values, a size chosen by data may be zero (:func:`.walk._sized_by_data`): the tokens
+For any values, a size chosen by data may be zero (:func:`.sized._sized_by_data`): the tokens
 ``torch.where(chosen == e)`` routes to expert ``e`` may be none, so the bound charged the
 router only. But ``chosen = topk(logits, k).indices`` holds ``k`` *distinct* experts per
 token, whatever the logits. Where the program selects ``chosen == e`` once per expert and the
@@ -36,14 +36,8 @@ import torch
 from ...costs import Category, FlopCount, OpRecord, aten
 from ...trace.refs import Trace, TracedOp
 from ._core import _one_of, _op_set
-from .walk import (
-    HOST_READS,
-    Floor,
-    Necessary,
-    _sized_by_data,
-    _sizes_outputs_by_data,
-    necessary_work,
-)
+from .sized import _sized_by_data, _sizes_outputs_by_data
+from .walk import HOST_READS, Floor, Necessary, necessary_work
 
 _TOPK = _op_set([aten.topk])
 _EQUALS = _op_set([aten.eq])
@@ -221,7 +215,7 @@ def _over_picks(
 
 def _members(
     ops: Sequence[TracedOp], roots: Mapping[int, int], kept_rows: Mapping[int, set[int]],
-    sized: Mapping[int, set[int]],
+    sized: Mapping[int, frozenset[int]],
 ) -> dict[int, tuple[tuple[int, int], ...]]:
     """selection value → (trace index, rows) of the ops that compute on its rows: those
     reading values sized by it alone, each at all its rows or its first C (``kept_rows``;

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import torch
-from torch._ops import OpOverload
 
 from ...costs import (
     NO_FLOPS,
@@ -45,6 +44,7 @@ from ._core import (
 from .constants import CONSTANT_LIMIT_ELEMENTS, INDEX_LIMIT_ELEMENTS, known_values
 from .reductions import pointwise_demand
 from .selection import _data_chosen_write
+from .sized import _deciding_reads, _sized_by_data
 from .structures import STRUCTURE_RULES
 
 
@@ -363,90 +363,6 @@ def _library_rule(op: TracedOp) -> Rule | None:
     if op.func is None or not LIBRARY_DEMAND:
         return None
     return LIBRARY_DEMAND.get(op.func.overloadpacket._qualified_op_name.replace("::", "."))
-
-
-#: Ops torch tags ``dynamic_output_shape`` that size their output by values only when an index
-#: is a boolean mask (integer indices give a size known from shapes).
-_DATA_SIZED_ONLY_WITH_MASKS = frozenset({aten.index})
-
-
-def _sizes_outputs_by_data(op: TracedOp) -> bool:
-    """Whether the op's output sizes depend on tensor values (nonzero, masked_select, unique,
-    bincount, boolean-mask indexing…), which torch tags ``dynamic_output_shape``."""
-    if op.func is None or not _dynamic_output_shape(op.func):
-        return False
-    masks = any(ref.dtype == "bool" for ref in op.reads[1:])
-    return masks or op.func.overloadpacket not in _DATA_SIZED_ONLY_WITH_MASKS
-
-
-@functools.cache  # a program calls few overloads, each many times
-def _dynamic_output_shape(func: OpOverload) -> bool:
-    return torch.Tag.dynamic_output_shape in func.tags
-
-
-def _sized_by_data(
-    ops: Sequence[TracedOp], known: Collection[int] = ()
-) -> dict[int, set[int]]:
-    """value id → the sizes of its dims that tensor values chose. The trace ran such ops on
-    random data (the real-data fallback) or stand-ins, so their sizes are one draw: any input
-    may make them empty — unless the op's outputs are ``known`` (value ids: computed from
-    constants, ``repeat_interleave`` of repeats written in ``forward``). A size chosen by data
-    stays so in every later value an op computes from it with a dim of that size
-    (``x[x > 0] * 2``), of a size no other input has (``cat([x[x > 0], y])``) or of a view cut
-    from it (``nonzero(m)[:5]``: five rows where the data gave five or more); a reduction over
-    it (``.sum()``) ends it."""
-    sized: dict[int, set[int]] = {}
-    written: dict[int, tuple[int, ...]] = {}  #: the shape each of them was written in
-    for op in ops:
-        chosen: set[int] = set()
-        if sized:  # most programs size nothing by data: no read to look up
-            for ref in op.reads:
-                if ref.value_id in sized:
-                    # a view cut from it (token[:capacity]) is as long as the data made it,
-                    # up to the cut: a size of the view's own is chosen too
-                    chosen |= sized[ref.value_id] | (
-                        {n for n in ref.shape if n > 1} - set(written[ref.value_id])
-                    )
-        if op.is_view or not (chosen or _sizes_outputs_by_data(op)):
-            continue
-        if not chosen and (
-            all(w.value_id in known for w in op.writes)
-            or all(ref.value_id in known for ref in _deciding_reads(op))
-        ):
-            continue
-        fixed = {n for ref in op.reads for n in ref.shape} - chosen
-        picked = _picked_dim(op) if not chosen else None
-        # a write into a storage of fixed size (index_add_ of routed rows into the output) keeps
-        # it, whatever sizes the rows had (one expert's 32 of 32 tokens is no size of the output)
-        destinations = {ref.storage_id for ref in op.reads if ref.value_id not in sized}
-        for ref in op.writes:
-            if chosen and ref.storage_id in destinations:
-                continue
-            dims = {n for n in ref.shape if n in chosen or n not in fixed}
-            # the size the op chose, even where it happens to equal a size of its reads (two
-            # tokens of 32 routed to an expert: nonzero's (2, 2) beside a (32, 2) mask)
-            if picked is not None and len(ref.shape) > picked:
-                dims.add(ref.shape[picked])
-            if dims:
-                sized[ref.value_id] = dims
-                written[ref.value_id] = ref.shape
-    return sized
-
-
-def _deciding_reads(op: TracedOp) -> list[TensorRef]:
-    """The reads whose values decide a data-sized op's output sizes: its boolean masks, or
-    every read when none is one."""
-    return [ref for ref in op.reads if ref.dtype == "bool"] or list(op.reads)
-
-
-def _picked_dim(op: TracedOp) -> int:
-    """The dim of a data-sized op's outputs whose size values choose: the first (the rows of
-    ``nonzero``, the elements of ``masked_select``, ``unique``, ``bincount``), or for
-    ``x[..., mask]`` the first indexed dim."""
-    if op.func is None or op.func.overloadpacket not in _DATA_SIZED_ONLY_WITH_MASKS:
-        return 0
-    indices = op.argument("indices") or ()
-    return next((d for d, index in enumerate(indices) if index is not None), 0)
 
 
 def data_sized_demand(context: _Context) -> Demand:
