@@ -56,12 +56,13 @@ def common_values(graph: Graph) -> list[Match]:
             continue
         twins = seen.setdefault((op.name, _values(reads)), [])
         earlier = _twin(graph, index, twins)
-        twins.append(index)
         if earlier is None and op.func is not None and op.func.overloadpacket is aten.mm:
             swapped = tuple(map(_transposed, reads[::-1]))
             # a plain product has no arguments but its operands: any earlier one is the call
+            # (only an earlier one: Aᵀ @ A swapped is itself, symmetric, not computed before)
             found = _twin(graph, index, seen.get((op.name, _values(swapped)), []), keyed=False)
             earlier = None if found is None else _transposed(found)
+        twins.append(index)
         ours = op.writes[0]
         if earlier is None or earlier.shape != ours.shape or not is_contiguous(ours) or (
             not _readers_map(graph, ours, earlier)

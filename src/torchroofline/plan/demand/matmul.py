@@ -82,16 +82,44 @@ def matmul_demand(context: _Context) -> Demand:
         Region.of(left_boxes, left_opaque, left_spreads),
         Region.of(right_boxes, right_opaque, right_spreads),
     ]
-    computed = region
+    computed = region.count
     structure = None
     if lead and _broadcast_batch(left) and _broadcast_batch(right):
         computed = Region.of(
             [((range(1),), *b[1:]) for b in region.boxes], region.opaque // out_shape[0]
-        )
+        ).count
         structure = "broadcast batch"
-    tensor = 2 * reduction * computed.count * real_products(context)
+    elif context.shortcuts and _transposes_of_each_other(left, right):
+        computed = _symmetric_products(region, out_shape)
+        structure = "symmetric product"
+    tensor = 2 * reduction * computed * real_products(context)
     flops = FlopCount(tensor=min(tensor, context.record.flops.tensor), kind=MatmulKind.MATMUL)
     return Demand(tuple(inputs), flops, structure=structure)
+
+
+def _transposes_of_each_other(left: TensorRef, right: TensorRef) -> bool:
+    """Whether ``right`` is ``left`` read transposed (``x.T @ x``, ``x @ x.mT``): the same
+    value at the same offset, the last two dims swapped, the batch dims alike."""
+    return (
+        left.value_id == right.value_id
+        and left.offset == right.offset
+        and left.shape[:-2] == right.shape[:-2]
+        and left.strides[:-2] == right.strides[:-2]
+        and left.shape[-2:] == right.shape[-2:][::-1]
+        and left.strides[-2:] == right.strides[-2:][::-1]
+    )
+
+
+def _symmetric_products(region: Region, out_shape: Sequence[int]) -> int:
+    """Outputs a kernel computes for the demanded ``region`` of a symmetric product
+    (AᵀA)ᵀ = AᵀA: out[j, i] is out[i, j], so one triangle serves both. The whole n × n output
+    takes n(n+1)/2 per matrix of the batch; a part of it at least half its elements (each
+    computed output serves at most two demanded ones), never more than the truth."""
+    whole = math.prod(out_shape)
+    if region.count >= whole:
+        n = out_shape[-1]
+        return whole // (n * n) * (n * (n + 1) // 2)
+    return -(-region.count // 2)
 
 
 #: Conversions whose complex output of a real input has no imaginary part

@@ -384,6 +384,9 @@ STRUCTURE_RULES: dict[str, str] = {
     "priced as x @ W.sum(1) + b.sum() (divided by N for a mean), K·N adds to reduce W, then a "
     "matrix-vector product, 2·K FLOPs per row — the sum over columns moves inside the product, "
     "as a generated kernel for KernelBench's matmul → sum and matmul → mean problems does",
+    "symmetric product": "x.T @ x, x @ x.mT (one value times itself transposed): the output "
+    "is symmetric, so a kernel computes one triangle, n(n+1)/2 outputs of the n² (SYRK), and "
+    "mirrors it — a part of the output needs at least half its elements computed",
     "known operand values": "A @ B with A or B known (a given triu(randn) input, a constant "
     "mask): priced as the products of nonzero pairs, Σ_k nnz(A[R, k])·nnz(B[k, C]) "
     "multiply-adds per demanded block (R, C), reading only the nonzeros those products use — a "

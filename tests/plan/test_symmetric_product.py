@@ -1,0 +1,56 @@
+"""A value times itself transposed (x.T @ x, a Gram matrix) is symmetric: a kernel computes one
+triangle and mirrors it (SYRK), so the bound charges n(n+1)/2 outputs of the n², names the
+shortcut, and never takes the product for an earlier copy of itself."""
+
+from __future__ import annotations
+
+import torch
+
+from conftest import Fn
+from torchroofline import analyze
+
+FP32 = 4
+
+
+def shapes_only(body, *shapes):  # noqa: ANN001, ANN201
+    return analyze(Fn(body), tuple(torch.empty(s, device="meta") for s in shapes))
+
+
+def test_a_gram_matrix_charges_one_triangle_of_products() -> None:
+    # x (64, 32): x.T @ x is 32 × 32, symmetric; one triangle is 32·33/2 = 528 outputs of
+    # 2·64 FLOPs each = 67,584 (the full product: 2·64·32² = 131,072). Every element of x is
+    # read (4·64·32 B) and every output written (4·32² B)
+    result = shapes_only(lambda x: x.T @ x, (64, 32))
+    assert result.flops == 2 * 64 * (32 * 33 // 2) == 67_584
+    assert result.compulsory_bytes == FP32 * (64 * 32 + 32 * 32)
+
+
+def test_a_batched_gram_matrix_charges_one_triangle_per_matrix() -> None:
+    # bmm(x, x.mT), x (8, 256, 64): 8 symmetric 256 × 256 outputs, 256·257/2 = 32,896 each,
+    # 2·64 FLOPs per output: 8·32,896·128 = 33,685,504
+    result = shapes_only(lambda x: torch.bmm(x, x.transpose(1, 2)), (8, 256, 64))
+    assert result.flops == 8 * (256 * 257 // 2) * 2 * 64 == 33_685_504
+
+
+def test_the_shortcut_is_named_with_the_product_as_written() -> None:
+    # compute-bound (2·4096·1024² FLOPs over 4·(4096 + 1024)·1024 B, 410 FLOPs per byte): the
+    # product as written computes all 1024² outputs, the triangle halves the time to light
+    result = shapes_only(lambda x: x.T @ x, (4096, 1024))
+    (shortcut,) = result.rewrites
+    assert "one triangle" in shortcut.rule
+    assert result.time_ms["sol_as_written"] > result.time_ms["sol"] > 0
+
+
+def test_a_product_of_two_values_is_not_symmetric() -> None:
+    # x.T @ y: no symmetry, every one of the 32² outputs costs 2·64 FLOPs
+    result = shapes_only(lambda x, y: x.T @ y, (64, 32), (64, 32))
+    assert result.flops == 2 * 64 * 32 * 32
+    assert not result.rewrites
+
+
+def test_part_of_a_gram_matrix_charges_at_least_half_of_it() -> None:
+    # (x.T @ x)[:, :5] keeps 32·5 = 160 outputs; each computed one serves at most two kept
+    # ones, so at least 80 are computed (the truth is 150: the 5 × 5 corner folds to 15):
+    # 2·64·80 = 10,240 FLOPs, at most the 2·64·150 = 19,200 a kernel needs
+    result = shapes_only(lambda x: (x.T @ x)[:, :5].contiguous(), (64, 32))
+    assert result.flops == 2 * 64 * 80
