@@ -104,8 +104,8 @@ def _walked(result: Result, ops: Sequence[TracedOp], executed: Sequence[OpRecord
     """The shortcuts the bound's demand walk took in the program of ``ops`` (``executed``
     their costs, ``sources`` each one's index in the program as written, None for an op a
     rewrite inserted): each reduced product's product and sum, and each op another structure
-    rule made cheaper (a constant, one triangle of a symmetric product), as written (the executed records of an inserted op) and as the
-    bound charges them."""
+    rule made cheaper (a constant, one triangle of a symmetric product), as written (the
+    executed records of an inserted op) and as the bound charges them."""
     written = as_written_work(result).ops
 
     def priced(rule: str, named: int, pair: Sequence[int]) -> Shortcut:
