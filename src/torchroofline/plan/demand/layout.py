@@ -143,10 +143,16 @@ def _rolled(index_set: IndexSet, size: int, shift: int) -> IndexSet:
 @demand_rule([aten.roll])
 def roll_demand(context: _Context) -> Demand:
     """``roll``: output position p of a rolled dim reads input position (p − shift) mod n; a
-    roll with no dims rolls the flattened tensor (its share, with no position)."""
+    roll with no dims rolls the flattened tensor, a permutation: its demanded outputs copy as
+    many distinct input elements (positions not followed)."""
     shape = context.op.reads[0].shape
     shifts, dims = list(context.argument("shifts", ())), list(context.argument("dims", ()))
-    if not dims or len(dims) != len(shifts):
+    if not dims:
+        region = context.output
+        if region.count >= math.prod(shape):
+            return Demand((Region.of([full_box(shape)]),), NO_FLOPS)
+        return Demand((Region(opaque=region.count),), NO_FLOPS)
+    if len(dims) != len(shifts):
         return _proportional(context)
     by_dim: dict[int, int] = {}
     for dim, shift in zip(dims, shifts, strict=True):
