@@ -576,7 +576,6 @@ def scatter_demand(context: _Context) -> Demand:
     on demanded outputs, and the destination less the positions they overwrite
     (:func:`_landed`; ``index_add``/``index_copy`` slice by slice: :func:`_known_sources`)."""
     destination, *rest = context.op.reads
-    share = context.fraction
     read = _read_region(context)
     if _accumulates(context) and context.argument("include_self", True):
         inputs = [read]  # every old element goes into its output, whatever lands on it
@@ -592,9 +591,24 @@ def scatter_demand(context: _Context) -> Demand:
     known = _known_sources(context)
     if known is not None:
         inputs[0], inputs[-1] = known
-    for position, region in _landed(context).items():
+    landed = _landed(context)
+    for position, region in landed.items():
         inputs[position] = region
-    return Demand(tuple(inputs), context.record.flops.scaled(share))
+    return Demand(tuple(inputs), context.record.flops.scaled(_folded_share(context, landed)))
+
+
+def _folded_share(context: _Context, landed: dict[int, Region]) -> float:
+    """The share of an accumulating scatter's folds its demanded outputs need: with the
+    indices known, one per (index, source) pair landing on a demanded output (the pairs' index
+    elements, ``landed[1]``), which may be none or all of them whatever the share of outputs;
+    else that share. Only where each fold is one pair's: ``include_self`` (else k pairs on
+    one position need k − 1) and no mean (whose divides go with the outputs)."""
+    share = context.fraction
+    if 1 not in landed or not _accumulates(context) or not _one_of(context.op, _ALONG_DIM_LINES):
+        return share
+    if not context.argument("include_self", True) or context.argument("reduce") == "mean":
+        return share
+    return landed[1].count / max(1, context.op.reads[1].elements)
 
 
 def _read_region(context: _Context) -> Region:
@@ -869,14 +883,20 @@ def _landed(context: _Context) -> dict[int, Region]:
     hit = _demanded_mask(context.output, destination.shape).reshape(-1)[targets]
     operands = {position: elements.reshape(-1) for position, elements in landing.operands}
     accumulates = _accumulates(context)
-    if not accumulates and landing.source is not None:
-        pairs = torch.stack([targets[hit], operands[landing.source][hit]]).unique(dim=1)
-        if pairs[0].unique().numel() < pairs.shape[1]:
-            return {}
     needed = {
         position: _numbers_region(elements[hit].unique(), context.op.reads[position].shape)
         for position, elements in operands.items()
     }
+    if not accumulates and landing.source is not None:
+        picked = _contested_sources(targets[hit], operands[landing.source][hit], size)
+        if picked is None:
+            return {}
+        alone, contested = picked
+        if contested:  # the sources landing alone, placed, and one per contested position
+            placed = _numbers_region(alone, context.op.reads[landing.source].shape)
+            needed[landing.source] = Region.of(
+                placed.boxes, alone.numel() + contested, placed.spreads, placed.diagonals
+            )
     read = _read_region(context)
     if accumulates and context.argument("include_self", True):
         return {**needed, 0: read}
@@ -885,6 +905,22 @@ def _landed(context: _Context) -> dict[int, Region]:
     overwritten = int(torch.zeros(size, dtype=torch.bool).index_fill_(0, targets, True).sum())
     untouched = _numbers_region(kept.nonzero().reshape(-1), destination.shape)
     return {**needed, 0: untouched.union(Region.of([], read.opaque - overwritten))}
+
+
+def _contested_sources(targets: torch.Tensor, sources: torch.Tensor, size: int) -> (
+    tuple[torch.Tensor, int] | None
+):
+    """Where several distinct sources land on one demanded position of a store and one of
+    them wins (which is unspecified): the sources landing alone and the count of contested
+    positions, each needing one more source. None where a source also lands on another
+    position (it could then serve both: the any-input rule); no contested position: (all
+    sources, 0)."""
+    pairs = torch.stack([targets, sources]).unique(dim=1)
+    per_target = torch.bincount(pairs[0], minlength=size)
+    contested = int((per_target > 1).sum())
+    if contested and pairs[1].unique().numel() < pairs.shape[1]:
+        return None
+    return pairs[1][per_target[pairs[0]] == 1], contested
 
 
 @demand_rule([aten.embedding_renorm])
