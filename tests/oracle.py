@@ -280,6 +280,15 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
 }
 
 
+def _positional(target: Any, args: tuple, kwargs: dict) -> tuple:
+    """``args`` and then the op's keyword-only arguments, in its schema's order (defaults where
+    not given): ``scatter_reduce``'s ``include_self`` at position 5."""
+    rest = target._schema.arguments[len(args):]
+    return (*args, *(
+        kwargs.get(a.name, a.default_value if a.has_default_value() else None) for a in rest
+    ))
+
+
 class _Retaining(Interpreter):
     """Replays an aten graph; every non-view op's tensor outputs keep their gradient."""
 
@@ -314,7 +323,7 @@ class _Retaining(Interpreter):
             for tensor in tensors:
                 tensor.retain_grad()
             if target in DEMANDED_FLOPS:
-                self.arguments[len(self.kept)] = (target, args)
+                self.arguments[len(self.kept)] = (target, _positional(target, args, kwargs))
             self.kept.append((str(target), tensors))
         return out
 

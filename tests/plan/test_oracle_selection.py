@@ -78,12 +78,13 @@ def _advanced_columns(draw: Draw, rows: int, columns: int) -> Stage:
 
 
 def _scatter(draw: Draw, rows: int, columns: int) -> Stage:
-    """x with its first rows scattered along dim 0 into itself (a sum, a max, or a store),
-    or a sum into zeros. A store's index sends no two sources to one position: autograd
+    """x with its first rows scattered along dim 0 into itself (a sum, a max, a mean, a sum
+    of the sources alone, or a store), or a sum into zeros. A store's index sends no two sources to one position: autograd
     differentiates every source stored there, though one wins, so the oracle would claim
     them all."""
     sent = draw(st.integers(1, rows))
-    kind = draw(st.sampled_from(["add", "amax", "store", "into_zeros"]))
+    kind = draw(st.sampled_from(["add", "amax", "mean", "sum_without_self", "store",
+                                 "into_zeros"]))
     if kind == "store":
         lines = [draw(st.permutations(range(rows)))[:sent] for _ in range(columns)]
         index = [list(row) for row in zip(*lines, strict=True)]
@@ -97,6 +98,10 @@ def _scatter(draw: Draw, rows: int, columns: int) -> Stage:
             return x.scatter_add(0, at, source)
         if kind == "amax":
             return x.scatter_reduce(0, at, source, "amax")
+        if kind == "mean":
+            return x.scatter_reduce(0, at, source, "mean")
+        if kind == "sum_without_self":
+            return x.scatter_reduce(0, at, source, "sum", include_self=False)
         if kind == "store":
             return x.scatter(0, at, source)
         return x.new_zeros(rows, columns).scatter_add(0, at, source)
@@ -276,6 +281,19 @@ def test_scatter_add_folds_only_the_pairs_landing_on_kept_outputs() -> None:
     result = _bound(lambda x, s: x.scatter_add(0, torch.tensor(twos), s)[2:],
                     torch.randn(3, 3), torch.randn(2, 3))
     assert result.flops == 5
+    # without include_self the k pairs on one position take k − 1 adds: row 0 of
+    # x.scatter_reduce(0, [[0, 0, 1], [0, 1, 1]], s, "sum", include_self=False) takes 2 pairs
+    # at column 0 and 1 at column 1: 1 + 0 (the share of outputs, 3/9 of 6, charged 2)
+    pairs = [[0, 0, 1], [0, 1, 1]]
+    result = _bound(
+        lambda x, s: x.scatter_reduce(0, torch.tensor(pairs), s, "sum", include_self=False)[0],
+        torch.randn(3, 3), torch.randn(2, 3),
+    )
+    assert result.flops == 1
+    # a mean with x included: the 3 pairs' adds and a divide at each of the 2 positions hit
+    result = _bound(lambda x, s: x.scatter_reduce(0, torch.tensor(pairs), s, "mean")[0],
+                    torch.randn(3, 3), torch.randn(2, 3))
+    assert result.flops == 3 + 2
 
 
 def test_two_index_tensors_held_outside_the_model_are_both_known() -> None:

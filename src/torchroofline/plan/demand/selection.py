@@ -3,6 +3,7 @@ scatters and losses that pick one score per target."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from ...costs import (
     DESTINATION_ACCESS,
     NO_FLOPS,
     DestinationAccess,
+    FlopCount,
     OpKey,
     add_rules,
     aten,
@@ -591,24 +593,27 @@ def scatter_demand(context: _Context) -> Demand:
     known = _known_sources(context)
     if known is not None:
         inputs[0], inputs[-1] = known
-    landed = _landed(context)
-    for position, region in landed.items():
+    hits = _hits(context)
+    for position, region in _landed(context, hits).items():
         inputs[position] = region
-    return Demand(tuple(inputs), context.record.flops.scaled(_folded_share(context, landed)))
+    return Demand(tuple(inputs), _folds(context, hits))
 
 
-def _folded_share(context: _Context, landed: dict[int, Region]) -> float:
-    """The share of an accumulating scatter's folds its demanded outputs need: with the
-    indices known, one per (index, source) pair landing on a demanded output (the pairs' index
-    elements, ``landed[1]``), which may be none or all of them whatever the share of outputs;
-    else that share. Only where each fold is one pair's: ``include_self`` (else k pairs on
-    one position need k − 1) and no mean (whose divides go with the outputs)."""
-    share = context.fraction
-    if 1 not in landed or not _accumulates(context) or not _one_of(context.op, _ALONG_DIM_LINES):
-        return share
-    if not context.argument("include_self", True) or context.argument("reduce") == "mean":
-        return share
-    return landed[1].count / max(1, context.op.reads[1].elements)
+def _folds(context: _Context, hits: tuple[_Landing, torch.Tensor] | None) -> FlopCount:
+    """The folds of an accumulating scatter along a dim its demanded outputs need: with the
+    indices known (:func:`_hits`), one per (index, source) pair landing on a demanded output,
+    which may be none or all of them whatever the share of outputs; k pairs on one position
+    take k − 1 without ``include_self``, and a mean divides once per position a pair lands
+    on. Else the share of outputs."""
+    flops = context.record.flops
+    if hits is None or not _accumulates(context) or not _one_of(context.op, _ALONG_DIM_LINES):
+        return flops.scaled(context.fraction)
+    landing, hit = hits
+    pairs = int(hit.sum())
+    positions = landing.targets.reshape(-1)[hit].unique().numel()
+    folds = pairs if context.argument("include_self", True) else pairs - positions
+    divides = positions if context.argument("reduce") == "mean" else 0
+    return dataclasses.replace(flops, tensor=0, vector=folds + divides)
 
 
 def _read_region(context: _Context) -> Region:
@@ -858,29 +863,41 @@ def _accumulates(context: _Context) -> bool:
     )
 
 
-def _landed(context: _Context) -> dict[int, Region]:
-    """A scatter with known indices (:data:`_LANDINGS`): read position → what it needs. The
-    source elements and index elements of every pair landing on a demanded output; the
-    destination where later ops read it, less the positions overwritten (all of it where the
-    sources accumulate into it, ``include_self`` aside). Where several sources land on one
-    demanded position and one of them wins (which is unspecified), none: the any-input rule."""
+def _hits(context: _Context) -> tuple[_Landing, torch.Tensor] | None:
+    """A scatter with known indices (:data:`_LANDINGS`): where its pairs land, and which of
+    them land on demanded outputs (a mask over the pairs); None for any indices."""
     rule = lookup(_LANDINGS, context.op)
     destination, *rest = context.op.reads
     size = math.prod(destination.shape)
     if rule is None or not context.output.boxes or size > _NUMBERED_SOURCE_LIMIT:
-        return {}
+        return None
     indices = [p for p, ref in enumerate(rest, start=1) if not ref.is_float]
     if any(_known(context, position) is None for position in indices):
-        return {}  # the bound for any input: no destination numbered for nothing
+        return None  # the bound for any input: no destination numbered for nothing
     numbers = _element_numbers(destination.shape)
     try:
         landing = rule(context, numbers)
     except (IndexError, RuntimeError):  # an index out of range: the run would fail
-        return {}
+        return None
     if landing is None:
-        return {}
+        return None
     targets = landing.targets.reshape(-1)
-    hit = _demanded_mask(context.output, destination.shape).reshape(-1)[targets]
+    return landing, _demanded_mask(context.output, destination.shape).reshape(-1)[targets]
+
+
+def _landed(context: _Context, hits: tuple[_Landing, torch.Tensor] | None) -> dict[int, Region]:
+    """A scatter with known indices (:func:`_hits`): read position → what it needs. The
+    source elements and index elements of every pair landing on a demanded output; the
+    destination where later ops read it, less the positions overwritten (all of it where the
+    sources accumulate into it, ``include_self`` aside). Where several sources land on one
+    demanded position and one of them wins (which is unspecified), the sources landing alone
+    and one per such position (:func:`_contested_sources`)."""
+    if hits is None:
+        return {}
+    landing, hit = hits
+    destination = context.op.reads[0]
+    size = math.prod(destination.shape)
+    targets = landing.targets.reshape(-1)
     operands = {position: elements.reshape(-1) for position, elements in landing.operands}
     accumulates = _accumulates(context)
     needed = {
