@@ -79,9 +79,9 @@ def _advanced_columns(draw: Draw, rows: int, columns: int) -> Stage:
 
 def _scatter(draw: Draw, rows: int, columns: int) -> Stage:
     """x with its first rows scattered along dim 0 into itself (a sum, a max, a mean, a sum
-    of the sources alone, or a store), or a sum into zeros. A store's index sends no two sources to one position: autograd
-    differentiates every source stored there, though one wins, so the oracle would claim
-    them all."""
+    of the sources alone, or a store), or a sum into zeros. A store's index sends no two
+    sources to one position: autograd differentiates every source stored there, though one
+    wins, so the oracle would claim them all."""
     sent = draw(st.integers(1, rows))
     kind = draw(st.sampled_from(["add", "amax", "mean", "sum_without_self", "store",
                                  "into_zeros"]))
