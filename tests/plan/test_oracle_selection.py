@@ -308,3 +308,32 @@ def test_two_index_tensors_held_outside_the_model_are_both_known() -> None:
         torch.randn(5, 6),
     )
     assert result.compulsory_bytes == 20 + 28 + 24
+
+
+def test_a_triangular_operand_read_in_part_reads_its_triangle_and_what_it_meets() -> None:
+    # (a.triu() @ b)[-1], a (4, 4), b (4, 3): row 3 of triu(a) holds a[3, 3] alone, so the
+    # kept row is a[3, 3]·b[3]: 1 + 3 reads, 3 writes (was a[3, 3] and all 12 of b), and
+    # 2 FLOPs per (nonzero, column) pair: 2·1·3 (was 2·4·3)
+    result = _bound(lambda a, b: (a.triu() @ b)[-1], torch.randn(4, 4), torch.randn(4, 3))
+    assert result.compulsory_bytes == (1 + 3 + 3) * FLOAT_BYTES
+    assert result.flops == 2 * 1 * 3
+    # all of tril(a) @ b: its 4·5/2 = 10 nonzeros, each times 3 columns of b
+    result = _bound(lambda a, b: a.tril() @ b, torch.randn(4, 4), torch.randn(4, 3))
+    assert result.flops == 2 * 10 * 3
+    # a right operand, transposed: column 1 of triu(b, 1).t() is row 1 of triu(b, 1), its
+    # columns 2 and 3; a's rows meet it at those 2 positions: 3 rows × 2 reads of a, 2 of b,
+    # 3 writes, 2·2·3 FLOPs
+    result = _bound(lambda a, b: (a @ b.triu(1).t())[:, 1:2], torch.randn(3, 4),
+                    torch.randn(4, 4))
+    assert result.compulsory_bytes == (3 * 2 + 2 + 3) * FLOAT_BYTES
+    assert result.flops == 2 * 2 * 3
+    assert any("triangular matmul" in note for note in result.notes)
+
+
+def test_a_triangle_of_known_values_is_counted_by_its_nonzeros_not_as_a_triangle() -> None:
+    # tril(ones(4, 4)) @ v: the mask is a constant, so its nonzeros are counted (known operand
+    # values: 10 products per column of v, 2·10·3 FLOPs), and the triangle rule stays out
+    result = _bound(lambda v: torch.ones(4, 4).tril() @ v, torch.randn(4, 3))
+    assert result.flops == 2 * 10 * 3
+    assert not any("triangular matmul" in note for note in result.notes)
+    assert any("known operand values" in note for note in result.notes)
