@@ -230,6 +230,28 @@ def _attention_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
                + 2 * (demanded.double() * per_row[:, None]).sum())
 
 
+def _scatter_add_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """One fold (an add, a compare) per (index, source) pair landing on a demanded output of
+    ``scatter_add`` or ``scatter_reduce`` (the old value is data: each pair's fold is needed;
+    k − 1 for k pairs without ``include_self``), and a mean's divide per demanded output some
+    pair lands on: the landings are the same scatter of ones into zeros."""
+    data, dim, index = args[0].detach(), args[1], args[2]
+    ones = torch.ones(index.shape, dtype=data.dtype)
+    landings = torch.zeros_like(data).scatter_add(dim, index, ones)[demanded]
+    reduce = args[4] if len(args) > 4 else "sum"
+    include_self = args[5] if len(args) > 5 else True
+    folds = landings.sum() if include_self else (landings - 1).clamp(min=0).sum()
+    return int(folds + ((landings > 0).sum() if reduce == "mean" else 0))
+
+
+def _col2im_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """k − 1 adds per demanded output of a fold (``col2im``) that k column elements land on
+    (none where k is 0 or 1): the landings are the same fold of ones."""
+    columns = torch.ones_like(args[0].detach())
+    landings = torch.ops.aten.col2im.default(columns, *args[1:])
+    return int((landings[demanded] - 1).clamp(min=0).sum())
+
+
 #: aten op → FLOPs its demanded outputs provably need (from its arguments and the mask of its
 #: first output's demanded elements), for ops whose outputs do not each cost the same: border
 #: outputs of a convolution or a padded pool, lines that share statistics, rows of causal
@@ -252,7 +274,19 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.avg_pool2d.default: _avg_pool_flops,
     torch.ops.aten.avg_pool3d.default: _avg_pool_flops,
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default: _attention_flops,
+    torch.ops.aten.scatter_add.default: _scatter_add_flops,
+    torch.ops.aten.scatter_reduce.two: _scatter_add_flops,
+    torch.ops.aten.col2im.default: _col2im_flops,
 }
+
+
+def _positional(target: Any, args: tuple, kwargs: dict) -> tuple:
+    """``args`` and then the op's keyword-only arguments, in its schema's order (defaults where
+    not given): ``scatter_reduce``'s ``include_self`` at position 5."""
+    rest = target._schema.arguments[len(args):]
+    return (*args, *(
+        kwargs.get(a.name, a.default_value if a.has_default_value() else None) for a in rest
+    ))
 
 
 class _Retaining(Interpreter):
@@ -289,7 +323,7 @@ class _Retaining(Interpreter):
             for tensor in tensors:
                 tensor.retain_grad()
             if target in DEMANDED_FLOPS:
-                self.arguments[len(self.kept)] = (target, args)
+                self.arguments[len(self.kept)] = (target, _positional(target, args, kwargs))
             self.kept.append((str(target), tensors))
         return out
 
@@ -416,7 +450,7 @@ def oracle(
             sum(int(m.sum()) for m in masks),
             sum(m.numel() for m in masks),
             DEMANDED_FLOPS[replay.arguments[k][0]](replay.arguments[k][1], masks[0])
-            if k in replay.arguments else None,
+            if k in replay.arguments and masks else None,
         )
         for k, ((name, _), masks) in enumerate(zip(replay.kept, op_masks, strict=True))
     )

@@ -89,15 +89,26 @@ def test_fold_adds_the_columns_inside_the_image() -> None:
     # and the last block's last fall on the padding)
     result = analyze(Fn(lambda x: F.fold(x, (6, 6), 3, padding=1)), meta(2, 27, 36))
     assert _op_flops(result, "aten.col2im.default") == 2 * 3 * 16 * 16
-    # the bound charges the same adds: all of the image is kept
-    assert result.flops == 2 * 3 * 16 * 16
+    # the bound charges k − 1 adds per output k elements land on (the kernel's k adds into a
+    # zeroed image are one more each): all of the image is kept, 6·6 outputs per plane
+    assert result.flops == 2 * 3 * (16 * 16 - 6 * 6)
 
 
 def test_fold_kept_in_part_is_charged_the_adds_of_that_part() -> None:
     # the 2×2 corner of the fold above: row 0 gathers 2 taps (ki = 0, 1; ki = 2 falls on the
-    # padding), row 1 all 3; so 2 + 3 per axis, 5·5 per plane, 2·3 planes
+    # padding), row 1 all 3; so 2 + 3 per axis, 5·5 landings on 2·2 outputs per plane, each
+    # output one add fewer than its landings, 2·3 planes
     result = analyze(Fn(lambda x: F.fold(x, (6, 6), 3, padding=1)[..., :2, :2]), meta(2, 27, 36))
-    assert result.flops == 2 * 3 * 5 * 5
+    assert result.flops == 2 * 3 * (5 * 5 - 2 * 2)
+
+
+def test_a_fold_with_no_overlap_adds_nothing() -> None:
+    # F.fold of 2×2 blocks at stride 2 into 4×4 places each column element on its own output
+    # (one landing each, 2·2·4 per plane): a rearrangement, no add needed (the kernel's 16 adds
+    # into zeros are all k − 1 = 0 short of that)
+    result = analyze(Fn(lambda x: F.fold(x, (4, 4), 2, stride=2)), meta(1, 8, 4))
+    assert _op_flops(result, "aten.col2im.default") == 2 * 16
+    assert result.flops == 0
 
 
 def test_complex_products_are_three_real_ones() -> None:

@@ -246,15 +246,17 @@ def test_scatters_with_given_indices_charge_the_sources_landing_on_kept_outputs(
     assert charged == expected
 
 
-def test_a_scatter_whose_kept_position_two_sources_overwrite_is_charged_as_for_any_input():
+def test_a_scatter_whose_kept_position_two_sources_overwrite_is_charged_one_of_them():
     # x.scatter(1, index, src)[:, :2] with row 3's index [1, 0, 0]: src[3, 1] or src[3, 2]
-    # lands on x[3, 0] (unspecified which), so no source element is certain: the any-input
-    # rule's one source element
+    # lands on x[3, 0] (unspecified which), so one of them is needed, positioned nowhere; the
+    # sources landing alone on kept positions are certain: src[0, 0], src[0, 1] (row 0's 0
+    # and 1), src[1, 2] (row 1's 0) and src[3, 0] (row 3's 1). Each source lands on one
+    # position only, so no source serves two: 4 + 1 (was 1, the any-input rule)
     model, (x, _, src), _ = _scatter_cases()["scatter"]
     index = torch.tensor([[0, 1, 5], [2, 3, 0], [5, 4, 3], [1, 0, 0]])
     result = analyze(model, (x, index, src), data="given")
     charged = {(r.shape, r.dtype): r.elements for r in result.plans.necessary.input_refs}
-    assert charged[(4, 3), "float32"] == 1
+    assert charged[(4, 3), "float32"] == 4 + 1
 
 
 def _given_cases() -> dict[str, tuple[nn.Module, tuple]]:

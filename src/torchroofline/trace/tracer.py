@@ -257,6 +257,7 @@ class _Recorder(TorchDispatchMode):
             value = known_value(tensor)
         if value is not None:  # its views are of the fake copy the mode makes (and reuses)
             for each in (tensor, mode.fake_tensor_converter.from_real_tensor(mode, tensor)):
+                self.values.hold(each)
                 _know(self.values.known_storages, each, value)
 
     def record(

@@ -39,6 +39,11 @@ class ValueTable:
             if key in self.initial_value
         }
 
+    def hold(self, tensor: torch.Tensor) -> None:
+        """Keep ``tensor``'s storage alive for the trace: its key then names no later storage
+        (a fake copy the mode made of a real index, freed, leaves its address to the next)."""
+        self._alive.append(tensor.untyped_storage())
+
     def _new_value(self, key: int) -> int:
         self._next_id += 1
         self._current[key] = self._next_id

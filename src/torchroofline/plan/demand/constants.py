@@ -18,7 +18,10 @@ from ...trace.regions import (
     positions_to_set,
 )
 from ._core import _Context
-from .layout import TRIANGLE_BANDS
+
+#: Row bands a triangle is cut into: each band keeps the columns all its rows keep, so the
+#: demand is inside the triangle, short of it by at most 1/(2·bands) of its area.
+TRIANGLE_BANDS = 64
 
 #: Elements a floating value may have to be evaluated for real (a 2048 × 2048 causal mask is
 #: 4 M).

@@ -28,6 +28,8 @@ from ...trace.regions import (
     set_size,
 )
 from ._core import Demand, _Context, _one_of, _op_set, _proportional, demand_rule
+from .constants import TRIANGLE_BANDS
+from .selection import _NUMBERED_SOURCE_LIMIT, _demanded_mask, _numbers_region
 from .structures import _block_diagonal, _boxed_vector, _built_offset, _MatrixView, _Walk
 
 
@@ -143,10 +145,12 @@ def _rolled(index_set: IndexSet, size: int, shift: int) -> IndexSet:
 @demand_rule([aten.roll])
 def roll_demand(context: _Context) -> Demand:
     """``roll``: output position p of a rolled dim reads input position (p − shift) mod n; a
-    roll with no dims rolls the flattened tensor (its share, with no position)."""
+    roll with no dims rolls the flattened tensor (:func:`_flat_roll`)."""
     shape = context.op.reads[0].shape
     shifts, dims = list(context.argument("shifts", ())), list(context.argument("dims", ()))
-    if not dims or len(dims) != len(shifts):
+    if not dims and len(shifts) == 1:
+        return _flat_roll(context, shifts[0])
+    if len(dims) != len(shifts):
         return _proportional(context)
     by_dim: dict[int, int] = {}
     for dim, shift in zip(dims, shifts, strict=True):
@@ -154,6 +158,23 @@ def roll_demand(context: _Context) -> Demand:
     return _per_dim(
         context, lambda d, s: _rolled(s, shape[d], by_dim[d]) if by_dim.get(d) else s
     )
+
+
+def _flat_roll(context: _Context, shift: int) -> Demand:
+    """A roll of the flattened tensor: flat output p copies flat input (p − shift) mod n, a
+    permutation. The demanded boxes rolled back element by element (up to
+    :data:`_NUMBERED_SOURCE_LIMIT` elements), and as many inputs as the demanded outputs
+    (those with no position: unplaced)."""
+    shape = context.op.reads[0].shape
+    region = context.output
+    if region.count >= math.prod(shape):
+        return Demand((Region.of([full_box(shape)]),), NO_FLOPS)
+    if math.prod(shape) > _NUMBERED_SOURCE_LIMIT:
+        return Demand((Region(opaque=region.count),), NO_FLOPS)
+    read = _demanded_mask(region, shape).reshape(-1).roll(-shift).nonzero().reshape(-1)
+    placed = _numbers_region(read, shape)
+    return Demand((Region.of(placed.boxes, max(region.count, placed.count), placed.spreads,
+                             placed.diagonals),), NO_FLOPS)
 
 
 def _residues(index_set: IndexSet, size: int) -> IndexSet:
@@ -217,11 +238,6 @@ def pad_demand(context: _Context) -> Demand:
         if all(sets):
             boxes.append(tuple(sets))
     return Demand((Region.of(boxes),), NO_FLOPS)
-
-
-#: Row bands a triangle is cut into: each band keeps the columns all its rows keep, so the
-#: demand is inside the triangle, short of it by at most 1/(2·bands) of its area.
-TRIANGLE_BANDS = 64
 
 
 @demand_rule([aten.tril, aten.triu])

@@ -3,6 +3,7 @@ scatters and losses that pick one score per target."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from ...costs import (
     DESTINATION_ACCESS,
     NO_FLOPS,
     DestinationAccess,
+    FlopCount,
     OpKey,
     add_rules,
     aten,
@@ -576,7 +578,6 @@ def scatter_demand(context: _Context) -> Demand:
     on demanded outputs, and the destination less the positions they overwrite
     (:func:`_landed`; ``index_add``/``index_copy`` slice by slice: :func:`_known_sources`)."""
     destination, *rest = context.op.reads
-    share = context.fraction
     read = _read_region(context)
     if _accumulates(context) and context.argument("include_self", True):
         inputs = [read]  # every old element goes into its output, whatever lands on it
@@ -592,9 +593,27 @@ def scatter_demand(context: _Context) -> Demand:
     known = _known_sources(context)
     if known is not None:
         inputs[0], inputs[-1] = known
-    for position, region in _landed(context).items():
+    hits = _hits(context)
+    for position, region in _landed(context, hits).items():
         inputs[position] = region
-    return Demand(tuple(inputs), context.record.flops.scaled(share))
+    return Demand(tuple(inputs), _folds(context, hits))
+
+
+def _folds(context: _Context, hits: tuple[_Landing, torch.Tensor] | None) -> FlopCount:
+    """The folds of an accumulating scatter along a dim its demanded outputs need: with the
+    indices known (:func:`_hits`), one per (index, source) pair landing on a demanded output,
+    which may be none or all of them whatever the share of outputs; k pairs on one position
+    take k − 1 without ``include_self``, and a mean divides once per position a pair lands
+    on. Else the share of outputs."""
+    flops = context.record.flops
+    if hits is None or not _accumulates(context) or not _one_of(context.op, _ALONG_DIM_LINES):
+        return flops.scaled(context.fraction)
+    landing, hit = hits
+    pairs = int(hit.sum())
+    positions = landing.targets.reshape(-1)[hit].unique().numel()
+    folds = pairs if context.argument("include_self", True) else pairs - positions
+    divides = positions if context.argument("reduce") == "mean" else 0
+    return dataclasses.replace(flops, tensor=0, vector=folds + divides)
 
 
 def _read_region(context: _Context) -> Region:
@@ -844,39 +863,57 @@ def _accumulates(context: _Context) -> bool:
     )
 
 
-def _landed(context: _Context) -> dict[int, Region]:
-    """A scatter with known indices (:data:`_LANDINGS`): read position → what it needs. The
-    source elements and index elements of every pair landing on a demanded output; the
-    destination where later ops read it, less the positions overwritten (all of it where the
-    sources accumulate into it, ``include_self`` aside). Where several sources land on one
-    demanded position and one of them wins (which is unspecified), none: the any-input rule."""
+def _hits(context: _Context) -> tuple[_Landing, torch.Tensor] | None:
+    """A scatter with known indices (:data:`_LANDINGS`): where its pairs land, and which of
+    them land on demanded outputs (a mask over the pairs); None for any indices."""
     rule = lookup(_LANDINGS, context.op)
     destination, *rest = context.op.reads
     size = math.prod(destination.shape)
     if rule is None or not context.output.boxes or size > _NUMBERED_SOURCE_LIMIT:
-        return {}
+        return None
     indices = [p for p, ref in enumerate(rest, start=1) if not ref.is_float]
     if any(_known(context, position) is None for position in indices):
-        return {}  # the bound for any input: no destination numbered for nothing
+        return None  # the bound for any input: no destination numbered for nothing
     numbers = _element_numbers(destination.shape)
     try:
         landing = rule(context, numbers)
     except (IndexError, RuntimeError):  # an index out of range: the run would fail
-        return {}
+        return None
     if landing is None:
-        return {}
+        return None
     targets = landing.targets.reshape(-1)
-    hit = _demanded_mask(context.output, destination.shape).reshape(-1)[targets]
+    return landing, _demanded_mask(context.output, destination.shape).reshape(-1)[targets]
+
+
+def _landed(context: _Context, hits: tuple[_Landing, torch.Tensor] | None) -> dict[int, Region]:
+    """A scatter with known indices (:func:`_hits`): read position → what it needs. The
+    source elements and index elements of every pair landing on a demanded output; the
+    destination where later ops read it, less the positions overwritten (all of it where the
+    sources accumulate into it, ``include_self`` aside). Where several sources land on one
+    demanded position and one of them wins (which is unspecified), the sources landing alone
+    and one per such position (:func:`_contested_sources`)."""
+    if hits is None:
+        return {}
+    landing, hit = hits
+    destination = context.op.reads[0]
+    size = math.prod(destination.shape)
+    targets = landing.targets.reshape(-1)
     operands = {position: elements.reshape(-1) for position, elements in landing.operands}
     accumulates = _accumulates(context)
-    if not accumulates and landing.source is not None:
-        pairs = torch.stack([targets[hit], operands[landing.source][hit]]).unique(dim=1)
-        if pairs[0].unique().numel() < pairs.shape[1]:
-            return {}
     needed = {
         position: _numbers_region(elements[hit].unique(), context.op.reads[position].shape)
         for position, elements in operands.items()
     }
+    if not accumulates and landing.source is not None:
+        picked = _contested_sources(targets[hit], operands[landing.source][hit], size)
+        if picked is None:
+            return {}
+        alone, contested = picked
+        if contested:  # the sources landing alone, placed, and one per contested position
+            placed = _numbers_region(alone, context.op.reads[landing.source].shape)
+            needed[landing.source] = Region.of(
+                placed.boxes, alone.numel() + contested, placed.spreads, placed.diagonals
+            )
     read = _read_region(context)
     if accumulates and context.argument("include_self", True):
         return {**needed, 0: read}
@@ -885,6 +922,22 @@ def _landed(context: _Context) -> dict[int, Region]:
     overwritten = int(torch.zeros(size, dtype=torch.bool).index_fill_(0, targets, True).sum())
     untouched = _numbers_region(kept.nonzero().reshape(-1), destination.shape)
     return {**needed, 0: untouched.union(Region.of([], read.opaque - overwritten))}
+
+
+def _contested_sources(targets: torch.Tensor, sources: torch.Tensor, size: int) -> (
+    tuple[torch.Tensor, int] | None
+):
+    """Where several distinct sources land on one demanded position of a store and one of
+    them wins (which is unspecified): the sources landing alone and the count of contested
+    positions, each needing one more source. None where a source also lands on another
+    position (it could then serve both: the any-input rule); no contested position: (all
+    sources, 0)."""
+    pairs = torch.stack([targets, sources]).unique(dim=1)
+    per_target = torch.bincount(pairs[0], minlength=size)
+    contested = int((per_target > 1).sum())
+    if contested and pairs[1].unique().numel() < pairs.shape[1]:
+        return None
+    return pairs[1][per_target[pairs[0]] == 1], contested
 
 
 @demand_rule([aten.embedding_renorm])

@@ -258,7 +258,83 @@ def _block_diagonal(view: _MatrixView, sources: Sequence[TensorRef]) -> _BlockDi
     return _BlockDiagonal(tuple(blocks))
 
 
-_Structure = _Diagonal | _BlockDiagonal
+#: Bands the free positions of a triangular operand are cut into: each band keeps the
+#: contracted positions all its rows keep (inside the triangle: a floor).
+_TRIANGLE_BANDS = 64
+
+
+@dataclass(frozen=True)
+class _Triangle:
+    """An operand built by ``tril``/``triu`` of data: builder element (r, c) is nonzero only
+    where c − r ≤ ``offset`` (``lower``) or ≥ it. The operand itself is charged at its
+    nonzeros, so the walk finds their source through the ops between (a scaling, the
+    ``tril``)."""
+
+    view: _MatrixView
+    lower: bool
+    offset: int
+
+    def unsourced(self) -> _Triangle:
+        return self  # its elements are the operand's own: whatever scaled it, they are read
+
+    def nonzeros(self, free: int) -> IndexSet:
+        """The contracted positions where free position ``free`` may be nonzero: one interval
+        of the builder's other axis, from 0 or up to its end."""
+        walk, other = self.view.free, self.view.contracted
+        coordinate = walk.origin + free * walk.step
+        # along the builder's rows (axis 0) the bound is c ≤ r + offset (tril); along its
+        # columns, r ≥ c − offset; triu reverses both
+        edge = coordinate + self.offset if walk.axis == 0 else coordinate - self.offset
+        upper_end = (walk.axis == 0) == self.lower  # the interval is [0, edge]
+        low, high = (0, edge + 1) if upper_end else (edge, 1 << 62)
+        return other.indices(low, high)
+
+    def product(self, context: _Context, region: Region, position: int) -> Demand:
+        """out[i, j] = Σ over the contracted positions free index i (j) keeps of the triangle
+        times the other operand: 2 FLOPs per kept pair, the other operand read at the union of
+        the kept intervals (one interval: they share an end), the triangle at its nonzeros (in
+        bands, a floor). Outputs with no position: nothing (fewer, never more)."""
+        lead = len(context.op.writes[0].shape) - 2
+        free_dim = lead + position
+        other_boxes, own_boxes, tensor = [], [], 0
+        for box in region.boxes:
+            kept = box[lead + 1 - position]
+            frees = [f for r in box[free_dim] for f in r]
+            spans = [self.nonzeros(f) for f in frees]
+            batch = math.prod(set_size(s) for s in box[:lead])
+            tensor += 2 * sum(map(set_size, spans)) * set_size(kept) * batch
+            hull = [r for span in spans for r in span]
+            if not hull:
+                continue
+            union = (range(min(r.start for r in hull), max(r.stop for r in hull)),)
+            other_boxes.append(
+                (*box[:lead], union, kept) if position == 0 else (*box[:lead], kept, union)
+            )
+            own_boxes += [
+                (*box[:lead], *((rows, common) if position == 0 else (common, rows)))
+                for rows, common in _bands(frees, spans)
+            ]
+        operands = [Region.of(own_boxes), Region.of(other_boxes)][:: 1 - 2 * position]
+        flops = FlopCount(tensor=tensor, kind=MatmulKind.MATMUL)
+        return Demand((*_biases(context, region), *operands), flops,
+                      structure="triangular matmul")
+
+
+def _bands(frees: list[int], spans: list[IndexSet]) -> list[tuple[IndexSet, IndexSet]]:
+    """Free positions (each keeping its span) cut into :data:`_TRIANGLE_BANDS` bands, each
+    with the contracted positions all of its free positions keep."""
+    band = max(1, -(-len(frees) // _TRIANGLE_BANDS))
+    bands = []
+    for start in range(0, len(frees), band):
+        common: IndexSet = spans[start]
+        for span in spans[start + 1 : start + band]:
+            common = set_intersection(common, span)
+        if common:
+            bands.append((positions_to_set(frees[start : start + band]), common))
+    return bands
+
+
+_Structure = _Diagonal | _BlockDiagonal | _Triangle
 
 
 _DIAGONAL = "diagonal matmul"
@@ -313,6 +389,15 @@ def _built_identity(context: _Context, builder: TracedOp, view: _MatrixView) -> 
 @matrix_builder([aten.block_diag])
 def _built_blocks(context: _Context, builder: TracedOp, view: _MatrixView) -> _BlockDiagonal:
     return _block_diagonal(view, builder.reads)
+
+
+@matrix_builder([aten.tril, aten.triu])
+def _built_triangle(context: _Context, builder: TracedOp, view: _MatrixView) -> _Triangle | None:
+    """``tril``/``triu`` of data (a known source, a constant mask, is counted by its
+    nonzeros instead: :func:`.matmul.known_products`)."""
+    if not builder.reads or builder.reads[0].value_id in context.known:
+        return None
+    return _Triangle(view, builder.base.startswith("tril"), builder.argument("diagonal", 0))
 
 
 def _scaling(dividend_only: bool) -> Callable[[_Context, TracedOp, _MatrixView], _Structure | None]:
@@ -387,6 +472,9 @@ STRUCTURE_RULES: dict[str, str] = {
     "symmetric product": "x.T @ x, x @ x.mT (one value times itself transposed): the output "
     "is symmetric, so a kernel computes one triangle, n(n+1)/2 outputs of the n² (SYRK), and "
     "mirrors it — a part of the output needs at least half its elements computed",
+    "triangular matmul": "tril(A, k) @ B or triu (or B times one), A data: priced as the "
+    "products of the triangle's elements, 2 FLOPs per (kept element, output column) pair, B "
+    "read at the rows the kept rows' triangle reaches — the zeros contribute nothing",
     "known operand values": "A @ B with A or B known (a given triu(randn) input, a constant "
     "mask): priced as the products of nonzero pairs, Σ_k nnz(A[R, k])·nnz(B[k, C]) "
     "multiply-adds per demanded block (R, C), reading only the nonzeros those products use — a "

@@ -608,9 +608,12 @@ def col2im_demand(context: _Context) -> Demand:
     demand = _remapped(context, boxes_of)
     if demand.flops is not NO_FLOPS:  # no boxes to map: the proportional share, FLOPs included
         return demand
-    # one add per column element summed into a demanded output (the cost rule's count, where
-    # the whole image is demanded); the taps of a position read distinct channels: no overlap
-    return dataclasses.replace(demand, flops=FlopCount(vector=demand.inputs[0].count))
+    # k column elements summed into one output take k − 1 adds (the kernel's k adds into a
+    # zeroed image are one more each): the landings on demanded outputs less one per demanded
+    # output, a floor where some outputs take none (a stride past the window leaves gaps); the
+    # taps of a position read distinct channels: no overlap
+    adds = max(0, demand.inputs[0].count - context.output.count)
+    return dataclasses.replace(demand, flops=FlopCount(vector=adds))
 
 
 def _scale_ratios(context: _Context, spatial: int) -> list[float | None]:
