@@ -152,3 +152,19 @@ def test_a_batch_norms_apply_pass_is_not_charged_as_a_strided_kernel() -> None:
     # the same broadcast as a plain mul: one access per element of x, s and the output
     scaled = analyze(Fn(lambda x, s: x * s), meta(8, 64, 64, 64), meta(1, 64, 1, 1))
     assert scaled.performance.program.eager[0].accesses == 3 * 8 * 64 * 64 * 64
+
+
+@pytest.mark.parametrize(("length", "load_bytes"), [(16384, 16), (16383, 4)])
+def test_an_aligned_softmax_row_streams_16_byte_vectors(length: int, load_bytes: int) -> None:
+    # cunn_SoftMaxForward loads sizeof(float4) per instruction when the row length is a multiple
+    # of 4 fp32 elements (one element otherwise): its block streams its row at load_bytes / 4
+    # times the one-element rate. 16 rows of 64 KiB: the 16 blocks' rate sets the time (2 MB in
+    # and out at 16 × 4 × 5.4 GB/s ≈ 6 µs, against well under 1 µs from L2 at the HBM rate)
+    result = analyze(Fn(lambda x: torch.softmax(x, dim=1)), meta(16, length))
+    [load] = result.performance.program.eager
+    assert (load.rows, load.element_bytes) == (16, load_bytes)
+    if load_bytes == 16:
+        busy = result.performance.eager.kernel_gpu_s[0]
+        scalar = kernel_gpu_s(replace(load, element_bytes=4), H100, DEFAULT_PARAMS, "warm")
+        fill = DEFAULT_PARAMS.fill_latency_s
+        assert scalar - fill == pytest.approx(4 * (busy - fill), rel=1e-12)

@@ -287,3 +287,20 @@ L2_REREADS: dict[str, Callable[[TracedOp], int]] = {
     "_softmax": softmax_l2_rereads,
     "_log_softmax": softmax_l2_rereads,
 }
+
+
+def softmax_row_load_bytes(traced: TracedOp) -> int:
+    """Bytes a thread of a block-per-row softmax loads per instruction: ``cunn_SoftMaxForward``
+    and its shared-memory variant load ``ILP = sizeof(float4) / sizeof(T)`` elements at once, 16
+    bytes, when the row's length is a multiple of ILP (an aligned row); one element otherwise."""
+    source = traced.args[0]
+    row_bytes = int(source.shape[-1]) * source.element_size() if source.dim() else 0
+    return 16 if row_bytes and row_bytes % 16 == 0 else source.element_size()
+
+
+#: Row-per-block eager kernels that load more than one element per instruction, by base name:
+#: the bytes a thread loads at once (any other streams its rows one element per load).
+ROW_LOAD_BYTES: dict[str, Callable[[TracedOp], int]] = {
+    "_softmax": softmax_row_load_bytes,
+    "_log_softmax": softmax_row_load_bytes,
+}

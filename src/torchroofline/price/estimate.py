@@ -47,6 +47,7 @@ from .bands import HOST_BAND, family_band
 from .eager_kernels import (
     EXTRA_READS,
     L2_REREADS,
+    ROW_LOAD_BYTES,
     ROW_PER_BLOCK,
     SCALAR_ACCESSES,
     TWO_PASS,
@@ -103,7 +104,9 @@ class KernelLoad:
     launches: int  #: GPU launches (a cuDNN RNN launches one per step)
     gemm: GemmShape | None = None  #: output grid, for wave quantization
     rows: int | None = None  #: rows of a row-per-block eager reduction (parallelism limit)
-    element_bytes: int = 4  #: bytes of one element of those rows
+    #: bytes a thread loads per instruction from those rows: one element, or a 16-byte vector
+    #: where the kernel vectorizes (:data:`~.eager_kernels.ROW_LOAD_BYTES`)
+    element_bytes: int = 4
     #: share of the row bandwidth one of its blocks keeps (:func:`~.library_calls.row_block_share`)
     row_share: float = 1.0
     reread_bytes: int = 0  #: input bytes a two-pass eager kernel reads a second time
@@ -254,6 +257,7 @@ def kernel_load(
                 for ref in (*kernel.reads, *kernel.writes))
     rows = None
     reread = l2_reread = 0
+    row_load_bytes = 4
     # a window kernel gathers element by element in either plan (Inductor calls the same aten
     # kernels for these, or generates the same per-element gather)
     accesses = sum(window_accesses(op, trace.ops[op.index]) for op in kernel.ops)
@@ -275,6 +279,9 @@ def kernel_load(
             reread = passes * largest
         if whole:
             l2_reread = L2_REREADS.get(traced.base, lambda traced: 0)(traced) * largest
+        if rows and kernel.ops[0].reads:
+            row_load_bytes = ROW_LOAD_BYTES.get(
+                traced.base, lambda traced: kernel.ops[0].reads[0].itemsize)(traced)
         if not (rule and not statistics):
             # a norm's apply pass (batch norm's batch_norm_transform_input, group norm's apply
             # kernel) indexes its per-channel statistics per block, not per element as a
@@ -309,7 +316,7 @@ def kernel_load(
         gemm=gemm,
         matmul_unit=matmul_unit,
         rows=rows,
-        element_bytes=kernel.ops[0].reads[0].itemsize if rows and kernel.ops[0].reads else 4,
+        element_bytes=row_load_bytes,
         row_share=row_block_share(trace.ops[kernel.ops[0].index], gpu) if rows else 1.0,
         reread_bytes=reread,
         l2_reread_bytes=l2_reread,

@@ -243,15 +243,15 @@ CONSTANT_NOTES: dict[str, str] = {
 # fit left at a range limit are marked so in docs/calibration.md.
 
 DEFAULT_HOST = HostCosts(
-    eager_call_s=1e-05,
-    eager_op_s=1.71e-05,
-    eager_view_s=6.65e-06,
-    eager_module_s=7.43e-06,
-    launch_s=4.03e-06,
-    compile_call_s=9.1e-05,
-    compile_kernel_s=2.12e-05,
-    cudagraph_call_s=0.000123,
-    conv_call_s=1.86e-05,
+    eager_call_s=9.37e-06,
+    eager_op_s=1.62e-05,
+    eager_view_s=6.8e-06,
+    eager_module_s=7.6e-06,
+    launch_s=3.95e-06,
+    compile_call_s=9.3e-05,
+    compile_kernel_s=2.08e-05,
+    cudagraph_call_s=0.000126,
+    conv_call_s=1.9e-05,
     source="fit: docs/calibration.md (geometric mean of the six training hosts)",
 )
 
@@ -265,7 +265,7 @@ MATMUL_FRACTION: dict[str, float] = {
     "conv_grouped": 0.014,
     "attention": 0.604,
     "flash_attention": 0.3,
-    "rnn": 0.278,
+    "rnn": 0.267,
 }
 
 #: AMD's CDNA GPUs (ROCm) where they differ, measured on the MI300X profiler traces of
@@ -322,7 +322,7 @@ DEFAULT_PARAMS = EstimateParams(
     vector_fraction=0.5,
     matmul_fraction=MATMUL_FRACTION,
     conv_layout_passes=2,
-    row_bandwidth_bytes_per_s=5.95e+09,
+    row_bandwidth_bytes_per_s=5.66e+09,
     strided_access_rate_per_sm=6e9,
     attention_wave_s=10e-6,
     rnn_step_s=4.97e-06,
