@@ -256,15 +256,27 @@ def _set_difference(first: IndexSet, second: IndexSet) -> IndexSet:
 
 
 def box_intersection(first: Box, second: Box) -> Box | None:
-    # the dims of fewest ranges first: boxes apart in one column miss at once, whatever their rows
-    order = sorted(range(len(first)), key=lambda dim: len(first[dim]) * len(second[dim]))
-    sets: dict[int, IndexSet] = {}
-    for dim in order:
-        both = set_intersection(first[dim], second[dim])
-        if not both:
-            return None
-        sets[dim] = both
-    return tuple(sets[dim] for dim in range(len(first)))
+    # dims of one range on both sides first, met directly (most dims of most boxes), the last
+    # dims first (a causal mask's bands are apart in their rows, and a region's count meets
+    # every pair of them; leading batch and head dims are mostly whole); then the others,
+    # fewest ranges first: boxes apart in one column miss at once
+    sets: list[IndexSet | None] = [None] * len(first)
+    for dim in range(len(first) - 1, -1, -1):
+        mine, theirs = first[dim], second[dim]
+        if len(mine) == 1 and len(theirs) == 1:
+            both = range_intersection(mine[0], theirs[0])
+            if not both:
+                return None
+            sets[dim] = (both,)
+    if None in sets:
+        order = sorted((dim for dim, met in enumerate(sets) if met is None),
+                       key=lambda dim: len(first[dim]) * len(second[dim]))
+        for dim in order:
+            both = set_intersection(first[dim], second[dim])
+            if not both:
+                return None
+            sets[dim] = both
+    return tuple(sets)
 
 
 def _contains(outer: Box, inner: Box) -> bool:
