@@ -46,3 +46,24 @@ def test_batch_workers_fork_warm_and_without_dynamo():
                      "'torch.fx.experimental.symbolic_shapes', 'torch._dynamo.eval_frame'}))")
     # the warm-up analysis made the first fake dispatch's imports; Dynamo stayed a placeholder
     assert loaded.stdout.strip() == "['torch.fx.experimental.symbolic_shapes']"
+
+
+COLLECTOR_AT_START = """
+import gc, sys
+sys.argv[0] = sys.argv[1]  # "torchroofline" is how the console script starts
+import torchroofline
+from torchroofline._startup import started
+during = (gc.isenabled(), gc.get_stats()[2]["collections"])
+started()
+print(during, gc.isenabled(), gc.get_freeze_count() > 0)
+"""
+
+
+def test_the_command_line_starts_without_collecting_and_freezes_what_it_imported():
+    # importing torch with the collector on runs full collections (two or more); the command
+    # line makes none, then freezes the start-up's objects and collects again from there
+    command_line = _python("-c", COLLECTOR_AT_START, "torchroofline").stdout.strip()
+    assert command_line == "(False, 0) True True"
+    imported = _python("-c", COLLECTOR_AT_START, "a_script").stdout.strip()
+    assert imported.endswith("True False")  # a program importing torchroofline keeps its own
+    assert imported.startswith("(True, ")

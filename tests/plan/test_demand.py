@@ -204,6 +204,18 @@ def test_union_count_never_exceeds_the_truth(parts) -> None:  # noqa: ANN001
 positions = st.lists(st.integers(0, 300), max_size=120)
 
 
+@given(positions, st.lists(st.tuples(st.integers(0, 300), st.integers(1, 40)), max_size=4))
+def test_positions_become_maximal_runs(scattered, blocks) -> None:  # noqa: ANN001
+    # scattered positions and whole blocks (a kept row of a causal mask): the runs hold exactly
+    # the positions, in order, and no step-1 run ends where the next one starts (a block is one
+    # run however long: its end is found by bisection)
+    picked = set(scattered) | {p for start, length in blocks for p in range(start, start + length)}
+    runs = positions_to_set(picked)
+    assert [p for r in runs for p in r] == sorted(picked)
+    for before, after in itertools.pairwise(runs):
+        assert not (before.step == after.step == 1 and before[-1] + 1 == after.start)
+
+
 @given(positions, positions, st.integers(1, 5))
 def test_sets_of_many_ranges_meet_and_unite_exactly(first, second, step) -> None:  # noqa: ANN001
     # rows picked by index: many short ranges (past 64 pairs an intersection bisects), and a

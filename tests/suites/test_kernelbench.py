@@ -323,6 +323,33 @@ def test_an_unknown_write_through_a_view_forgets_the_base_value():
     assert known_value(mask).tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
 
 
+def test_initializers_skip_the_fake_dispatch_and_keep_known_values_apart():
+    # nn.Linear's reset_parameters draws (uniform_) into unknown fake weights: the shadow
+    # answers them itself, so the fake mode below it sees the weights made, never drawn into;
+    # a fill of a known constant still runs for real, and a draw into one still forgets it
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from torchroofline.trace.shadow import ConstantShadow, known_value
+
+    class Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            seen.append(func._schema.name)
+            return func(*args, **(kwargs or {}))
+
+    seen: list[str] = []
+    with FakeTensorMode(), Seen(), ConstantShadow():
+        layer = torch.nn.Linear(3, 2)
+        filled = torch.zeros(2).fill_(5.0)
+        drawn = torch.ones(2).uniform_()
+    assert "aten::uniform_" in seen  # the draw into the known ones went down: it forgets them
+    assert seen.count("aten::uniform_") == 1  # the weight's and the bias's draws did not
+    assert isinstance(layer.weight, FakeTensor) and layer.weight.shape == (2, 3)
+    assert known_value(layer.weight) is None and known_value(drawn) is None
+    assert known_value(filled).tolist() == [5.0, 5.0]
+
+
 def test_compare_kernelbench_names_an_algebraic_shortcut():
     """A generated time between the bound and the bound as written needs the shortcut the bound
     takes: (x @ Wᵀ / 2).sum(1) at 4096² is a matrix-vector product (docs/algebra.md)."""

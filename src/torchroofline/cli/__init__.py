@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from .._startup import install_dynamo_placeholder, started_as_the_command_line
+from .._startup import install_dynamo_placeholder, started, started_as_the_command_line
 from ..errors import TorchrooflineError
 from . import analyze, gpus, suite, sweep, trace
 from .common import (
@@ -111,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if started_as_the_command_line():
         install_dynamo_placeholder()
+    started()
     try:
         _interrupts_raise()
         return args.handler(args)

@@ -183,20 +183,35 @@ def positions_to_set(positions: Iterable[int]) -> IndexSet:
     spanning the positions between them would be a candidate to overlap every range there,
     :func:`set_intersection`)."""
     ordered = sorted(set(positions))
+    count = len(ordered)
     runs: list[range] = []
     index = 0
-    while index < len(ordered):
+    while index < count:
         start, end, step = ordered[index], index, 1
-        if index + 1 < len(ordered):
+        if index + 1 < count:
             step = ordered[index + 1] - start
-            end = index + 1
-            while end + 1 < len(ordered) and ordered[end + 1] - ordered[end] == step:
-                end += 1
+            end = _run_end(ordered, index, step)
             if end == index + 1 and step > 1:
                 end, step = index, 1
         runs.append(range(start, ordered[end] + 1, step))
         index = end + 1
     return tuple(runs)
+
+
+def _run_end(ordered: list[int], index: int, step: int) -> int:
+    """The last position of the run of ``step`` from ``ordered[index]`` (sorted, distinct). A
+    run of step 1 is found by bisection, not element by element (a kept row of a causal mask
+    is one run of thousands): ``ordered[j] - j`` never decreases, and stays
+    ``ordered[index] - index`` exactly while the positions from ``index`` to ``j`` are
+    consecutive."""
+    if step == 1:
+        offset = ordered[index] - index
+        return bisect_right(range(len(ordered)), offset, lo=index,
+                            key=lambda j: ordered[j] - j) - 1
+    end = index + 1
+    while end + 1 < len(ordered) and ordered[end + 1] - ordered[end] == step:
+        end += 1
+    return end
 
 
 def mapped_set(index_set: IndexSet, origin: int, step: int = 1) -> IndexSet:
@@ -241,15 +256,27 @@ def _set_difference(first: IndexSet, second: IndexSet) -> IndexSet:
 
 
 def box_intersection(first: Box, second: Box) -> Box | None:
-    # the dims of fewest ranges first: boxes apart in one column miss at once, whatever their rows
-    order = sorted(range(len(first)), key=lambda dim: len(first[dim]) * len(second[dim]))
-    sets: dict[int, IndexSet] = {}
-    for dim in order:
-        both = set_intersection(first[dim], second[dim])
-        if not both:
-            return None
-        sets[dim] = both
-    return tuple(sets[dim] for dim in range(len(first)))
+    # dims of one range on both sides first, met directly (most dims of most boxes), the last
+    # dims first (a causal mask's bands are apart in their rows, and a region's count meets
+    # every pair of them; leading batch and head dims are mostly whole); then the others,
+    # fewest ranges first: boxes apart in one column miss at once
+    sets: list[IndexSet | None] = [None] * len(first)
+    for dim in range(len(first) - 1, -1, -1):
+        mine, theirs = first[dim], second[dim]
+        if len(mine) == 1 and len(theirs) == 1:
+            both = range_intersection(mine[0], theirs[0])
+            if not both:
+                return None
+            sets[dim] = (both,)
+    if None in sets:
+        order = sorted((dim for dim, met in enumerate(sets) if met is None),
+                       key=lambda dim: len(first[dim]) * len(second[dim]))
+        for dim in order:
+            both = set_intersection(first[dim], second[dim])
+            if not both:
+                return None
+            sets[dim] = both
+    return tuple(sets)
 
 
 def _contains(outer: Box, inner: Box) -> bool:

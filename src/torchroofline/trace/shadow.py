@@ -124,6 +124,11 @@ class ConstantShadow(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
+        if func in _SELF_ONLY_WRITES and _unknown_fake_written(args, kwargs):
+            # an initializer's draw or fill on an unknown fake tensor: no metadata changes, so
+            # the fake dispatch (most of building a model's cost) is skipped
+            _SHADOWS.forget(args[0])
+            return args[0]
         output = func(*args, **kwargs)
         made = [leaf for leaf in tree_leaves(output) if isinstance(leaf, FakeTensor)]
         inputs = [leaf for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
@@ -165,6 +170,33 @@ class ConstantShadow(TorchDispatchMode):
             else:
                 _SHADOWS[fake] = _Recipe(func, args, kwargs, index)
         return output
+
+
+#: In-place ops whose one tensor is the one they write, and which keep its metadata: what
+#: ``nn.init`` and ``reset_parameters`` call on every weight while a model is built.
+_SELF_ONLY_WRITES = frozenset({
+    torch.ops.aten.uniform_.default,
+    torch.ops.aten.normal_.default,
+    torch.ops.aten.zero_.default,
+    torch.ops.aten.fill_.Scalar,
+    torch.ops.aten.bernoulli_.float,
+    torch.ops.aten.exponential_.default,
+    torch.ops.aten.random_.default,
+    getattr(torch.ops.aten.random_, "from"),  # a keyword in Python
+    torch.ops.aten.random_.to,
+})
+
+
+def _unknown_fake_written(args: tuple, kwargs: dict) -> bool:
+    """Whether the op writes a fake tensor whose value is not known (neither shadowed nor a
+    fake mode's constant) and reads no other tensor."""
+    written = args[0] if args else None
+    return (
+        isinstance(written, FakeTensor)
+        and written.constant is None
+        and written not in _SHADOWS
+        and not any(isinstance(leaf, torch.Tensor) for leaf in tree_leaves((args[1:], kwargs)))
+    )
 
 
 def _constant(tensor: torch.Tensor) -> torch.Tensor | _Recipe | None:
