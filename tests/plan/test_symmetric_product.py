@@ -48,9 +48,24 @@ def test_a_product_of_two_values_is_not_symmetric() -> None:
     assert not result.rewrites
 
 
-def test_part_of_a_gram_matrix_charges_at_least_half_of_it() -> None:
-    # (x.T @ x)[:, :5] keeps 32·5 = 160 outputs; each computed one serves at most two kept
-    # ones, so at least 80 are computed (the truth is 150: the 5 × 5 corner folds to 15):
-    # 2·64·80 = 10,240 FLOPs, at most the 2·64·150 = 19,200 a kernel needs
+def test_part_of_a_gram_matrix_charges_its_folded_elements() -> None:
+    # (x.T @ x)[:, :5] keeps the 32·5 = 160 outputs R of columns 0-4; a kernel computes the
+    # folded set {(min(i, j), max(i, j))}: (|R ∪ Rᵀ| + |diagonal of R|) / 2 = (2·160 − 5·5 + 5)
+    # / 2 = 150 (the 5 × 5 corner folds to 15, the other 27·5 rows stay): 2·64·150 FLOPs
     result = shapes_only(lambda x: (x.T @ x)[:, :5].contiguous(), (64, 32))
-    assert result.flops == 2 * 64 * 80
+    assert result.flops == 2 * 64 * 150
+
+
+def test_an_off_diagonal_block_charges_its_folded_elements() -> None:
+    # [3:9, 2:7] is R = rows 3-8 × columns 2-6 (30); Rᵀ = rows 2-6 × columns 3-8; they share
+    # rows 3-6 × columns 3-6 (16), so |R ∪ Rᵀ| = 44, and R holds 4 diagonal elements (3-6):
+    # (44 + 4) / 2 = 24 outputs, 2·64 FLOPs each
+    result = shapes_only(lambda x: (x.T @ x)[3:9, 2:7].contiguous(), (64, 32))
+    assert result.flops == 2 * 64 * 24
+
+
+def test_the_diagonal_of_a_gram_matrix_folds_onto_itself() -> None:
+    # diag(x @ x.T), x (100, 100): every kept element is on the diagonal, its own mirror, so
+    # all 100 are computed, 2·100 FLOPs each (the oracle proves 20,000: tests/plan/test_oracle)
+    result = shapes_only(lambda x: torch.diagonal(x @ x.T).contiguous(), (100, 100))
+    assert result.flops == 2 * 100 * 100

@@ -24,6 +24,7 @@ from ...trace.regions import (
     IndexSet,
     Region,
     box_difference,
+    box_intersection,
     box_size,
     full_box,
     positions_to_set,
@@ -111,15 +112,30 @@ def _transposes_of_each_other(left: TensorRef, right: TensorRef) -> bool:
 
 
 def _symmetric_products(region: Region, out_shape: Sequence[int]) -> int:
-    """Outputs a kernel computes for the demanded ``region`` of a symmetric product
-    (AᵀA)ᵀ = AᵀA: out[j, i] is out[i, j], so one triangle serves both. The whole n × n output
-    takes n(n+1)/2 per matrix of the batch; a part of it at least half its elements (each
-    computed output serves at most two demanded ones), never more than the truth."""
+    """Outputs a kernel computes for the demanded ``region`` R of a symmetric product
+    (AᵀA)ᵀ = AᵀA: out[j, i] is out[i, j], so it computes the folded set {(min, max)} of R, of
+    (|R ∪ Rᵀ| + |diagonal of R|) / 2 elements — n(n+1)/2 per matrix for the whole output.
+    Both terms are counted from below (R's boxes with their transposes, the diagonal's points
+    in the boxes and on main-diagonal lines), so the count never exceeds the truth."""
     whole = math.prod(out_shape)
     if region.count >= whole:
         n = out_shape[-1]
         return whole // (n * n) * (n * (n + 1) // 2)
-    return -(-region.count // 2)
+    swapped = [(*box[:-2], box[-1], box[-2]) for box in region.boxes]
+    # |R ∪ Rᵀ| = 2|R| − |R ∩ Rᵀ|, the meet from above: every pair of a box and a transposed
+    # one (exact for disjoint boxes), and each opaque element and its mirror in it
+    meet = sum(box_size(common) for box in region.boxes for mirror in swapped
+               if (common := box_intersection(box, mirror)) is not None)
+    union = max(region.count, Region.of([*region.boxes, *swapped]).count,
+                2 * region.count - meet - 2 * region.opaque)
+    on_diagonal = [(*box[:-2], *meet) for box in region.boxes
+                   if (meet := box_intersection((box[-2],), (box[-1],))) is not None]
+    lead = len(out_shape) - 2
+    lines = sum(line.count for line in region.diagonals
+                if line.dims == (lead, lead + 1) and line.origin[0] == line.origin[1]
+                and line.step[0] == line.step[1])
+    diagonal = max(Region.of(on_diagonal).count if on_diagonal else 0, lines)
+    return -(-(union + diagonal) // 2)
 
 
 #: Conversions whose complex output of a real input has no imaginary part
