@@ -5,6 +5,8 @@ shortcut, and never takes the product for an earlier copy of itself."""
 from __future__ import annotations
 
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import Fn
 from torchroofline import analyze
@@ -69,3 +71,22 @@ def test_the_diagonal_of_a_gram_matrix_folds_onto_itself() -> None:
     # all 100 are computed, 2·100 FLOPs each (the oracle proves 20,000: tests/plan/test_oracle)
     result = shapes_only(lambda x: torch.diagonal(x @ x.T).contiguous(), (100, 100))
     assert result.flops == 2 * 100 * 100
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    rows=st.tuples(st.integers(0, 12), st.integers(0, 12)).map(sorted),
+    columns=st.tuples(st.integers(0, 12), st.integers(0, 12)).map(sorted),
+    step=st.integers(1, 3),
+)
+def test_a_slice_of_a_gram_matrix_charges_exactly_its_folded_elements(
+    rows: list[int], columns: list[int], step: int
+) -> None:
+    # any slice R of x.T @ x, x (8, 12): a kernel computes {(min(i, j), max(i, j)) : (i, j) ∈
+    # R}, 2·8 FLOPs each, counted here by brute force: the bound charges no more (sound: a
+    # SYRK-style kernel needs no more) and, for a slice's boxes, no less
+    (r0, r1), (c0, c1) = rows, columns
+    kept = {(i, j) for i in range(r0, r1, step) for j in range(c0, c1)}
+    folded = {(min(i, j), max(i, j)) for i, j in kept}
+    result = shapes_only(lambda x: (x.T @ x)[r0:r1:step, c0:c1].contiguous(), (8, 12))
+    assert result.flops == 2 * 8 * len(folded)
