@@ -271,7 +271,7 @@ def softmax_l2_rereads(traced: TracedOp) -> int:
     ``cunn_SoftMaxForward`` reads it for its maximum, its sum of exponentials and the output,
     three passes, whose re-reads hit L2 only while a wave's rows fit there (a 16 × 16,384 fp32
     softmax runs at the one-pass rate; a 4,096 × 393,216 one at a third of it). Misaligned rows
-    are :func:`softmax_extra_reads`'s."""
+    are :func:`softmax_scalar_accesses`'s."""
     source = traced.args[0]
     if int(traced.args[1]) % max(source.dim(), 1) != source.dim() - 1:
         return 0
