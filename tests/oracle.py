@@ -191,6 +191,17 @@ def _reduction_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     return int(demanded.sum()) * (reduced - 1)
 
 
+def _sum_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """k − 1 adds per demanded output of a sum or mean whose line holds k elements that may be
+    nonzero: ``args[0]`` is the taps, 0 on the structural zeros of a zero pad, a triangle or a
+    diagonal (see ``_Retaining``), 1 elsewhere."""
+    taps, dims = args[0].detach(), args[1] if len(args) > 1 else None
+    dims = [dims] if isinstance(dims, int) else list(dims or range(taps.dim()))
+    keepdim = len(args) > 2 and bool(args[2])
+    per_output = taps.sum(dims, keepdim=keepdim)
+    return int((per_output - 1).clamp(min=0)[demanded].sum())
+
+
 def _taps(args: Sequence[Any], ceil_position: int) -> torch.Tensor:
     """In-bounds taps of each window of a pooling op (padding and ``ceil_mode``'s overhang
     hold none): the window sums of all-ones data, padded with zeros."""
@@ -219,12 +230,14 @@ def _avg_pool_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
 def _attention_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     """Per kept (query row, key) pair, 2·E FLOPs for the score once any output of the row is
     demanded and 2 per demanded output for its value product (``flash_attention_for_cpu``'s
-    arguments: query, key, value, dropout, is_causal; causal masks are top-left aligned)."""
+    arguments: query, key, value, dropout, is_causal; causal masks are top-left aligned). A row
+    that attends one key needs none: a softmax of one score is 1, the row that key's values."""
     query, key = args[0], args[1]
     causal = len(args) > 4 and bool(args[4])
     rows, keys = query.shape[-2], key.shape[-2]
     kept = torch.ones(rows, keys).tril() if causal else torch.ones(rows, keys)
     per_row = kept.sum(-1)  # keys each query row attends to
+    per_row = per_row * (per_row > 1)
     row_demanded = demanded.any(-1).double()
     return int(2 * query.shape[-1] * (row_demanded * per_row).sum()
                + 2 * (demanded.double() * per_row[:, None]).sum())
@@ -262,8 +275,8 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten._log_softmax.default: _softmax_flops,
     torch.ops.aten.native_layer_norm.default: _layer_norm_flops,
     torch.ops.aten.native_group_norm.default: _group_norm_flops,
-    torch.ops.aten.sum.dim_IntList: _reduction_flops,
-    torch.ops.aten.mean.dim: _reduction_flops,
+    torch.ops.aten.sum.dim_IntList: _sum_flops,
+    torch.ops.aten.mean.dim: _sum_flops,
     torch.ops.aten.amax.default: _reduction_flops,
     torch.ops.aten.amin.default: _reduction_flops,
     torch.ops.aten.max.dim: _reduction_flops,
@@ -278,6 +291,25 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.scatter_reduce.two: _scatter_add_flops,
     torch.ops.aten.col2im.default: _col2im_flops,
 }
+
+
+def _triangle_zeros(keep: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    return lambda args, out: ~keep(torch.ones(out.shape, dtype=bool), *args[1:])
+
+
+#: ops whose output is zero at places their arguments fix (the bound's ``ZERO_PATTERNS``; a
+#: zero pad is tracked on its own, as convolutions fold it into their padding): (the op's
+#: arguments, its output) → where those zeros are
+STRUCTURAL_ZEROS: dict[Any, Callable[[Sequence[Any], torch.Tensor], torch.Tensor]] = {
+    torch.ops.aten.tril.default: _triangle_zeros(torch.tril),
+    torch.ops.aten.triu.default: _triangle_zeros(torch.triu),
+    torch.ops.aten.diag_embed.default: lambda args, out: ~torch.diag_embed(
+        torch.ones(args[0].shape, dtype=bool), *args[1:]
+    ),
+}
+
+#: reductions that add their line: adding a structural zero is no work
+SUMS = {torch.ops.aten.sum.dim_IntList, torch.ops.aten.mean.dim}
 
 
 def _positional(target: Any, args: tuple, kwargs: dict) -> tuple:
@@ -300,6 +332,8 @@ class _Retaining(Interpreter):
         #: id of a tensor → the tensor (kept, so the id is not reused) and where it holds
         #: zeros a zero ``constant_pad_nd`` put there
         self.padded_zeros: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        #: the same for the zeros of the ops of ``STRUCTURAL_ZEROS``
+        self.structural_zeros: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def _padded_zeros(self, tensor: torch.Tensor) -> torch.Tensor:
         _, zeros = self.padded_zeros.get(id(tensor), (None, torch.zeros(tensor.shape, dtype=bool)))
@@ -310,10 +344,16 @@ class _Retaining(Interpreter):
         if target is torch.ops.aten.constant_pad_nd.default and not (args[2:] and args[2]):
             self.padded_zeros[id(out)] = (out, F.pad(self._padded_zeros(args[0]), args[1],
                                                      value=True))
+        if target in STRUCTURAL_ZEROS:
+            self.structural_zeros[id(out)] = (out, STRUCTURAL_ZEROS[target](args, out))
         if target is torch.ops.aten.convolution.default:
             # a product with a padded zero is no work (the bound folds such a pad into the
             # convolution's own padding): the taps are the other elements
             args = ((~self._padded_zeros(args[0])).to(args[0].dtype), *args[1:])
+        if target in SUMS:
+            zeros = self._padded_zeros(args[0])
+            _, more = self.structural_zeros.get(id(args[0]), (None, zeros))
+            args = ((~(zeros | more)).to(args[0].dtype), *args[1:])
         if isinstance(target, torch._ops.OpOverload) and not target.is_view:
             tensors = [
                 t for t in tree_flatten(out)[0]

@@ -546,15 +546,16 @@ def test_a_permutation_picks_distinct_rows_and_other_indices_may_pick_one() -> N
         (lambda w, i: torch.nn.functional.embedding(i, w), 64),
         (lambda w, i: w[:, i], 1000),
         (lambda w, i: w[i, i], 1),
-        (lambda w, i: w.gather(0, i[:, None].expand(10, 64)), 1),
+        (lambda w, i: w.gather(0, i[:, None].expand(10, 64)), 64),
     ],
     ids=["index", "index_select", "embedding", "index columns", "index pairs", "gather"],
 )
 def test_a_gather_by_unknown_indices_reads_one_whole_slice(gather, charged: int) -> None:  # noqa: ANN001
     # w (1000, 64), 10 indices of unknown values: all may be equal, so one pick — but a pick of
     # w[i] or index_select is a row, read at all 64 kept columns (as embedding's), w[:, i] a
-    # column of 1,000; w[i, i] and gather pick single elements. The oracle on random indices
-    # proves every distinct row picked, so never less
+    # column of 1,000; w[i, i] picks single elements, and gather along dim 0 one element per
+    # column (out[t, j] = w[i[t, j], j]: column j is its own coordinate), 64. The oracle on
+    # random indices proves every distinct row picked, so never less
     w, index = torch.randn(1000, 64), torch.randint(0, 64, (10,))  # in range of both dims
     bound = analyze(Fn(gather), meta(1000, 64), meta(10, dtype=torch.long), data="any")
     assert _charged(bound, (1000, 64)) == charged

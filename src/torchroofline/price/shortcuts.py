@@ -140,9 +140,11 @@ def _priced(result: Result, rule: str, module: str, op: str, before: Sequence[Op
 def charged_record(result: Result, index: int) -> OpRecord | None:
     """The bound's record of traced op ``index`` (``result.plans.trace.ops[index]``), or None
     where a shortcut replaced the op (its work is in the ops that replace it)."""
-    if not result.rewrites:
+    cheapest = result.plans.cheapest
+    if cheapest is None or result.necessary is not cheapest.necessary:
+        # the program as written (a shortcut the demand walk took in it keeps its ops)
         return result.necessary.ops[index]
-    program = result.plans.cheapest.program.trace
+    program = cheapest.program.trace
     op = result.plans.trace.ops[index]
     position = {id(new): i for i, new in enumerate(program.ops)}.get(id(op))
     return None if position is None else result.necessary.ops[position]

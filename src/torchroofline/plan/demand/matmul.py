@@ -585,7 +585,9 @@ def batch_sum_matmul_demand(context: _Context) -> Demand:
 def attention_demand(context: _Context) -> Demand:
     """out[..., l, e] needs query row l, the key and value rows row l attends to (all, or with a
     causal — top-left aligned — mask keys 0..l) and value column e; grouped-query heads map to
-    their key/value head. 2·(E + Ev) FLOPs per kept (row, key) pair."""
+    their key/value head. 2·(E + Ev) FLOPs per kept (row, key) pair. A row that attends one
+    key (causal row 0, or a single key) is that key's value row: a softmax of one score is 1,
+    so the row needs no score, no product and neither its query nor the key."""
     query, key, value, *rest = context.op.reads
     out_shape = context.op.writes[0].shape
     region = Region.of(context.outputs[0].boxes, context.outputs[0].opaque)
@@ -601,19 +603,25 @@ def attention_demand(context: _Context) -> Demand:
     embed = query.shape[-1]
     flops, sizes = 0, 0
     query_boxes, key_boxes, value_boxes, mask_boxes = [], [], [], []
+
+    def attended(row: int) -> tuple[range]:
+        """The keys query row ``row`` attends."""
+        return (range(min(row + 1, keys) if causal else keys),)
+
     for box in region.boxes:
         *lead, rows, columns = box
-        kept = sum(min(r + 1, keys) if causal else keys for rng in rows for r in rng)
+        scored = _scored_rows(rows, keys, causal)
+        kept = sum(min(r + 1, keys) if causal else keys for rng in scored for r in rng)
         flops += 2 * math.prod(set_size(x) for x in lead) * kept * (embed + set_size(columns))
         sizes += box_size(box)
         last_row = max(r[-1] for r in rows if r)
-        attended = (range(min(last_row + 1, keys) if causal else keys),)
         key_lead = _heads(lead, out_shape[:-2], key.shape[:-2])
         value_lead = _heads(lead, out_shape[:-2], value.shape[:-2])
-        query_boxes.append((*lead, rows, (range(embed),)))
-        key_boxes.append((*key_lead, attended, (range(embed),)))
-        value_boxes.append((*value_lead, attended, columns))
-        mask_boxes.append((*lead, rows, attended))
+        if scored:
+            query_boxes.append((*lead, scored, (range(embed),)))
+            key_boxes.append((*key_lead, attended(max(r[-1] for r in scored)), (range(embed),)))
+        value_boxes.append((*value_lead, attended(last_row), columns))
+        mask_boxes.append((*lead, rows, attended(last_row)))
     share = region.count / sizes if sizes else 0.0
     masks = []
     for ref in rest:
@@ -622,6 +630,17 @@ def attention_demand(context: _Context) -> Demand:
     inputs = (Region.of(query_boxes), Region.of(key_boxes), Region.of(value_boxes), *masks)
     tensor = min(int(flops * share), context.record.flops.tensor)
     return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.ATTENTION))
+
+
+def _scored_rows(rows: IndexSet, keys: int, causal: bool) -> IndexSet:
+    """The query rows of ``rows`` that attend two keys or more (ranges ascend: causal row 0,
+    which attends key 0 alone, can only open one)."""
+    if keys == 1:
+        return ()
+    if not causal:
+        return rows
+    trimmed = (r[1:] if r and r[0] == 0 else r for r in rows)
+    return tuple(r for r in trimmed if r)
 
 
 def _heads(lead: Sequence[IndexSet], out_lead: Sequence[int], kv_lead: Sequence[int]) -> Box:

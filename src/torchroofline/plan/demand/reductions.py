@@ -39,7 +39,8 @@ from ._core import (
     _proportional,
     demand_rule,
 )
-from .structures import _as_written
+from .selection import _demanded_mask
+from .structures import ZERO_PATTERNS, _as_written
 
 
 def pointwise_demand(context: _Context) -> Demand:
@@ -194,7 +195,37 @@ def reduction_demand(context: _Context) -> Demand:
     # c outputs with no position need at least c whole reduced lines
     line = math.prod(source.shape[d] for d in reduced)
     inputs = (Region.of(boxes, region.opaque * line), *[NOWHERE] * (len(context.op.reads) - 1))
+    nonzeros = _summed_nonzeros(context, reduced, keepdim, region)
+    if nonzeros is not None:
+        # a sum adds only the elements that may be nonzero: the cost rule's FLOPs per element
+        # read, times the demanded lines' nonzeros
+        elements = math.prod(source.shape)
+        return Demand(inputs, context.record.flops.scaled(nonzeros / elements),
+                      structure="sum of structural zeros")
     return Demand(inputs, context.record.flops.scaled(share))
+
+
+def _summed_nonzeros(context: _Context, reduced: set[int], keepdim: bool,
+                     region: Region) -> int | None:
+    """Elements the demanded outputs of a sum or mean add that may be nonzero, where its
+    source, as written, is an op of :data:`.structures.ZERO_PATTERNS` (a zero pad, a triangle,
+    a diagonal); an output with no position counts its line with the fewest; None elsewhere."""
+    source = context.op.reads[0]
+    producer = context.producers.get(source.value_id)
+    if (
+        not _one_of(context.op, _LINEAR_REDUCTIONS)
+        or producer is None
+        or not producer.writes
+        or not _as_written(source, producer.writes[0])
+    ):
+        return None
+    pattern = lookup(ZERO_PATTERNS, producer)
+    nonzeros = pattern(producer) if pattern else None
+    if nonzeros is None:
+        return None
+    per_output = nonzeros.sum(sorted(reduced), keepdim=keepdim)
+    demanded = per_output[_demanded_mask(region, tuple(per_output.shape))]
+    return int(demanded.sum()) + region.opaque * int(per_output.min())
 
 
 _LINEAR_REDUCTIONS = _op_set([aten.sum, aten.mean])

@@ -209,14 +209,18 @@ def _one_slice(context: _Context) -> int:
     """Source elements a gather reads whatever its index values: every index may be equal, so
     all demanded outputs may pick one slice, but a demanded box's positions along the output
     dims no index covers (:data:`_INDEXED_DIMS`) are that many distinct elements of it —
-    ``w[i]`` and ``w.index_select(0, i)`` a row of ``w``, as ``embedding``; ``gather`` one
-    element. The largest box's count (boxes may overlap)."""
+    ``w[i]`` and ``w.index_select(0, i)`` a row of ``w``, as ``embedding`` — and so are its
+    positions along the dims where an index position is the source's own coordinate
+    (:data:`_SOURCE_COORDINATES`): ``x.gather(1, i)`` one element per row. The largest box's
+    count (boxes may overlap)."""
     indexed = lookup(_INDEXED_DIMS, context.op)
     dims = None if indexed is None else indexed(context)
     if dims is None:
         return 0
+    own_rule = lookup(_SOURCE_COORDINATES, context.op)
+    own = set(own_rule(context)) if own_rule else set()
     return max(
-        (math.prod(set_size(s) for d, s in enumerate(box) if d not in dims)
+        (math.prod(set_size(s) for d, s in enumerate(box) if d not in dims or d in own)
          for box in context.output.boxes if all(box)),
         default=0,
     )

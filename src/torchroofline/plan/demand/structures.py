@@ -8,6 +8,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+import torch
+
 from ...costs import (
     NO_FLOPS,
     FlopCount,
@@ -28,6 +30,7 @@ from ...trace.regions import (
     set_intersection,
     set_size,
 )
+from ...trace.shadow import CONSTANT_LIMIT_ELEMENTS
 from ._core import Demand, _biases, _Context
 
 
@@ -427,6 +430,58 @@ matrix_builder([aten.mul])(_scaling(dividend_only=False))
 matrix_builder([aten.div])(_scaling(dividend_only=True))
 
 
+#: Ops whose output is zero at places its arguments fix, whatever the data: the traced op →
+#: where its output may be nonzero (a bool tensor of its shape), None where that is not known
+#: or the output is past ``CONSTANT_LIMIT_ELEMENTS``. A sum skips the zeros (adding one changes
+#: nothing): :func:`.reductions.reduction_demand`.
+ZERO_PATTERNS: dict[OpKey, Callable[[TracedOp], torch.Tensor | None]] = {}
+
+
+def zero_pattern(ops: Sequence[OpKey]) -> Callable:
+    """Decorator: register a zero pattern for ``ops`` (no key twice)."""
+
+    def decorate(pattern: Callable) -> Callable:
+        add_rules(ZERO_PATTERNS, ops, pattern, "zero-pattern")
+        return pattern
+
+    return decorate
+
+
+def _ones(ref: TensorRef) -> torch.Tensor | None:
+    if math.prod(ref.shape) > CONSTANT_LIMIT_ELEMENTS:
+        return None
+    return torch.ones(ref.shape, dtype=torch.bool)
+
+
+@zero_pattern([aten.tril, aten.triu])
+def _triangle_nonzeros(op: TracedOp) -> torch.Tensor | None:
+    """tril(x, k) keeps j ≤ i + k of each matrix, triu(x, k) j ≥ i + k."""
+    ones = _ones(op.writes[0])
+    if ones is None or ones.dim() < 2:
+        return None
+    keep = torch.tril if op.base.startswith("tril") else torch.triu
+    return keep(ones, op.argument("diagonal", 0))
+
+
+@zero_pattern([aten.constant_pad_nd])
+def _padded_nonzeros(op: TracedOp) -> torch.Tensor | None:
+    """A zero pad (``value`` 0) holds the source's elements and zeros around them."""
+    ones = _ones(op.reads[0])
+    if ones is None or op.argument("value", 0) != 0:
+        return None
+    return torch.nn.functional.pad(ones, op.argument("pad"), value=False)
+
+
+@zero_pattern([aten.diag_embed])
+def _diagonal_nonzeros(op: TracedOp) -> torch.Tensor | None:
+    """diag_embed(v, k, d1, d2) holds v on diagonal k of the (d1, d2) planes, zeros elsewhere."""
+    ones = _ones(op.reads[0])
+    if ones is None or math.prod(op.writes[0].shape) > CONSTANT_LIMIT_ELEMENTS:
+        return None
+    return torch.diag_embed(ones, op.argument("offset", 0), op.argument("dim1", -2),
+                            op.argument("dim2", -1))
+
+
 def _as_written(ref: TensorRef, written: TensorRef) -> bool:
     return (ref.shape, ref.strides, ref.offset) == (written.shape, written.strides, written.offset)
 
@@ -483,6 +538,9 @@ STRUCTURE_RULES: dict[str, str] = {
     "one-hot (T, E, C) dispatch einsum, the expert slots it fills, dispatch · gate): any "
     "routing may leave a product's every slot empty for all the bound knows, so none is "
     "charged, the mask read whole — a sparse kernel does the routed pairs only",
+    "sum of structural zeros": "x.sum(d) (or a mean) of F.pad(x, value=0), tril/triu(x) or "
+    "diag_embed(x), read as written: priced at the elements that may be nonzero in each "
+    "demanded line (a tril row i, i + 1 of n) — adding a zero changes no sum",
     "explicit padding": "a convolution over F.pad(x, value=0) (a max-pool over value=−inf), as "
     "padding='same' with an even kernel builds it: priced as the same op with implicit padding, "
     "so taps on the padding cost nothing — they multiply zeros (compare −inf)",

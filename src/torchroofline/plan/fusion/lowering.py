@@ -587,18 +587,49 @@ def _narrowed(op: OpRecord, view: TensorRef) -> OpRecord:
     out = op.writes[0]
     if view.elements >= out.elements or not view.strides or not out.strides:
         return op
+    loaded = _whole_lines(op, view)
+    if loaded is None:
+        return op
 
     def through_view(ref: TensorRef) -> TensorRef:
         if (ref.shape, ref.strides) != (out.shape, out.strides):
             return ref
-        return replace(ref, shape=view.shape, strides=view.strides, elements=view.elements,
-                       offset=ref.offset + view.offset - out.offset)
+        return replace(ref, shape=loaded.shape, strides=loaded.strides,
+                       elements=loaded.elements, offset=ref.offset + loaded.offset - out.offset)
 
-    share = view.elements / out.elements
+    share = loaded.elements / out.elements
     flops = replace(op.flops, vector=math.ceil(op.flops.vector * share),
                     tensor=math.ceil(op.flops.tensor * share))
     return replace(op, reads=tuple(map(through_view, op.reads)),
                    writes=(replace(view, value_id=out.value_id), *op.writes[1:]), flops=flops)
+
+
+def _whole_lines(op: OpRecord, view: TensorRef) -> TensorRef | None:
+    """``view`` of ``op``'s output widened to whole lines along the dims it reduces: a
+    reduction unrolled into a pointwise loop (fewer than ``UNROLL_REDUCTIONS_THRESHOLD``
+    elements per line: a softmax over 4) loads each kept output's whole line
+    (``x.softmax(1)[:, :1]`` loads every column). None where the view does not cut the
+    output's row-major layout dim by dim; ``view`` itself where no read is narrowed (a
+    reduction that drops its dims)."""
+    out = op.writes[0]
+    dims = op.reduced_dims or ()
+    if not dims or all((ref.shape, ref.strides) != (out.shape, out.strides) for ref in op.reads):
+        return view  # no read is laid out as the output: none is narrowed
+    if (
+        len(view.shape) != len(out.shape)
+        or tuple(out.strides) != _row_major(out.shape)
+        or any(view.strides[d] != out.strides[d] for d in dims)
+    ):
+        return None
+    shape, offset = list(view.shape), view.offset
+    for d in dims:
+        offset -= (view.offset - out.offset) // out.strides[d] % out.shape[d] * out.strides[d]
+        shape[d] = out.shape[d]
+    return replace(view, shape=tuple(shape), offset=offset, elements=math.prod(shape))
+
+
+def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
+    return tuple(math.prod(shape[d + 1:]) for d in range(len(shape)))
 
 
 def _kept_through_metadata_ops(ops: Sequence[OpRecord], kept: frozenset[int]) -> frozenset[int]:
