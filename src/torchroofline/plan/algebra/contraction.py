@@ -359,8 +359,14 @@ def _plan(walk: Walk, terms: list[Term], out: TensorRef, output: Labels,
             positions = tuple(inputs.setdefault(ref, len(inputs)) for ref in factor.refs)
             factors.append((positions, factor, net.atoms([a for g in factor.dims for a in g])))
         order = best_order([labels for *_, labels in factors], output, net.sizes, itemsize)
+        # a term after the first is added to the output; a coefficient multiplies the
+        # smallest factor (:func:`_run`)
+        added = elements if planned else 0
+        scaled = min((_elements(kept, net.sizes) for kept in order.kept), default=0) if (
+            term.coeff != 1) else 0
         planned.append((term.coeff, tuple(factors), order))
-        cost += order.cost + Cost(vector_flops=elements, bytes=itemsize * elements)
+        cost += order.cost + Cost(vector_flops=added + scaled,
+                                  bytes=itemsize * (3 * added + 2 * scaled))
     if len(net.sizes) > len(_LETTERS):
         return None
     plan = _Plan(tuple(planned), output, dict(net.sizes), out.shape, getattr(torch, out.dtype))
