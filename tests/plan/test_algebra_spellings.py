@@ -309,7 +309,7 @@ def _bounds(family: Family, sizes: dict[str, int]) -> dict[str, object]:
             family.spellings}
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(_programs())
 def test_equal_spellings_have_one_bound_at_most_the_hand_minimum(
     program: tuple[str, dict[str, int]],
@@ -334,14 +334,22 @@ def test_equal_spellings_have_one_bound_at_most_the_hand_minimum(
         assert result.time_ms["sol"] > 0
 
 
-@settings(max_examples=12, deadline=None)
-@given(_programs().map(lambda p: (p[0], {a: min(n, 3) for a, n in p[1].items()})))
-def test_every_spelling_charges_what_the_oracle_proves(
-    program: tuple[str, dict[str, int]],
-) -> None:
-    name, sizes = program
-    family = FAMILIES[name]()
-    inputs = [torch.randn(s, dtype=torch.float64) for s in _shapes(family, sizes)]
+def _on_data(largest: int) -> st.SearchStrategy:
+    """A generated program's family, sizes (each at most ``largest``) and float64 inputs."""
+    def made(program: tuple[str, dict[str, int]]) -> tuple[str, Family, dict[str, int], tuple]:
+        name, sizes = program
+        family = FAMILIES[name]()
+        sizes = {a: min(n, largest) for a, n in sizes.items()}
+        return name, family, sizes, tuple(
+            torch.randn(s, dtype=torch.float64) for s in _shapes(family, sizes))
+
+    return _programs().map(made)
+
+
+@settings(max_examples=8, deadline=None)
+@given(_on_data(3))
+def test_every_spelling_charges_what_the_oracle_proves(program: tuple) -> None:
+    name, family, sizes, inputs = program
     proven = None
     for spelling, body in family.spellings:
         found = oracle(Fn(body), inputs)
@@ -441,15 +449,11 @@ def test_the_factored_program_computes_the_programs_value(forward: Callable,
 
 @pytest.mark.usefixtures("_always_fire")
 @settings(max_examples=15, deadline=None)
-@given(_programs().map(lambda p: (p[0], {a: min(n, 4) for a, n in p[1].items()})))
-def test_every_spellings_contraction_computes_its_value(
-    program: tuple[str, dict[str, int]],
-) -> None:
+@given(_on_data(4))
+def test_every_spellings_contraction_computes_its_value(program: tuple) -> None:
     # each segment the rule contracts (forced: whatever the gain) equals the program's output
     # on float64 data, factored or not
-    name, sizes = program
-    family = FAMILIES[name]()
-    inputs = tuple(torch.randn(s, dtype=torch.float64) for s in _shapes(family, sizes))
+    name, family, sizes, inputs = program
     for spelling, body in family.spellings:
         model = Fn(body)
         expected = model(*inputs)
