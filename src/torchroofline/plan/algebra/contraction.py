@@ -392,7 +392,10 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     if terms is None:
         return None
     output = walk.net.atoms([a for g in groups for a in g])
-    if len(set(output)) != len(output):
+    # an ``eye`` makes two labels one for the whole network, not for its own term alone: with
+    # other terms beside it (A @ (B + I) = A @ B + A) the product A @ B would be read as its
+    # diagonal (no product at all); one term only
+    if len(set(output)) != len(output) or walk.net.same and len(terms) > 1:
         return None
     factored, merging_flops = factored_terms(walk.net, terms, output)
     # as written, and with the common factors taken out (its adds charged), the cheaper; a
