@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from test_algebra import _With
 
 from conftest import analyze, meta
+from torchroofline.costs import lookup
 from torchroofline.plan.algebra import contraction
 from torchroofline.plan.algebra._core import Graph
 from torchroofline.plan.algebra.contraction import (
@@ -33,6 +34,7 @@ from torchroofline.plan.algebra.contraction import (
     contracted_network,
     pair_cost,
 )
+from torchroofline.plan.algebra.network import STEPS
 from torchroofline.plan.demand import known_values
 from torchroofline.trace.tracer import trace_model
 
@@ -167,8 +169,9 @@ NOT_FIRING = [
         s.fc(x))),
     # overlapping windows (stride 8 < kernel 16) tile nothing
     ("overlapping-pool", lambda s, x: F.gelu(F.avg_pool1d(s.fc(x).unsqueeze(1), 16, 8))),
-    # two different weights: no common subexpression
-    ("two-weights", lambda s, x: s.fc(x) - s.other(x)),
+    # two different weights on two different inputs: no common subexpression, no common
+    # factor (one weight on one input is: test_algebra_spellings.py)
+    ("two-weights-two-inputs", lambda s, x: s.fc(x) - s.other(torch.relu(x))),
     # random ops are never one value
     ("two-dropouts", lambda s, x: F.dropout(x, 0.5, True) - F.dropout(x, 0.5, True)),
 ]
@@ -199,7 +202,9 @@ def _forced_replacements(model: nn.Module, inputs: tuple) -> list[tuple[int, tor
     outputs = {ref.value_id: (i, ref) for i, ref in enumerate(trace.output_refs)}
     found = []
     for index, op in enumerate(trace.ops):
-        if op.is_view or not op.writes or op.writes[0].value_id not in outputs:
+        if op.is_view or not op.writes or op.writes[0].value_id not in outputs or (
+            lookup(STEPS, op) is None  # no step of a segment (the rule forced at any that is)
+        ):
             continue
         match = contracted_network(graph, index)
         if match is not None:

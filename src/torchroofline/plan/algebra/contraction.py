@@ -1,12 +1,14 @@
 """The cheapest evaluation order of a tensor network (:mod:`.network`), and the rule that
 replaces a segment's root by it.
 
-Each term is contracted on its own: first every factor sums out the labels only it carries
-(``W.sum(1)`` before ``x @ W``), then pairs of intermediates are contracted in the order an
-exact dynamic program over subsets finds (the optimal path of opt_einsum's ``optimal``/``dp``
-search, with an explicit roofline cost: tensor-core FLOPs for a pair that contracts a label,
-CUDA-core FLOPs for one that only multiplies, and the bytes each step reads and writes); the
-terms are then added. The rule fires where that costs less than the segment as written
+Terms that share every factor but one are first made one (:mod:`.factors`: A·B + A·C =
+A·(B + C)); each term is then contracted on its own: first every factor sums out the labels
+only it carries (``W.sum(1)`` before ``x @ W``), then pairs of intermediates are contracted in
+the order an exact dynamic program over subsets finds (the optimal path of opt_einsum's
+``optimal``/``dp`` search, with an explicit roofline cost: tensor-core FLOPs for a pair that
+contracts a label, CUDA-core FLOPs for one that only multiplies, and the bytes each step reads
+and writes); the terms are then added. The rule fires where that costs less than the segment
+as written
 (:func:`contracted_network`); the rewritten program is then priced like any other.
 """
 
@@ -25,12 +27,15 @@ from ...costs import aten, lookup
 from ...trace.refs import TensorRef
 from . import chains, linear
 from ._core import Graph, Match, algebra_rule
-from .network import FLOATS, STEPS, Factor, Labels, Network, Term, Walk
+from .factors import factored_terms
+from .network import FLOATS, STEPS, Factor, Labels, Network, Term, Walk, transparent
 
 #: the name a rewrite takes: a segment ending in a sum, mean or pool moved the sum into the
-#: maps before it; one ending in a product reassociated a chain of factors
+#: maps before it; one ending in a product reassociated a chain of factors; one whose terms
+#: share every factor but one added those first, A·B + A·C = A·(B + C)
 SUM_RULE = linear.RULE
 PRODUCT_RULE = chains.RULE
+FACTOR_RULE = "common factor taken out"
 _SUMS = (aten.sum, aten.mean, aten.avg_pool1d, aten.avg_pool2d, aten.avg_pool3d,
          aten._adaptive_avg_pool2d, aten._adaptive_avg_pool3d, aten.adaptive_avg_pool1d)
 
@@ -266,7 +271,10 @@ def _contract(values: list[tuple[torch.Tensor, Labels]], tree: object, output: L
 
 
 _COPIES = (aten.clone, aten.alias)
-_ROOTS = [*_SUMS, aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.mv]
+#: an add of terms is a root only where a common factor is taken out (the terms of an add
+#: are otherwise contracted as the products before it would be)
+_ADDS = (aten.add, aten.sub)
+_ROOTS = [*_SUMS, aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.mv, *_ADDS]
 
 
 def _may_gain(graph: Graph, root: int) -> bool:
@@ -293,6 +301,36 @@ def _may_gain(graph: Graph, root: int) -> bool:
     return False
 
 
+#: most ops the look-up for a shared value walks back from each operand of an add
+MAX_SHARED_WALK = 64
+
+
+def _sources(graph: Graph, ref: TensorRef) -> set[int]:
+    """The values the walk from ``ref`` can reach as leaves: back through the segment ops it may
+    go through (:func:`.network.transparent`), up to :data:`MAX_SHARED_WALK` of them (then
+    what is left counts as reached)."""
+    found: set[int] = set()
+    stack, passed = [ref], set()
+    while stack and len(passed) < MAX_SHARED_WALK:
+        ref = stack.pop()
+        producer = graph.producer(ref)
+        if producer is None or lookup(STEPS, producer[1]) is None or not transparent(
+            graph, ref, producer[1]
+        ):
+            found.add(ref.value_id)
+        elif producer[0] not in passed:
+            passed.add(producer[0])
+            stack.extend(producer[1].reads)
+    return found | {r.value_id for r in stack}
+
+
+def _shares_a_value(graph: Graph, root: int) -> bool:
+    """Whether the two operands of an add start from a common value, without which no factor
+    is common to terms of both (most adds: a residual connection, a bias)."""
+    reads = graph.op(root).reads
+    return len(reads) == 2 and bool(_sources(graph, reads[0]) & _sources(graph, reads[1]))
+
+
 def _as_written(graph: Graph, ops: set[int]) -> Cost:
     total = Cost()
     for index in ops:
@@ -302,13 +340,15 @@ def _as_written(graph: Graph, ops: set[int]) -> Cost:
     return total
 
 
-def _plan(walk: Walk, terms: list[Term], out: TensorRef, output: Labels) -> tuple[
-    _Plan, tuple[TensorRef, ...], Cost
-] | None:
+def _plan(walk: Walk, terms: list[Term], out: TensorRef, output: Labels,
+          merging_flops: int = 0) -> tuple[_Plan, tuple[TensorRef, ...], Cost] | None:
+    """``terms`` ready to run, their inputs and their cost (``merging_flops``: the adds that
+    made factors of several values, :func:`.factors.factored_terms`, each reading two elements
+    and writing one, at most)."""
     net: Network = walk.net
     inputs: dict[TensorRef, int] = {}
     planned = []
-    cost = Cost()
+    cost = Cost(vector_flops=merging_flops, bytes=3 * out.itemsize * merging_flops)
     itemsize = out.itemsize
     elements = math.prod(out.shape)
     for term in terms:
@@ -319,8 +359,14 @@ def _plan(walk: Walk, terms: list[Term], out: TensorRef, output: Labels) -> tupl
             positions = tuple(inputs.setdefault(ref, len(inputs)) for ref in factor.refs)
             factors.append((positions, factor, net.atoms([a for g in factor.dims for a in g])))
         order = best_order([labels for *_, labels in factors], output, net.sizes, itemsize)
+        # a term after the first is added to the output; a coefficient multiplies the
+        # smallest factor (:func:`_run`)
+        added = elements if planned else 0
+        scaled = min((_elements(kept, net.sizes) for kept in order.kept), default=0) if (
+            term.coeff != 1) else 0
         planned.append((term.coeff, tuple(factors), order))
-        cost += order.cost + Cost(vector_flops=elements, bytes=itemsize * elements)
+        cost += order.cost + Cost(vector_flops=added + scaled,
+                                  bytes=itemsize * (3 * added + 2 * scaled))
     if len(net.sizes) > len(_LETTERS):
         return None
     plan = _Plan(tuple(planned), output, dict(net.sizes), out.shape, getattr(torch, out.dtype))
@@ -337,18 +383,32 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
         graph, root
     ):
         return None
+    adds = op.func.overloadpacket in _ADDS
+    if adds and not _shares_a_value(graph, root):
+        return None
     walk = Walk(graph)
     groups = walk.net.fresh(out.shape)
     terms = lookup(STEPS, op)(walk, op, root, groups)
     if terms is None:
         return None
     output = walk.net.atoms([a for g in groups for a in g])
-    if len(set(output)) != len(output):
+    # an ``eye`` makes two labels one for the whole network, not for its own term alone: with
+    # other terms beside it (A @ (B + I) = A @ B + A) the product A @ B would be read as its
+    # diagonal (no product at all); one term only
+    if len(set(output)) != len(output) or walk.net.same and len(terms) > 1:
         return None
-    planned = _plan(walk, terms, out, output)
-    if planned is None:
+    factored, merging_flops = factored_terms(walk.net, terms, output)
+    # as written, and with the common factors taken out (its adds charged), the cheaper; a
+    # difference that cancels is the identities' (x − x = 0)
+    taken_out = factored and len(factored) < len(terms)
+    candidates = {PRODUCT_RULE: None if adds else _plan(walk, terms, out, output),
+                  FACTOR_RULE: _plan(walk, factored, out, output, merging_flops) if taken_out
+                  else None}
+    found = [(rule, p) for rule, p in candidates.items() if p is not None]
+    if not found:
         return None
-    plan, inputs, cost = planned
+    name, (plan, inputs, cost) = min(
+        found, key=lambda item: (item[1][2].compute_seconds, item[1][2].seconds))
     segment = {root, *walk.net.ops}
     # the bound charges FLOPs and compulsory bytes, which an order does not change: the
     # intermediates' bytes only choose among orders of equal compute (a sum of a convolution
@@ -362,7 +422,7 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     summed = op.func.overloadpacket in _SUMS
     # a sum is named by the map it moved through, a product by itself
     anchor = max(segment, key=lambda i: graph.record(i).total_flops) if summed else root
-    return Match(SUM_RULE if summed else PRODUCT_RULE, root, inputs, _builder(plan), anchor)
+    return Match(SUM_RULE if summed else name, root, inputs, _builder(plan), anchor)
 
 
 def _builder(plan: _Plan) -> Callable[..., torch.Tensor]:

@@ -275,20 +275,23 @@ class Walk:
         return terms
 
     def _transparent(self, ref: TensorRef, op: TracedOp) -> bool:
-        """Whether the walk may go through the value ``ref`` reads: the op made it from no reads
-        (a constant), or no output keeps it, nothing writes it again, and every reader is a
-        segment op (which computes its own share without it)."""
-        if not op.reads:
-            return True
-        graph = self.graph
-        readers = graph.readers.get(ref.value_id, ())
-        return (
-            bool(readers)
-            and ref.value_id not in graph.trace.output_value_ids
-            and len(graph.writers.get(ref.storage_id, ())) == 1
-            and all(lookup(STEPS, graph.op(r)) is not None for r in readers)
-            and len(op.writes) >= 1 and op.writes[0].value_id == ref.value_id
-        )
+        return transparent(self.graph, ref, op)
+
+
+def transparent(graph: Graph, ref: TensorRef, op: TracedOp) -> bool:
+    """Whether a walk may go through the value ``ref`` reads, which ``op`` wrote: the op made it
+    from no reads (a constant), or no output keeps it, nothing writes it again, and every
+    reader is a segment op (which computes its own share without it)."""
+    if not op.reads:
+        return True
+    readers = graph.readers.get(ref.value_id, ())
+    return (
+        bool(readers)
+        and ref.value_id not in graph.trace.output_value_ids
+        and len(graph.writers.get(ref.storage_id, ())) == 1
+        and all(lookup(STEPS, graph.op(r)) is not None for r in readers)
+        and len(op.writes) >= 1 and op.writes[0].value_id == ref.value_id
+    )
 
 
 def _constant_of(graph: Graph, ref: TensorRef) -> float | None:
