@@ -139,10 +139,18 @@ def run(args: Any, note: Callable[[str], None],
     else:
         print(text, end="")
     for report in reports:
-        if report.faster_than_light:
-            note(f"{report.path}: {len(report.faster_than_light)} ops ran faster than their "
-                 "bound: a bound bug or a timing bug (listed in the report)")
+        for listed, said in ((report.faster_than_light, "their bound at every math rung: a "
+                              "bound bug or a timing bug"),
+                             (report.lower_math, "their bound at their own math: possible only "
+                              "with lower math")):
+            if listed:
+                note(f"{report.path}: {_ops(len(listed))} ran faster than {said} (listed in the "
+                     "report)")
     return reports
+
+
+def _ops(count: int) -> str:
+    return f"{count} op" + ("" if count == 1 else "s")
 
 
 def _compared_text(reports: Sequence[TraceReport], format_: str) -> str:
