@@ -23,6 +23,7 @@ TIMINGS = SUITE / "baseline_time_torch.json"
 GEN_TIMINGS = SUITE / "generated_time.json"
 SOFTMAX = SUITE / "level1" / "23_Softmax.py"
 CONV = SUITE / "level2" / "1_Conv2D_ReLU_BiasAdd.py"
+TRACE = Path(__file__).parent / "fixtures" / "traces" / "tiny_h100.json"
 SLEEPS = SUITE / "broken" / "sleeps_forever.py"  #: never finishes: a batch is mid-run on it
 
 
@@ -101,6 +102,30 @@ def test_prompt_format_is_short(capsys):
         (["analyze", MATMUL, "--ref", SUITE / "nowhere.py"], "nowhere.py: no such file"),
         (["analyze", MATMUL, "--problems", SUITE / "nowhere"], "nowhere: no such file"),
         (["analyze", SUITE / "nowhere.py"], "nowhere.py: no such file"),
+        # so is a timings file, missing (it read "cannot read timings JSON ([Errno 2] ...)"),
+        # and a report to plot (it read "not a readable report JSON ([Errno 2] ...)")
+        (["kernelbench", SUITE, "--timings", SUITE / "nowhere.json"],
+         "nowhere.json: no such file; check the path"),
+        (["validate", SUITE, "--eager", SUITE / "nowhere.json"],
+         "nowhere.json: no such file; check the path"),
+        (["plot", SUITE / "nowhere.json", "--out", SUITE / "nowhere"],
+         "nowhere.json: no such file; check the path"),
+        # a JSON plot does not draw names what it is and the command that draws it
+        (["plot", TRACE, "--out", SUITE / "nowhere"],
+         "(it is a torch.profiler trace; draw it with 'torchroofline trace FILE --plot"),
+        # a file to write in a folder that does not exist, before any work (a suite's report
+        # was lost to a raw FileNotFoundError after every problem ran)
+        *([[*command, option, SUITE / "nowhere" / name], f"{option} {SUITE / 'nowhere' / name}: "
+           f"no folder {SUITE / 'nowhere'}; create it first"]
+          for command, option, name in (
+              (["kernelbench", SUITE], "--out", "r.json"),
+              (["validate", SUITE, "--eager", TIMINGS], "--out", "r.json"),
+              (["analyze", MATMUL], "--plot", "p.png"),
+              (["trace", TRACE], "--out", "t.txt"),
+              (["trace", TRACE], "--plot", "t.png"),
+              (["sweep", MATMUL, "--set", "N=32:64:*2", "--gpu", "h100-sxm"], "--out", "s.json"),
+          )),
+        (["trace", TRACE, "--out", SUITE], "is a folder; give a file name inside it"),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(capsys, argv, message):
@@ -137,6 +162,13 @@ def test_a_misspelt_option_gets_the_closest_one(capsys):
         (["analyze", MATMUL, "--actual-ms", "abc"], "--actual-ms: takes a number above 0"),
         (["analyse", MATMUL], "invalid choice: 'analyse' (choose from 'analyze', "),
         (["kernelbench", SUITE, "--cache", "warn"], "did you mean 'warm'?"),
+        # a negative --top sliced rows off the end of the tables
+        (["trace", TRACE, "--top", "-1"], "--top: takes a whole number of 0 or more, got '-1'"),
+        (["analyze", MATMUL, "--top", "-2"], "--top: takes a whole number of 0 or more"),
+        # --json is --format json on the commands that spell it so, and back
+        (["trace", TRACE, "--json"], "unrecognized argument --json (did you mean --format json?)"),
+        (["sweep", MATMUL, "--set", "N=32:64", "--json"], "(did you mean --format json?)"),
+        (["gpus", "--format", "json"], "unrecognized argument --format (did you mean --json?)"),
     ],
 )
 def test_a_usage_error_is_one_usage_line_and_the_error(capsys, argv, error):

@@ -14,9 +14,11 @@ from .common import (
     UsageError,
     actual_times,
     check_exists,
+    check_outputs,
     clock_options,
     command,
     common_options,
+    count,
     data_option,
     estimate_params,
     exit_code,
@@ -78,7 +80,7 @@ def register(commands: Any) -> None:
         help="where to look for a generated file's reference (KernelBench/ or a level folder; "
         "default: the folders around the file)",
     )
-    analyze.add_argument("--top", type=int, default=5, help="kernels listed")
+    analyze.add_argument("--top", type=count, default=5, help="kernels listed")
     analyze.add_argument(
         "--format", choices=("text", "json", "prompt"), default="text",
         help="text report, JSON, or a compact block for an LLM prompt",
@@ -200,6 +202,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     gpu = target_gpu(args)
     check_exists([args.ref, args.problems])
+    check_outputs({"--plot": args.plot, "--timeline": args.timeline})
     for file in args.files:
         if not is_problem_dir(file):
             _check_problem_path(Path(file))

@@ -16,6 +16,8 @@ from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     UsageError,
+    check_exists,
+    check_outputs,
     clock_options,
     command,
     common_options,
@@ -148,6 +150,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     gpu = target_gpu(args)
     if args.out:
         _check_suffix(args.out)
+    check_outputs({"--out": args.out})
     timings = load_timings(args.timings) if args.timings else None
     gen_timings = load_timings(args.gen_timings) if args.gen_timings else None
     levels = levels_option(args.level)
@@ -307,16 +310,39 @@ def _warn_if_unmeasured(report: BatchReport) -> None:
 
 
 
+#: A JSON file ``plot`` does not draw, known by a key only it holds → what it is and the
+#: command that draws it.
+OTHER_JSON: dict[str, str] = {
+    "traceEvents": "a torch.profiler trace; draw it with 'torchroofline trace FILE --plot "
+    "out.png'",
+    "ops": "a 'torchroofline trace' report; draw its trace with 'torchroofline trace TRACE "
+    "--plot out.png'",
+    "time_ms": "one 'torchroofline analyze --json' result; draw it with 'torchroofline analyze "
+    "FILE --plot out.png'",
+    "sweep": "a 'torchroofline sweep' report; draw it with 'torchroofline sweep FILE ... --plot "
+    "out.png'",
+}
+
+
+def _drawn_elsewhere(data: object) -> str:
+    """"; it is ... draw it with ..." where ``data`` is a JSON another command draws."""
+    found = next((what for key, what in OTHER_JSON.items()
+                  if isinstance(data, dict) and key in data), None)
+    return f" (it is {found})" if found else ""
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from ..present.viz import plot_suite
     from ..suites.batch_report import BatchReport
 
+    check_exists([args.report])
     try:
         data = json.loads(Path(args.report).read_text())
     except (OSError, ValueError) as error:
         raise UsageError(f"{args.report}: not a readable report JSON ({error})") from None
     if not isinstance(data, dict) or "problems" not in data:
-        raise UsageError(f"{args.report}: not a 'torchroofline kernelbench' JSON report")
+        raise UsageError(f"{args.report}: not a 'torchroofline kernelbench' JSON report"
+                         + _drawn_elsewhere(data))
     report = BatchReport.from_dict(data)
     _warn_if_unmeasured(report)
     for path in plot_suite(report, args.out, per_problem=args.per_problem):
@@ -339,6 +365,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from ..suites.kernelbench import discover
     from ..suites.validate import impossible_count, run
 
+    check_outputs({"--out": args.out})
     levels = levels_option(args.level)
     progress = Progress(len(discover(args.paths, levels)), debug=args.debug)
     with stop_signals() as signals:

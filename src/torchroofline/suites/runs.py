@@ -112,7 +112,10 @@ class Run:
 
 
 def read_json_object(path: Path, what: str, holding: str) -> dict:
-    """A JSON file of ``what`` (for the errors) that must hold an object of ``holding``."""
+    """A JSON file of ``what`` (for the errors) that must hold an object of ``holding``; a
+    missing one is said as every command says a missing file."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file; check the path")
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as error:

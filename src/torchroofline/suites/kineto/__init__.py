@@ -96,9 +96,9 @@ def _assumption_notes(instances: Sequence[OpInstance]) -> list[str]:
             assumed.update(instance.figures.assumed)
             if instance.figures.math:
                 math[instance.figures.math] += 1
-    notes = [f"{count} ops priced assuming {what} (the trace does not record it)"
+    notes = [f"{_ops(count)} priced assuming {what} (the trace does not record it)"
              for what, count in assumed.items()]
-    notes += [f"{count} fp32 ops priced on {what}" for what, count in math.items()]
+    notes += [f"{_ops(count, 'fp32 op')} priced on {what}" for what, count in math.items()]
     return notes
 
 
@@ -149,8 +149,9 @@ def run(args: Any, note: Callable[[str], None],
     return reports
 
 
-def _ops(count: int) -> str:
-    return f"{count} op" + ("" if count == 1 else "s")
+def _ops(count: int, noun: str = "op") -> str:
+    """"1 op", "2 ops"."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _compared_text(reports: Sequence[TraceReport], format_: str) -> str:

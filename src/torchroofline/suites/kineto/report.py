@@ -68,10 +68,14 @@ class KindRow:
         return self.priced_share > 0.5
 
     def to_dict(self) -> dict[str, Any]:
+        """Its figures; ``sol_us`` and ``estimate_us`` null where none of its ops was priced,
+        as an unpriced op's are."""
+        priced = self.verdict is not None
         return {
             "kind": self.kind, "count": self.count, "measured_us": self.measured_us,
             "priced_us": self.priced_us, "priced_share": self.priced_share,
-            "sol_us": self.sol_us, "estimate_us": self.estimate_us,
+            "sol_us": self.sol_us if priced else None,
+            "estimate_us": self.estimate_us if priced else None,
             "sol_fraction": self.sol_fraction, "headroom": self.headroom,
             **verdict_fields(self.verdict),
         }
@@ -297,12 +301,20 @@ def _kind_table(title: str, rows: Sequence[KindRow], markdown: bool) -> list[str
     (``priced``: their share), "—" elsewhere."""
     cells = [
         [row.kind, str(row.count), _us(row.measured_us), _percent(row.priced_share),
-         _us(row.sol_us), *_verdict_cells(row.verdict if row.speaks_for_the_row else None),
-         _us(row.estimate_us)]
+         *_priced_cells(row)]
         for row in rows
     ]
     return _table([title, "count", "measured µs", "priced", "SoL µs", "% of SoL", "verdict",
                    "estimate µs"], cells, markdown)
+
+
+def _priced_cells(row: KindRow) -> list[str]:
+    """SoL, % of SoL, verdict and estimate: "—" for a row none of whose ops was priced (a bound
+    of 0.0 µs said the unpriced custom ops were free)."""
+    if row.verdict is None:
+        return ["—"] * 4
+    return [_us(row.sol_us), *_verdict_cells(row.verdict if row.speaks_for_the_row else None),
+            _us(row.estimate_us)]
 
 
 def _verdict_cells(judged: Verdict | None) -> list[str]:
