@@ -27,6 +27,7 @@ from typing import Any
 from ..errors import InputError
 from ..price.precision import rung_name
 from ..price.verdicts import Verdict, verdict_fields
+from ..units import percent
 from .batch_report import BatchReport, ProblemReport, beats_sol, level_name, unmeasured_cell
 
 EVAL_RESULTS = "eval_results.json"
@@ -425,7 +426,7 @@ def join_run(run: Run, batch: BatchReport) -> RunReport:
 
 
 def _percent(value: float | None) -> str:
-    return "" if value is None else f"{value:.1%}"
+    return "" if value is None else percent(value)
 
 
 def _number(value: float | None) -> str:

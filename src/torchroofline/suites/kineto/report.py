@@ -21,6 +21,7 @@ from typing import Any
 
 from ...price.gpu_spec import GPUSpec
 from ...price.verdicts import Verdict, verdict_fields
+from ...units import percent
 from .events import Activity
 from .pricing import OpInstance, judge_warm
 
@@ -239,7 +240,7 @@ def _us(value: float | None) -> str:
 
 
 def _percent(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f}%"
+    return "—" if value is None else percent(value)
 
 
 def _times(value: float | None) -> str:
