@@ -233,6 +233,9 @@ def test_trace_reads_the_one_verdict(tmp_path: Path, kind: str, capsys) -> None:
     cell = f"{judged.headroom:,.1f}x" if kind == "headroom" else judged.short
     assert cell in module_line and f"{judged.sol_fraction:.1%}" in module_line
     assert (judged.text in text) == (kind != "headroom")
+    # the CSV
+    csv_row = list(csv.DictReader(io.StringIO(WRITERS["csv"](report))))[1]
+    assert (csv_row["verdict_kind"], csv_row["verdict"]) == (kind, judged.text)
     # the page, and the exit code: 3 only where no math reaches the time
     [page_op] = [r for r in _page_rows(trace_html(report)) if r["measured_us"] == op[
         "measured_us"]]

@@ -362,7 +362,7 @@ def format_csv(report: TraceReport) -> str:
     out = io.StringIO()
     fields = ["op", "module", "start_us", "measured_us", "sol_us", "sol_cold_us",
               "estimate_us", "estimate_low_us", "estimate_high_us", "faster_than_light",
-              "flops", "bytes", "bound", "unpriced"]
+              "verdict_kind", "verdict", "flops", "bytes", "bound", "unpriced"]
     writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for instance in report.instances:
