@@ -169,6 +169,14 @@ def test_a_misspelt_option_gets_the_closest_one(capsys):
         (["trace", TRACE, "--json"], "unrecognized argument --json (did you mean --format json?)"),
         (["sweep", MATMUL, "--set", "N=32:64", "--json"], "(did you mean --format json?)"),
         (["gpus", "--format", "json"], "unrecognized argument --format (did you mean --json?)"),
+        # counts and limits that cannot be: "analyzing 2 problems in -2 worker processes", every
+        # problem failed "no result after -5 s", --world 0 asked for a parallelize()
+        (["kernelbench", SUITE, "-j", "0"], "-j/--jobs: takes a whole number of 1 or more"),
+        (["validate", SUITE, "-j", "-2"], "-j/--jobs: takes a whole number of 1 or more"),
+        (["kernelbench", SUITE, "--timeout", "-5"], "--timeout: takes a number above 0"),
+        (["kernelbench", SUITE, "--memory-limit", "0"], "--memory-limit: takes a number above 0"),
+        (["analyze", MATMUL, "--world", "0"], "--world: takes a whole number of 1 or more"),
+        (["analyze", MATMUL, "--gen-ms", "-1"], "--gen-ms: takes a number above 0"),
     ],
 )
 def test_a_usage_error_is_one_usage_line_and_the_error(capsys, argv, error):
@@ -181,6 +189,14 @@ def test_a_usage_error_is_one_usage_line_and_the_error(capsys, argv, error):
     expected = "COMMAND ..." if argv[0] == "analyse" else f"{command} "
     assert usage.startswith(f"usage: torchroofline {expected}") and "(see torchroofline" in usage
     assert error in message
+
+
+def test_validate_help_says_the_exit_code_it_returns(capsys):
+    # its description said "Exits 1 if a measured time beats the speed of light"; it exits 3
+    with pytest.raises(SystemExit):
+        main(["validate", "--help"])
+    described = " ".join(capsys.readouterr().out.split())
+    assert "Exits 3 if a measured time beats the speed of light" in described
 
 
 def test_a_mistyped_command_gets_the_closest_one(capsys):

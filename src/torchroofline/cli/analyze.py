@@ -13,6 +13,7 @@ from .common import (
     USAGE_ERRORS,
     UsageError,
     actual_times,
+    at_least_one,
     check_exists,
     check_outputs,
     clock_options,
@@ -26,6 +27,7 @@ from .common import (
     host_scale_note,
     math_option,
     plot_path,
+    positive,
     print_error,
     print_note,
     report_error,
@@ -66,7 +68,7 @@ def register(commands: Any) -> None:
         "baseline)",
     )
     analyze.add_argument(
-        "--gen-ms", type=float, metavar="MS",
+        "--gen-ms", type=positive, metavar="MS",
         help="a generated kernel's time; below the speed of light it warns and exits 3",
     )
     analyze.add_argument("--class", dest="class_name", default="Model", help="model class name")
@@ -117,12 +119,12 @@ def register(commands: Any) -> None:
     )
     distributed = analyze.add_argument_group(
         "distributed job (docs/distributed.md): one rank traced on a fake process group")
-    distributed.add_argument("--world", type=int, metavar="N", help="ranks in the job")
+    distributed.add_argument("--world", type=at_least_one, metavar="N", help="ranks in the job")
     distributed.add_argument(
         "--mesh", type=_mesh, metavar="DIM=N[,DIM=N...]",
         help="the device mesh, outermost dim first (default: dp=WORLD), e.g. dp=8,tp=8",
     )
-    distributed.add_argument("--gpus-per-node", type=int, default=8, metavar="N",
+    distributed.add_argument("--gpus-per-node", type=at_least_one, default=8, metavar="N",
                              help="GPUs per node (default 8)")
     distributed.add_argument(
         "--parallel", choices=("ddp", "fsdp", "tp"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -202,16 +202,27 @@ def check_outputs(options: Mapping[str, str | None]) -> None:
                              "another path")
 
 
-def count(text: str) -> int:
-    """An argparse type: a whole number of 0 or more (a negative ``--top`` sliced rows off the
-    end of a table)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"takes a whole number of 0 or more, got '{text}'")
-    return value
+def whole_number(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of ``least`` or more (a negative ``--top`` sliced rows
+    off the end of a table; ``-j 0`` started "0 worker processes")."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(
+                f"takes a whole number of {least} or more, got '{text}'")
+        return value
+
+    return parse
+
+
+#: ``--top``: rows listed (0: none).
+count = whole_number(0)
+#: ``-j``, ``--world``, ``--gpus-per-node``: how many of a thing that must exist.
+at_least_one = whole_number(1)
 
 
 

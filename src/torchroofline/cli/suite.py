@@ -16,6 +16,7 @@ from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     UsageError,
+    at_least_one,
     check_exists,
     check_outputs,
     clock_options,
@@ -27,6 +28,7 @@ from .common import (
     faster_than_light,
     levels_option,
     math_option,
+    positive,
     print_error,
     print_note,
     target_gpu,
@@ -61,10 +63,10 @@ def register(commands: Any) -> None:
         "reports its samples against the speed of light of their problems",
     )
     suite.add_argument("--level", help="levels to keep, e.g. 1,2")
-    suite.add_argument("-j", "--jobs", type=int, default=1, help="worker processes")
-    suite.add_argument("--timeout", type=float, default=60.0, help="seconds per problem")
+    suite.add_argument("-j", "--jobs", type=at_least_one, default=1, help="worker processes")
+    suite.add_argument("--timeout", type=positive, default=60.0, help="seconds per problem")
     suite.add_argument(
-        "--memory-limit", type=float, default=6.0, metavar="GIB", help="GiB per worker"
+        "--memory-limit", type=positive, default=6.0, metavar="GIB", help="GiB per worker"
     )
     suite.add_argument("--out", metavar="FILE", help="report.md, report.csv or report.json")
     suite.add_argument("--json", action="store_true", help="print the JSON report")
@@ -86,10 +88,11 @@ def register(commands: Any) -> None:
     validate = command(
         commands, "validate", help="check bounds and estimates against measured times",
         description="Set the speed of light and each estimate against KernelBench-format timing "
-        "JSONs (one per mode), and fit the host scale of your machine. Exits 1 if a measured "
+        "JSONs (one per mode), and fit the host scale of your machine. Exits 3 if a measured "
         "time beats the speed of light.",
     )
     validate_arguments(validate)
+    next(action for action in validate._actions if action.dest == "jobs").type = at_least_one
     common_options(validate)
     suite.set_defaults(handler=cmd_kernelbench)
     plot.set_defaults(handler=cmd_plot)
