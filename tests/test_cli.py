@@ -521,6 +521,9 @@ def test_suite_pictures_from_batch_and_saved_report(suite_report, capsys, tmp_pa
     assert all(path.exists() for path in written)
     assert len(written) == 2 + 7  # scatter, histogram, one roofline per analyzed problem
     code, _, err = run(capsys, "plot", tmp_path / "missing.json", "--out", tmp_path)
+    assert code == 2 and "missing.json: no such file; check the path" in err
+    (tmp_path / "truncated.json").write_text("{")
+    code, _, err = run(capsys, "plot", tmp_path / "truncated.json", "--out", tmp_path)
     assert code == 2 and "not a readable report" in err
 
 
