@@ -23,6 +23,7 @@ TIMINGS = SUITE / "baseline_time_torch.json"
 GEN_TIMINGS = SUITE / "generated_time.json"
 SOFTMAX = SUITE / "level1" / "23_Softmax.py"
 CONV = SUITE / "level2" / "1_Conv2D_ReLU_BiasAdd.py"
+TRACE = Path(__file__).parent / "fixtures" / "traces" / "tiny_h100.json"
 SLEEPS = SUITE / "broken" / "sleeps_forever.py"  #: never finishes: a batch is mid-run on it
 
 
@@ -101,6 +102,30 @@ def test_prompt_format_is_short(capsys):
         (["analyze", MATMUL, "--ref", SUITE / "nowhere.py"], "nowhere.py: no such file"),
         (["analyze", MATMUL, "--problems", SUITE / "nowhere"], "nowhere: no such file"),
         (["analyze", SUITE / "nowhere.py"], "nowhere.py: no such file"),
+        # so is a timings file, missing (it read "cannot read timings JSON ([Errno 2] ...)"),
+        # and a report to plot (it read "not a readable report JSON ([Errno 2] ...)")
+        (["kernelbench", SUITE, "--timings", SUITE / "nowhere.json"],
+         "nowhere.json: no such file; check the path"),
+        (["validate", SUITE, "--eager", SUITE / "nowhere.json"],
+         "nowhere.json: no such file; check the path"),
+        (["plot", SUITE / "nowhere.json", "--out", SUITE / "nowhere"],
+         "nowhere.json: no such file; check the path"),
+        # a JSON plot does not draw names what it is and the command that draws it
+        (["plot", TRACE, "--out", SUITE / "nowhere"],
+         "(it is a torch.profiler trace; draw it with 'torchroofline trace FILE --plot"),
+        # a file to write in a folder that does not exist, before any work (a suite's report
+        # was lost to a raw FileNotFoundError after every problem ran)
+        *([[*command, option, SUITE / "nowhere" / name], f"{option} {SUITE / 'nowhere' / name}: "
+           f"no folder {SUITE / 'nowhere'}; create it first"]
+          for command, option, name in (
+              (["kernelbench", SUITE], "--out", "r.json"),
+              (["validate", SUITE, "--eager", TIMINGS], "--out", "r.json"),
+              (["analyze", MATMUL], "--plot", "p.png"),
+              (["trace", TRACE], "--out", "t.txt"),
+              (["trace", TRACE], "--plot", "t.png"),
+              (["sweep", MATMUL, "--set", "N=32:64:*2", "--gpu", "h100-sxm"], "--out", "s.json"),
+          )),
+        (["trace", TRACE, "--out", SUITE], "is a folder; give a file name inside it"),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(capsys, argv, message):
@@ -137,6 +162,21 @@ def test_a_misspelt_option_gets_the_closest_one(capsys):
         (["analyze", MATMUL, "--actual-ms", "abc"], "--actual-ms: takes a number above 0"),
         (["analyse", MATMUL], "invalid choice: 'analyse' (choose from 'analyze', "),
         (["kernelbench", SUITE, "--cache", "warn"], "did you mean 'warm'?"),
+        # a negative --top sliced rows off the end of the tables
+        (["trace", TRACE, "--top", "-1"], "--top: takes a whole number of 0 or more, got '-1'"),
+        (["analyze", MATMUL, "--top", "-2"], "--top: takes a whole number of 0 or more"),
+        # --json is --format json on the commands that spell it so, and back
+        (["trace", TRACE, "--json"], "unrecognized argument --json (did you mean --format json?)"),
+        (["sweep", MATMUL, "--set", "N=32:64", "--json"], "(did you mean --format json?)"),
+        (["gpus", "--format", "json"], "unrecognized argument --format (did you mean --json?)"),
+        # counts and limits that cannot be: "analyzing 2 problems in -2 worker processes", every
+        # problem failed "no result after -5 s", --world 0 asked for a parallelize()
+        (["kernelbench", SUITE, "-j", "0"], "-j/--jobs: takes a whole number of 1 or more"),
+        (["validate", SUITE, "-j", "-2"], "-j/--jobs: takes a whole number of 1 or more"),
+        (["kernelbench", SUITE, "--timeout", "-5"], "--timeout: takes a number above 0"),
+        (["kernelbench", SUITE, "--memory-limit", "0"], "--memory-limit: takes a number above 0"),
+        (["analyze", MATMUL, "--world", "0"], "--world: takes a whole number of 1 or more"),
+        (["analyze", MATMUL, "--gen-ms", "-1"], "--gen-ms: takes a number above 0"),
     ],
 )
 def test_a_usage_error_is_one_usage_line_and_the_error(capsys, argv, error):
@@ -149,6 +189,14 @@ def test_a_usage_error_is_one_usage_line_and_the_error(capsys, argv, error):
     expected = "COMMAND ..." if argv[0] == "analyse" else f"{command} "
     assert usage.startswith(f"usage: torchroofline {expected}") and "(see torchroofline" in usage
     assert error in message
+
+
+def test_validate_help_says_the_exit_code_it_returns(capsys):
+    # its description said "Exits 1 if a measured time beats the speed of light"; it exits 3
+    with pytest.raises(SystemExit):
+        main(["validate", "--help"])
+    described = " ".join(capsys.readouterr().out.split())
+    assert "Exits 3 if a measured time beats the speed of light" in described
 
 
 def test_a_mistyped_command_gets_the_closest_one(capsys):
@@ -473,6 +521,9 @@ def test_suite_pictures_from_batch_and_saved_report(suite_report, capsys, tmp_pa
     assert all(path.exists() for path in written)
     assert len(written) == 2 + 7  # scatter, histogram, one roofline per analyzed problem
     code, _, err = run(capsys, "plot", tmp_path / "missing.json", "--out", tmp_path)
+    assert code == 2 and "missing.json: no such file; check the path" in err
+    (tmp_path / "truncated.json").write_text("{")
+    code, _, err = run(capsys, "plot", tmp_path / "truncated.json", "--out", tmp_path)
     assert code == 2 and "not a readable report" in err
 
 

@@ -112,6 +112,22 @@ def test_the_api_reference_lists_every_keyword_of_the_real_signatures():
     assert torchroofline.validate is validate_module.validate
 
 
+def test_every_call_the_api_reference_names_can_be_imported():
+    import importlib
+    import re
+
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    cells = [row.split(" | ")[0] for row in api.splitlines() if row.startswith("| `")]
+    # each call's name (`breakdown.module_costs(`), less those on a result or a GPU spec
+    names = {name for cell in cells for name in re.findall(r"`([\w.]+)\(", cell)
+             if name.split(".")[0] not in ("result", "spec")}
+    assert {"analyze", "validate", "GPUSpec"} <= names
+    for name in names:
+        *module, attribute = name.removeprefix("torchroofline.").split(".")
+        # `breakdown.module_costs` was named so, and `from torchroofline import breakdown` fails
+        assert hasattr(importlib.import_module(".".join(["torchroofline", *module])), attribute)
+
+
 def test_the_set_up_runs_every_kernelbench_problem_and_warns_before_the_cuda_download():
     import re
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import torch
+import torch.nn as nn
 
-from torchroofline.units import human_bytes, human_ms, si
+from torchroofline import analyze
+from torchroofline.units import human_bytes, human_ms, percent, si
 
 
 @pytest.mark.parametrize(
@@ -39,3 +42,15 @@ def test_bytes_reach_exabytes():
 )
 def test_times_switch_units_at_minutes_and_hours(ms, text):
     assert human_ms(ms) == text
+
+
+def test_a_tiny_share_is_never_printed_as_nothing():
+    # one decimal rounds 1.5e-5 (a 1.75 ns bound against 120 µs measured, KernelBench level 2
+    # #18) to "0.0%", which reads as a bound of nothing
+    assert percent(1.5e-5) == "0.0015%" and percent(0.0004) == "0.04%"
+    assert percent(0.392) == "39.2%" and percent(2.519) == "251.9%" and percent(0) == "0.0%"
+    result = analyze(nn.Linear(4, 4), torch.empty(2, 4, device="meta"), "h100-sxm",
+                     actual_ms=1000.0)
+    assert result.actual.sol_fraction < 5e-4
+    [line] = [line for line in result.format().splitlines() if "% of SoL  " in line]
+    assert f"{percent(result.actual.sol_fraction)}   (" in line and " 0.0%" not in line

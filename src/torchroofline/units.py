@@ -35,6 +35,14 @@ def human_ms(ms: float) -> str:
     return f"{ms * 1e6:.3g} ns"
 
 
+def percent(fraction: float) -> str:
+    """A share as a percentage to one decimal, ``0.392`` → ``"39.2%"``; below 0.05 % (which one
+    decimal rounds to "0.0%", read as nothing) to two significant figures: ``"0.0015%"``."""
+    if 0 < abs(fraction) < 0.0005:
+        return f"{100 * fraction:.2g}%"
+    return f"{fraction:.1%}"
+
+
 def _below_1000(value: float, digits: str) -> str:
     """``value`` in ``digits``; in three significant figures from 1000 on (beyond the largest
     unit), never a run of digits."""

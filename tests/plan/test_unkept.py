@@ -109,3 +109,25 @@ def test_a_constant_output_reads_the_same_in_every_report() -> None:
     # a program that reads its input still gets its % (the verdict's kind is headroom)
     reading = analyze(nn.Linear(D, D), meta(B, D)).with_actual(0.05)
     assert reading.judge(0.05).measures_kernel
+
+
+class ReturnsNothing(nn.Module):
+    """Computes x @ x and returns None: nothing is kept."""
+
+    def forward(self, x: torch.Tensor) -> None:
+        x @ x
+
+
+class ReturnsItsInput(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+def test_a_model_that_returns_no_tensor_is_told_why_its_bound_is_zero() -> None:
+    # it read "Speed of light: 0 ns" with no note: the matmul's output is never returned
+    result = analyze(ReturnsNothing(), torch.randn(8, 8), "h100-sxm")
+    assert result.sol_s == 0
+    assert any(note.startswith("the model returns no tensor") for note in result.notes)
+    # returning its input keeps a tensor (a bound of 0 that needs no note)
+    kept = analyze(ReturnsItsInput(), torch.randn(8, 8), "h100-sxm")
+    assert not any(note.startswith("the model returns no tensor") for note in kept.notes)

@@ -636,3 +636,11 @@ def test_a_forced_label_stays_inside_the_picture():
     fig.draw_without_rendering()
     box = label.get_window_extent()
     assert area.x0 <= box.x0 and box.x1 <= area.x1  # it was clipped at the right edge
+
+
+def test_a_picture_in_a_missing_folder_is_one_error_before_drawing(conv_result, tmp_path):
+    # it raised matplotlib's FileNotFoundError after drawing, from result.plot and every plot_*
+    missing = tmp_path / "nowhere" / "roofline.png"
+    with pytest.raises(InputError, match="no such folder; create it first"):
+        conv_result.plot(missing)
+    assert not missing.parent.exists()

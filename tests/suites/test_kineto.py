@@ -330,7 +330,7 @@ def test_cli_exits_3_when_an_op_beats_its_bound(tmp_path, capsys) -> None:
     (instance,) = analyze_trace(faster).faster_than_light
     assert instance.op.name == "aten::addmm"
     assert main(["trace", str(faster)]) == 3
-    assert "1 ops ran faster than their bound" in capsys.readouterr().err
+    assert "1 op ran faster than their bound at every math rung" in capsys.readouterr().err
     # compared with a trace where none does, the faster one still makes it 3
     assert main(["trace", str(TINY), str(faster)]) == 3
     assert main(["trace", str(TINY)]) == 0
@@ -472,3 +472,15 @@ def test_a_module_whose_time_is_mostly_not_priced_shows_no_percent_of_sol(tiny) 
                   if row.startswith("Linear "))
     # (Linear's % of SoL: its warm bound, with L2-resident bytes at the L2's bandwidth)
     assert linear.split()[3] == "100.0%" and linear.split()[5] == "0.8%"
+
+
+def test_a_row_none_of_whose_ops_was_priced_reads_dashes_not_zero(tiny) -> None:
+    # mylib::fused_thing (5 µs) cannot be rebuilt: its row's bound and estimate are unknown,
+    # not 0.0 µs (a free op), in the text and the JSON alike
+    line = next(row for row in WRITERS["text"](tiny).splitlines()
+                if row.startswith("mylib::fused_thing"))
+    assert line.split()[1:] == ["1", "5.0", "0.0%", "—", "—", "—", "—"]
+    [row] = [row for row in tiny.to_dict()["kinds"] if row["kind"] == "mylib::fused_thing"]
+    assert (row["sol_us"], row["estimate_us"], row["verdict_kind"]) == (None, None, None)
+    # and one op is "1 op"
+    assert "1 op priced assuming contiguous strides (the trace does not record it)" in tiny.notes

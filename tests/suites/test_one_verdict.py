@@ -4,7 +4,9 @@ suite table, CSV and page, a run's sample and the pictures reads the same kind a
 kinds are built on three programs: a fp32 GEMM on a B200 (headroom, lower math, impossible), the
 column sum of a GEMM whose bound takes the shortcut "sum through the linear map" (shortcut,
 shortcut or lower math), and a KernelBench problem whose output is a constant (a softmax over a
-dim of size 1: tests/fixtures/kernelbench_constant)."""
+dim of size 1: tests/fixtures/kernelbench_constant). ``torchroofline trace`` judges each op and
+each module the same way, on their warm ladders (an fp32 GEMM on CUDA cores timed at headroom,
+lower math and impossible)."""
 
 from __future__ import annotations
 
@@ -21,17 +23,21 @@ import torch.nn as nn
 
 from conftest import meta
 from torchroofline import analyze
-from torchroofline.present.html import suite_html
+from torchroofline.cli import main
+from torchroofline.present.html import suite_html, trace_html
 from torchroofline.present.report import suite_csv, suite_markdown
 from torchroofline.price.roofline import Result
+from torchroofline.price.verdicts import verdict
 from torchroofline.suites.batch_report import BatchReport, ProblemReport
 from torchroofline.suites.kernelbench import analyze_file, compare_kernelbench
+from torchroofline.suites.kineto import analyze_trace
+from torchroofline.suites.kineto.report import WRITERS
 from torchroofline.suites.runs import Run, RunReport, Sample, join_run, run_markdown
 
-CONSTANT = (
-    Path(__file__).parents[1] / "fixtures" / "kernelbench_constant" / "level2"
-    / "66_Matmul_Mean_Softmax.py"
-)
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+CONSTANT = FIXTURES / "kernelbench_constant" / "level2" / "66_Matmul_Mean_Softmax.py"
+#: two 1024³ fp32 GEMMs on an H100, the second on CUDA cores (its kernel's name says no TF32)
+TF32_TRACE = FIXTURES / "traces" / "tiny_tf32.json"
 N = 4096  #: the GEMMs' size: compute-bound in fp32, and the column sum far from its bound
 
 
@@ -174,3 +180,73 @@ def test_the_pictures_read_the_one_verdict(kind: str) -> None:
         if kind not in ("headroom", "impossible"):
             assert judged.short in text
         assert bool(re.search(r"\d% of SoL", text)) == judged.measures_kernel
+
+
+def _trace_timed(tmp_path: Path, kind: str) -> tuple[Path, dict[str, float]]:
+    """The TF32 trace with its CUDA-core GEMM inside a module ``Gemm_0`` and timed so that its
+    verdict is ``kind``: four times its bound, between its TF32 and its fp32 bound, or under
+    every rung; and that GEMM's warm ladder (ms per rung)."""
+    simt = analyze_trace(TF32_TRACE).instances[1]
+    ladder = {rung: s * 1e3 for rung, s in simt.figures.sol_warm_by_math_s.items()}
+    # the fp32 GEMM's 2·1024³ FLOPs at the H100's 67 TFLOP/s CUDA cores, 32.1 µs; at 495
+    # TFLOP/s TF32, 4.3 µs: a time between is possible only with TF32 math
+    assert ladder["tf32"] < ladder["program"] / 5
+    time_us = {"headroom": 4 * ladder["program"], "lower math": ladder["program"] / 2,
+               "impossible": min(ladder.values()) / 2}[kind] * 1e3
+    document = json.loads(TF32_TRACE.read_text())
+    for event in document["traceEvents"]:
+        if "simt_sgemm" in event["name"]:
+            event["dur"] = time_us
+    document["traceEvents"].append({"ph": "X", "cat": "python_function", "name":
+                                    "nn.Module: Gemm_0", "pid": 1, "tid": 1, "ts": 125,
+                                    "dur": 30, "args": {}})
+    path = tmp_path / f"{kind.replace(' ', '_')}.json"
+    path.write_text(json.dumps(document))
+    return path, ladder
+
+
+@pytest.mark.parametrize("kind", ("headroom", "lower math", "impossible"))
+def test_trace_reads_the_one_verdict(tmp_path: Path, kind: str, capsys) -> None:
+    path, ladder = _trace_timed(tmp_path, kind)
+    report = analyze_trace(path)
+    instance = report.instances[1]
+    # the one verdict, on the op's measured time and warm ladder at its own (fp32) math
+    judged = verdict(instance.measured_us * 1e-3, ladder, "program", "fp32")
+    assert judged.kind == kind and instance.verdict == judged
+    # the op, its kind's and its module's rows, in the JSON (the module holds that op alone)
+    data = report.to_dict()
+    op = data["ops"][1]
+    [module] = [row for row in data["modules"] if row["kind"] == "Gemm"]
+    [row] = [row for row in data["kinds"] if row["kind"] == "aten::mm"]
+    assert (op["verdict_kind"], op["verdict"]) == (kind, judged.text)
+    assert op["faster_than_light"] == (kind == "impossible")
+    assert (module["verdict_kind"], module["verdict"]) == (kind, judged.text)
+    # both mm ops summed: the TF32 one (12 µs, above every rung) lifts the kind's row
+    both = verdict((12 + instance.measured_us) * 1e-3,
+                   {rung: sol + report.instances[0].figures.sol_warm_by_math_s[rung] * 1e3
+                    for rung, sol in ladder.items()}, "program", "fp32")
+    assert (row["verdict_kind"], row["verdict"]) == (both.kind, both.text)
+    # the text: the module's cell, and the op listed with the verdict's sentence where it beats
+    # its bound at its own math
+    text = WRITERS["text"](report)
+    module_line = next(line for line in text.splitlines() if line.startswith("Gemm "))
+    cell = f"{judged.headroom:,.1f}x" if kind == "headroom" else judged.short
+    assert cell in module_line and f"{judged.sol_fraction:.1%}" in module_line
+    assert (judged.text in text) == (kind != "headroom")
+    # the CSV
+    csv_row = list(csv.DictReader(io.StringIO(WRITERS["csv"](report))))[1]
+    assert (csv_row["verdict_kind"], csv_row["verdict"]) == (kind, judged.text)
+    # the page, and the exit code: 3 only where no math reaches the time
+    [page_op] = [r for r in _page_rows(trace_html(report)) if r["measured_us"] == op[
+        "measured_us"]]
+    assert page_op["verdict"] == judged.short
+    assert main(["trace", str(path), "--format", "json"]) == (3 if kind == "impossible" else 0)
+    capsys.readouterr()
+    # the picture rings the op as the text lists it
+    pytest.importorskip("matplotlib")
+    from torchroofline.present.viz import plot_trace
+
+    rings = {artist.get_gid() for artist in plot_trace(report).findobj()} & {
+        "faster-than-light", "lower-math"}
+    assert rings == {"impossible": {"faster-than-light"}, "lower math": {"lower-math"},
+                     "headroom": set()}[kind]

@@ -77,6 +77,15 @@ def _with_closest_choice(message: str) -> str:
     return f"{message}; did you mean '{close[0]}'?" if close else message
 
 
+#: An option one command spells and another spells otherwise → (the other's option, what to
+#: type there): ``analyze --json`` is ``trace --format json``, ``trace --format json`` is
+#: ``gpus --json``.
+SPELLED_ELSEWHERE: dict[str, tuple[str, str]] = {
+    "--json": ("--format", "--format json"),
+    "--format": ("--json", "--json"),
+}
+
+
 def _unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
     """The unknown options, each with the closest known one (the values after an unknown
     option are left unknown too: naming the option says it all)."""
@@ -84,7 +93,9 @@ def _unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> st
     options = [argument for argument in unknown if argument.startswith("-")] or unknown
     lines = []
     for argument in options:
-        close = difflib.get_close_matches(argument.split("=")[0], known, n=1)
+        name = argument.split("=")[0]
+        close = [SPELLED_ELSEWHERE[name][1]] if SPELLED_ELSEWHERE.get(name, ("",))[0] in known \
+            else difflib.get_close_matches(name, known, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         lines.append(f"unrecognized argument {argument}{hint}")
     return "; ".join(lines)

@@ -13,10 +13,13 @@ from .common import (
     USAGE_ERRORS,
     UsageError,
     actual_times,
+    at_least_one,
     check_exists,
+    check_outputs,
     clock_options,
     command,
     common_options,
+    count,
     data_option,
     estimate_params,
     exit_code,
@@ -24,6 +27,7 @@ from .common import (
     host_scale_note,
     math_option,
     plot_path,
+    positive,
     print_error,
     print_note,
     report_error,
@@ -64,7 +68,7 @@ def register(commands: Any) -> None:
         "baseline)",
     )
     analyze.add_argument(
-        "--gen-ms", type=float, metavar="MS",
+        "--gen-ms", type=positive, metavar="MS",
         help="a generated kernel's time; below the speed of light it warns and exits 3",
     )
     analyze.add_argument("--class", dest="class_name", default="Model", help="model class name")
@@ -78,7 +82,7 @@ def register(commands: Any) -> None:
         help="where to look for a generated file's reference (KernelBench/ or a level folder; "
         "default: the folders around the file)",
     )
-    analyze.add_argument("--top", type=int, default=5, help="kernels listed")
+    analyze.add_argument("--top", type=count, default=5, help="kernels listed")
     analyze.add_argument(
         "--format", choices=("text", "json", "prompt"), default="text",
         help="text report, JSON, or a compact block for an LLM prompt",
@@ -115,12 +119,12 @@ def register(commands: Any) -> None:
     )
     distributed = analyze.add_argument_group(
         "distributed job (docs/distributed.md): one rank traced on a fake process group")
-    distributed.add_argument("--world", type=int, metavar="N", help="ranks in the job")
+    distributed.add_argument("--world", type=at_least_one, metavar="N", help="ranks in the job")
     distributed.add_argument(
         "--mesh", type=_mesh, metavar="DIM=N[,DIM=N...]",
         help="the device mesh, outermost dim first (default: dp=WORLD), e.g. dp=8,tp=8",
     )
-    distributed.add_argument("--gpus-per-node", type=int, default=8, metavar="N",
+    distributed.add_argument("--gpus-per-node", type=at_least_one, default=8, metavar="N",
                              help="GPUs per node (default 8)")
     distributed.add_argument(
         "--parallel", choices=("ddp", "fsdp", "tp"),
@@ -200,6 +204,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     gpu = target_gpu(args)
     check_exists([args.ref, args.problems])
+    check_outputs({"--plot": args.plot, "--timeline": args.timeline})
     for file in args.files:
         if not is_problem_dir(file):
             _check_problem_path(Path(file))

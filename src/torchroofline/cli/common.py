@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +185,44 @@ def check_exists(paths: Sequence[str | None]) -> None:
     for path in paths:
         if path is not None and not Path(path).exists():
             raise UsageError(f"{path}: no such file; check the path")
+
+
+def check_outputs(options: Mapping[str, str | None]) -> None:
+    """Each file an option (its name → the path given, None where not given) will write: bad
+    usage (exit 2) before any work where its folder does not exist or the path is a folder; a
+    suite's report, written after minutes of work, was lost to a raw FileNotFoundError."""
+    for option, path in options.items():
+        if path is None:
+            continue
+        if Path(path).is_dir():
+            raise UsageError(f"{option} {path}: is a folder; give a file name inside it")
+        folder = Path(path).parent
+        if not folder.is_dir():
+            raise UsageError(f"{option} {path}: no folder {folder}; create it first or choose "
+                             "another path")
+
+
+def whole_number(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of ``least`` or more (a negative ``--top`` sliced rows
+    off the end of a table; ``-j 0`` started "0 worker processes")."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(
+                f"takes a whole number of {least} or more, got '{text}'")
+        return value
+
+    return parse
+
+
+#: ``--top``: rows listed (0: none).
+count = whole_number(0)
+#: ``-j``, ``--world``, ``--gpus-per-node``: how many of a thing that must exist.
+at_least_one = whole_number(1)
 
 
 

@@ -16,6 +16,9 @@ from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     UsageError,
+    at_least_one,
+    check_exists,
+    check_outputs,
     clock_options,
     command,
     common_options,
@@ -25,6 +28,7 @@ from .common import (
     faster_than_light,
     levels_option,
     math_option,
+    positive,
     print_error,
     print_note,
     target_gpu,
@@ -59,10 +63,10 @@ def register(commands: Any) -> None:
         "reports its samples against the speed of light of their problems",
     )
     suite.add_argument("--level", help="levels to keep, e.g. 1,2")
-    suite.add_argument("-j", "--jobs", type=int, default=1, help="worker processes")
-    suite.add_argument("--timeout", type=float, default=60.0, help="seconds per problem")
+    suite.add_argument("-j", "--jobs", type=at_least_one, default=1, help="worker processes")
+    suite.add_argument("--timeout", type=positive, default=60.0, help="seconds per problem")
     suite.add_argument(
-        "--memory-limit", type=float, default=6.0, metavar="GIB", help="GiB per worker"
+        "--memory-limit", type=positive, default=6.0, metavar="GIB", help="GiB per worker"
     )
     suite.add_argument("--out", metavar="FILE", help="report.md, report.csv or report.json")
     suite.add_argument("--json", action="store_true", help="print the JSON report")
@@ -84,10 +88,11 @@ def register(commands: Any) -> None:
     validate = command(
         commands, "validate", help="check bounds and estimates against measured times",
         description="Set the speed of light and each estimate against KernelBench-format timing "
-        "JSONs (one per mode), and fit the host scale of your machine. Exits 1 if a measured "
+        "JSONs (one per mode), and fit the host scale of your machine. Exits 3 if a measured "
         "time beats the speed of light.",
     )
     validate_arguments(validate)
+    next(action for action in validate._actions if action.dest == "jobs").type = at_least_one
     common_options(validate)
     suite.set_defaults(handler=cmd_kernelbench)
     plot.set_defaults(handler=cmd_plot)
@@ -148,6 +153,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     gpu = target_gpu(args)
     if args.out:
         _check_suffix(args.out)
+    check_outputs({"--out": args.out})
     timings = load_timings(args.timings) if args.timings else None
     gen_timings = load_timings(args.gen_timings) if args.gen_timings else None
     levels = levels_option(args.level)
@@ -307,16 +313,39 @@ def _warn_if_unmeasured(report: BatchReport) -> None:
 
 
 
+#: A JSON file ``plot`` does not draw, known by a key only it holds → what it is and the
+#: command that draws it.
+OTHER_JSON: dict[str, str] = {
+    "traceEvents": "a torch.profiler trace; draw it with 'torchroofline trace FILE --plot "
+    "out.png'",
+    "ops": "a 'torchroofline trace' report; draw its trace with 'torchroofline trace TRACE "
+    "--plot out.png'",
+    "time_ms": "one 'torchroofline analyze --json' result; draw it with 'torchroofline analyze "
+    "FILE --plot out.png'",
+    "sweep": "a 'torchroofline sweep' report; draw it with 'torchroofline sweep FILE ... --plot "
+    "out.png'",
+}
+
+
+def _drawn_elsewhere(data: object) -> str:
+    """"; it is ... draw it with ..." where ``data`` is a JSON another command draws."""
+    found = next((what for key, what in OTHER_JSON.items()
+                  if isinstance(data, dict) and key in data), None)
+    return f" (it is {found})" if found else ""
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from ..present.viz import plot_suite
     from ..suites.batch_report import BatchReport
 
+    check_exists([args.report])
     try:
         data = json.loads(Path(args.report).read_text())
     except (OSError, ValueError) as error:
         raise UsageError(f"{args.report}: not a readable report JSON ({error})") from None
     if not isinstance(data, dict) or "problems" not in data:
-        raise UsageError(f"{args.report}: not a 'torchroofline kernelbench' JSON report")
+        raise UsageError(f"{args.report}: not a 'torchroofline kernelbench' JSON report"
+                         + _drawn_elsewhere(data))
     report = BatchReport.from_dict(data)
     _warn_if_unmeasured(report)
     for path in plot_suite(report, args.out, per_problem=args.per_problem):
@@ -339,6 +368,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from ..suites.kernelbench import discover
     from ..suites.validate import impossible_count, run
 
+    check_outputs({"--out": args.out})
     levels = levels_option(args.level)
     progress = Progress(len(discover(args.paths, levels)), debug=args.debug)
     with stop_signals() as signals:

@@ -11,6 +11,7 @@ from .common import (
     CACHE_HELP,
     EXIT_OK,
     UsageError,
+    check_outputs,
     command,
     data_option,
     math_option,
@@ -100,6 +101,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from ..suites.solexecbench import is_problem_dir
     from ..suites.sweep import sweep_kernelbench, sweep_solexecbench
 
+    check_outputs({"--out": args.out, "--plot": args.plot, "--plot-roofline": args.plot_roofline})
     axes = dict(parse_axis(text) for text in args.axes)
     if len(axes) != len(args.axes):
         raise UsageError("--set names an axis twice; give each axis once")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import check_exists, command, exit_code, plot_path, print_note
+from .common import check_exists, check_outputs, command, count, exit_code, plot_path, print_note
 
 
 def register(commands: Any) -> None:
@@ -22,6 +22,7 @@ def register(commands: Any) -> None:
     trace_arguments(trace)
     formats = next(action for action in trace._actions if action.dest == "format")
     formats.choices = (*formats.choices, "html")  # present/html.py: a later stage than suites
+    next(action for action in trace._actions if action.dest == "top").type = count
     trace.set_defaults(handler=cmd_trace)
 
 
@@ -31,6 +32,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from ..suites.kineto import WRITERS, run
 
     check_exists(args.traces)
+    check_outputs({"--out": args.out, "--plot": args.plot})
     reports = run(args, print_note, {**WRITERS, "html": trace_html})
     if args.plot:
         from ..present.viz import plot_trace

@@ -258,6 +258,7 @@ def trace_html(report: TraceReport) -> str:
     for index, op in enumerate(document["ops"]):
         flops, size, measured = op.get("flops"), op.get("bytes"), op["measured_us"]
         rows.append({**{key: op.get(key) for key in _TRACE_KEYS},
+                     "verdict": op["verdict_short"],
                      "intensity": flops / size if flops and size else None})
         if flops and size and measured:
             group = op["op"] if op["op"] in kinds else "other"
@@ -274,14 +275,14 @@ def trace_html(report: TraceReport) -> str:
         column("sol_us", "SoL µs", tip=True), column("estimate_us", "estimate µs"),
         column("flops", "FLOPs", "flops"), column("bytes", "bytes", "bytes"),
         column("intensity", "FLOP/B", tip=True), column("bound", "bound", "text"),
-        column("faster_than_light", "faster than light", "text"),
+        column("verdict", "verdict", "text"),
     ]
     summary = [f"{Path(report.path).name} on the {report.gpu.name}: {len(report.instances)} ops, "
                f"GPU activity {report.gpu_time_us:,.1f} µs of {report.wall_us:,.1f} µs wall"]
     return page_html(
         f"torchroofline trace — {Path(report.path).name}", summary, columns, rows, points, roofs,
-        ("Notes", [*report.notes, *(f"{i.op.name} ran faster than its bound"
-                                    for i in report.faster_than_light)]),
+        ("Notes", [*report.notes, *(f"{i.op.name} ran {i.measured_us:,.1f} µs: {i.verdict.text}"
+                                    for i in (*report.faster_than_light, *report.lower_math))]),
         document, "arithmetic intensity (FLOPs per HBM byte)", "measured throughput",
     )
 

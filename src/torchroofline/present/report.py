@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..plan.demand.walk import UNKEPT_NOTE_SHARE
 from ..price.estimate import fixed_latency_s
 from ..price.precision import rung_name
-from ..units import human_bytes, human_ms, si
+from ..units import human_bytes, human_ms, percent, si
 from .breakdown import ModuleCost, module_costs, unconfirmed_figures
 from .distributed import distributed_lines
 
@@ -396,7 +396,7 @@ def _actual_lines(result: Result) -> list[str]:
     actual = result.actual
     assert actual is not None
     judged = actual.verdict
-    fraction = "—" if actual.sol_fraction is None else f"{actual.sol_fraction:.1%}"
+    fraction = "—" if actual.sol_fraction is None else percent(actual.sol_fraction)
     return [
         _line("Measured", human_ms(actual.ms)),
         _line("% of SoL", fraction, judged.sentence),
@@ -701,7 +701,7 @@ def _cell(name: str, value: Any) -> str:
     if name.endswith("sol_fraction"):
         # SoL / time above 1: the time is that many times under the bound (possible_with says
         # whether lower-precision math could reach it)
-        return f"**{value:,.4g}x under SoL**" if value > 1 else f"{value:.1%}"
+        return f"**{value:,.4g}x under SoL**" if value > 1 else percent(value)
     if name == "speedup":
         return f"{value:.2f}x"
     if name == "gen_faster_than_light":
@@ -743,7 +743,7 @@ def suite_markdown(report: BatchReport) -> str:
         lines.append(
             f"| {level} | {row['problems']} | {row['analyzed']} | {row['failed']} "
             f"| {row['compute_bound']} | {row['memory_bound']} "
-            f"| {'' if median is None else f'{median:.1%}'} "
+            f"| {'' if median is None else percent(median)} "
             f"| {'' if speedup is None else f'{speedup:.2f}x'} | {row['impossible']} "
             f"| {row['shortcut_only']} |"
         )

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..units import human_ms
+from ..units import human_ms, percent
 from .precision import possible_rung, rung_name
 
 
@@ -82,7 +82,7 @@ class Verdict:
     def percent_of_sol(self) -> str:
         """"65.5% of SoL", or "no % of SoL" where it says nothing (:attr:`sol_fraction`)."""
         fraction = self.sol_fraction
-        return "no % of SoL" if fraction is None else f"{fraction:.1%} of SoL"
+        return "no % of SoL" if fraction is None else f"{percent(fraction)} of SoL"
 
     @property
     def sentence(self) -> str:

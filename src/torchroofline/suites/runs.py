@@ -27,6 +27,7 @@ from typing import Any
 from ..errors import InputError
 from ..price.precision import rung_name
 from ..price.verdicts import Verdict, verdict_fields
+from ..units import percent
 from .batch_report import BatchReport, ProblemReport, beats_sol, level_name, unmeasured_cell
 
 EVAL_RESULTS = "eval_results.json"
@@ -112,7 +113,10 @@ class Run:
 
 
 def read_json_object(path: Path, what: str, holding: str) -> dict:
-    """A JSON file of ``what`` (for the errors) that must hold an object of ``holding``."""
+    """A JSON file of ``what`` (for the errors) that must hold an object of ``holding``; a
+    missing one is said as every command says a missing file."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file; check the path")
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as error:
@@ -422,7 +426,7 @@ def join_run(run: Run, batch: BatchReport) -> RunReport:
 
 
 def _percent(value: float | None) -> str:
-    return "" if value is None else f"{value:.1%}"
+    return "" if value is None else percent(value)
 
 
 def _number(value: float | None) -> str:

@@ -141,6 +141,9 @@ class Trace:
     #: model's parameters and buffers (used or not) and the forward arguments; kind is
     #: "parameters", "buffers" or "inputs" (what the memory timeline starts from)
     resident: tuple[tuple[str, TensorRef], ...] = ()
+    #: whether the model returns any tensor (False: ``forward`` returned None or Python
+    #: numbers, so nothing it computes is kept)
+    returns_tensor: bool = True
 
 
 def largest_per_value(refs: Iterable[TensorRef]) -> tuple[TensorRef, ...]:

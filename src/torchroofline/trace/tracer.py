@@ -827,6 +827,7 @@ def trace_model(
         argument_value_ids=values.argument_value_ids,
         module_value_ids=values.module_value_ids,
         ran_on_given_values=values.ran_on_given_values,
+        returns_tensor=any(True for _ in _tensors(output)),
     )
 
 

@@ -424,6 +424,11 @@ def _numbered_picks(context: _Context, values: list[torch.Tensor | None]) -> Reg
         picked = context.op.func(*args, **context.op.kwargs)
     except Exception:  # noqa: BLE001 — an index the CPU cannot run stays unknown
         return None
+    if picked.shape != context.op.writes[0].shape:
+        # index values other than those the trace ran with (x[x > 0] of a problem file whose
+        # inputs are drawn anew, picking 6 elements where the trace's picked 7): its picks
+        # stay unknown, as an index the CPU cannot run does
+        return None
     mask = _demanded_mask(context.output, tuple(picked.shape))
     return _numbers_region(picked[mask].unique(), source.shape)
 

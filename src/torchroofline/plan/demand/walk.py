@@ -75,6 +75,9 @@ class Necessary:
     #: unkept work unkept ("transformer.layers.5.norm2's output (native_layer_norm,
     #: 197×10×512): 0.51% kept, as mlp_head.0 (addmm) reads it")
     narrowed_at: str | None = None
+    #: the model returns no tensor (``forward`` returned None, or Python numbers from
+    #: ``.item()``): nothing is kept, so the bound is 0 whatever the model runs
+    keeps_no_tensor: bool = False
 
     def bytes(self, float_bytes: int) -> int:
         """Compulsory HBM bytes at a float element size of ``float_bytes``."""
@@ -98,6 +101,11 @@ class Necessary:
             f"structured operand: {name} ({STRUCTURE_RULES[name].split(':')[0]})"
             for name in self.structures
         ]
+        if self.keeps_no_tensor:
+            notes.append(
+                "the model returns no tensor (forward returned None or Python numbers): "
+                "nothing is kept, so the bound is 0; return the tensors it computes"
+            )
         if self.constant_output:
             notes.append(
                 "the output is a constant: it needs no element of any input, so the bound is "
@@ -306,6 +314,7 @@ def necessary_work(
         executed_flops=sum(record.total_flops for record in records),
         unkept_flops=int(unkept),
         narrowed_at=None if narrowed is None else _narrowed_at(trace, *narrowed),
+        keeps_no_tensor=not trace.returns_tensor,
     )
 
 

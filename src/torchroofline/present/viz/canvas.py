@@ -77,6 +77,9 @@ def save_target(path: str | Path | None) -> Path | None:
     path = Path(path)
     if path.suffix.lower() not in SAVE_SUFFIXES:
         raise InputError(f"cannot save a figure as {path.name!r}; end the path in .png or .svg")
+    if not path.parent.is_dir():
+        raise InputError(f"cannot save a figure in {str(path.parent)!r}: no such folder; create "
+                         "it first")
     return path
 
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from ...costs import MatmulKind
 from ...price.roofline import Roof, roofline_entry, roofs_for
 from ...price.verdicts import CONSTANT_OUTPUT
-from ...units import human_bytes, human_ms, si
+from ...units import human_bytes, human_ms, percent, si
 from .canvas import (
     CATEGORY_COLOURS,
     FIGSIZE_IN,
@@ -372,7 +372,7 @@ def _measured_label(data: dict[str, Any], measured_ms: float, fraction: float) -
     if kind == CONSTANT_OUTPUT:  # a bound that writes a constant: no % of it
         return f"measured {human_ms(measured_ms)}: {short}"
     words = "" if kind in (None, "headroom", "impossible") else f", {short}"
-    return f"measured {human_ms(measured_ms)}: {impossible}{fraction:.1%} of SoL{words}"
+    return f"measured {human_ms(measured_ms)}: {impossible}{percent(fraction)} of SoL{words}"
 
 
 def _draw_model(ax: Axes, model: dict[str, tuple[float, float, str]], impossible: bool) -> None:

@@ -25,7 +25,8 @@ _ROOF_PRECISIONS = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "tf32
 def plot_trace(report: TraceReport, path: str | Path | None = None) -> Figure:
     """Each priced op that does FLOPs at (FLOPs per HBM byte, FLOPs / measured time), sized by
     its measured time and coloured by op kind, under the HBM roof (the slope) and the compute
-    roofs of the precisions the trace uses. Instances faster than their bound are ringed red;
+    roofs of the precisions the trace uses. Instances faster than their bound are ringed red
+    (dashed where a lower math rung reaches their time);
     ops without FLOPs (copies, fills) have no place on the FLOP axis and are counted in the
     title."""
     target = save_target(path)
@@ -59,11 +60,16 @@ def plot_trace(report: TraceReport, path: str | Path | None = None) -> Figure:
                    s=[12 + 200 * placed[k].measured_us / longest for k in chosen],
                    color=palette.get(kind, OTHER_COLOUR), alpha=0.7, zorder=3,
                    label=kind or "other", gid=f"ops:{kind or 'other'}")
-    fast = [k for k, i in enumerate(placed) if i.faster_than_light]
-    if fast:
-        ax.scatter([xs[k] for k in fast], [ys[k] for k in fast], s=160, facecolors="none",
-                   edgecolors=IMPOSSIBLE_COLOUR, linewidths=1.6, zorder=4,
-                   label=f"faster than its bound ({len(fast)})", gid="faster-than-light")
+    # ringed as the text lists them (the one verdict: TraceReport.faster_than_light, lower_math)
+    for listed, style, label, gid in (
+        (report.faster_than_light, "-", "faster than its bound at every math", "faster-than-light"),
+        (report.lower_math, "--", "faster than its bound at its own math", "lower-math"),
+    ):
+        ringed = [k for k, i in enumerate(placed) if i in listed]
+        if ringed:
+            ax.scatter([xs[k] for k in ringed], [ys[k] for k in ringed], s=160,
+                       facecolors="none", edgecolors=IMPOSSIBLE_COLOUR, linewidths=1.6,
+                       linestyles=style, zorder=4, label=f"{label} ({len(ringed)})", gid=gid)
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(min(ys + [top / 1e4]) / 3, top * 3)
     ax.yaxis.set_major_formatter(si_formatter("FLOP/s"))

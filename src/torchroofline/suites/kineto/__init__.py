@@ -96,9 +96,9 @@ def _assumption_notes(instances: Sequence[OpInstance]) -> list[str]:
             assumed.update(instance.figures.assumed)
             if instance.figures.math:
                 math[instance.figures.math] += 1
-    notes = [f"{count} ops priced assuming {what} (the trace does not record it)"
+    notes = [f"{_ops(count)} priced assuming {what} (the trace does not record it)"
              for what, count in assumed.items()]
-    notes += [f"{count} fp32 ops priced on {what}" for what, count in math.items()]
+    notes += [f"{_ops(count, 'fp32 op')} priced on {what}" for what, count in math.items()]
     return notes
 
 
@@ -139,10 +139,19 @@ def run(args: Any, note: Callable[[str], None],
     else:
         print(text, end="")
     for report in reports:
-        if report.faster_than_light:
-            note(f"{report.path}: {len(report.faster_than_light)} ops ran faster than their "
-                 "bound: a bound bug or a timing bug (listed in the report)")
+        for listed, said in ((report.faster_than_light, "their bound at every math rung: a "
+                              "bound bug or a timing bug"),
+                             (report.lower_math, "their bound at their own math: possible only "
+                              "with lower math")):
+            if listed:
+                note(f"{report.path}: {_ops(len(listed))} ran faster than {said} (listed in the "
+                     "report)")
     return reports
+
+
+def _ops(count: int, noun: str = "op") -> str:
+    """"1 op", "2 ops"."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _compared_text(reports: Sequence[TraceReport], format_: str) -> str:

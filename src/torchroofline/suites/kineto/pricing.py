@@ -20,6 +20,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from math import fsum
 
 import torch
 
@@ -33,8 +34,9 @@ from ...price.estimate import (
     host_copies,
 )
 from ...price.gpu_spec import GPUSpec
-from ...price.precision import TORCH_DEFAULTS, MathSwitches
-from ...price.roofline import kernel_floor_s, price
+from ...price.precision import TORCH_DEFAULTS, VALUE_BITS, MathSwitches, read_precision
+from ...price.roofline import Result, kernel_floor_s, price
+from ...price.verdicts import Verdict, verdict
 from ...trace.tracer import trace_model
 from .events import Activity, CpuOp, KinetoTrace
 from .rebuild import TENSOR_TYPES, RebuildError, rebuild
@@ -126,7 +128,10 @@ class OpFigures:
     priced_as: str  #: the overload priced, e.g. ``"aten.addmm.default"``
     flops: int
     bytes: int  #: HBM bytes of its eager kernels (read + written)
-    sol_warm_s: float
+    #: the warm bound (seconds) at each math rung the GPU has (``"program"``: the op's own math,
+    #: :func:`~torchroofline.price.precision.math_rungs`), each at least the op's floor: the
+    #: ladder a measured time is judged against (:func:`judge_warm`)
+    sol_warm_by_math_s: Mapping[str, float]
     sol_cold_s: float
     estimate_s: float  #: the performance model's eager GPU time, cold L2
     #: the band around it, from the held-out errors of its kernels' families (price/bands.py)
@@ -135,13 +140,51 @@ class OpFigures:
     bound: str  #: "compute" or "memory"
     math: str | None  #: the math its kernels' names said, where they did
     assumed: tuple[str, ...]  #: what the trace did not say
+    #: the precision the op's own math runs at ("bf16" for an op on bf16 tensors), as a
+    #: verdict names the "program" rung
+    precision: str = PRICING_PRECISION
+    #: where an algebraic shortcut lowers the bound: its label, and the warm ladder as written
+    shortcut: str | None = None
+    sol_warm_as_written_by_math_s: Mapping[str, float] | None = None
     #: the performance model's input for the op (its eager kernels), so that a fit of the
     #: model's constants can price it again (benchmarks/estimate_cv.py)
     program: ProgramLoad | None = field(default=None, compare=False, repr=False)
 
     @property
+    def sol_warm_s(self) -> float:
+        """The warm bound (seconds) at the op's own math."""
+        return self.sol_warm_by_math_s[PROGRAM_RUNG]
+
+    @property
     def intensity(self) -> float:
         return self.flops / self.bytes if self.bytes else float("inf")
+
+
+#: The rung of the math ladder that is the op's own math: the one the trace's ops are priced at.
+PROGRAM_RUNG = "program"
+#: How a verdict names the "program" rung of ops of several precisions summed (a module's).
+MIXED_PRECISION = "ops' own"
+
+
+def judge_warm(measured_us: float, figures: Sequence[OpFigures]) -> Verdict:
+    """The verdict (:func:`~torchroofline.price.verdicts.verdict`, the one analyze's reports
+    print) on ``measured_us`` of GPU time spent running the ops of ``figures``, against their
+    warm ladders summed rung by rung: the ops ran one after another, so no correct run of all of
+    them beats the sum of their bounds at any one math rung. A one-op program's output is the
+    op's work, never a constant a correct model may skip, so no verdict here is
+    "constant output"."""
+    precisions = {f.precision for f in figures}
+    shortcuts = [f.shortcut for f in figures if f.shortcut]
+    written = (_summed([f.sol_warm_as_written_by_math_s or f.sol_warm_by_math_s
+                        for f in figures]) if shortcuts else None)
+    return verdict(measured_us * 1e-3, _summed([f.sol_warm_by_math_s for f in figures]),
+                   PROGRAM_RUNG, precisions.pop() if len(precisions) == 1 else MIXED_PRECISION,
+                   written, "; ".join(dict.fromkeys(shortcuts)) or None)
+
+
+def _summed(ladders: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Ladders (seconds per rung, the same rungs) summed rung by rung, in ms."""
+    return {rung: fsum(ladder[rung] for ladder in ladders) * 1e3 for rung in ladders[0]}
 
 
 @dataclass(frozen=True)
@@ -160,9 +203,15 @@ class OpInstance:
         return sum(activity.duration_us for activity in self.activities)
 
     @property
+    def verdict(self) -> Verdict | None:
+        """Its measured time against its warm ladder (:func:`judge_warm`); None unpriced."""
+        return None if self.figures is None else judge_warm(self.measured_us, [self.figures])
+
+    @property
     def faster_than_light(self) -> bool:
-        """Faster than its warm bound: a bound bug or a timing bug."""
-        return self.figures is not None and self.measured_us < self.figures.sol_warm_s * 1e6
+        """Faster than its warm bound at every math rung: a bound bug or a timing bug."""
+        judged = self.verdict
+        return judged is not None and judged.impossible
 
 
 def list_dtype(trace: KinetoTrace) -> torch.dtype:
@@ -224,12 +273,13 @@ class Pricer:
         # a copy between host and GPU at least its data over the host link
         floor_s = max(kernel_floor_s(warm.unfused_bytes, self.gpu),
                       0.0 if host is None else host_link_s(rebuilt.tensors, self.gpu))
+        written = warm.sol_as_written_by_math_s
         return OpFigures(
             priced_as=", ".join(dict.fromkeys(o.name for o in traced.ops if not o.is_view))
             or rebuilt.overload,
             flops=warm.flops,
             bytes=warm.unfused_bytes,
-            sol_warm_s=max(warm.sol_s, floor_s),
+            sol_warm_by_math_s=_floored(warm.sol_by_math_s, floor_s),
             sol_cold_s=max(cold.sol_s, floor_s),
             estimate_s=performance.eager.gpu_busy_s,
             estimate_low_s=sum(low for low, _ in bands),
@@ -237,8 +287,22 @@ class Pricer:
             bound=warm.bottleneck,
             math=math.why if math else None,
             assumed=rebuilt.assumed,
+            precision=own_precision(warm),
+            shortcut="; ".join(shortcut.label for shortcut in warm.rewrites) or None,
+            sol_warm_as_written_by_math_s=None if written is None else _floored(written, floor_s),
             program=performance.program,
         )
+
+
+def _floored(ladder: Mapping[str, float], floor_s: float) -> dict[str, float]:
+    return {rung: max(sol_s, floor_s) for rung, sol_s in ladder.items()}
+
+
+def own_precision(priced: Result) -> str:
+    """The precision of an op's own math: the narrowest float narrower than fp32 it reads (bf16
+    for a GEMM on bf16 tensors), else the precision it was priced at."""
+    read = [read_precision(op) for op in priced.necessary.ops]
+    return min((p for p in read if p), key=VALUE_BITS.__getitem__, default=PRICING_PRECISION)
 
 
 _SHAPE_FIELDS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")

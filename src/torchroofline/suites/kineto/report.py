@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...price.gpu_spec import GPUSpec
+from ...price.verdicts import Verdict, verdict_fields
+from ...units import percent
 from .events import Activity
-from .pricing import OpInstance
+from .pricing import OpInstance, judge_warm
 
 #: Instances listed under "most time above their bound".
 TOP_COUNT = 10
@@ -40,6 +42,9 @@ class KindRow:
     priced_us: float  #: the GPU time of the instances that were priced
     sol_us: float  #: their summed warm bounds
     estimate_us: float  #: their summed eager estimates
+    #: the priced instances' time against their summed warm ladders (:func:`.judge_warm`, the
+    #: verdict analyze prints); None where none was priced
+    verdict: Verdict | None = None
 
     @property
     def sol_fraction(self) -> float | None:
@@ -64,11 +69,16 @@ class KindRow:
         return self.priced_share > 0.5
 
     def to_dict(self) -> dict[str, Any]:
+        """Its figures; ``sol_us`` and ``estimate_us`` null where none of its ops was priced,
+        as an unpriced op's are."""
+        priced = self.verdict is not None
         return {
             "kind": self.kind, "count": self.count, "measured_us": self.measured_us,
             "priced_us": self.priced_us, "priced_share": self.priced_share,
-            "sol_us": self.sol_us, "estimate_us": self.estimate_us,
+            "sol_us": self.sol_us if priced else None,
+            "estimate_us": self.estimate_us if priced else None,
             "sol_fraction": self.sol_fraction, "headroom": self.headroom,
+            **verdict_fields(self.verdict),
         }
 
 
@@ -96,7 +106,13 @@ class TraceReport:
 
     @property
     def faster_than_light(self) -> list[OpInstance]:
+        """The instances faster than their warm bound at every math rung."""
         return [i for i in self.instances if i.faster_than_light]
+
+    @property
+    def lower_math(self) -> list[OpInstance]:
+        """The instances faster than their warm bound at their own math, not at a lower rung."""
+        return [i for i in self.instances if i.verdict and i.verdict.kind == "lower math"]
 
     @property
     def host_bound_share(self) -> float:
@@ -164,13 +180,15 @@ def _grouped(instances: Sequence[OpInstance], key: Callable[[OpInstance], str]
 
 def _kind_row(kind: str, instances: Sequence[OpInstance]) -> KindRow:
     priced = [i for i in instances if i.figures is not None]
+    priced_us = sum(i.measured_us for i in priced)
     return KindRow(
         kind=kind,
         count=len(instances),
         measured_us=sum(i.measured_us for i in instances),
-        priced_us=sum(i.measured_us for i in priced),
+        priced_us=priced_us,
         sol_us=sum(i.figures.sol_warm_s for i in priced) * 1e6,
         estimate_us=sum(i.figures.estimate_s for i in priced) * 1e6,
+        verdict=judge_warm(priced_us, [i.figures for i in priced]) if priced else None,
     )
 
 
@@ -189,6 +207,7 @@ def _op_dict(instance: OpInstance) -> dict[str, Any]:
         "sol_us": None, "sol_cold_us": None, "estimate_us": None,
         "estimate_low_us": None, "estimate_high_us": None,
         "faster_than_light": instance.faster_than_light,
+        **verdict_fields(instance.verdict),
     }
     if figures is None:
         row["unpriced"] = instance.why_unpriced
@@ -221,7 +240,7 @@ def _us(value: float | None) -> str:
 
 
 def _percent(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f}%"
+    return "—" if value is None else percent(value)
 
 
 def _times(value: float | None) -> str:
@@ -278,25 +297,46 @@ def format_report(report: TraceReport, markdown: bool = False, top: int = TOP_CO
 
 
 def _kind_table(title: str, rows: Sequence[KindRow], markdown: bool) -> list[str]:
-    """One line per row; its % of SoL and headroom only where the priced instances hold most
-    of its time (``priced``: their share), "—" elsewhere."""
+    """One line per row; its % of SoL and verdict (the headroom, or where the time beats the
+    bound the verdict's few words) only where the priced instances hold most of its time
+    (``priced``: their share), "—" elsewhere."""
     cells = [
         [row.kind, str(row.count), _us(row.measured_us), _percent(row.priced_share),
-         _us(row.sol_us), _percent(row.sol_fraction if row.speaks_for_the_row else None),
-         _times(row.headroom if row.speaks_for_the_row else None), _us(row.estimate_us)]
+         *_priced_cells(row)]
         for row in rows
     ]
-    return _table([title, "count", "measured µs", "priced", "SoL µs", "% of SoL", "headroom",
+    return _table([title, "count", "measured µs", "priced", "SoL µs", "% of SoL", "verdict",
                    "estimate µs"], cells, markdown)
 
 
+def _priced_cells(row: KindRow) -> list[str]:
+    """SoL, % of SoL, verdict and estimate: "—" for a row none of whose ops was priced (a bound
+    of 0.0 µs said the unpriced custom ops were free)."""
+    if row.verdict is None:
+        return ["—"] * 4
+    return [_us(row.sol_us), *_verdict_cells(row.verdict if row.speaks_for_the_row else None),
+            _us(row.estimate_us)]
+
+
+def _verdict_cells(judged: Verdict | None) -> list[str]:
+    """A row's % of SoL and verdict cells: the headroom ("4.0x"), or the verdict's few words
+    where it is anything else ("IMPOSSIBLE", "needs TF32 or lower math")."""
+    if judged is None:
+        return ["—", "—"]
+    said = _times(judged.headroom) if judged.kind == "headroom" else judged.short
+    return [_percent(judged.sol_fraction), said]
+
+
 def _listing(report: TraceReport, heading: str) -> list[str]:
-    """Faster-than-light instances, ops not rebuilt, unjoined activity and the notes."""
+    """Instances faster than their bound, ops not rebuilt, unjoined activity and the notes."""
     lines: list[str] = []
-    if report.faster_than_light:
-        lines += ["", f"{heading}Faster than their bound (a bound bug or a timing bug)"]
-        lines += [f"  {i.op.name} {_shapes(i)}: {_us(i.measured_us)} µs < SoL "
-                  f"{_us(i.figures.sol_warm_s * 1e6)} µs" for i in report.faster_than_light]
+    for title, listed in (("Faster than their bound at every math rung (a bound bug or a timing "
+                           "bug)", report.faster_than_light),
+                          ("Faster than their bound at their own math", report.lower_math)):
+        if listed:
+            lines += ["", f"{heading}{title}"]
+            lines += [f"  {i.op.name} {_shapes(i)}: {_us(i.measured_us)} µs < SoL "
+                      f"{_us(i.figures.sol_warm_s * 1e6)} µs: {i.verdict.text}" for i in listed]
     if report.unpriced:
         lines += ["", f"{heading}Ops not rebuilt (their time is in 'measured', not in SoL)"]
         reasons = Counter((i.op.name, i.why_unpriced) for i in report.unpriced)
@@ -322,7 +362,7 @@ def format_csv(report: TraceReport) -> str:
     out = io.StringIO()
     fields = ["op", "module", "start_us", "measured_us", "sol_us", "sol_cold_us",
               "estimate_us", "estimate_low_us", "estimate_high_us", "faster_than_light",
-              "flops", "bytes", "bound", "unpriced"]
+              "verdict_kind", "verdict", "flops", "bytes", "bound", "unpriced"]
     writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for instance in report.instances:
