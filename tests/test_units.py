@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch.nn as nn
 
 from torchroofline import analyze
-from torchroofline.units import human_bytes, human_ms, percent, si
+from torchroofline.units import human_bytes, human_ms, percent, si, times
 
 
 @pytest.mark.parametrize(
@@ -54,3 +56,13 @@ def test_a_tiny_share_is_never_printed_as_nothing():
     assert result.actual.sol_fraction < 5e-4
     [line] = [line for line in result.format().splitlines() if "% of SoL  " in line]
     assert f"{percent(result.actual.sol_fraction)}   (" in line and " 0.0%" not in line
+
+
+def test_a_huge_headroom_is_never_a_run_of_digits():
+    # a 1.75 ns bound against 40 ms is 2.3e7 times: three significant figures past 1000
+    assert times(2.661) == "2.66x" and times(999.994) == "999.99x"
+    assert times(2.326e10) == "2.33e+10x"
+    result = analyze(nn.Linear(4, 4), torch.empty(2, 4, device="meta"), "h100-sxm",
+                     actual_ms=1000.0)
+    text = result.format()
+    assert "e+" in text and not re.search(r"\d{5,}\.\d\dx", text)

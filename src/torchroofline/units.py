@@ -43,6 +43,12 @@ def percent(fraction: float) -> str:
     return f"{fraction:.1%}"
 
 
+def times(ratio: float) -> str:
+    """A ratio of two times, ``2.661`` → ``"2.66x"``; from 1000 on in three significant figures
+    (``"2.33e+10x"``), never a run of digits."""
+    return f"{_below_1000(ratio, '.2f')}x"
+
+
 def _below_1000(value: float, digits: str) -> str:
     """``value`` in ``digits``; in three significant figures from 1000 on (beyond the largest
     unit), never a run of digits."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..plan.demand.walk import UNKEPT_NOTE_SHARE
 from ..price.estimate import fixed_latency_s
 from ..price.precision import rung_name
-from ..units import human_bytes, human_ms, percent, si
+from ..units import human_bytes, human_ms, percent, si, times
 from .breakdown import ModuleCost, module_costs, unconfirmed_figures
 from .distributed import distributed_lines
 
@@ -552,11 +552,11 @@ def _timed_line(label: str, actual: Actual, ref_ms: float | None = None) -> str:
         if judged.impossible
         else f"BELOW THE BOUND: {judged.text}"
         if actual.below_bound
-        else f"at most {judged.headroom:.2f}x faster is physically possible, {judged.text}"
+        else f"at most {times(judged.headroom)} faster is physically possible, {judged.text}"
         if judged.shortcut
         else judged.text
         if not judged.measures_kernel
-        else f"at most {judged.headroom:.2f}x faster is physically possible"
+        else f"at most {times(judged.headroom)} faster is physically possible"
     )
     return f"- {label}: {human_ms(actual.ms)} = {judged.percent_of_sol}{speedup}; {verdict}"
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..units import human_ms, percent
+from ..units import human_ms, percent, times
 from .precision import possible_rung, rung_name
 
 
@@ -69,7 +69,7 @@ class Verdict:
             "shortcut or lower math": f"needs an algebraic shortcut or {self.written_label} "
             "or lower math",
             CONSTANT_OUTPUT: "constant output: no % of SoL",
-            "headroom": f"{self.headroom:.2f}x headroom",
+            "headroom": f"{times(self.headroom)} headroom",
         }[self.kind]
 
     @property
@@ -94,7 +94,7 @@ class Verdict:
         if self.kind == "lower math":
             return f"*** {self.text} ***"
         if self.shortcut:
-            return f"({self.headroom:.2f}x headroom; {self.text})"
+            return f"({times(self.headroom)} headroom; {self.text})"
         return f"({self.text})"
 
     def to_dict(self) -> dict[str, str | None]:
@@ -148,7 +148,7 @@ def verdict(
         return Verdict(CONSTANT_OUTPUT, text, rung, headroom=headroom, rung_label=label)
     as_written = as_written_by_math_ms or {}
     if not shortcut or not as_written or measured_ms >= as_written.get(math, 0.0):
-        return Verdict("headroom", f"{headroom:.2f}x headroom", rung, headroom=headroom,
+        return Verdict("headroom", f"{times(headroom)} headroom", rung, headroom=headroom,
                        rung_label=label)
     written = possible_rung(as_written, measured_ms)
     text = f"possible only with an algebraic shortcut ({shortcut})"
