@@ -883,9 +883,10 @@ def _why_speed(rows: list[dict], speedups: list[float], too_big: dict | None) ->
         "ptflops' hooked one and ShapeProp's), so it grows with the problem's size; ours never "
         "computes a value, so its time depends on the ops, not the sizes — "
         f"{_ms(ours[0])} to {_ms(ours[-1])} per problem here, most of it FakeTensorMode's "
-        "first-call dispatch of each op (meta kernels and decompositions run for the first "
-        "time in the process) and, for BatchNorm, the double decomposition described under "
-        "'Where the time goes'.",
+        "first-call dispatch of each op and shape (meta kernels, most of them Python "
+        "decompositions, run for the first time in the process: ~1–5 ms each, ~0.3 ms per "
+        "cache miss of FakeTensorMode itself) and the model's construction on fake tensors "
+        "(a ResNet's ~190 initializer and factory ops).",
     ]
     if heavy and light:
         lines[0] += (
@@ -1016,13 +1017,14 @@ def _render_profile_notes(data: dict) -> list[str]:
         " `_tensors` and one `str(func)` per op cut `trace_model` by ~15–20% on 14,700 ops "
         "(identical `to_dict()`); turning the cyclic GC off during the trace cut it by another "
         "~10% (the trace keeps ~10⁵ objects alive and gen-2 collections rescan them).",
-        "- Training-mode BatchNorm is slow because this CPU build has no fake CUDA kernel for "
-        "`native_batch_norm`: FakeTensorMode runs its Python decomposition (~20 prims), fails "
-        "with 'not linked with support for cuda', and `_call_on_meta` runs the decomposition "
-        "again on meta. It was 1.1 s of ResNet-101's 1.5 s trace. Remembering the overloads "
-        "that failed once and going straight to meta halves it; caching the meta result's "
-        "metadata by (op, shapes, strides, dtypes, other arguments) makes a ResNet's repeats "
-        "free.",
+        "- Ops that PyTorch decomposes in Python (`addmm`, `native_batch_norm`, "
+        "`native_layer_norm`, `nll_loss_forward`, ...) are run by their meta kernel, which is "
+        "the same decomposition, on the fake tensors as meta (trace/fast_fake.py "
+        "`META_DECOMPOSED`), their output layout kept by (op, argument metadata): "
+        "FakeTensorMode runs the decomposition with every op inside it dispatched through the "
+        "mode again, 10–30 ms per new op and shape (training BatchNorm twice: it fails on fake "
+        "CUDA first). Models are built with FakeTensorMode's cache off (a miss's key and entry "
+        "cost as much as the op).",
         "- `torchroofline kernelbench` imports torch in the parent (the package `__init__` "
         "imports the whole pipeline) before starting the forkserver, which imports it again; "
         "starting the forkserver first would overlap the two on ≥ 2 cores.",

@@ -136,3 +136,87 @@ def test_a_concatenation_of_many_slices_traces_through_the_fast_paths() -> None:
     result = analyze(Fn(lambda x: torch.cat([x[i:i + 1] for i in range(n)]).sum()),
                      (meta(n, d),), "h100-sxm")
     assert result.compulsory_bytes == (n * d + 1) * 4
+
+
+def _decomposed_calls() -> list[tuple]:
+    """(op, arguments) of every op of META_DECOMPOSED, on fake CUDA tensors made by the caller's
+    mode: contiguous, channels-last and transposed operands, broadcasts, keyword variants."""
+    x = torch.empty(4, 6, 5, 3, device="cuda")
+    last = torch.empty_strided((4, 6, 5, 3), (90, 1, 18, 6), device="cuda")  # channels-last
+    rows, matrix = torch.empty(4, 6, device="cuda"), torch.empty(6, 8, device="cuda")
+    channel = [torch.empty(6, device="cuda") for _ in range(4)]
+    target = torch.zeros(4, dtype=torch.long, device="cuda")
+    return [
+        (aten._log_softmax.default, (rows, 1, False)),
+        (aten._unsafe_view.default, (x, (24, 15))),
+        (aten.add.Tensor, (last, torch.empty(3, device="cuda"))),
+        (aten.addmm.default, (torch.empty(8, device="cuda"), rows, matrix)),
+        (aten.addmm.default, (torch.empty(8, device="cuda"), rows,
+                                    torch.empty_strided((6, 8), (1, 6), device="cuda"))),
+        (aten.gelu.default, (last,)),
+        (aten.gelu.default, (x,), {"approximate": "tanh"}),
+        (aten.mean.default, (x,)),
+        (aten.mean.dim, (last, [1], True)),
+        (aten.mul.Tensor, (x, last)),
+        (aten.native_batch_norm.default, (x, *channel, True, 0.1, 1e-5)),
+        (aten.native_batch_norm.default, (last, *channel, False, 0.1, 1e-5)),
+        (aten.native_group_norm.default, (last, *channel[:2], 4, 6, 15, 3, 1e-5)),
+        (aten.native_layer_norm.default, (x, [5, 3], None, None, 1e-5)),
+        (aten.nll_loss_forward.default, (rows, target, None, 1, -100)),
+        (aten.relu.default, (last,)),
+        (aten.sigmoid.default, (torch.empty_strided((5, 6, 4, 3), (3, 15, 90, 1), device="cuda"),)),
+        (aten.sub.Tensor, (x, torch.empty_strided((4, 6, 1, 1), (6, 1, 1, 1), device="cuda")),
+         {"alpha": 2}),
+        (aten.sum.dim_IntList, (last, [0, 2])),
+        (aten.tanh.default, (torch.empty_strided((4, 3, 5, 3), (90, 30, 3, 1), device="cuda"),)),
+    ]
+
+
+def _expected(mode: FakeTensorMode, op, args: tuple, kwargs: dict):  # noqa: ANN001, ANN202
+    """What the trace made before the fast path: FakeTensorMode's output, or, for the ops a
+    CPU-only build cannot fake on CUDA (training batch norm), its meta fallback."""
+    from torchroofline.trace.tracer import _call_on_meta
+
+    try:
+        return FakeTensorMode.__torch_dispatch__(mode, op, (), args, kwargs)
+    except RuntimeError:
+        with mode:
+            return _call_on_meta(op, args, kwargs)
+
+
+def _outputs(tree) -> list:  # noqa: ANN001
+    return [t for t in torch.utils._pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+def test_every_meta_decomposed_op_is_checked_here() -> None:
+    mode = FakeTensorMode()
+    with mode:
+        assert {call[0] for call in _decomposed_calls()} == fast_fake.META_DECOMPOSED
+
+
+@pytest.mark.parametrize("index", range(20))
+def test_a_decomposition_on_meta_makes_what_fake_tensor_mode_makes(index: int) -> None:
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        op, args, *rest = _decomposed_calls()[index]
+    kwargs = rest[0] if rest else {}
+    expected = _expected(mode, op, args, kwargs)
+    inputs = {t.untyped_storage()._cdata for t in _outputs(args)}
+    for _ in range(2):  # the second call is made from the layout the first one left
+        made = fast_fake.decomposed_on_meta(mode, op, args, kwargs)
+        assert made is not None
+        for mine, reference in zip(_outputs(made), _outputs(expected), strict=True):
+            assert type(mine) is type(reference) and mine.fake_mode is mode
+            assert _layout(mine)[:5] == _layout(reference)[:5]
+            # a view of an input (_unsafe_view) shares its storage either way
+            assert (mine.untyped_storage()._cdata in inputs) == (
+                reference.untyped_storage()._cdata in inputs)
+
+
+def test_a_decomposition_on_meta_leaves_mixed_devices_to_fake_tensor_mode() -> None:
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        x, scalar = torch.empty(4, device="cuda"), torch.tensor(2.0)
+    assert fast_fake.decomposed_on_meta(mode, aten.mul.Tensor, (x, scalar), {}) is None
+    assert fast_fake.decomposed_on_meta(mode, aten.mul.Tensor, (torch.empty(4), x), {}) is None
+    assert fast_fake.decomposed_on_meta(mode, aten.clone.default, (x,), {}) is None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn as nn
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, disable_fake_tensor_cache
 
 from ..api import analyze
 from ..errors import (
@@ -246,8 +246,11 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
     data is built for real instead, with a note."""
     notes: list[str] = []
     try:
-        # the shadow keeps the values of small constants (a causal mask) the model builds
-        with hub_offline(), FakeTensorMode(allow_non_fake_inputs=True), ConstantShadow():
+        # the shadow keeps the values of small constants (a causal mask) the model builds;
+        # FakeTensorMode's cache is off: building makes tensors of shapes that seldom repeat,
+        # and on a miss the cache's key and entry cost as much as the op itself
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        with hub_offline(), mode, disable_fake_tensor_cache(mode), ConstantShadow():
             return _construct(problem) + (notes,)
     except TorchrooflineError:
         raise

@@ -1,4 +1,4 @@
-"""Two of FakeTensorMode's general paths that are slow for programs of many small ops.
+"""Three of FakeTensorMode's general paths that are slow for programs of many small ops.
 
 Views of fake tensors are made straight from their meta kernels (:func:`direct_view`). A
 view's output is sizes, strides and an offset into its input's storage. FakeTensorMode makes
@@ -7,6 +7,14 @@ decomposition that dispatches ``as_strided`` again, output validation); the view
 kernel on the fake tensor's meta storage, wrapped as FakeTensorMode wraps any meta output,
 takes about 0.04 ms. A program that slices a tensor 100,000 times (``torch.cat([x[i:i+1] for
 i in range(n)])``) traces in seconds instead of minutes.
+
+An op that PyTorch decomposes in Python (``addmm``, ``gelu``, ``native_batch_norm``,
+``nll_loss_forward``, ``_log_softmax``: :func:`decomposed_on_meta`) runs its decomposition once
+on the fake tensors as meta tensors, as its meta kernel, instead of through FakeTensorMode. The
+function is the same (``torch._meta_registrations.activate_meta`` registers each such
+decomposition as the op's meta kernel), but FakeTensorMode runs it with every op inside it
+dispatched through the mode again (a cache key, a miss for every new shape, output checks):
+10 to 30 ms for each new op and shape, on its first call in a process, against ~1 ms.
 
 An op with a long list of tensors (that ``cat``) runs past FakeTensorMode's cache
 (:func:`uncached_if_long`): its key hashes every tensor's metadata (seconds at 100,000 tensors)
@@ -25,6 +33,7 @@ from torch._subclasses.fake_tensor import (
     disable_fake_tensor_cache,
     in_kernel_invocation_manager,
 )
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
 aten = torch.ops.aten
 
@@ -72,6 +81,133 @@ def direct_view(mode: FakeTensorMode, func: Any, args: tuple, kwargs: dict) -> A
     if isinstance(output, torch.Tensor):
         return FakeTensor(mode, output, device)
     return [FakeTensor(mode, each, device) for each in output]
+
+
+#: Ops run by :func:`decomposed_on_meta`: their meta kernel is their Python decomposition
+#: (``torch._decomp``'s or ``torch._refs``', registered by
+#: ``torch._meta_registrations.activate_meta``), which FakeTensorMode runs too, through the
+#: mode or as that kernel. Listed one by one, not found by rule: on meta a decomposition sees
+#: ``device.type == "meta"``, and some branch on ``"cuda"`` (``log_sigmoid_forward`` makes a
+#: full-size buffer on any device but CUDA; upsampling picks a memory format), so each op here
+#: is one whose decomposition, and those of the ops it calls, test at most ``"cpu"`` (where
+#: meta answers as CUDA does). tests/trace/test_fast_fake.py checks each against
+#: FakeTensorMode.
+META_DECOMPOSED = frozenset({
+    aten._log_softmax.default,
+    aten._unsafe_view.default,
+    aten.add.Tensor,
+    aten.addmm.default,
+    aten.gelu.default,
+    aten.mean.default,
+    aten.mean.dim,
+    aten.mul.Tensor,
+    aten.native_batch_norm.default,
+    aten.native_group_norm.default,
+    aten.native_layer_norm.default,
+    aten.nll_loss_forward.default,
+    aten.relu.default,
+    aten.sigmoid.default,
+    aten.sub.Tensor,
+    aten.sum.dim_IntList,
+    aten.tanh.default,
+})
+
+
+#: (op, its arguments' metadata) → (output tree spec, output layouts) for
+#: :func:`decomposed_on_meta`: a meta kernel's outputs depend on the arguments' shapes, strides,
+#: dtypes and devices and the plain arguments alone, and a repeated layer (a ResNet's batch
+#: norms) would otherwise run the decomposition again for each
+_LAYOUTS: dict[tuple, tuple[Any, tuple]] = {}
+_LAYOUTS_LIMIT = 4096
+
+
+def decomposed_on_meta(mode: FakeTensorMode, func: Any, args: tuple, kwargs: dict) -> Any:
+    """``func`` (an op FakeTensorMode would decompose) run by its meta kernel on the fake
+    tensors of ``mode``, its outputs wrapped as FakeTensorMode wraps any meta kernel's; None
+    where FakeTensorMode must run it: another mode's or a real tensor, a constant the mode
+    propagates, symbolic sizes, tensors on more than one device."""
+    if func not in META_DECOMPOSED or mode.shape_env is not None or mode.propagate_real_tensors:
+        return None
+    leaves = tree_leaves((args, kwargs))
+    tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    if not tensors or any(
+        not isinstance(t, FakeTensor) or t.fake_mode is not mode or t.constant is not None
+        for t in tensors
+    ) or any(isinstance(leaf, (torch.SymInt, torch.SymFloat)) for leaf in leaves):
+        return None
+    device = tensors[0].fake_device
+    if any(t.fake_device != device for t in tensors):  # a CPU scalar beside CUDA tensors
+        return None
+    key: tuple | None = (func, len(args), tuple(kwargs), *map(_signature, leaves))
+    try:
+        found = _LAYOUTS.get(key)
+    except TypeError:  # an unhashable plain argument: no caching
+        key, found = None, None
+    if found is not None:
+        return _remade(mode, found, leaves, kwargs.get("device") or device)
+    with in_kernel_invocation_manager(mode):
+        output = func(*args, **kwargs)
+    made = mode.wrap_meta_outputs_with_default_device_logic(
+        output, func, leaves, device=kwargs.get("device")
+    )
+    layout = _layout(made, leaves)
+    if key is not None and layout is not None and len(_LAYOUTS) < _LAYOUTS_LIMIT:
+        _LAYOUTS[key] = layout
+    return made
+
+
+def _signature(leaf: Any) -> Any:
+    if isinstance(leaf, torch.Tensor):
+        return (leaf.shape, leaf.stride(), leaf.storage_offset(), leaf.dtype, leaf.device)
+    return (type(leaf), leaf)
+
+
+def _layout(output: Any, leaves: list) -> tuple[Any, tuple] | None:
+    """(tree spec, per output leaf ``("argument", index of the argument leaf it is)``,
+    ``("tensor", shape, stride, dtype)`` or ``("value", it)``); None when an output is not a
+    fresh dense tensor of its own storage (a view, or one that shares an argument's storage)."""
+    out_leaves, spec = tree_flatten(output)
+    storages = {t.untyped_storage()._cdata for t in leaves if isinstance(t, torch.Tensor)}
+    layouts = []
+    for leaf in out_leaves:
+        position = next((i for i, arg in enumerate(leaves) if arg is leaf), None)
+        if position is not None:
+            layouts.append(("argument", position))
+        elif not isinstance(leaf, torch.Tensor):
+            layouts.append(("value", leaf))
+        elif (leaf.storage_offset() != 0 or leaf.untyped_storage()._cdata in storages
+              or leaf.untyped_storage().nbytes() != _dense_nbytes(leaf)):
+            return None
+        else:
+            layouts.append(("tensor", leaf.shape, leaf.stride(), leaf.dtype))
+    return spec, tuple(layouts)
+
+
+def _dense_nbytes(tensor: torch.Tensor) -> int:
+    """The bytes ``torch.empty_strided`` allocates for ``tensor``'s sizes and strides."""
+    if 0 in tensor.shape:
+        return 0
+    span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(),
+                                                               strict=True))
+    return span * tensor.element_size()
+
+
+def _remade(mode: FakeTensorMode, found: tuple[Any, tuple], leaves: list, device: Any) -> Any:
+    """Outputs of the layouts ``found``: fresh fake tensors on ``device``, arguments as they
+    are, plain values."""
+    spec, layouts = found
+    converter = mode.fake_tensor_converter
+    made = []
+    for layout in layouts:
+        if layout[0] == "argument":
+            made.append(leaves[layout[1]])
+        elif layout[0] == "value":
+            made.append(layout[1])
+        else:
+            with in_kernel_invocation_manager(mode):
+                meta = torch.empty_strided(layout[1], layout[2], dtype=layout[3], device="meta")
+            made.append(converter.from_meta_and_device(mode, meta, device))
+    return tree_unflatten(made, spec)
 
 
 #: A list argument with more tensors than this runs its op past the fake cache.

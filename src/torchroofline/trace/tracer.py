@@ -37,7 +37,7 @@ from ..errors import DataDependentError, InputError, ModelError, TorchrooflineEr
 from ._cuda_bindings import NO_CUDA_TEXTS, needs_cuda_device
 from .collector import paused
 from .data_sized import stand_in_output
-from .fast_fake import DIRECT_VIEWS, direct_view, uncached_if_long
+from .fast_fake import DIRECT_VIEWS, decomposed_on_meta, direct_view, uncached_if_long
 from .inputs import (
     _Converter,
     _know,
@@ -446,6 +446,9 @@ class _FakeCall:
         if view is not None:
             return view
         if func not in OWN_OUTPUTS and func not in meta_only:
+            decomposed = decomposed_on_meta(self.mode, func, args, kwargs)
+            if decomposed is not None:
+                return decomposed
             try:
                 with uncached_if_long(self.mode, args):
                     return FakeTensorMode.__torch_dispatch__(self.mode, func, types, args, kwargs)
