@@ -96,3 +96,45 @@ def test_cuda_convolutions_launch_no_library_kernels_of_their_own() -> None:
     assert all(
         params.library_kernels.get(load.library_call, 0) == 0 for load in _conv_loads("h100-sxm")
     )
+
+
+def _conv_load(module: nn.Module, shape: tuple[int, ...], gpu: str):
+    result = analyze(module, meta(*shape), gpu=gpu)
+    return next(k for k in result.performance.program.eager if k.family.startswith("conv"))
+
+
+def test_a_strided_transposed_convolution_computes_its_phases_ceil_k_over_s_taps() -> None:
+    # stride 2, kernel 3 per dimension: each of the 2³ phases runs ceil(3/2) = 2 taps per
+    # dimension where 3/2 reach a pixel on average: (2 · 2 / 3)³ = 64/27
+    strided = _conv_load(nn.ConvTranspose3d(8, 16, 3, stride=2), (2, 8, 4, 4, 4), "h100-sxm")
+    assert abs(strided.phase_work - 64 / 27) < 1e-12
+    # kernel 4 at stride 2 divides evenly (2 taps a phase, all real); stride 1 has one phase;
+    # a forward convolution has no phases
+    even = _conv_load(nn.ConvTranspose2d(8, 16, 4, stride=2), (2, 8, 4, 4), "h100-sxm")
+    unit = _conv_load(nn.ConvTranspose2d(8, 16, 3), (2, 8, 4, 4), "h100-sxm")
+    forward = _conv_load(nn.Conv2d(8, 16, 3, stride=2), (2, 8, 8, 8), "h100-sxm")
+    assert (even.phase_work, unit.phase_work, forward.phase_work) == (1.0, 1.0, 1.0)
+    # compute-bound time past the fixed latency scales by exactly that factor
+    params = DEFAULT_PARAMS.for_gpu(H100)
+    big = replace(strided, bytes=0, vector_s=0.0)
+    one = kernel_gpu_s(replace(big, phase_work=1.0), H100, params, "cold")
+    fill = fixed_latency_s(big, params)
+    assert abs((kernel_gpu_s(big, H100, params, "cold") - fill) - 64 / 27 * (one - fill)) < 1e-15
+
+
+def test_a_tensor_core_convolution_computes_whole_channel_tiles() -> None:
+    # 16 output channels: Hopper's warpgroup MMA computes 64 per tile (4x the FLOPs' time),
+    # mma.sync (A100) 16 (no waste); 24 channels on the A100 round up to 32 (32/24)
+    params = {key: DEFAULT_PARAMS.for_gpu(get_gpu(key)) for key in ("h100-sxm", "a100")}
+    assert (params["h100-sxm"].conv_channel_tile, params["a100"].conv_channel_tile) == (64, 16)
+    assert DEFAULT_PARAMS.for_gpu(get_gpu("rtx5090")).conv_channel_tile == 16  # sm_120: mma.sync
+    for key, channels, waste in (("h100-sxm", 16, 4.0), ("a100", 16, 1.0), ("a100", 24, 4 / 3),
+                                 ("h100-sxm", 128, 1.0)):
+        gpu = get_gpu(key)
+        load = _conv_load(nn.Conv3d(8, channels, 3), (2, 8, 6, 6, 6), key)
+        assert load.matmul_unit == "tensor"
+        compute = replace(load, bytes=0, vector_s=0.0)
+        fill = fixed_latency_s(compute, params[key])
+        tiled = kernel_gpu_s(compute, gpu, params[key], "cold") - fill
+        exact = kernel_gpu_s(compute, gpu, replace(params[key], conv_channel_tile=1), "cold") - fill
+        assert abs(tiled - waste * exact) < 1e-12 * exact + 1e-18

@@ -60,7 +60,13 @@ from .eager_kernels import (
 )
 from .estimate_params import DEFAULT_HOST, DEFAULT_PARAMS, EstimateParams, HostCosts
 from .hardware import GPUSpec
-from .library_calls import convolution_call, convolution_gemms, row_block_share
+from .library_calls import (
+    channel_tile_share,
+    convolution_call,
+    convolution_gemms,
+    row_block_share,
+    transposed_phase_work,
+)
 from .precision import (
     MathSwitches,
     cast_precision,
@@ -139,6 +145,9 @@ class KernelLoad:
     #: the unit its matmul-class work runs on (:class:`~.precision.Unit`'s name): "tensor", or
     #: "vector" (the GPU's fp32 rate: NVIDIA's CUDA cores, CDNA's fp32 MFMA); "" without such work
     matmul_unit: str = ""
+    #: MACs its kernel computes per MAC of its FLOPs: a strided transposed convolution's
+    #: phases (:func:`~.library_calls.transposed_phase_work`); 1 for every other kernel
+    phase_work: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -166,6 +175,11 @@ FAMILIES: dict[str, str] = {
     "between its two small MMAs runs on the CUDA cores and the SFU, far below the MMA peak",
     "rnn": "cuDNN RNN: per-step GEMMs, small and serial",
 }
+
+
+#: Convolution families cuDNN runs as implicit GEMMs over all output channels at once (a
+#: grouped convolution's kernels work group by group).
+TILED_CONV_FAMILIES = frozenset({"conv", "conv3d", "conv_transposed", "conv_transposed3d"})
 
 
 def _conv_family(traced: TracedOp) -> str:
@@ -293,6 +307,7 @@ def kernel_load(
     library_call = ""
     transposes = False
     gemm_kernels = 1
+    phase_work = 1.0
     if family == "gemm" and work.tensor_s:
         align = gemm_alignment(matmul_op)
         if gemm is not None:
@@ -303,6 +318,7 @@ def kernel_load(
         library_call = convolution_call(traced_conv)
         gemm_kernels = convolution_gemms(traced_conv)
         transposes = family != "conv_grouped" and not (eager and pointwise_convolution(traced_conv))
+        phase_work = transposed_phase_work(traced_conv) if family in TILED_CONV_FAMILIES else 1.0
     elif eager and split_reduction(kernel.ops[0]):
         library_call = "split_reduce"
     return KernelLoad(
@@ -328,6 +344,7 @@ def kernel_load(
         library_call=library_call,
         gemm_kernels=gemm_kernels,
         layout_transposes=transposes,
+        phase_work=phase_work,
     )
 
 
@@ -505,6 +522,17 @@ def matmul_share(load: KernelLoad, params: EstimateParams) -> float:
     return params.matmul_fraction[load.family]
 
 
+def channel_share(load: KernelLoad, params: EstimateParams) -> float:
+    """Share of a tensor-core convolution's tile work that lands on real output channels
+    (:func:`~.library_calls.channel_tile_share` at ``EstimateParams.conv_channel_tile``): a
+    3D convolution to 16 channels on Hopper computes 64 per tile, four times its FLOPs. 1 for
+    every other kernel."""
+    if (load.family not in TILED_CONV_FAMILIES or load.matmul_unit != "tensor"
+            or load.gemm is None):
+        return 1.0
+    return channel_tile_share(load.gemm.n, params.conv_channel_tile)
+
+
 def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
     """GPU time of one kernel: the slower of its memory and compute times at achievable rates,
     plus the fill/drain latency and that of the other kernels its library launches; a
@@ -526,7 +554,9 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
         fraction = matmul_share(load, params)
         if load.gemm is not None:
             fraction *= wave_efficiency(load.gemm, gpu.sm_count, params)
-        compute += load.matmul_s / (fraction * alignment_share(load.align_bytes, params))
+        fraction *= channel_share(load, params)
+        compute += load.matmul_s * load.phase_work / (
+            fraction * alignment_share(load.align_bytes, params))
     busy = max(moved, compute) + fixed_latency_s(load, params)
     busy += params.library_kernels.get(load.library_call, 0) * params.fill_latency_s
     if load.shared:  # its blocks wait for SMs and bandwidth the collective holds

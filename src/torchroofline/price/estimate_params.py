@@ -70,6 +70,9 @@ class EstimateParams:
     matmul_latency_s: float = 0.0
     #: extra HBM passes over a tensor-core convolution's input and output (NCHW ↔ NHWC)
     conv_layout_passes: float = 0.0
+    #: output channels one tile of a tensor-core convolution computes at the least: the edge
+    #: of the MMA instruction its kernels are built from (:func:`~.estimate.channel_share`)
+    conv_channel_tile: int = 16
     tile_edges: tuple[int, ...] = (128, 64, 32)  #: GEMM output tiles cuBLAS/cuDNN pick from
     split_k_depth: int = 512  #: reduction depth per split when a GEMM splits K over more SMs
     #: one thread block streaming one row of 4-byte elements (eager); a block issues one
@@ -179,6 +182,11 @@ CONSTANT_NOTES: dict[str, str] = {
     "conv_layout_passes": "extra passes over a TF32 convolution's input and output: cuDNN's "
     "tensor-core kernels work in NHWC, PyTorch hands it NCHW (none for an eager 1x1 one); fit, "
     "held to 0-2 (no transpose to both)",
+    "conv_channel_tile": "output channels one tensor-core convolution tile computes at the "
+    "least, fewer channels being computed as zeros: the M edge of the MMA instruction cuDNN's "
+    "implicit-GEMM kernels are built from (PTX ISA): 16 for mma.sync (m16n8k8 TF32, Volta to "
+    "Ada) and CDNA's 16x16 MFMA; 64 on Hopper and Blackwell, whose warpgroup MMA (wgmma, "
+    "tcgen05) has a fixed 64-row edge; not fitted",
     "tile_edges": "output tile edges cuBLAS/cuDNN choose from (CUTLASS's 128/64/32 "
     "threadblock tiles); the largest that fills a wave is taken",
     "split_k_depth": "reduction depth per split when a GEMM splits K to fill the GPU (cuBLAS "
@@ -261,7 +269,7 @@ MATMUL_FRACTION: dict[str, float] = {
     "conv": 0.673,
     "conv3d": 0.0646,
     "conv_transposed": 0.184,
-    "conv_transposed3d": 0.175,
+    "conv_transposed3d": 0.191,
     "conv_grouped": 0.014,
     "attention": 0.604,
     "flash_attention": 0.3,
@@ -299,8 +307,16 @@ HBM_STREAM_FRACTION = 0.9
 #: Ada's parts are all GDDR6(X): the L40S's and the L4's measured share.
 GDDR_ADA: dict[str, Any] = {"hbm_fraction": 0.77}
 
+#: Hopper and Blackwell: cuDNN's convolution kernels are built on the warpgroup MMA (wgmma,
+#: tcgen05), whose tile edge is 64 rows (PTX ISA), so a convolution to fewer output channels
+#: computes 64 of them per tile.
+WARPGROUP_MMA: dict[str, Any] = {"conv_channel_tile": 64}
+
 #: Per-architecture constants, by ``GPUSpec.architecture``.
 PER_ARCHITECTURE: dict[str, dict[str, Any]] = {
+    "Hopper": WARPGROUP_MMA,
+    "Blackwell": WARPGROUP_MMA,
+    "Blackwell Ultra": WARPGROUP_MMA,
     "CDNA3": AMD_CDNA,
     "CDNA4": AMD_CDNA,
     "Ampere": PRE_HOPPER,
@@ -309,9 +325,12 @@ PER_ARCHITECTURE: dict[str, dict[str, Any]] = {
     "Ada": GDDR_ADA,
 }
 
-#: Per-GPU constants, by GPU key: Ampere's GDDR6(X) parts (GA102) take the A10G's measured share.
+#: Per-GPU constants, by GPU key: Ampere's GDDR6(X) parts (GA102) take the A10G's measured share;
+#: Blackwell's GeForce and workstation parts (GB202, sm_120) have no warpgroup MMA (their tensor
+#: cores run mma.sync, as Ada's), so they keep its 16-channel tile.
 PER_GPU: dict[str, dict[str, Any]] = {
-    key: {"hbm_fraction": 0.81} for key in ("a10g", "rtx3090", "rtx3080")
+    **{key: {"hbm_fraction": 0.81} for key in ("a10g", "rtx3090", "rtx3080")},
+    **{key: {"conv_channel_tile": 16} for key in ("rtx5090", "rtx-pro6000")},
 }
 
 DEFAULT_PARAMS = EstimateParams(

@@ -6,6 +6,8 @@ states it.
 
 from __future__ import annotations
 
+import math
+
 from ..trace.refs import TracedOp
 from .eager_kernels import pointwise_convolution
 from .hardware import GPUSpec
@@ -94,3 +96,27 @@ def convolution_gemms(traced: TracedOp) -> int:
         return 1
     mask = traced.argument("output_mask") or [True, True, True]
     return max(1, sum(bool(wanted) for wanted in mask[:2]))
+
+
+def transposed_phase_work(traced: TracedOp) -> float:
+    """MACs a strided transposed convolution's kernel computes per MAC of its FLOP count (1 for
+    every other convolution). cuDNN runs it as the data gradient of a strided convolution, which
+    splits the output into one phase per stride offset (CUTLASS's ``StrideSupport::kStrided``
+    dgrad iterators): each phase is a unit-stride convolution over ``ceil(k / s)`` taps per
+    dimension, where ``k / s`` taps reach an output pixel on average. A 3×3×3 kernel at stride 2
+    computes ``(2 · 2 / 3)³ = 64 / 27`` of its work; a 4×4 kernel at stride 2 none extra."""
+    weight = traced.argument("weight")
+    if (not traced.argument("transposed", False) or weight is None
+            or traced.base == "convolution_backward"):
+        return 1.0
+    taps = [int(edge) for edge in weight.shape[2:]]
+    strides = [int(v) for v in (traced.argument("stride") or [1])]
+    strides = (strides * len(taps))[:len(taps)] if len(strides) == 1 else strides
+    return math.prod(math.ceil(k / s) * s / k for k, s in zip(taps, strides, strict=True))
+
+
+def channel_tile_share(channels: int, tile: int) -> float:
+    """Share of the output channels one tensor-core convolution tile computes that exist:
+    ``channels`` rounded up to a whole ``tile`` (``EstimateParams.conv_channel_tile``, the
+    channel edge of the MMA instruction its kernels are built from)."""
+    return channels / (math.ceil(channels / tile) * tile)
