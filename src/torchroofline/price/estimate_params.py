@@ -280,7 +280,7 @@ AMD_CDNA: dict[str, Any] = {
     "matmul_fraction": {**MATMUL_FRACTION, "gemm": 0.45},
     "fp32_matrix_fraction": 0.85,
     "library_kernels": {"conv": 5, "conv_backward": 10, "conv_backward_one": 5,
-                        "conv_1x1_strided": 2, "conv_backward_1x1_strided": 7, "split_reduce": 1},
+                        "conv_1x1_strided": 2, "conv_backward_1x1_strided": 7},
     # the ResNet trace's kernels beside an RCCL kernel take no longer than alone (304 CUs, and
     # xGMI traffic small against 5.3 TB/s of HBM)
     "collective_share": 1.0,
@@ -329,8 +329,6 @@ DEFAULT_PARAMS = EstimateParams(
     cudagraph_gap_s=3e-07,
     l2_bandwidth_bytes_per_s=L2_BANDWIDTH_BYTES_PER_S,
     l2_usable_fraction=0.5,
-    #: a split reduction's global-reduce pass (eager_kernels.split_reduction), on every GPU
-    library_kernels={"split_reduce": 1},
     per_architecture=PER_ARCHITECTURE,
     per_gpu=PER_GPU,
     source="fit: docs/calibration.md (benchmarks/calibrate.py) and docs/validation.md "
