@@ -2,7 +2,8 @@
 that decomposes in C++ pays Python once, its other kernels a dispatch and a launch each
 (``host.launch_s``); logsumexp, a reduced pointwise loss, an affine group norm and a 2-D
 training batch norm launch kernels the trace does not see, each a launch on the host and a
-fill on the GPU. Closed forms, derived in the comments."""
+fill on the GPU; a reduced nll_loss runs one warp, a load's latency per row it loops over.
+Closed forms, derived in the comments."""
 
 from __future__ import annotations
 
@@ -14,7 +15,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from conftest import Fn, analyze, meta
-from torchroofline.price.estimate import DEFAULT_PARAMS, HostCosts, estimate_modes, kernel_gpu_s
+from torchroofline.price.estimate import (
+    DEFAULT_PARAMS,
+    THREADS_PER_SM,
+    HostCosts,
+    estimate_modes,
+    kernel_gpu_s,
+)
 from torchroofline.price.hardware import get_gpu
 
 H100 = get_gpu("h100-sxm")
@@ -99,3 +106,19 @@ def test_a_two_dimensional_training_batch_norm_updates_its_running_statistics(
     loads = analyze(norm.train(), meta(*shape)).performance.program.eager
     statistics = [load for load in loads if load.rows]
     assert [load.cpp_launches for load in statistics] == [launches]
+
+
+@pytest.mark.parametrize(("reduction", "serial"), [("mean", 128), ("none", 0)])
+def test_a_reduced_nll_loss_runs_one_warp_latency_bound(reduction: str, serial: int) -> None:
+    # LossNLL.cu: one block of 32 threads, each over every 32nd of the 4,096 rows: 128 gathers
+    # in series, each a load's latency, THREADS_PER_SM / strided_access_rate_per_sm (Little's
+    # law); without a reduction, a thread per row
+    model = Fn(lambda x, t: F.nll_loss(x, t, reduction=reduction))
+    result = analyze(model, meta(4096, 10), torch.zeros(4096, dtype=torch.long, device="meta"))
+    [load] = [load for load in result.performance.program.eager if "nll" in load.name]
+    assert load.serial_loads == serial
+    busy = kernel_gpu_s(load, H100, DEFAULT_PARAMS, "warm")
+    latency = THREADS_PER_SM / DEFAULT_PARAMS.strided_access_rate_per_sm
+    assert busy >= serial * latency
+    if serial:
+        assert busy == pytest.approx(serial * latency + DEFAULT_PARAMS.fill_latency_s)

@@ -228,6 +228,30 @@ CPP_LAUNCHES: dict[str, Callable[[TracedOp], int]] = {
 }
 
 
+#: Threads of LossNLL.cu's ``nll_loss_forward_reduce_cuda_kernel_2d`` (``NLL_LOSS_THREADS``): it
+#: runs one block of them, whatever the batch.
+NLL_LOSS_THREADS = 32
+
+
+def _nll_loss_rows_per_thread(traced: TracedOp) -> int:
+    """``nll_loss_forward(input (N, C), target, weight, reduction, …)`` with a reduction: one
+    block of :data:`NLL_LOSS_THREADS` threads, each looping over every 32nd row. A row's gather
+    ``input[i * C + target[i]]`` waits for its target's load; the next row's target load does
+    not wait, so a thread spends one load's latency per row: ⌈N / 32⌉ in series. Without a
+    reduction (or on a 1-D input) the kernel has a thread per row: 0."""
+    source = traced.args[0]
+    if source.dim() != 2 or int(traced.args[3]) == 0:
+        return 0
+    return math.ceil(int(source.shape[0]) / NLL_LOSS_THREADS)
+
+
+#: Eager kernels whose threads make loads one after another, each waiting for a load's latency
+#: (a kernel too narrow to hide it), by base name: loads a thread makes in series.
+SERIAL_LOADS: dict[str, Callable[[TracedOp], int]] = {
+    "nll_loss_forward": _nll_loss_rows_per_thread,
+}
+
+
 #: Reduced elements per output from which PyTorch's ``reduce_kernel`` splits the reduction
 #: across blocks (``ReduceConfig::ctas_per_output`` > 1): a thread would otherwise accumulate
 #: more than 256 values (``max_values_per_thread``) in a block of 512 threads (the

@@ -51,6 +51,7 @@ from .eager_kernels import (
     ROW_LOAD_BYTES,
     ROW_PER_BLOCK,
     SCALAR_ACCESSES,
+    SERIAL_LOADS,
     TWO_PASS,
     gemm_alignment,
     misaligned_gemm_loads,
@@ -125,6 +126,9 @@ class KernelLoad:
     #: kernels its aten op launches from C++ besides this one (eager: logsumexp's nine,
     #: :data:`~.eager_kernels.CPP_LAUNCHES`; a split reduction's semaphore memset)
     cpp_launches: int = 0
+    #: loads one of its threads makes in series, each a load's full latency (eager: a kernel of
+    #: a single narrow block, :data:`~.eager_kernels.SERIAL_LOADS`)
+    serial_loads: int = 0
     host_modules: int = 0  #: submodule calls that start before this kernel (eager)
     #: seconds of its FLOPs on the units that run them, at their peaks (the larger of the
     #: tensor-core and CUDA-core times: the per-kernel roofline's compute time)
@@ -265,7 +269,7 @@ def kernel_load(
     moved = sum(running_bytes(ref, float_bytes, widened)
                 for ref in (*kernel.reads, *kernel.writes))
     rows = None
-    reread = l2_reread = cpp_launches = 0
+    reread = l2_reread = cpp_launches = serial_loads = 0
     row_load_bytes = 4
     # a window kernel gathers element by element in either plan (Inductor calls the same aten
     # kernels for these, or generates the same per-element gather)
@@ -290,6 +294,7 @@ def kernel_load(
             l2_reread = L2_REREADS.get(traced.base, lambda traced: 0)(traced) * largest
         if whole or (rule and statistics):  # an op's own kernel, or a split norm's first
             cpp_launches = CPP_LAUNCHES.get(traced.base, lambda traced: 0)(traced)
+            serial_loads = SERIAL_LOADS.get(traced.base, lambda traced: 0)(traced)
         cpp_launches += split_reduction(kernel.ops[0])
         if rows and kernel.ops[0].reads:
             row_load_bytes = ROW_LOAD_BYTES.get(
@@ -335,6 +340,7 @@ def kernel_load(
         host_modules=host_modules,
         cpp_issued=cpp_issued,
         cpp_launches=cpp_launches,
+        serial_loads=serial_loads,
         compute_s=work.compute_s,
         align_bytes=align,
         library_call=library_call,
@@ -465,6 +471,18 @@ def l2_missed_bytes(load: KernelLoad, gpu: GPUSpec, params: EstimateParams) -> i
     return load.l2_reread_bytes if in_flight > params.l2_usable_fraction * gpu.l2_bytes else 0
 
 
+#: Threads one SM holds at once (Volta on: 2,048, CUDA programming guide's compute-capability
+#: table).
+THREADS_PER_SM = 2048
+
+
+def load_latency_s(params: EstimateParams) -> float:
+    """Seconds one thread waits for one global load: an SM whose resident threads each keep one
+    load in flight completes ``strided_access_rate_per_sm`` of them a second, so by Little's law
+    each takes :data:`THREADS_PER_SM` / that rate (0.34 µs at 6e9 /s)."""
+    return THREADS_PER_SM / params.strided_access_rate_per_sm
+
+
 def fixed_latency_s(load: KernelLoad, params: EstimateParams) -> float:
     """The part of a kernel's time no rate sets: its fill/drain, plus a library matmul
     kernel's tile-pipeline prologue and epilogue, for each GEMM kernel of its call."""
@@ -551,6 +569,7 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
         moved = max(moved, touched / (load.rows * row_rate))
     if load.accesses:
         moved = max(moved, load.accesses / (params.strided_access_rate_per_sm * gpu.sm_count))
+    moved = max(moved, load.serial_loads * load_latency_s(params))
     compute = load.vector_s / params.vector_fraction
     if load.matmul_s:
         fraction = matmul_share(load, params)
