@@ -171,8 +171,8 @@ def test_amd_gpus_take_their_architectures_constants() -> None:
     for gpu in (mi300x, mi355x):
         params = DEFAULT_PARAMS.for_gpu(gpu)
         assert params.fill_latency_s == 4e-6
-        assert params.library_kernels["conv"] == 5 and params.library_kernels["split_reduce"] == 1
-    assert DEFAULT_PARAMS.for_gpu(H100).library_kernels == {"split_reduce": 1}
+        assert params.library_kernels["conv"] == 5
+    assert DEFAULT_PARAMS.for_gpu(H100).library_kernels == {}
 
 
 @pytest.mark.parametrize(("shape", "dim", "split"), [
@@ -184,9 +184,9 @@ def test_amd_gpus_take_their_architectures_constants() -> None:
 def test_a_reduction_too_long_per_output_splits_across_blocks(shape, dim, split) -> None:
     result = analyze(Fn(lambda t: t.sum(dim) if dim is not None else t.sum()), meta(*shape))
     [load] = result.performance.program.eager
-    assert (load.library_call == "split_reduce") is split
-    # the global reduce: one fill more than the same kernel unsplit
-    alone = kernel_gpu_s(replace(load, library_call=""), H100, DEFAULT_PARAMS, "warm")
+    # the semaphores' memset: one launch more, a fill on the GPU and a launch on the host
+    assert load.cpp_launches == int(split) and load.library_call == ""
+    alone = kernel_gpu_s(replace(load, cpp_launches=0), H100, DEFAULT_PARAMS, "warm")
     busy = kernel_gpu_s(load, H100, DEFAULT_PARAMS, "warm")
     assert busy - alone == pytest.approx(DEFAULT_PARAMS.fill_latency_s if split else 0.0)
 

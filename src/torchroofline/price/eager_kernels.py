@@ -90,6 +90,9 @@ SCALAR_ACCESSES: dict[str, Callable[[TracedOp], int]] = {
 
 #: Eager ops that read their input more than once, by base name: how many extra reads.
 EXTRA_READS: dict[str, Callable[[TracedOp], int]] = {
+    # logsumexp's kernels (CPP_LAUNCHES): amax reads x, x - maxes reads x and writes a copy,
+    # exp_ reads and writes the copy, sum reads it: five passes of x's size besides the first
+    "logsumexp": lambda traced: 5,
     # batch_norm_backward_kernel: one block per channel sums grad_out and grad_out·x̂ over the
     # channel, then reads both again to write grad_input
     "native_batch_norm_backward": lambda traced: 2,
@@ -183,6 +186,72 @@ def misaligned_gemm_loads(batch: int, m: int, n: int, k: int, align_bytes: int,
     return elements // per_load
 
 
+def _reduced_loss(traced: TracedOp) -> int:
+    """A pointwise loss with ``reduction`` mean or sum (``mse_loss``, ``smooth_l1_loss``,
+    ``huber_loss``: Loss.cpp's ``apply_loss_reduction``) writes the unreduced loss with one
+    kernel, then reduces it with a second (``loss.mean()``/``loss.sum()``); none with ``none``."""
+    return int(int(traced.argument("reduction", 1) or 0) != 0)
+
+
+def _group_norm_launches(traced: TracedOp) -> int:
+    """``native_group_norm(x, weight, bias, N, C, HxW, …)`` with an affine weight or bias over
+    more than one position: group_norm_kernel.cu runs ``RowwiseMomentsCUDAKernel``, then
+    ``ComputeFusedParamsCUDAKernel`` (per-channel scale and shift), then the apply kernel; the
+    eager plan charges the first and the last."""
+    affine = traced.args[1] is not None or traced.args[2] is not None
+    return int(affine and int(traced.args[5]) > 1)
+
+
+def _batch_norm_launches(traced: TracedOp) -> int:
+    """Training batch norm with running statistics on an (N, C) input, which PyTorch runs with
+    its own kernels (cuDNN's needs 3 or more dims, ``_batch_norm_impl_index``):
+    ``batch_norm_cuda_out`` computes the statistics, then updates the running mean and variance
+    and inverts the variance (``batch_norm_update_stats_and_invert``), then applies them; the
+    eager plan charges the first and the last."""
+    running = len(traced.args) > 4 and traced.args[3] is not None
+    return int(_training(traced) and running and traced.args[0].dim() == 2)
+
+
+#: Eager aten ops whose CUDA implementation launches more kernels than its own from C++, by
+#: base name: how many more. Each is a dispatch and a launch on the host (no Python between)
+#: and a kernel's fill on the GPU.
+CPP_LAUNCHES: dict[str, Callable[[TracedOp], int]] = {
+    # ReduceOps.cpp's logsumexp_out_impl: amax, then maxes.abs() == INFINITY and masked_fill_
+    # (3), (self - maxes).exp_() (2), sum_out, log_, add_ (3): nine kernels for the one op
+    "logsumexp": lambda traced: 8,
+    "mse_loss": _reduced_loss,
+    "native_group_norm": _group_norm_launches,
+    "native_batch_norm": _batch_norm_launches,
+    "_native_batch_norm_legit": _batch_norm_launches,
+    "smooth_l1_loss": _reduced_loss,
+    "huber_loss": _reduced_loss,
+}
+
+
+#: Threads of LossNLL.cu's ``nll_loss_forward_reduce_cuda_kernel_2d`` (``NLL_LOSS_THREADS``): it
+#: runs one block of them, whatever the batch.
+NLL_LOSS_THREADS = 32
+
+
+def _nll_loss_rows_per_thread(traced: TracedOp) -> int:
+    """``nll_loss_forward(input (N, C), target, weight, reduction, …)`` with a reduction: one
+    block of :data:`NLL_LOSS_THREADS` threads, each looping over every 32nd row. A row's gather
+    ``input[i * C + target[i]]`` waits for its target's load; the next row's target load does
+    not wait, so a thread spends one load's latency per row: ⌈N / 32⌉ in series. Without a
+    reduction (or on a 1-D input) the kernel has a thread per row: 0."""
+    source = traced.args[0]
+    if source.dim() != 2 or int(traced.args[3]) == 0:
+        return 0
+    return math.ceil(int(source.shape[0]) / NLL_LOSS_THREADS)
+
+
+#: Eager kernels whose threads make loads one after another, each waiting for a load's latency
+#: (a kernel too narrow to hide it), by base name: loads a thread makes in series.
+SERIAL_LOADS: dict[str, Callable[[TracedOp], int]] = {
+    "nll_loss_forward": _nll_loss_rows_per_thread,
+}
+
+
 #: Reduced elements per output from which PyTorch's ``reduce_kernel`` splits the reduction
 #: across blocks (``ReduceConfig::ctas_per_output`` > 1): a thread would otherwise accumulate
 #: more than 256 values (``max_values_per_thread``) in a block of 512 threads (the
@@ -194,7 +263,9 @@ def split_reduction(op: OpRecord) -> bool:
     """A reduction whose blocks each sum part of an output's elements, then finish in a global
     reduce: partials go to a staging buffer, and the last block to pass a semaphore reads them
     back and writes the output (a second, dependent pass: the A100 training trace's gradient
-    ``sum``s of 1024 × 128-2048 floats take 10-13 µs, a 1 MB stream's time plus two fills)."""
+    ``sum``s of 1024 × 128-2048 floats take 10-13 µs, a 1 MB stream's time plus two fills).
+    Before it, the host zeroes the semaphores with ``cudaMemsetAsync`` (Reduce.cuh's
+    ``launch_reduce_kernel``): one launch more, as :data:`CPP_LAUNCHES`'s."""
     if op.category is not Category.REDUCTION or not op.reads or not op.writes:
         return False
     return op.reads[0].elements >= SPLIT_REDUCTION_LENGTH * max(op.writes[0].elements, 1)

@@ -45,11 +45,13 @@ from ..plan.plans import Plans
 from ..trace.refs import Trace, TracedOp
 from .bands import HOST_BAND, family_band
 from .eager_kernels import (
+    CPP_LAUNCHES,
     EXTRA_READS,
     L2_REREADS,
     ROW_LOAD_BYTES,
     ROW_PER_BLOCK,
     SCALAR_ACCESSES,
+    SERIAL_LOADS,
     TWO_PASS,
     gemm_alignment,
     misaligned_gemm_loads,
@@ -123,6 +125,16 @@ class KernelLoad:
     #: loads: an operand broadcast or laid out unlike its output (see :func:`strided_accesses`)
     accesses: int = 0
     host_views: int = 0  #: view/metadata ops the host runs before this kernel (eager)
+    #: issued from C++ by the Python call that issued the kernel before it (one that decomposes
+    #: in C++, :attr:`~torchroofline.trace.refs.TracedOp.python_call`): a dispatch and a launch,
+    #: no Python (eager)
+    cpp_issued: bool = False
+    #: kernels its aten op launches from C++ besides this one (eager: logsumexp's nine,
+    #: :data:`~.eager_kernels.CPP_LAUNCHES`; a split reduction's semaphore memset)
+    cpp_launches: int = 0
+    #: loads one of its threads makes in series, each a load's full latency (eager: a kernel of
+    #: a single narrow block, :data:`~.eager_kernels.SERIAL_LOADS`)
+    serial_loads: int = 0
     host_modules: int = 0  #: submodule calls that start before this kernel (eager)
     #: seconds of its FLOPs on the units that run them, at their peaks (the larger of the
     #: tensor-core and CUDA-core times: the per-kernel roofline's compute time)
@@ -243,6 +255,7 @@ def kernel_load(
     switches: MathSwitches | None = None,
     host_views: int = 0,
     host_modules: int = 0,
+    cpp_issued: bool = False,
     widened: frozenset[int] = frozenset(),
 ) -> KernelLoad:
     """The model's view of one plan kernel on ``gpu`` (units as ``switches`` put them), with
@@ -270,7 +283,7 @@ def kernel_load(
     moved = sum(running_bytes(ref, float_bytes, widened)
                 for ref in (*kernel.reads, *kernel.writes))
     rows = None
-    reread = l2_reread = 0
+    reread = l2_reread = cpp_launches = serial_loads = 0
     row_load_bytes = 4
     # a window kernel gathers element by element in either plan (Inductor calls the same aten
     # kernels for these, or generates the same per-element gather)
@@ -293,6 +306,10 @@ def kernel_load(
             reread = passes * largest
         if whole:
             l2_reread = L2_REREADS.get(traced.base, lambda traced: 0)(traced) * largest
+        if whole or (rule and statistics):  # an op's own kernel, or a split norm's first
+            cpp_launches = CPP_LAUNCHES.get(traced.base, lambda traced: 0)(traced)
+            serial_loads = SERIAL_LOADS.get(traced.base, lambda traced: 0)(traced)
+        cpp_launches += split_reduction(kernel.ops[0])
         if rows and kernel.ops[0].reads:
             row_load_bytes = ROW_LOAD_BYTES.get(
                 traced.base, lambda traced: kernel.ops[0].reads[0].itemsize)(traced)
@@ -319,8 +336,6 @@ def kernel_load(
         gemm_kernels = convolution_gemms(traced_conv)
         transposes = family != "conv_grouped" and not (eager and pointwise_convolution(traced_conv))
         phase_work = transposed_phase_work(traced_conv) if family in TILED_CONV_FAMILIES else 1.0
-    elif eager and split_reduction(kernel.ops[0]):
-        library_call = "split_reduce"
     return KernelLoad(
         name=kernel.name,
         family=family,
@@ -339,6 +354,9 @@ def kernel_load(
         accesses=accesses,
         host_views=host_views,
         host_modules=host_modules,
+        cpp_issued=cpp_issued,
+        cpp_launches=cpp_launches,
+        serial_loads=serial_loads,
         compute_s=work.compute_s,
         align_bytes=align,
         library_call=library_call,
@@ -348,26 +366,43 @@ def kernel_load(
     )
 
 
-def _host_work(kernels: Sequence[Kernel], ops: Sequence[OpRecord]
-               ) -> tuple[list[int], list[int]]:
-    """(view ops, submodule calls) the host runs before each eager kernel (since the previous
-    kernel): eager dispatches every aten op, kernel or not, in order."""
-    first_index = {kernel.ops[0].index: i for i, kernel in enumerate(kernels)}
+def _host_work(kernels: Sequence[Kernel], ops: Sequence[OpRecord], trace: Trace
+               ) -> tuple[list[int], list[int], list[bool]]:
+    """(view ops, submodule calls, issued from C++) of each eager kernel: the views and
+    submodule calls the host runs before it (since the previous kernel), and whether the
+    Python call that issued the kernel before it issues it too.
+
+    Eager dispatches every aten op, kernel or not, in order; Python runs once per Python-level
+    call (``TracedOp.python_call``), so a call that decomposes in C++ (``F.cosine_similarity``:
+    13 kernels) pays Python for its first kernel only, and a dispatch and a launch for each
+    other. Every view keeps its dispatch cost, issued from Python or C++ (einsum's permutes and
+    reshapes cost its C++ as much: charged as Python views, held-out figures were better than
+    with C++ views free)."""
+    positions: dict[int, list[int]] = {}
+    for i, kernel in enumerate(kernels):
+        positions.setdefault(kernel.ops[0].index, []).append(i)
+    call_of = [traced.python_call for traced in trace.ops]
     views = [0] * len(kernels)
     modules = [0] * len(kernels)
+    from_cpp = [False] * len(kernels)
     pending_views = pending_modules = 0
     previous_module = None
+    previous_call = 0
     for op in ops:
         if op.module_path != previous_module:
             pending_modules += op.module_path != ""
             previous_module = op.module_path
-        position = first_index.get(op.index)
-        if position is None:
+        call = call_of[op.index]
+        if op.index not in positions:
             pending_views += op.category is Category.ZERO_COPY
             continue
-        views[position], modules[position] = pending_views, pending_modules
+        first = positions[op.index][0]
+        views[first], modules[first] = pending_views, pending_modules
         pending_views = pending_modules = 0
-    return views, modules
+        for position in positions[op.index]:
+            from_cpp[position] = bool(call) and call == previous_call
+            previous_call = call
+    return views, modules, from_cpp
 
 
 def program_load(plans: Plans, context: PricingContext) -> ProgramLoad:
@@ -382,8 +417,9 @@ def program_load(plans: Plans, context: PricingContext) -> ProgramLoad:
         cache=context.cache,
         eager=tuple(
             kernel_load(k, trace, gpu, precision, float_bytes, eager=True, switches=switches,
-                        host_views=views, host_modules=modules, widened=widened)
-            for k, views, modules in zip(eager, *_host_work(eager, plans.ops), strict=True)
+                        host_views=views, host_modules=modules, cpp_issued=cpp, widened=widened)
+            for k, views, modules, cpp in zip(eager, *_host_work(eager, plans.ops, trace),
+                                              strict=True)
         ),
         fused=tuple(
             kernel_load(k, trace, gpu, precision, float_bytes, eager=False, switches=switches,
@@ -450,6 +486,18 @@ def l2_missed_bytes(load: KernelLoad, gpu: GPUSpec, params: EstimateParams) -> i
     row_bytes = (load.bytes / 2) / load.rows  # a row read once, written once
     in_flight = min(load.rows, ROW_BLOCKS_PER_SM * gpu.sm_count) * row_bytes
     return load.l2_reread_bytes if in_flight > params.l2_usable_fraction * gpu.l2_bytes else 0
+
+
+#: Threads one SM holds at once (Volta on: 2,048, CUDA programming guide's compute-capability
+#: table).
+THREADS_PER_SM = 2048
+
+
+def load_latency_s(params: EstimateParams) -> float:
+    """Seconds one thread waits for one global load: an SM whose resident threads each keep one
+    load in flight completes ``strided_access_rate_per_sm`` of them a second, so by Little's law
+    each takes :data:`THREADS_PER_SM` / that rate (0.34 µs at 6e9 /s)."""
+    return THREADS_PER_SM / params.strided_access_rate_per_sm
 
 
 def fixed_latency_s(load: KernelLoad, params: EstimateParams) -> float:
@@ -549,6 +597,7 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
         moved = max(moved, touched / (load.rows * row_rate))
     if load.accesses:
         moved = max(moved, load.accesses / (params.strided_access_rate_per_sm * gpu.sm_count))
+    moved = max(moved, load.serial_loads * load_latency_s(params))
     compute = load.vector_s / params.vector_fraction
     if load.matmul_s:
         fraction = matmul_share(load, params)
@@ -558,7 +607,8 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
         compute += load.matmul_s * load.phase_work / (
             fraction * alignment_share(load.align_bytes, params))
     busy = max(moved, compute) + fixed_latency_s(load, params)
-    busy += params.library_kernels.get(load.library_call, 0) * params.fill_latency_s
+    busy += (params.library_kernels.get(load.library_call, 0) + load.cpp_launches
+             ) * params.fill_latency_s
     if load.shared:  # its blocks wait for SMs and bandwidth the collective holds
         busy /= params.collective_share
     if load.family == "flash_attention" and load.gemm is not None:
@@ -607,13 +657,18 @@ def timeline(mode: str, start_s: float, issue_s: Sequence[float], gpu_s: Sequenc
 
 def _library_s(load: KernelLoad, host: HostCosts) -> float:
     """CPU seconds a kernel's library call adds to its launch: a convolution's cuDNN set-up
-    and the extra launches of a library call (a cuDNN RNN's steps), in either mode."""
-    return (load.launches - 1) * host.launch_s + (host.conv_call_s if load.library_call else 0.0)
+    and the extra launches of a library call (a cuDNN RNN's steps) or of its aten op issued
+    from C++ (:attr:`KernelLoad.cpp_launches`), in either mode."""
+    return ((load.launches - 1 + load.cpp_launches) * host.launch_s
+            + (host.conv_call_s if load.library_call else 0.0))
 
 
 def _eager_issue(load: KernelLoad, host: HostCosts) -> float:
+    """CPU seconds before an eager kernel is issued: a Python call's op, or a dispatch and a
+    launch from C++ (:attr:`KernelLoad.cpp_issued`), after the views and submodule calls
+    before it, plus its library call's own."""
     return (
-        host.eager_op_s
+        (host.launch_s if load.cpp_issued else host.eager_op_s)
         + load.host_views * host.eager_view_s
         + load.host_modules * host.eager_module_s
         + _library_s(load, host)

@@ -221,8 +221,8 @@ CONSTANT_NOTES: dict[str, str] = {
     "and its cast (MIOpen's conv_asm_implicit_gemm_gtc_fwd_nhwc.cpp GetWorkspaceSize), so 5 "
     "forward, 10 backward (5 when one gradient is asked); a strided 1x1 convolution 2 forward "
     "(rocBLAS GEMM between CNHW transposes), 7 backward; counted in the MI300X ResNet training "
-    "trace: 4.97, 9.6 (5-10), 2 and 7.3 per call; every GPU: a reduction split across blocks "
-    "(eager_kernels.split_reduction) pays one more for its dependent global-reduce pass",
+    "trace: 4.97, 9.6 (5-10), 2 and 7.3 per call (a split reduction's semaphore memset and the "
+    "kernels an aten op launches from C++ are eager_kernels.CPP_LAUNCHES', every GPU)",
     "rnn_step_s": "one recurrent step of a cuDNN RNN: small GEMM + gate math in series; fit",
     "cudagraph_gap_s": "GPU gap between kernels replayed from a CUDA graph; fit",
     "l2_bandwidth_bytes_per_s": "published L2 bandwidth per GPU (microbenchmarks, cited at "
@@ -234,7 +234,9 @@ CONSTANT_NOTES: dict[str, str] = {
     "cudaLaunchKernel); fit",
     "host.eager_view_s": "eager: one view or metadata op (no kernel); fit",
     "host.eager_module_s": "eager: one submodule call (nn.Module.__call__); fit",
-    "host.launch_s": "one extra launch inside a library call (a cuDNN RNN's steps); fit",
+    "host.launch_s": "one extra launch inside a library call (a cuDNN RNN's steps), or a kernel "
+    "issued from C++ with no Python: a Python call's kernels after its first "
+    "(TracedOp.python_call) and those an op launches unseen by the trace (CPP_LAUNCHES); fit",
     "host.conv_call_s": "a convolution's cuDNN call on the CPU beyond its launch (descriptors, "
     "plan-cache lookup), eager and compiled: a one-conv problem takes 15 µs more than a one-op "
     "problem on the H100 host (28.4 against 13.2 µs); fit",
@@ -288,7 +290,7 @@ AMD_CDNA: dict[str, Any] = {
     "matmul_fraction": {**MATMUL_FRACTION, "gemm": 0.45},
     "fp32_matrix_fraction": 0.85,
     "library_kernels": {"conv": 5, "conv_backward": 10, "conv_backward_one": 5,
-                        "conv_1x1_strided": 2, "conv_backward_1x1_strided": 7, "split_reduce": 1},
+                        "conv_1x1_strided": 2, "conv_backward_1x1_strided": 7},
     # the ResNet trace's kernels beside an RCCL kernel take no longer than alone (304 CUs, and
     # xGMI traffic small against 5.3 TB/s of HBM)
     "collective_share": 1.0,
@@ -348,8 +350,6 @@ DEFAULT_PARAMS = EstimateParams(
     cudagraph_gap_s=3e-07,
     l2_bandwidth_bytes_per_s=L2_BANDWIDTH_BYTES_PER_S,
     l2_usable_fraction=0.5,
-    #: a split reduction's global-reduce pass (eager_kernels.split_reduction), on every GPU
-    library_kernels={"split_reduce": 1},
     per_architecture=PER_ARCHITECTURE,
     per_gpu=PER_GPU,
     source="fit: docs/calibration.md (benchmarks/calibrate.py) and docs/validation.md "

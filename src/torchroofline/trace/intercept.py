@@ -131,6 +131,8 @@ class Interceptor(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
+        if not self.recorder.paused:  # each call (nested ones too: F's Python functionals')
+            self.recorder.python_calls += 1
         if not self.recorder.fake and _asks_for_cuda(kwargs.get("device")):
             # a real-data run is on the CPU, where its tensors stand for the GPU's (as
             # ``x.cuda()`` does here): ``torch.zeros(n, device="cuda")`` is made there too

@@ -54,6 +54,10 @@ class TracedOp:
     #: the part of a training step that ran it: ``"forward"`` (the only one in inference),
     #: ``"backward"`` (autograd's ops) or ``"optimizer"`` (the optimizer's step)
     phase: str = "forward"
+    #: the Python-level torch call that issued it (1, 2, … in call order; 0 where unknown): a
+    #: call that decomposes in C++ (``F.cosine_similarity``, ``F.cross_entropy``) issues all
+    #: its aten ops under one number, the ops after its first from C++, with no Python between
+    python_call: int = 0
 
     def argument(self, name: str, default: Any = None) -> Any:
         """An argument by its schema name: passed by keyword or by position, else the schema's

@@ -166,6 +166,9 @@ class _Recorder(TorchDispatchMode):
         self.current_op = ""
         self.paused = False
         self.phase = "forward"  #: stamped on every op recorded (TracedOp.phase)
+        #: Python-level torch calls seen so far (:class:`~.intercept.Interceptor` counts them):
+        #: stamped on every op recorded (TracedOp.python_call)
+        self.python_calls = 0
         #: the value of each tensor lifted in forward (``torch.tensor([0, 2])``), in order,
         #: None where unknown
         self.lifts: list[torch.Tensor | None] = []
@@ -290,6 +293,7 @@ class _Recorder(TorchDispatchMode):
                 module_path=self.modules.path,
                 is_view=is_view,
                 phase=self.phase,
+                python_call=self.python_calls,
             )
         )
 
