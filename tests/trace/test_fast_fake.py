@@ -220,3 +220,17 @@ def test_a_decomposition_on_meta_leaves_mixed_devices_to_fake_tensor_mode() -> N
     assert fast_fake.decomposed_on_meta(mode, aten.mul.Tensor, (x, scalar), {}) is None
     assert fast_fake.decomposed_on_meta(mode, aten.mul.Tensor, (torch.empty(4), x), {}) is None
     assert fast_fake.decomposed_on_meta(mode, aten.clone.default, (x,), {}) is None
+
+
+def test_a_decomposition_on_meta_leaves_cpu_tensors_to_fake_tensor_mode() -> None:
+    # eval-mode native_batch_norm on the CPU returns two empty statistics; its decomposition on
+    # meta returns C-sized ones (as CUDA does): 2 x 6 fp32 = 48 bytes the memory timeline of a
+    # CPU trace would hold that MemTracker does not
+    mode = FakeTensorMode()
+    with mode:
+        x, channel = torch.empty(4, 6, 5), torch.empty(6)
+    args = (x, channel, channel, channel, channel, False, 0.1, 1e-5)
+    assert fast_fake.decomposed_on_meta(mode, aten.native_batch_norm.default, args, {}) is None
+    with mode:
+        _, mean, invstd = aten.native_batch_norm.default(*args)
+    assert mean.numel() == invstd.numel() == 0

@@ -86,7 +86,8 @@ def direct_view(mode: FakeTensorMode, func: Any, args: tuple, kwargs: dict) -> A
 #: Ops run by :func:`decomposed_on_meta`: their meta kernel is their Python decomposition
 #: (``torch._decomp``'s or ``torch._refs``', registered by
 #: ``torch._meta_registrations.activate_meta``), which FakeTensorMode runs too, through the
-#: mode or as that kernel. Listed one by one, not found by rule: on meta a decomposition sees
+#: mode or as that kernel; on fake CUDA tensors only (on the CPU some take a branch of their
+#: own). Listed one by one, not found by rule: on meta a decomposition sees
 #: ``device.type == "meta"``, and some branch on ``"cuda"`` (``log_sigmoid_forward`` makes a
 #: full-size buffer on any device but CUDA; upsampling picks a memory format), so each op here
 #: is one whose decomposition, and those of the ops it calls, test at most ``"cpu"`` (where
@@ -136,7 +137,11 @@ def decomposed_on_meta(mode: FakeTensorMode, func: Any, args: tuple, kwargs: dic
     ) or any(isinstance(leaf, (torch.SymInt, torch.SymFloat)) for leaf in leaves):
         return None
     device = tensors[0].fake_device
-    if any(t.fake_device != device for t in tensors):  # a CPU scalar beside CUDA tensors
+    if device.type == "cpu" or any(t.fake_device != device for t in tensors):
+        # on the CPU FakeTensorMode runs the decomposition with ``device.type == "cpu"``,
+        # which some take another branch on (eval-mode ``native_batch_norm`` returns empty
+        # statistics there, its C-sized ones on meta and CUDA); a CPU scalar beside CUDA
+        # tensors is a mix FakeTensorMode places
         return None
     key: tuple | None = (func, len(args), tuple(kwargs), *map(_signature, leaves))
     try:
