@@ -405,8 +405,9 @@ def test_flash_attention_is_priced_as_the_attention_it_computes() -> None:
     assert full.flops == 2 * (2 * 141 * 141 * 64) * 8
     causal = _priced("aten::_flash_attention_forward", types, [q, q, q] + [[]] * 7,
                      ["", "", "", "", "", "141", "141", "0.", "True", "False"])
-    # a causal mask keeps L(L + 1)/2 of the L² scores
-    assert causal.flops == 2 * (2 * (141 * 142 // 2) * 64) * 8
+    # a causal mask keeps L(L + 1)/2 of the L² scores; row 0 sees key 0 alone, its softmax is 1
+    # and its output v[0] (no product): L(L + 1)/2 − 1 score and PV pairs, 2·E FLOPs each
+    assert causal.flops == 2 * (2 * (141 * 142 // 2 - 1) * 64) * 8
 
 
 def test_a_trace_of_pytorch_1_8_joins_too(tmp_path) -> None:
