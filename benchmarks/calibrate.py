@@ -213,7 +213,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "host.eager_op_s": (3e-6, 30e-6),  # PyTorch eager per-op overhead: ~5-20 µs (Python+dispatch)
     "host.eager_view_s": (0.5e-6, 10e-6),
     "host.eager_module_s": (1e-6, 8e-6),  # nn.Module.__call__ alone: a few µs of Python
-    "host.launch_s": (1e-6, 10e-6),  # cudaLaunchKernel: 2-5 µs of CPU
+    "host.launch_s": (1e-6, 5e-6),  # cudaLaunchKernel: 2-5 µs of CPU
     # cuDNN descriptors and plan lookup: a one-conv problem takes 15 µs more than a one-op one
     # on the H100 host (0.55× the default profile): at most ~20 µs of the default profile
     "host.conv_call_s": (1e-6, 20e-6),
