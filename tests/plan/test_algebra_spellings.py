@@ -418,6 +418,12 @@ NO_COMMON_FACTOR = [
     # a product also returned: computed anyway, A @ C is a second product
     ("product-also-kept", lambda s, a, b, c: (a @ b, a @ b + a @ c),
      [(M, K), (K, N), (K, N)]),
+    # a nonlinearity between: relu(A @ B) is no product of A, so A @ C is a second one
+    ("nonlinearity-between", lambda s, a, b, c: torch.relu(a @ b) + a @ c,
+     [(M, K), (K, N), (K, N)]),
+    # A changed in place between the products: A @ B + (A + D) @ C, D @ C still a product
+    ("factor-changed-in-place", lambda s, a, b, c, d: a @ b + a.add_(d) @ c,
+     [(M, K), (K, N), (K, N), (M, K)]),
 ]
 
 
