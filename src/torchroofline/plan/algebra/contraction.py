@@ -19,7 +19,7 @@ import itertools
 import math
 import string
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -27,8 +27,8 @@ from ...costs import aten, lookup
 from ...trace.refs import TensorRef
 from . import chains, linear
 from ._core import Graph, Match, algebra_rule
-from .factors import factored_terms
-from .network import FLOATS, STEPS, Factor, Labels, Network, Term, Walk, transparent
+from .factors import Weigh, atoms, factored_terms
+from .network import FLOATS, STEPS, Factor, Labels, Network, Sum, Term, Walk, transparent
 
 #: the name a rewrite takes: a segment ending in a sum, mean or pool moved the sum into the
 #: maps before it; one ending in a product reassociated a chain of factors; one whose terms
@@ -192,10 +192,11 @@ def _replayed(tree: object, kept: Sequence[Labels], output: Labels, sizes: dict[
 
 @dataclass(frozen=True)
 class _Plan:
-    """A network ready to run: per term its coefficient, factors (input positions, labels
-    per dim, labels kept) and order; the output's labels and shape."""
+    """A network ready to run: per term its coefficient, factors (input positions, the factor
+    or the plan of a sum, labels) and order; the output's labels and shape."""
 
-    terms: tuple[tuple[float, tuple[tuple[tuple[int, ...], Factor, Labels], ...], Order], ...]
+    terms: tuple[tuple[float, tuple[tuple[tuple[int, ...], Factor | _Plan, Labels], ...], Order],
+                 ...]
     output: Labels
     sizes: dict[int, int]
     shape: tuple[int, ...]
@@ -206,41 +207,62 @@ def _letters(labels: Sequence[int], names: dict[int, str]) -> str:
     return "".join(names[a] for a in labels)
 
 
-def _prepared(tensors: Sequence[torch.Tensor], positions: tuple[int, ...], factor: Factor,
-              labels: Labels, kept: Labels, plan: _Plan, names: dict[int, str]) -> torch.Tensor:
-    """One factor as its atoms (broadcast dims taken once), its own labels summed out."""
-    value = tensors[positions[0]] if factor.make is None else factor.make(
-        *(tensors[p] for p in positions))
-    for dim, group in reversed(list(enumerate(factor.dims))):
-        if not group and value.shape[dim] != 1:
-            value = value.narrow(dim, 0, 1)
+def _prepared(tensors: Sequence[torch.Tensor], positions: tuple[int, ...],
+              factor: Factor | _Plan, labels: Labels, kept: Labels, plan: _Plan,
+              names: dict[int, str]) -> torch.Tensor:
+    """One factor as its atoms (broadcast dims taken once; a sum computed first), its own
+    labels summed out."""
+    if isinstance(factor, _Plan):
+        value = _run(factor, tensors)
+    else:
+        value = tensors[positions[0]] if factor.make is None else factor.make(
+            *(tensors[p] for p in positions))
+        for dim, group in reversed(list(enumerate(factor.dims))):
+            if not group and value.shape[dim] != 1:
+                value = value.narrow(dim, 0, 1)
     value = value.reshape([plan.sizes[a] for a in labels])
     if labels != kept:
         value = torch.einsum(f"{_letters(labels, names)}->{_letters(kept, names)}", value)
     return value
 
 
+def _scales(coeffs: Sequence[float]) -> list[float | None]:
+    """Per term, the number its smallest factor is multiplied by (None: none, the term is
+    added, or subtracted for −1): a coefficient other than ±1, and the first −1 where every
+    term has −1 (there is nothing to subtract it from)."""
+    negated = all(c == -1 for c in coeffs)
+    return [None if c == 1 or (c == -1 and not (negated and n == 0)) else c
+            for n, c in enumerate(coeffs)]
+
+
 def _run(plan: _Plan, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     names = {a: _LETTERS[i] for i, a in enumerate(plan.sizes)}
     parts = []
-    for coeff, factors, order in plan.terms:
-        values = [(_prepared(tensors, positions, factor, labels, kept, plan, names), kept)
-                  for (positions, factor, labels), kept in zip(factors, order.kept, strict=True)]
-        if values and coeff != 1:  # the coefficient on the smallest factor
+    scales = _scales([coeff for coeff, *_ in plan.terms])
+    for (coeff, factors, order), scale in zip(plan.terms, scales, strict=True):
+        values = [(_prepared(tensors, *factor, kept, plan, names), kept)
+                  for factor, kept in zip(factors, order.kept, strict=True)]
+        if values and scale is not None:  # the coefficient on the smallest factor
             small = min(range(len(values)), key=lambda i: values[i][0].numel())
-            values[small] = (values[small][0] * coeff, values[small][1])
+            values[small] = (values[small][0] * scale, values[small][1])
         value, labels = _contract(values, order.tree, plan.output, names) if values else (
             torch.full((), coeff, dtype=plan.dtype, device=tensors[0].device if tensors
                        else None), ())
         ordered = tuple(a for a in plan.output if a in labels)
         if ordered != labels:
             value = torch.einsum(f"{_letters(labels, names)}->{_letters(ordered, names)}", value)
-        parts.append(value.reshape([plan.sizes[a] if a in labels else 1 for a in plan.output]))
+        subtracted = bool(values) and coeff == -1 and scale is None
+        parts.append((value.reshape([plan.sizes[a] if a in labels else 1 for a in plan.output]),
+                      subtracted))
     if not parts:
         return torch.zeros(plan.shape, dtype=plan.dtype)
-    total = None
-    for value in sorted(parts, key=torch.Tensor.numel):  # the small terms added first
-        total = value if total is None else total + value
+    # the small terms added first, from one that is not subtracted
+    parts.sort(key=lambda part: part[0].numel())
+    start = next(n for n, part in enumerate(parts) if not part[1])
+    total = parts[start][0]
+    for n, (value, subtracted) in enumerate(parts):
+        if n != start:
+            total = total - value if subtracted else total + value
     full = total.expand([plan.sizes[a] for a in plan.output]).reshape(plan.shape)
     return full.clone() if any(full is t for t in tensors) else full.contiguous()
 
@@ -340,37 +362,63 @@ def _as_written(graph: Graph, ops: set[int]) -> Cost:
     return total
 
 
-def _plan(walk: Walk, terms: list[Term], out: TensorRef, output: Labels,
-          merging_flops: int = 0) -> tuple[_Plan, tuple[TensorRef, ...], Cost] | None:
-    """``terms`` ready to run, their inputs and their cost (``merging_flops``: the adds that
-    made factors of several values, :func:`.factors.factored_terms`, each reading two elements
-    and writing one, at most)."""
-    net: Network = walk.net
-    inputs: dict[TensorRef, int] = {}
+def _planned(net: Network, terms: Sequence[Term], output: Labels, out: TensorRef,
+             inputs: dict[TensorRef, int]) -> tuple[_Plan, Cost] | None:
+    """``terms`` over ``output`` ready to run and their cost (a sum's terms planned the same
+    way, over its labels); ``inputs`` collects the values read, each numbered once."""
     planned = []
-    cost = Cost(vector_flops=merging_flops, bytes=3 * out.itemsize * merging_flops)
+    cost = Cost()
     itemsize = out.itemsize
-    elements = math.prod(out.shape)
-    for term in terms:
+    elements = _elements(output, net.sizes)
+    for term, scale in zip(terms, _scales([term.coeff for term in terms]), strict=True):
         factors = []
         for factor in term.factors:
+            if isinstance(factor, Sum):
+                inner = _planned(net, factor.terms, factor.labels, out, inputs)
+                if inner is None:
+                    return None
+                factors.append(((), inner[0], factor.labels))
+                cost += inner[1]
+                continue
             if any(ref.dtype != out.dtype for ref in factor.refs):
                 return None
             positions = tuple(inputs.setdefault(ref, len(inputs)) for ref in factor.refs)
-            factors.append((positions, factor, net.atoms([a for g in factor.dims for a in g])))
+            factors.append((positions, factor, atoms(net, factor)))
         order = best_order([labels for *_, labels in factors], output, net.sizes, itemsize)
-        # a term after the first is added to the output; a coefficient multiplies the
-        # smallest factor (:func:`_run`)
+        # a term after the first is added to (or subtracted from) the output; a coefficient
+        # multiplies the smallest factor (:func:`_run`)
         added = elements if planned else 0
         scaled = min((_elements(kept, net.sizes) for kept in order.kept), default=0) if (
-            term.coeff != 1) else 0
+            scale is not None) else 0
         planned.append((term.coeff, tuple(factors), order))
         cost += order.cost + Cost(vector_flops=added + scaled,
                                   bytes=itemsize * (3 * added + 2 * scaled))
     if len(net.sizes) > len(_LETTERS):
         return None
-    plan = _Plan(tuple(planned), output, dict(net.sizes), out.shape, getattr(torch, out.dtype))
-    return plan, tuple(inputs), cost
+    shape = tuple(net.sizes[a] for a in output)
+    return _Plan(tuple(planned), output, dict(net.sizes), shape, getattr(torch, out.dtype)), cost
+
+
+def _plan(net: Network, terms: Sequence[Term], out: TensorRef, output: Labels) -> tuple[
+    _Plan, tuple[TensorRef, ...], Cost
+] | None:
+    """``terms`` ready to run as the root's value ``out``, their inputs and their cost."""
+    inputs: dict[TensorRef, int] = {}
+    found = _planned(net, terms, output, out, inputs)
+    if found is None:
+        return None
+    plan, cost = found
+    return replace(plan, shape=out.shape), tuple(inputs), cost
+
+
+def _weigh(net: Network, out: TensorRef) -> Weigh:
+    """The cost the search over groupings weighs a set of terms by: their plan's (compute
+    first: the bound charges FLOPs, the bytes only choose among equal compute)."""
+    def weigh(terms: Sequence[Term], output: Labels) -> tuple[float, float] | None:
+        found = _planned(net, terms, output, out, {})
+        return None if found is None else (found[1].compute_seconds, found[1].seconds)
+
+    return weigh
 
 
 @algebra_rule(_ROOTS, first=True)
@@ -397,13 +445,12 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     # diagonal (no product at all); one term only
     if len(set(output)) != len(output) or walk.net.same and len(terms) > 1:
         return None
-    factored, merging_flops = factored_terms(walk.net, terms, output)
-    # as written, and with the common factors taken out (its adds charged), the cheaper; a
-    # difference that cancels is the identities' (x − x = 0)
+    factored = factored_terms(walk.net, terms, output, _weigh(walk.net, out))
+    # as written, and with the common factors taken out (their sums' adds charged), the
+    # cheaper; a difference that cancels is the identities' (x − x = 0)
     taken_out = factored and len(factored) < len(terms)
-    candidates = {PRODUCT_RULE: None if adds else _plan(walk, terms, out, output),
-                  FACTOR_RULE: _plan(walk, factored, out, output, merging_flops) if taken_out
-                  else None}
+    candidates = {PRODUCT_RULE: None if adds else _plan(walk.net, terms, out, output),
+                  FACTOR_RULE: _plan(walk.net, factored, out, output) if taken_out else None}
     found = [(rule, p) for rule, p in candidates.items() if p is not None]
     if not found:
         return None

@@ -1,48 +1,63 @@
-"""A common factor taken out of a sum of terms (distributivity): c₁·F·G₁ + c₂·F·G₂ =
-c₁·F·(G₁ + (c₂/c₁)·G₂), exact over the reals.
+"""Common factors taken out of a sum of terms (distributivity), found by a search over the
+normal form: Σₜ cₜ·P·Rₜ = P·(Σₜ cₜ·Rₜ), exact over the reals.
 
-A tensor network (:mod:`.network`) is a sum of terms, and :mod:`.contraction` contracts each
-on its own; ``A @ B + A @ C`` is then two products where one is needed, ``A @ (B + C)``. Two
-terms are one where they are the same product up to the names of their summed labels (each
-product names its own contracted index) but for one factor in each, of the same shape and
-labels: the two factors are added first (one add per element) and the term is contracted once.
-Equal products (no factor differs: ``2·(A @ B) + A @ B``) are one term whose coefficients
-add; where a difference of equal values cancels to nothing the identities name it (``x − x =
-0``).
+A tensor network (:mod:`.network`) is a sum of terms, each a coefficient times a product of
+factors summed over the labels no output dim names, and :mod:`.contraction` contracts each term
+on its own: ``A @ B @ C + A @ D`` is then three products where two are needed,
+``A @ (B @ C + D)``. A *grouping* takes two or more terms and a part P of the first one's
+factors that every other one holds too: the same values at each label under a renaming of its
+summed labels (each product names its own contracted index), a value read through any view
+(:func:`_same_value`). The terms become one, P times a factor that is the sum of what is left
+of each (:class:`.network.Sum`, over the labels it shares with P or the output; a term's other
+labels are summed inside it). Where nothing is left of any of them the coefficients add
+(2·AB + 3·AB = 5·AB). A sum is itself a network, searched the same way, and a factor like any
+other: the same sum in two terms is a common factor of theirs, so groupings compose,
+AB + AC + DB + DC → A(B + C) + D(B + C) → (A + D)(B + C), one product where four were written.
+A common left part of chains (a prefix), a right part (a suffix) and any other shared
+sub-product are all groupings; terms with no factor in common but a broadcast output
+(two biases) are grouped with nothing taken out, so that they are added at their own size.
+
+Taking a factor out is not always cheaper: A·B·C + A·D with a thin A costs less as
+(A·B)·C + A·D than as A·(B·C + D), which multiplies B·C out. So every set of terms the search
+reaches is weighed by the contraction's own cost (``weigh``, passed in by
+:mod:`.contraction`), and the cheapest is kept, the terms as written among them: every
+sequence of groupings where there are at most :data:`EXHAUSTIVE_TERMS` terms, beyond that the
+grouping of two terms (or of every term that shares their part) that costs least, step by step.
+A rule rewrites, it never prices: the rewritten program is priced as any other.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 
-import torch
+from .network import Factor, Labels, Network, Sum, Term
 
-from .network import Factor, Labels, Network, Term
+#: most terms whose every sequence of groupings is weighed (then greedy, a grouping at a time)
+EXHAUSTIVE_TERMS = 4
+#: most sets of terms the search weighs for one network (then it keeps the best found)
+MAX_WEIGHED = 400
+#: coefficients whose ratio is within this are one (a sum read twice, once scaled by 1/3)
+RATIO_TOLERANCE = 1e-12
 
-#: most labels of a factor whose orders are all tried against another's (a transposed read)
-MAX_PERMUTED = 4
-
-
-@dataclass(frozen=True)
-class Difference:
-    """The one pair of factors two terms do not share: positions in each term, and the order
-    of the second's labels (row-major) that puts them in the first's."""
-
-    first: int
-    second: int
-    order: tuple[int, ...]
+Item = Factor | Sum
+#: (compute seconds, seconds) of a set of terms, or None where it cannot be run
+Weight = tuple[float, float] | None
+Weigh = Callable[[Sequence[Term], Labels], Weight]
 
 
-#: a pairing of two terms: the pair of factors that differs (None: none), and the second
-#: term's labels renamed to the first's
-Pairing = tuple[Difference | None, dict[int, int]]
+def atoms(net: Network, factor: Item) -> Labels:
+    """The labels ``factor`` carries, one atom each."""
+    if isinstance(factor, Sum):
+        return factor.labels
+    return tuple(a for group in factor.dims for a in net.atoms(group))
 
 
-def _atoms(net: Network, factor: Factor) -> list[int]:
-    return [a for group in factor.dims for a in net.atoms(group)]
+def _term_labels(net: Network, term: Term) -> set[int]:
+    return {a for f in term.factors for a in atoms(net, f)}
 
 
 def _extended(net: Network, pairs: Sequence[tuple[int, int]], names: dict[int, int],
@@ -66,24 +81,6 @@ def _extended(net: Network, pairs: Sequence[tuple[int, int]], names: dict[int, i
     return names
 
 
-def _renamed(net: Network, first: Factor, second: Factor, names: dict[int, int],
-             fixed: frozenset[int]) -> tuple[dict[int, int], tuple[int, ...]] | None:
-    """``names`` extended so that ``second``'s labels, in some order, are ``first``'s (in
-    row-major order as read first, then every order of a factor of few labels), and that
-    order."""
-    atoms_a, atoms_b = _atoms(net, first), _atoms(net, second)
-    if len(atoms_a) != len(atoms_b):
-        return None
-    identity = tuple(range(len(atoms_b)))
-    orders = itertools.permutations(identity) if len(identity) <= MAX_PERMUTED else [identity]
-    for order in orders:
-        found = _extended(net, [(a, atoms_b[k]) for a, k in zip(atoms_a, order, strict=True)],
-                          names, fixed)
-        if found is not None:
-            return found, order
-    return None
-
-
 def _storage_strides(net: Network, factor: Factor) -> dict[int, int] | None:
     """Each label of a factor read as it is (no ``make``) → its stride in the value's storage
     (a label a view split: each atom its own); None where a label repeats (a diagonal)."""
@@ -105,7 +102,7 @@ def _same_value(net: Network, first: Factor, second: Factor, names: dict[int, in
     """``names`` extended so that ``second`` is ``first`` (the same elements of one value at
     each label, read through any view: a transpose, a reshape); None where it is not."""
     if first.refs == second.refs and first.make is second.make:
-        atoms_a, atoms_b = _atoms(net, first), _atoms(net, second)
+        atoms_a, atoms_b = atoms(net, first), atoms(net, second)
         return _extended(net, list(zip(atoms_a, atoms_b, strict=True)), names, fixed) if len(
             atoms_a) == len(atoms_b) else None
     a_strides, b_strides = _storage_strides(net, first), _storage_strides(net, second)
@@ -115,122 +112,231 @@ def _same_value(net: Network, first: Factor, second: Factor, names: dict[int, in
     ):
         return None
     by_stride = {stride: atom for atom, stride in a_strides.items()}
-    names = dict(names)
-    taken = set(names.values())
-    for b, stride in b_strides.items():
-        a = by_stride.get(stride)
-        if a is None or len(by_stride) != len(a_strides) or net.sizes[a] != net.sizes[b] or (
-            (a in fixed or b in fixed) and a != b
-        ) or names.get(b, a) != a or (b not in names and a in taken):
-            return None
-        names[b] = a
-        taken.add(a)
-    return names
-
-
-def _addable(first: Factor, second: Factor) -> bool:
-    """Whether the two factors' values can be added element by element once the second is
-    reshaped to the first: as many elements, none broadcast (a dim without labels has size 1;
-    a factor's value has its first value's shape: a value as read, its reciprocal, a
-    per-channel scale, a sum made here)."""
-    def whole(factor: Factor) -> bool:
-        shape = factor.refs[0].shape
-        return all(group or size == 1 for group, size in zip(factor.dims, shape, strict=True))
-
-    return (whole(first) and whole(second)
-            and math.prod(first.refs[0].shape) == math.prod(second.refs[0].shape))
-
-
-def _pairing(net: Network, first: Term, second: Term, fixed: frozenset[int]) -> Pairing | None:
-    """Each factor of ``second`` paired with one of ``first``, all the same value under one
-    renaming of the summed labels but at most one pair (addable); None where none exists."""
-    count = len(first.factors)
-    if count != len(second.factors) or not count:
+    if len(by_stride) != len(a_strides):
         return None
+    pairs = []
+    for b, stride in b_strides.items():
+        if stride not in by_stride:
+            return None
+        pairs.append((by_stride[stride], b))
+    return _extended(net, pairs, names, fixed)
+
+
+def _same_sum(net: Network, first: Sum, second: Sum, names: dict[int, int],
+              fixed: frozenset[int]) -> tuple[dict[int, int], float] | None:
+    """``names`` extended so that ``second`` is r·``first`` (each term of one a term of the
+    other, the same product, their coefficients in one ratio r), and r. A label a term sums
+    inside the sum is renamed for that term alone; a label of the sum's to one of the other's."""
+    if len(first.terms) != len(second.terms) or len(first.labels) != len(second.labels):
+        return None
+    outer, inner = set(first.labels), set(second.labels)
 
     def search(i: int, used: frozenset[int], names: dict[int, int],
-               differs: Difference | None) -> Pairing | None:
-        if i == count:
-            return differs, names
-        a = first.factors[i]
-        for j in range(count):
-            if j in used:
+               ratio: float | None) -> tuple[dict[int, int], float] | None:
+        if i == len(first.terms):
+            return (names, ratio or 1.0) if all(names.get(b) in outer for b in inner) else None
+        a = first.terms[i]
+        for j, b in enumerate(second.terms):
+            # a label summed inside the term is no label of the sum's term outside it
+            found = None if j in used or not a.coeff or (
+                _term_labels(net, b) - inner
+            ) & set(names) else _embedded(net, a.factors, b.factors, names, fixed)
+            if found is None or len(b.factors) != len(a.factors):
                 continue
-            b = second.factors[j]
-            renamed = _same_value(net, a, b, names, fixed)
-            if renamed is not None:
-                found = search(i + 1, used | {j}, renamed, differs)
-            elif differs is None and _addable(a, b) and (
-                aligned := _renamed(net, a, b, names, fixed)
-            ) is not None:
-                found = search(i + 1, used | {j}, aligned[0], Difference(i, j, aligned[1]))
-            else:
+            _, renamed, factor_ratio = found
+            # a label inside one sum is inside the other, a label of the sum's one of the other's
+            if any((k in inner) != (v in outer) for k, v in renamed.items() if k not in names):
                 continue
-            if found is not None:
-                return found
+            term_ratio = b.coeff * factor_ratio / a.coeff
+            if ratio is not None and not math.isclose(term_ratio, ratio,
+                                                       rel_tol=RATIO_TOLERANCE):
+                continue
+            kept = {k: v for k, v in renamed.items() if k in names or k in inner}
+            found_all = search(i + 1, used | {j}, kept, term_ratio)
+            if found_all is not None:
+                return found_all
         return None
 
-    return search(0, frozenset(), {}, None)
+    return search(0, frozenset(), names, None)
 
 
-def _value(factor: Factor, values: Sequence[torch.Tensor]) -> torch.Tensor:
-    return values[0] if factor.make is None else factor.make(*values)
+def _matched(net: Network, first: Item, second: Item, names: dict[int, int],
+             fixed: frozenset[int]) -> tuple[dict[int, int], float] | None:
+    """``names`` extended so that ``second`` is r·``first``, and r (1 for a value read)."""
+    if isinstance(first, Factor) and isinstance(second, Factor):
+        found = _same_value(net, first, second, names, fixed)
+        return None if found is None else (found, 1.0)
+    if isinstance(first, Sum) and isinstance(second, Sum):
+        return _same_sum(net, first, second, names, fixed)
+    return None
 
 
-def _added(net: Network, first: Factor, second: Factor, ratio: float,
-           order: tuple[int, ...]) -> Factor:
-    """The factor ``first + ratio · second`` (labels of ``first``; the second's value, as its
-    labels, put in their ``order``)."""
-    split = len(first.refs)
-    sizes = [net.sizes[b] for b in _atoms(net, second)]
-    shape = first.refs[0].shape
-
-    def make(*values: torch.Tensor) -> torch.Tensor:
-        a, b = _value(first, values[:split]), _value(second, values[split:])
-        b = b.reshape(sizes).permute(order).reshape(shape)
-        return a + b if ratio == 1 else a - b if ratio == -1 else a + ratio * b
-
-    return Factor(first.refs + second.refs, first.dims, make)
-
-
-def _joined(net: Network, first: Term, second: Term, fixed: frozenset[int]) -> tuple[
-    Term, int
-] | None:
-    """The one term ``first + second`` where they share every factor but one (the two added
-    first) or all of them (the coefficients added), and the FLOPs of that add."""
-    pairing = _pairing(net, first, second, fixed)
-    if pairing is None or not first.coeff:
-        return None
-    differs = pairing[0]
-    if differs is None:
-        return Term(first.coeff + second.coeff, first.factors), 0
-    i = differs.first
-    factors = list(first.factors)
-    ratio = second.coeff / first.coeff
-    factors[i] = _added(net, first.factors[i], second.factors[differs.second], ratio,
-                        differs.order)
-    # an add per element, and a multiply where the ratio is no sign
-    writes = math.prod(first.factors[i].refs[0].shape) * (1 if abs(ratio) == 1 else 2)
-    return Term(first.coeff, tuple(factors)), writes
-
-
-def factored_terms(net: Network, terms: Sequence[Term], output: Labels) -> tuple[list[Term], int]:
-    """``terms`` with every pair that shares all factors but one made one term (the two
-    differing factors added first) and equal products made one (their coefficients added; a
-    term whose coefficients cancel dropped), repeated until no pair joins; and the elements
-    the factors' adds cost (FLOPs)."""
-    fixed = frozenset(output)
-    out = list(terms)
-    added = 0
-    joined = True
-    while joined:
-        joined = False
-        for x, y in itertools.combinations(range(len(out)), 2):
-            found = _joined(net, out[x], out[y], fixed)
+def _embedded(net: Network, part: Sequence[Item], whole: Sequence[Item], names: dict[int, int],
+              fixed: frozenset[int]) -> tuple[tuple[int, ...], dict[int, int], float] | None:
+    """Each factor of ``part`` paired with a factor of ``whole`` (each one once) that is it,
+    times a ratio, under one extension of ``names``: the positions in ``whole``, the names and
+    the product of the ratios; None where no pairing exists."""
+    def search(i: int, used: tuple[int, ...], names: dict[int, int],
+               ratio: float) -> tuple[tuple[int, ...], dict[int, int], float] | None:
+        if i == len(part):
+            return used, names, ratio
+        for j, factor in enumerate(whole):
+            found = None if j in used else _matched(net, part[i], factor, names, fixed)
             if found is not None:
-                out[x], writes = found
-                added += writes
-                del out[y]
-                joined = True
-                break
-    return [term for term in out if term.coeff], added
+                result = search(i + 1, (*used, j), found[0], ratio * found[1])
+                if result is not None:
+                    return result
+        return None
+
+    return search(0, (), names, 1.0)
+
+
+def _renamed(net: Network, factor: Item, names: dict[int, int]) -> Item | None:
+    """``factor`` with its labels renamed (a label ``names`` does not name kept); None where a
+    label a sum's term sums inside it would become one of the sum's own."""
+    if isinstance(factor, Factor):
+        dims = tuple(tuple(names.get(a, a) for a in net.atoms(group)) for group in factor.dims)
+        return Factor(factor.refs, dims, factor.make)
+    own = {a: names.get(a, a) for a in factor.labels}
+    terms = []
+    for term in factor.terms:
+        inside = _term_labels(net, term) - set(own)
+        if inside & set(own.values()):
+            return None
+        factors = tuple(_renamed(net, f, own) for f in term.factors)
+        if None in factors:
+            return None
+        terms.append(Term(term.coeff, factors))
+    return Sum(tuple(terms), tuple(own.values()))
+
+
+def _rest(net: Network, term: Term, used: Sequence[int], names: dict[int, int],
+          part_labels: set[int]) -> tuple[Item, ...] | None:
+    """The factors of ``term`` the grouping does not take out, renamed to the first term's
+    labels; None where a label of theirs no name maps would meet one of the part's (it is
+    summed with the rest, inside the sum)."""
+    rest = [f for j, f in enumerate(term.factors) if j not in used]
+    unnamed = {a for f in rest for a in atoms(net, f)} - set(names)
+    if unnamed & (part_labels | set(names.values())):
+        return None
+    renamed = tuple(_renamed(net, f, names) for f in rest)
+    return None if None in renamed else renamed
+
+
+def _elements(net: Network, labels: set[int] | Labels) -> int:
+    return math.prod(net.sizes[a] for a in labels)
+
+
+@dataclass
+class _Search:
+    """One network's search: its labels, the cost, and the cheapest terms found per set of
+    terms (a set reached by two sequences of groupings is searched once)."""
+
+    net: Network
+    weigh: Weigh
+    weighed: int = 0
+    found: dict[object, tuple[Term, ...]] = field(default_factory=dict)
+
+    def weight(self, terms: Sequence[Term], output: Labels) -> float:
+        self.weighed += 1
+        found = self.weigh(terms, output)
+        return math.inf if found is None else found[0] + found[1] * 1e-9
+
+    def cheapest(self, terms: tuple[Term, ...], output: Labels) -> tuple[Term, ...]:
+        key = (frozenset(Counter(terms).items()), output)
+        if key in self.found:
+            return self.found[key]
+        best, least = terms, self.weight(terms, output)
+        if len(terms) <= EXHAUSTIVE_TERMS:
+            reached = list(self._groupings(terms, output, every_subset=True))
+        else:  # the cheapest single grouping, then on from there
+            options = [(self.weight(t, output), n, t) for n, t in
+                       enumerate(self._groupings(terms, output, every_subset=False))]
+            reached = [min(options)[2]] if options else []
+        for grouped in reached:
+            found = self.cheapest(grouped, output)
+            weight = self.weight(found, output)
+            if weight < least:
+                best, least = found, weight
+        self.found[key] = best
+        return best
+
+    def _groupings(self, terms: tuple[Term, ...], output: Labels,
+                   every_subset: bool) -> Iterator[tuple[Term, ...]]:
+        """Every set of terms one grouping makes of ``terms``: of every subset of two or more
+        terms (``every_subset``), or of every pair and of every term that shares the pair's
+        part; the grouped term last."""
+        count = len(terms)
+        subsets = (itertools.chain.from_iterable(
+            itertools.combinations(range(count), r) for r in range(2, count + 1))
+            if every_subset else itertools.combinations(range(count), 2))
+        for members in subsets:
+            for part in self._parts(terms, members, output):
+                widened = members if every_subset else tuple(
+                    m for m in range(count) if m in members or _embedded(
+                        self.net, part, terms[m].factors, {}, frozenset(output)) is not None)
+                for group in dict.fromkeys((members, widened)):
+                    if self.weighed > MAX_WEIGHED:
+                        return
+                    grouped = self._grouped(terms, group, part, output)
+                    if grouped is not None:
+                        rest = tuple(t for n, t in enumerate(terms) if n not in group)
+                        yield rest + ((grouped,) if grouped.coeff else ())
+
+    def _parts(self, terms: tuple[Term, ...], members: tuple[int, ...],
+               output: Labels) -> Iterator[tuple[Item, ...]]:
+        """The parts of the first member's factors that every other member may hold (each
+        factor the same value as one of theirs), largest first; the empty part too."""
+        fixed = frozenset(output)
+        first = terms[members[0]].factors
+        shared = [f for f in first if all(
+            any(_matched(self.net, f, g, {}, fixed) is not None for g in terms[m].factors)
+            for m in members[1:])]
+        for size in range(len(shared), -1, -1):
+            yield from itertools.combinations(shared, size)
+
+    def _grouped(self, terms: tuple[Term, ...], members: tuple[int, ...],
+                 part: tuple[Item, ...], output: Labels) -> Term | None:
+        """The one term the ``members`` make with ``part`` taken out: part × the sum of their
+        rests (searched in its turn), or part with their coefficients added where nothing is
+        left; None where a member does not hold the part or nothing is gained by the sum."""
+        net, fixed = self.net, frozenset(output)
+        part_labels = {a for f in part for a in atoms(net, f)}
+        # the coefficients relative to a member's whose coefficient is 1 (no multiply left)
+        lead = next((terms[m].coeff for m in members if terms[m].coeff == 1),
+                    terms[members[0]].coeff)
+        if not lead:
+            return None
+        rests = []
+        for m in members:
+            term = terms[m]
+            found = _embedded(net, part, term.factors, {}, fixed)
+            if found is None:
+                return None
+            used, names, ratio = found
+            rest = _rest(net, term, used, names, part_labels)
+            if rest is None:
+                return None
+            rests.append(Term(term.coeff * ratio / lead, rest))
+        if not any(rest.factors for rest in rests):
+            return Term(lead * sum(rest.coeff for rest in rests), part)
+        labels = set().union(*(_term_labels(net, rest) for rest in rests))
+        shared = tuple(sorted(labels & (part_labels | fixed)))
+        # with nothing taken out, only a sum over fewer labels than the output's is worth it
+        if not part and _elements(net, shared) >= _elements(net, output):
+            return None
+        summed = self.cheapest(tuple(rests), shared)
+        if not summed:
+            return Term(0.0, ())
+        if len(summed) == 1:  # one term: its factors join the part's (its labels its own)
+            return Term(lead * summed[0].coeff, part + summed[0].factors)
+        return Term(lead, (*part, Sum(summed, shared)))
+
+
+def factored_terms(net: Network, terms: Sequence[Term], output: Labels, weigh: Weigh) -> list[
+    Term
+]:
+    """The cheapest set of terms equal to ``terms`` that the groupings reach (the module doc),
+    weighed by ``weigh``: ``terms`` themselves where no grouping costs less. A term whose
+    coefficients cancel is dropped."""
+    return list(_Search(net, weigh).cheapest(tuple(terms), output))

@@ -60,7 +60,17 @@ class Term:
     """coeff · Π factors, summed over the labels no output dim names."""
 
     coeff: float
-    factors: tuple[Factor, ...]
+    factors: tuple[Factor | Sum, ...]
+
+
+@dataclass(frozen=True)
+class Sum:
+    """A factor that is a sum of terms (made by taking a common factor out of them:
+    :mod:`.factors`), over ``labels``, those it shares with the rest of its term or the output;
+    every other label of one of its terms is summed inside that term."""
+
+    terms: tuple[Term, ...]
+    labels: Labels
 
 
 Terms = list[Term]
