@@ -408,7 +408,7 @@ def _plan(net: Network, terms: Sequence[Term], out: TensorRef, output: Labels) -
     if found is None:
         return None
     plan, cost = found
-    return replace(plan, shape=out.shape), tuple(inputs), cost
+    return replace(plan, shape=tuple(out.shape[d] for d in _layout(out))), tuple(inputs), cost
 
 
 def _weigh(net: Network, out: TensorRef) -> Weigh:
@@ -439,7 +439,8 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     terms = lookup(STEPS, op)(walk, op, root, groups)
     if terms is None:
         return None
-    output = walk.net.atoms([a for g in groups for a in g])
+    layout = _layout(out)
+    output = walk.net.atoms([a for d in layout for a in groups[d]])
     # an ``eye`` makes two labels one for the whole network, not for its own term alone: with
     # other terms beside it (A @ (B + I) = A @ B + A) the product A @ B would be read as its
     # diagonal (no product at all); one term only
@@ -469,11 +470,27 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     summed = op.func.overloadpacket in _SUMS
     # a sum is named by the map it moved through, a product by itself
     anchor = max(segment, key=lambda i: graph.record(i).total_flops) if summed else root
-    return Match(SUM_RULE if summed else name, root, inputs, _builder(plan), anchor)
+    return Match(SUM_RULE if summed else name, root, inputs, _builder(plan, layout), anchor)
 
 
-def _builder(plan: _Plan) -> Callable[..., torch.Tensor]:
+def _layout(out: TensorRef) -> tuple[int, ...]:
+    """The dims of ``out`` from the outermost in its storage (an add of a transposed operand
+    writes its output transposed): the order the replacement computes them in."""
+    order = tuple(sorted(range(len(out.shape)), key=lambda d: (-out.strides[d], d)))
+    # a plain layout, or a permutation of one (size-1 dims anywhere)
+    expected = 1
+    for d in reversed(order):
+        if out.shape[d] > 1 and out.strides[d] != expected:
+            return tuple(range(len(out.shape)))
+        expected *= out.shape[d]
+    return order
+
+
+def _builder(plan: _Plan, layout: tuple[int, ...]) -> Callable[..., torch.Tensor]:
+    back = tuple(layout.index(d) for d in range(len(layout)))
+
     def build(*tensors: torch.Tensor) -> torch.Tensor:
-        return _run(plan, tensors)
+        value = _run(plan, tensors)
+        return value if back == tuple(range(len(back))) else value.permute(back)
 
     return build

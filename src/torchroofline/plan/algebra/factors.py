@@ -45,8 +45,7 @@ RATIO_TOLERANCE = 1e-12
 
 Item = Factor | Sum
 #: (compute seconds, seconds) of a set of terms, or None where it cannot be run
-Weight = tuple[float, float] | None
-Weigh = Callable[[Sequence[Term], Labels], Weight]
+Weigh = Callable[[Sequence[Term], Labels], tuple[float, float] | None]
 
 
 def atoms(net: Network, factor: Item) -> Labels:
@@ -223,6 +222,11 @@ def _rest(net: Network, term: Term, used: Sequence[int], names: dict[int, int],
     return None if None in renamed else renamed
 
 
+def _key(terms: Sequence[Term], output: Labels) -> object:
+    """A set of terms (in any order) over ``output``."""
+    return frozenset(Counter(terms).items()), output
+
+
 def _elements(net: Network, labels: set[int] | Labels) -> int:
     return math.prod(net.sizes[a] for a in labels)
 
@@ -234,16 +238,17 @@ class _Search:
 
     net: Network
     weigh: Weigh
-    weighed: int = 0
     found: dict[object, tuple[Term, ...]] = field(default_factory=dict)
+    weights: dict[object, tuple[float, float]] = field(default_factory=dict)
 
-    def weight(self, terms: Sequence[Term], output: Labels) -> float:
-        self.weighed += 1
-        found = self.weigh(terms, output)
-        return math.inf if found is None else found[0] + found[1] * 1e-9
+    def weight(self, terms: Sequence[Term], output: Labels) -> tuple[float, float]:
+        key = _key(terms, output)
+        if key not in self.weights:
+            self.weights[key] = self.weigh(terms, output) or (math.inf, math.inf)
+        return self.weights[key]
 
     def cheapest(self, terms: tuple[Term, ...], output: Labels) -> tuple[Term, ...]:
-        key = (frozenset(Counter(terms).items()), output)
+        key = _key(terms, output)
         if key in self.found:
             return self.found[key]
         best, least = terms, self.weight(terms, output)
@@ -276,11 +281,10 @@ class _Search:
                     m for m in range(count) if m in members or _embedded(
                         self.net, part, terms[m].factors, {}, frozenset(output)) is not None)
                 for group in dict.fromkeys((members, widened)):
-                    if self.weighed > MAX_WEIGHED:
+                    if len(self.weights) > MAX_WEIGHED:
                         return
-                    grouped = self._grouped(terms, group, part, output)
-                    if grouped is not None:
-                        rest = tuple(t for n, t in enumerate(terms) if n not in group)
+                    rest = tuple(t for n, t in enumerate(terms) if n not in group)
+                    for grouped in self._grouped(terms, group, part, output):
                         yield rest + ((grouped,) if grouped.coeff else ())
 
     def _parts(self, terms: tuple[Term, ...], members: tuple[int, ...],
@@ -296,41 +300,40 @@ class _Search:
             yield from itertools.combinations(shared, size)
 
     def _grouped(self, terms: tuple[Term, ...], members: tuple[int, ...],
-                 part: tuple[Item, ...], output: Labels) -> Term | None:
-        """The one term the ``members`` make with ``part`` taken out: part × the sum of their
-        rests (searched in its turn), or part with their coefficients added where nothing is
-        left; None where a member does not hold the part or nothing is gained by the sum."""
+                 part: tuple[Item, ...], output: Labels) -> list[Term]:
+        """The terms the ``members`` make with ``part`` taken out: part × the sum of their
+        rests (searched in its turn), its coefficient 1 or the first member's (the sum's
+        coefficients relative to it: each choice leaves other multiplies); part with their
+        coefficients added where nothing is left. None where a member does not hold the part
+        or nothing is gained by the sum."""
         net, fixed = self.net, frozenset(output)
+        # with nothing taken out, only a sum over fewer labels than the output's is worth it
+        if not part and _elements(net, set().union(*(
+            _term_labels(net, terms[m]) for m in members)) & fixed) >= _elements(net, output):
+            return []
         part_labels = {a for f in part for a in atoms(net, f)}
-        # the coefficients relative to a member's whose coefficient is 1 (no multiply left)
-        lead = next((terms[m].coeff for m in members if terms[m].coeff == 1),
-                    terms[members[0]].coeff)
-        if not lead:
-            return None
         rests = []
         for m in members:
             term = terms[m]
             found = _embedded(net, part, term.factors, {}, fixed)
-            if found is None:
-                return None
-            used, names, ratio = found
-            rest = _rest(net, term, used, names, part_labels)
+            rest = None if found is None else _rest(net, term, found[0], found[1], part_labels)
             if rest is None:
-                return None
-            rests.append(Term(term.coeff * ratio / lead, rest))
+                return []
+            rests.append(Term(term.coeff * found[2], rest))
         if not any(rest.factors for rest in rests):
-            return Term(lead * sum(rest.coeff for rest in rests), part)
+            return [Term(sum(rest.coeff for rest in rests), part)]
         labels = set().union(*(_term_labels(net, rest) for rest in rests))
         shared = tuple(sorted(labels & (part_labels | fixed)))
-        # with nothing taken out, only a sum over fewer labels than the output's is worth it
-        if not part and _elements(net, shared) >= _elements(net, output):
-            return None
-        summed = self.cheapest(tuple(rests), shared)
-        if not summed:
-            return Term(0.0, ())
-        if len(summed) == 1:  # one term: its factors join the part's (its labels its own)
-            return Term(lead * summed[0].coeff, part + summed[0].factors)
-        return Term(lead, (*part, Sum(summed, shared)))
+        grouped = []
+        for lead in dict.fromkeys((1.0, rests[0].coeff)):
+            summed = self.cheapest(tuple(Term(t.coeff / lead, t.factors) for t in rests), shared)
+            if not summed:
+                return [Term(0.0, ())]
+            grouped.append(
+                # one term: its factors join the part's (the labels it sums are its own)
+                Term(lead * summed[0].coeff, part + summed[0].factors) if len(summed) == 1
+                else Term(lead, (*part, Sum(summed, shared))))
+        return grouped
 
 
 def factored_terms(net: Network, terms: Sequence[Term], output: Labels, weigh: Weigh) -> list[
