@@ -22,8 +22,10 @@ matters.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -46,16 +48,30 @@ Program = Callable[..., torch.Tensor]
 
 
 @dataclass(frozen=True)
+class Summed:
+    """A factor that is a sum of terms over ``labels`` (a common factor taken out of them:
+    A·(B·C + D) is ``("ij", Summed("jl", (("jk", "kl"), ("jl",))))``)."""
+
+    labels: str
+    terms: tuple[tuple[str | Summed, ...], ...]
+
+
+Terms = tuple[tuple[str | Summed, ...], ...]
+
+
+@dataclass(frozen=True)
 class Family:
     """One program: its equal spellings, its inputs' labels (one letter a dim) and its output's,
     and its normal form for the hand minimum: terms of factors (each factor an input's labels,
     ``"jk+"`` one summed from two inputs first, ``"jk++"`` from three: one add per element
-    each)."""
+    each; or a sum of terms, :class:`Summed`). ``others``: other normal forms of it, the
+    hand minimum the cheapest of all (taking a factor out is not cheaper at every size)."""
 
     spellings: tuple[tuple[str, Program], ...]
     inputs: tuple[str, ...]
     output: str
-    terms: tuple[tuple[str, ...], ...]
+    terms: Terms
+    others: tuple[Terms, ...] = ()
 
 
 def _mm_chain() -> Family:
@@ -229,11 +245,92 @@ def _outer_sum() -> Family:
     ), ("i", "j"), "", (("i", "j"),))
 
 
+# --- terms that share more than one factor, or a factor with a term of another shape: the
+# common part is taken out of any set of terms, and a sum is a factor that can be shared in turn
+
+#: A·(B·C + D) and as written, A·B·C + A·D (thin A: the chain's order beats the sum's)
+_PREFIX = ((("ij", Summed("jl", (("jk", "kl"), ("jl",)))),), ((("ij", "jk", "kl"), ("ij", "jl")),))
+
+
+def _common_prefix() -> Family:
+    return Family((
+        ("ABC+AD", lambda a, b, c, d: a @ b @ c + a @ d),
+        ("A(BC+D)", lambda a, b, c, d: a @ (b @ c + d)),
+        ("A(BC)+AD", lambda a, b, c, d: a @ (b @ c) + a @ d),
+        ("einsum+einsum", lambda a, b, c, d: torch.einsum("ij,jk,kl->il", a, b, c)
+         + torch.einsum("ij,jl->il", a, d)),
+        ("(CᵀBᵀAᵀ)ᵀ+AD", lambda a, b, c, d: (c.T @ b.T @ a.T).T + a @ d),
+    ), ("ij", "jk", "kl", "jl"), "il", *_PREFIX)
+
+
+def _scaled_prefix() -> Family:
+    return Family((
+        ("2ABC-3AD", lambda a, b, c, d: 2 * (a @ b @ c) - 3 * (a @ d)),
+        ("A(2BC-3D)", lambda a, b, c, d: a @ (2 * (b @ c) - 3 * d)),
+        ("2A(BC-1.5D)", lambda a, b, c, d: 2 * a @ (b @ c - 1.5 * d)),
+    ), ("ij", "jk", "kl", "jl"), "il", *_PREFIX)
+
+
+def _common_prefix_of_two() -> Family:
+    return Family((
+        ("ABC+ABD", lambda a, b, c, d: a @ b @ c + a @ b @ d),
+        ("AB(C+D)", lambda a, b, c, d: a @ b @ (c + d)),
+        ("A(BC+BD)", lambda a, b, c, d: a @ (b @ c + b @ d)),
+        ("A(BC)+A(BD)", lambda a, b, c, d: a @ (b @ c) + a @ (b @ d)),
+    ), ("ij", "jk", "kl", "kl"), "il", (("ij", "jk", "kl+"),),
+        ((("ij", "jk", "kl"), ("ij", "jk", "kl")),))
+
+
+def _common_suffix() -> Family:
+    return Family((
+        ("BCA+DA", lambda b, c, a, d: b @ c @ a + d @ a),
+        ("(BC+D)A", lambda b, c, a, d: (b @ c + d) @ a),
+        ("(AᵀCᵀBᵀ+AᵀDᵀ)ᵀ", lambda b, c, a, d: (a.T @ c.T @ b.T + a.T @ d.T).T),
+        ("einsum", lambda b, c, a, d: torch.einsum("ij,jk,kl->il", b, c, a)
+         + torch.einsum("ik,kl->il", d, a)),
+    ), ("ij", "jk", "kl", "ik"), "il", ((Summed("ik", (("ij", "jk"), ("ik",))), "kl"),),
+        ((("ij", "jk", "kl"), ("ik", "kl")),))
+
+
+def _bilinear() -> Family:
+    return Family((
+        ("AB+AC+DB+DC", lambda a, b, c, d: a @ b + a @ c + d @ b + d @ c),
+        ("(A+D)(B+C)", lambda a, b, c, d: (a + d) @ (b + c)),
+        ("A(B+C)+D(B+C)", lambda a, b, c, d: a @ (b + c) + d @ (b + c)),
+        ("(A+D)B+(A+D)C", lambda a, b, c, d: (a + d) @ b + (a + d) @ c),
+        ("AB+DC+AC+DB", lambda a, b, c, d: a @ b + d @ c + a @ c + d @ b),
+    ), ("ij", "jk", "jk", "ij"), "ik", (("ij+", "jk+"),),
+        ((("ij", "jk+"), ("ij", "jk+")), (("ij+", "jk"), ("ij+", "jk")),
+         (("ij", "jk"), ("ij", "jk"), ("ij", "jk"), ("ij", "jk"))))
+
+
+def _skip_connection() -> Family:
+    return Family((
+        ("linear(linear)+linear", lambda x, w, v, u: F.linear(F.linear(x, w), v)
+         + F.linear(x, u)),
+        ("x(WᵀVᵀ+Uᵀ)", lambda x, w, v, u: x @ (w.T @ v.T + u.T)),
+        ("(xWᵀ)Vᵀ+xUᵀ", lambda x, w, v, u: (x @ w.T) @ v.T + x @ u.T),
+    ), ("ij", "kj", "lk", "lj"), "il", (("ij", Summed("jl", (("kj", "lk"), ("lj",)))),),
+        ((("ij", "kj", "lk"), ("ij", "lj")),))
+
+
+def _batched_prefix() -> Family:
+    return Family((
+        ("bmm(bmm)+bmm", lambda a, b, c, d: torch.bmm(torch.bmm(a, b), c) + torch.bmm(a, d)),
+        ("bmm(A, bmm+D)", lambda a, b, c, d: torch.bmm(a, torch.bmm(b, c) + d)),
+        ("einsum", lambda a, b, c, d: torch.einsum("bij,bjk,bkl->bil", a, b, c)
+         + torch.einsum("bij,bjl->bil", a, d)),
+    ), ("bij", "bjk", "bkl", "bjl"), "bil",
+        (("bij", Summed("bjl", (("bjk", "bkl"), ("bjl",)))),),
+        ((("bij", "bjk", "bkl"), ("bij", "bjl")),))
+
+
 FAMILIES = {f.__name__[1:]: f for f in (
     _mm_chain, _chain_vector, _sum_of_product, _scaled_product, _distributed, _distributed_sum,
     _shared_right_factor, _three_terms, _two_linears, _scaled_copies, _linear_bias_sum,
     _batched_sum, _divided, _outer_sum, _two_layers, _chain_total, _batched_transposed,
-    _divided_by_vector, _viewed_sum,
+    _divided_by_vector, _viewed_sum, _common_prefix, _scaled_prefix, _common_prefix_of_two,
+    _common_suffix, _bilinear, _skip_connection, _batched_prefix,
 )}
 
 #: label sizes: 1 (a degenerate dim), small, and large enough to make a product compute-bound
@@ -244,23 +341,30 @@ def _seconds(tensor_flops: float, vector_flops: float) -> float:
     return tensor_flops / TENSOR_FLOPS_PER_S + vector_flops / VECTOR_FLOPS_PER_S
 
 
-def _cheapest_term(factors: list[str], output: str, sizes: dict[str, int]) -> float:
+def _count(labels: str, sizes: dict[str, int]) -> int:
+    return math.prod(sizes[a] for a in set(labels))
+
+
+def _cheapest_term(factors: list[str | Summed], output: str, sizes: dict[str, int]) -> float:
     """The least compute time of one term over every sequence of pairwise contractions, each
     factor first summing the labels no other factor nor the output has (exhaustive: the
-    ``optimal`` path of opt_einsum, by this file's own search)."""
-    def count(labels: str) -> int:
-        return math.prod(sizes[a] for a in set(labels))
-
+    ``optimal`` path of opt_einsum, by this file's own search); a sum computed first."""
     seconds = 0.0
+    labelled = []
+    for factor in factors:
+        if isinstance(factor, Summed):
+            seconds += _form_seconds(factor.terms, factor.labels, sizes)
+            labelled.append(factor.labels)
+        else:
+            adds = factor.count("+")  # inputs added first: one add per element each
+            seconds += _seconds(0, adds * _count(factor.rstrip("+"), sizes))
+            labelled.append(factor.rstrip("+"))
     prepared = []
-    for i, labels in enumerate(factors):
-        adds = labels.count("+")  # inputs added first: one add per element each
-        labels = labels.rstrip("+")
-        seconds += _seconds(0, adds * count(labels))
-        elsewhere = set(output).union(*(f for j, f in enumerate(factors) if j != i))
+    for i, labels in enumerate(labelled):
+        elsewhere = set(output).union(*(f for j, f in enumerate(labelled) if j != i))
         own = "".join(a for a in labels if a in elsewhere)
         if own != labels:
-            seconds += _seconds(0, count(labels))
+            seconds += _seconds(0, _count(labels, sizes))
         prepared.append(own)
 
     def search(items: tuple[str, ...]) -> float:
@@ -272,7 +376,7 @@ def _cheapest_term(factors: list[str], output: str, sizes: dict[str, int]) -> fl
             needed = set(output).union(*rest)
             joint = set(items[i]) | set(items[j])
             kept = "".join(sorted(joint & needed))
-            points = count("".join(joint))
+            points = _count("".join(joint), sizes)
             step = _seconds(2 * points, 0) if joint - needed else _seconds(0, points)
             best = min(best, step + search((*rest, kept)))
         return best
@@ -280,15 +384,22 @@ def _cheapest_term(factors: list[str], output: str, sizes: dict[str, int]) -> fl
     return seconds + search(tuple(prepared))
 
 
-def _hand_minimum(family: Family, sizes: dict[str, int]) -> float:
-    """Seconds of the cheapest schedule of the normal form, plus per term one pass over the
+def _form_seconds(terms: Terms, output: str, sizes: dict[str, int]) -> float:
+    """Seconds of the cheapest schedule of one normal form, plus per term one pass over the
     output (the terms' adds) and one over its smallest factor (a coefficient)."""
-    out = math.prod(sizes[a] for a in family.output)
+    out = _count(output, sizes)
     total = 0.0
-    for term in family.terms:
-        smallest = min(math.prod(sizes[a] for a in f.rstrip("+")) for f in term)
-        total += _cheapest_term(list(term), family.output, sizes) + _seconds(0, out + smallest)
+    for term in terms:
+        smallest = min(_count(f.labels if isinstance(f, Summed) else f.rstrip("+"), sizes)
+                       for f in term)
+        total += _cheapest_term(list(term), output, sizes) + _seconds(0, out + smallest)
     return total
+
+
+def _hand_minimum(family: Family, sizes: dict[str, int]) -> float:
+    """The cheapest of the family's normal forms."""
+    return min(_form_seconds(terms, family.output, sizes)
+               for terms in (family.terms, *family.others))
 
 
 @st.composite
@@ -362,7 +473,9 @@ def test_every_spelling_charges_what_the_oracle_proves(program: tuple) -> None:
 
 # --- found by the properties above: a common factor of two terms (plan/algebra/factors.py) -----
 
-M, K, N = 2048, 1024, 4096
+M, K, N, B = 2048, 1024, 4096, 8
+#: the sizes the closed forms' programs are run at on real data
+SMALL = {M: 5, K: 6, N: 7, B: 3}
 FACTOR = "common factor taken out"
 
 
@@ -396,6 +509,42 @@ COMMON_FACTORS = [
     # the bias added to each output (M·N)
     ("two-linears-of-one-input", lambda s, x: s.fc(x) - s.other(x), [(M, K)],
      2 * M * K * N, K * N + N + M * N),
+    # terms that share a part and differ in more than one factor (shapes: A (M, K), B (K, K),
+    # C and D (K, N); as written (A @ B) @ C + A @ D, 2·M·K² + 4·M·K·N):
+    # A @ B @ C + A @ D = A @ (B @ C + D): B @ C (2·K²·N), A @ that (2·M·K·N), + D (K·N)
+    ("common-prefix", lambda s, a, b, c, d: a @ b @ c + a @ d,
+     [(M, K), (K, K), (K, N), (K, N)], 2 * K * K * N + 2 * M * K * N, K * N),
+    # the same through torch.einsum, and read transposed ((Cᵀ Bᵀ Aᵀ)ᵀ: the add writes its
+    # output transposed, and the replacement computes it so)
+    ("common-prefix-einsum", lambda s, a, b, c, d: torch.einsum("ij,jk,kl->il", a, b, c)
+     + torch.einsum("ij,jl->il", a, d), [(M, K), (K, K), (K, N), (K, N)],
+     2 * K * K * N + 2 * M * K * N, K * N),
+    ("common-prefix-transposed", lambda s, a, b, c, d: (c.T @ b.T @ a.T).T + a @ d,
+     [(M, K), (K, K), (K, N), (K, N)], 2 * K * K * N + 2 * M * K * N, K * N),
+    # F.linear(F.linear(x, W), V) + F.linear(x, U) = x @ (Wᵀ Vᵀ + Uᵀ): Wᵀ Vᵀ (2·K²·N), x @
+    # that (2·M·K·N), + Uᵀ (K·N)
+    ("skip-connection", lambda s, x, w, v, u: F.linear(F.linear(x, w), v) + F.linear(x, u),
+     [(M, K), (K, K), (N, K), (N, K)], 2 * K * K * N + 2 * M * K * N, K * N),
+    # batched: B·(2·K²·N + 2·M·K·N), B·K·N adds
+    ("common-prefix-bmm", lambda s, a, b, c, d: torch.bmm(torch.bmm(a, b), c) + torch.bmm(a, d),
+     [(B, M, K), (B, K, K), (B, K, N), (B, K, N)], B * (2 * K * K * N + 2 * M * K * N),
+     B * K * N),
+    # 2·(A @ B @ C) − 3·(A @ D) = A @ (2·B @ C − 3·D): the 2 on B (K²), the −3 on D (K·N), the
+    # add (K·N); with the 2 outside, on A (M·K = 2·K²), it costs more
+    ("common-prefix-scaled", lambda s, a, b, c, d: 2 * (a @ b @ c) - 3 * (a @ d),
+     [(M, K), (K, K), (K, N), (K, N)], 2 * K * K * N + 2 * M * K * N, K * K + 2 * K * N),
+    # A @ B @ C + A @ B @ D = (A @ B) @ (C + D): A @ B (2·M·K², cheaper first than B @ (C + D),
+    # 2·K²·N), then 2·M·K·N; C + D (K·N)
+    ("common-prefix-of-two", lambda s, a, b, c, d: a @ b @ c + a @ b @ d,
+     [(M, K), (K, K), (K, N), (K, N)], 2 * M * K * K + 2 * M * K * N, K * N),
+    # B @ C @ A + D @ A = (B @ C + D) @ A, B and D (M, K), C (K, K), A (K, N): B @ C
+    # (2·M·K²), + D (M·K), @ A (2·M·K·N)
+    ("common-suffix", lambda s, b, c, a, d: b @ c @ a + d @ a,
+     [(M, K), (K, K), (K, N), (M, K)], 2 * M * K * K + 2 * M * K * N, M * K),
+    # A @ B + A @ C + D @ B + D @ C = (A + D) @ (B + C): one product of four, A + D (M·K),
+    # B + C (K·N)
+    ("bilinear", lambda s, a, b, c, d: a @ b + a @ c + d @ b + d @ c,
+     [(M, K), (K, N), (K, N), (M, K)], 2 * M * K * N, M * K + K * N),
 ]
 
 
@@ -426,6 +575,34 @@ NO_COMMON_FACTOR = [
      [(M, K), (K, N), (K, N), (M, K)]),
 ]
 
+# terms that differ in more than one factor, with nothing to take out: each as written, A @ B @ C
+# (2·M·K² + 2·M·K·N: (A @ B) @ C, shapes as the common prefix's) + a product 2·M·K·N
+NO_COMMON_PART = [
+    # relu(A) is no A
+    ("nonlinearity-on-the-prefix", lambda a, b, c, d: a @ b @ c + torch.relu(a) @ d),
+    # relu(A @ B) is no A @ B, and no A
+    ("nonlinearity-after-the-prefix", lambda a, b, c, d: torch.relu(a @ b) @ c + a @ d),
+    # A changed in place between the chains: (A + E) @ D
+    ("prefix-changed-in-place", lambda a, b, c, d: a @ b @ c + a.add_(1) @ d),
+]
+
+
+@pytest.mark.parametrize("forward", [c[1] for c in NO_COMMON_PART],
+                         ids=[c[0] for c in NO_COMMON_PART])
+def test_a_chain_and_a_product_stay_apart_without_a_common_part(forward: Callable) -> None:
+    result = analyze(Fn(forward), meta(M, K), meta(K, K), meta(K, N), meta(K, N))
+    assert FACTOR not in [r.rule for r in result.rewrites]
+    assert result.tensor_flops == 2 * M * K * K + 4 * M * K * N
+
+
+def test_a_common_part_that_costs_more_taken_out_stays_in() -> None:
+    # a row vector A (1, K): (A @ B) @ C + A @ D is three vector-matrix products, 2·K² + 4·K·N;
+    # A @ (B @ C + D) would multiply B @ C out (2·K²·N)
+    result = analyze(Fn(lambda a, b, c, d: a @ b @ c + a @ d), meta(1, K), meta(K, K),
+                     meta(K, N), meta(K, N))
+    assert FACTOR not in [r.rule for r in result.rewrites]
+    assert result.tensor_flops == 2 * K * K + 4 * K * N
+
 
 @pytest.mark.parametrize(("forward", "shapes"), [c[1:] for c in NO_COMMON_FACTOR],
                          ids=[c[0] for c in NO_COMMON_FACTOR])
@@ -443,8 +620,7 @@ def test_two_products_stay_two_without_a_common_factor(forward: Callable, shapes
 def test_the_factored_program_computes_the_programs_value(forward: Callable,
                                                           shapes: list) -> None:
     model = _linears(forward, device="cpu", dtype=torch.float64)
-    small = {M: 5, K: 6, N: 8}
-    inputs = tuple(torch.randn([small[n] for n in shape], dtype=torch.float64)
+    inputs = tuple(torch.randn([SMALL[n] for n in shape], dtype=torch.float64)
                    for shape in shapes)
     expected = model(*inputs)
     found = _forced_replacements(model, inputs)
@@ -492,3 +668,184 @@ def test_a_product_with_an_identity_added_keeps_its_product(forward: Callable) -
     # charged no product at all (SoL 2.5 µs against 32.1 µs: a collapse)
     result = analyze(Fn(forward), meta(K, K), meta(K, K))
     assert result.tensor_flops == 2 * K**3
+
+
+# --- generated sums of chains: the search over groupings against a brute force ----------------
+
+#: the matrices a generated sum of chains draws from: name → its rows' and columns' labels
+POOL = {"A": "pq", "G": "pq", "B": "qs", "F": "qs", "C": "qr", "D": "rs", "E": "pr"}
+#: every chain from p to s the pool makes: they share prefixes (A, G), suffixes (B, F, D, CD)
+#: and both ((A + G)(B + F))
+CHAINS = ("AB", "AF", "GB", "GF", "ACD", "GCD", "ED")
+
+
+@dataclass(frozen=True)
+class _Grouped:
+    """A sum of chains over ``rows`` × ``columns`` (a common part taken out of them), its terms
+    (coefficient, chain) in one order so that equal sums are equal."""
+
+    terms: tuple[tuple[float, tuple], ...]
+    rows: str
+    columns: str
+
+
+Chain = tuple  # of matrix names and _Grouped sums
+
+
+def _ends(item: str | _Grouped) -> tuple[str, str]:
+    return (item.rows, item.columns) if isinstance(item, _Grouped) else tuple(POOL[item])
+
+
+def _elements(item: str | _Grouped, sizes: dict[str, int]) -> int:
+    return math.prod(sizes[a] for a in _ends(item))
+
+
+def _chain_seconds(chain: Chain, sizes: dict[str, int]) -> float:
+    """The cheapest multiplication order of a chain (the classic dynamic program), its sums
+    computed first. A product over a size-1 index is an outer product: a multiply per point
+    (1 vector FLOP) where a contraction is 2 tensor FLOPs a point, as the order search counts."""
+    dims = [sizes[_ends(chain[0])[0]]] + [sizes[_ends(item)[1]] for item in chain]
+    inner = sum(_sum_seconds(item.terms, item.rows, item.columns, sizes)
+                for item in chain if isinstance(item, _Grouped))
+
+    @functools.cache
+    def best(i: int, j: int) -> float:
+        if i == j:
+            return 0.0
+        return min(best(i, k) + best(k + 1, j) + (
+            _seconds(2 * dims[i] * dims[k + 1] * dims[j + 1], 0) if dims[k + 1] > 1
+            else _seconds(0, dims[i] * dims[j + 1])) for k in range(i, j))
+
+    return inner + best(0, len(chain) - 1)
+
+
+def _written_seconds(terms: tuple[tuple[float, Chain], ...], rows: str, columns: str,
+                     sizes: dict[str, int]) -> float:
+    """Each term on its own, then added (one pass over the output each after the first,
+    subtracted for −1); a coefficient other than ±1 (or −1 on every term: on the first) a
+    multiply of the smallest matrix."""
+    negated = all(c == -1 for c, _ in terms)
+    out = sizes[rows] * sizes[columns]
+    total = out * (len(terms) - 1)
+    seconds = 0.0
+    for n, (coeff, chain) in enumerate(terms):
+        seconds += _chain_seconds(chain, sizes)
+        if abs(coeff) != 1 or negated and n == 0:
+            total += min(_elements(item, sizes) for item in chain)
+    return seconds + _seconds(0, total)
+
+
+def _grouped_by(terms: tuple[tuple[float, Chain], ...], members: tuple[int, ...],
+                length: int, prefix: bool, rows: str, columns: str) -> list[tuple]:
+    """The terms ``members`` make with their common prefix (or suffix) of ``length`` taken
+    out, its coefficient 1 or the first member's; [] where they do not share it."""
+    chains = [terms[m][1] for m in members]
+    parts = {chain[:length] if prefix else chain[len(chain) - length:] for chain in chains}
+    if len(parts) != 1:
+        return []
+    part = parts.pop()
+    rests = [(terms[m][0], chain[length:] if prefix else chain[:len(chain) - length])
+             for m, chain in zip(members, chains, strict=True)]
+    if not any(rest for _, rest in rests):
+        return [(sum(c for c, _ in rests), part)]
+    if not all(rest for _, rest in rests):
+        return []
+    inside = (_ends(part[-1])[1], columns) if prefix else (rows, _ends(part[0])[0])
+    grouped = []
+    for lead in dict.fromkeys((1.0, rests[0][0])):
+        total = _Grouped(tuple(sorted(((c / lead, rest) for c, rest in rests), key=repr)),
+                         *inside)
+        grouped.append((lead, (*part, total) if prefix else (total, *part)))
+    return grouped
+
+
+def _sum_seconds(terms: tuple[tuple[float, Chain], ...], rows: str, columns: str,
+                 sizes: dict[str, int]) -> float:
+    """The cheapest of the sum as written and of every sequence of common prefixes and
+    suffixes taken out of any of its subsets of terms (equal sums are a common part in turn),
+    by brute force."""
+    best = _written_seconds(terms, rows, columns, sizes)
+    count = len(terms)
+    for size in range(2, count + 1):
+        for members in itertools.combinations(range(count), size):
+            others = tuple(t for n, t in enumerate(terms) if n not in members)
+            shortest = min(len(terms[m][1]) for m in members)
+            for length, prefix in itertools.product(range(1, shortest + 1), (True, False)):
+                for made in _grouped_by(terms, members, length, prefix, rows, columns):
+                    reached = others + ((made,) if made[0] else ())
+                    if reached:
+                        best = min(best, _sum_seconds(reached, rows, columns, sizes))
+    return best
+
+
+#: sizes large enough that the products are compute-bound and their order matters (a
+#: degenerate size makes the program memory-bound, where any order meets the bound)
+CHAIN_SIZES = st.sampled_from([64, 512, 2048])
+
+
+@st.composite
+def _sums_of_chains(draw: st.DrawFn, sizes: st.SearchStrategy = CHAIN_SIZES) -> tuple[
+    tuple[tuple[float, str], ...], dict[str, int]
+]:
+    chains = draw(st.lists(st.sampled_from(CHAINS), min_size=2, max_size=4, unique=True))
+    terms = tuple((draw(st.sampled_from([1.0, -1.0, 2.0])), chain) for chain in chains)
+    return terms, {a: draw(sizes) for a in "pqrs"}
+
+
+def _chains_program(terms: tuple[tuple[float, str], ...]) -> tuple[Fn, list[str]]:
+    """The sum written as it reads, left to right: ``a @ b @ c - 2 * (e @ f)``; and the
+    names of the matrices it takes, in order."""
+    names = sorted({name for _, chain in terms for name in chain})
+
+    def body(*matrices: torch.Tensor) -> torch.Tensor:
+        held = dict(zip(names, matrices, strict=True))
+        total = None
+        for coeff, chain in terms:
+            product = functools.reduce(operator.matmul, (held[name] for name in chain))
+            if total is None:
+                total = product if coeff == 1 else -product if coeff == -1 else coeff * product
+            else:
+                total = total + product if coeff == 1 else total - product if coeff == -1 else (
+                    total + coeff * product)
+        return total
+
+    return Fn(body), names
+
+
+@settings(max_examples=20, deadline=None)
+@given(_sums_of_chains())
+def test_a_sum_of_chains_is_charged_at_most_its_cheapest_factoring(
+    program: tuple[tuple[tuple[float, str], ...], dict[str, int]],
+) -> None:
+    # between the oracle's floor (every input read once, the output written once: the chains
+    # are distinct products, no term cancels) and the cheapest of every factoring, found by
+    # brute force over common prefixes and suffixes of any subsets of terms and over every
+    # multiplication order
+    terms, sizes = program
+    model, names = _chains_program(terms)
+    shapes = [tuple(sizes[a] for a in POOL[name]) for name in names]
+    result = analyze(model, *(meta(*shape) for shape in shapes))
+    cheapest = _sum_seconds(tuple((c, tuple(chain)) for c, chain in terms), "p", "s", sizes)
+    computed = _seconds(result.tensor_flops, result.vector_flops)
+    assert result.compute_sol_s <= result.memory_sol_s or computed <= cheapest / (
+        1 - MIN_GAIN), (terms, sizes, computed, cheapest)
+    assert result.compulsory_bytes == FP32 * (
+        sum(math.prod(shape) for shape in shapes) + sizes["p"] * sizes["s"])
+    assert 0 < result.time_ms["sol"] <= result.time_ms.get("sol_as_written", math.inf)
+
+
+@pytest.mark.usefixtures("_always_fire")
+@settings(max_examples=12, deadline=None)
+@given(_sums_of_chains(st.sampled_from([1, 2, 3, 4])))
+def test_a_sum_of_chains_factored_computes_its_value(
+    program: tuple[tuple[tuple[float, str], ...], dict[str, int]],
+) -> None:
+    # every segment the rule contracts (forced: whatever the gain), factored or not, equals
+    # the program's output on float64 data
+    terms, sizes = program
+    model, names = _chains_program(terms)
+    inputs = tuple(torch.randn([sizes[a] for a in POOL[name]], dtype=torch.float64)
+                   for name in names)
+    expected = model(*inputs)
+    for _, replaced in _forced_replacements(model, inputs):
+        assert torch.allclose(replaced, expected, atol=1e-9), (terms, sizes)

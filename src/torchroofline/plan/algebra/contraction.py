@@ -27,7 +27,7 @@ from ...costs import aten, lookup
 from ...trace.refs import TensorRef
 from . import chains, linear
 from ._core import Graph, Match, algebra_rule
-from .factors import Weigh, atoms, factored_terms
+from .factors import Weigh, atoms, factored_terms, reads
 from .network import FLOATS, STEPS, Factor, Labels, Network, Sum, Term, Walk, transparent
 
 #: the name a rewrite takes: a segment ending in a sum, mean or pool moved the sum into the
@@ -449,9 +449,14 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     factored = factored_terms(walk.net, terms, output, _weigh(walk.net, out))
     # as written, and with the common factors taken out (their sums' adds charged), the
     # cheaper; a difference that cancels is the identities' (x − x = 0)
-    taken_out = factored and len(factored) < len(terms)
-    candidates = {PRODUCT_RULE: None if adds else _plan(walk.net, terms, out, output),
-                  FACTOR_RULE: _plan(walk.net, factored, out, output) if taken_out else None}
+    grouped = factored and len(factored) < len(terms)
+    # named for a factor read fewer times; terms only added at their own size (two biases
+    # broadcast alike) are the order's
+    candidates = {PRODUCT_RULE: None if adds else _plan(walk.net, terms, out, output)}
+    if grouped:
+        taken_out = reads(factored) < reads(terms)
+        candidates[FACTOR_RULE if taken_out else PRODUCT_RULE] = _plan(
+            walk.net, factored, out, output)
     found = [(rule, p) for rule, p in candidates.items() if p is not None]
     if not found:
         return None

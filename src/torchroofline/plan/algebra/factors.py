@@ -322,18 +322,30 @@ class _Search:
             rests.append(Term(term.coeff * found[2], rest))
         if not any(rest.factors for rest in rests):
             return [Term(sum(rest.coeff for rest in rests), part)]
-        labels = set().union(*(_term_labels(net, rest) for rest in rests))
-        shared = tuple(sorted(labels & (part_labels | fixed)))
+        each = [_term_labels(net, rest) for rest in rests]
+        shared = frozenset().union(*each) & (part_labels | fixed)
+        # a label every rest sums may be summed inside the sum or after it: Σⱼ bⱼ − Σⱼ cⱼ =
+        # Σⱼ (bⱼ − cⱼ)
+        after = set.intersection(*each) - part_labels - fixed
         grouped = []
-        for lead in dict.fromkeys((1.0, rests[0].coeff)):
-            summed = self.cheapest(tuple(Term(t.coeff / lead, t.factors) for t in rests), shared)
+        for lead, labels in itertools.product(dict.fromkeys((1.0, rests[0].coeff)),
+                                              dict.fromkeys((shared, shared | after))):
+            ordered = tuple(sorted(labels))
+            summed = self.cheapest(tuple(Term(t.coeff / lead, t.factors) for t in rests),
+                                   ordered)
             if not summed:
                 return [Term(0.0, ())]
             grouped.append(
                 # one term: its factors join the part's (the labels it sums are its own)
                 Term(lead * summed[0].coeff, part + summed[0].factors) if len(summed) == 1
-                else Term(lead, (*part, Sum(summed, shared))))
+                else Term(lead, (*part, Sum(summed, ordered))))
         return grouped
+
+
+def reads(terms: Sequence[Term]) -> int:
+    """How many values ``terms`` read as factors (a sum's through its terms): fewer where a
+    common factor was taken out."""
+    return sum(reads(f.terms) if isinstance(f, Sum) else 1 for t in terms for f in t.factors)
 
 
 def factored_terms(net: Network, terms: Sequence[Term], output: Labels, weigh: Weigh) -> list[
