@@ -1,8 +1,9 @@
 """The cheapest evaluation order of a tensor network (:mod:`.network`), and the rule that
 replaces a segment's root by it.
 
-Terms that share every factor but one are first made one (:mod:`.factors`: A·B + A·C =
-A·(B + C)); each term is then contracted on its own: first every factor sums out the labels
+Common factors are first taken out of the terms where that is cheaper (:mod:`.factors`, a
+search weighed by this module's cost: A·B·C + A·D = A·(B·C + D)); each term is then contracted
+on its own (a sum of terms a factor of it, contracted first): first every factor sums out the labels
 only it carries (``W.sum(1)`` before ``x @ W``), then pairs of intermediates are contracted in
 the order an exact dynamic program over subsets finds (the optimal path of opt_einsum's
 ``optimal``/``dp`` search, with an explicit roofline cost: tensor-core FLOPs for a pair that
@@ -31,8 +32,8 @@ from .factors import Weigh, atoms, factored_terms, reads
 from .network import FLOATS, STEPS, Factor, Labels, Network, Sum, Term, Walk, transparent
 
 #: the name a rewrite takes: a segment ending in a sum, mean or pool moved the sum into the
-#: maps before it; one ending in a product reassociated a chain of factors; one whose terms
-#: share every factor but one added those first, A·B + A·C = A·(B + C)
+#: maps before it; one ending in a product reassociated a chain of factors; one that reads a
+#: factor fewer times took it out of terms, A·B·C + A·D = A·(B·C + D)
 SUM_RULE = linear.RULE
 PRODUCT_RULE = chains.RULE
 FACTOR_RULE = "common factor taken out"

@@ -304,7 +304,7 @@ class _Search:
         """The terms the ``members`` make with ``part`` taken out: part × the sum of their
         rests (searched in its turn), its coefficient 1 or the first member's (the sum's
         coefficients relative to it: each choice leaves other multiplies); part with their
-        coefficients added where nothing is left. None where a member does not hold the part
+        coefficients added where nothing is left. [] where a member does not hold the part
         or nothing is gained by the sum."""
         net, fixed = self.net, frozenset(output)
         # with nothing taken out, only a sum over fewer labels than the output's is worth it
