@@ -1,13 +1,15 @@
 """Equal spellings of one multilinear program get one bound (plan/algebra: the cheapest equal
 program, docs/algebra.md): generated programs (matrix chains, sums of products, scaled and
 divided products, a shared factor distributed over a sum, a linear layer with its bias, batched
-products, outer products), each written several ways that are equal over the reals
+products, outer products, chains that share a prefix or a suffix, (A + D)(B + C) multiplied
+out), each written several ways that are equal over the reals
 (reassociated, factored or multiplied out, a sum moved into or out of a product, (AB)ᵀ = BᵀAᵀ,
 einsum for matmul, a mean for a sum). For each:
 
 1. every spelling's speed of light is the same (within the 2 % a rewrite must gain to fire);
 2. the necessary compute is at most a hand minimum found independently: an exhaustive search
-   over the pairwise contraction orders of the program's normal form, priced at the rates the
+   over the pairwise contraction orders of the program's normal forms (the cheapest of them:
+   taking a factor out is not cheaper at every size), priced at the rates the
    order search weighs work with (a contraction 2 tensor FLOPs per point of its index space,
    a multiply 1 vector FLOP per point, a factor summing its own labels out 1 per element),
    plus one pass over the output and over the smallest factor per term (its coefficient and
@@ -17,7 +19,7 @@ einsum for matmul, a mean for a sum). For each:
    small real data never below what the dependence oracle (tests/oracle.py) proves.
 
 Sizes are meta tensors (free) up to 2048, so that products are compute-bound and an order
-matters.
+matters. Last, random sums of chains against a brute force over every factoring of them.
 """
 
 from __future__ import annotations
@@ -471,7 +473,7 @@ def test_every_spelling_charges_what_the_oracle_proves(program: tuple) -> None:
         assert result.compulsory_bytes >= found.bytes(FP32), (name, spelling, sizes)
 
 
-# --- found by the properties above: a common factor of two terms (plan/algebra/factors.py) -----
+# --- found by the properties above: a common part of terms (plan/algebra/factors.py) ----------
 
 M, K, N, B = 2048, 1024, 4096, 8
 #: the sizes the closed forms' programs are run at on real data
@@ -550,7 +552,7 @@ COMMON_FACTORS = [
 
 @pytest.mark.parametrize(("forward", "shapes", "tensor", "vector"),
                          [c[1:] for c in COMMON_FACTORS], ids=[c[0] for c in COMMON_FACTORS])
-def test_a_common_factor_of_two_terms_is_taken_out(
+def test_a_common_part_of_terms_is_taken_out(
     forward: Callable, shapes: list, tensor: int, vector: int
 ) -> None:
     result = analyze(_linears(forward), *(meta(*shape) for shape in shapes))
