@@ -128,7 +128,8 @@ class EstimateParams:
 
     def for_gpu(self, gpu: GPUSpec) -> EstimateParams:
         """These parameters with ``gpu``'s architecture's entries of :attr:`per_architecture`
-        applied, then its own of :attr:`per_gpu`."""
+        applied, then its own of :attr:`per_gpu`, and the latencies given in cycles
+        (:attr:`fill_cycles`, :attr:`attention_wave_cycles`) in seconds at its clocks."""
         params = self
         for changes in (self.per_architecture.get(gpu.architecture), self.per_gpu.get(gpu.key)):
             if changes:
