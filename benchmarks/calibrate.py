@@ -182,8 +182,9 @@ def _fraction(family: str) -> tuple[Callable, Callable]:
 #: host overhead, and they have no flash attention (fp32 SDPA runs the memory-efficient kernel).
 #: They stay at their DEFAULT_PARAMS values, with their per-architecture values
 #: (DEFAULT_PARAMS.per_architecture).
-MEASURED_ON_TRACES = ("fill_latency_s", "matmul_latency_s", "strided_access_rate_per_sm",
-                      "attention_wave_s", "flash_attention")
+MEASURED_ON_TRACES = ("fill_latency_s", "fill_cycles", "matmul_latency_s",
+                      "strided_access_rate_per_sm", "attention_wave_s", "attention_wave_cycles",
+                      "flash_attention")
 #: Kept at their DEFAULT_PARAMS values as well: the data is flat in them (fp32 SDPA is in two
 #: problems, both host-bound at any value; left free, it drifts to its range limit).
 FLAT = ("attention",)
@@ -239,6 +240,7 @@ START = EstimateParams(
     ),
     hbm_fraction=DEFAULT_PARAMS.hbm_fraction,
     fill_latency_s=DEFAULT_PARAMS.fill_latency_s,
+    fill_cycles=DEFAULT_PARAMS.fill_cycles,
     matmul_latency_s=DEFAULT_PARAMS.matmul_latency_s,
     vector_fraction=0.5,
     matmul_fraction={"gemm": 0.7, "conv": 0.4, "conv3d": 0.2, "conv_transposed": 0.1,
@@ -249,6 +251,7 @@ START = EstimateParams(
     conv_layout_passes=1.0,
     strided_access_rate_per_sm=DEFAULT_PARAMS.strided_access_rate_per_sm,
     attention_wave_s=DEFAULT_PARAMS.attention_wave_s,
+    attention_wave_cycles=DEFAULT_PARAMS.attention_wave_cycles,
     per_architecture=DEFAULT_PARAMS.per_architecture,
     per_gpu=DEFAULT_PARAMS.per_gpu,
     l2_bandwidth_bytes_per_s=DEFAULT_PARAMS.l2_bandwidth_bytes_per_s,

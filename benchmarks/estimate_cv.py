@@ -7,15 +7,18 @@ kernel family's estimate band from the held-out errors:
 1. Every profiler trace in the folder is read and priced by ``torchroofline trace`` (the GPU it
    names; ``--gpu-of`` for a driver name the table does not know); each priced op keeps the
    model's input (``OpFigures.program``), so the model prices it again under other constants.
-2. The constants measured on traces (:data:`FITTED`: a kernel's fill latency, the GEMM share of
-   the tensor peak, a flash-attention wave, the host-copy share of the link) are fitted — one
-   common value, then one per GPU architecture with data — by coordinate descent in log space
-   on the |log2(estimate / measured)| of the ops of ≥ 3 µs, counted per op *and* weighted by
-   their measured time, plus each trace's total. Every other constant stays as committed
-   (datasheet facts, kernel counts and the KernelBench fit of docs/calibration.md).
+2. The constants measured on traces (:data:`FITTED`: a kernel's fill latency and a
+   flash-attention wave, both in clock cycles, so a GPU takes them at its own clocks; the GEMM
+   share of the tensor peak; the host-copy share of the link) are fitted — one common value,
+   then one per vendor (whose runtime and libraries run the kernels), then one per GPU
+   architecture, each level only for the constants its ops inform — by coordinate descent in
+   log space on the |log2(estimate / measured)| of the ops of ≥ 3 µs, counted per op *and*
+   weighted by their measured time, plus each trace's total. Every other constant stays as
+   committed (datasheet facts, kernel counts and the KernelBench fit of docs/calibration.md).
 3. Three fits are reported side by side, per trace: on all traces (in-sample); without the
    trace itself (leave one trace out); without every trace of its GPU (leave one GPU out: its
-   architecture then has no constants of its own, as an unseen GPU).
+   architecture then takes its vendor's constants, as an unseen GPU of a known vendor does;
+   with no other GPU of its vendor, the common ones but for :data:`UNSEEN_VENDOR`).
 4. Each family's band is the 5th-95th percentile of measured / estimated over the ops held out
    by (3)'s trace folds; whether it held is checked on each trace with bands taken from the
    *other* traces' residuals. A band is never narrower than 2× either way (:data:`BAND_FLOOR`).
@@ -40,6 +43,9 @@ from trace_accuracy import write
 
 from torchroofline.price.bands import DEFAULT_BAND, Band
 from torchroofline.price.estimate import DEFAULT_PARAMS, EstimateParams, ProgramLoad, kernel_gpu_s
+from torchroofline.price.estimate_params import CDNA_FILL_CYCLES
+from torchroofline.price.gpu_spec import GPUSpec
+from torchroofline.price.hardware import get_gpu, list_gpus
 from torchroofline.suites.kineto import analyze_trace
 
 #: Ops shorter than this are mostly the GPU's own launch latency: not counted (as
@@ -56,6 +62,8 @@ BAND_QUANTILES = (0.05, 0.95)
 #: percentiles held on 68 % of the held-out ops, with this floor on 85 %).
 BAND_FLOOR = (0.5, 2.0)
 BLOCK = "estimate-cv"
+#: Each architecture of the GPU table and its vendor (whose software runs its kernels).
+ARCHITECTURE_VENDOR = {gpu.architecture: gpu.vendor for gpu in list_gpus()}
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,7 @@ class Op:
 
     trace: str
     gpu: str
+    vendor: str
     architecture: str
     program: ProgramLoad
     measured_s: float
@@ -78,30 +87,71 @@ def _gemm(params: EstimateParams, value: float) -> dict:
     return {"matmul_fraction": {**params.matmul_fraction, "gemm": value}}
 
 
-#: name → (start, low, high, the replacement it makes on an EstimateParams)
+#: name → (start, low, high, the replacement it makes on an EstimateParams). The latencies are
+#: fitted in clock cycles (fill: of the SM clock; an attention wave: of the tensor clock), so a
+#: value measured on one GPU reaches another at that GPU's clocks.
 FITTED: dict[str, tuple[float, float, float, Callable[[EstimateParams, float], dict]]] = {
-    "fill_latency_s": (2e-6, 0.5e-6, 10e-6, lambda p, v: {"fill_latency_s": v}),
+    "fill_cycles": (4000, 1000, 20000, lambda p, v: {"fill_cycles": v}),
     "matmul_fraction.gemm": (0.6, 0.2, 0.95, _gemm),
-    "attention_wave_s": (15e-6, 2e-6, 60e-6, lambda p, v: {"attention_wave_s": v}),
+    "attention_wave_cycles": (3e4, 4e3, 1.2e5, lambda p, v: {"attention_wave_cycles": v}),
     "host_copy_fraction": (0.5, 0.1, 0.9, lambda p, v: {"host_copy_fraction": v}),
 }
-#: Of those, the ones an architecture gets its own value of (a link share is the server's).
-PER_ARCHITECTURE = ("fill_latency_s", "matmul_fraction.gemm", "attention_wave_s")
-_OWN_KEYS = {"fill_latency_s", "matmul_fraction", "attention_wave_s"}
+#: Of those, the ones a vendor's software (runtime, cuBLAS or hipBLASLt, the attention kernels)
+#: and then an architecture get values of their own (a link share is the server's).
+PER_ARCHITECTURE = ("fill_cycles", "matmul_fraction.gemm", "attention_wave_cycles")
+_OWN_KEYS = {"fill_cycles", "matmul_fraction", "attention_wave_cycles"}
+#: What an architecture takes for a constant its vendor's ops in the fit do not inform, where
+#: not the common value: no wave floor (a library's wave is not another vendor's library's),
+#: and ROCm's kernel fill from the MI350X's measured per-kernel floor (issue 39; not one of
+#: these traces).
+UNSEEN_VENDOR: dict[str, dict[str, float]] = {
+    "NVIDIA": {"attention_wave_cycles": 0.0},
+    "AMD": {"attention_wave_cycles": 0.0, "fill_cycles": CDNA_FILL_CYCLES},
+}
+#: The constants fitted to a common value: those some vendor without data of its own reads
+#: (a wave floor is never common: every vendor's is its own library's).
+COMMON = tuple(name for name in FITTED
+               if not all(name in unseen for unseen in UNSEEN_VENDOR.values()))
 
 
-def build(common: dict[str, float], per_arch: dict[str, dict[str, float]]) -> EstimateParams:
-    """DEFAULT_PARAMS with the fitted constants replaced: ``common`` for every GPU, ``per_arch``
-    on top for an architecture (its committed entries for these constants dropped)."""
+def _runs_flash_attention(op: Op) -> bool:
+    return any(load.family == "flash_attention" for load in op.program.eager)
+
+
+#: The ops that can inform a constant, where not all: a vendor or an architecture gets a value of
+#: its own only for the constants its ops inform (the A100 trace runs no flash attention).
+INFORMED_BY: dict[str, Callable[[Op], bool]] = {"attention_wave_cycles": _runs_flash_attention}
+
+
+def _informed(name: str, ops: Sequence[Op]) -> bool:
+    return any(map(INFORMED_BY.get(name, bool), ops))
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The fitted constants: common values, then a vendor's and an architecture's own."""
+
+    common: dict[str, float]
+    vendor: dict[str, dict[str, float]]
+    architecture: dict[str, dict[str, float]]
+
+
+def build(fitted: Fitted) -> EstimateParams:
+    """DEFAULT_PARAMS with the fitted constants replaced, for every architecture of the GPU
+    table: its own values, else its vendor's, else the common ones (:data:`UNSEEN_VENDOR` for a
+    vendor without data); its committed entries for these constants dropped."""
     params = DEFAULT_PARAMS
-    for name, value in common.items():
+    for name, value in fitted.common.items():
         params = replace(params, **FITTED[name][3](params, value))
-    arches = {arch: {k: v for k, v in entry.items() if k not in _OWN_KEYS}
-              for arch, entry in DEFAULT_PARAMS.per_architecture.items()}
-    for arch, values in per_arch.items():
-        entry = arches.setdefault(arch, {})
-        for name, value in values.items():
-            entry.update(FITTED[name][3](params, value))
+    arches = {}
+    for arch, vendor in ARCHITECTURE_VENDOR.items():
+        entry = {k: v for k, v in DEFAULT_PARAMS.per_architecture.get(arch, {}).items()
+                 if k not in _OWN_KEYS}
+        values = {**fitted.common, **UNSEEN_VENDOR[vendor], **fitted.vendor.get(vendor, {}),
+                  **fitted.architecture.get(arch, {})}
+        for name in PER_ARCHITECTURE:
+            entry.update(FITTED[name][3](params, values[name]))
+        arches[arch] = entry
     return replace(params, per_architecture=arches)
 
 
@@ -147,27 +197,41 @@ def loss(ops: Sequence[Op], params: EstimateParams) -> float:
 
 
 def fit(ops: Sequence[Op]) -> EstimateParams:
-    """The FITTED constants on ``ops``: common values on all of them, then per architecture
-    on its own ops."""
-    common = {name: start for name, (start, *_rest) in FITTED.items()}
-    common = _descend(ops, common, {}, None)
-    per_arch: dict[str, dict[str, float]] = {}
+    """The FITTED constants on ``ops``: common values on all of them, then per vendor on its
+    ops, then per architecture on its own."""
+    return build(fit_values(ops))
+
+
+def fit_values(ops: Sequence[Op]) -> Fitted:
+    common = {name: FITTED[name][0] for name in COMMON}
+    fitted = Fitted(_descend(ops, Fitted(common, {}, {}), None, None), {}, {})
+    for vendor in sorted({op.vendor for op in ops}):
+        mine = [op for op in ops if op.vendor == vendor]
+        start = {name: fitted.common.get(name, FITTED[name][0])
+                 for name in PER_ARCHITECTURE if _informed(name, mine)}
+        fitted = _descend(mine, replace(fitted, vendor={**fitted.vendor, vendor: start}),
+                          "vendor", vendor)
     for arch in sorted({op.architecture for op in ops}):
         mine = [op for op in ops if op.architecture == arch]
-        per_arch[arch] = {name: common[name] for name in PER_ARCHITECTURE}
-        per_arch = _descend(mine, common, per_arch, arch)
-    return build(common, per_arch)
+        start = {name: value for name, value in fitted.vendor[mine[0].vendor].items()
+                 if _informed(name, mine)}
+        fitted = _descend(mine, replace(fitted, architecture={**fitted.architecture,
+                                                              arch: start}),
+                          "architecture", arch)
+    return fitted
 
 
-def _descend(ops: Sequence[Op], common: dict, per_arch: dict, arch: str | None) -> dict:
-    """Coordinate descent in log space of the common constants (``arch`` None) or of one
-    architecture's; returns what it fitted."""
-    values = dict(per_arch[arch]) if arch else dict(common)
+def _descend(ops: Sequence[Op], fitted: Fitted, level: str | None, key: str | None):
+    """Coordinate descent in log space of the common constants (``level`` None) or of one
+    vendor's or architecture's; returns the common values, or ``fitted`` with that level's."""
+    values = dict(getattr(fitted, level)[key]) if level else dict(fitted.common)
 
-    def params_of(trial: dict) -> EstimateParams:
-        return build(common, {**per_arch, arch: trial}) if arch else build(trial, per_arch)
+    def with_values(trial: dict) -> Fitted:
+        if not level:
+            return replace(fitted, common=trial)
+        return replace(fitted, **{level: {**getattr(fitted, level), key: trial}})
 
-    best = loss(ops, params_of(values))
+    best = loss(ops, build(with_values(values)))
     for step in (0.5, 0.2, 0.08, 0.03):
         for name in values:
             _, low, high, _ = FITTED[name]
@@ -179,11 +243,11 @@ def _descend(ops: Sequence[Op], common: dict, per_arch: dict, arch: str | None) 
                     trial = {**values, name: value}
                     if value == values[name]:
                         continue
-                    found = loss(ops, params_of(trial))
+                    found = loss(ops, build(with_values(trial)))
                     if found < best - 1e-9:
                         values, best, improved = trial, found, True
                         break
-    return {**per_arch, arch: values} if arch else values
+    return with_values(values) if level else values
 
 
 # --- Data ------------------------------------------------------------------------------------
@@ -202,7 +266,8 @@ def load(folder: Path, gpu_of: dict[str, str]) -> list[Op]:
             on_gpu = DEFAULT_PARAMS.for_gpu(program.gpu)
             longest = max(program.eager,
                           key=lambda k: kernel_gpu_s(k, program.gpu, on_gpu, program.cache))
-            ops.append(Op(name, program.gpu.name, program.gpu.architecture, program,
+            ops.append(Op(name, program.gpu.name, program.gpu.vendor, program.gpu.architecture,
+                          program,
                           instance.measured_us * 1e-6, longest.family))
         print(f"read {name}: {len(report.priced)} ops priced", file=sys.stderr, flush=True)
     return ops
@@ -255,10 +320,15 @@ def _cell(share: float, total: float) -> str:
 def run(ops: list[Op]) -> tuple[str, dict[str, Band]]:
     traces = list(dict.fromkeys(op.trace for op in ops))
     gpus = list(dict.fromkeys(op.gpu for op in ops))
-    everything = fit(ops)
+    values = fit_values(ops)
+    everything = build(values)
     by_trace = {t: [op for op in ops if op.trace == t] for t in traces}
-    loto = {t: fit([op for op in ops if op.trace != t]) for t in traces}
-    logo = {g: fit([op for op in ops if op.gpu != g]) for g in gpus}
+    fold_values = {
+        **{("trace", t): fit_values([op for op in ops if op.trace != t]) for t in traces},
+        **{("gpu", g): fit_values([op for op in ops if op.gpu != g]) for g in gpus},
+    }
+    loto = {t: build(fold_values["trace", t]) for t in traces}
+    logo = {g: build(fold_values["gpu", g]) for g in gpus}
     committed = DEFAULT_PARAMS
     # held-out residuals, measured / estimated, per family and trace
     residuals: dict[str, dict[str, list[float]]] = {t: defaultdict(list) for t in traces}
@@ -273,8 +343,8 @@ def run(ops: list[Op]) -> tuple[str, dict[str, Band]]:
         others: dict[str, list[float]] = defaultdict(list)
         for other in traces:
             if other != t:
-                for family, values in residuals[other].items():
-                    others[family].extend(values)
+                for family, found in residuals[other].items():
+                    others[family].extend(found)
         inside, count = held(mine, loto[t], bands_from(others))
         inside_all, count_all = inside_all + inside, count_all + count
         cells = [_cell(*accuracy(mine, p)[:2]) for p in (committed, everything, loto[t], logo[gpu])]
@@ -282,8 +352,8 @@ def run(ops: list[Op]) -> tuple[str, dict[str, Band]]:
                     + f" | {100 * inside / max(count, 1):.0f} % |")
     pooled: dict[str, list[float]] = defaultdict(list)
     for per_family in residuals.values():
-        for family, values in per_family.items():
-            pooled[family].extend(values)
+        for family, found in per_family.items():
+            pooled[family].extend(found)
     bands = bands_from(pooled)
     header = ("| trace | GPU | ops ≥ 3 µs | committed model | in-sample fit | trace held out "
               "| GPU held out | band held (trace held out) |\n|---|---|---|---|---|---|---|---|\n")
@@ -291,33 +361,47 @@ def run(ops: list[Op]) -> tuple[str, dict[str, Band]]:
     table += (f"\nCells: share of ops ≥ 3 µs within {WITHIN:g}× · total estimate / measured. "
               f"Bands held on {inside_all:,} of {count_all:,} held-out ops "
               f"({100 * inside_all / max(count_all, 1):.0f} %).\n")
-    table += "\n" + constants_table(everything, loto, logo) + "\n" + bands_table(bands)
+    gpus_of = {op.gpu: op.program.gpu for op in ops}
+    table += ("\n" + constants_table(values, list(fold_values.values())) + "\n"
+              + per_gpu_table({**{f"{g} (GPU held out)": (gpus_of[g], logo[g]) for g in gpus},
+                               **{f"{get_gpu(g).name} (no trace)": (get_gpu(g), everything)
+                                  for g in UNTRACED}})
+              + bands_table(bands))
     return table, bands
 
 
-def constants_table(everything: EstimateParams, loto: dict, logo: dict) -> str:
-    """The fitted constants on all traces, and their range over the held-out folds."""
-    arches = sorted(arch for arch in everything.per_architecture
-                    if any(arch in fold.per_architecture for fold in (*loto.values(),))
-                    and _own(everything, arch))
-    lines = ["| constant | common | " + " | ".join(arches) + " | range over the folds |",
-             "|---|---|" + "---|" * len(arches) + "---|"]
+#: GPUs of the table whose architecture has no trace, shown with what the fit gives them.
+UNTRACED = ("b200", "v100", "l40s", "mi355x")
+
+
+def constants_table(values: Fitted, folds: Sequence[Fitted]) -> str:
+    """The fitted constants on all traces (common, per vendor, per architecture; latencies in
+    cycles; — where a level has no value of its own), and their common value's range over the
+    held-out folds."""
+    columns = [*sorted(values.vendor), *sorted(values.architecture)]
+    levels = [values.vendor[c] if c in values.vendor else values.architecture[c]
+              for c in columns]
+    lines = ["| constant | common | " + " | ".join(columns) + " | common, over the folds |",
+             "|---|---|" + "---|" * len(columns) + "---|"]
     for name in FITTED:
-        def read(params: EstimateParams, name: str = name) -> float:
-            return params.matmul_fraction["gemm"] if name == "matmul_fraction.gemm" \
-                else getattr(params, name)
-        per = [read(replace(everything, **everything.per_architecture.get(a, {})))
-               for a in arches]
-        folds = [read(p) for p in (*loto.values(), *logo.values())]
-        lines.append(f"| `{name}` | {read(everything):.3g} | "
-                     + " | ".join(f"{v:.3g}" for v in per)
-                     + f" | {min(folds):.3g} – {max(folds):.3g} |")
+        found = [fold.common[name] for fold in folds if name in fold.common]
+        spread = f"{min(found):.3g} – {max(found):.3g}" if found else "—"
+        lines.append(f"| `{name}` | " + " | ".join(
+            f"{level[name]:.3g}" if name in level else "—" for level in [values.common, *levels])
+                     + f" | {spread} |")
     return "\n".join(lines) + "\n"
 
 
-def _own(params: EstimateParams, arch: str) -> bool:
-    """Whether the fit gave ``arch`` constants of its own (it had data)."""
-    return any(key in _OWN_KEYS for key in params.per_architecture.get(arch, {}))
+def per_gpu_table(cases: dict[str, tuple[GPUSpec, EstimateParams]]) -> str:
+    """What a GPU's kernels are priced with: its fill, GEMM share and attention wave."""
+    lines = ["| GPU (fit) | fill (µs) | GEMM share | flash-attention wave (µs) |",
+             "|---|---|---|---|"]
+    for label, (gpu, params) in cases.items():
+        on_gpu = params.for_gpu(gpu)
+        wave = f"{on_gpu.attention_wave_s * 1e6:.1f}" if on_gpu.attention_wave_s else "none"
+        lines.append(f"| {label} | {on_gpu.fill_latency_s * 1e6:.2f} | "
+                     f"{on_gpu.matmul_fraction['gemm']:.2f} | {wave} |")
+    return "\n".join(lines) + "\n"
 
 
 def bands_table(bands: dict[str, Band]) -> str:

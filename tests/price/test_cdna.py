@@ -8,6 +8,7 @@ import torch
 
 from conftest import Fn, analyze, meta
 from torchroofline.price.estimate import DEFAULT_PARAMS
+from torchroofline.price.estimate_params import CDNA_FILL_CYCLES
 
 #: MI350X dense FP32 (vector and MFMA alike: AMD Instinct MI350X brochure): 144.2 TFLOP/s
 MI350X_FP32 = 144.2e12
@@ -21,14 +22,14 @@ def _matmul(result, family: str):
     return program.eager[index], eager.kernel_gpu_s[index]
 
 
-@pytest.mark.parametrize("gpu", ["mi350x", "mi355x"])
-def test_cdna4_gpus_take_cdnas_kernel_floor(gpu: str) -> None:
-    # a 4 KB relu: its bytes take nanoseconds, the kernel CDNA's fill latency (4 µs, measured
-    # on the MI300X's traces; issue 39's MI350X port points to 4-5 µs)
+@pytest.mark.parametrize(("gpu", "clock_mhz"), [("mi350x", 2200), ("mi355x", 2400)])
+def test_cdna4_gpus_take_cdnas_kernel_floor(gpu: str, clock_mhz: int) -> None:
+    # a 4 KB relu: its bytes take nanoseconds, the kernel ROCm's fill, 9,900 cycles (the
+    # MI350X's 4.5 µs floor at 2200 MHz, issue 39) at each part's clock: 4.5 and 4.125 µs
     result = analyze(Fn(torch.relu), meta(1024)).on(gpu)
     assert result.gpu.architecture == "CDNA4"
-    assert result.performance.eager.kernel_gpu_s[0] == pytest.approx(CDNA["fill_latency_s"],
-                                                                     rel=0.01)
+    assert result.performance.eager.kernel_gpu_s[0] == pytest.approx(
+        9900 / (clock_mhz * 1e6), rel=0.01)
 
 
 def test_fp32_gemms_use_the_fp32_matrix_share_on_cdna_only() -> None:
@@ -58,7 +59,8 @@ def test_an_fp32_convolution_on_the_mi350x_runs_at_the_fp32_matrix_share() -> No
     flops = 2 * 8 * 56 * 56 * 64 * 64 * 9
     assert load.matmul_unit == "vector"
     assert load.matmul_s == pytest.approx(flops / MI350X_FP32, rel=1e-9)
-    fixed_s = CDNA["fill_latency_s"] * (1 + CDNA["library_kernels"]["conv"])
+    fill_s = CDNA_FILL_CYCLES / 2200e6  # at the MI350X's 2200 MHz
+    fixed_s = fill_s * (1 + CDNA["library_kernels"]["conv"])
     fixed_s += DEFAULT_PARAMS.matmul_latency_s
     compute_s = load.matmul_s / (CDNA["fp32_matrix_fraction"] * 392 / 512)
     assert busy == pytest.approx(compute_s + fixed_s, rel=1e-9)

@@ -230,7 +230,7 @@ def test_per_gpu_entries_replace_a_constant_on_that_gpu_only() -> None:
     assert result.performance.eager.kernel_gpu_s[0] == pytest.approx(expected, rel=1e-12)
     a100 = result.on("a100-80gb").performance.eager.kernel_gpu_s[0]
     # the A100 keeps the common fraction, with its architecture's (Ampere's) fill latency
-    ampere_fill_s = DEFAULT_PARAMS.per_architecture["Ampere"]["fill_latency_s"]
+    ampere_fill_s = 3e-6  # Ampere's 4,230 fill cycles at the A100's 1410 MHz
     assert a100 == pytest.approx(
         kernel.bytes / (DEFAULT_PARAMS.hbm_fraction * 2039e9) + ampere_fill_s
     )
@@ -294,8 +294,27 @@ def test_the_mi300x_has_its_own_kernel_latency() -> None:
     h100 = result.performance.eager.kernel_gpu_s[0]
     mi300x = result.on("mi300x").performance.eager.kernel_gpu_s[0]
     assert h100 == pytest.approx(DEFAULT_PARAMS.fill_latency_s, rel=0.01)
-    cdna3_fill_s = DEFAULT_PARAMS.per_architecture["CDNA3"]["fill_latency_s"]
+    cdna3_fill_s = 9900 / 2100e6  # ROCm's 9,900 fill cycles at the MI300X's 2100 MHz
     assert mi300x == pytest.approx(cdna3_fill_s, rel=0.01)
+
+
+@pytest.mark.parametrize(("gpu", "clock_mhz", "fill_s"), [
+    ("h100-sxm", 990, 3e-6),          # Hopper's 2,970 cycles at half the H100's 1980 MHz
+    ("b200", None, 2970 / 1980e6),    # Blackwell launches as Hopper: its cycles at 1980 MHz
+    ("v100", None, 4230 / 1530e6),    # Volta as Ampere: 4,230 cycles at 1530 MHz (2.76 µs)
+])
+def test_a_kernel_fill_is_its_generations_cycles_at_the_gpus_clock(gpu, clock_mhz, fill_s):
+    spec = get_gpu(gpu).at_clocks(clock_mhz)
+    assert DEFAULT_PARAMS.for_gpu(spec).fill_latency_s == pytest.approx(fill_s, rel=1e-9)
+
+
+def test_a_flash_attention_wave_is_its_librarys_cycles_at_the_tensor_clock() -> None:
+    # FlashAttention-2's 18,300 cycles (10 µs at the H100's 1830 MHz tensor clock) on the B200's
+    # 1860 MHz: 9.84 µs; AOTriton's 63,000 (30 µs at 2100 MHz) on the MI355X's 2400 MHz: 26.25
+    b200 = DEFAULT_PARAMS.for_gpu(get_gpu("b200"))
+    mi355x = DEFAULT_PARAMS.for_gpu(get_gpu("mi355x"))
+    assert b200.attention_wave_s == pytest.approx(18300 / 1860e6, rel=1e-9)
+    assert mi355x.attention_wave_s == pytest.approx(63000 / 2400e6, rel=1e-9)
 
 
 def test_a_multi_tensor_apply_kernel_is_not_charged_per_element_offsets() -> None:

@@ -12,6 +12,7 @@ from test_cdna import CDNA, MI350X_FP32, _matmul
 
 from conftest import H100_BF16, H100_FP32, Fn, analyze, meta
 from torchroofline.price.estimate import DEFAULT_PARAMS
+from torchroofline.price.estimate_params import CDNA_FILL_CYCLES
 from torchroofline.price.precision import widened_value_ids
 from torchroofline.suites.solexecbench import analyze_dir
 
@@ -39,7 +40,7 @@ def test_an_fp8_reference_that_multiplies_in_fp32_is_estimated_in_fp32(precision
     assert load.matmul_unit == "vector"
     assert load.matmul_s == pytest.approx(flops / MI350X_FP32, rel=1e-9)
     assert load.bytes == 4 * (M * K + N * K + M * N)
-    fixed_s = CDNA["fill_latency_s"] + DEFAULT_PARAMS.matmul_latency_s
+    fixed_s = CDNA_FILL_CYCLES / 2200e6 + DEFAULT_PARAMS.matmul_latency_s  # at 2200 MHz
     share = CDNA["fp32_matrix_fraction"]
     assert busy == pytest.approx(flops / (MI350X_FP32 * share) + fixed_s, rel=1e-9)
 

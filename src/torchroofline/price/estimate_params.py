@@ -84,6 +84,14 @@ class EstimateParams:
     #: one wave of flash-attention thread blocks (one per batch, head and block of query rows,
     #: each a serial loop over the keys): the least time a wave takes
     attention_wave_s: float = 0.0
+    #: :attr:`fill_latency_s` as SM clock cycles: where set, :meth:`for_gpu` derives the fill
+    #: from the GPU's SM clock (its locked clock where locked), so a generation's measured fill
+    #: carries to its other parts and to locked clocks
+    fill_cycles: float | None = None
+    #: :attr:`attention_wave_s` as tensor clock cycles (the clock the MMA peaks assume): a wave
+    #: is a latency chain of one block's serial steps, so a library's measured wave carries to
+    #: the other GPUs that run the same kernels in cycles
+    attention_wave_cycles: float | None = None
     rnn_step_s: float = 10e-6  #: one recurrent step: a small GEMM plus gate math, in series
     cudagraph_gap_s: float = 1e-6  #: GPU gap between kernels replayed from a CUDA graph
     #: L2 bandwidth (bytes/s) by GPU key where a microbenchmark figure is published
@@ -120,12 +128,24 @@ class EstimateParams:
 
     def for_gpu(self, gpu: GPUSpec) -> EstimateParams:
         """These parameters with ``gpu``'s architecture's entries of :attr:`per_architecture`
-        applied, then its own of :attr:`per_gpu`."""
+        applied, then its own of :attr:`per_gpu`, and the latencies given in cycles
+        (:attr:`fill_cycles`, :attr:`attention_wave_cycles`) in seconds at its clocks."""
         params = self
         for changes in (self.per_architecture.get(gpu.architecture), self.per_gpu.get(gpu.key)):
             if changes:
                 params = replace(params, **changes)
-        return params
+        return replace(params, **params._in_seconds(gpu))
+
+    def _in_seconds(self, gpu: GPUSpec) -> dict[str, float]:
+        """The latencies given in cycles, in seconds at ``gpu``'s clocks (none without one)."""
+        sm_mhz = gpu.locked_clock_mhz or gpu.boost_clock_mhz
+        tensor_mhz = gpu.locked_clock_mhz or gpu.tensor_clock_mhz or gpu.boost_clock_mhz
+        found = {}
+        if self.fill_cycles is not None and sm_mhz:
+            found["fill_latency_s"] = self.fill_cycles / (sm_mhz * 1e6)
+        if self.attention_wave_cycles is not None and tensor_mhz:
+            found["attention_wave_s"] = self.attention_wave_cycles / (tensor_mhz * 1e6)
+        return found
 
     def l2_bandwidth(self, gpu: GPUSpec) -> float | None:
         return self.l2_bandwidth_bytes_per_s.get(gpu.key)
@@ -161,9 +181,14 @@ CONSTANT_NOTES: dict[str, str] = {
     "0.9 on HBM parts, 0.75-0.81 on GDDR6 parts (Ada, the T4, Ampere's GA102), measured on the "
     "calibration data's one 537 MB streaming problem (HBM_STREAM_FRACTION); not fitted",
     "fill_latency_s": "fill/drain time of every kernel, so a small kernel reaches a small share "
-    "of the bandwidth and none is shorter: the shortest kernels of the H100 profiler traces take "
-    "1.5-1.9 µs; per architecture: 3 µs before Hopper (the A100 trace's median tiny kernel), "
-    "4 µs on CDNA (MI300X: 4-5 µs); measured, not fitted",
+    "of the bandwidth and none is shorter; set from fill_cycles at the GPU's SM clock (this "
+    "value only for a GPU whose entry has no clock)",
+    "fill_cycles": "a kernel's fill/drain in SM clock cycles, per generation: Hopper and "
+    "Blackwell 2,970 (the H100 traces' shortest kernels, 1.5 µs at 1980 MHz), Ampere and Volta "
+    "4,230 (the A100 trace's median tiny kernel, 3 µs at 1410 MHz), CDNA 9,900 (the MI350X's "
+    "4-5 µs per-kernel floor, issue 39, at 2200 MHz; the MI300X traces' 4-5 µs agree); "
+    "measured, not fitted. Turing and Ada keep 3 and 1.5 µs, the fills KernelBench's T4, L40S "
+    "and L4 sets were calibrated with",
     "fp32_matrix_fraction": "share of the fp32 peak fp32 GEMMs and 2D convolutions reach where "
     "they run on matrix cores (CDNA: fp32 MFMA, whose dense peak equals the fp32 vector peak in "
     "AMD's data sheets); CDNA 0.85: fp32 GEMMs measured near their peak on the MI350X, where "
@@ -196,8 +221,12 @@ CONSTANT_NOTES: dict[str, str] = {
     "elementwise_kernel, cat, index_select), which computes each operand's offset per element: "
     "0.8 T/s on the H100 (132 SMs), 1.5 T/s on the MI300X (304 CUs) in the traces",
     "attention_wave_s": "least time of one wave of flash-attention blocks (one per batch × head "
-    "× 128 query rows, a serial loop over the keys): 10-12 µs on the H100, 30-33 µs on the "
-    "MI300X (CDNA's value) in the traces",
+    "× 128 query rows, a serial loop over the keys); set from attention_wave_cycles at the "
+    "GPU's tensor clock",
+    "attention_wave_cycles": "one flash-attention wave in tensor clock cycles, per library: "
+    "PyTorch's CUDA FlashAttention-2 kernels 18,300 (9-11 µs on the H100 traces, at 1830 MHz; "
+    "every NVIDIA part from Ampere on runs them), ROCm's AOTriton kernel 63,000 (27-33 µs on "
+    "the MI300X traces, at 2100 MHz)",
     "row_bandwidth_bytes_per_s": "bandwidth of one thread block streaming one row of 4-byte "
     "elements: bytes in flight per block / memory latency (Little's law, a few KB / ~0.5 µs); "
     "rows of 2-byte elements at half (one element per thread per load); fit",
@@ -278,15 +307,41 @@ MATMUL_FRACTION: dict[str, float] = {
     "rnn": 0.267,
 }
 
-#: AMD's CDNA GPUs (ROCm) where they differ, measured on the MI300X profiler traces of
-#: docs/validation.md: a tiny kernel takes 4-5 µs there (1.5-2 µs on the H100), hipBLASLt GEMMs
-#: reach about 45 % of the bf16 peak (the H100's cuBLAS 58-70 %), a wave of the Triton/CK
-#: attention kernel takes about 30 µs, and MIOpen wraps each convolution GEMM in layout
-#: transposes, a workspace memset and a cast: 5 kernels besides the GEMM
-#: (:func:`~.library_calls.convolution_call`).
+# Latencies no rate sets, as clock cycles of the GPU they were measured on: a kernel's fill and
+# a flash-attention wave are chains of dependent steps (launch, the first loads, one block's
+# serial loop, the last writes), each a number of cycles of the SM's clock, so a part of the
+# same generation (or the same GPU at a locked clock) takes them at its own clock
+# (EstimateParams.for_gpu). Which generation an architecture follows is PER_ARCHITECTURE's.
+
+#: Hopper's kernel fill: the H100 traces' shortest kernels take 1.5 µs, at its 1980 MHz SM clock.
+#: Blackwell (sm_100) launches through the same front end (TMA, thread-block clusters).
+HOPPER_FILL_CYCLES = 1.5e-6 * 1980e6
+#: Ampere's: 3 µs on the A100 (the A100 training trace's median over 1,650 kernels that move
+#: < 64 KiB) at its 1410 MHz. Volta launches as Ampere does (no TMA or clusters).
+AMPERE_FILL_CYCLES = 3e-6 * 1410e6
+#: ROCm's kernel fill on CDNA: a dispatch packet the command processor spreads over 8 XCDs, each
+#: signalling its end: 4-5 µs on the MI350X (issue 39's measured SOL-ExecBench port: the
+#: per-kernel floor under its small workloads; no trace of this repository), 4.5 µs at its
+#: 2200 MHz. The MI300X traces agree (4-5 µs at 2100 MHz: 4.7 µs from this).
+CDNA_FILL_CYCLES = 4.5e-6 * 2200e6
+#: One wave of PyTorch's CUDA flash-attention kernel (FlashAttention-2, ``pytorch_flash::
+#: flash_fwd_kernel``): 9-11 µs on the H100 traces at 141-559 keys, at its 1830 MHz tensor
+#: clock. The same kernels run on every NVIDIA part from Ampere on.
+CUDA_FLASH_WAVE_CYCLES = 10e-6 * 1830e6
+#: One wave of ROCm's (AOTriton's ``attn_fwd``): 27-33 µs on the MI300X traces, at 2100 MHz.
+ROCM_FLASH_WAVE_CYCLES = 30e-6 * 2100e6
+
+#: AMD's CDNA GPUs (ROCm) where they differ: a tiny kernel takes 4-5 µs (CDNA_FILL_CYCLES),
+#: hipBLASLt GEMMs reach about 45 % of the bf16 peak on the MI300X traces (the H100's cuBLAS
+#: 58-70 %), a wave of AOTriton's attention kernel takes about 30 µs there, and MIOpen wraps
+#: each convolution GEMM in layout transposes, a workspace memset and a cast: 5 kernels besides
+#: the GEMM (:func:`~.library_calls.convolution_call`).
+#: ROCm's latencies, on every CDNA generation (the same runtime and attention kernels).
+ROCM_LATENCIES: dict[str, Any] = {"fill_cycles": CDNA_FILL_CYCLES,
+                                  "attention_wave_cycles": ROCM_FLASH_WAVE_CYCLES}
+
 AMD_CDNA: dict[str, Any] = {
-    "fill_latency_s": 4e-6,
-    "attention_wave_s": 30e-6,
+    **ROCM_LATENCIES,
     "matmul_fraction": {**MATMUL_FRACTION, "gemm": 0.45},
     "fp32_matrix_fraction": 0.85,
     "library_kernels": {"conv": 5, "conv_backward": 10, "conv_backward_one": 5,
@@ -296,9 +351,14 @@ AMD_CDNA: dict[str, Any] = {
     "collective_share": 1.0,
 }
 
-#: GPUs before Hopper: a tiny kernel takes 3 µs (the A100 training trace's median over 1,650
-#: kernels that move < 64 KiB; Hopper's 1.5 µs). Volta and Turing are taken as Ampere.
-PRE_HOPPER: dict[str, Any] = {"fill_latency_s": 3e-6}
+#: GPUs before Hopper fill a kernel as Ampere does (AMPERE_FILL_CYCLES).
+PRE_HOPPER: dict[str, Any] = {"fill_cycles": AMPERE_FILL_CYCLES}
+#: Turing and Ada keep the fills in seconds that KernelBench's T4, L40S and L4 sets were
+#: calibrated with (Ampere's 3 µs, Hopper's 1.5 µs; no trace of either): Ampere's cycles at
+#: their clocks (T4 2.66, L40S 1.68, L4 2.07 µs) moved those sets by up to a point, worse
+#: (docs/validation.md).
+KERNELBENCH_TURING: dict[str, Any] = {"fill_cycles": None, "fill_latency_s": 3e-6}
+KERNELBENCH_ADA: dict[str, Any] = {"fill_cycles": None, "fill_latency_s": 1.5e-6}
 
 #: Share of the datasheet bandwidth a large stream reaches, measured (not fitted) on the one
 #: purely streaming problem of the calibration data (``5_Matrix_scalar_multiplication``: 537 MB
@@ -307,7 +367,7 @@ PRE_HOPPER: dict[str, Any] = {"fill_latency_s": 3e-6}
 #: figure, 0.9, is the default; GDDR parts take their own.
 HBM_STREAM_FRACTION = 0.9
 #: Ada's parts are all GDDR6(X): the L40S's and the L4's measured share.
-GDDR_ADA: dict[str, Any] = {"hbm_fraction": 0.77}
+GDDR_ADA: dict[str, Any] = {**KERNELBENCH_ADA, "hbm_fraction": 0.77}
 
 #: Hopper and Blackwell: cuDNN's convolution kernels are built on the warpgroup MMA (wgmma,
 #: tcgen05), whose tile edge is 64 rows (PTX ISA), so a convolution to fewer output channels
@@ -321,8 +381,9 @@ PER_ARCHITECTURE: dict[str, dict[str, Any]] = {
     "Blackwell Ultra": WARPGROUP_MMA,
     "CDNA3": AMD_CDNA,
     "CDNA4": AMD_CDNA,
+    "CDNA2": ROCM_LATENCIES,
     "Ampere": PRE_HOPPER,
-    "Turing": {**PRE_HOPPER, "hbm_fraction": 0.75},  # the T4 (GDDR6)
+    "Turing": {**KERNELBENCH_TURING, "hbm_fraction": 0.75},  # the T4 (GDDR6)
     "Volta": PRE_HOPPER,
     "Ada": GDDR_ADA,
 }
@@ -338,7 +399,8 @@ PER_GPU: dict[str, dict[str, Any]] = {
 DEFAULT_PARAMS = EstimateParams(
     host=DEFAULT_HOST,
     hbm_fraction=HBM_STREAM_FRACTION,
-    fill_latency_s=1.5e-06,
+    fill_latency_s=1.5e-06,  # a GPU without a clock in the table; else fill_cycles
+    fill_cycles=HOPPER_FILL_CYCLES,
     matmul_latency_s=3e-06,
     vector_fraction=0.5,
     matmul_fraction=MATMUL_FRACTION,
@@ -346,6 +408,7 @@ DEFAULT_PARAMS = EstimateParams(
     row_bandwidth_bytes_per_s=5.66e+09,
     strided_access_rate_per_sm=6e9,
     attention_wave_s=10e-6,
+    attention_wave_cycles=CUDA_FLASH_WAVE_CYCLES,
     rnn_step_s=4.97e-06,
     cudagraph_gap_s=3e-07,
     l2_bandwidth_bytes_per_s=L2_BANDWIDTH_BYTES_PER_S,
