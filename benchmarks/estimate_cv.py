@@ -196,13 +196,9 @@ def loss(ops: Sequence[Op], params: EstimateParams) -> float:
     )
 
 
-def fit(ops: Sequence[Op]) -> EstimateParams:
-    """The FITTED constants on ``ops``: common values on all of them, then per vendor on its
-    ops, then per architecture on its own."""
-    return build(fit_values(ops))
-
-
 def fit_values(ops: Sequence[Op]) -> Fitted:
+    """The FITTED constants on ``ops``: common values on all of them, then per vendor on its
+    ops, then per architecture on its own (:func:`build` makes the parameters)."""
     common = {name: FITTED[name][0] for name in COMMON}
     fitted = Fitted(_descend(ops, Fitted(common, {}, {}), None, None), {}, {})
     for vendor in sorted({op.vendor for op in ops}):
