@@ -257,6 +257,15 @@ def _scatter_add_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     return int(folds + ((landings > 0).sum() if reduce == "mean" else 0))
 
 
+def _index_add_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """One add per source element landing on a demanded output of ``index_add`` (and a
+    multiply by ``alpha`` unless it is 1): the landings are the same index_add of ones."""
+    data, dim, index, source = args[0].detach(), args[1], args[2], args[3]
+    landings = torch.zeros_like(data).index_add(dim, index, torch.ones_like(source.detach()))
+    alpha = args[4] if len(args) > 4 else 1
+    return int(landings[demanded].sum()) * (1 if alpha == 1 else 2)
+
+
 def _col2im_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     """k − 1 adds per demanded output of a fold (``col2im``) that k column elements land on
     (none where k is 0 or 1): the landings are the same fold of ones."""
@@ -290,6 +299,7 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.scatter_add.default: _scatter_add_flops,
     torch.ops.aten.scatter_reduce.two: _scatter_add_flops,
     torch.ops.aten.col2im.default: _col2im_flops,
+    torch.ops.aten.index_add.default: _index_add_flops,
 }
 
 
@@ -306,6 +316,12 @@ STRUCTURAL_ZEROS: dict[Any, Callable[[Sequence[Any], torch.Tensor], torch.Tensor
     torch.ops.aten.diag_embed.default: lambda args, out: ~torch.diag_embed(
         torch.ones(args[0].shape, dtype=bool), *args[1:]
     ),
+}
+
+#: ops the graph (traced without autograd) holds in a form autograd has no formula for →
+#: the same op with one, run in their place (the replay keeps the traced name)
+REPLAYED_AS = {
+    torch.ops.aten._embedding_bag_forward_only.default: torch.ops.aten._embedding_bag.default,
 }
 
 #: reductions that add their line: adding a structural zero is no work
@@ -340,7 +356,7 @@ class _Retaining(Interpreter):
         return zeros
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
-        out = super().call_function(target, args, kwargs)
+        out = super().call_function(REPLAYED_AS.get(target, target), args, kwargs)
         if target is torch.ops.aten.constant_pad_nd.default and not (args[2:] and args[2]):
             self.padded_zeros[id(out)] = (out, F.pad(self._padded_zeros(args[0]), args[1],
                                                      value=True))

@@ -214,14 +214,16 @@ TAILS: dict[str, Callable[[torch.Tensor], Any]] = {
 }
 
 
-def program(draw: Callable[..., Any]) -> tuple:
-    """One to three stages over a (3..5, 3..6) tensor, then a tail (``draw``: hypothesis's
-    ``data.draw``, so a failure lists every drawn stage, index and shift)."""
+def program(draw: Callable[..., Any],
+            stages_from: dict[str, Callable[[Draw, int, int], Stage]] = STAGES) -> tuple:
+    """One to three stages (of ``stages_from``) over a (3..5, 3..6) tensor, then a tail
+    (``draw``: hypothesis's ``data.draw``, so a failure lists every drawn stage, index and
+    shift)."""
     shape = draw(st.integers(3, 5)), draw(st.integers(3, 6))
     stages = []
     rows, columns = shape
     for _ in range(draw(st.integers(1, 3))):
-        stage, (rows, columns) = STAGES[draw(st.sampled_from(sorted(STAGES)))](
+        stage, (rows, columns) = stages_from[draw(st.sampled_from(sorted(stages_from)))](
             draw, rows, columns
         )
         stages.append(stage)
