@@ -362,6 +362,11 @@ class _Retaining(Interpreter):
                                                      value=True))
         if target in STRUCTURAL_ZEROS:
             self.structural_zeros[id(out)] = (out, STRUCTURAL_ZEROS[target](args, out))
+        if isinstance(target, torch._ops.OpOverload) and target.is_view and args:
+            # a view of zeros holds them where it reads them (F.pad(x[None], p)[0])
+            for zeros in (self.padded_zeros, self.structural_zeros):
+                if id(args[0]) in zeros and isinstance(out, torch.Tensor):
+                    zeros[id(out)] = (out, target(zeros[id(args[0])][1], *args[1:], **kwargs))
         if target is torch.ops.aten.convolution.default:
             # a product with a padded zero is no work (the bound folds such a pad into the
             # convolution's own padding): the taps are the other elements

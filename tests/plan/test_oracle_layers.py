@@ -335,6 +335,16 @@ def test_a_sum_adds_none_of_a_pad_a_triangle_or_a_diagonal_zeros() -> None:
     # diag_embed(x).sum(1) (or a mean over the other dim): one nonzero per line, 12 (was 48)
     assert _bound(lambda x: torch.diag_embed(x).sum(1), x).flops == 12
     assert _bound(lambda x: torch.diag_embed(x).mean(2), x).flops == 12
+    # read through a view, the same zeros: F.pad(x[None], (0, 3))[0].sum(0) adds the 3 rows
+    # of x's 4 columns, 12 (was 21, every element of the pad); rows 1 and 2 of
+    # x.tril()[None][0] hold 2 + 3 nonzeros (was 8); diag_embed(x)[1:].sum(1):
+    # one nonzero per line of 2 planes, 8 (was 32)
+    assert _bound(lambda x: F.pad(x[None], (0, 3))[0].sum(0), x).flops == 3 * 4
+    assert _bound(lambda x: x.tril()[None][0, 1:].sum(1), x).flops == 2 + 3
+    assert _bound(lambda x: torch.diag_embed(x)[1:].sum(1), x).flops == 2 * 4
+    found = figures(Fn(lambda x: F.pad(x, (0, 3)).t().sum(1)), x)  # a transpose: 12 again
+    assert found.result.flops == 3 * 4
+    assert_tight(found)
 
 
 def test_an_unrolled_reduction_read_in_part_loads_its_whole_lines() -> None:

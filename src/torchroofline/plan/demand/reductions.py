@@ -40,7 +40,7 @@ from ._core import (
     demand_rule,
 )
 from .selection import _demanded_mask
-from .structures import ZERO_PATTERNS, _as_written
+from .structures import ZERO_PATTERNS, _as_written, seen_through
 
 
 def pointwise_demand(context: _Context) -> Demand:
@@ -208,19 +208,16 @@ def reduction_demand(context: _Context) -> Demand:
 def _summed_nonzeros(context: _Context, reduced: set[int], keepdim: bool,
                      region: Region) -> int | None:
     """Elements the demanded outputs of a sum or mean add that may be nonzero, where its
-    source, as written, is an op of :data:`.structures.ZERO_PATTERNS` (a zero pad, a triangle,
-    a diagonal); an output with no position counts its line with the fewest; None elsewhere."""
+    source, as written or through a view (``F.pad(x[None], p)[0]``), is an op of
+    :data:`.structures.ZERO_PATTERNS` (a zero pad, a triangle, a diagonal); an output with no
+    position counts its line with the fewest; None elsewhere."""
     source = context.op.reads[0]
     producer = context.producers.get(source.value_id)
-    if (
-        not _one_of(context.op, _LINEAR_REDUCTIONS)
-        or producer is None
-        or not producer.writes
-        or not _as_written(source, producer.writes[0])
-    ):
+    if not _one_of(context.op, _LINEAR_REDUCTIONS) or producer is None or not producer.writes:
         return None
     pattern = lookup(ZERO_PATTERNS, producer)
-    nonzeros = pattern(producer) if pattern else None
+    written = pattern(producer) if pattern else None
+    nonzeros = None if written is None else seen_through(written, source, producer.writes[0])
     if nonzeros is None:
         return None
     per_output = nonzeros.sum(sorted(reduced), keepdim=keepdim)

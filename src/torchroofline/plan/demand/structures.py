@@ -32,6 +32,7 @@ from ...trace.regions import (
 )
 from ...trace.shadow import CONSTANT_LIMIT_ELEMENTS
 from ._core import Demand, _biases, _Context
+from .distinct import _extent
 
 
 @dataclass(frozen=True)
@@ -482,6 +483,22 @@ def _diagonal_nonzeros(op: TracedOp) -> torch.Tensor | None:
                             op.argument("dim2", -1))
 
 
+def seen_through(pattern: torch.Tensor, ref: TensorRef, written: TensorRef) -> torch.Tensor | None:
+    """``pattern``, a bool tensor of ``written``'s shape, as the view ``ref`` of the same value
+    sees it (a slice, a select, a transpose of it); storage ``written`` does not cover counts
+    as True (may be nonzero). None past :data:`CONSTANT_LIMIT_ELEMENTS`."""
+    if _as_written(ref, written):
+        return pattern
+    if len(ref.strides) != len(ref.shape) or len(written.strides) != len(written.shape):
+        return None
+    size = max(_extent(written), _extent(ref))
+    if size > CONSTANT_LIMIT_ELEMENTS:
+        return None
+    storage = torch.ones(size, dtype=torch.bool)
+    storage.as_strided(written.shape, written.strides, written.offset).copy_(pattern)
+    return storage.as_strided(ref.shape, ref.strides, ref.offset)
+
+
 def _as_written(ref: TensorRef, written: TensorRef) -> bool:
     return (ref.shape, ref.strides, ref.offset) == (written.shape, written.strides, written.offset)
 
@@ -539,8 +556,9 @@ STRUCTURE_RULES: dict[str, str] = {
     "routing may leave a product's every slot empty for all the bound knows, so none is "
     "charged, the mask read whole — a sparse kernel does the routed pairs only",
     "sum of structural zeros": "x.sum(d) (or a mean) of F.pad(x, value=0), tril/triu(x) or "
-    "diag_embed(x), read as written: priced at the elements that may be nonzero in each "
-    "demanded line (a tril row i, i + 1 of n) — adding a zero changes no sum",
+    "diag_embed(x), read as written or through a view (F.pad(x[None], p)[0]): priced at the "
+    "elements that may be nonzero in each demanded line (a tril row i, i + 1 of n) — adding "
+    "a zero changes no sum",
     "explicit padding": "a convolution over F.pad(x, value=0) (a max-pool over value=−inf), as "
     "padding='same' with an even kernel builds it: priced as the same op with implicit padding, "
     "so taps on the padding cost nothing — they multiply zeros (compare −inf)",
