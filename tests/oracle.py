@@ -243,6 +243,15 @@ def _attention_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
                + 2 * (demanded.double() * per_row[:, None]).sum())
 
 
+def _product_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """2k − 1 FLOPs (k multiplies, k − 1 adds) per demanded output of ``mm`` or ``bmm`` with k
+    contracted positions where both factors may be nonzero: ``args[0]`` and ``args[1]`` are
+    the taps, 0 on the structural zeros of a triangle or a diagonal, 1 elsewhere (see
+    ``_Retaining``), so their product counts the pairs."""
+    pairs = torch.matmul(args[0].detach(), args[1].detach())
+    return int((2 * pairs - 1).clamp(min=0)[demanded].sum())
+
+
 def _scatter_add_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     """One fold (an add, a compare) per (index, source) pair landing on a demanded output of
     ``scatter_add`` or ``scatter_reduce`` (the old value is data: each pair's fold is needed;
@@ -300,6 +309,8 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.scatter_reduce.two: _scatter_add_flops,
     torch.ops.aten.col2im.default: _col2im_flops,
     torch.ops.aten.index_add.default: _index_add_flops,
+    torch.ops.aten.mm.default: _product_flops,
+    torch.ops.aten.bmm.default: _product_flops,
 }
 
 
@@ -323,6 +334,9 @@ STRUCTURAL_ZEROS: dict[Any, Callable[[Sequence[Any], torch.Tensor], torch.Tensor
 REPLAYED_AS = {
     torch.ops.aten._embedding_bag_forward_only.default: torch.ops.aten._embedding_bag.default,
 }
+
+#: matrix products whose left operand's structural zeros are no products
+PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.bmm.default}
 
 #: reductions that add their line: adding a structural zero is no work
 SUMS = {torch.ops.aten.sum.dim_IntList, torch.ops.aten.mean.dim}
@@ -355,6 +369,13 @@ class _Retaining(Interpreter):
         _, zeros = self.padded_zeros.get(id(tensor), (None, torch.zeros(tensor.shape, dtype=bool)))
         return zeros
 
+    def _taps(self, tensor: torch.Tensor) -> torch.Tensor:
+        """1 where ``tensor`` may be nonzero, 0 on the zeros a pad or a structural op put
+        there, in its dtype."""
+        zeros = self._padded_zeros(tensor)
+        _, more = self.structural_zeros.get(id(tensor), (None, zeros))
+        return (~(zeros | more)).to(tensor.dtype)
+
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         out = super().call_function(REPLAYED_AS.get(target, target), args, kwargs)
         if target is torch.ops.aten.constant_pad_nd.default and not (args[2:] and args[2]):
@@ -372,9 +393,9 @@ class _Retaining(Interpreter):
             # convolution's own padding): the taps are the other elements
             args = ((~self._padded_zeros(args[0])).to(args[0].dtype), *args[1:])
         if target in SUMS:
-            zeros = self._padded_zeros(args[0])
-            _, more = self.structural_zeros.get(id(args[0]), (None, zeros))
-            args = ((~(zeros | more)).to(args[0].dtype), *args[1:])
+            args = (self._taps(args[0]), *args[1:])
+        if target in PRODUCTS:
+            args = (self._taps(args[0]), self._taps(args[1]), *args[2:])
         if isinstance(target, torch._ops.OpOverload) and not target.is_view:
             tensors = [
                 t for t in tree_flatten(out)[0]

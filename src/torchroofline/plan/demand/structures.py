@@ -62,6 +62,9 @@ class _MatrixView:
     free: _Walk
     contracted: _Walk
     batch: int
+    #: the operand's batch dims are not the builder's (``(B, H, L, L)`` read as ``(B·H, L, L)``
+    #: by a ``bmm``): each batch entry is one of its matrices, which one unknown here
+    merged: bool = False
 
 
 def _matrix_view(ref: TensorRef, written: TensorRef, free_dim: int) -> _MatrixView | None:
@@ -69,16 +72,19 @@ def _matrix_view(ref: TensorRef, written: TensorRef, free_dim: int) -> _MatrixVi
     one whose two matrix axes each walk one axis of ``written``'s matrices."""
     rank = len(written.shape)
     batch = len(ref.shape) - rank
-    if rank < 2 or batch < 0 or len(ref.strides) != len(ref.shape):
+    if rank < 2 or len(ref.strides) != len(ref.shape) or len(ref.shape) < 2:
         return None
     height, width = written.shape[-2:]
-    same_batch = ref.shape[batch:-2] == written.shape[:-2] and ref.strides[batch:-2] == (
-        written.strides[:-2]
-    )
+    same_batch = batch >= 0 and ref.shape[batch:-2] == written.shape[:-2] and (
+        ref.strides[batch:-2] == written.strides[:-2]
+    ) and not any(ref.strides[:batch])
+    # batch dims reshaped: every batch step lands on a whole matrix of ``written``
+    merged = not same_batch and all(s % (height * width) == 0 for s in ref.strides[:-2])
     start = ref.offset - written.offset
+    if merged:
+        start %= height * width
     if (
-        not same_batch
-        or any(ref.strides[:batch])
+        not (same_batch or merged)
         or written.strides[-2:] != (width, 1)
         or not 0 <= start < height * width
     ):
@@ -106,7 +112,7 @@ def _matrix_view(ref: TensorRef, written: TensorRef, free_dim: int) -> _MatrixVi
     )
     if any(w.origin + (w.size - 1) * w.step >= (height, width)[w.axis] for w in walks):
         return None
-    return _MatrixView(*walks, batch)
+    return _MatrixView(*walks, batch, merged)
 
 
 @dataclass(frozen=True)
@@ -382,7 +388,10 @@ def _boxed_vector(builder: TracedOp) -> TensorRef | None:
 @matrix_builder([aten.diag_embed, aten.diag, aten.diagflat])
 def _built_diagonal(context: _Context, builder: TracedOp, view: _MatrixView) -> _Diagonal | None:
     offset = _built_offset(builder)
-    return None if offset is None else _diagonal(view, offset, _boxed_vector(builder))
+    vector = _boxed_vector(builder)
+    if offset is None or view.merged and vector is not None:  # its batch is not the vector's
+        return None
+    return _diagonal(view, offset, vector)
 
 
 @matrix_builder([aten.eye])
