@@ -169,7 +169,14 @@ def _lines_flops(demanded: torch.Tensor, line_dims: Sequence[int]) -> int:
 
 
 def _softmax_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
-    return _lines_flops(demanded, [args[1]])
+    """2 FLOPs per finite score (an exp, an add) of every line holding a demanded output and
+    two finite scores or more: exp(−inf) is 0, and a line of one finite score is the constant
+    one-hot (none: NaN)."""
+    finite = args[0].detach().isfinite()
+    dim = args[1] % finite.dim()
+    counts = finite.sum(dim)
+    touched = demanded.any(dim) & (counts > 1)
+    return 2 * int(counts[touched].sum())
 
 
 def _layer_norm_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
@@ -246,8 +253,9 @@ def _attention_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
 def _product_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     """2k − 1 FLOPs (k multiplies, k − 1 adds) per demanded output of ``mm`` or ``bmm`` with k
     contracted positions where both factors may be nonzero: ``args[0]`` and ``args[1]`` are
-    the taps, 0 on the structural zeros of a triangle or a diagonal, 1 elsewhere (see
-    ``_Retaining``), so their product counts the pairs."""
+    the taps, 0 on the structural zeros of a triangle, a diagonal or a masked softmax (and on
+    the exact 1 of its one-hot line: a copy), 1 elsewhere (see ``_Retaining``), so their
+    product counts the pairs."""
     pairs = torch.matmul(args[0].detach(), args[1].detach())
     return int((2 * pairs - 1).clamp(min=0)[demanded].sum())
 
@@ -326,6 +334,11 @@ STRUCTURAL_ZEROS: dict[Any, Callable[[Sequence[Any], torch.Tensor], torch.Tensor
     torch.ops.aten.triu.default: _triangle_zeros(torch.triu),
     torch.ops.aten.diag_embed.default: lambda args, out: ~torch.diag_embed(
         torch.ones(args[0].shape, dtype=bool), *args[1:]
+    ),
+    # exp(−inf) = 0 (a masked score); a line of one finite score is the one-hot, its 1 a copy
+    torch.ops.aten._softmax.default: lambda args, out: (
+        ~args[0].detach().isfinite()
+        | (args[0].detach().isfinite().sum(args[1], keepdim=True) <= 1)
     ),
 }
 

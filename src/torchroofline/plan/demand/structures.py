@@ -568,6 +568,12 @@ STRUCTURE_RULES: dict[str, str] = {
     "diag_embed(x), read as written or through a view (F.pad(x[None], p)[0]): priced at the "
     "elements that may be nonzero in each demanded line (a tril row i, i + 1 of n) — adding "
     "a zero changes no sum",
+    "masked probabilities": "softmax(s.masked_fill(mask, −inf)) (or a where, or s + a bias of "
+    "0 and −inf), the mask known (attention written by hand): a masked score is no work and "
+    "its probability 0, so the softmax's statistics count the finite scores, and probs @ v the "
+    "products of nonzero probabilities, 2 FLOPs per (probability, column) pair; a line left "
+    "one finite score is the constant one-hot (causal row 0): no score, no softmax, its output "
+    "row the value row it picks — as scaled_dot_product_attention is priced",
     "explicit padding": "a convolution over F.pad(x, value=0) (a max-pool over value=−inf), as "
     "padding='same' with an even kernel builds it: priced as the same op with implicit padding, "
     "so taps on the padding cost nothing — they multiply zeros (compare −inf)",
