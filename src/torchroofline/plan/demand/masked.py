@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ...costs import FlopCount, MatmulKind, OpKey, add_rules, aten, lookup
+from ...costs import OpKey, add_rules, aten, lookup
 from ...trace.refs import TensorRef, TracedOp
 from ...trace.regions import Box, IndexSet, Region, box_difference, positions_to_set, set_size
-from ._core import Demand, _biases, _Context
+from ._core import Demand, _Context
 from .constants import _known, _unexpanded
-from .structures import _bands, _MatrixView, matrix_builder, seen_through
+from .structures import _MatrixView, matrix_builder, seen_through, sparse_product
 
 #: Ops whose output is −inf at places known values fix: (the context, the traced op) → where
 #: its output may be finite (a bool tensor broadcastable to its output), None where unknown.
@@ -164,37 +164,21 @@ class _Probabilities:
         """Scaled by a number: the ones are no longer ones, the zeros stay."""
         return replace(self, copy=torch.zeros_like(self.copy))
 
+    def layout(self, frees: list[int]) -> tuple[IndexSet, list[int], list[IndexSet]]:
+        """For :func:`.structures.sparse_product`: the other operand read at the contracted
+        positions a nonzero of ``frees`` meets (a copy's too), the positions that are no copy
+        computed."""
+        met = self.nonzero[frees].any(0).nonzero().flatten().tolist()
+        computed = [f for f in frees if not self.copy[f]]
+        spans: list[IndexSet] = [
+            positions_to_set(self.nonzero[f].nonzero().flatten().tolist()) for f in computed
+        ]
+        return positions_to_set(met), computed, spans
+
     def product(self, context: _Context, region: Region, position: int) -> Demand:
-        """2 FLOPs per (nonzero, output column) pair of a free position that is no copy; the
-        other operand read at the contracted positions a nonzero of the box meets, this one
-        at its nonzeros (in bands, a floor). Outputs with no position: nothing (fewer)."""
-        lead = len(context.op.writes[0].shape) - 2
-        free_dim = lead + position
-        other_boxes, own_boxes, tensor = [], [], 0
-        for box in region.boxes:
-            kept = box[lead + 1 - position]
-            frees = [f for r in box[free_dim] for f in r]
-            met = self.nonzero[frees].any(0).nonzero().flatten().tolist()
-            if not met:
-                continue
-            contracted = positions_to_set(met)
-            other_boxes.append((*box[:lead], contracted, kept) if position == 0
-                               else (*box[:lead], kept, contracted))
-            computed = [f for f in frees if not self.copy[f]]
-            spans: list[IndexSet] = [
-                positions_to_set(self.nonzero[f].nonzero().flatten().tolist()) for f in computed
-            ]
-            batch = math.prod(set_size(s) for s in box[:lead])
-            tensor += 2 * sum(map(set_size, spans)) * set_size(kept) * batch
-            own_boxes += [
-                (*box[:lead], *((rows, common) if position == 0 else (common, rows)))
-                for rows, common in _bands(computed, spans)
-            ]
-        operands = [Region.of(own_boxes), Region.of(other_boxes)][:: 1 - 2 * position]
-        flops = FlopCount(tensor=min(tensor, context.record.flops.tensor),
-                          kind=MatmulKind.MATMUL)
-        return Demand((*_biases(context, region), *operands), flops,
-                      structure="masked probabilities")
+        """2 FLOPs per (nonzero, output column) pair of a free position that is no copy
+        (:func:`.structures.sparse_product`)."""
+        return sparse_product(context, region, position, self.layout, "masked probabilities")
 
 
 @matrix_builder([aten._softmax, aten.softmax, aten._safe_softmax])

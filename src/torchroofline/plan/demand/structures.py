@@ -299,35 +299,47 @@ class _Triangle:
         low, high = (0, edge + 1) if upper_end else (edge, 1 << 62)
         return other.indices(low, high)
 
+    def layout(self, frees: list[int]) -> tuple[IndexSet, list[int], list[IndexSet]]:
+        """For :func:`sparse_product`: the other operand read at the union of the kept
+        intervals (one interval: they share an end), every free position computed."""
+        spans = [self.nonzeros(f) for f in frees]
+        hull = [r for span in spans for r in span]
+        union = (range(min(r.start for r in hull), max(r.stop for r in hull)),) if hull else ()
+        return union, frees, spans
+
     def product(self, context: _Context, region: Region, position: int) -> Demand:
         """out[i, j] = Σ over the contracted positions free index i (j) keeps of the triangle
-        times the other operand: 2 FLOPs per kept pair, the other operand read at the union of
-        the kept intervals (one interval: they share an end), the triangle at its nonzeros (in
-        bands, a floor). Outputs with no position: nothing (fewer, never more)."""
-        lead = len(context.op.writes[0].shape) - 2
-        free_dim = lead + position
-        other_boxes, own_boxes, tensor = [], [], 0
-        for box in region.boxes:
-            kept = box[lead + 1 - position]
-            frees = [f for r in box[free_dim] for f in r]
-            spans = [self.nonzeros(f) for f in frees]
-            batch = math.prod(set_size(s) for s in box[:lead])
-            tensor += 2 * sum(map(set_size, spans)) * set_size(kept) * batch
-            hull = [r for span in spans for r in span]
-            if not hull:
-                continue
-            union = (range(min(r.start for r in hull), max(r.stop for r in hull)),)
-            other_boxes.append(
-                (*box[:lead], union, kept) if position == 0 else (*box[:lead], kept, union)
-            )
-            own_boxes += [
-                (*box[:lead], *((rows, common) if position == 0 else (common, rows)))
-                for rows, common in _bands(frees, spans)
-            ]
-        operands = [Region.of(own_boxes), Region.of(other_boxes)][:: 1 - 2 * position]
-        flops = FlopCount(tensor=tensor, kind=MatmulKind.MATMUL)
-        return Demand((*_biases(context, region), *operands), flops,
-                      structure="triangular matmul")
+        times the other operand (:func:`sparse_product`)."""
+        return sparse_product(context, region, position, self.layout, "triangular matmul")
+
+
+def sparse_product(
+    context: _Context, region: Region, position: int,
+    layout: Callable[[list[int]], tuple[IndexSet, list[int], list[IndexSet]]], structure: str,
+) -> Demand:
+    """A matmul whose operand ``position`` has known zeros: ``layout`` maps a box's free
+    positions to the contracted positions the other operand is read at, the free positions
+    computed (the others are copies) and each one's nonzero contracted positions. 2 FLOPs per
+    (nonzero, output column) pair of a computed position; this operand read at its computed
+    nonzeros, in bands (a floor). Outputs with no position: nothing (fewer, never more)."""
+    lead = len(context.op.writes[0].shape) - 2
+    free_dim = lead + position
+    other_boxes, own_boxes, tensor = [], [], 0
+    for box in region.boxes:
+        kept = box[lead + 1 - position]  # the other operand's free positions
+        contracted, computed, spans = layout([f for r in box[free_dim] for f in r])
+        batch = math.prod(set_size(s) for s in box[:lead])
+        tensor += 2 * sum(map(set_size, spans)) * set_size(kept) * batch
+        if contracted:
+            other_boxes.append((*box[:lead], contracted, kept) if position == 0
+                               else (*box[:lead], kept, contracted))
+        own_boxes += [
+            (*box[:lead], *((rows, common) if position == 0 else (common, rows)))
+            for rows, common in _bands(computed, spans)
+        ]
+    operands = [Region.of(own_boxes), Region.of(other_boxes)][:: 1 - 2 * position]
+    flops = FlopCount(tensor=min(tensor, context.record.flops.tensor), kind=MatmulKind.MATMUL)
+    return Demand((*_biases(context, region), *operands), flops, structure=structure)
 
 
 def _bands(frees: list[int], spans: list[IndexSet]) -> list[tuple[IndexSet, IndexSet]]:
