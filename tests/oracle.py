@@ -169,7 +169,14 @@ def _lines_flops(demanded: torch.Tensor, line_dims: Sequence[int]) -> int:
 
 
 def _softmax_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
-    return _lines_flops(demanded, [args[1]])
+    """2 FLOPs per finite score (an exp, an add) of every line holding a demanded output and
+    two finite scores or more: exp(−inf) is 0, and a line of one finite score is the constant
+    one-hot (none: NaN)."""
+    finite = args[0].detach().isfinite()
+    dim = args[1] % finite.dim()
+    counts = finite.sum(dim)
+    touched = demanded.any(dim) & (counts > 1)
+    return 2 * int(counts[touched].sum())
 
 
 def _layer_norm_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
@@ -243,6 +250,16 @@ def _attention_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
                + 2 * (demanded.double() * per_row[:, None]).sum())
 
 
+def _product_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """2k − 1 FLOPs (k multiplies, k − 1 adds) per demanded output of ``mm`` or ``bmm`` with k
+    contracted positions where both factors may be nonzero: ``args[0]`` and ``args[1]`` are
+    the taps, 0 on the structural zeros of a triangle, a diagonal or a masked softmax (and on
+    the exact 1 of its one-hot line: a copy), 1 elsewhere (see ``_Retaining``), so their
+    product counts the pairs."""
+    pairs = torch.matmul(args[0].detach(), args[1].detach())
+    return int((2 * pairs - 1).clamp(min=0)[demanded].sum())
+
+
 def _scatter_add_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     """One fold (an add, a compare) per (index, source) pair landing on a demanded output of
     ``scatter_add`` or ``scatter_reduce`` (the old value is data: each pair's fold is needed;
@@ -255,6 +272,15 @@ def _scatter_add_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     include_self = args[5] if len(args) > 5 else True
     folds = landings.sum() if include_self else (landings - 1).clamp(min=0).sum()
     return int(folds + ((landings > 0).sum() if reduce == "mean" else 0))
+
+
+def _index_add_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """One add per source element landing on a demanded output of ``index_add`` (and a
+    multiply by ``alpha`` unless it is 1): the landings are the same index_add of ones."""
+    data, dim, index, source = args[0].detach(), args[1], args[2], args[3]
+    landings = torch.zeros_like(data).index_add(dim, index, torch.ones_like(source.detach()))
+    alpha = args[4] if len(args) > 4 else 1
+    return int(landings[demanded].sum()) * (1 if alpha == 1 else 2)
 
 
 def _col2im_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
@@ -290,6 +316,9 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.scatter_add.default: _scatter_add_flops,
     torch.ops.aten.scatter_reduce.two: _scatter_add_flops,
     torch.ops.aten.col2im.default: _col2im_flops,
+    torch.ops.aten.index_add.default: _index_add_flops,
+    torch.ops.aten.mm.default: _product_flops,
+    torch.ops.aten.bmm.default: _product_flops,
 }
 
 
@@ -306,7 +335,21 @@ STRUCTURAL_ZEROS: dict[Any, Callable[[Sequence[Any], torch.Tensor], torch.Tensor
     torch.ops.aten.diag_embed.default: lambda args, out: ~torch.diag_embed(
         torch.ones(args[0].shape, dtype=bool), *args[1:]
     ),
+    # exp(−inf) = 0 (a masked score); a line of one finite score is the one-hot, its 1 a copy
+    torch.ops.aten._softmax.default: lambda args, out: (
+        ~args[0].detach().isfinite()
+        | (args[0].detach().isfinite().sum(args[1], keepdim=True) <= 1)
+    ),
 }
+
+#: ops the graph (traced without autograd) holds in a form autograd has no formula for →
+#: the same op with one, run in their place (the replay keeps the traced name)
+REPLAYED_AS = {
+    torch.ops.aten._embedding_bag_forward_only.default: torch.ops.aten._embedding_bag.default,
+}
+
+#: matrix products whose left operand's structural zeros are no products
+PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.bmm.default}
 
 #: reductions that add their line: adding a structural zero is no work
 SUMS = {torch.ops.aten.sum.dim_IntList, torch.ops.aten.mean.dim}
@@ -339,21 +382,33 @@ class _Retaining(Interpreter):
         _, zeros = self.padded_zeros.get(id(tensor), (None, torch.zeros(tensor.shape, dtype=bool)))
         return zeros
 
+    def _taps(self, tensor: torch.Tensor) -> torch.Tensor:
+        """1 where ``tensor`` may be nonzero, 0 on the zeros a pad or a structural op put
+        there, in its dtype."""
+        zeros = self._padded_zeros(tensor)
+        _, more = self.structural_zeros.get(id(tensor), (None, zeros))
+        return (~(zeros | more)).to(tensor.dtype)
+
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
-        out = super().call_function(target, args, kwargs)
+        out = super().call_function(REPLAYED_AS.get(target, target), args, kwargs)
         if target is torch.ops.aten.constant_pad_nd.default and not (args[2:] and args[2]):
             self.padded_zeros[id(out)] = (out, F.pad(self._padded_zeros(args[0]), args[1],
                                                      value=True))
         if target in STRUCTURAL_ZEROS:
             self.structural_zeros[id(out)] = (out, STRUCTURAL_ZEROS[target](args, out))
+        if isinstance(target, torch._ops.OpOverload) and target.is_view and args:
+            # a view of zeros holds them where it reads them (F.pad(x[None], p)[0])
+            for zeros in (self.padded_zeros, self.structural_zeros):
+                if id(args[0]) in zeros and isinstance(out, torch.Tensor):
+                    zeros[id(out)] = (out, target(zeros[id(args[0])][1], *args[1:], **kwargs))
         if target is torch.ops.aten.convolution.default:
             # a product with a padded zero is no work (the bound folds such a pad into the
             # convolution's own padding): the taps are the other elements
             args = ((~self._padded_zeros(args[0])).to(args[0].dtype), *args[1:])
         if target in SUMS:
-            zeros = self._padded_zeros(args[0])
-            _, more = self.structural_zeros.get(id(args[0]), (None, zeros))
-            args = ((~(zeros | more)).to(args[0].dtype), *args[1:])
+            args = (self._taps(args[0]), *args[1:])
+        if target in PRODUCTS:
+            args = (self._taps(args[0]), self._taps(args[1]), *args[2:])
         if isinstance(target, torch._ops.OpOverload) and not target.is_view:
             tensors = [
                 t for t in tree_flatten(out)[0]

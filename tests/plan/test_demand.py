@@ -881,15 +881,12 @@ def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torc
 
 def test_a_causal_mask_built_from_constants_keeps_the_triangle_of_the_scores() -> None:
     # minGPT's attention with its tril(ones) mask built in forward, q, k, v (4, 8, 512, 64):
-    # the mask is known, so the scores q @ kᵀ are needed on the kept triangle, 512·513/2
-    # entries × 2·64 FLOPs per (batch, head) (row bands: short by at most 1/128 of the 512²
-    # scores), and the probabilities @ v in full, 2·512²·64. Was the second product only.
+    # the mask is known: both products on the kept triangle but row 0
+    # (:func:`_masked_attention_flops_range`). Was the second product in full, 2·512²·64,
+    # and before that it alone
     b, h, t, d = 4, 8, 512, 64
-    result = bound(_causal_attention, *(meta(b, h, t, d),) * 3)
-    triangle = b * h * t * (t + 1) // 2 * 2 * d
-    values = b * h * 2 * t * t * d
-    short = b * h * t * t // 128 * 2 * d
-    assert values + triangle - short <= result.tensor_flops <= values + triangle
+    low, high = _masked_attention_flops_range(b, h, t, d)
+    assert low <= bound(_causal_attention, *(meta(b, h, t, d),) * 3).tensor_flops <= high
 
 
 def test_a_constant_mask_charges_the_scores_the_oracle_proves() -> None:
@@ -987,12 +984,13 @@ def get_init_inputs():
 
 
 def _masked_attention_flops_range(b: int, h: int, t: int, d: int) -> tuple[int, int]:
-    # the scores q @ kᵀ on the kept triangle, t·(t+1)/2 entries × 2·d FLOPs per (batch, head),
-    # short by at most 1/128 of the t² scores (64 row bands), and probabilities @ v in full
-    triangle = b * h * t * (t + 1) // 2 * 2 * d
-    values = b * h * 2 * t * t * d
+    # the scores q @ kᵀ on the kept triangle but row 0 (a softmax of one finite score is 1:
+    # out[0] = v[0], a copy), t·(t+1)/2 − 1 entries × 2·d FLOPs per (batch, head), short by
+    # at most 1/128 of the t² scores (64 row bands); probabilities @ v at the same nonzero
+    # probabilities (a masked score's is 0), exactly (masked probabilities; was in full, 2·t²·d)
+    triangle = b * h * (t * (t + 1) // 2 - 1) * 2 * d
     short = b * h * t * t // 128 * 2 * d
-    return values + triangle - short, values + triangle
+    return 2 * triangle - short, 2 * triangle
 
 
 def test_a_causal_mask_buffer_made_in_init_is_known(tmp_path) -> None:  # noqa: ANN001

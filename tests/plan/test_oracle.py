@@ -71,10 +71,12 @@ class Figures:
         )
 
 
-def figures(model: nn.Module | Callable[..., Any], *inputs: Any) -> Figures:
+def figures(model: nn.Module | Callable[..., Any], *inputs: Any, data: str = "any") -> Figures:
+    """The bound and the oracle of ``model(*inputs)``, both for any input values or both for
+    the given ones (``data``)."""
     module = model if isinstance(model, nn.Module) else Fn(model)
-    result = torchroofline.analyze(module, inputs, gpu="h100-sxm", precision="fp32", data="any")
-    return Figures(result, oracle(module, inputs))
+    result = torchroofline.analyze(module, inputs, gpu="h100-sxm", precision="fp32", data=data)
+    return Figures(result, oracle(module, inputs, data=data))
 
 
 def assert_tight(found: Figures) -> None:

@@ -232,17 +232,34 @@ def program(draw: Draw) -> tuple:
 # --- attention ---------------------------------------------------------------------------------
 
 
+def attention_by_hand(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      attn_mask: torch.Tensor | None = None,
+                      is_causal: bool = False) -> torch.Tensor:
+    """SDPA written out as models do: ``q @ kᵀ``, scaled, a bool mask (or the causal one,
+    top-left aligned) by ``masked_fill`` with −inf, a float one added, ``softmax``, ``@ v``."""
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    if is_causal:
+        attn_mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    elif attn_mask is not None:
+        scores = scores + attn_mask
+    return scores.softmax(-1) @ v
+
+
 class Attention(nn.Module):
-    """``scaled_dot_product_attention`` of q (batch, heads, queries, E) against k and v
-    (batch, heads, keys, E) cut to ``keys``, queries cut to ``queries``, with a mask: none,
-    causal, a bool mask or a float bias (built in ``forward`` from lists: constants)."""
+    """``scaled_dot_product_attention`` (or :func:`attention_by_hand`) of q (batch, heads,
+    queries, E) against k and v (batch, heads, keys, E) cut to ``keys``, queries cut to
+    ``queries``, with a mask: none, causal, a bool mask or a float bias (built in ``forward``
+    from lists: constants)."""
 
     def __init__(self, queries: slice, keys: slice, mask: str, pattern: list[list[bool]],
-                 tail: Callable[[torch.Tensor], Any]) -> None:
+                 tail: Callable[[torch.Tensor], Any], by_hand: bool = False) -> None:
         super().__init__()
         self.queries, self.keys, self.mask, self.pattern, self.tail = (
             queries, keys, mask, pattern, tail
         )
+        self.attend = attention_by_hand if by_hand else F.scaled_dot_product_attention
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
         q, k, v = q[:, :, self.queries], k[:, :, self.keys], v[:, :, self.keys]
@@ -252,8 +269,7 @@ class Attention(nn.Module):
             mask = keep if self.mask == "bool" else torch.zeros(keep.shape).masked_fill(
                 ~keep, float("-inf")
             )
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                             is_causal=self.mask == "causal")
+        out = self.attend(q, k, v, attn_mask=mask, is_causal=self.mask == "causal")
         return self.tail(out)
 
 
@@ -268,8 +284,8 @@ ATTENTION_TAILS: dict[str, Callable[[torch.Tensor], Any]] = {
 
 
 def attention(draw: Draw) -> tuple:
-    """SDPA over (1..2, 1..2, 2..5, 2..4) queries and keys, sliced and masked as drawn; a bool
-    mask keeps the first key of every row (a row with none is NaN)."""
+    """SDPA (or written by hand) over (1..2, 1..2, 2..5, 2..4) queries and keys, sliced and
+    masked as drawn; a bool mask keeps the first key of every row (a row with none is NaN)."""
     torch.manual_seed(draw(st.integers(0, 2**16)))
     batch, heads, length, embed = (draw(st.integers(1, 2)), draw(st.integers(1, 2)),
                                    draw(st.integers(2, 5)), draw(st.integers(2, 4)))
@@ -278,7 +294,8 @@ def attention(draw: Draw) -> tuple:
     queries, keys = (cut, slice(None)) if draw(st.booleans()) else (slice(None), cut)
     pattern = [[j == 0 or draw(st.booleans()) for j in range(length)] for _ in range(length)]
     model = Attention(queries, keys, draw(st.sampled_from(["none", "causal", "bool", "float"])),
-                      pattern, ATTENTION_TAILS[draw(st.sampled_from(sorted(ATTENTION_TAILS)))])
+                      pattern, ATTENTION_TAILS[draw(st.sampled_from(sorted(ATTENTION_TAILS)))],
+                      by_hand=draw(st.booleans()))
     q, k, v = (torch.randn(batch, heads, length, embed) for _ in range(3))
     return model, q, k, v
 
@@ -323,6 +340,92 @@ def test_a_query_row_attending_one_key_is_that_keys_value_row() -> None:
     assert (result.compulsory_bytes, result.flops) == ((3 + 12) * FLOAT_BYTES, 0)
 
 
+def _flops_by_op(result) -> dict[str, int]:
+    """The bound's FLOPs summed per aten op (``bmm``, ``_softmax``)."""
+    flops: dict[str, int] = {}
+    for op, record in zip(result.plans.trace.ops, result.necessary.ops, strict=True):
+        flops[op.base] = flops.get(op.base, 0) + record.flops.tensor + record.flops.vector
+    return flops
+
+
+def test_attention_by_hand_charges_what_sdpa_charges_of_its_masked_scores() -> None:
+    # attention_by_hand, causal, q, k, v (1, 1, 4, 3): row 0 keeps one finite score, whose
+    # softmax is the constant 1, so out[0] = v[0]: 3 reads, 3 writes, no FLOP (was 84 B and
+    # 54 FLOPs: q[0]·k[0], its softmax line and 4 value products)
+    q, k, v = (torch.randn(1, 1, 4, 3) for _ in range(3))
+    result = _bound(lambda q, k, v: attention_by_hand(q, k, v, is_causal=True)[:, :, 0],
+                    q, k, v)
+    assert (result.compulsory_bytes, result.flops) == ((3 + 3) * FLOAT_BYTES, 0)
+    # all rows: rows 1..3 keep 2 + 3 + 4 = 9 (row, key) pairs, each 2·E = 6 FLOPs of score and
+    # 2·Ev = 6 of value product: 108 in the two bmm, as SDPA (was 54 + 96: the masked
+    # probabilities' products and row 0's); the softmax 5 FLOPs (the cost rule's 4 for the
+    # statistics and 1 to apply) per finite score of rows 1..3: 45 (was 80, every score)
+    flops = _flops_by_op(_bound(lambda q, k, v: attention_by_hand(q, k, v, is_causal=True),
+                                q, k, v))
+    assert (flops["bmm"], flops["_softmax"]) == (2 * 9 * (3 + 3), 5 * 9)
+    # where(mask, s, −inf) is the same masking: 108 and 45 again
+    causal = torch.ones(4, 4, dtype=torch.bool).tril()
+    flops = _flops_by_op(_bound(
+        lambda q, k, v: torch.where(causal, q @ k.transpose(-2, -1), float("-inf")).softmax(-1)
+        @ v, q, k, v))
+    assert (flops["bmm"], flops["_softmax"]) == (2 * 9 * (3 + 3), 5 * 9)
+    # the probabilities kept, rows 0 and 1: row 0 a constant, row 1 two scores (2 pairs, 12
+    # FLOPs) read from q[1] and k[0..1] (9 elements), 8 writes; its softmax 5·2; the mask at
+    # the line's 2 finite scores, read (1 B each) and negated (2 FLOPs): a masked score is
+    # −inf whatever q·k is, so nothing of it is read
+    found = figures(
+        Fn(lambda q, k: (q @ k.transpose(-2, -1)).masked_fill(~causal, float("-inf"))
+           .softmax(-1)[:, :, :2]), q, k)
+    assert found.result.compulsory_bytes == (9 + 8) * FLOAT_BYTES + 2
+    assert found.result.flops == 12 + 10 + 2
+    assert_tight(found)
+
+
+def test_a_softmax_of_scores_masked_with_minus_infinity_skips_them() -> None:
+    # softmax(x.masked_fill(~causal, −inf), −1), x (4, 4): row 0 keeps one finite score, the
+    # constant one-hot; rows 1..3 keep 2 + 3 + 4 = 9, read (36 B) with the mask under them
+    # (9 B), 16 outputs written (64 B): 109 B; 9 negations of the mask and the softmax's 5 per
+    # finite score, 45 (was every score read and 80)
+    causal = torch.ones(4, 4, dtype=torch.bool).tril()
+    x = torch.randn(4, 4)
+    found = figures(Fn(lambda x: x.masked_fill(~causal, float("-inf")).softmax(-1)), x)
+    assert (found.result.compulsory_bytes, found.result.flops) == (
+        (9 + 16) * FLOAT_BYTES + 9, 9 + 5 * 9
+    )
+    assert_tight(found)
+    # x + bias (0 on the triangle, −inf above it): x and the bias read at the 9 finite scores
+    # (72 B), 64 B written; 9 adds and 45
+    bias = torch.zeros(4, 4).masked_fill(~causal, float("-inf"))
+    found = figures(Fn(lambda x: (x + bias).softmax(-1)), x)
+    assert (found.result.compulsory_bytes, found.result.flops) == (
+        (2 * 9 + 16) * FLOAT_BYTES, 9 + 5 * 9
+    )
+    assert_tight(found)
+    # where(causal, x, −inf) down the columns (log_softmax(0)): column 3 keeps row 3 alone, the
+    # constant 0; columns 0..2 keep 4 + 3 + 2 = 9: 109 B again, and 45
+    found = figures(Fn(lambda x: torch.where(causal, x, float("-inf")).log_softmax(0)), x)
+    assert (found.result.compulsory_bytes, found.result.flops) == (
+        (9 + 16) * FLOAT_BYTES + 9, 5 * 9
+    )
+    assert_tight(found)
+
+
+def test_a_softmax_of_scores_not_masked_with_minus_infinity_charges_every_score() -> None:
+    # a finite fill (−1e9, as many models write it) leaves every probability nonzero: the
+    # softmax's 5 FLOPs on all 16 scores, x read at the 10 it keeps, the mask's 16 negated;
+    # x − bias (alpha −1) makes +inf, not −inf: all 16 of x and the bias read, 16 adds; a mask
+    # of the data (x < 0) is not known: 16 compares and 80
+    causal = torch.ones(4, 4, dtype=torch.bool).tril()
+    bias = torch.zeros(4, 4).masked_fill(~causal, float("-inf"))
+    x = torch.randn(4, 4)
+    filled = _bound(lambda x: x.masked_fill(~causal, -1e9).softmax(-1), x)
+    assert (filled.compulsory_bytes, filled.flops) == ((10 + 16) * FLOAT_BYTES + 16, 16 + 80)
+    subtracted = _bound(lambda x: torch.add(x, bias, alpha=-1).softmax(-1), x)
+    assert (subtracted.compulsory_bytes, subtracted.flops) == (3 * 16 * FLOAT_BYTES, 16 + 80)
+    data_masked = _bound(lambda x: x.masked_fill(x < 0, float("-inf")).softmax(-1), x)
+    assert (data_masked.compulsory_bytes, data_masked.flops) == (2 * 16 * FLOAT_BYTES, 16 + 80)
+
+
 def test_a_sum_adds_none_of_a_pad_a_triangle_or_a_diagonal_zeros() -> None:
     # the sum's cost rule charges one FLOP per element it adds; over a structural zero it
     # adds nothing. F.pad(x, (0, 3)).sum(1), x (3, 4): 4 of each row's 7 (was 21)
@@ -335,6 +438,16 @@ def test_a_sum_adds_none_of_a_pad_a_triangle_or_a_diagonal_zeros() -> None:
     # diag_embed(x).sum(1) (or a mean over the other dim): one nonzero per line, 12 (was 48)
     assert _bound(lambda x: torch.diag_embed(x).sum(1), x).flops == 12
     assert _bound(lambda x: torch.diag_embed(x).mean(2), x).flops == 12
+    # read through a view, the same zeros: F.pad(x[None], (0, 3))[0].sum(0) adds the 3 rows
+    # of x's 4 columns, 12 (was 21, every element of the pad); rows 1 and 2 of
+    # x.tril()[None][0] hold 2 + 3 nonzeros (was 8); diag_embed(x)[1:].sum(1):
+    # one nonzero per line of 2 planes, 8 (was 32)
+    assert _bound(lambda x: F.pad(x[None], (0, 3))[0].sum(0), x).flops == 3 * 4
+    assert _bound(lambda x: x.tril()[None][0, 1:].sum(1), x).flops == 2 + 3
+    assert _bound(lambda x: torch.diag_embed(x)[1:].sum(1), x).flops == 2 * 4
+    found = figures(Fn(lambda x: F.pad(x, (0, 3)).t().sum(1)), x)  # a transpose: 12 again
+    assert found.result.flops == 3 * 4
+    assert_tight(found)
 
 
 def test_an_unrolled_reduction_read_in_part_loads_its_whole_lines() -> None:

@@ -214,14 +214,16 @@ TAILS: dict[str, Callable[[torch.Tensor], Any]] = {
 }
 
 
-def program(draw: Callable[..., Any]) -> tuple:
-    """One to three stages over a (3..5, 3..6) tensor, then a tail (``draw``: hypothesis's
-    ``data.draw``, so a failure lists every drawn stage, index and shift)."""
+def program(draw: Callable[..., Any],
+            stages_from: dict[str, Callable[[Draw, int, int], Stage]] = STAGES) -> tuple:
+    """One to three stages (of ``stages_from``) over a (3..5, 3..6) tensor, then a tail
+    (``draw``: hypothesis's ``data.draw``, so a failure lists every drawn stage, index and
+    shift)."""
     shape = draw(st.integers(3, 5)), draw(st.integers(3, 6))
     stages = []
     rows, columns = shape
     for _ in range(draw(st.integers(1, 3))):
-        stage, (rows, columns) = STAGES[draw(st.sampled_from(sorted(STAGES)))](
+        stage, (rows, columns) = stages_from[draw(st.sampled_from(sorted(stages_from)))](
             draw, rows, columns
         )
         stages.append(stage)
@@ -328,6 +330,24 @@ def test_a_triangular_operand_read_in_part_reads_its_triangle_and_what_it_meets(
     assert result.compulsory_bytes == (3 * 2 + 2 + 3) * FLOAT_BYTES
     assert result.flops == 2 * 2 * 3
     assert any("triangular matmul" in note for note in result.notes)
+
+
+def test_a_structured_operand_of_two_batch_dims_is_seen_through_the_bmm() -> None:
+    # a (2, 2, 4, 4) @ b (2, 2, 4, 3) runs as a bmm of a viewed as (4, 4, 4): each of the 4
+    # matrices of tril(a) is the same triangle, 10 nonzeros: 4·2·10·3 (was 4·2·16·3)
+    a, b = torch.randn(2, 2, 4, 4), torch.randn(2, 2, 4, 3)
+    found = figures(lambda a, b: a.tril() @ b, a, b)
+    assert found.result.flops == 4 * 2 * 10 * 3
+    assert_tight(found)
+    # a right triangle, a (3, 4) @ tril(b), b (4, 4): column j keeps rows j..3, 10 nonzeros
+    # each met by 3 rows of a, 2·10·3; the oracle counts the pairs both factors may make
+    # nonzero (2k − 1 per output: 3·(7 + 5 + 3 + 1)), not the left operand's alone (3·4·7)
+    found = figures(lambda a, b: a @ b.tril(), torch.randn(3, 4), torch.randn(4, 4))
+    assert (found.result.flops, found.proven.ops[-1].demanded_flops) == (2 * 10 * 3, 3 * 16)
+    assert_tight(found)
+    # diag_embed(v) of v (2, 2, 4) so merged: which vector a bmm matrix scales is not
+    # followed there, so the product stays dense, 4·2·16·3
+    assert _bound(lambda v, b: torch.diag_embed(v) @ b, a[..., 0], b).flops == 4 * 2 * 16 * 3
 
 
 def test_a_triangle_of_known_values_is_counted_by_its_nonzeros_not_as_a_triangle() -> None:

@@ -138,9 +138,10 @@ def too_big_to_evaluate(
     ]
 
 
-def _known(context: _Context, position: int) -> torch.Tensor | None:
-    """The value of read ``position`` as the op sees it, if it is known."""
-    ref = context.op.reads[position]
+def _known(context: _Context, position: int, op: TracedOp | None = None) -> torch.Tensor | None:
+    """The value of read ``position`` of ``op`` (the context's op by default) as the op sees
+    it, if it is known."""
+    ref = (op or context.op).reads[position]
     storage = context.known.get(ref.value_id)
     return None if storage is None else storage.as_strided(ref.shape, ref.strides, ref.offset)
 

@@ -39,8 +39,10 @@ from ._core import (
     _proportional,
     demand_rule,
 )
+from .constants import _region_where
+from .masked import constant_lines, finite_scores, pattern_count
 from .selection import _demanded_mask
-from .structures import ZERO_PATTERNS, _as_written
+from .structures import ZERO_PATTERNS, _as_written, seen_through
 
 
 def pointwise_demand(context: _Context) -> Demand:
@@ -208,19 +210,16 @@ def reduction_demand(context: _Context) -> Demand:
 def _summed_nonzeros(context: _Context, reduced: set[int], keepdim: bool,
                      region: Region) -> int | None:
     """Elements the demanded outputs of a sum or mean add that may be nonzero, where its
-    source, as written, is an op of :data:`.structures.ZERO_PATTERNS` (a zero pad, a triangle,
-    a diagonal); an output with no position counts its line with the fewest; None elsewhere."""
+    source, as written or through a view (``F.pad(x[None], p)[0]``), is an op of
+    :data:`.structures.ZERO_PATTERNS` (a zero pad, a triangle, a diagonal); an output with no
+    position counts its line with the fewest; None elsewhere."""
     source = context.op.reads[0]
     producer = context.producers.get(source.value_id)
-    if (
-        not _one_of(context.op, _LINEAR_REDUCTIONS)
-        or producer is None
-        or not producer.writes
-        or not _as_written(source, producer.writes[0])
-    ):
+    if not _one_of(context.op, _LINEAR_REDUCTIONS) or producer is None or not producer.writes:
         return None
     pattern = lookup(ZERO_PATTERNS, producer)
-    nonzeros = pattern(producer) if pattern else None
+    written = pattern(producer) if pattern else None
+    nonzeros = None if written is None else seen_through(written, source, producer.writes[0])
     if nonzeros is None:
         return None
     per_output = nonzeros.sum(sorted(reduced), keepdim=keepdim)
@@ -326,6 +325,10 @@ def along_dim_demand(context: _Context) -> Demand:
     region = context.output
     if any(len(box) != rank for box in region.boxes):
         return _proportional(context)
+    if _one_of(context.op, _CONSTANT_WHEN_SIZE_ONE):
+        masked = _masked_softmax_demand(context, dim)
+        if masked is not None:
+            return masked
     line = source.shape[dim]
     boxes = [
         (*box[:dim], _line_needed(context.op, box[dim], line), *box[dim + 1 :])
@@ -405,18 +408,48 @@ add_rules(APPLY_FLOPS, [aten._fused_rms_norm], 2, "apply-flops")  # multiply by 
 add_rules(APPLY_FLOPS, _BATCH_NORMS, 4, "apply-flops")
 
 
-def _shared_statistics_flops(context: _Context, needed: Region, demanded: Region) -> FlopCount:
+def _shared_statistics_flops(context: _Context, needed: Region | int,
+                             demanded: Region | int) -> FlopCount:
     """FLOPs of an op whose output elements share their line's statistics: a demanded element
     costs its whole line's statistics, not 1/line of them — the statistics FLOPs per input
     element over every ``needed`` input element, then :data:`APPLY_FLOPS` per ``demanded``
-    output element."""
+    output element (each a region, or a count of elements)."""
+    needed, demanded = (r if isinstance(r, int) else r.count for r in (needed, demanded))
     moved = context.record.flops
     apply = lookup(APPLY_FLOPS, context.op) or 0
     outputs = math.prod(context.op.writes[0].shape)
     statistics = max(moved.vector - apply * outputs, 0)
-    vector = statistics * needed.count // max(math.prod(context.op.reads[0].shape), 1)
-    vector += apply * demanded.count
+    vector = statistics * needed // max(math.prod(context.op.reads[0].shape), 1)
+    vector += apply * demanded
     return replace(moved, vector=min(vector, moved.vector))
+
+
+def _masked_softmax_demand(context: _Context, dim: int) -> Demand | None:
+    """A softmax or log-softmax along ``dim`` of scores masked with −inf by known values
+    (:func:`.masked.finite_scores`): a line left one finite score (causal row 0) or none is a
+    constant (the one-hot; NaN), needing nothing; each other demanded line needs its scores,
+    its statistics counted over the finite ones (exp(−inf) is 0, no work), and the apply FLOPs
+    over its finite demanded outputs. None where the scores are not so masked. The scores
+    are read at their finite positions only (a masked one is the constant −inf whatever the
+    data under it: ``s + bias`` need not read s there), in bands (a floor)."""
+    source = context.op.reads[0]
+    region = context.output
+    finite = finite_scores(context, source)
+    if finite is None or region.opaque or region.spreads or region.diagonals:
+        return None
+    constants = constant_lines(finite, dim, source.shape)
+    if constants is None:
+        return None
+    for box in constants:
+        region = region.minus_box(box)
+    line = (range(source.shape[dim]),)
+    lines = [(*box[:dim], line, *box[dim + 1 :]) for box in region.boxes]
+    flops = _shared_statistics_flops(
+        context, pattern_count(finite, lines), pattern_count(finite, region.boxes)
+    )
+    needed = _region_where(finite, Region.of(lines))
+    return Demand((needed, *(NOWHERE for _ in context.op.reads[1:])), flops,
+                  structure="masked probabilities")
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,7 @@ def gather_demand(context: _Context) -> Demand:
     row of ``w[i]``, as of an embedding), or, through an index distinct along a line whatever
     the data (a top-k's, a sort's: :mod:`.distinct`), as many slices as one line's demanded
     picks (:func:`_distinct_floor`)."""
-    picked = _known_picks(context)
+    picked = _known_picks(context) or _only_choice(context)
     demanded = context.output.count
     # a grid sample may land on padding only, reading nothing of its source
     chosen = 0 if _one_of(context.op, _GRID_SAMPLERS) else _data_chosen(demanded)
@@ -257,6 +257,26 @@ add_rules(_INDEXED_DIMS, [aten.gather, aten.take], _output_dims, "indexed-dims")
 add_rules(_INDEXED_DIMS, [aten.embedding], lambda c: _output_dims(c)[:-1], "indexed-dims")
 add_rules(_INDEXED_DIMS, [aten.index_select], _index_select_dim, "indexed-dims")
 add_rules(_INDEXED_DIMS, [aten.index, aten._unsafe_index], _advanced_index_dims, "indexed-dims")
+
+
+#: Gathers that pick along one dim of their source: the dim
+_PICKED_DIM: dict[OpKey, Callable[[_Context], tuple[int, ...]]] = {}
+add_rules(_PICKED_DIM, [aten.gather, aten.index_select], _index_select_dim, "picked-dim")
+
+
+def _only_choice(context: _Context) -> Region | None:
+    """A gather along a dim of size 1 picks element 0 there whatever its index holds (any
+    other is out of range): out[p] = src[p with that dim 0], a copy (c outputs with no
+    position: ⌈c / picks per line⌉). None for other gathers."""
+    picked_dim = lookup(_PICKED_DIM, context.op)
+    source, region = context.op.reads[0], context.output
+    dim = picked_dim(context)[0] if picked_dim else None
+    if dim is None or len(source.shape) <= dim or source.shape[dim] != 1 or any(
+        len(box) != len(source.shape) for box in region.boxes
+    ):
+        return None
+    boxes = [(*box[:dim], (range(1),), *box[dim + 1 :]) for box in region.boxes]
+    return Region.of(boxes, -(-region.opaque // max(context.op.writes[0].shape[dim], 1)))
 
 
 #: Gathers whose index positions are, along some of the index's dims, the source's own

@@ -32,6 +32,7 @@ from ...trace.regions import (
 )
 from ...trace.shadow import CONSTANT_LIMIT_ELEMENTS
 from ._core import Demand, _biases, _Context
+from .distinct import _extent
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ class _MatrixView:
     free: _Walk
     contracted: _Walk
     batch: int
+    #: the operand's batch dims are not the builder's (``(B, H, L, L)`` read as ``(B·H, L, L)``
+    #: by a ``bmm``): each batch entry is one of its matrices, which one unknown here
+    merged: bool = False
 
 
 def _matrix_view(ref: TensorRef, written: TensorRef, free_dim: int) -> _MatrixView | None:
@@ -68,16 +72,19 @@ def _matrix_view(ref: TensorRef, written: TensorRef, free_dim: int) -> _MatrixVi
     one whose two matrix axes each walk one axis of ``written``'s matrices."""
     rank = len(written.shape)
     batch = len(ref.shape) - rank
-    if rank < 2 or batch < 0 or len(ref.strides) != len(ref.shape):
+    if rank < 2 or len(ref.strides) != len(ref.shape) or len(ref.shape) < 2:
         return None
     height, width = written.shape[-2:]
-    same_batch = ref.shape[batch:-2] == written.shape[:-2] and ref.strides[batch:-2] == (
-        written.strides[:-2]
-    )
+    same_batch = batch >= 0 and ref.shape[batch:-2] == written.shape[:-2] and (
+        ref.strides[batch:-2] == written.strides[:-2]
+    ) and not any(ref.strides[:batch])
+    # batch dims reshaped: every batch step lands on a whole matrix of ``written``
+    merged = not same_batch and all(s % (height * width) == 0 for s in ref.strides[:-2])
     start = ref.offset - written.offset
+    if merged:
+        start %= height * width
     if (
-        not same_batch
-        or any(ref.strides[:batch])
+        not (same_batch or merged)
         or written.strides[-2:] != (width, 1)
         or not 0 <= start < height * width
     ):
@@ -105,7 +112,7 @@ def _matrix_view(ref: TensorRef, written: TensorRef, free_dim: int) -> _MatrixVi
     )
     if any(w.origin + (w.size - 1) * w.step >= (height, width)[w.axis] for w in walks):
         return None
-    return _MatrixView(*walks, batch)
+    return _MatrixView(*walks, batch, merged)
 
 
 @dataclass(frozen=True)
@@ -292,35 +299,47 @@ class _Triangle:
         low, high = (0, edge + 1) if upper_end else (edge, 1 << 62)
         return other.indices(low, high)
 
+    def layout(self, frees: list[int]) -> tuple[IndexSet, list[int], list[IndexSet]]:
+        """For :func:`sparse_product`: the other operand read at the union of the kept
+        intervals (one interval: they share an end), every free position computed."""
+        spans = [self.nonzeros(f) for f in frees]
+        hull = [r for span in spans for r in span]
+        union = (range(min(r.start for r in hull), max(r.stop for r in hull)),) if hull else ()
+        return union, frees, spans
+
     def product(self, context: _Context, region: Region, position: int) -> Demand:
         """out[i, j] = Σ over the contracted positions free index i (j) keeps of the triangle
-        times the other operand: 2 FLOPs per kept pair, the other operand read at the union of
-        the kept intervals (one interval: they share an end), the triangle at its nonzeros (in
-        bands, a floor). Outputs with no position: nothing (fewer, never more)."""
-        lead = len(context.op.writes[0].shape) - 2
-        free_dim = lead + position
-        other_boxes, own_boxes, tensor = [], [], 0
-        for box in region.boxes:
-            kept = box[lead + 1 - position]
-            frees = [f for r in box[free_dim] for f in r]
-            spans = [self.nonzeros(f) for f in frees]
-            batch = math.prod(set_size(s) for s in box[:lead])
-            tensor += 2 * sum(map(set_size, spans)) * set_size(kept) * batch
-            hull = [r for span in spans for r in span]
-            if not hull:
-                continue
-            union = (range(min(r.start for r in hull), max(r.stop for r in hull)),)
-            other_boxes.append(
-                (*box[:lead], union, kept) if position == 0 else (*box[:lead], kept, union)
-            )
-            own_boxes += [
-                (*box[:lead], *((rows, common) if position == 0 else (common, rows)))
-                for rows, common in _bands(frees, spans)
-            ]
-        operands = [Region.of(own_boxes), Region.of(other_boxes)][:: 1 - 2 * position]
-        flops = FlopCount(tensor=tensor, kind=MatmulKind.MATMUL)
-        return Demand((*_biases(context, region), *operands), flops,
-                      structure="triangular matmul")
+        times the other operand (:func:`sparse_product`)."""
+        return sparse_product(context, region, position, self.layout, "triangular matmul")
+
+
+def sparse_product(
+    context: _Context, region: Region, position: int,
+    layout: Callable[[list[int]], tuple[IndexSet, list[int], list[IndexSet]]], structure: str,
+) -> Demand:
+    """A matmul whose operand ``position`` has known zeros: ``layout`` maps a box's free
+    positions to the contracted positions the other operand is read at, the free positions
+    computed (the others are copies) and each one's nonzero contracted positions. 2 FLOPs per
+    (nonzero, output column) pair of a computed position; this operand read at its computed
+    nonzeros, in bands (a floor). Outputs with no position: nothing (fewer, never more)."""
+    lead = len(context.op.writes[0].shape) - 2
+    free_dim = lead + position
+    other_boxes, own_boxes, tensor = [], [], 0
+    for box in region.boxes:
+        kept = box[lead + 1 - position]  # the other operand's free positions
+        contracted, computed, spans = layout([f for r in box[free_dim] for f in r])
+        batch = math.prod(set_size(s) for s in box[:lead])
+        tensor += 2 * sum(map(set_size, spans)) * set_size(kept) * batch
+        if contracted:
+            other_boxes.append((*box[:lead], contracted, kept) if position == 0
+                               else (*box[:lead], kept, contracted))
+        own_boxes += [
+            (*box[:lead], *((rows, common) if position == 0 else (common, rows)))
+            for rows, common in _bands(computed, spans)
+        ]
+    operands = [Region.of(own_boxes), Region.of(other_boxes)][:: 1 - 2 * position]
+    flops = FlopCount(tensor=min(tensor, context.record.flops.tensor), kind=MatmulKind.MATMUL)
+    return Demand((*_biases(context, region), *operands), flops, structure=structure)
 
 
 def _bands(frees: list[int], spans: list[IndexSet]) -> list[tuple[IndexSet, IndexSet]]:
@@ -381,7 +400,10 @@ def _boxed_vector(builder: TracedOp) -> TensorRef | None:
 @matrix_builder([aten.diag_embed, aten.diag, aten.diagflat])
 def _built_diagonal(context: _Context, builder: TracedOp, view: _MatrixView) -> _Diagonal | None:
     offset = _built_offset(builder)
-    return None if offset is None else _diagonal(view, offset, _boxed_vector(builder))
+    vector = _boxed_vector(builder)
+    if offset is None or view.merged and vector is not None:  # its batch is not the vector's
+        return None
+    return _diagonal(view, offset, vector)
 
 
 @matrix_builder([aten.eye])
@@ -482,6 +504,22 @@ def _diagonal_nonzeros(op: TracedOp) -> torch.Tensor | None:
                             op.argument("dim2", -1))
 
 
+def seen_through(pattern: torch.Tensor, ref: TensorRef, written: TensorRef) -> torch.Tensor | None:
+    """``pattern``, a bool tensor of ``written``'s shape, as the view ``ref`` of the same value
+    sees it (a slice, a select, a transpose of it); storage ``written`` does not cover counts
+    as True (may be nonzero). None past :data:`CONSTANT_LIMIT_ELEMENTS`."""
+    if _as_written(ref, written):
+        return pattern
+    if len(ref.strides) != len(ref.shape) or len(written.strides) != len(written.shape):
+        return None
+    size = max(_extent(written), _extent(ref))
+    if size > CONSTANT_LIMIT_ELEMENTS:
+        return None
+    storage = torch.ones(size, dtype=torch.bool)
+    storage.as_strided(written.shape, written.strides, written.offset).copy_(pattern)
+    return storage.as_strided(ref.shape, ref.strides, ref.offset)
+
+
 def _as_written(ref: TensorRef, written: TensorRef) -> bool:
     return (ref.shape, ref.strides, ref.offset) == (written.shape, written.strides, written.offset)
 
@@ -539,8 +577,15 @@ STRUCTURE_RULES: dict[str, str] = {
     "routing may leave a product's every slot empty for all the bound knows, so none is "
     "charged, the mask read whole — a sparse kernel does the routed pairs only",
     "sum of structural zeros": "x.sum(d) (or a mean) of F.pad(x, value=0), tril/triu(x) or "
-    "diag_embed(x), read as written: priced at the elements that may be nonzero in each "
-    "demanded line (a tril row i, i + 1 of n) — adding a zero changes no sum",
+    "diag_embed(x), read as written or through a view (F.pad(x[None], p)[0]): priced at the "
+    "elements that may be nonzero in each demanded line (a tril row i, i + 1 of n) — adding "
+    "a zero changes no sum",
+    "masked probabilities": "softmax(s.masked_fill(mask, −inf)) (or a where, or s + a bias of "
+    "0 and −inf), the mask known (attention written by hand): a masked score is no work and "
+    "its probability 0, so the softmax's statistics count the finite scores, and probs @ v the "
+    "products of nonzero probabilities, 2 FLOPs per (probability, column) pair; a line left "
+    "one finite score is the constant one-hot (causal row 0): no score, no softmax, its output "
+    "row the value row it picks — as scaled_dot_product_attention is priced",
     "explicit padding": "a convolution over F.pad(x, value=0) (a max-pool over value=−inf), as "
     "padding='same' with an even kernel builds it: priced as the same op with implicit padding, "
     "so taps on the padding cost nothing — they multiply zeros (compare −inf)",
