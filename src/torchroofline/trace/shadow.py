@@ -247,6 +247,22 @@ def _fake_detached(func: Any, args: tuple, kwargs: dict) -> FakeTensor | None:
         return direct_view(mode, func, args, kwargs)
 
 
+def _fake_lifted(func: Any, args: tuple, kwargs: dict) -> FakeTensor | None:
+    """``lift_fresh`` of a one-element real tensor (``torch.tensor(0)``: a batch norm's step
+    count) made as FakeTensorMode makes it (a fake tensor with a copy of it as its constant)
+    without converting the real tensor (~1 ms a call); None where the mode must make it."""
+    mode = _fake_mode_below()
+    source = args[0] if len(args) == 1 and not kwargs else None
+    if (mode is None or type(source) is not torch.Tensor or source.requires_grad
+            or not mode.may_turn_const(source)):
+        return None
+    with unset_fake_temporarily():
+        meta = torch.empty_strided(source.shape, source.stride(), dtype=source.dtype,
+                                   device="meta")
+        constant = source.clone()
+    return FakeTensor(mode, meta, source.device, constant=constant)
+
+
 #: Ops whose fake outputs the shadow makes itself, by op (None: FakeTensorMode makes them).
 _FAST_FAKE: dict[Any, Any] = {
     **dict.fromkeys((
@@ -259,6 +275,7 @@ _FAST_FAKE: dict[Any, Any] = {
         torch.ops.aten.rand.default,
     ), _fake_factory),
     torch.ops.aten.detach.default: _fake_detached,
+    torch.ops.aten.lift_fresh.default: _fake_lifted,
 }
 
 
