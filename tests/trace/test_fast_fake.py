@@ -234,3 +234,50 @@ def test_a_decomposition_on_meta_leaves_cpu_tensors_to_fake_tensor_mode() -> Non
     with mode:
         _, mean, invstd = aten.native_batch_norm.default(*args)
     assert mean.numel() == invstd.numel() == 0
+
+
+#: (op, operand shapes, dtype, operand dtypes after the first, plain arguments) for the layout
+#: rules: size-1 dims (whose strides row-major fixes), every floating dtype, mixed batch-norm
+#: statistics, eval and training
+_RULE_CALLS = [
+    *((op, [(2, 1, 5, 3)], dtype, (), ()) for op in (aten.relu.default, aten.sigmoid.default,
+                                                     aten.tanh.default, aten.gelu.default)
+      for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64)),
+    *((op, [(7, 1), (7, 1)], dtype, (dtype,), ()) for op in (aten.add.Tensor, aten.mul.Tensor,
+                                                             aten.sub.Tensor)
+      for dtype in (torch.float32, torch.float16, torch.float64)),
+    *((aten.native_batch_norm.default, [shape] + [(shape[1],)] * 4, dtype, (weight,) * 2
+       + (torch.float32,) * 2, (training, 0.1, 1e-5))
+      for shape in ((2, 8), (2, 1, 5), (3, 8, 1, 4)) for training in (True, False)
+      for dtype, weight in ((torch.float32, torch.float32), (torch.float16, torch.float16),
+                            (torch.bfloat16, torch.float32))),
+]
+
+
+@pytest.mark.parametrize("index", range(len(_RULE_CALLS)))
+def test_a_layout_rule_makes_what_the_decomposition_makes(index: int) -> None:
+    op, shapes, dtype, others, plain = _RULE_CALLS[index]
+    mode = FakeTensorMode()
+    with mode:
+        tensors = [torch.empty(shape, dtype=each, device="cuda")
+                   for shape, each in zip(shapes, (dtype, *others), strict=True)]
+    rule = fast_fake.LAYOUT_RULES[op](tensors)
+    assert rule is not None
+    with fast_fake.in_kernel_invocation_manager(mode):
+        output = op(*tensors, *plain)
+    assert rule == fast_fake._layout(output, tensors)
+
+
+def test_a_layout_rule_leaves_other_layouts_to_the_decomposition() -> None:
+    mode = FakeTensorMode()
+    with mode:
+        last = torch.empty_strided((4, 6, 5, 3), (90, 1, 18, 6), device="cuda")  # channels-last
+        x, channel = torch.empty(4, 6, 5, 3, device="cuda"), torch.empty(6, device="cuda")
+        odd = torch.empty_strided((4, 1), (1, 7), device="cuda")  # contiguous, odd size-1 stride
+    rules = fast_fake.LAYOUT_RULES
+    assert rules[aten.relu.default]([last]) is None and rules[aten.relu.default]([odd]) is None
+    assert rules[aten.add.Tensor]([x, last]) is None
+    assert rules[aten.add.Tensor]([x, channel]) is None  # a broadcast
+    assert rules[aten.relu.default]([x.long()]) is None  # relu keeps ints, sigmoid would not
+    assert rules[aten.native_batch_norm.default]([last, *[channel] * 4]) is None
+    assert rules[aten.native_batch_norm.default]([x.double(), *[channel] * 4]) is None
