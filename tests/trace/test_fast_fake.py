@@ -251,7 +251,17 @@ _RULE_CALLS = [
       for shape in ((2, 8), (2, 1, 5), (3, 8, 1, 4)) for training in (True, False)
       for dtype, weight in ((torch.float32, torch.float32), (torch.float16, torch.float16),
                             (torch.bfloat16, torch.float32))),
+    *((aten.native_layer_norm.default, [shape] + [normalized] * affine, dtype, (weight,) * affine,
+       (normalized,) + (None, None)[affine:] + (1e-5,))
+      for shape, normalized in (((2, 8, 6), (6,)), ((2, 8, 6), (8, 6)), ((4, 1, 6), (6,)))
+      for affine in (0, 2)
+      for dtype, weight in ((torch.float32, torch.float32), (torch.float16, torch.float16),
+                            (torch.bfloat16, torch.float32))),
 ]
+
+
+#: ops whose normalized shape comes second, before the weights
+_NORMALIZED = {aten.native_layer_norm.default}
 
 
 @pytest.mark.parametrize("index", range(len(_RULE_CALLS)))
@@ -261,10 +271,12 @@ def test_a_layout_rule_makes_what_the_decomposition_makes(index: int) -> None:
     with mode:
         tensors = [torch.empty(shape, dtype=each, device="cuda")
                    for shape, each in zip(shapes, (dtype, *others), strict=True)]
-    rule = fast_fake.LAYOUT_RULES[op](tensors)
+    args = (tensors[0], *plain[:1], *tensors[1:], *plain[1:]) if op in _NORMALIZED else (
+        *tensors, *plain)
+    rule = fast_fake.LAYOUT_RULES[op](args, tensors)
     assert rule is not None
     with fast_fake.in_kernel_invocation_manager(mode):
-        output = op(*tensors, *plain)
+        output = op(*args)
     assert rule == fast_fake._layout(output, tensors)
 
 
@@ -275,9 +287,15 @@ def test_a_layout_rule_leaves_other_layouts_to_the_decomposition() -> None:
         x, channel = torch.empty(4, 6, 5, 3, device="cuda"), torch.empty(6, device="cuda")
         odd = torch.empty_strided((4, 1), (1, 7), device="cuda")  # contiguous, odd size-1 stride
     rules = fast_fake.LAYOUT_RULES
-    assert rules[aten.relu.default]([last]) is None and rules[aten.relu.default]([odd]) is None
-    assert rules[aten.add.Tensor]([x, last]) is None
-    assert rules[aten.add.Tensor]([x, channel]) is None  # a broadcast
-    assert rules[aten.relu.default]([x.long()]) is None  # relu keeps ints, sigmoid would not
-    assert rules[aten.native_batch_norm.default]([last, *[channel] * 4]) is None
-    assert rules[aten.native_batch_norm.default]([x.double(), *[channel] * 4]) is None
+    def rule(op, *tensors, plain=()):  # noqa: ANN001, ANN202
+        return rules[op]((*tensors, *plain), list(tensors))
+
+    assert rule(aten.relu.default, last) is None and rule(aten.relu.default, odd) is None
+    assert rule(aten.add.Tensor, x, last) is None
+    assert rule(aten.add.Tensor, x, channel) is None  # a broadcast
+    assert rule(aten.relu.default, x.long()) is None  # relu keeps ints, sigmoid would not
+    assert rule(aten.native_batch_norm.default, last, *[channel] * 4) is None
+    assert rule(aten.native_batch_norm.default, x.double(), *[channel] * 4) is None
+    layer_norm = aten.native_layer_norm.default
+    assert rules[layer_norm]((last, [3]), [last]) is None
+    assert rules[layer_norm]((x, [5]), [x]) is None  # not the last dims

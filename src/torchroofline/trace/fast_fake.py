@@ -149,7 +149,7 @@ def decomposed_on_meta(mode: FakeTensorMode, func: Any, args: tuple, kwargs: dic
     except TypeError:  # an unhashable plain argument: no caching
         key, found = None, None
     if found is None and func in LAYOUT_RULES:
-        found = LAYOUT_RULES[func](tensors)
+        found = LAYOUT_RULES[func](args, tensors)
     if found is not None:
         return _remade(mode, found, leaves, kwargs.get("device") or device)
     with in_kernel_invocation_manager(mode):
@@ -180,7 +180,7 @@ _ONE_OUTPUT = tree_flatten(0)[1]
 _THREE_OUTPUTS = tree_flatten((0, 0, 0))[1]
 
 
-def _like_operands(tensors: list) -> tuple[Any, tuple] | None:
+def _like_operands(args: tuple, tensors: list) -> tuple[Any, tuple] | None:
     """A pointwise op's output layout where its tensors share one shape, row-major strides and
     one floating dtype: one tensor like them (TensorIterator keeps a row-major layout and the
     dtype); None otherwise."""
@@ -192,7 +192,7 @@ def _like_operands(tensors: list) -> tuple[Any, tuple] | None:
     return _ONE_OUTPUT, (("tensor", first.shape, first.stride(), first.dtype),)
 
 
-def _batch_norm_layout(tensors: list) -> tuple[Any, tuple] | None:
+def _batch_norm_layout(args: tuple, tensors: list) -> tuple[Any, tuple] | None:
     """``native_batch_norm``'s output layouts for a row-major fp32, fp16 or bf16 input (N, C,
     ...) whose weight, bias and running statistics are (C,) of its dtype or fp32: the output
     like the input and two (C,) fp32 statistics, training or not (its decomposition's on
@@ -201,11 +201,38 @@ def _batch_norm_layout(tensors: list) -> tuple[Any, tuple] | None:
     if source.dim() < 2 or source.dtype not in _FLOATS[:3] or not _contiguous(source):
         return None
     count = source.shape[1]
-    if not all(t.shape == (count,) and t.stride() == (1,) and t.dtype in (source.dtype,
-                                                                          torch.float32)
-               for t in channel):
+    if not _affine(channel, (count,), source.dtype):
         return None
     stats = ("tensor", torch.Size([count]), (1,), torch.float32)
+    return _THREE_OUTPUTS, (("tensor", source.shape, source.stride(), source.dtype), stats,
+                            stats)
+
+
+def _affine(tensors: list, shape: tuple, dtype: torch.dtype) -> bool:
+    """Whether a norm's weights and statistics are all row-major, of ``shape``, and of
+    ``dtype`` or fp32."""
+    return all(t.shape == shape and _contiguous(t) and t.dtype in (dtype, torch.float32)
+               for t in tensors)
+
+
+def _layer_norm_layout(args: tuple, tensors: list) -> tuple[Any, tuple] | None:
+    """``native_layer_norm``'s output layouts for a row-major fp32, fp16 or bf16 input whose
+    weight and bias (or none) are of the normalized shape, of its dtype or fp32: the output
+    like the input, the mean and the inverse deviation row-major fp32 of the input's shape with
+    the normalized dims 1 (its decomposition's on CUDA); None otherwise."""
+    source, *affine = tensors
+    normalized = tuple(args[1])
+    kept = source.dim() - len(normalized)
+    if (source.dtype not in _FLOATS[:3] or not _contiguous(source) or kept < 0
+            or tuple(source.shape[kept:]) != normalized
+            or not _affine(affine, normalized, source.dtype)):
+        return None
+    shape = torch.Size([*source.shape[:kept], *(1,) * len(normalized)])
+    stride, strides = 1, []
+    for size in reversed(shape):
+        strides.insert(0, stride)
+        stride *= max(size, 1)
+    stats = ("tensor", shape, tuple(strides), torch.float32)
     return _THREE_OUTPUTS, (("tensor", source.shape, source.stride(), source.dtype), stats,
                             stats)
 
@@ -226,6 +253,7 @@ LAYOUT_RULES: dict[Any, Any] = {
         aten.tanh.default,
     ), _like_operands),
     aten.native_batch_norm.default: _batch_norm_layout,
+    aten.native_layer_norm.default: _layer_norm_layout,
 }
 
 
