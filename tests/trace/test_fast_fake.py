@@ -299,3 +299,49 @@ def test_a_layout_rule_leaves_other_layouts_to_the_decomposition() -> None:
     layer_norm = aten.native_layer_norm.default
     assert rules[layer_norm]((last, [3]), [last]) is None
     assert rules[layer_norm]((x, [5]), [x]) is None  # not the last dims
+
+
+#: (input shape, weight shape, bias, stride, padding, dilation, transposed, output padding,
+#: groups, dtype) of convolutions the layout rule makes: 1-D to 3-D, 1×1 kernels, a 1×1
+#: output, groups, transposed with output padding, half precisions
+_CONVOLUTIONS = [
+    ((2, 3, 9, 9), (4, 3, 3, 3), True, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, torch.float32),
+    ((2, 3, 9, 8), (4, 3, 3, 2), False, [2, 3], [1, 2], [2, 1], False, [0, 0], 1, torch.float32),
+    ((1, 6, 7, 7), (8, 6, 1, 1), False, [2, 2], [0, 0], [1, 1], False, [0, 0], 1, torch.float16),
+    ((2, 4, 3, 3), (5, 4, 3, 3), True, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, torch.bfloat16),
+    ((2, 6, 9, 9), (8, 3, 3, 3), False, [1, 1], [1, 1], [1, 1], False, [0, 0], 2, torch.float32),
+    ((2, 4, 5, 5), (4, 3, 3, 3), True, [2, 2], [1, 1], [1, 1], True, [1, 1], 2, torch.float32),
+    ((2, 4, 11), (6, 4, 3), True, [2], [1], [3], False, [0], 1, torch.float32),
+    ((2, 4, 11), (4, 6, 3), False, [2], [1], [1], True, [1], 1, torch.float32),
+    ((2, 3, 5, 6, 7), (4, 3, 3, 2, 2), True, [1, 2, 1], [1, 0, 1], [1, 1, 2], False,
+     [0, 0, 0], 1, torch.float32),
+    ((2, 4, 3, 4, 5), (4, 2, 2, 2, 2), False, [2, 2, 2], [0, 1, 0], [1, 1, 1], True,
+     [1, 0, 1], 1, torch.float16),
+]
+
+
+@pytest.mark.parametrize("index", range(len(_CONVOLUTIONS)))
+def test_the_convolution_rule_makes_what_fake_tensor_mode_makes(index: int) -> None:
+    shape, weight_shape, bias, *plain, dtype = _CONVOLUTIONS[index]
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        source = torch.empty(shape, dtype=dtype, device="cuda")
+        weight = torch.empty(weight_shape, dtype=dtype, device="cuda")
+        channels = weight_shape[1] * plain[-1] if plain[3] else weight_shape[0]
+        bias = torch.empty(channels, dtype=dtype, device="cuda") if bias else None
+    args = (source, weight, bias, *plain)
+    made = fast_fake.decomposed_on_meta(mode, aten.convolution.default, args, {})
+    assert made is not None
+    assert _layout(made)[:5] == _layout(_expected(mode, aten.convolution.default, args, {}))[:5]
+
+
+def test_the_convolution_rule_leaves_other_layouts_to_fake_tensor_mode() -> None:
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        last = torch.empty_strided((2, 3, 9, 9), (243, 1, 27, 3), device="cuda")
+        one_channel, weight = torch.empty(2, 1, 9, 9, device="cuda"), torch.empty(4, 3, 3, 3,
+                                                                                  device="cuda")
+    plain = ([1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    for source in (last, one_channel):
+        assert fast_fake.decomposed_on_meta(
+            mode, aten.convolution.default, (source, weight, None, *plain), {}) is None

@@ -24,6 +24,7 @@ for an entry no later op will hit.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -124,10 +125,13 @@ _LAYOUTS_LIMIT = 4096
 
 def decomposed_on_meta(mode: FakeTensorMode, func: Any, args: tuple, kwargs: dict) -> Any:
     """``func`` (an op FakeTensorMode would decompose) run by its meta kernel on the fake
-    tensors of ``mode``, its outputs wrapped as FakeTensorMode wraps any meta kernel's; None
-    where FakeTensorMode must run it: another mode's or a real tensor, a constant the mode
-    propagates, symbolic sizes, tensors on more than one device."""
-    if func not in META_DECOMPOSED or mode.shape_env is not None or mode.propagate_real_tensors:
+    tensors of ``mode``, its outputs wrapped as FakeTensorMode wraps any meta kernel's, or made
+    from the layouts a :data:`LAYOUT_RULES` rule gives without running it; None where
+    FakeTensorMode must run it: another mode's or a real tensor, a constant the mode
+    propagates, symbolic sizes, tensors on more than one device, an op of no rule's layout
+    outside :data:`META_DECOMPOSED`."""
+    if (func not in META_DECOMPOSED and func not in LAYOUT_RULES) or mode.shape_env is not None \
+            or mode.propagate_real_tensors:
         return None
     leaves = tree_leaves((args, kwargs))
     tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
@@ -152,6 +156,8 @@ def decomposed_on_meta(mode: FakeTensorMode, func: Any, args: tuple, kwargs: dic
         found = LAYOUT_RULES[func](args, tensors)
     if found is not None:
         return _remade(mode, found, leaves, kwargs.get("device") or device)
+    if func not in META_DECOMPOSED:  # a rule's op whose meta kernel FakeTensorMode wraps itself
+        return None
     with in_kernel_invocation_manager(mode):
         output = func(*args, **kwargs)
     made = mode.wrap_meta_outputs_with_default_device_logic(
@@ -167,12 +173,7 @@ def _contiguous(tensor: torch.Tensor) -> bool:
     """Whether ``tensor``'s strides are the row-major ones of its shape, size-1 dims included
     (``is_contiguous`` passes any stride of a size-1 dim; an output's strides there may
     differ)."""
-    stride = 1
-    for size, actual in zip(reversed(tensor.shape), reversed(tensor.stride()), strict=True):
-        if actual != stride:
-            return False
-        stride *= max(size, 1)
-    return True
+    return tuple(tensor.stride()) == _row_major(tensor.shape)
 
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -228,20 +229,57 @@ def _layer_norm_layout(args: tuple, tensors: list) -> tuple[Any, tuple] | None:
             or not _affine(affine, normalized, source.dtype)):
         return None
     shape = torch.Size([*source.shape[:kept], *(1,) * len(normalized)])
-    stride, strides = 1, []
-    for size in reversed(shape):
-        strides.insert(0, stride)
-        stride *= max(size, 1)
-    stats = ("tensor", shape, tuple(strides), torch.float32)
+    stats = ("tensor", shape, _row_major(shape), torch.float32)
     return _THREE_OUTPUTS, (("tensor", source.shape, source.stride(), source.dtype), stats,
                             stats)
 
 
-#: Ops of :data:`META_DECOMPOSED` whose output layouts follow from their operands' by a rule,
-#: for the common layouts (row-major operands): a first call on a new shape need not run the
-#: decomposition (0.5-2 ms a pointwise op, ~7 ms a batch norm). Each rule returns
-#: :func:`_layout`'s (tree spec, layouts), or None where the decomposition must decide;
-#: tests/trace/test_fast_fake.py checks each against the decomposition.
+def _convolution_layout(args: tuple, tensors: list) -> tuple[Any, tuple] | None:
+    """``convolution``'s output layout for a row-major fp32, fp16 or bf16 input and weight (and
+    bias) whose channel and spatial sizes are all over 1 (no layout that is channels-last as
+    well): the row-major output of the shape the formula gives, plain or transposed
+    (FakeTensorMode's, whose memory format follows the operands'); None otherwise."""
+    if len(args) != 9 or len(tensors) not in (2, 3):
+        return None
+    source, weight, *bias = tensors
+    _, _, _, stride, padding, dilation, transposed, output_padding, groups = args
+    if (source.dim() not in (3, 4, 5) or weight.dim() != source.dim()
+            or source.dtype not in _FLOATS[:3]
+            or any(t.dtype != source.dtype or not _contiguous(t) for t in tensors)
+            or min(source.shape[1:]) < 2 or min(weight.shape[:2]) < 2):
+        return None
+    kernel = weight.shape[2:]
+    if transposed:
+        spatial = [(size - 1) * step - 2 * pad + dilate * (k - 1) + extra + 1
+                   for size, step, pad, dilate, k, extra
+                   in zip(source.shape[2:], stride, padding, dilation, kernel, output_padding,
+                          strict=True)]
+        channels = weight.shape[1] * groups
+    else:
+        spatial = [(size + 2 * pad - dilate * (k - 1) - 1) // step + 1
+                   for size, step, pad, dilate, k
+                   in zip(source.shape[2:], stride, padding, dilation, kernel, strict=True)]
+        channels = weight.shape[0]
+    shape = torch.Size([source.shape[0], channels, *spatial])
+    if min(spatial) < 1 or any(t.shape != (channels,) for t in bias):
+        return None
+    return _ONE_OUTPUT, (("tensor", shape, _row_major(shape), source.dtype),)
+
+
+def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, stride = [], 1
+    for size in reversed(shape):
+        strides.insert(0, stride)
+        stride *= max(size, 1)
+    return tuple(strides)
+
+
+#: Ops of :data:`META_DECOMPOSED`, and ``convolution``, whose output layouts follow from their
+#: operands' by a rule, for the common layouts (row-major operands): a first call on a new
+#: shape need not run the decomposition or FakeTensorMode (0.5-2 ms a pointwise op, ~7 ms a
+#: batch norm, ~2.5 ms a convolution). Each rule returns :func:`_layout`'s (tree spec,
+#: layouts), or None where the general path must decide; tests/trace/test_fast_fake.py checks
+#: each against it.
 LAYOUT_RULES: dict[Any, Any] = {
     **dict.fromkeys((
         aten.add.Tensor,
@@ -252,6 +290,7 @@ LAYOUT_RULES: dict[Any, Any] = {
         aten.sub.Tensor,
         aten.tanh.default,
     ), _like_operands),
+    aten.convolution.default: _convolution_layout,
     aten.native_batch_norm.default: _batch_norm_layout,
     aten.native_layer_norm.default: _layer_norm_layout,
 }
