@@ -199,7 +199,11 @@ def test_a_decomposition_on_meta_makes_what_fake_tensor_mode_makes(index: int) -
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     with mode:
         op, args, *rest = _decomposed_calls()[index]
-    kwargs = rest[0] if rest else {}
+    _assert_made_as_fake_tensor_mode_makes(mode, op, args, rest[0] if rest else {})
+
+
+def _assert_made_as_fake_tensor_mode_makes(mode: FakeTensorMode, op, args: tuple,  # noqa: ANN001
+                                           kwargs: dict) -> None:
     expected = _expected(mode, op, args, kwargs)
     inputs = {t.untyped_storage()._cdata for t in _outputs(args)}
     for _ in range(2):  # the second call is made from the layout the first one left
@@ -208,6 +212,7 @@ def test_a_decomposition_on_meta_makes_what_fake_tensor_mode_makes(index: int) -
         for mine, reference in zip(_outputs(made), _outputs(expected), strict=True):
             assert type(mine) is type(reference) and mine.fake_mode is mode
             assert _layout(mine)[:5] == _layout(reference)[:5]
+            assert mine.untyped_storage().nbytes() == reference.untyped_storage().nbytes()
             # a view of an input (_unsafe_view) shares its storage either way
             assert (mine.untyped_storage()._cdata in inputs) == (
                 reference.untyped_storage()._cdata in inputs)
@@ -219,7 +224,7 @@ def test_a_decomposition_on_meta_leaves_mixed_devices_to_fake_tensor_mode() -> N
         x, scalar = torch.empty(4, device="cuda"), torch.tensor(2.0)
     assert fast_fake.decomposed_on_meta(mode, aten.mul.Tensor, (x, scalar), {}) is None
     assert fast_fake.decomposed_on_meta(mode, aten.mul.Tensor, (torch.empty(4), x), {}) is None
-    assert fast_fake.decomposed_on_meta(mode, aten.clone.default, (x,), {}) is None
+    assert fast_fake.decomposed_on_meta(mode, aten.exp.default, (x,), {}) is None
 
 
 def test_a_decomposition_on_meta_leaves_cpu_tensors_to_fake_tensor_mode() -> None:
@@ -273,7 +278,7 @@ def test_a_layout_rule_makes_what_the_decomposition_makes(index: int) -> None:
                    for shape, each in zip(shapes, (dtype, *others), strict=True)]
     args = (tensors[0], *plain[:1], *tensors[1:], *plain[1:]) if op in _NORMALIZED else (
         *tensors, *plain)
-    rule = fast_fake.LAYOUT_RULES[op](args, tensors)
+    rule = fast_fake.LAYOUT_RULES[op](args, {}, tensors)
     assert rule is not None
     with fast_fake.in_kernel_invocation_manager(mode):
         output = op(*args)
@@ -288,7 +293,7 @@ def test_a_layout_rule_leaves_other_layouts_to_the_decomposition() -> None:
         odd = torch.empty_strided((4, 1), (1, 7), device="cuda")  # contiguous, odd size-1 stride
     rules = fast_fake.LAYOUT_RULES
     def rule(op, *tensors, plain=()):  # noqa: ANN001, ANN202
-        return rules[op]((*tensors, *plain), list(tensors))
+        return rules[op]((*tensors, *plain), {}, list(tensors))
 
     assert rule(aten.relu.default, last) is None and rule(aten.relu.default, odd) is None
     assert rule(aten.add.Tensor, x, last) is None
@@ -297,8 +302,8 @@ def test_a_layout_rule_leaves_other_layouts_to_the_decomposition() -> None:
     assert rule(aten.native_batch_norm.default, last, *[channel] * 4) is None
     assert rule(aten.native_batch_norm.default, x.double(), *[channel] * 4) is None
     layer_norm = aten.native_layer_norm.default
-    assert rules[layer_norm]((last, [3]), [last]) is None
-    assert rules[layer_norm]((x, [5]), [x]) is None  # not the last dims
+    assert rules[layer_norm]((last, [3]), {}, [last]) is None
+    assert rules[layer_norm]((x, [5]), {}, [x]) is None  # not the last dims
 
 
 #: (input shape, weight shape, bias, stride, padding, dilation, transposed, output padding,
@@ -345,3 +350,116 @@ def test_the_convolution_rule_leaves_other_layouts_to_fake_tensor_mode() -> None
     for source in (last, one_channel):
         assert fast_fake.decomposed_on_meta(
             mode, aten.convolution.default, (source, weight, None, *plain), {}) is None
+
+
+def _rule_calls() -> list[tuple]:
+    """(op, arguments, keywords) of the layout rules past the meta decompositions, on fake CUDA
+    tensors made by the caller's mode: transposed and expanded operands, half precisions,
+    broadcast masks, integer indices of two widths, keyword variants."""
+    def cuda(*shape, dtype=torch.float32):  # noqa: ANN202
+        return torch.empty(shape, dtype=dtype, device="cuda")
+
+    half = cuda(4, 6, dtype=torch.float16)
+    return [
+        (aten.mm.default, (cuda(4, 6), cuda(6, 8)), {}),
+        (aten.mm.default, (cuda(6, 4).t(), cuda(8, 6).t()), {}),
+        (aten.mm.default, (half, cuda(6, 3, dtype=torch.float16)), {}),
+        (aten.bmm.default, (cuda(2, 4, 6), cuda(2, 8, 6).transpose(1, 2)), {}),
+        (aten.bmm.default, (cuda(1, 4, 6).expand(3, 4, 6), cuda(3, 6, 5, dtype=torch.float32)), {}),
+        (aten._softmax.default, (cuda(4, 6, 5), -1, False), {}),
+        (aten._softmax.default, (cuda(4, 6, 5, dtype=torch.bfloat16), 1, False), {}),
+        (aten._log_softmax.default, (half, 0, False), {}),
+        (aten.clone.default, (cuda(4, 6).t(),), {"memory_format": torch.contiguous_format}),
+        (aten.clone.default, (cuda(4, 1, 6),), {}),
+        (aten.clone.default, (cuda(4, 6, dtype=torch.int64),),
+         {"memory_format": torch.preserve_format}),
+        (aten.embedding.default, (cuda(10, 6), cuda(3, 4, dtype=torch.int64)), {}),
+        (aten.embedding.default, (cuda(6, 10).t(), cuda(5, dtype=torch.int32)), {}),
+        (aten.embedding.default, (cuda(10, 6, dtype=torch.float16),
+                                  cuda(2, 3, dtype=torch.int64), 0), {}),
+        (aten.eq.Scalar, (cuda(4, 6), 0), {}),
+        (aten.ne.Scalar, (cuda(4, 1, 6, dtype=torch.int64), 2), {}),
+        (aten.gt.Scalar, (half, 0.5), {}),
+        (aten.ge.Scalar, (cuda(3, dtype=torch.bool), True), {}),
+        (aten.lt.Scalar, (cuda(2, 3, 4), -1.0), {}),
+        (aten.le.Scalar, (cuda(2, 3, 4, dtype=torch.int32), 7), {}),
+        (aten.masked_fill.Scalar, (cuda(2, 3, 4, 4), cuda(1, 1, 4, 4, dtype=torch.bool),
+                                   float("-inf")), {}),
+        (aten.masked_fill.Scalar, (half, cuda(4, 6, dtype=torch.bool), 0.0), {}),
+        (aten.new_empty.default, (cuda(4, 6), [0]),
+         {"dtype": torch.uint8, "device": torch.device("cuda")}),
+        (aten.new_empty.default, (half.t(), [3, 5]), {}),
+    ]
+
+
+def test_every_layout_rule_is_checked_here() -> None:
+    # a rule added without a case here (or among the meta decompositions' and convolutions')
+    # would go unchecked against FakeTensorMode
+    mode = FakeTensorMode()
+    with mode:
+        checked = {call[0] for call in _rule_calls() + _decomposed_calls()}
+    assert set(fast_fake.LAYOUT_RULES) - {aten.convolution.default} <= checked
+
+
+@pytest.mark.parametrize("index", range(24))
+def test_a_layout_rule_makes_what_fake_tensor_mode_makes(index: int) -> None:
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        calls = _rule_calls()
+    assert len(calls) == 24
+    _assert_made_as_fake_tensor_mode_makes(mode, *calls[index])
+
+
+def test_the_layout_rules_leave_other_calls_to_fake_tensor_mode() -> None:
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        x, rows = torch.empty(4, 6, device="cuda"), torch.empty(6, 8, device="cuda")
+        last = torch.empty_strided((2, 3, 4, 4), (48, 1, 12, 3), device="cuda")  # channels-last
+        mask = torch.empty(2, 3, 4, 4, dtype=torch.bool, device="cuda")
+    calls = [
+        (aten.mm.default, (x, rows.half()), {}),  # mixed dtypes: the op raises
+        (aten.mm.default, (x, x), {}),  # inner sizes differ: the op raises
+        (aten.bmm.default, (x, rows), {}),  # not 3-D
+        (aten._softmax.default, (x.half(), 1, True), {}),  # half to float
+        (aten._softmax.default, (last, 1, False), {}),
+        (aten.clone.default, (x.t(),), {}),  # keeps the transposed strides
+        (aten.clone.default, (x,), {"memory_format": torch.channels_last}),
+        (aten.eq.Scalar, (last, 0), {}),
+        (aten.masked_fill.Scalar, (x, mask, 0.0), {}),  # the mask is larger
+        (aten.masked_fill.Scalar, (last, mask, 0.0), {}),
+        (aten.new_empty.default, (x, [2]), {"layout": torch.sparse_coo}),
+    ]
+    for op, args, kwargs in calls:
+        tensors = [t for t in _outputs((args, kwargs))]
+        assert fast_fake.LAYOUT_RULES[op](args, kwargs, tensors) is None, op
+
+
+#: (factory, arguments, keywords) of every op of FACTORIES
+_FACTORY_CALLS = [
+    (aten.arange.default, (5,), {"device": torch.device("cuda")}),
+    (aten.arange.start, (1, 7), {"dtype": torch.float16}),
+    (aten.arange.start_step, (0.0, 1.0, 0.25), {}),
+    (aten.empty.memory_format, ([0],), {"dtype": torch.uint8, "device": torch.device("cuda")}),
+    (aten.empty_strided.default, ([3, 4], [1, 3]), {}),
+    (aten.full.default, ([2, 3], 1.5), {"device": torch.device("cuda")}),
+    (aten.ones.default, ([2, 1, 3],), {"dtype": torch.bool}),
+    (aten.rand.default, ([4],), {}),
+    (aten.randint.default, (10, [2, 2]), {}),
+    (aten.randint.low, (0, 10, [4, 256]), {"device": torch.device("cpu")}),
+    (aten.randn.default, ([3, 5],), {"dtype": torch.bfloat16, "device": torch.device("cuda")}),
+    (aten.zeros.default, ([],), {}),
+]
+
+
+@pytest.mark.parametrize("index", range(len(_FACTORY_CALLS)))
+def test_a_factory_makes_what_fake_tensor_mode_makes(index: int) -> None:
+    op, args, kwargs = _FACTORY_CALLS[index]
+    mode = FakeTensorMode()
+    expected = FakeTensorMode.__torch_dispatch__(mode, op, (), args, kwargs)
+    made = fast_fake.made_by_factory(mode, op, args, kwargs)
+    assert type(made) is type(expected) and made.fake_mode is mode
+    assert _layout(made)[:5] == _layout(expected)[:5] and made.constant is expected.constant
+
+
+def test_every_factory_is_checked_here() -> None:
+    assert {op for op, _, _ in _FACTORY_CALLS} == fast_fake.FACTORIES

@@ -1,4 +1,4 @@
-"""Three of FakeTensorMode's general paths that are slow for programs of many small ops.
+"""Four of FakeTensorMode's general paths that are slow for programs of many small ops.
 
 Views of fake tensors are made straight from their meta kernels (:func:`direct_view`). A
 view's output is sizes, strides and an offset into its input's storage. FakeTensorMode makes
@@ -15,6 +15,10 @@ function is the same (``torch._meta_registrations.activate_meta`` registers each
 decomposition as the op's meta kernel), but FakeTensorMode runs it with every op inside it
 dispatched through the mode again (a cache key, a miss for every new shape, output checks):
 10 to 30 ms for each new op and shape, on its first call in a process, against ~1 ms.
+
+A factory (``empty``, ``arange``, ``randn``, ...: :func:`made_by_factory`) is made from its meta
+kernel's output as FakeTensorMode's own rule for factories makes it, without the dispatch
+around that rule.
 
 An op with a long list of tensors (that ``cat``) runs past FakeTensorMode's cache
 (:func:`uncached_if_long`): its key hashes every tensor's metadata (seconds at 100,000 tensors)
@@ -33,6 +37,7 @@ from torch._subclasses.fake_tensor import (
     FakeTensorMode,
     disable_fake_tensor_cache,
     in_kernel_invocation_manager,
+    unset_fake_temporarily,
 )
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
@@ -153,7 +158,7 @@ def decomposed_on_meta(mode: FakeTensorMode, func: Any, args: tuple, kwargs: dic
     except TypeError:  # an unhashable plain argument: no caching
         key, found = None, None
     if found is None and func in LAYOUT_RULES:
-        found = LAYOUT_RULES[func](args, tensors)
+        found = LAYOUT_RULES[func](args, kwargs, tensors)
     if found is not None:
         return _remade(mode, found, leaves, kwargs.get("device") or device)
     if func not in META_DECOMPOSED:  # a rule's op whose meta kernel FakeTensorMode wraps itself
@@ -181,7 +186,7 @@ _ONE_OUTPUT = tree_flatten(0)[1]
 _THREE_OUTPUTS = tree_flatten((0, 0, 0))[1]
 
 
-def _like_operands(args: tuple, tensors: list) -> tuple[Any, tuple] | None:
+def _like_operands(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
     """A pointwise op's output layout where its tensors share one shape, row-major strides and
     one floating dtype: one tensor like them (TensorIterator keeps a row-major layout and the
     dtype); None otherwise."""
@@ -193,7 +198,7 @@ def _like_operands(args: tuple, tensors: list) -> tuple[Any, tuple] | None:
     return _ONE_OUTPUT, (("tensor", first.shape, first.stride(), first.dtype),)
 
 
-def _batch_norm_layout(args: tuple, tensors: list) -> tuple[Any, tuple] | None:
+def _batch_norm_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
     """``native_batch_norm``'s output layouts for a row-major fp32, fp16 or bf16 input (N, C,
     ...) whose weight, bias and running statistics are (C,) of its dtype or fp32: the output
     like the input and two (C,) fp32 statistics, training or not (its decomposition's on
@@ -216,7 +221,7 @@ def _affine(tensors: list, shape: tuple, dtype: torch.dtype) -> bool:
                for t in tensors)
 
 
-def _layer_norm_layout(args: tuple, tensors: list) -> tuple[Any, tuple] | None:
+def _layer_norm_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
     """``native_layer_norm``'s output layouts for a row-major fp32, fp16 or bf16 input whose
     weight and bias (or none) are of the normalized shape, of its dtype or fp32: the output
     like the input, the mean and the inverse deviation row-major fp32 of the input's shape with
@@ -234,7 +239,7 @@ def _layer_norm_layout(args: tuple, tensors: list) -> tuple[Any, tuple] | None:
                             stats)
 
 
-def _convolution_layout(args: tuple, tensors: list) -> tuple[Any, tuple] | None:
+def _convolution_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
     """``convolution``'s output layout for a row-major fp32, fp16 or bf16 input and weight (and
     bias) whose channel and spatial sizes are all over 1 (no layout that is channels-last as
     well): the row-major output of the shape the formula gives, plain or transposed
@@ -266,6 +271,91 @@ def _convolution_layout(args: tuple, tensors: list) -> tuple[Any, tuple] | None:
     return _ONE_OUTPUT, (("tensor", shape, _row_major(shape), source.dtype),)
 
 
+def _fresh(shape: Sequence[int], dtype: torch.dtype) -> tuple[Any, tuple]:
+    """One new row-major tensor of ``shape`` and ``dtype``."""
+    shape = torch.Size(shape)
+    return _ONE_OUTPUT, (("tensor", shape, _row_major(shape), dtype),)
+
+
+def _product_layout(dims: int) -> Any:
+    """``mm`` (``dims`` 2) or ``bmm`` (3): a new row-major (..., m, n) tensor of the operands'
+    one floating dtype, whatever their strides (the meta kernel's ``new_empty``)."""
+
+    def rule(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
+        if len(tensors) != 2:
+            return None
+        first, second = tensors
+        if (first.dim() != dims or second.dim() != dims or first.dtype not in _FLOATS
+                or second.dtype != first.dtype or first.shape[:-2] != second.shape[:-2]
+                or first.shape[-1] != second.shape[-2]):
+            return None
+        return _fresh((*first.shape[:-1], second.shape[-1]), first.dtype)
+
+    return rule
+
+
+def _softmax_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
+    """``_softmax`` or ``_log_softmax`` of a row-major floating input, in its own dtype (not
+    ``half_to_float``): one tensor like it."""
+    if len(args) != 3 or args[2] is not False:
+        return None
+    return _like_operands(args, kwargs, tensors)
+
+
+def _clone_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
+    """``clone`` to the row-major format, or of a row-major tensor keeping its format: a new
+    row-major tensor of its shape and dtype."""
+    source, memory_format = tensors[0], kwargs.get("memory_format")
+    if len(args) != 1 or len(kwargs) > 1 or not (
+        memory_format is torch.contiguous_format
+        or (memory_format in (None, torch.preserve_format) and _contiguous(source))
+    ):
+        return None
+    return _fresh(source.shape, source.dtype)
+
+
+def _embedding_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
+    """``embedding`` of a 2-D weight at integer indices: a new row-major tensor of the indices'
+    shape and one row, in the weight's dtype (rows picked by ``index_select``)."""
+    if len(tensors) != 2 or kwargs:
+        return None
+    weight, indices = tensors
+    if weight.dim() != 2 or indices.dtype not in (torch.int64, torch.int32):
+        return None
+    return _fresh((*indices.shape, weight.shape[1]), weight.dtype)
+
+
+def _compared_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
+    """A comparison of a row-major tensor with a number: a new boolean tensor like it."""
+    source = tensors[0]
+    if len(args) != 2 or kwargs or isinstance(args[1], torch.Tensor) or not _contiguous(source):
+        return None
+    return _fresh(source.shape, torch.bool)
+
+
+def _masked_fill_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
+    """``masked_fill`` of a row-major floating tensor under a boolean mask that broadcasts to
+    it: a new tensor like it (the op clones it, then fills)."""
+    if len(tensors) != 2 or kwargs:
+        return None
+    source, mask = tensors
+    if (mask.dtype != torch.bool or mask.dim() > source.dim()
+            or any(m not in (1, s) for m, s in zip(reversed(mask.shape), reversed(source.shape),
+                                                  strict=False))):
+        return None
+    return _like_operands(args, kwargs, [source])
+
+
+def _new_empty_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
+    """``new_empty``: a new row-major tensor of the sizes asked, in the dtype asked or the
+    source's."""
+    if len(args) != 2 or set(kwargs) - {"dtype", "device", "layout", "pin_memory"} or (
+        kwargs.get("layout") not in (None, torch.strided)
+    ):
+        return None
+    return _fresh(args[1], kwargs.get("dtype") or tensors[0].dtype)
+
+
 def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
     strides, stride = [], 1
     for size in reversed(shape):
@@ -274,10 +364,12 @@ def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(strides)
 
 
-#: Ops of :data:`META_DECOMPOSED`, and ``convolution``, whose output layouts follow from their
-#: operands' by a rule, for the common layouts (row-major operands): a first call on a new
-#: shape need not run the decomposition or FakeTensorMode (0.5-2 ms a pointwise op, ~7 ms a
-#: batch norm, ~2.5 ms a convolution). Each rule returns :func:`_layout`'s (tree spec,
+#: Ops of :data:`META_DECOMPOSED`, and others FakeTensorMode runs by their meta kernel
+#: (``convolution``, matrix products, softmax, ``clone``, ``embedding``, comparisons,
+#: ``masked_fill``, ``new_empty``), whose output layouts follow from their operands' by a rule,
+#: for the common layouts (row-major operands): a first call on a new shape need not run the
+#: decomposition or FakeTensorMode (0.5-2 ms a pointwise op or a matrix product, ~7 ms a batch
+#: norm, ~2.5 ms a convolution). Each rule returns :func:`_layout`'s (tree spec,
 #: layouts), or None where the general path must decide; tests/trace/test_fast_fake.py checks
 #: each against it.
 LAYOUT_RULES: dict[Any, Any] = {
@@ -293,6 +385,22 @@ LAYOUT_RULES: dict[Any, Any] = {
     aten.convolution.default: _convolution_layout,
     aten.native_batch_norm.default: _batch_norm_layout,
     aten.native_layer_norm.default: _layer_norm_layout,
+    aten.mm.default: _product_layout(2),
+    aten.bmm.default: _product_layout(3),
+    aten._softmax.default: _softmax_layout,
+    aten._log_softmax.default: _softmax_layout,
+    aten.clone.default: _clone_layout,
+    aten.embedding.default: _embedding_layout,
+    **dict.fromkeys((
+        aten.eq.Scalar,
+        aten.ne.Scalar,
+        aten.gt.Scalar,
+        aten.ge.Scalar,
+        aten.lt.Scalar,
+        aten.le.Scalar,
+    ), _compared_layout),
+    aten.masked_fill.Scalar: _masked_fill_layout,
+    aten.new_empty.default: _new_empty_layout,
 }
 
 
@@ -348,6 +456,42 @@ def _remade(mode: FakeTensorMode, found: tuple[Any, tuple], leaves: list, device
                 meta = torch.empty_strided(layout[1], layout[2], dtype=layout[3], device="meta")
             made.append(converter.from_meta_and_device(mode, meta, device))
     return tree_unflatten(made, spec)
+
+
+#: Factories: ops of no tensor argument that make one new tensor, which FakeTensorMode makes
+#: by their meta kernel on the device asked (its ``constructors`` rule; the CPU if none is).
+FACTORIES = frozenset({
+    aten.arange.default,
+    aten.arange.start,
+    aten.arange.start_step,
+    aten.empty.memory_format,
+    aten.empty_strided.default,
+    aten.full.default,
+    aten.ones.default,
+    aten.rand.default,
+    aten.randint.default,
+    aten.randint.low,
+    aten.randn.default,
+    aten.zeros.default,
+})
+
+
+def made_by_factory(mode: FakeTensorMode, func: Any, args: tuple, kwargs: dict
+                    ) -> FakeTensor | None:
+    """A :data:`FACTORIES` op's fake output made as FakeTensorMode makes it, without its
+    dispatch (~0.7 ms a call on a miss of its cache); None where the mode must make it
+    (symbolic sizes)."""
+    if mode.shape_env is not None or kwargs.get("pin_memory") or kwargs.get("layout") not in (
+        None, torch.strided
+    ) or any(
+        isinstance(leaf, (torch.Tensor, torch.SymInt, torch.SymFloat))
+        for leaf in tree_leaves((args, kwargs))
+    ):
+        return None
+    device = kwargs.get("device") or torch.device("cpu")
+    with unset_fake_temporarily():
+        meta = func(*args, **{**kwargs, "device": torch.device("meta")})
+    return FakeTensor(mode, meta, device)
 
 
 #: A list argument with more tensors than this runs its op past the fake cache.
