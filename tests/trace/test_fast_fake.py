@@ -13,7 +13,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from conftest import Fn, meta
 from torchroofline import analyze
-from torchroofline.trace import fast_fake, storages
+from torchroofline.trace import fast_fake, regions, storages
 from torchroofline.trace.refs import TensorRef
 from torchroofline.trace.storages import united_elements
 
@@ -463,3 +463,27 @@ def test_a_factory_makes_what_fake_tensor_mode_makes(index: int) -> None:
 
 def test_every_factory_is_checked_here() -> None:
     assert {op for op, _, _ in _FACTORY_CALLS} == fast_fake.FACTORIES
+
+
+_INDEX_SETS = st.lists(
+    st.builds(lambda start, length, step: range(start, start + length * step, step),
+              st.integers(0, 12), st.integers(0, 4), st.integers(1, 3)),
+    min_size=1, max_size=2,
+).map(lambda ranges: regions.normalize(ranges) or (range(0),))  # disjoint, as every set is
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 3).flatmap(
+    lambda rank: st.lists(st.tuples(*[_INDEX_SETS] * rank), min_size=0, max_size=8)))
+def test_the_bounds_skip_only_boxes_that_share_nothing(boxes) -> None:  # noqa: ANN001
+    # Region.count meets only the pairs whose bounds meet, and the union's containment test
+    # only the boxes within another's bounds: every pair they skip shares no element (or is
+    # no containment), so the counts are those of the all-pairs loops
+    meeting = {frozenset((id(a), id(b))) for a, b in regions._meeting_pairs(boxes)}
+    for i, first in enumerate(boxes):
+        for second in boxes[i + 1:]:
+            if regions.box_intersection(first, second) is not None:
+                assert frozenset((id(first), id(second))) in meeting
+            if regions.box_size(second) and regions._contains(first, second):
+                assert regions._within(regions._bounds(second), regions._bounds(first))
+    assert len(meeting) <= len(boxes) * (len(boxes) - 1) // 2
