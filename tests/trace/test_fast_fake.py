@@ -393,12 +393,14 @@ def _rule_calls() -> list[tuple]:
 
 
 def test_every_layout_rule_is_checked_here() -> None:
-    # a rule added without a case here (or among the meta decompositions' and convolutions')
+    # a rule added without a case here (or among the meta decompositions', or a test of its
+    # own: convolutions, max pools)
     # would go unchecked against FakeTensorMode
     mode = FakeTensorMode()
     with mode:
         checked = {call[0] for call in _rule_calls() + _decomposed_calls()}
-    assert set(fast_fake.LAYOUT_RULES) - {aten.convolution.default} <= checked
+    own_tests = {aten.convolution.default, aten.max_pool2d_with_indices.default}
+    assert set(fast_fake.LAYOUT_RULES) - own_tests <= checked
 
 
 @pytest.mark.parametrize("index", range(24))
@@ -487,3 +489,40 @@ def test_the_bounds_skip_only_boxes_that_share_nothing(boxes) -> None:  # noqa: 
             if regions.box_size(second) and regions._contains(first, second):
                 assert regions._within(regions._bounds(second), regions._bounds(first))
     assert len(meeting) <= len(boxes) * (len(boxes) - 1) // 2
+
+
+#: (input shape, kernel, stride, padding, dilation, ceil mode) of max pools the layout rule
+#: makes: the defaults, a stride of its own, padding, dilation, ceil mode whose last window
+#: would start in the right padding, and one whose last window is kept
+_MAX_POOLS = [
+    ((2, 3, 8, 8), [2, 2], [], [0, 0], [1, 1], False),
+    ((2, 3, 9, 7), [3, 3], [2, 2], [1, 1], [1, 1], False),
+    ((1, 4, 10, 9), [3, 2], [2, 1], [1, 0], [2, 1], False),
+    ((2, 3, 6, 6), [2, 2], [2, 2], [1, 1], [1, 1], True),
+    ((2, 3, 7, 7), [3, 3], [2, 2], [0, 0], [1, 1], True),
+]
+
+
+@pytest.mark.parametrize("index", range(len(_MAX_POOLS)))
+def test_the_max_pool_rule_makes_what_fake_tensor_mode_makes(index: int) -> None:
+    shape, *plain = _MAX_POOLS[index]
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        source = torch.empty(shape, device="cuda")
+    for args in ((source, *plain), (source, plain[0])):
+        _assert_made_as_fake_tensor_mode_makes(mode, aten.max_pool2d_with_indices.default, args,
+                                               {})
+
+
+def test_the_max_pool_rule_leaves_refused_windows_to_fake_tensor_mode() -> None:
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        source = torch.empty(2, 3, 8, 8, device="cuda")
+        last = torch.empty_strided((2, 3, 8, 8), (192, 1, 24, 3), device="cuda")
+    rule = fast_fake.LAYOUT_RULES[aten.max_pool2d_with_indices.default]
+    assert rule((source, [2, 2], [2, 2], [2, 2]), {}, [source]) is None  # padding over half
+    assert rule((source, [9, 9]), {}, [source]) is None  # no window fits
+    assert rule((last, [2, 2]), {}, [last]) is None
+    with pytest.raises(RuntimeError):  # FakeTensorMode refuses the first, as the CUDA kernel
+        FakeTensorMode.__torch_dispatch__(mode, aten.max_pool2d_with_indices.default, (),
+                                          (source, [2, 2], [2, 2], [2, 2]), {})

@@ -183,6 +183,7 @@ def _contiguous(tensor: torch.Tensor) -> bool:
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 _ONE_OUTPUT = tree_flatten(0)[1]
+_TWO_OUTPUTS = tree_flatten((0, 0))[1]
 _THREE_OUTPUTS = tree_flatten((0, 0, 0))[1]
 
 
@@ -356,6 +357,50 @@ def _new_empty_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tu
     return _fresh(args[1], kwargs.get("dtype") or tensors[0].dtype)
 
 
+def _max_pool_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
+    """``max_pool2d_with_indices`` of a row-major floating (N, C, H, W) input whose channel and
+    spatial sizes are all over 1 (no layout that is channels-last as well): the values and the
+    int64 indices, row-major, of the pooled sizes (PyTorch's ``pooling_output_shape``); None
+    for a window its checks refuse (padding over half the window, an empty output)."""
+    source = tensors[0]
+    if (kwargs or len(tensors) != 1 or source.dim() != 4 or source.dtype not in _FLOATS
+            or not _contiguous(source) or min(source.shape[1:]) < 2 or not 2 <= len(args) <= 6):
+        return None
+    kernel, stride, padding, dilation, ceil_mode = _pool_arguments(args)
+    if any(len(pair) != 2 or min(pair) < 0 for pair in (kernel, stride, padding, dilation)) \
+            or min(*kernel, *dilation) < 1:
+        return None
+    spatial = []
+    for size, k, step, pad, dilate in zip(source.shape[2:], kernel, stride, padding, dilation,
+                                          strict=True):
+        span = dilate * (k - 1) + 1
+        if step < 1 or pad < 0 or pad > span // 2:
+            return None
+        out = (size + 2 * pad - span + (step - 1 if ceil_mode else 0)) // step + 1
+        if ceil_mode and (out - 1) * step >= size + pad:
+            out -= 1  # the last window must start inside the input or its left padding
+        if out < 1:
+            return None
+        spatial.append(out)
+    shape = torch.Size([*source.shape[:2], *spatial])
+    strides = _row_major(shape)
+    return _TWO_OUTPUTS, (("tensor", shape, strides, source.dtype),
+                          ("tensor", shape, strides, torch.int64))
+
+
+def _pool_arguments(args: tuple) -> tuple[list, list, list, list, bool]:
+    """``max_pool2d_with_indices``' kernel, stride (the kernel's if empty), padding and
+    dilation as two numbers each, and ``ceil_mode``, from its positional arguments."""
+    kernel, stride, padding, dilation, ceil_mode = (*args[1:], *((), 0, 1, False)[len(args) - 2:])
+
+    def pair(value: Any) -> list:
+        value = [value] if isinstance(value, int) else list(value)
+        return value * 2 if len(value) == 1 else value
+
+    kernel = pair(kernel)
+    return kernel, pair(stride) if stride else kernel, pair(padding), pair(dilation), ceil_mode
+
+
 def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
     strides, stride = [], 1
     for size in reversed(shape):
@@ -401,6 +446,7 @@ LAYOUT_RULES: dict[Any, Any] = {
     ), _compared_layout),
     aten.masked_fill.Scalar: _masked_fill_layout,
     aten.new_empty.default: _new_empty_layout,
+    aten.max_pool2d_with_indices.default: _max_pool_layout,
 }
 
 
