@@ -437,6 +437,11 @@ def test_a_normal_draw_cast_to_integers_is_no_dense_draw():
 
     assert drawn_dense(lambda: [torch.randn(8, 8), torch.randn(8, 8).double()])
     assert not drawn_dense(lambda: [torch.randn(8, 8).long()])
+    # draws and detaches made past the fake mode's dispatch (trace/fast_fake.py) are tracked
+    # as the mode's own: a detached draw is one, zeros and a uniform draw are not
+    assert drawn_dense(lambda: [torch.randn(8, 8, requires_grad=True).detach()])
+    assert not drawn_dense(lambda: [torch.randn(8), torch.zeros(8)])
+    assert not drawn_dense(lambda: [torch.rand(8).detach()])
 
 
 class _TwoLookups(nn.Module):

@@ -372,3 +372,32 @@ def test_compare_kernelbench_names_an_algebraic_shortcut():
         "or as written with TF32 or lower math (check your tolerance)"
     assert (data["gen_shortcut"], data["ref_shortcut"]) == (shortcut, None)
     assert shortcut in comparison.format()
+
+
+def test_a_fill_of_a_fake_mode_constant_is_written_as_the_mode_writes_it():
+    # BatchNorm's reset zeroes its step count, a one-element tensor the fake mode keeps as a
+    # constant: the shadow writes the constant (and its own value) itself, so no zero_ of a
+    # fake tensor goes down, and the constant is what the fake mode alone leaves
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from torchroofline.trace.shadow import ConstantShadow, known_value
+
+    class Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            if args and isinstance(args[0], FakeTensor):  # not the shadow's real writes
+                seen.append(func._schema.name)
+            return func(*args, **(kwargs or {}))
+
+    seen: list[str] = []
+    with FakeTensorMode():
+        alone = torch.nn.BatchNorm2d(3).num_batches_tracked
+        alone_seven = torch.tensor(2).fill_(7)
+    with FakeTensorMode(), Seen(), ConstantShadow():
+        steps = torch.nn.BatchNorm2d(3).num_batches_tracked
+        seven = torch.tensor(2).fill_(7)
+    assert "aten::zero_" not in seen and "aten::fill_" not in seen
+    assert steps.constant.item() == alone.constant.item() == 0 == known_value(steps).item()
+    assert seven.constant.item() == alone_seven.constant.item() == 7 == known_value(seven).item()
+    assert steps.dtype == alone.dtype and steps.shape == alone.shape == ()

@@ -18,11 +18,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from ..errors import InputError
+from ..trace.fast_fake import FACTORIES, direct_view, made_by_factory
 from ..trace.refs import Trace
 from .demand.constants import CONSTANT_LIMIT_ELEMENTS
 from .demand.given import reads_values_of, value_sources
@@ -144,13 +145,17 @@ class _DrawTracker(TorchDispatchMode):
     (through copies and views only), so hold no zero: their values hold no structure a rule
     could use, and need not be made."""
 
-    def __init__(self) -> None:
+    def __init__(self, mode: FakeTensorMode) -> None:
         super().__init__()
+        self.mode = mode  #: the fake mode below
         self.drawn: set[int] = set()  #: ids of the drawn tensors, kept alive in ``made``
         self.made: list[torch.Tensor] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        output = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        output = self._made_fast(func, args, kwargs)
+        if output is None:
+            output = func(*args, **kwargs)
         name = func.overloadpacket.__name__
         inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         drawn = name in _NONZERO_DRAWS or (
@@ -162,11 +167,23 @@ class _DrawTracker(TorchDispatchMode):
             self.made.append(output)
         return output
 
+    def _made_fast(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """A draw's or a ``detach``'s fake output made as the fake mode makes it, without its
+        dispatch (trace/fast_fake.py: a few ms a call, on a fresh mode); None where the mode
+        must make it."""
+        if func in FACTORIES:
+            return made_by_factory(self.mode, func, args, kwargs)
+        if func is torch.ops.aten.detach.default and torch._C._len_torch_dispatch_stack() == 1:
+            with unset_fake_temporarily():
+                return direct_view(self.mode, func, args, kwargs)
+        return None
+
 
 def drawn_dense(make_inputs: Callable[[], Sequence[Any]]) -> bool:
     """Whether every tensor ``make_inputs()`` returns is a normal draw (no zero, no index: a
     "given" bound reads nothing from it), found by running it on fake tensors."""
-    tracker = _DrawTracker()
-    with FakeTensorMode(allow_non_fake_inputs=True), tracker:
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    tracker = _DrawTracker(mode)
+    with mode, tracker:
         tensors = _tensor_leaves(make_inputs())
     return bool(tensors) and all(id(t) in tracker.drawn for t in tensors)

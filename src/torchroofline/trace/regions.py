@@ -15,7 +15,7 @@ import functools
 import itertools
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
@@ -277,6 +277,43 @@ def box_intersection(first: Box, second: Box) -> Box | None:
                 return None
             sets[dim] = both
     return tuple(sets)
+
+
+def _bounds(box: Box) -> tuple[tuple[int, int], ...]:
+    """Each dim's least and greatest index of ``box`` (a box of no element: empty bounds)."""
+    return tuple(
+        (min((r.start for r in index_set if r), default=0),
+         max((r[-1] for r in index_set if r), default=-1))
+        for index_set in box
+    )
+
+
+def _within(inner: tuple[tuple[int, int], ...], outer: tuple[tuple[int, int], ...]) -> bool:
+    """Whether bounds ``inner`` lie within ``outer`` on every dim: a box can contain another
+    only then."""
+    return all(o_low <= i_low and i_high <= o_high
+               for (i_low, i_high), (o_low, o_high) in zip(inner, outer, strict=True))
+
+
+def _meeting_pairs(boxes: Sequence[Box]) -> Iterator[tuple[Box, Box]]:
+    """The pairs of ``boxes`` (each once) whose bounds meet on every dim: two boxes apart on
+    some dim share no element, so the others need no :func:`box_intersection`. A sweep along
+    the second-to-last dim (a causal mask's bands lie one under the other) or the only one."""
+    if len(boxes) < 2 or not boxes[0]:  # boxes of no dim all meet
+        yield from itertools.combinations(boxes, 2)
+        return
+    bounds = [_bounds(box) for box in boxes]
+    dim = max(len(boxes[0]) - 2, 0)
+    order = sorted(range(len(boxes)), key=lambda i: bounds[i][dim][0])
+    for position, i in enumerate(order):
+        high = bounds[i][dim][1]
+        for j in order[position + 1 :]:
+            if bounds[j][dim][0] > high:
+                break
+            if all(a_low <= b_high and b_low <= a_high
+                   for (a_low, a_high), (b_low, b_high) in zip(bounds[i], bounds[j],
+                                                               strict=True)):
+                yield boxes[i], boxes[j]
 
 
 def _contains(outer: Box, inner: Box) -> bool:
@@ -599,12 +636,11 @@ class Region:
         sizes = [box_size(box) for box in self.boxes]
         total = sum(sizes)
         overlaps = 0
-        for i, first in enumerate(self.boxes):
-            for second in self.boxes[i + 1 :]:
-                both = box_intersection(first, second)
-                if both is not None:
-                    total -= box_size(both)
-                    overlaps += 1
+        for first, second in _meeting_pairs(self.boxes):
+            both = box_intersection(first, second)
+            if both is not None:
+                total -= box_size(both)
+                overlaps += 1
         if overlaps > 1:  # three boxes may share elements Bonferroni subtracts twice
             total = max(total, _disjoint_count(self.boxes))
         return max(total, max(sizes, default=0), self.opaque)
@@ -685,9 +721,13 @@ def _region_of(
         sized = [(box_size(box), box) for box in _coalesced([box for _, box in sized])]
     sized.sort(key=lambda pair: pair[0], reverse=True)
     kept: list[Box] = []
+    kept_bounds: list[tuple[tuple[int, int], ...]] = []
     for _, box in sized:
-        if not any(_contains(big, box) for big in kept):
+        bounds = _bounds(box)
+        if not any(_within(bounds, outer) and _contains(big, box)
+                   for big, outer in zip(kept, kept_bounds, strict=True)):
             kept.append(box)
+            kept_bounds.append(bounds)
     if len(kept) > 1:
         kept = _coalesced(kept)
     if len(kept) > MAX_BOXES and len(kept[0]) > 1:

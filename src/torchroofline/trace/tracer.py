@@ -37,7 +37,14 @@ from ..errors import DataDependentError, InputError, ModelError, TorchrooflineEr
 from ._cuda_bindings import NO_CUDA_TEXTS, needs_cuda_device
 from .collector import paused
 from .data_sized import stand_in_output
-from .fast_fake import DIRECT_VIEWS, decomposed_on_meta, direct_view, uncached_if_long
+from .fast_fake import (
+    DIRECT_VIEWS,
+    FACTORIES,
+    decomposed_on_meta,
+    direct_view,
+    made_by_factory,
+    uncached_if_long,
+)
 from .inputs import (
     _Converter,
     _know,
@@ -449,6 +456,9 @@ class _FakeCall:
         view = direct_view(self.mode, func, args, kwargs) if func in DIRECT_VIEWS else None
         if view is not None:
             return view
+        made = made_by_factory(self.mode, func, args, kwargs) if func in FACTORIES else None
+        if made is not None:
+            return made
         if func not in OWN_OUTPUTS and func not in meta_only:
             decomposed = decomposed_on_meta(self.mode, func, args, kwargs)
             if decomposed is not None:

@@ -173,7 +173,7 @@ def _region_where(condition: torch.Tensor, region: Region) -> Region:
         lead = (1,) * (len(box) - condition.dim())
         picked = _unexpanded(condition.reshape(lead + tuple(condition.shape)))
         for dim, index_set in enumerate(box):
-            if picked.shape[dim] > 1:
+            if picked.shape[dim] > 1 and index_set != (range(picked.shape[dim]),):
                 positions = torch.tensor([i for r in index_set for i in r], dtype=torch.int64)
                 picked = picked.index_select(dim, positions)
         if len(box) < 2:
