@@ -252,7 +252,6 @@ START = EstimateParams(
     per_architecture=DEFAULT_PARAMS.per_architecture,
     per_gpu=DEFAULT_PARAMS.per_gpu,
     l2_bandwidth_bytes_per_s=DEFAULT_PARAMS.l2_bandwidth_bytes_per_s,
-    l2_peak_share=DEFAULT_PARAMS.l2_peak_share,
     source=DEFAULT_PARAMS.source,
 )
 

@@ -19,7 +19,6 @@ from torchroofline.price.estimate import (
     beside_collective,
     host_copies,
     kernel_gpu_s,
-    memory_s,
 )
 from torchroofline.price.hardware import get_gpu
 from torchroofline.suites.kineto.pricing import COLLECTIVE, host_side
@@ -210,18 +209,3 @@ def test_every_estimate_carries_its_band() -> None:
     assert entry["estimate_low_us"] == pytest.approx(result.sol_s * 1e6)
     assert entry["top_kernels"][0]["estimate_high_us"] == pytest.approx(busy * band.high * 1e6)
     assert family_band("no such family") == DEFAULT_BAND
-
-
-def test_a_warm_working_set_is_read_from_l2_at_its_share_never_slower_than_hbm() -> None:
-    # 8 MB fits the usable half of the L4's 48 MB L2: read at 0.31 × (58 SMs × 64 B/clk ×
-    # 2040 MHz) = 2.36 TB/s, against 0.77 × 300 GB/s from its GDDR6 cold
-    l4, b200 = get_gpu("l4"), get_gpu("b200")
-    moved = 8 * 2**20
-    on_l4 = DEFAULT_PARAMS.for_gpu(l4)
-    share = 1270e9 / (40 * 64 * 1590e6)  # the T4's measured L2 rate over its figure
-    assert memory_s(moved, l4, on_l4, "warm") == pytest.approx(
-        moved / (share * 58 * 64 * 2040e6), rel=1e-9)
-    assert memory_s(moved, l4, on_l4, "cold") == pytest.approx(moved / (0.77 * 300e9), rel=1e-9)
-    # the B200's share of its L2 figure (6.3 TB/s) is below 0.9 × 8 TB/s of HBM: HBM's rate
-    on_b200 = DEFAULT_PARAMS.for_gpu(b200)
-    assert memory_s(moved, b200, on_b200, "warm") == memory_s(moved, b200, on_b200, "cold")

@@ -463,14 +463,13 @@ def attention_waves(gemm: GemmShape, sm_count: int) -> int:
 
 def memory_s(moved_bytes: int, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
     """``moved_bytes`` at the achievable bandwidth; with a warm cache the part that fits the
-    usable L2 comes from L2 (:meth:`EstimateParams.l2_bandwidth`: its published bandwidth, or
-    a share of its figure), never slower than HBM (a hit does not wait for DRAM)."""
+    usable L2 comes from L2 at its published bandwidth (HBM rate where none is published)."""
     hbm = params.hbm_fraction * gpu.memory_bandwidth_bytes_per_s
     l2_bandwidth = params.l2_bandwidth(gpu)
     if cache != "warm" or l2_bandwidth is None or not moved_bytes:
         return moved_bytes / hbm
     from_l2 = min(moved_bytes, params.l2_usable_fraction * gpu.l2_bytes)
-    return from_l2 / max(l2_bandwidth, hbm) + (moved_bytes - from_l2) / hbm
+    return from_l2 / l2_bandwidth + (moved_bytes - from_l2) / hbm
 
 
 #: Thread blocks of 1,024 threads one SM holds at once (2,048 resident threads per SM from

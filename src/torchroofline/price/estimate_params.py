@@ -88,10 +88,6 @@ class EstimateParams:
     cudagraph_gap_s: float = 1e-6  #: GPU gap between kernels replayed from a CUDA graph
     #: L2 bandwidth (bytes/s) by GPU key where a microbenchmark figure is published
     l2_bandwidth_bytes_per_s: Mapping[str, float] = field(default_factory=dict, hash=False)
-    #: share of its L2 figure (:attr:`GPUSpec.l2_bandwidth`: bytes per clock × clock, or the
-    #: SM-side bound) a GPU with no published microbenchmark figure serves warm data at; None:
-    #: such a GPU reads warm data at the HBM rate (:func:`~.estimate.memory_s`)
-    l2_peak_share: float | None = None
     #: share of the L2 a warm kernel's data can occupy and still hit (the rest: other data)
     l2_usable_fraction: float = 0.5
     #: share of its aligned rate a tensor-core GEMM keeps when a row of an operand is not a
@@ -132,12 +128,7 @@ class EstimateParams:
         return params
 
     def l2_bandwidth(self, gpu: GPUSpec) -> float | None:
-        """Bytes/s a warm kernel reads from ``gpu``'s L2: the published microbenchmark figure,
-        else :attr:`l2_peak_share` of the GPU's L2 figure, else None (HBM rate)."""
-        measured = self.l2_bandwidth_bytes_per_s.get(gpu.key)
-        if measured is not None or self.l2_peak_share is None:
-            return measured
-        return self.l2_peak_share * gpu.l2_bandwidth
+        return self.l2_bandwidth_bytes_per_s.get(gpu.key)
 
     def with_host(self, host: HostCosts) -> EstimateParams:
         return replace(self, host=host)
@@ -161,16 +152,6 @@ L2_BANDWIDTH_BYTES_PER_S: dict[str, float] = {
     # Microbenchmarking" (2019), L2 load throughput on T4: 1270 GB/s.
     "t4": 1270e9,
 }
-
-#: Share of its L2 figure a GPU without a measured one reads warm data at: the T4's measured
-#: 1270 GB/s (above) over its figure, 40 SMs × 64 B/clk × 1590 MHz = 4.07 TB/s (the SM-side
-#: bound, :attr:`GPUSpec.l2_bandwidth`), is 0.31. A GPU with a large L2 in front of GDDR (Ada's
-#: L4: 48 MB before 300 GB/s) then reads a warm working set several times faster than its DRAM;
-#: on the H100 (0.31 × 10.1 TB/s) it is about the HBM rate, and never slower
-#: (:func:`~.estimate.memory_s`). The V100's measured share of its whitepaper figure is 0.69
-#: (2155 GB/s of 2048 B/clk × 1530 MHz); the lower, GDDR-era figure is taken: at whole vendor
-#: peaks the A100 and H100 estimates of the calibration set got worse.
-L2_PEAK_SHARE = 1270e9 / (40 * 64 * 1590e6)
 
 
 # --- What each constant means and where it comes from (METHOD.md prints this table) --------
@@ -246,9 +227,6 @@ CONSTANT_NOTES: dict[str, str] = {
     "cudagraph_gap_s": "GPU gap between kernels replayed from a CUDA graph; fit",
     "l2_bandwidth_bytes_per_s": "published L2 bandwidth per GPU (microbenchmarks, cited at "
     "L2_BANDWIDTH_BYTES_PER_S); warm estimate only, never the bound",
-    "l2_peak_share": "share of its L2 figure (bytes/clk x clock, or SMs x 64 B/clk) a GPU "
-    "with no published microbenchmark figure serves warm data at: the T4's measured share, "
-    "1270 GB/s of 4.07 TB/s = 0.31 (L2_PEAK_SHARE); never below the HBM rate; not fitted",
     "l2_usable_fraction": "share of the L2 a warm kernel's data may occupy and still hit (half: "
     "the other half holds the rest of the working set; not fitted)",
     "host.eager_call_s": "eager: Python call of the model; fit",
@@ -371,7 +349,6 @@ DEFAULT_PARAMS = EstimateParams(
     rnn_step_s=4.97e-06,
     cudagraph_gap_s=3e-07,
     l2_bandwidth_bytes_per_s=L2_BANDWIDTH_BYTES_PER_S,
-    l2_peak_share=L2_PEAK_SHARE,
     l2_usable_fraction=0.5,
     per_architecture=PER_ARCHITECTURE,
     per_gpu=PER_GPU,
