@@ -17,8 +17,10 @@ from torchroofline.price.estimate import (
     alignment_share,
     as_host_copy,
     beside_collective,
+    estimate_modes,
     host_copies,
     kernel_gpu_s,
+    memory_s,
 )
 from torchroofline.price.hardware import get_gpu
 from torchroofline.suites.kineto.pricing import COLLECTIVE, host_side
@@ -210,3 +212,23 @@ def test_every_estimate_carries_its_band() -> None:
     assert entry["estimate_low_us"] == pytest.approx(result.sol_s * 1e6)
     assert entry["top_kernels"][0]["estimate_high_us"] == pytest.approx(busy * band.high * 1e6)
     assert family_band("no such family") == DEFAULT_BAND
+
+
+def test_a_cuda_graph_replay_first_copies_its_forward_arguments_not_its_parameters() -> None:
+    # cudagraph trees copy each non-static input into the graph's buffer before the replay:
+    # x (4096 × 4096 fp32 = 64 MiB) is read and written once, 128 MiB; the Linear's weight
+    # (a parameter, static) is not copied. The replay issues nothing from the host, so the
+    # copy adds its own GPU time and one gap: 128 MiB at the memory rate, its fill, the gap
+    result = analyze(nn.Linear(4096, 4096), meta(4096, 4096), gpu="h100-sxm")
+    program = result.performance.program
+    [copy] = program.replay_copies
+    assert copy.bytes == 2 * 4096 * 4096 * 4
+    on_h100 = DEFAULT_PARAMS.for_gpu(H100)
+    added = (memory_s(copy.bytes, H100, on_h100, program.cache) + on_h100.fill_latency_s
+             + on_h100.cudagraph_gap_s)
+    without = estimate_modes(replace(program, replay_copies=()), DEFAULT_PARAMS)
+    assert result.performance.cudagraph.total_s - without.cudagraph.total_s == pytest.approx(
+        added, rel=1e-9)
+    # eager and torch.compile pass the argument as it is: no copy
+    assert result.performance.eager.total_s == without.eager.total_s
+    assert result.performance.compile.total_s == without.compile.total_s

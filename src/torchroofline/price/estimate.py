@@ -170,6 +170,13 @@ class ProgramLoad:
     cache: str
     eager: tuple[KernelLoad, ...]
     fused: tuple[KernelLoad, ...]
+    #: what a CUDA-graph replay runs before the graph (:func:`replay_input_copy`); () for none
+    replay_copies: tuple[KernelLoad, ...] = ()
+
+    @property
+    def replayed(self) -> tuple[KernelLoad, ...]:
+        """The kernels a CUDA-graph replay runs: its input copies, then the fused plan."""
+        return self.replay_copies + self.fused
 
 
 #: Matmul-class families with their own achievable fraction, and why they differ.
@@ -405,6 +412,26 @@ def _host_work(kernels: Sequence[Kernel], ops: Sequence[OpRecord], trace: Trace
     return views, modules, from_cpp
 
 
+#: The family of a replay's input copy (a copy kernel: bytes, no FLOPs).
+REPLAY_COPY_FAMILY = Category.DATA_MOVEMENT.value
+
+
+def replay_input_copy(trace: Trace, float_bytes: int, widened: frozenset[int]
+                      ) -> tuple[KernelLoad, ...]:
+    """The copy a CUDA-graph replay (``torch.compile(mode="reduce-overhead")``) runs first:
+    the graph reads its inputs from static buffers it recorded with, so cudagraph trees copy
+    every input that is not a parameter or buffer into them before each replay, one
+    ``torch._foreach_copy_`` of the forward arguments (``CUDAGraphNode.run`` →
+    ``_copy_inputs_and_remove_from_src`` in ``torch/_inductor/cudagraph_trees.py``). Each byte
+    is read and written once; () for a program without tensor arguments."""
+    copied = sum(running_bytes(ref, float_bytes, widened)
+                 for kind, ref in trace.resident if kind == "inputs")
+    if not copied:
+        return ()
+    return (KernelLoad(name="cudagraph input copy: _foreach_copy_", family=REPLAY_COPY_FAMILY,
+                       matmul_s=0.0, vector_s=0.0, bytes=2 * copied, launches=1),)
+
+
 def program_load(plans: Plans, context: PricingContext) -> ProgramLoad:
     """Both plans' :class:`KernelLoad` under ``context`` (its GPU, precision and switches)."""
     trace = plans.trace
@@ -426,6 +453,7 @@ def program_load(plans: Plans, context: PricingContext) -> ProgramLoad:
                         widened=widened)
             for k in plans.fused.kernels
         ),
+        replay_copies=replay_input_copy(trace, float_bytes, widened),
     )
 
 
@@ -689,6 +717,7 @@ def _pipelines(program: ProgramLoad, params: EstimateParams, eager_gpu: Sequence
     """Each mode's host/launch pipeline over the kernels' GPU seconds."""
     on_gpu = params.for_gpu(program.gpu)
     host = on_gpu.host
+    copies = [kernel_gpu_s(k, program.gpu, on_gpu, program.cache) for k in program.replay_copies]
     eager = timeline(
         "eager", host.eager_call_s, [_eager_issue(k, host) for k in program.eager], eager_gpu
     )
@@ -701,8 +730,8 @@ def _pipelines(program: ProgramLoad, params: EstimateParams, eager_gpu: Sequence
     replayed = timeline(
         "cudagraph",
         host.cudagraph_call_s,
-        [0.0] * len(fused_gpu),
-        [busy + on_gpu.cudagraph_gap_s for busy in fused_gpu],
+        [0.0] * (len(copies) + len(fused_gpu)),
+        [busy + on_gpu.cudagraph_gap_s for busy in [*copies, *fused_gpu]],
     )
     return Performance(params, program, eager, compiled, replayed)
 
@@ -743,8 +772,9 @@ class Performance:
         return {"eager": self.eager, "fused": self.compile, "cudagraph": self.cudagraph}
 
     def loads(self, mode: str) -> tuple[KernelLoad, ...]:
-        """The kernels a mode runs (eager's plan, or the fused plan)."""
-        return self.program.eager if mode == "eager" else self.program.fused
+        """The kernels a mode runs (eager's plan, the fused plan, or a replay's)."""
+        return {"eager": self.program.eager, "fused": self.program.fused}.get(
+            mode, self.program.replayed)
 
     def top_kernels(self, mode: str, count: int = 5
                     ) -> list[tuple[KernelLoad, float, tuple[float, float]]]:
