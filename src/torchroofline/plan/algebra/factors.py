@@ -33,6 +33,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from .network import Factor, Labels, Network, Sum, Term
 
@@ -42,6 +43,11 @@ EXHAUSTIVE_TERMS = 4
 MAX_WEIGHED = 400
 #: coefficients whose ratio is within this are one (a sum read twice, once scaled by 1/3)
 RATIO_TOLERANCE = 1e-12
+#: the largest denominator a coefficient is read as a fraction with, for the exact rank of a
+#: bilinear sum's coefficients (1/3 is 1/3; a coefficient no such fraction gives is left alone)
+RANK_DENOMINATOR = 10**6
+#: most renamings of a term's summed labels tried onto another's (labels of one size and role)
+MAX_RENAMINGS = 24
 
 Item = Factor | Sum
 #: (compute seconds, seconds) of a set of terms, or None where it cannot be run
@@ -252,11 +258,12 @@ class _Search:
         if key in self.found:
             return self.found[key]
         best, least = terms, self.weight(terms, output)
+        ranked = _ranked(self.net, terms, output)
         if len(terms) <= EXHAUSTIVE_TERMS:
-            reached = list(self._groupings(terms, output, every_subset=True))
-        else:  # the cheapest single grouping, then on from there
-            options = [(self.weight(t, output), n, t) for n, t in
-                       enumerate(self._groupings(terms, output, every_subset=False))]
+            reached = [*self._groupings(terms, output, every_subset=True), *ranked]
+        else:  # the cheapest single grouping (or rank factoring), then on from there
+            options = [(self.weight(t, output), n, t) for n, t in enumerate(itertools.chain(
+                self._groupings(terms, output, every_subset=False), ranked))]
             reached = [min(options)[2]] if options else []
         for grouped in reached:
             found = self.cheapest(grouped, output)
@@ -340,6 +347,183 @@ class _Search:
                 Term(lead * summed[0].coeff, part + summed[0].factors) if len(summed) == 1
                 else Term(lead, (*part, Sum(summed, ordered))))
         return grouped
+
+
+# --- a bilinear sum: its products are as few as its coefficients' rank -------------------------
+# Σᵢⱼ Cᵢⱼ·Xᵢ·Yⱼ with C = U·V (r columns of U, r rows of V) is Σₖ (Σᵢ Uᵢₖ·Xᵢ)·(Σⱼ Vₖⱼ·Yⱼ):
+# r products where the terms were as many as C's nonzeros. Groupings reach the rank only where
+# C's rows (or columns) are copies of few; with 2·G·E written once they miss
+# (A + G)(B + E) + (D + G)(C + E) = AB + AE + DC + DE + GB + GC + 2·GE, whose C has rank 2 with
+# three distinct rows and columns.
+
+
+def _fraction(value: float) -> Fraction | None:
+    """``value`` as a fraction of a small denominator (exact elimination), if it is one."""
+    found = Fraction(value).limit_denominator(RANK_DENOMINATOR)
+    return found if math.isclose(float(found), value, rel_tol=RATIO_TOLERANCE) else None
+
+
+def _summed_by_role(net: Network, first: Item, second: Item,
+                    output: frozenset[int]) -> dict[tuple[bool, bool, int], list[int]] | None:
+    """The summed labels of a product of two factors by role (in the first, in the second) and
+    size; None where a factor repeats a label (a diagonal)."""
+    a, b = atoms(net, first), atoms(net, second)
+    if len(set(a)) != len(a) or len(set(b)) != len(b):
+        return None
+    roles: dict[tuple[bool, bool, int], list[int]] = {}
+    for label in dict.fromkeys(a + b):
+        if label not in output:
+            roles.setdefault((label in a, label in b, net.sizes[label]), []).append(label)
+    return roles
+
+
+def _onto(net: Network, anchor: tuple[Item, ...], factors: tuple[Item, ...],
+          output: frozenset[int]) -> Iterator[tuple[Item, ...]]:
+    """``factors`` renamed onto ``anchor``'s labels role by role (each the same output labels as
+    the anchor's factor of its role, its summed labels onto the anchor's of that role and
+    size): the same product of other values, in each such renaming."""
+    for mine, theirs in zip(factors, anchor, strict=True):
+        if {a for a in atoms(net, mine) if a in output} != {
+                a for a in atoms(net, theirs) if a in output}:
+            return
+    target, source = _summed_by_role(net, *anchor, output), _summed_by_role(net, *factors, output)
+    if target is None or source is None or {k: len(v) for k, v in target.items()} != {
+            k: len(v) for k, v in source.items()}:
+        return
+    roles = sorted(target)
+    renamings = itertools.product(*(itertools.permutations(target[k]) for k in roles))
+    for chosen in itertools.islice(renamings, MAX_RENAMINGS):
+        names = {b: a for k, labels in zip(roles, chosen, strict=True)
+                 for b, a in zip(source[k], labels, strict=True)}
+        renamed = tuple(_renamed(net, f, names) for f in factors)
+        if None not in renamed:
+            yield renamed
+
+
+def _found(net: Network, items: list[Item], item: Item,
+           fixed: frozenset[int]) -> tuple[int, Fraction] | None:
+    """The position of the value ``item`` is r times, and r; None where it is a new one."""
+    for n, held in enumerate(items):
+        found = _matched(net, held, item, {}, fixed)
+        ratio = None if found is None else _fraction(found[1])
+        if ratio is not None:
+            return n, ratio
+    return None
+
+
+@dataclass
+class _Bilinear:
+    """Terms ``members`` of a sum read as Σᵢⱼ Cᵢⱼ·Xᵢ·Yⱼ: the distinct values in each role
+    (renamed onto the first member's labels) and C (``coeffs``, by position pair)."""
+
+    members: list[int]
+    roles: tuple[list[Item], list[Item]]
+    coeffs: dict[tuple[int, int], Fraction]
+
+    def add(self, net: Network, member: int, coeff: Fraction, options: Iterator[tuple[Item, ...]],
+            fixed: frozenset[int]) -> bool:
+        """Take in a member, its factors read the way (of ``options``) most of whose values
+        are held already; False where it has no way."""
+        best = None
+        for factors in options:
+            places = [_found(net, held, f, fixed) for held, f in zip(self.roles, factors,
+                                                                     strict=True)]
+            known = sum(place is not None for place in places)
+            if best is None or known > best[0]:
+                best = (known, factors, places)
+        if best is None:
+            return False
+        position = []
+        for held, factor, place in zip(self.roles, best[1], best[2], strict=True):
+            if place is None:
+                held.append(factor)
+                place = (len(held) - 1, Fraction(1))
+            position.append(place[0])
+            coeff *= place[1]
+        key = (position[0], position[1])
+        self.coeffs[key] = self.coeffs.get(key, Fraction(0)) + coeff
+        self.members.append(member)
+        return True
+
+
+def _bilinear(net: Network, terms: Sequence[Term], anchor: int,
+              fixed: frozenset[int]) -> _Bilinear:
+    """The terms read as products of the same shape as term ``anchor``'s, over its labels."""
+    first = terms[anchor].factors
+    family = _Bilinear([], ([], []), {})
+    labels = fixed | set(_term_labels(net, terms[anchor]))
+    for n, term in enumerate(terms):
+        coeff = _fraction(term.coeff) if term.coeff else None
+        if n < anchor or len(term.factors) != 2 or coeff is None:
+            continue
+        options = itertools.chain.from_iterable(
+            _onto(net, first, factors, fixed) for factors in (term.factors, term.factors[::-1]))
+        family.add(net, n, coeff, options, frozenset(labels))
+    return family
+
+
+def _rank_factors(rows: list[list[Fraction]]) -> list[tuple[list[Fraction], list[Fraction]]]:
+    """C = Σₖ uₖ·vₖᵀ in as many pairs as C's rank: vₖ the rows of C's reduced row echelon form,
+    uₖ the columns of C at its pivots (exact, over fractions)."""
+    reduced = [list(row) for row in rows]
+    pivots: list[int] = []
+    for column in range(len(reduced[0])):
+        top = len(pivots)
+        pick = next((i for i in range(top, len(reduced)) if reduced[i][column]), None)
+        if pick is None:
+            continue
+        reduced[top], reduced[pick] = reduced[pick], reduced[top]
+        lead = reduced[top][column]
+        reduced[top] = [v / lead for v in reduced[top]]
+        for i, row in enumerate(reduced):
+            if i != top and row[column]:
+                scale = row[column]
+                reduced[i] = [a - scale * b for a, b in zip(row, reduced[top], strict=True)]
+        pivots.append(column)
+    return [([row[p] for row in rows], reduced[k]) for k, p in enumerate(pivots)]
+
+
+def _combined(net: Network, items: Sequence[Item], coeffs: Sequence[Fraction],
+              labels: Labels) -> tuple[Fraction, Item]:
+    """Σᵢ cᵢ·itemsᵢ as a number times one item: the item itself where one cᵢ is nonzero, else a
+    sum over ``labels`` (its first coefficient taken out)."""
+    used = [(c, item) for c, item in zip(coeffs, items, strict=True) if c]
+    lead = used[0][0]
+    if len(used) == 1:
+        return lead, used[0][1]
+    return lead, Sum(tuple(Term(float(c / lead), (item,)) for c, item in used), labels)
+
+
+def _ranked(net: Network, terms: tuple[Term, ...], output: Labels) -> Iterator[tuple[Term, ...]]:
+    """Each bilinear family of ``terms`` (:class:`_Bilinear`) whose coefficients have a lower
+    rank than it has terms, as that many products of sums: the sums' coefficients from the
+    reduced rows of C and of Cᵀ (each leaves other adds)."""
+    fixed = frozenset(output)
+    placed: set[int] = set()
+    for anchor, term in enumerate(terms):
+        if anchor in placed or len(term.factors) != 2:
+            continue
+        family = _bilinear(net, terms, anchor, fixed)
+        placed.update(family.members)
+        lefts, rights = family.roles
+        matrix = [[family.coeffs.get((i, j), Fraction(0)) for j in range(len(rights))]
+                  for i in range(len(lefts))]
+        pairs = _rank_factors(matrix)
+        if len(pairs) >= len(family.members):
+            continue
+        columns = [list(column) for column in zip(*matrix, strict=True)]
+        transposed = [(u, v) for v, u in _rank_factors(columns)]
+        first = term.factors
+        shared = [tuple(a for a in atoms(net, f) if a in fixed or a in atoms(net, other))
+                  for f, other in (first, first[::-1])]
+        rest = tuple(t for n, t in enumerate(terms) if n not in family.members)
+        for factoring in (pairs, transposed):
+            made = []
+            for u, v in factoring:
+                (a, left), (b, right) = (_combined(net, lefts, u, shared[0]),
+                                         _combined(net, rights, v, shared[1]))
+                made.append(Term(float(a * b), (left, right)))
+            yield rest + tuple(made)
 
 
 def reads(terms: Sequence[Term]) -> int:
