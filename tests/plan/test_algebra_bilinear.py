@@ -115,6 +115,10 @@ RANKED: list[tuple[str, Callable, int]] = [
     # AB + AC + DC + DE + GB − GE = (A + G)(B + C) + (D − G)(C + E): C = [[1, 1, 0],
     # [0, 1, 1], [1, 0, −1]], row 3 = row 1 − row 2, rank 2; rows and columns distinct
     ("rank-2-of-6", lambda a, d, g, b, c, e: a @ b + a @ c + d @ c + d @ e + g @ b - g @ e, 2),
+    # the same, every term scaled by 1/√32 (no fraction of a small denominator: C is read
+    # relative to the first term's coefficient)
+    ("rank-2-scaled", lambda a, d, g, b, c, e: (a @ b + a @ c + d @ c + d @ e + g @ b - g @ e)
+     / math.sqrt(32), 2),
 ]
 
 
@@ -134,3 +138,11 @@ def test_a_bilinear_sum_of_full_rank_keeps_its_products() -> None:
     result = analyze(model, *(meta(*shape) for shape in [(P, Q)] * 3 + [(Q, S)] * 3))
     assert result.tensor_flops == 3 * 2 * P * Q * S
     assert not result.rewrites
+
+
+def test_a_product_scaled_by_an_irrational_number_is_one_product() -> None:
+    # level3/31_VisionAttention: q / √32 @ kᵀ, one term whose coefficient is no small fraction,
+    # made no coefficient matrix and the search failed (IndexError); 2·B·P·Q·S
+    model = Fn(lambda q, k: torch.bmm(q / math.sqrt(32), k.transpose(1, 2)))
+    result = analyze(model, meta(4, P, Q), meta(4, S, Q))
+    assert result.tensor_flops == 4 * 2 * P * Q * S

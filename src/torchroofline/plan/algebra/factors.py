@@ -413,12 +413,14 @@ def _found(net: Network, items: list[Item], item: Item,
 
 @dataclass
 class _Bilinear:
-    """Terms ``members`` of a sum read as Σᵢⱼ Cᵢⱼ·Xᵢ·Yⱼ: the distinct values in each role
-    (renamed onto the first member's labels) and C (``coeffs``, by position pair)."""
+    """Terms ``members`` of a sum read as ``scale``·Σᵢⱼ Cᵢⱼ·Xᵢ·Yⱼ: the distinct values in each
+    role (renamed onto the first member's labels) and C (``coeffs``, by position pair), each
+    coefficient a fraction of the first member's (1/√d on every term is ``scale``)."""
 
-    members: list[int]
-    roles: tuple[list[Item], list[Item]]
-    coeffs: dict[tuple[int, int], Fraction]
+    scale: float
+    members: list[int] = field(default_factory=list)
+    roles: tuple[list[Item], list[Item]] = field(default_factory=lambda: ([], []))
+    coeffs: dict[tuple[int, int], Fraction] = field(default_factory=dict)
 
     def add(self, net: Network, member: int, coeff: Fraction, options: Iterator[tuple[Item, ...]],
             fixed: frozenset[int]) -> bool:
@@ -450,10 +452,10 @@ def _bilinear(net: Network, terms: Sequence[Term], anchor: int,
               fixed: frozenset[int]) -> _Bilinear:
     """The terms read as products of the same shape as term ``anchor``'s, over its labels."""
     first = terms[anchor].factors
-    family = _Bilinear([], ([], []), {})
+    family = _Bilinear(terms[anchor].coeff)
     labels = fixed | set(_term_labels(net, terms[anchor]))
     for n, term in enumerate(terms):
-        coeff = _fraction(term.coeff) if term.coeff else None
+        coeff = _fraction(term.coeff / family.scale) if term.coeff else None
         if n < anchor or len(term.factors) != 2 or coeff is None:
             continue
         options = itertools.chain.from_iterable(
@@ -501,10 +503,12 @@ def _ranked(net: Network, terms: tuple[Term, ...], output: Labels) -> Iterator[t
     fixed = frozenset(output)
     placed: set[int] = set()
     for anchor, term in enumerate(terms):
-        if anchor in placed or len(term.factors) != 2:
+        if anchor in placed or len(term.factors) != 2 or not term.coeff:
             continue
         family = _bilinear(net, terms, anchor, fixed)
         placed.update(family.members)
+        if len(family.members) < 2:
+            continue
         lefts, rights = family.roles
         matrix = [[family.coeffs.get((i, j), Fraction(0)) for j in range(len(rights))]
                   for i in range(len(lefts))]
@@ -522,7 +526,7 @@ def _ranked(net: Network, terms: tuple[Term, ...], output: Labels) -> Iterator[t
             for u, v in factoring:
                 (a, left), (b, right) = (_combined(net, lefts, u, shared[0]),
                                          _combined(net, rights, v, shared[1]))
-                made.append(Term(float(a * b), (left, right)))
+                made.append(Term(family.scale * float(a * b), (left, right)))
             yield rest + tuple(made)
 
 
