@@ -5,12 +5,16 @@ products of sums of the L's and R's exist, since r such products are a rank-r fa
 (the Lᵢ and Rⱼ are independent generic matrices).
 
 Groupings of terms (a common factor taken out) reach the rank only where C's rows or columns
-are copies of few; the generated programs here draw C at random, so most need the rank.
+are copies of few; the generated programs here draw C at random, so most need the rank. Terms
+with a common middle, Σᵢⱼ Cᵢⱼ·Lᵢ @ M @ Rⱼ, are read the same way (M taken out of the matrix):
+rank(C) chains of two products.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable
 
 import pytest
@@ -45,19 +49,22 @@ def _coefficients(draw: st.DrawFn) -> Matrix:
     return matrix
 
 
-def _program(matrix: Matrix, transposed: bool) -> tuple[Fn, list[str]]:
-    """Σᵢⱼ Cᵢⱼ·Lᵢ @ Rⱼ written term by term (each product ``(Rⱼᵀ @ Lᵢᵀ)ᵀ`` where
-    ``transposed``), and the names of the matrices it reads, in order."""
+def _program(matrix: Matrix, transposed: bool, middle: bool = False) -> tuple[Fn, list[str]]:
+    """Σᵢⱼ Cᵢⱼ·Lᵢ @ Rⱼ written term by term (Lᵢ @ M @ Rⱼ where ``middle``, each product
+    ``(Rⱼᵀ @ Lᵢᵀ)ᵀ`` where ``transposed``), and the names of the matrices it reads, in order."""
     cells = [(c, LEFTS[i], RIGHTS[j]) for i, row in enumerate(matrix) for j, c in enumerate(row)
              if c]
-    names = sorted({n for _, left, right in cells for n in (left, right)})
+    names = sorted({n for _, left, right in cells for n in (left, right)} | (
+        {"M"} if middle else set()))
 
     def body(*matrices: torch.Tensor) -> torch.Tensor:
         held = dict(zip(names, matrices, strict=True))
         total = None
         for c, left, right in cells:
-            product = (held[right].T @ held[left].T).T if transposed else (
-                held[left] @ held[right])
+            chain = [held[left], held["M"], held[right]] if middle else [
+                held[left], held[right]]
+            product = functools.reduce(operator.matmul, [m.T for m in reversed(chain)]).T if (
+                transposed) else functools.reduce(operator.matmul, chain)
             term = product if c == 1 else -product if c == -1 else c * product  # c in −3..3
             total = term if total is None else total + term
         return total
@@ -66,7 +73,7 @@ def _program(matrix: Matrix, transposed: bool) -> tuple[Fn, list[str]]:
 
 
 def _shape(name: str, p: int, q: int, s: int) -> tuple[int, int]:
-    return (p, q) if name in LEFTS else (q, s)
+    return (p, q) if name in LEFTS else (q, q) if name == "M" else (q, s)
 
 
 def _rank(matrix: Matrix) -> int:
@@ -87,20 +94,34 @@ def test_a_bilinear_sum_takes_as_many_products_as_its_coefficients_rank(
     assert result.compulsory_bytes == FP32 * (sum(math.prod(s) for s in shapes) + P * S)
 
 
+@settings(max_examples=12, deadline=None)
+@given(_coefficients(), st.booleans())
+def test_a_bilinear_sum_with_a_common_middle_takes_two_products_per_rank(
+    matrix: Matrix, transposed: bool
+) -> None:
+    # Σᵢⱼ Cᵢⱼ·Lᵢ·M·Rⱼ = Σₖ (Σᵢ uₖᵢ·Lᵢ)·M·(Σⱼ vₖⱼ·Rⱼ): rank(C) chains of two products (the
+    # hand minimum, square matrices: P = Q = S). As written, L·M is shared by value numbering
+    # and each term costs one more: distinct lefts + nonzeros ≥ 2·rank
+    model, names = _program(matrix, transposed, middle=True)
+    result = analyze(model, *(meta(*_shape(n, P, Q, S)) for n in names))
+    assert result.tensor_flops <= 2 * _rank(matrix) * 2 * P * Q * S, (matrix, transposed)
+
+
 @pytest.mark.usefixtures("_always_fire")
 @settings(max_examples=15, deadline=None)
-@given(_coefficients(), st.booleans())
-def test_a_bilinear_sum_factored_computes_its_value(matrix: Matrix, transposed: bool) -> None:
+@given(_coefficients(), st.booleans(), st.booleans())
+def test_a_bilinear_sum_factored_computes_its_value(matrix: Matrix, transposed: bool,
+                                                    middle: bool) -> None:
     # the replacement (forced: whatever the gain; there is one where the rank is below the
     # terms) equals the program's output on float64, and the bound reads at least what the
     # dependence oracle proves needed
-    model, names = _program(matrix, transposed)
+    model, names = _program(matrix, transposed, middle)
     inputs = tuple(torch.randn(_shape(n, 3, 4, 5), dtype=torch.float64) for n in names)
     expected = model(*inputs)
     found = _forced_replacements(model, inputs)
     assert found or _rank(matrix) == sum(c != 0 for row in matrix for c in row)
     for _, replaced in found:
-        assert torch.allclose(replaced, expected, atol=1e-9), (matrix, transposed)
+        assert torch.allclose(replaced, expected, atol=1e-9), (matrix, transposed, middle)
     proven = oracle(model, inputs)
     assert analyze(model, *(x.float() for x in inputs)).compulsory_bytes >= proven.bytes(FP32)
 
@@ -119,13 +140,18 @@ RANKED: list[tuple[str, Callable, int]] = [
     # relative to the first term's coefficient)
     ("rank-2-scaled", lambda a, d, g, b, c, e: (a @ b + a @ c + d @ c + d @ e + g @ b - g @ e)
      / math.sqrt(32), 2),
+    # the rank-2-of-7 sum with a common middle M: L·M is shared as written (3 products), then
+    # a product per term grouped by its left: L·M·(Σⱼ Cᵢⱼ Rⱼ), 6 products; (A + G)·M·(B + E)
+    # + (D + G)·M·(C + E) takes 4
+    ("rank-2-middle", lambda a, d, g, b, c, e, m: a @ m @ b + a @ m @ e + d @ m @ c
+     + d @ m @ e + g @ m @ b + g @ m @ c + 2 * (g @ m @ e), 4),
 ]
 
 
 @pytest.mark.parametrize(("body", "needed"), [r[1:] for r in RANKED],
                          ids=[r[0] for r in RANKED])
 def test_a_bilinear_sum_of_low_rank(body: Callable, needed: int) -> None:
-    shapes = [(P, Q)] * 3 + [(Q, S)] * 3
+    shapes = [(P, Q)] * 3 + [(Q, S)] * 3 + [(Q, Q)] * (body.__code__.co_argcount - 6)
     result = analyze(Fn(body), *(meta(*shape) for shape in shapes))
     assert result.tensor_flops == needed * 2 * P * Q * S
     assert result.rewrites[-1].rule == "common factor taken out"

@@ -16,6 +16,9 @@ AB + AC + DB + DC → A(B + C) + D(B + C) → (A + D)(B + C), one product where 
 A common left part of chains (a prefix), a right part (a suffix) and any other shared
 sub-product are all groupings; terms with no factor in common but a broadcast output
 (two biases) are grouped with nothing taken out, so that they are added at their own size.
+A bilinear sum Σᵢⱼ Cᵢⱼ·Lᵢ·M·Rⱼ (any common middle M, or none) is also written as rank(C)
+products of sums (:func:`_ranked`), which groupings reach only where C's rows or columns are
+copies of few.
 
 Taking a factor out is not always cheaper: A·B·C + A·D with a thin A costs less as
 (A·B)·C + A·D than as A·(B·C + D), which multiplies B·C out. So every set of terms the search
@@ -48,6 +51,9 @@ RATIO_TOLERANCE = 1e-12
 RANK_DENOMINATOR = 10**6
 #: most renamings of a term's summed labels tried onto another's (labels of one size and role)
 MAX_RENAMINGS = 24
+#: most factors of a term read as a bilinear one (two in the roles, the rest its middle: each
+#: order of a member's factors is tried, n! of them)
+MOST_RANKED_FACTORS = 4
 
 Item = Factor | Sum
 #: (compute seconds, seconds) of a set of terms, or None where it cannot be run
@@ -363,21 +369,22 @@ def _fraction(value: float) -> Fraction | None:
     return found if math.isclose(float(found), value, rel_tol=RATIO_TOLERANCE) else None
 
 
-def _summed_by_role(net: Network, first: Item, second: Item,
-                    output: frozenset[int]) -> dict[tuple[bool, bool, int], list[int]] | None:
-    """The summed labels of a product of two factors by role (in the first, in the second) and
+def _summed_by_role(net: Network, factors: Sequence[Item],
+                    output: frozenset[int]) -> dict[tuple, list[int]] | None:
+    """The summed labels of a product of ``factors`` by role (the factors that carry it) and
     size; None where a factor repeats a label (a diagonal)."""
-    a, b = atoms(net, first), atoms(net, second)
-    if len(set(a)) != len(a) or len(set(b)) != len(b):
+    carried = [atoms(net, f) for f in factors]
+    if any(len(set(labels)) != len(labels) for labels in carried):
         return None
-    roles: dict[tuple[bool, bool, int], list[int]] = {}
-    for label in dict.fromkeys(a + b):
+    roles: dict[tuple, list[int]] = {}
+    for label in dict.fromkeys(itertools.chain(*carried)):
         if label not in output:
-            roles.setdefault((label in a, label in b, net.sizes[label]), []).append(label)
+            key = (*(label in labels for labels in carried), net.sizes[label])
+            roles.setdefault(key, []).append(label)
     return roles
 
 
-def _onto(net: Network, anchor: tuple[Item, ...], factors: tuple[Item, ...],
+def _onto(net: Network, anchor: Sequence[Item], factors: Sequence[Item],
           output: frozenset[int]) -> Iterator[tuple[Item, ...]]:
     """``factors`` renamed onto ``anchor``'s labels role by role (each the same output labels as
     the anchor's factor of its role, its summed labels onto the anchor's of that role and
@@ -386,7 +393,7 @@ def _onto(net: Network, anchor: tuple[Item, ...], factors: tuple[Item, ...],
         if {a for a in atoms(net, mine) if a in output} != {
                 a for a in atoms(net, theirs) if a in output}:
             return
-    target, source = _summed_by_role(net, *anchor, output), _summed_by_role(net, *factors, output)
+    target, source = _summed_by_role(net, anchor, output), _summed_by_role(net, factors, output)
     if target is None or source is None or {k: len(v) for k, v in target.items()} != {
             k: len(v) for k, v in source.items()}:
         return
@@ -400,7 +407,7 @@ def _onto(net: Network, anchor: tuple[Item, ...], factors: tuple[Item, ...],
             yield renamed
 
 
-def _found(net: Network, items: list[Item], item: Item,
+def _found(net: Network, items: Sequence[Item], item: Item,
            fixed: frozenset[int]) -> tuple[int, Fraction] | None:
     """The position of the value ``item`` is r times, and r; None where it is a new one."""
     for n, held in enumerate(items):
@@ -413,30 +420,40 @@ def _found(net: Network, items: list[Item], item: Item,
 
 @dataclass
 class _Bilinear:
-    """Terms ``members`` of a sum read as ``scale``·Σᵢⱼ Cᵢⱼ·Xᵢ·Yⱼ: the distinct values in each
-    role (renamed onto the first member's labels) and C (``coeffs``, by position pair), each
-    coefficient a fraction of the first member's (1/√d on every term is ``scale``)."""
+    """Terms ``members`` of a sum read as ``scale``·Σᵢⱼ Cᵢⱼ·Xᵢ·M·Yⱼ, M the factors every member
+    holds (``middle``, the first member's; none for a sum of products of two): the distinct
+    values in each role (renamed onto the first member's labels) and C (``coeffs``, by
+    position pair), each coefficient a fraction of the first member's (1/√d on every term is
+    ``scale``)."""
 
     scale: float
+    middle: tuple[Item, ...]
     members: list[int] = field(default_factory=list)
     roles: tuple[list[Item], list[Item]] = field(default_factory=lambda: ([], []))
     coeffs: dict[tuple[int, int], Fraction] = field(default_factory=dict)
 
-    def add(self, net: Network, member: int, coeff: Fraction, options: Iterator[tuple[Item, ...]],
-            fixed: frozenset[int]) -> bool:
-        """Take in a member, its factors read the way (of ``options``) most of whose values
-        are held already; False where it has no way."""
+    def add(self, net: Network, member: int, coeff: Fraction,
+            options: Iterator[tuple[Item, ...]], fixed: frozenset[int]) -> None:
+        """Take in a member whose factors (read the ways of ``options``: its two in the roles,
+        then the middle) hold the middle; of those ways the one most of whose values in the
+        roles are held already."""
         best = None
         for factors in options:
+            middle = [_found(net, [held], f, fixed) for held, f in zip(
+                self.middle, factors[2:], strict=True)]
+            if None in middle:
+                continue
             places = [_found(net, held, f, fixed) for held, f in zip(self.roles, factors,
-                                                                     strict=True)]
+                                                                     strict=False)]
             known = sum(place is not None for place in places)
             if best is None or known > best[0]:
-                best = (known, factors, places)
+                ratio = math.prod((place[1] for place in middle), start=Fraction(1))
+                best = (known, factors, places, ratio)
         if best is None:
-            return False
+            return
+        _, factors, places, coeff = best[0], best[1], best[2], coeff * best[3]
         position = []
-        for held, factor, place in zip(self.roles, best[1], best[2], strict=True):
+        for held, factor, place in zip(self.roles, factors, places, strict=False):
             if place is None:
                 held.append(factor)
                 place = (len(held) - 1, Fraction(1))
@@ -445,22 +462,24 @@ class _Bilinear:
         key = (position[0], position[1])
         self.coeffs[key] = self.coeffs.get(key, Fraction(0)) + coeff
         self.members.append(member)
-        return True
 
 
-def _bilinear(net: Network, terms: Sequence[Term], anchor: int,
+def _bilinear(net: Network, terms: Sequence[Term], anchor: int, roles: tuple[int, int],
               fixed: frozenset[int]) -> _Bilinear:
-    """The terms read as products of the same shape as term ``anchor``'s, over its labels."""
-    first = terms[anchor].factors
-    family = _Bilinear(terms[anchor].coeff)
-    labels = fixed | set(_term_labels(net, terms[anchor]))
+    """The terms read as products of the same shape as term ``anchor``'s, its factors
+    ``roles`` in the roles and the others the middle, over its labels."""
+    held = terms[anchor].factors
+    first = (*(held[r] for r in roles), *(f for n, f in enumerate(held) if n not in roles))
+    family = _Bilinear(terms[anchor].coeff, first[2:])
+    labels = frozenset(fixed | set(_term_labels(net, terms[anchor])))
     for n, term in enumerate(terms):
         coeff = _fraction(term.coeff / family.scale) if term.coeff else None
-        if n < anchor or len(term.factors) != 2 or coeff is None:
+        if n < anchor or len(term.factors) != len(first) or coeff is None:
             continue
         options = itertools.chain.from_iterable(
-            _onto(net, first, factors, fixed) for factors in (term.factors, term.factors[::-1]))
-        family.add(net, n, coeff, options, frozenset(labels))
+            _onto(net, first, factors, fixed)
+            for factors in itertools.permutations(term.factors))
+        family.add(net, n, coeff, options, labels)
     return family
 
 
@@ -485,7 +504,7 @@ def _rank_factors(rows: list[list[Fraction]]) -> list[tuple[list[Fraction], list
     return [([row[p] for row in rows], reduced[k]) for k, p in enumerate(pivots)]
 
 
-def _combined(net: Network, items: Sequence[Item], coeffs: Sequence[Fraction],
+def _combined(items: Sequence[Item], coeffs: Sequence[Fraction],
               labels: Labels) -> tuple[Fraction, Item]:
     """Σᵢ cᵢ·itemsᵢ as a number times one item: the item itself where one cᵢ is nonzero, else a
     sum over ``labels`` (its first coefficient taken out)."""
@@ -497,37 +516,52 @@ def _combined(net: Network, items: Sequence[Item], coeffs: Sequence[Fraction],
 
 
 def _ranked(net: Network, terms: tuple[Term, ...], output: Labels) -> Iterator[tuple[Term, ...]]:
-    """Each bilinear family of ``terms`` (:class:`_Bilinear`) whose coefficients have a lower
-    rank than it has terms, as that many products of sums: the sums' coefficients from the
-    reduced rows of C and of Cᵀ (each leaves other adds)."""
+    """Each bilinear family of ``terms`` (:class:`_Bilinear`: any two factors of a term of at
+    most :data:`MOST_RANKED_FACTORS` in the roles) whose coefficients have a lower rank than it
+    has terms, as that many products of sums: the sums' coefficients from the reduced rows of
+    C and of Cᵀ (each leaves other adds)."""
     fixed = frozenset(output)
     placed: set[int] = set()
     for anchor, term in enumerate(terms):
-        if anchor in placed or len(term.factors) != 2 or not term.coeff:
+        if anchor in placed or not 2 <= len(term.factors) <= MOST_RANKED_FACTORS or (
+            not term.coeff
+        ):
             continue
-        family = _bilinear(net, terms, anchor, fixed)
-        placed.update(family.members)
-        if len(family.members) < 2:
-            continue
-        lefts, rights = family.roles
-        matrix = [[family.coeffs.get((i, j), Fraction(0)) for j in range(len(rights))]
-                  for i in range(len(lefts))]
-        pairs = _rank_factors(matrix)
-        if len(pairs) >= len(family.members):
-            continue
-        columns = [list(column) for column in zip(*matrix, strict=True)]
-        transposed = [(u, v) for v, u in _rank_factors(columns)]
-        first = term.factors
-        shared = [tuple(a for a in atoms(net, f) if a in fixed or a in atoms(net, other))
-                  for f, other in (first, first[::-1])]
-        rest = tuple(t for n, t in enumerate(terms) if n not in family.members)
-        for factoring in (pairs, transposed):
-            made = []
-            for u, v in factoring:
-                (a, left), (b, right) = (_combined(net, lefts, u, shared[0]),
-                                         _combined(net, rights, v, shared[1]))
-                made.append(Term(family.scale * float(a * b), (left, right)))
-            yield rest + tuple(made)
+        for roles in itertools.combinations(range(len(term.factors)), 2):
+            family = _bilinear(net, terms, anchor, roles, fixed)
+            lefts, rights = family.roles
+            matrix = [[family.coeffs.get((i, j), Fraction(0)) for j in range(len(rights))]
+                      for i in range(len(lefts))]
+            if len(family.members) < 2:
+                continue
+            pairs = _rank_factors(matrix)
+            if len(pairs) >= len(family.members):
+                continue
+            placed.update(family.members)
+            yield from _products(net, terms, family, fixed, pairs, matrix)
+
+
+def _products(net: Network, terms: tuple[Term, ...], family: _Bilinear, fixed: frozenset[int],
+              pairs: Sequence[tuple[list[Fraction], list[Fraction]]],
+              matrix: list[list[Fraction]]) -> Iterator[tuple[Term, ...]]:
+    """The family's terms as Σₖ (Σᵢ uₖᵢ·Xᵢ)·M·(Σⱼ vₖⱼ·Yⱼ), the pairs of C's rows and of Cᵀ's,
+    beside the other terms."""
+    lefts, rights = family.roles
+    columns = [list(column) for column in zip(*matrix, strict=True)]
+    transposed = [(u, v) for v, u in _rank_factors(columns)]
+    # a sum carries the labels its role's factor shares with the rest of its term or the output
+    each = [lefts[0], rights[0], *family.middle]
+    shared = [tuple(a for a in atoms(net, f) if a in fixed or any(
+        a in atoms(net, other) for m, other in enumerate(each) if m != n))
+        for n, f in enumerate(each[:2])]
+    rest = tuple(t for n, t in enumerate(terms) if n not in family.members)
+    for factoring in (pairs, transposed):
+        made = []
+        for u, v in factoring:
+            (a, left), (b, right) = (_combined(lefts, u, shared[0]),
+                                     _combined(rights, v, shared[1]))
+            made.append(Term(family.scale * float(a * b), (left, right, *family.middle)))
+        yield rest + tuple(made)
 
 
 def reads(terms: Sequence[Term]) -> int:
