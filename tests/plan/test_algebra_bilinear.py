@@ -172,3 +172,21 @@ def test_a_product_scaled_by_an_irrational_number_is_one_product() -> None:
     model = Fn(lambda q, k: torch.bmm(q / math.sqrt(32), k.transpose(1, 2)))
     result = analyze(model, meta(4, P, Q), meta(4, S, Q))
     assert result.tensor_flops == 4 * 2 * P * Q * S
+
+
+def _first_two_share(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
+                     *rest: torch.Tensor) -> torch.Tensor:
+    """a @ b + a @ c + x₁ @ y₁ + …, added left to right."""
+    total = a @ b + a @ c
+    for x, y in zip(rest[::2], rest[1::2], strict=True):
+        total = total + x @ y
+    return total
+
+
+@pytest.mark.parametrize("others", [3, 7])
+def test_a_chain_of_adds_too_long_for_a_network_keeps_its_first_grouping(others: int) -> None:
+    # an add that is a term of a longer sum is left to the add that reads it, but only where
+    # that add makes a network (at most 8 terms): with 2 + 7 terms it does not, and a @ (b + c)
+    # is taken by the first add (it was lost: 9 products). 1 + others products of 2·P·Q·S
+    result = analyze(Fn(_first_two_share), *(meta(P, Q) for _ in range(3 + 2 * others)))
+    assert result.tensor_flops == (1 + others) * 2 * P * Q * S

@@ -375,13 +375,20 @@ def _shares_a_value(graph: Graph, root: int) -> bool:
 
 def _term_of_a_sum(graph: Graph, root: int) -> bool:
     """Whether the add ``root`` is a term of the one add that reads it, whose walk goes through
-    it: that add takes the whole sum. Rewritten here, in the same round, the first terms would
-    be grouped alone (2AB − 2AE = A(2B − 2E)) and the later terms could no longer join them in
-    a cheaper factoring of all of them (AB + … + GB − 2GE of rank 2 was charged 3 products)."""
+    it and makes a network (at most :data:`.network.MAX_TERMS` terms): that add takes the
+    whole sum. Rewritten here, in the same round, the first terms would be grouped alone
+    (2AB − 2AE = A(2B − 2E)) and the later terms could no longer join them in a cheaper
+    factoring of all of them (AB + … + GB − 2GE of rank 2 was charged 3 products)."""
     out = graph.op(root).writes[0]
     readers = graph.readers.get(out.value_id, ())
-    return len(readers) == 1 and graph.op(readers[0]).func.overloadpacket in _ADDS and (
-        transparent(graph, out, graph.op(root)))
+    if len(readers) != 1 or graph.op(readers[0]).func.overloadpacket not in _ADDS or not (
+        transparent(graph, out, graph.op(root))
+    ):
+        return False
+    reader = graph.op(readers[0])
+    walk = Walk(graph)
+    groups = walk.net.fresh(reader.writes[0].shape)
+    return lookup(STEPS, reader)(walk, reader, readers[0], groups) is not None
 
 
 def _as_written(graph: Graph, ops: set[int]) -> Cost:
