@@ -443,17 +443,18 @@ class _Bilinear:
                 self.middle, factors[2:], strict=True)]
             if None in middle:
                 continue
-            places = [_found(net, held, f, fixed) for held, f in zip(self.roles, factors,
-                                                                     strict=False)]
+            places = [_found(net, held, f, fixed) for held, f in zip(self.roles, factors[:2],
+                                                                     strict=True)]
             known = sum(place is not None for place in places)
             if best is None or known > best[0]:
                 ratio = math.prod((place[1] for place in middle), start=Fraction(1))
                 best = (known, factors, places, ratio)
         if best is None:
             return
-        _, factors, places, coeff = best[0], best[1], best[2], coeff * best[3]
+        _, factors, places, ratio = best
+        coeff *= ratio
         position = []
-        for held, factor, place in zip(self.roles, factors, places, strict=False):
+        for held, factor, place in zip(self.roles, factors[:2], places, strict=True):
             if place is None:
                 held.append(factor)
                 place = (len(held) - 1, Fraction(1))
