@@ -347,11 +347,48 @@ def _sources(graph: Graph, ref: TensorRef) -> set[int]:
     return found | {r.value_id for r in stack}
 
 
+def _summands(graph: Graph, ref: TensorRef) -> list[TensorRef]:
+    """The operands of the chain of adds ``ref`` reads, through the adds a walk goes through."""
+    producer = graph.producer(ref)
+    if producer is None or producer[1].func is None or (
+        producer[1].func.overloadpacket not in _ADDS
+    ) or not transparent(graph, ref, producer[1]):
+        return [ref]
+    return [r for read in producer[1].reads for r in _summands(graph, read)]
+
+
 def _shares_a_value(graph: Graph, root: int) -> bool:
-    """Whether the two operands of an add start from a common value, without which no factor
-    is common to terms of both (most adds: a residual connection, a bias)."""
+    """Whether two terms of the sum the add ``root`` ends (its operands, or theirs where an
+    operand is an add of its own) start from a common value, without which no factor is
+    common to two terms (most adds: a residual connection, a bias)."""
     reads = graph.op(root).reads
-    return len(reads) == 2 and bool(_sources(graph, reads[0]) & _sources(graph, reads[1]))
+    if len(reads) != 2:
+        return False
+    seen: set[int] = set()
+    for ref in (r for read in reads for r in _summands(graph, read)):
+        sources = _sources(graph, ref)
+        if sources & seen:
+            return True
+        seen |= sources
+    return False
+
+
+def _term_of_a_sum(graph: Graph, root: int) -> bool:
+    """Whether the add ``root`` is a term of the one add that reads it, whose walk goes through
+    it and makes a network (at most :data:`.network.MAX_TERMS` terms): that add takes the
+    whole sum. Rewritten here, in the same round, the first terms would be grouped alone
+    (2AB − 2AE = A(2B − 2E)) and the later terms could no longer join them in a cheaper
+    factoring of all of them (AB + … + GB − 2GE of rank 2 was charged 3 products)."""
+    out = graph.op(root).writes[0]
+    readers = graph.readers.get(out.value_id, ())
+    if len(readers) != 1 or graph.op(readers[0]).func.overloadpacket not in _ADDS or not (
+        transparent(graph, out, graph.op(root))
+    ):
+        return False
+    reader = graph.op(readers[0])
+    walk = Walk(graph)
+    groups = walk.net.fresh(reader.writes[0].shape)
+    return lookup(STEPS, reader)(walk, reader, readers[0], groups) is not None
 
 
 def _as_written(graph: Graph, ops: set[int]) -> Cost:
@@ -433,7 +470,7 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     ):
         return None
     adds = op.func.overloadpacket in _ADDS
-    if adds and not _shares_a_value(graph, root):
+    if adds and (not _shares_a_value(graph, root) or _term_of_a_sum(graph, root)):
         return None
     walk = Walk(graph)
     groups = walk.net.fresh(out.shape)

@@ -16,6 +16,9 @@ AB + AC + DB + DC → A(B + C) + D(B + C) → (A + D)(B + C), one product where 
 A common left part of chains (a prefix), a right part (a suffix) and any other shared
 sub-product are all groupings; terms with no factor in common but a broadcast output
 (two biases) are grouped with nothing taken out, so that they are added at their own size.
+A bilinear sum Σᵢⱼ Cᵢⱼ·Lᵢ·M·Rⱼ (any common middle M, or none) is also written as rank(C)
+products of sums (:func:`_ranked`), which groupings reach only where C's rows or columns are
+copies of few.
 
 Taking a factor out is not always cheaper: A·B·C + A·D with a thin A costs less as
 (A·B)·C + A·D than as A·(B·C + D), which multiplies B·C out. So every set of terms the search
@@ -33,6 +36,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from .network import Factor, Labels, Network, Sum, Term
 
@@ -42,6 +46,14 @@ EXHAUSTIVE_TERMS = 4
 MAX_WEIGHED = 400
 #: coefficients whose ratio is within this are one (a sum read twice, once scaled by 1/3)
 RATIO_TOLERANCE = 1e-12
+#: the largest denominator a coefficient is read as a fraction with, for the exact rank of a
+#: bilinear sum's coefficients (1/3 is 1/3; a coefficient no such fraction gives is left alone)
+RANK_DENOMINATOR = 10**6
+#: most renamings of a term's summed labels tried onto another's (labels of one size and role)
+MAX_RENAMINGS = 24
+#: most factors of a term read as a bilinear one (two in the roles, the rest its middle: each
+#: order of a member's factors is tried, n! of them)
+MOST_RANKED_FACTORS = 4
 
 Item = Factor | Sum
 #: (compute seconds, seconds) of a set of terms, or None where it cannot be run
@@ -252,11 +264,12 @@ class _Search:
         if key in self.found:
             return self.found[key]
         best, least = terms, self.weight(terms, output)
+        ranked = _ranked(self.net, terms, output)
         if len(terms) <= EXHAUSTIVE_TERMS:
-            reached = list(self._groupings(terms, output, every_subset=True))
-        else:  # the cheapest single grouping, then on from there
-            options = [(self.weight(t, output), n, t) for n, t in
-                       enumerate(self._groupings(terms, output, every_subset=False))]
+            reached = [*self._groupings(terms, output, every_subset=True), *ranked]
+        else:  # the cheapest single grouping (or rank factoring), then on from there
+            options = [(self.weight(t, output), n, t) for n, t in enumerate(itertools.chain(
+                self._groupings(terms, output, every_subset=False), ranked))]
             reached = [min(options)[2]] if options else []
         for grouped in reached:
             found = self.cheapest(grouped, output)
@@ -340,6 +353,216 @@ class _Search:
                 Term(lead * summed[0].coeff, part + summed[0].factors) if len(summed) == 1
                 else Term(lead, (*part, Sum(summed, ordered))))
         return grouped
+
+
+# --- a bilinear sum: its products are as few as its coefficients' rank -------------------------
+# Σᵢⱼ Cᵢⱼ·Xᵢ·Yⱼ with C = U·V (r columns of U, r rows of V) is Σₖ (Σᵢ Uᵢₖ·Xᵢ)·(Σⱼ Vₖⱼ·Yⱼ):
+# r products where the terms were as many as C's nonzeros. Groupings reach the rank only where
+# C's rows (or columns) are copies of few; with 2·G·E written once they miss
+# (A + G)(B + E) + (D + G)(C + E) = AB + AE + DC + DE + GB + GC + 2·GE, whose C has rank 2 with
+# three distinct rows and columns.
+
+
+def _fraction(value: float) -> Fraction | None:
+    """``value`` as a fraction of a small denominator (exact elimination), if it is one."""
+    found = Fraction(value).limit_denominator(RANK_DENOMINATOR)
+    return found if math.isclose(float(found), value, rel_tol=RATIO_TOLERANCE) else None
+
+
+def _summed_by_role(net: Network, factors: Sequence[Item],
+                    output: frozenset[int]) -> dict[tuple, list[int]] | None:
+    """The summed labels of a product of ``factors`` by role (the factors that carry it) and
+    size; None where a factor repeats a label (a diagonal)."""
+    carried = [atoms(net, f) for f in factors]
+    if any(len(set(labels)) != len(labels) for labels in carried):
+        return None
+    roles: dict[tuple, list[int]] = {}
+    for label in dict.fromkeys(itertools.chain(*carried)):
+        if label not in output:
+            key = (*(label in labels for labels in carried), net.sizes[label])
+            roles.setdefault(key, []).append(label)
+    return roles
+
+
+def _onto(net: Network, anchor: Sequence[Item], factors: Sequence[Item],
+          output: frozenset[int]) -> Iterator[tuple[Item, ...]]:
+    """``factors`` renamed onto ``anchor``'s labels role by role (each the same output labels as
+    the anchor's factor of its role, its summed labels onto the anchor's of that role and
+    size): the same product of other values, in each such renaming."""
+    for mine, theirs in zip(factors, anchor, strict=True):
+        if {a for a in atoms(net, mine) if a in output} != {
+                a for a in atoms(net, theirs) if a in output}:
+            return
+    target, source = _summed_by_role(net, anchor, output), _summed_by_role(net, factors, output)
+    if target is None or source is None or {k: len(v) for k, v in target.items()} != {
+            k: len(v) for k, v in source.items()}:
+        return
+    roles = sorted(target)
+    renamings = itertools.product(*(itertools.permutations(target[k]) for k in roles))
+    for chosen in itertools.islice(renamings, MAX_RENAMINGS):
+        names = {b: a for k, labels in zip(roles, chosen, strict=True)
+                 for b, a in zip(source[k], labels, strict=True)}
+        renamed = tuple(_renamed(net, f, names) for f in factors)
+        if None not in renamed:
+            yield renamed
+
+
+def _found(net: Network, items: Sequence[Item], item: Item,
+           fixed: frozenset[int]) -> tuple[int, Fraction] | None:
+    """The position of the value ``item`` is r times, and r; None where it is a new one."""
+    for n, held in enumerate(items):
+        found = _matched(net, held, item, {}, fixed)
+        ratio = None if found is None else _fraction(found[1])
+        if ratio is not None:
+            return n, ratio
+    return None
+
+
+@dataclass
+class _Bilinear:
+    """Terms ``members`` of a sum read as ``scale``·Σᵢⱼ Cᵢⱼ·Xᵢ·M·Yⱼ, M the factors every member
+    holds (``middle``, the first member's; none for a sum of products of two): the distinct
+    values in each role (renamed onto the first member's labels) and C (``coeffs``, by
+    position pair), each coefficient a fraction of the first member's (1/√d on every term is
+    ``scale``)."""
+
+    scale: float
+    middle: tuple[Item, ...]
+    members: list[int] = field(default_factory=list)
+    roles: tuple[list[Item], list[Item]] = field(default_factory=lambda: ([], []))
+    coeffs: dict[tuple[int, int], Fraction] = field(default_factory=dict)
+
+    def add(self, net: Network, member: int, coeff: Fraction,
+            options: Iterator[tuple[Item, ...]], fixed: frozenset[int]) -> None:
+        """Take in a member whose factors (read the ways of ``options``: its two in the roles,
+        then the middle) hold the middle; of those ways the one most of whose values in the
+        roles are held already."""
+        best = None
+        for factors in options:
+            middle = [_found(net, [held], f, fixed) for held, f in zip(
+                self.middle, factors[2:], strict=True)]
+            if None in middle:
+                continue
+            places = [_found(net, held, f, fixed) for held, f in zip(self.roles, factors[:2],
+                                                                     strict=True)]
+            known = sum(place is not None for place in places)
+            if best is None or known > best[0]:
+                ratio = math.prod((place[1] for place in middle), start=Fraction(1))
+                best = (known, factors, places, ratio)
+        if best is None:
+            return
+        _, factors, places, ratio = best
+        coeff *= ratio
+        position = []
+        for held, factor, place in zip(self.roles, factors[:2], places, strict=True):
+            if place is None:
+                held.append(factor)
+                place = (len(held) - 1, Fraction(1))
+            position.append(place[0])
+            coeff *= place[1]
+        key = (position[0], position[1])
+        self.coeffs[key] = self.coeffs.get(key, Fraction(0)) + coeff
+        self.members.append(member)
+
+
+def _bilinear(net: Network, terms: Sequence[Term], anchor: int, roles: tuple[int, int],
+              fixed: frozenset[int]) -> _Bilinear:
+    """The terms read as products of the same shape as term ``anchor``'s, its factors
+    ``roles`` in the roles and the others the middle, over its labels."""
+    held = terms[anchor].factors
+    first = (*(held[r] for r in roles), *(f for n, f in enumerate(held) if n not in roles))
+    family = _Bilinear(terms[anchor].coeff, first[2:])
+    labels = frozenset(fixed | set(_term_labels(net, terms[anchor])))
+    for n, term in enumerate(terms):
+        coeff = _fraction(term.coeff / family.scale) if term.coeff else None
+        if n < anchor or len(term.factors) != len(first) or coeff is None:
+            continue
+        options = itertools.chain.from_iterable(
+            _onto(net, first, factors, fixed)
+            for factors in itertools.permutations(term.factors))
+        family.add(net, n, coeff, options, labels)
+    return family
+
+
+def _rank_factors(rows: list[list[Fraction]]) -> list[tuple[list[Fraction], list[Fraction]]]:
+    """C = Σₖ uₖ·vₖᵀ in as many pairs as C's rank: vₖ the rows of C's reduced row echelon form,
+    uₖ the columns of C at its pivots (exact, over fractions)."""
+    reduced = [list(row) for row in rows]
+    pivots: list[int] = []
+    for column in range(len(reduced[0])):
+        top = len(pivots)
+        pick = next((i for i in range(top, len(reduced)) if reduced[i][column]), None)
+        if pick is None:
+            continue
+        reduced[top], reduced[pick] = reduced[pick], reduced[top]
+        lead = reduced[top][column]
+        reduced[top] = [v / lead for v in reduced[top]]
+        for i, row in enumerate(reduced):
+            if i != top and row[column]:
+                scale = row[column]
+                reduced[i] = [a - scale * b for a, b in zip(row, reduced[top], strict=True)]
+        pivots.append(column)
+    return [([row[p] for row in rows], reduced[k]) for k, p in enumerate(pivots)]
+
+
+def _combined(items: Sequence[Item], coeffs: Sequence[Fraction],
+              labels: Labels) -> tuple[Fraction, Item]:
+    """Σᵢ cᵢ·itemsᵢ as a number times one item: the item itself where one cᵢ is nonzero, else a
+    sum over ``labels`` (its first coefficient taken out)."""
+    used = [(c, item) for c, item in zip(coeffs, items, strict=True) if c]
+    lead = used[0][0]
+    if len(used) == 1:
+        return lead, used[0][1]
+    return lead, Sum(tuple(Term(float(c / lead), (item,)) for c, item in used), labels)
+
+
+def _ranked(net: Network, terms: tuple[Term, ...], output: Labels) -> Iterator[tuple[Term, ...]]:
+    """Each bilinear family of ``terms`` (:class:`_Bilinear`: any two factors of a term of at
+    most :data:`MOST_RANKED_FACTORS` in the roles) whose coefficients have a lower rank than it
+    has terms, as that many products of sums: the sums' coefficients from the reduced rows of
+    C and of Cᵀ (each leaves other adds)."""
+    fixed = frozenset(output)
+    placed: set[int] = set()
+    for anchor, term in enumerate(terms):
+        if anchor in placed or not 2 <= len(term.factors) <= MOST_RANKED_FACTORS or (
+            not term.coeff
+        ):
+            continue
+        for roles in itertools.combinations(range(len(term.factors)), 2):
+            family = _bilinear(net, terms, anchor, roles, fixed)
+            lefts, rights = family.roles
+            matrix = [[family.coeffs.get((i, j), Fraction(0)) for j in range(len(rights))]
+                      for i in range(len(lefts))]
+            if len(family.members) < 2:
+                continue
+            pairs = _rank_factors(matrix)
+            if len(pairs) >= len(family.members):
+                continue
+            placed.update(family.members)
+            yield from _products(net, terms, family, fixed, pairs, matrix)
+
+
+def _products(net: Network, terms: tuple[Term, ...], family: _Bilinear, fixed: frozenset[int],
+              pairs: Sequence[tuple[list[Fraction], list[Fraction]]],
+              matrix: list[list[Fraction]]) -> Iterator[tuple[Term, ...]]:
+    """The family's terms as Σₖ (Σᵢ uₖᵢ·Xᵢ)·M·(Σⱼ vₖⱼ·Yⱼ), the pairs of C's rows and of Cᵀ's,
+    beside the other terms."""
+    lefts, rights = family.roles
+    columns = [list(column) for column in zip(*matrix, strict=True)]
+    transposed = [(u, v) for v, u in _rank_factors(columns)]
+    # a sum carries the labels its role's factor shares with the rest of its term or the output
+    each = [lefts[0], rights[0], *family.middle]
+    shared = [tuple(a for a in atoms(net, f) if a in fixed or any(
+        a in atoms(net, other) for m, other in enumerate(each) if m != n))
+        for n, f in enumerate(each[:2])]
+    rest = tuple(t for n, t in enumerate(terms) if n not in family.members)
+    for factoring in (pairs, transposed):
+        made = []
+        for u, v in factoring:
+            (a, left), (b, right) = (_combined(lefts, u, shared[0]),
+                                     _combined(rights, v, shared[1]))
+            made.append(Term(family.scale * float(a * b), (left, right, *family.middle)))
+        yield rest + tuple(made)
 
 
 def reads(terms: Sequence[Term]) -> int:
