@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -56,42 +57,62 @@ def register(commands: Any) -> None:
     sweep.set_defaults(handler=cmd_sweep)
 
 
+#: The ``--set`` syntax, as every error about it says.
+AXIS_SYNTAX = "VALUES is a list 1,2,4 or a range lo:hi, lo:hi:step or lo:hi:*f with lo <= hi"
+#: The most values one axis takes: each is a trace (``N=1:1e12`` counted for ever).
+MAX_AXIS_VALUES = 1000
+
+
 def parse_axis(text: str) -> tuple[str, list[int | float]]:
-    """``NAME=VALUES`` (:func:`register`'s ``--set``) → the name and its values."""
+    """``NAME=VALUES`` (:func:`register`'s ``--set``) → the name and its values; a bad one is
+    one line naming the part at fault and the syntax."""
     name, equals, values = text.partition("=")
     if not equals or not name.strip() or not values.strip():
         raise UsageError(f"--set takes NAME=VALUES (batch_size=1,2,4 or 1:64), got '{text}'")
-    try:
-        parsed = [value for part in values.split(",") for value in _values(part.strip())]
-    except ValueError:
-        raise UsageError(
-            f"--set {name}: '{values}' is no list of numbers or range lo:hi[:step|:*f]"
-        ) from None
+    parsed: list[int | float] = []
+    for part in values.split(","):
+        try:
+            parsed += _values(part.strip())
+        except ValueError as error:
+            raise UsageError(f"--set {text}: {error}; {AXIS_SYNTAX}") from None
+        if len(parsed) > MAX_AXIS_VALUES:
+            raise UsageError(f"--set {text}: more than {MAX_AXIS_VALUES} values, each one a "
+                             "trace; give a coarser step (lo:hi:*2)")
     return name.strip(), parsed
 
 
 def _values(part: str) -> list[int | float]:
+    """One comma-separated part of VALUES: a number or a range; ValueError saying what is
+    wrong with it."""
     if ":" not in part:
         return [_number(part)]
     low, high, *step = part.split(":")
     start, stop = _number(low), _number(high)
-    if not step:
-        step = ["1"]
-    if len(step) > 1 or stop < start:
-        raise ValueError(part)
-    values, value = [], start
-    grow = step[0].startswith("*")
-    by = _number(step[0].lstrip("*"))
+    if len(step) > 1:
+        raise ValueError(f"'{part}' has {2 + len(step)} parts; a range has 2 or 3")
+    if stop < start:
+        raise ValueError(f"the range '{part}' ends ({high}) below its start ({low})")
+    grow = bool(step) and step[0].startswith("*")
+    by = _number(step[0].lstrip("*")) if step else 1
     if by <= (1 if grow else 0):
-        raise ValueError(part)
-    while value <= stop:
+        raise ValueError(f"the range '{part}' has the step '{step[0]}', which never reaches "
+                         f"{high}: {'a factor above 1' if grow else 'a step above 0'}")
+    values, value = [], start
+    while value <= stop and len(values) <= MAX_AXIS_VALUES:
         values.append(value)
         value = value * by if grow else value + by
     return values
 
 
 def _number(text: str) -> int | float:
-    value = float(text)
+    """``text`` as an int where it is a whole number written without a point; ValueError
+    naming it where it is no number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is no number" if text else "an empty value") from None
+    if not math.isfinite(value):
+        raise ValueError(f"'{text}' is no finite number")
     return int(value) if value.is_integer() and "." not in text else value
 
 
