@@ -673,3 +673,55 @@ def test_an_interrupted_batch_still_draws_the_problems_finished(capsys, tmp_path
     assert "interrupted after 1 of 2 problems" in err
     assert (pictures / "suite_scatter.png").read_bytes()[:4] == b"\x89PNG"
     assert f"wrote {pictures / 'suite_histogram.png'}" in err
+
+
+@pytest.mark.parametrize("argv", [
+    # each --gpu h100 prints its "which H100 part" note once the command goes ahead; an error
+    # found before any work came after that note (a missing file read as a second message)
+    ["analyze", SUITE / "nowhere.py"],
+    ["analyze", MATMUL, "--checkpoint", "blocks.*"],
+    ["analyze", MATMUL, "--mesh", "dp=2"],
+    ["analyze", MATMUL, "--actual-ms", "1,2"],
+    ["analyze", MATMUL, "--timeline", "t.jpg", "--world", "2", "--parallel", "ddp"],
+    ["kernelbench", SUITE / "nowhere"],
+    ["kernelbench", SUITE, "--timings", SUITE / "nowhere.json"],
+    ["kernelbench", SUITE, "--level", "7"],
+    ["kernelbench", SUITE, "--plot-dir", MATMUL],
+    ["sweep", SUITE / "nowhere.py", "--set", "N=32,64"],
+    ["sweep", MATMUL, "--set", "N=32,64", "--precision", "fp33"],
+    ["sweep", MATMUL, "--set", "N=32,64", "--plot", "s.jpg"],
+    ["sweep", MATMUL],
+    ["trace", SUITE / "nowhere.json"],
+])
+def test_an_error_found_before_any_work_comes_alone_before_any_note(capsys, argv):
+    code, out, err = run(capsys, *argv, "--gpu", "h100")
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("torchroofline: error: ")
+
+
+def test_every_output_is_made_by_one_rule_stated_in_help(capsys, tmp_path, suite_report):
+    # plot --out a/b made both folders where kernelbench --out a/r.json refused: the named file
+    # or folder is made, never a missing folder above it, the same from every command
+    _, report = suite_report
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(report))
+    code, _, err = run(capsys, "plot", saved, "--out", tmp_path / "a" / "b")
+    assert code == 2 and not (tmp_path / "a").exists()
+    assert err == (f"torchroofline: error: --out {tmp_path / 'a' / 'b'}: no folder "
+                   f"{tmp_path / 'a'}; create it first or choose another path\n")
+    code, _, _ = run(capsys, "plot", saved, "--out", tmp_path / "pictures")
+    assert code == 0 and (tmp_path / "pictures" / "suite_scatter.png").is_file()
+    code, _, err = run(capsys, "plot", saved, "--out", saved)
+    assert code == 2 and err.endswith(": is a file; give a folder\n")
+    code, _, err = run(capsys, "kernelbench", MATMUL, "--plot-dir", tmp_path / "c" / "d")
+    assert code == 2 and f"no folder {tmp_path / 'c'}; create it first" in err
+    code, _, err = run(capsys, "validate", MATMUL, "--plot", tmp_path / "e" / "v.png")
+    assert code == 2 and f"no folder {tmp_path / 'e'}; create it first" in err
+    for command in ("analyze", "kernelbench", "plot", "sweep", "trace", "validate"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        described = " ".join(capsys.readouterr().out.split())
+        assert "outputs: a file or folder an option names (--out, --plot, --plot-dir, " \
+               "--timeline, --plot-roofline) is created or overwritten, never a missing folder " \
+               "above it" in described, command

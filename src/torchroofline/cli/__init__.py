@@ -28,6 +28,7 @@ from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    OUTPUTS_RULE,
     USAGE_ERRORS,
     HelpFormatter,
     UsageError,
@@ -107,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Speed-of-light bounds for PyTorch programs on a chosen GPU, no GPU needed.",
         epilog="exit codes: 0 success, 1 some problems failed (reports are still written), 2 bad "
         "usage, 3 a generated kernel's or a traced op's time beats the speed of light (faster "
-        "than light: a timing bug or a kernel that skips work)",
+        f"than light: a timing bug or a kernel that skips work), 130 interrupted. {OUTPUTS_RULE}",
         formatter_class=HelpFormatter,
     )
     debug_flag(parser, False)

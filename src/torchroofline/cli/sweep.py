@@ -12,6 +12,7 @@ from .common import (
     CACHE_HELP,
     EXIT_OK,
     UsageError,
+    check_exists,
     check_outputs,
     command,
     data_option,
@@ -118,27 +119,37 @@ def _number(text: str) -> int | float:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ..price.hardware import choice_note, get_gpu
-    from ..price.precision import check_math
+    from ..price.precision import check_math, check_precision
     from ..suites.solexecbench import is_problem_dir
     from ..suites.sweep import sweep_kernelbench, sweep_solexecbench
 
+    # every check that reads no problem, then the GPUs' notes: an error is the one line
+    check_exists([args.path])
     check_outputs({"--out": args.out, "--plot": args.plot, "--plot-roofline": args.plot_roofline})
+    for picture in (args.plot, args.plot_roofline):
+        if picture:
+            from ..present.viz.canvas import save_target
+
+            save_target(picture)
     axes = dict(parse_axis(text) for text in args.axes)
     if len(axes) != len(args.axes):
         raise UsageError("--set names an axis twice; give each axis once")
+    if not axes and not is_problem_dir(args.path):
+        raise UsageError("sweep a problem file over its module globals: --set NAME=VALUES")
     gpus = [name.strip() for name in args.gpu.split(",") if name.strip()]
-    for name in gpus:
-        get_gpu(name)
-        if choice_note(name):
-            print_note(choice_note(name))
     precisions = [name.strip() for name in args.precision.split(",") if name.strip()]
     options = {"cache": args.cache, "math": check_math(args.math), "data": args.data,
                "data_limit_bytes": int(args.data_limit * 2**30)}
+    for name in gpus:
+        get_gpu(name)
+    for name in precisions:
+        check_precision(name)
+    for name in gpus:
+        if choice_note(name):
+            print_note(choice_note(name))
     if is_problem_dir(args.path):
         sweep = sweep_solexecbench(args.path, axes or None, gpus, precisions,
                                    rank_by=args.rank_by, narrow=not args.no_narrow, **options)
-    elif not axes:
-        raise UsageError("sweep a problem file over its module globals: --set NAME=VALUES")
     else:
         sweep = sweep_kernelbench(args.path, axes, gpus, precisions, rank_by=args.rank_by,
                                   narrow=not args.no_narrow, **options)
