@@ -725,3 +725,23 @@ def test_every_output_is_made_by_one_rule_stated_in_help(capsys, tmp_path, suite
         assert "outputs: a file or folder an option names (--out, --plot, --plot-dir, " \
                "--timeline, --plot-roofline) is created or overwritten, never a missing folder " \
                "above it" in described, command
+
+
+@pytest.mark.parametrize(("name", "text", "said"), [
+    # Python names no line for a null byte: it read "1_Binary.py:None: syntax error"
+    ("1_Binary.py", "x = 1\0\n", "1_Binary.py: syntax error: source code string cannot contain "
+     "null bytes; fix the file"),
+    # it read "_torchroofline_problem_2820377131331457113.Model() argument after * must be an
+    # iterable, not int"
+    ("1_InitInt.py", "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+     "    def forward(self, x):\n        return x\n\ndef get_inputs():\n"
+     "    return [torch.randn(4)]\n\ndef get_init_inputs():\n    return 7\n",
+     "1_InitInt.py: get_init_inputs() returned int; return a list"),
+])
+def test_a_malformed_problem_file_is_one_line_naming_the_fix(capsys, tmp_path, name, text, said):
+    path = tmp_path / name
+    path.write_text(text)
+    code, out, err = run(capsys, "analyze", path)
+    assert code == 1 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"torchroofline: error: {tmp_path / said}")

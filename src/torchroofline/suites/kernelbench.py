@@ -107,9 +107,7 @@ def load_problem(path: str | Path, *, class_name: str = "Model",
             else:
                 exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102
     except SyntaxError as error:
-        raise ProblemFileError(
-            f"{path}:{error.lineno}: syntax error: {error.msg}; fix the file"
-        ) from error
+        raise syntax_failed(path, error) from error
     except (Exception, SystemExit) as error:  # noqa: BLE001 — the file's own code failed
         _raise_if_network(path, error)
         raise code_failed(path, "importing the file", error) from error
@@ -145,6 +143,13 @@ def _refuse_compiled_kernel(path: Path) -> None:
 #: Modules KernelBench's problem files import beyond torch, and what installs them (the
 #: ``kernelbench`` extra of pyproject.toml).
 EXTRA_MODULES = {"einops": "'torchroofline[kernelbench]'"}
+
+
+def syntax_failed(path: str | Path, error: SyntaxError) -> ProblemFileError:
+    """The one line for a file Python cannot compile: its line where Python names one (a null
+    byte has none: it read "binary.py:None: ...")."""
+    where = f"{path}:{error.lineno}" if error.lineno else str(path)
+    return ProblemFileError(f"{where}: syntax error: {error.msg}; fix the file")
 
 
 def code_failed(path: str | Path, doing: str, error: BaseException) -> ProblemFileError:
@@ -400,6 +405,10 @@ def _made_inputs(
 
 def _construct(problem: Problem) -> tuple[nn.Module, tuple]:
     init_inputs = problem.get_init_inputs()
+    if not isinstance(init_inputs, (list, tuple)):  # it read "_torchroofline_problem_28…
+        # .Model() argument after * must be an iterable, not int"
+        raise ProblemFileError(f"{problem.path}: get_init_inputs() returned "
+                               f"{type(init_inputs).__name__}; return a list")
     model = problem.model_class(*init_inputs)
     inputs = problem.get_inputs()
     if isinstance(inputs, torch.Tensor):
