@@ -159,7 +159,9 @@ def test_a_misspelt_option_gets_the_closest_one(capsys):
     ("argv", "error"),
     [
         (["analyze", MATMUL, "--precison", "fp32"], "did you mean --precision?"),
-        (["analyze", MATMUL, "--actual-ms", "abc"], "--actual-ms: takes a number above 0"),
+        (["analyze", MATMUL, "--actual-ms", "abc"], "--actual-ms: takes a finite number above 0"),
+        # inf was taken: "infx headroom", and Infinity in the JSON
+        (["analyze", MATMUL, "--actual-ms", "inf"], "--actual-ms: takes a finite number above 0"),
         (["analyse", MATMUL], "invalid choice: 'analyse' (choose from 'analyze', "),
         (["kernelbench", SUITE, "--cache", "warn"], "did you mean 'warm'?"),
         # a negative --top sliced rows off the end of the tables
@@ -173,10 +175,10 @@ def test_a_misspelt_option_gets_the_closest_one(capsys):
         # problem failed "no result after -5 s", --world 0 asked for a parallelize()
         (["kernelbench", SUITE, "-j", "0"], "-j/--jobs: takes a whole number of 1 or more"),
         (["validate", SUITE, "-j", "-2"], "-j/--jobs: takes a whole number of 1 or more"),
-        (["kernelbench", SUITE, "--timeout", "-5"], "--timeout: takes a number above 0"),
-        (["kernelbench", SUITE, "--memory-limit", "0"], "--memory-limit: takes a number above 0"),
+        (["kernelbench", SUITE, "--timeout", "-5"], "--timeout: takes a finite number above 0"),
+        (["kernelbench", SUITE, "--memory-limit", "0"], "--memory-limit: takes a finite number"),
         (["analyze", MATMUL, "--world", "0"], "--world: takes a whole number of 1 or more"),
-        (["analyze", MATMUL, "--gen-ms", "-1"], "--gen-ms: takes a number above 0"),
+        (["analyze", MATMUL, "--gen-ms", "-1"], "--gen-ms: takes a finite number above 0"),
     ],
 )
 def test_a_usage_error_is_one_usage_line_and_the_error(capsys, argv, error):

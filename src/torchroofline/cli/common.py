@@ -4,6 +4,7 @@ the target GPU, and the one-line notes and errors on stderr."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -137,13 +138,14 @@ def clock_options(parser: argparse.ArgumentParser) -> None:
 
 
 def positive(text: str) -> float:
-    """An argparse type: a number above 0."""
+    """An argparse type: a finite number above 0 (``inf`` and ``nan`` are refused: a time or
+    a limit of either is no figure, and JSON cannot hold them)."""
     try:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"takes a number above 0, got '{text}'")
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"takes a finite number above 0, got '{text}'")
     return value
 
 

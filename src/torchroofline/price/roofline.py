@@ -11,6 +11,7 @@ this module and milliseconds at the API (``*_ms``).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -715,8 +716,10 @@ def _as_written_ms(as_written_ms: float | None) -> dict[str, float]:
 def _actual(actual_ms: float | None, result: Result) -> Actual | None:
     if actual_ms is None:
         return None
-    if not isinstance(actual_ms, (int, float)) or actual_ms <= 0:
-        raise InputError(f"actual_ms must be a positive time in milliseconds, got {actual_ms!r}")
+    if (isinstance(actual_ms, bool) or not isinstance(actual_ms, (int, float))
+            or not 0 < actual_ms < math.inf):
+        raise InputError(
+            f"actual_ms must be a finite time above 0 in milliseconds, got {actual_ms!r}")
     judged = result.judge(float(actual_ms))
     return Actual(
         ms=float(actual_ms),
