@@ -14,7 +14,8 @@ program's as written (where a shortcut lowers the bound). Five answers:
   lower math as written explains it as well, and the verdict names both;
 - a program whose output is a constant (it reads no input: ``x - x.max(1, keepdim=True)``
   over a dim of size 1) has a bound that only writes it, ~0 beyond the launch: its time says
-  how long the kernels ran that a correct program may skip, and a % of SoL says nothing;
+  how long the kernels ran that a correct program may skip, and a % of SoL says nothing; the
+  same for a bound of 0 (no output tensor, or only empty ones: "infx headroom" said nothing);
 - otherwise the headroom: how many times faster a kernel could still get.
 """
 
@@ -141,10 +142,11 @@ def verdict(
                 f"{label} or lower math (check your tolerance), else a timing bug or skipped "
                 "work")
         return Verdict("lower math", text, rung, headroom=headroom, rung_label=label)
-    if constant_output:
-        text = (f"the output is a constant: the bound only writes it ({human_ms(bound)}, "
-                f"launch-free), so a % of SoL says nothing of the {human_ms(measured_ms)} "
-                "measured")
+    if constant_output or not bound:
+        what = (f"the output is a constant: the bound only writes it ({human_ms(bound)}, "
+                "launch-free)" if bound else
+                "nothing is kept, no output tensor or only empty ones: the bound is 0")
+        text = f"{what}, so a % of SoL says nothing of the {human_ms(measured_ms)} measured"
         return Verdict(CONSTANT_OUTPUT, text, rung, headroom=headroom, rung_label=label)
     as_written = as_written_by_math_ms or {}
     if not shortcut or not as_written or measured_ms >= as_written.get(math, 0.0):

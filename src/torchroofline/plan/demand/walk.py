@@ -96,6 +96,11 @@ class Necessary:
         return bool(self.output_refs) and not self.input_refs
 
     @property
+    def keeps_empty_tensors(self) -> bool:
+        """Whether every kept output has no elements (a dim of size 0): nothing to compute."""
+        return bool(self.output_refs) and all(0 in ref.shape for ref in self.output_refs)
+
+    @property
     def notes(self) -> tuple[str, ...]:
         notes = [
             f"structured operand: {name} ({STRUCTURE_RULES[name].split(':')[0]})"
@@ -106,7 +111,13 @@ class Necessary:
                 "the model returns no tensor (forward returned None or Python numbers): "
                 "nothing is kept, so the bound is 0; return the tensors it computes"
             )
-        if self.constant_output:
+        if self.keeps_empty_tensors:
+            shapes = ", ".join(str(list(ref.shape)) for ref in self.output_refs)
+            notes.append(
+                f"the outputs have no elements (shape {shapes}): there is nothing to compute "
+                "or write, so the bound is 0; check the input sizes"
+            )
+        elif self.constant_output:
             notes.append(
                 "the output is a constant: it needs no element of any input, so the bound is "
                 "the writing of it and the executed work is all unkept"
