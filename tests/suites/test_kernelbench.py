@@ -372,3 +372,33 @@ def test_compare_kernelbench_names_an_algebraic_shortcut():
         "or as written with TF32 or lower math (check your tolerance)"
     assert (data["gen_shortcut"], data["ref_shortcut"]) == (shortcut, None)
     assert shortcut in comparison.format()
+
+
+# a problem written for the GPU: on a CPU-only build each .cuda() raised "Torch not compiled with
+# CUDA enabled" while the file was built, before any op; the trace already kept such moves
+ON_THE_GPU = '''
+import torch, torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(64, 32).cuda()
+        self.register_buffer("shift", torch.ones(32).to("cuda:0"))
+    def forward(self, x):
+        return self.proj(x) + self.shift
+def get_inputs():
+    return [torch.randn(16, 64).cuda()]
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_problem_that_moves_itself_to_the_gpu_is_built_where_it_is(tmp_path: Path) -> None:
+    moved = tmp_path / "on_gpu.py"
+    moved.write_text(ON_THE_GPU)
+    result = analyze_file(moved, "h100-sxm")
+    # the same program as the file's without the moves, whose product is 16·64·32·2 FLOPs
+    on_host = tmp_path / "on_host.py"
+    on_host.write_text(ON_THE_GPU.replace(".cuda()", "").replace('.to("cuda:0")', ""))
+    expected = analyze_file(on_host, "h100-sxm")
+    assert result.flops == expected.flops >= 16 * 64 * 32 * 2
+    assert result.sol_s == expected.sol_s > 0

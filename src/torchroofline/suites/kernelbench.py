@@ -42,6 +42,7 @@ from ..price.hardware import GPUSpec
 from ..price.precision import restoring_switches
 from ..price.roofline import Actual, Result
 from ..price.verdicts import verdict_fields
+from ..trace._cuda_bindings import HostMoves
 from ..trace.inputs import _module_tensors
 from ..trace.seeded import TENSOR_SHARE_OF_LIMIT, ShapeOnlyDraws, ShapeOnlyError
 from ..trace.shadow import ConstantShadow
@@ -255,7 +256,8 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
         # FakeTensorMode's cache is off: building makes tensors of shapes that seldom repeat,
         # and on a miss the cache's key and entry cost as much as the op itself
         mode = FakeTensorMode(allow_non_fake_inputs=True)
-        with hub_offline(), mode, disable_fake_tensor_cache(mode), ConstantShadow():
+        with (hub_offline(), mode, disable_fake_tensor_cache(mode), ConstantShadow(),
+              HostMoves()):
             return _construct(problem) + (notes,)
     except TorchrooflineError:
         raise
@@ -266,7 +268,7 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
             f"{type(fake_error).__name__}: {_first_line(fake_error)}"
         )
     try:
-        with hub_offline():
+        with hub_offline(), HostMoves():
             return _construct(problem) + (notes,)
     except (Exception, SystemExit) as error:  # noqa: BLE001 — the problem's own code failed
         _raise_if_network(problem.path, error)
@@ -304,7 +306,7 @@ def _under_seed(problem: Problem, make: Callable[[Callable[[], None]], Any], lim
     :class:`ShapeOnlyError`). The caller's generator state is put back."""
     state = torch.random.get_rng_state()
     try:
-        with hub_offline():
+        with hub_offline(), HostMoves():
             try:
                 with ShapeOnlyDraws.within(limit_bytes) as draws:
                     draws.manual_seed(KERNELBENCH_SEED)
