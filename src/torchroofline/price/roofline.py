@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..costs import Category, Cost, MatmulKind, OpRecord, total_cost
@@ -664,6 +665,9 @@ class Result:
 
     def to_json(self, path: str | None = None, *, indent: int = 2) -> str:
         """The JSON of :meth:`to_dict`; written to ``path`` when given."""
+        if path is not None and not Path(path).parent.is_dir():  # as Result.plot's check
+            raise InputError(f"cannot write {str(path)!r}: no folder {str(Path(path).parent)!r}; "
+                             "create it first")
         text = json.dumps(self.to_dict(), indent=indent)
         if path is not None:
             with open(path, "w", encoding="utf-8") as handle:

@@ -93,6 +93,9 @@ def load_problem(path: str | Path, *, class_name: str = "Model",
     or a file without ``class_name`` / ``get_inputs``.
     """
     path = Path(path)
+    if path.is_dir():  # it said "no such problem file" of a folder that is there
+        raise ProblemFileError(f"{path}: a folder, not a problem file; pass one of its .py "
+                               f"files ('torchroofline kernelbench {path}' analyzes them all)")
     if not path.is_file():
         raise ProblemFileError(f"{path}: no such problem file")
     _refuse_compiled_kernel(path)
