@@ -12,7 +12,7 @@ from conftest import meta
 from torchroofline import analyze
 from torchroofline.present.html import suite_html
 from torchroofline.present.report import CONSTANT_OUTPUT, suite_markdown
-from torchroofline.present.viz.rooflines import _measured_label
+from torchroofline.present.viz.rooflines import _measured_label, _note
 from torchroofline.suites.batch_report import BatchReport, ProblemReport
 
 B, S, D, C = 2, 8, 16, 4  #: batch, tokens, width, classes
@@ -141,6 +141,11 @@ def test_a_bound_of_zero_gets_no_percent_of_sol() -> None:
     judged = result.actual.verdict
     assert not judged.measures_kernel and judged.sol_fraction is None
     assert judged.text.startswith("nothing is kept, no output tensor or only empty ones")
+    # the picture said "constant output: no % of SoL" and "pure data movement" of 0 B
+    assert judged.kind == "nothing kept" and judged.short == "nothing kept: no % of SoL"
+    data = result.to_dict()
+    assert _measured_label(data, 0.01, 0.0) == "measured 10 µs: nothing kept: no % of SoL"
+    assert "no FLOPs, no bytes: nothing to compute or move" in _note(data, [], [], 0.0)
     report = result.format()
     assert "infx" not in report and "inf FLOPs/Byte" not in report
     assert "(nothing to compute or move)" in report and "BOUND ***" not in report

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...costs import MatmulKind
 from ...price.roofline import Roof, roofline_entry, roofs_for
-from ...price.verdicts import CONSTANT_OUTPUT
+from ...price.verdicts import NO_PERCENT_KINDS
 from ...units import human_bytes, human_ms, percent, si
 from .canvas import (
     CATEGORY_COLOURS,
@@ -369,7 +369,7 @@ def _measured_label(data: dict[str, Any], measured_ms: float, fraction: float) -
     actual = data.get("actual") or {}
     kind, short = actual.get("verdict_kind"), actual.get("verdict_short")
     impossible = "IMPOSSIBLE: " if _impossible(data) else ""
-    if kind == CONSTANT_OUTPUT:  # a bound that writes a constant: no % of it
+    if kind in NO_PERCENT_KINDS:  # a bound that writes a constant, or nothing: no % of it
         return f"measured {human_ms(measured_ms)}: {short}"
     words = "" if kind in (None, "headroom", "impossible") else f", {short}"
     return f"measured {human_ms(measured_ms)}: {impossible}{percent(fraction)} of SoL{words}"
@@ -553,9 +553,10 @@ def _note(
         )
     if data["flops"]["total"] <= 0:
         sol_ms = data["time_ms"]["sol"]
-        lines.append(
+        lines.append(  # "pure data movement" of 0 B said there was some
             f"no FLOPs: pure data movement, SoL {human_ms(sol_ms)} "
             f"= {human_bytes(data['bytes']['compulsory'])} / bandwidth"
+            if data["bytes"]["compulsory"] else "no FLOPs, no bytes: nothing to compute or move"
         )
         measured = _measured_ms(data)
         if measured is not None:  # no point to label: the verdict goes here
