@@ -147,8 +147,15 @@ def test_load_timings_kernelbench_format():
 def test_load_timings_rejects_bad_files(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"level1": {"x.py": {"std": 1.0}}}))
-    with pytest.raises(InputError, match="no positive 'mean'"):
+    with pytest.raises(InputError, match="no finite positive 'mean'"):
         load_timings(bad)
+    # NaN passed the "<= 0" test, and inf (1e400) read as "0.0%" of SoL in kernelbench and
+    # stopped validate with a traceback (math domain error)
+    for value in ("NaN", "1e400", "true"):
+        bad.write_text('{"level1": {"x.py": {"mean": VALUE}}}'.replace("VALUE", value))
+        with pytest.raises(InputError, match=r"'x\.py' has no finite positive 'mean' time in ms, "
+                           r"got (nan|inf|True)$"):
+            load_timings(bad)
     bad.write_text("{not json")
     with pytest.raises(InputError, match="cannot read timings"):
         load_timings(bad)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -639,8 +640,11 @@ def load_timings(
 
 def _time_ms(path: Path, file: str, entry: Any, stat: str) -> float:
     value = entry.get(stat) if isinstance(entry, dict) else entry
-    if not isinstance(value, (int, float)) or value <= 0:
-        raise InputError(f"{path}: '{file}' has no positive '{stat}' time in ms")
+    # NaN passed a "<= 0" test and inf (1e400 in JSON) read as "0.0%" of SoL, or stopped
+    # validate with a traceback (math domain error)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise InputError(f"{path}: '{file}' has no finite positive '{stat}' time in ms, got "
+                         f"{value!r}")
     return float(value)
 
 
