@@ -159,6 +159,8 @@ def test_an_empty_output_is_named_not_called_a_constant() -> None:
     assert any(note.startswith("the outputs have no elements (shape [0, 5])")
                for note in result.notes)
     assert not any(note.startswith("the output is a constant") for note in result.notes)
+    # nor in the JSON and the suite tables ("0 (writes a constant)", "constant output")
+    assert result.to_dict()["constant_output"] is False
     report = result.format()
     assert "Arithmetic intensity     :              —" in report
     assert "live then: nothing" in report

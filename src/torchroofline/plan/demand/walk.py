@@ -92,8 +92,9 @@ class Necessary:
     def constant_output(self) -> bool:
         """Whether the kept outputs need no element of any input (``x - x.max(1, keepdim=True)``
         over a dim of size 1 is zeros whatever ``x`` holds): the bound is the writing of a
-        constant, not a kernel's worth of work."""
-        return bool(self.output_refs) and not self.input_refs
+        constant, not a kernel's worth of work. Empty outputs are not one: nothing is written
+        (:attr:`keeps_empty_tensors`)."""
+        return bool(self.output_refs) and not self.input_refs and not self.keeps_empty_tensors
 
     @property
     def keeps_empty_tensors(self) -> bool:
@@ -117,7 +118,7 @@ class Necessary:
                 f"the outputs have no elements (shape {shapes}): there is nothing to compute "
                 "or write, so the bound is 0; check the input sizes"
             )
-        elif self.constant_output:
+        if self.constant_output:
             notes.append(
                 "the output is a constant: it needs no element of any input, so the bound is "
                 "the writing of it and the executed work is all unkept"
