@@ -159,6 +159,11 @@ def test_a_misspelt_option_gets_the_closest_one(capsys):
     ("argv", "error"),
     [
         (["analyze", MATMUL, "--precison", "fp32"], "did you mean --precision?"),
+        # an abbreviation was taken: "--gpus h100" for --gpus-per-node ("takes a whole number,
+        # got 'h100'"), and an unknown "--loss" was offered --class
+        (["analyze", MATMUL, "--gpus", "h100"], "argument --gpus (did you mean --gpu?)"),
+        (["sweep", MATMUL, "--set", "N=8", "--gpus", "h100"], "(did you mean --gpu?)"),
+        (["analyze", MATMUL, "--cach", "warm"], "argument --cach (did you mean --cache?)"),
         (["analyze", MATMUL, "--actual-ms", "abc"], "--actual-ms: takes a finite number above 0"),
         # inf was taken: "infx headroom", and Infinity in the JSON
         (["analyze", MATMUL, "--actual-ms", "inf"], "--actual-ms: takes a finite number above 0"),
@@ -191,6 +196,12 @@ def test_a_usage_error_is_one_usage_line_and_the_error(capsys, argv, error):
     expected = "COMMAND ..." if argv[0] == "analyse" else f"{command} "
     assert usage.startswith(f"usage: torchroofline {expected}") and "(see torchroofline" in usage
     assert error in message
+
+
+def test_an_unknown_option_unlike_any_gets_no_suggestion(capsys):
+    with pytest.raises(SystemExit):
+        main(["analyze", str(MATMUL), "--loss", "mse"])
+    assert capsys.readouterr().err.strip().endswith("error: unrecognized argument --loss")
 
 
 def test_validate_help_says_the_exit_code_it_returns(capsys):

@@ -51,6 +51,12 @@ class _Parser(argparse.ArgumentParser):
 
     commands: dict[str, argparse.ArgumentParser] = {}
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # no abbreviations: "--gpus h100" was taken for --gpus-per-node ("takes a whole
+        # number, got 'h100'"); a misspelled option now gets the closest one instead
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
         parsed, unknown = self.parse_known_args(args, namespace)
         if unknown:
@@ -87,6 +93,14 @@ SPELLED_ELSEWHERE: dict[str, tuple[str, str]] = {
 }
 
 
+def _closest_option(name: str, known: Sequence[str]) -> list[str]:
+    """The known option spelled most like ``name``, compared without their dashes, which made
+    any two long options look alike ("--loss": did you mean --class?)."""
+    bare = {option.lstrip("-"): option for option in known}
+    close = difflib.get_close_matches(name.lstrip("-"), list(bare), n=1, cutoff=0.7)
+    return [bare[match] for match in close]
+
+
 def _unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
     """The unknown options, each with the closest known one (the values after an unknown
     option are left unknown too: naming the option says it all)."""
@@ -96,7 +110,7 @@ def _unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> st
     for argument in options:
         name = argument.split("=")[0]
         close = [SPELLED_ELSEWHERE[name][1]] if SPELLED_ELSEWHERE.get(name, ("",))[0] in known \
-            else difflib.get_close_matches(name, known, n=1)
+            else _closest_option(name, known)
         hint = f" (did you mean {close[0]}?)" if close else ""
         lines.append(f"unrecognized argument {argument}{hint}")
     return "; ".join(lines)
