@@ -758,3 +758,19 @@ def test_a_malformed_problem_file_is_one_line_naming_the_fix(capsys, tmp_path, n
     assert code == 1 and out == ""
     (line,) = err.strip().splitlines()
     assert line.startswith(f"torchroofline: error: {tmp_path / said}")
+
+
+def test_the_ddp_preset_runs_on_a_problem_file(capsys):
+    # a problem file's model is built on fake tensors: its meta copy stayed fake and
+    # to_empty could not swap it, a raw "[rank0]: ... Couldn't swap Conv2d.weight" traceback
+    conv = SUITE / "level2" / "1_Conv2D_ReLU_BiasAdd.py"
+    code, out, err = run(capsys, "analyze", conv, "--world", "2", "--parallel", "ddp", "--json")
+    assert code == 0 and "Traceback" not in err
+    assert json.loads(out)["params"] > 0
+    # a model without parameters: DDP's own refusal in one line, not c10d's internal assert
+    code, _, err = run(capsys, "analyze", MATMUL, "--world", "2", "--parallel", "ddp")
+    assert code == 2
+    assert err.strip().endswith("parallel='ddp' needs a parameter that requires a gradient, as "
+                                "DistributedDataParallel does; Model has none: leave out "
+                                "--parallel (parallel=), or shard it with a parallelize(model, "
+                                "mesh)")
