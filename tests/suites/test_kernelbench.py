@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import warnings
 from pathlib import Path
 
 import pytest
@@ -409,3 +410,15 @@ def test_a_problem_that_moves_itself_to_the_gpu_is_built_where_it_is(tmp_path: P
     expected = analyze_file(on_host, "h100-sxm")
     assert result.flops == expected.flops >= 16 * 64 * 32 * 2
     assert result.sol_s == expected.sol_s > 0
+
+
+def test_building_on_fake_tensors_shows_no_warning_of_torchs(tmp_path: Path) -> None:
+    # a sweep to N=0 printed "..._cuda_bindings.py:202: UserWarning: Initializing zero-element
+    # tensors is a no-op", torch's warning on a fake tensor, named as torchroofline's line
+    empty = tmp_path / "empty_linear.py"
+    empty.write_text(ON_THE_GPU.replace("64, 32", "0, 32").replace("16, 64", "16, 0")
+                     .replace(".cuda()", ""))  # model.cuda() builds for real, which may warn
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        build_problem(load_problem(empty))
+    assert [str(w.message) for w in caught] == []

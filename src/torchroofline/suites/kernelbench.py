@@ -12,6 +12,7 @@ import importlib.util
 import math
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -261,7 +262,10 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
         # and on a miss the cache's key and entry cost as much as the op itself
         mode = FakeTensorMode(allow_non_fake_inputs=True)
         with (hub_offline(), mode, disable_fake_tensor_cache(mode), ConstantShadow(),
-              HostMoves()):
+              HostMoves(), warnings.catch_warnings()):
+            # as in the trace: torch's warnings on fake tensors ("Initializing zero-element
+            # tensors is a no-op") are not the user's, and named HostMoves' line as their own
+            warnings.simplefilter("ignore")
             return _construct(problem) + (notes,)
     except TorchrooflineError:
         raise
