@@ -159,7 +159,14 @@ def test_a_misspelt_option_gets_the_closest_one(capsys):
     ("argv", "error"),
     [
         (["analyze", MATMUL, "--precison", "fp32"], "did you mean --precision?"),
-        (["analyze", MATMUL, "--actual-ms", "abc"], "--actual-ms: takes a number above 0"),
+        # an abbreviation was taken: "--gpus h100" for --gpus-per-node ("takes a whole number,
+        # got 'h100'"), and an unknown "--loss" was offered --class
+        (["analyze", MATMUL, "--gpus", "h100"], "argument --gpus (did you mean --gpu?)"),
+        (["sweep", MATMUL, "--set", "N=8", "--gpus", "h100"], "(did you mean --gpu?)"),
+        (["analyze", MATMUL, "--cach", "warm"], "argument --cach (did you mean --cache?)"),
+        (["analyze", MATMUL, "--actual-ms", "abc"], "--actual-ms: takes a finite number above 0"),
+        # inf was taken: "infx headroom", and Infinity in the JSON
+        (["analyze", MATMUL, "--actual-ms", "inf"], "--actual-ms: takes a finite number above 0"),
         (["analyse", MATMUL], "invalid choice: 'analyse' (choose from 'analyze', "),
         (["kernelbench", SUITE, "--cache", "warn"], "did you mean 'warm'?"),
         # a negative --top sliced rows off the end of the tables
@@ -173,10 +180,10 @@ def test_a_misspelt_option_gets_the_closest_one(capsys):
         # problem failed "no result after -5 s", --world 0 asked for a parallelize()
         (["kernelbench", SUITE, "-j", "0"], "-j/--jobs: takes a whole number of 1 or more"),
         (["validate", SUITE, "-j", "-2"], "-j/--jobs: takes a whole number of 1 or more"),
-        (["kernelbench", SUITE, "--timeout", "-5"], "--timeout: takes a number above 0"),
-        (["kernelbench", SUITE, "--memory-limit", "0"], "--memory-limit: takes a number above 0"),
+        (["kernelbench", SUITE, "--timeout", "-5"], "--timeout: takes a finite number above 0"),
+        (["kernelbench", SUITE, "--memory-limit", "0"], "--memory-limit: takes a finite number"),
         (["analyze", MATMUL, "--world", "0"], "--world: takes a whole number of 1 or more"),
-        (["analyze", MATMUL, "--gen-ms", "-1"], "--gen-ms: takes a number above 0"),
+        (["analyze", MATMUL, "--gen-ms", "-1"], "--gen-ms: takes a finite number above 0"),
     ],
 )
 def test_a_usage_error_is_one_usage_line_and_the_error(capsys, argv, error):
@@ -189,6 +196,12 @@ def test_a_usage_error_is_one_usage_line_and_the_error(capsys, argv, error):
     expected = "COMMAND ..." if argv[0] == "analyse" else f"{command} "
     assert usage.startswith(f"usage: torchroofline {expected}") and "(see torchroofline" in usage
     assert error in message
+
+
+def test_an_unknown_option_unlike_any_gets_no_suggestion(capsys):
+    with pytest.raises(SystemExit):
+        main(["analyze", str(MATMUL), "--loss", "mse"])
+    assert capsys.readouterr().err.strip().endswith("error: unrecognized argument --loss")
 
 
 def test_validate_help_says_the_exit_code_it_returns(capsys):
@@ -673,3 +686,91 @@ def test_an_interrupted_batch_still_draws_the_problems_finished(capsys, tmp_path
     assert "interrupted after 1 of 2 problems" in err
     assert (pictures / "suite_scatter.png").read_bytes()[:4] == b"\x89PNG"
     assert f"wrote {pictures / 'suite_histogram.png'}" in err
+
+
+@pytest.mark.parametrize("argv", [
+    # each --gpu h100 prints its "which H100 part" note once the command goes ahead; an error
+    # found before any work came after that note (a missing file read as a second message)
+    ["analyze", SUITE / "nowhere.py"],
+    ["analyze", MATMUL, "--checkpoint", "blocks.*"],
+    ["analyze", MATMUL, "--mesh", "dp=2"],
+    ["analyze", MATMUL, "--actual-ms", "1,2"],
+    ["analyze", MATMUL, "--timeline", "t.jpg", "--world", "2", "--parallel", "ddp"],
+    ["kernelbench", SUITE / "nowhere"],
+    ["kernelbench", SUITE, "--timings", SUITE / "nowhere.json"],
+    ["kernelbench", SUITE, "--level", "7"],
+    ["kernelbench", SUITE, "--plot-dir", MATMUL],
+    ["sweep", SUITE / "nowhere.py", "--set", "N=32,64"],
+    ["sweep", MATMUL, "--set", "N=32,64", "--precision", "fp33"],
+    ["sweep", MATMUL, "--set", "N=32,64", "--plot", "s.jpg"],
+    ["sweep", MATMUL],
+    ["trace", SUITE / "nowhere.json"],
+])
+def test_an_error_found_before_any_work_comes_alone_before_any_note(capsys, argv):
+    code, out, err = run(capsys, *argv, "--gpu", "h100")
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("torchroofline: error: ")
+
+
+def test_every_output_is_made_by_one_rule_stated_in_help(capsys, tmp_path, suite_report):
+    # plot --out a/b made both folders where kernelbench --out a/r.json refused: the named file
+    # or folder is made, never a missing folder above it, the same from every command
+    _, report = suite_report
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(report))
+    code, _, err = run(capsys, "plot", saved, "--out", tmp_path / "a" / "b")
+    assert code == 2 and not (tmp_path / "a").exists()
+    assert err == (f"torchroofline: error: --out {tmp_path / 'a' / 'b'}: no folder "
+                   f"{tmp_path / 'a'}; create it first or choose another path\n")
+    code, _, _ = run(capsys, "plot", saved, "--out", tmp_path / "pictures")
+    assert code == 0 and (tmp_path / "pictures" / "suite_scatter.png").is_file()
+    code, _, err = run(capsys, "plot", saved, "--out", saved)
+    assert code == 2 and err.endswith(": is a file; give a folder\n")
+    code, _, err = run(capsys, "kernelbench", MATMUL, "--plot-dir", tmp_path / "c" / "d")
+    assert code == 2 and f"no folder {tmp_path / 'c'}; create it first" in err
+    code, _, err = run(capsys, "validate", MATMUL, "--plot", tmp_path / "e" / "v.png")
+    assert code == 2 and f"no folder {tmp_path / 'e'}; create it first" in err
+    for command in ("analyze", "kernelbench", "plot", "sweep", "trace", "validate"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        described = " ".join(capsys.readouterr().out.split())
+        assert "outputs: a file or folder an option names (--out, --plot, --plot-dir, " \
+               "--timeline, --plot-roofline) is created or overwritten, never a missing folder " \
+               "above it" in described, command
+
+
+@pytest.mark.parametrize(("name", "text", "said"), [
+    # Python names no line for a null byte: it read "1_Binary.py:None: syntax error"
+    ("1_Binary.py", "x = 1\0\n", "1_Binary.py: syntax error: source code string cannot contain "
+     "null bytes; fix the file"),
+    # it read "_torchroofline_problem_2820377131331457113.Model() argument after * must be an
+    # iterable, not int"
+    ("1_InitInt.py", "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+     "    def forward(self, x):\n        return x\n\ndef get_inputs():\n"
+     "    return [torch.randn(4)]\n\ndef get_init_inputs():\n    return 7\n",
+     "1_InitInt.py: get_init_inputs() returned int; return a list"),
+])
+def test_a_malformed_problem_file_is_one_line_naming_the_fix(capsys, tmp_path, name, text, said):
+    path = tmp_path / name
+    path.write_text(text)
+    code, out, err = run(capsys, "analyze", path)
+    assert code == 1 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"torchroofline: error: {tmp_path / said}")
+
+
+def test_the_ddp_preset_runs_on_a_problem_file(capsys):
+    # a problem file's model is built on fake tensors: its meta copy stayed fake and
+    # to_empty could not swap it, a raw "[rank0]: ... Couldn't swap Conv2d.weight" traceback
+    conv = SUITE / "level2" / "1_Conv2D_ReLU_BiasAdd.py"
+    code, out, err = run(capsys, "analyze", conv, "--world", "2", "--parallel", "ddp", "--json")
+    assert code == 0 and "Traceback" not in err
+    assert json.loads(out)["params"] > 0
+    # a model without parameters: DDP's own refusal in one line, not c10d's internal assert
+    code, _, err = run(capsys, "analyze", MATMUL, "--world", "2", "--parallel", "ddp")
+    assert code == 2
+    assert err.strip().endswith("parallel='ddp' needs a parameter that requires a gradient, as "
+                                "DistributedDataParallel does; Model has none: leave out "
+                                "--parallel (parallel=), or shard it with a parallelize(model, "
+                                "mesh)")

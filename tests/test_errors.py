@@ -120,3 +120,27 @@ def test_an_op_that_raises_is_named_with_the_users_line_that_called_it():
         f"at aten.mm.default called from test_errors.py:{line} (`return x @ torch.ones(3, 3)`)"
         in str(raised.value)
     )
+
+
+# each raised a bare Python error from inside the package: "'NoneType' object has no attribute
+# 'strip'" (gpu=None), "no such problem file" of a folder that is there, FileNotFoundError from
+# to_json into a missing folder
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda tmp: torchroofline.analyze(nn.Linear(4, 4), torch.ones(2, 4), gpu=None),
+         r"^gpu must be a GPU name such as 'h100-sxm' or a GPUSpec, got None"),
+        (lambda tmp: torchroofline.get_gpu(100), r"^gpu must be a GPU name .*, got 100"),
+        (lambda tmp: torchroofline.analyze_file(tmp),
+         r": a folder, not a problem file; pass one of its \.py files \('torchroofline "
+         r"kernelbench .*' analyzes them all\)$"),
+        (lambda tmp: torchroofline.analyze(nn.Linear(4, 4), torch.ones(2, 4)).to_json(
+            str(tmp / "missing" / "r.json")), r"^cannot write '.*r\.json': no folder '.*missing'; "
+         r"create it first$"),
+    ],
+)
+def test_a_misused_call_is_our_one_line_error(tmp_path, call, message):
+    with pytest.raises(torchroofline.errors.TorchrooflineError, match=message) as raised:
+        call(tmp_path)
+    assert "\n" not in str(raised.value)
+    assert not (tmp_path / "missing").exists()

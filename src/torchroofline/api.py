@@ -159,24 +159,37 @@ def _uncompiled(model: Any) -> tuple[Any, list[str]]:
     ]
 
 
+#: The modules that run otherwise in train mode (a module is built in it; only ``.eval()``
+#: leaves it), each with what is priced then: their kind's name, whether a module runs so, and
+#: what it does.
+TRAIN_MODE_BEHAVIOURS: tuple[tuple[str, type, Callable[[nn.Module], bool], str], ...] = (
+    ("BatchNorm", nn.modules.batchnorm._BatchNorm, lambda module: True,
+     "normalized by the batch's statistics, their running statistics updated"),
+    # p = 0 draws no mask worth a note; a Dropout in train mode draws one and scales by it
+    ("Dropout", nn.modules.dropout._DropoutNd, lambda module: module.p > 0,
+     "a random mask drawn and applied"),
+)
+
+
 def _train_mode_notes(model: Any, mode: str) -> list[str]:
-    """A note where an inference analysis meets BatchNorm left in train mode (a module is built
-    in it; only ``.eval()`` leaves it): it normalizes by the batch's own statistics and updates
-    its running ones, which is what gets priced, silently until this note."""
+    """A note per kind of module (:data:`TRAIN_MODE_BEHAVIOURS`) an inference analysis meets
+    left in train mode: what gets priced is what train mode runs, silently until this note."""
     if mode == "train" or not isinstance(model, nn.Module):
         return []
-    training = [name or type(module).__name__ for name, module in model.named_modules()
-                if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training]
-    if not training:
-        return []
-    listed = ", ".join(f"'{name}'" for name in training[:3])
-    listed += f" and {len(training) - 3} more" if training[3:] else ""
-    return [
-        f"{len(training)} BatchNorm module(s) in train mode ({listed}) are priced as training "
-        "runs them: normalized by the batch's statistics, their running statistics updated; "
-        "call model.eval() to price inference (KernelBench times a problem as built: in train "
-        "mode)"
-    ]
+    notes = []
+    for kind, module_class, acts, what in TRAIN_MODE_BEHAVIOURS:
+        training = [name or type(module).__name__ for name, module in model.named_modules()
+                    if isinstance(module, module_class) and module.training and acts(module)]
+        if not training:
+            continue
+        listed = ", ".join(f"'{name}'" for name in training[:3])
+        listed += f" and {len(training) - 3} more" if training[3:] else ""
+        notes.append(
+            f"{len(training)} {kind} module(s) in train mode ({listed}) are priced as training "
+            f"runs them: {what}; call model.eval() to price inference (KernelBench times a "
+            "problem as built: in train mode)"
+        )
+    return notes
 
 
 def _check_dense(model: Any, inputs: Any) -> None:

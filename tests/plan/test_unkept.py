@@ -12,7 +12,7 @@ from conftest import meta
 from torchroofline import analyze
 from torchroofline.present.html import suite_html
 from torchroofline.present.report import CONSTANT_OUTPUT, suite_markdown
-from torchroofline.present.viz.rooflines import _measured_label
+from torchroofline.present.viz.rooflines import _measured_label, _note
 from torchroofline.suites.batch_report import BatchReport, ProblemReport
 
 B, S, D, C = 2, 8, 16, 4  #: batch, tokens, width, classes
@@ -131,3 +131,41 @@ def test_a_model_that_returns_no_tensor_is_told_why_its_bound_is_zero() -> None:
     # returning its input keeps a tensor (a bound of 0 that needs no note)
     kept = analyze(ReturnsItsInput(), torch.randn(8, 8), "h100-sxm")
     assert not any(note.startswith("the model returns no tensor") for note in kept.notes)
+
+
+def test_a_bound_of_zero_gets_no_percent_of_sol() -> None:
+    # a model that keeps nothing read "% of SoL 0.0% (infx headroom)", and the JSON's
+    # sol_fraction 0.0: any time is infinitely far from a bound of 0, which says nothing
+    result = analyze(ReturnsNothing(), torch.randn(8, 8), "h100-sxm").with_actual(0.01)
+    assert result.sol_s == 0
+    judged = result.actual.verdict
+    assert not judged.measures_kernel and judged.sol_fraction is None
+    assert judged.text.startswith("nothing is kept, no output tensor or only empty ones")
+    # the picture said "constant output: no % of SoL" and "pure data movement" of 0 B
+    assert judged.kind == "nothing kept" and judged.short == "nothing kept: no % of SoL"
+    data = result.to_dict()
+    assert _measured_label(data, 0.01, 0.0) == "measured 10 µs: nothing kept: no % of SoL"
+    assert "no FLOPs, no bytes: nothing to compute or move" in _note(data, [], [], 0.0)
+    report = result.format()
+    assert "infx" not in report and "inf FLOPs/Byte" not in report
+    assert "(nothing to compute or move)" in report and "BOUND ***" not in report
+
+
+def test_an_empty_output_is_named_not_called_a_constant() -> None:
+    # x * 2 on a [0, 5] input was "the output is a constant: it needs no element of any
+    # input", with "Arithmetic intensity: inf FLOPs/Byte" (0 FLOPs / 0 B) and "live then: "
+    result = analyze(Doubles(), torch.randn(0, 5), "h100-sxm")
+    assert result.sol_s == 0
+    assert any(note.startswith("the outputs have no elements (shape [0, 5])")
+               for note in result.notes)
+    assert not any(note.startswith("the output is a constant") for note in result.notes)
+    # nor in the JSON and the suite tables ("0 (writes a constant)", "constant output")
+    assert result.to_dict()["constant_output"] is False
+    report = result.format()
+    assert "Arithmetic intensity     :              —" in report
+    assert "live then: nothing" in report
+
+
+class Doubles(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2

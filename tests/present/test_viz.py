@@ -644,3 +644,54 @@ def test_a_picture_in_a_missing_folder_is_one_error_before_drawing(conv_result, 
     with pytest.raises(InputError, match="no such folder; create it first"):
         conv_result.plot(missing)
     assert not missing.parent.exists()
+
+
+def _text_boxes(fig: Figure) -> dict[str, object]:
+    """Every text of a roofline picture (labels, note, title, legend) → its window extent, the
+    text alone (an annotation's extent would take in its leader line)."""
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    boxes = {f"{t.get_gid()}: {t.get_text()}": matplotlib.text.Text.get_window_extent(t)
+             for t in [*ax.texts, ax.title] if t.get_text()}
+    if ax.get_legend() is not None:
+        boxes["legend"] = ax.get_legend().get_window_extent()
+    return boxes
+
+
+class _GemmScaleNorm(nn.Module):
+    """KernelBench level 2 #39's layers at a tenth of its size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gemm, self.bn = nn.Linear(128, 64), nn.BatchNorm1d(64)
+        self.scale = nn.Parameter(torch.randn(64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(self.gemm(x) * self.scale)
+
+
+@pytest.mark.parametrize(("model", "inputs", "gpu", "actual_ms", "name"), [
+    # a measured time far faster than light: its point sat above the axes' top, its label
+    # beyond the picture's bottom-left corner
+    (_GemmScaleNorm(), meta(128, 128), "a100-80gb", 1e-6, None),
+    # KernelBench level 1 #75: the bandwidth along the slope ran under the legend
+    (nn.ConvTranspose2d(32, 64, (3, 5), stride=(2, 3), padding=(1, 2), dilation=(2, 1),
+                        groups=4, bias=False),
+     meta(16, 32, 128, 256), "a100-80gb", 0.001, None),
+    # its 97-character name: the title ran off both sides
+    (nn.Linear(64, 64), meta(8, 64), "h100-sxm", 1.0,
+     "75_conv_transposed_2D_asymmetric_input_asymmetric_kernel_strided__grouped____padded____"
+     "dilated__"),
+    (_bumpy_stack(12), meta(256, 64), "b200", 5.0, None),
+])
+def test_no_two_texts_overlap_and_none_leaves_the_picture(model, inputs, gpu, actual_ms, name):
+    result = torchroofline.analyze(model, inputs, gpu, "fp32", actual_ms=actual_ms, name=name)
+    fig = result.plot(top=5)
+    boxes = _text_boxes(fig)
+    assert any(key.startswith("label:model:measured") for key in boxes)
+    edge = fig.bbox
+    for key, box in boxes.items():
+        assert edge.x0 <= box.x0 and box.x1 <= edge.x1, key
+        assert edge.y0 <= box.y0 and box.y1 <= edge.y1, key
+    for (first, a), (second, b) in itertools.combinations(boxes.items(), 2):
+        assert not a.overlaps(b), (first, second)

@@ -507,9 +507,11 @@ def test_actual_achieved_rates() -> None:
     assert result.actual.gbps == pytest.approx(compulsory / (ms * 1e-3) / 1e9)
 
 
-@pytest.mark.parametrize("bad", [0, -1.0, "fast"])
+# nan was judged "IMPOSSIBLE: faster than any math", inf "infx headroom" (and Infinity in the
+# JSON, which strict parsers refuse); True counted as 1 ms
+@pytest.mark.parametrize("bad", [0, -1.0, "fast", float("nan"), float("inf"), True])
 def test_actual_ms_must_be_a_positive_number(bad: object) -> None:
-    with pytest.raises(InputError, match="actual_ms"):
+    with pytest.raises(InputError, match="actual_ms must be a finite time above 0"):
         analyze(*_mm(), actual_ms=bad)
 
 

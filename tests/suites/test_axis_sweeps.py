@@ -191,6 +191,27 @@ def test_parse_axis_refuses(text):
         parse_axis(text)
 
 
+@pytest.mark.parametrize(("text", "fault"), [
+    ("N=1024:32:*2", "the range '1024:32:*2' ends (32) below its start (1024)"),
+    ("N=32:1024:*1", "the range '32:1024:*1' has the step '*1', which never reaches 1024"),
+    ("N=32:1024:0", "the range '32:1024:0' has the step '0', which never reaches 1024: a step"),
+    ("N=32:64:*x", "'x' is no number"),
+    ("N=1,,2", "an empty value"),
+    ("N=1:2:3:4", "'1:2:3:4' has 4 parts; a range has 2 or 3"),
+    ("N=1:inf", "'inf' is no finite number"),
+    # a billion values were counted for ever before the first trace
+    ("N=1:1e9", "more than 1000 values, each one a trace; give a coarser step"),
+])
+def test_a_bad_axis_is_one_line_naming_its_fault_and_the_syntax(capsys, text, fault):
+    code = main(["sweep", str(SQUARE), "--set", text])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"torchroofline: error: --set {text}: {fault}")
+    if "values" not in fault:
+        assert err.strip().endswith("VALUES is a list 1,2,4 or a range lo:hi, lo:hi:step or "
+                                    "lo:hi:*f with lo <= hi")
+
+
 def test_cli_json_layout(tmp_path, capsys):
     out = tmp_path / "sweep.json"
     code = main(["sweep", str(SQUARE), "--set", "N=64,256", "--gpu", "h100,b200", "--data",

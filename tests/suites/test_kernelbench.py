@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import warnings
 from pathlib import Path
 
 import pytest
@@ -147,8 +148,15 @@ def test_load_timings_kernelbench_format():
 def test_load_timings_rejects_bad_files(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"level1": {"x.py": {"std": 1.0}}}))
-    with pytest.raises(InputError, match="no positive 'mean'"):
+    with pytest.raises(InputError, match="no finite positive 'mean'"):
         load_timings(bad)
+    # NaN passed the "<= 0" test, and inf (1e400) read as "0.0%" of SoL in kernelbench and
+    # stopped validate with a traceback (math domain error)
+    for value in ("NaN", "1e400", "true"):
+        bad.write_text('{"level1": {"x.py": {"mean": VALUE}}}'.replace("VALUE", value))
+        with pytest.raises(InputError, match=r"'x\.py' has no finite positive 'mean' time in ms, "
+                           r"got (nan|inf|True)$"):
+            load_timings(bad)
     bad.write_text("{not json")
     with pytest.raises(InputError, match="cannot read timings"):
         load_timings(bad)
@@ -401,3 +409,45 @@ def test_a_fill_of_a_fake_mode_constant_is_written_as_the_mode_writes_it():
     assert steps.constant.item() == alone.constant.item() == 0 == known_value(steps).item()
     assert seven.constant.item() == alone_seven.constant.item() == 7 == known_value(seven).item()
     assert steps.dtype == alone.dtype and steps.shape == alone.shape == ()
+
+
+# a problem written for the GPU: on a CPU-only build each .cuda() raised "Torch not compiled with
+# CUDA enabled" while the file was built, before any op; the trace already kept such moves
+ON_THE_GPU = '''
+import torch, torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(64, 32).cuda()
+        self.register_buffer("shift", torch.ones(32).to("cuda:0"))
+    def forward(self, x):
+        return self.proj(x) + self.shift
+def get_inputs():
+    return [torch.randn(16, 64).cuda()]
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_problem_that_moves_itself_to_the_gpu_is_built_where_it_is(tmp_path: Path) -> None:
+    moved = tmp_path / "on_gpu.py"
+    moved.write_text(ON_THE_GPU)
+    result = analyze_file(moved, "h100-sxm")
+    # the same program as the file's without the moves, whose product is 16·64·32·2 FLOPs
+    on_host = tmp_path / "on_host.py"
+    on_host.write_text(ON_THE_GPU.replace(".cuda()", "").replace('.to("cuda:0")', ""))
+    expected = analyze_file(on_host, "h100-sxm")
+    assert result.flops == expected.flops >= 16 * 64 * 32 * 2
+    assert result.sol_s == expected.sol_s > 0
+
+
+def test_building_on_fake_tensors_shows_no_warning_of_torchs(tmp_path: Path) -> None:
+    # a sweep to N=0 printed "..._cuda_bindings.py:202: UserWarning: Initializing zero-element
+    # tensors is a no-op", torch's warning on a fake tensor, named as torchroofline's line
+    empty = tmp_path / "empty_linear.py"
+    empty.write_text(ON_THE_GPU.replace("64, 32", "0, 32").replace("16, 64", "16, 0")
+                     .replace(".cuda()", ""))  # model.cuda() builds for real, which may warn
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        build_problem(load_problem(empty))
+    assert [str(w.message) for w in caught] == []

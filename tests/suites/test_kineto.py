@@ -144,6 +144,10 @@ def test_a_real_h100_trace_joins_and_prices_every_kernel() -> None:
     assert not any(i.figures.math for i in report.instances)
     kinds = {row.kind: row.count for row in report.kinds()}
     assert kinds["aten::addmm"] == 26 and kinds["aten::_flash_attention_forward"] == 4
+    # its 5 GELUs record no approximate=: the note said "assuming approximate at its default",
+    # leaving the reader to look the default up
+    assert ("5 ops priced assuming approximate='none', its default (the trace does not record "
+            "it)") in report.notes
 
 
 def test_warm_bounds_of_ops_that_move_data_are_never_zero() -> None:

@@ -66,6 +66,16 @@ def test_load_run_reads_every_sample():
     assert run.samples[4].error.startswith("compilation_error: Error building extension")
 
 
+def test_a_runtime_of_nan_or_inf_is_no_time(tmp_path):
+    # inf (1e400) was taken as a time: "0.0%" of SoL
+    (tmp_path / "eval_results.json").write_text(
+        '{"7": {"sample_id": 0, "compiled": true, "correctness": true, "runtime": 1e400}, '
+        '"8": {"sample_id": 0, "compiled": true, "correctness": true, "runtime": NaN}}'
+    )
+    run = load_run(tmp_path)
+    assert [s.runtime_ms for s in run.samples] == [None, None]
+
+
 def test_load_run_older_layout_and_files_without_an_entry(tmp_path):
     (tmp_path / "eval_results.json").write_text(json.dumps(
         {"7": {"sample_id": 0, "compiled": True, "correctness": True, "runtime": 1.5}}

@@ -28,6 +28,7 @@ from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    OUTPUTS_RULE,
     USAGE_ERRORS,
     HelpFormatter,
     UsageError,
@@ -49,6 +50,12 @@ class _Parser(argparse.ArgumentParser):
     not the whole usage of a command with twenty options."""
 
     commands: dict[str, argparse.ArgumentParser] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # no abbreviations: "--gpus h100" was taken for --gpus-per-node ("takes a whole
+        # number, got 'h100'"); a misspelled option now gets the closest one instead
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
         parsed, unknown = self.parse_known_args(args, namespace)
@@ -86,6 +93,14 @@ SPELLED_ELSEWHERE: dict[str, tuple[str, str]] = {
 }
 
 
+def _closest_option(name: str, known: Sequence[str]) -> list[str]:
+    """The known option spelled most like ``name``, compared without their dashes, which made
+    any two long options look alike ("--loss": did you mean --class?)."""
+    bare = {option.lstrip("-"): option for option in known}
+    close = difflib.get_close_matches(name.lstrip("-"), list(bare), n=1, cutoff=0.7)
+    return [bare[match] for match in close]
+
+
 def _unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
     """The unknown options, each with the closest known one (the values after an unknown
     option are left unknown too: naming the option says it all)."""
@@ -95,7 +110,7 @@ def _unrecognized(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> st
     for argument in options:
         name = argument.split("=")[0]
         close = [SPELLED_ELSEWHERE[name][1]] if SPELLED_ELSEWHERE.get(name, ("",))[0] in known \
-            else difflib.get_close_matches(name, known, n=1)
+            else _closest_option(name, known)
         hint = f" (did you mean {close[0]}?)" if close else ""
         lines.append(f"unrecognized argument {argument}{hint}")
     return "; ".join(lines)
@@ -107,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Speed-of-light bounds for PyTorch programs on a chosen GPU, no GPU needed.",
         epilog="exit codes: 0 success, 1 some problems failed (reports are still written), 2 bad "
         "usage, 3 a generated kernel's or a traced op's time beats the speed of light (faster "
-        "than light: a timing bug or a kernel that skips work)",
+        f"than light: a timing bug or a kernel that skips work), 130 interrupted. {OUTPUTS_RULE}",
         formatter_class=HelpFormatter,
     )
     debug_flag(parser, False)

@@ -165,7 +165,8 @@ def _mesh_styles(text: str) -> dict[str, str]:
 
 def _distributed_options(args: argparse.Namespace, built: Any) -> dict[str, Any]:
     """analyze()'s distributed keywords from --world and its options; the problem file's own
-    ``parallelize(model, mesh)`` where no --parallel preset is named."""
+    ``parallelize(model, mesh)`` where no --parallel preset is named (``built`` None: the
+    options checked alone, before any file is read)."""
     given = [name for name in ("mesh", "parallel", "tp_plan", "timeline")
              if getattr(args, name)]
     if args.world is None:
@@ -175,7 +176,7 @@ def _distributed_options(args: argparse.Namespace, built: Any) -> dict[str, Any]
         return {}
     options = {"world": args.world, "mesh": args.mesh, "gpus_per_node": args.gpus_per_node,
                "parallel": args.parallel, "tp_plan": args.tp_plan}
-    if args.parallel is None:
+    if args.parallel is None and built is not None:
         found = getattr(built.problem.get_inputs, "__globals__", {}).get("parallelize")
         if not callable(found):
             raise UsageError(
@@ -202,16 +203,19 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from ..suites.kernelbench import compare_kernelbench, reference_for
     from ..suites.solexecbench import is_problem_dir
 
-    gpu = target_gpu(args)
+    # every check that needs no analysis, then the GPU's note: an error is the one line
     check_exists([args.ref, args.problems])
     check_outputs({"--plot": args.plot, "--timeline": args.timeline})
     for file in args.files:
         if not is_problem_dir(file):
             _check_problem_path(Path(file))
-    if args.plot:  # before any analysis: a picture it cannot save
-        from ..present.viz.canvas import save_target
+    for picture in (args.plot, args.timeline):
+        if picture:  # before any analysis: a picture it cannot save
+            from ..present.viz.canvas import save_target
 
-        save_target(args.plot)
+            save_target(picture)
+    _training_options(args)
+    _distributed_options(args, None)
     problem_dirs = [file for file in args.files if is_problem_dir(file)]
     # a lone SOL-ExecBench directory takes one time per workload
     lone_dir = problem_dirs == args.files and len(problem_dirs) == 1
@@ -220,6 +224,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         [args.baseline_ms] if lone_dir
         else actual_times(args.files, args.baseline_ms, "--baseline-ms")
     )
+    gpu = target_gpu(args)
     params = estimate_params(args.host_scale)
     documents: list[dict[str, Any]] = []
     failed = too_fast = 0

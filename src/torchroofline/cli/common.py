@@ -4,6 +4,7 @@ the target GPU, and the one-line notes and errors on stderr."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +20,14 @@ EXIT_INTERRUPTED = 130  #: 128 + SIGINT, the shell's code for a command stopped 
 #: Errors that mean the command itself was wrong, not one problem.
 USAGE_ERRORS = (UnknownGPUError, PrecisionError, ClockError, InputError)
 
+
+
+#: The rule for every file and folder a command writes, as each command's --help states it.
+OUTPUTS_RULE = (
+    "outputs: a file or folder an option names (--out, --plot, --plot-dir, --timeline, "
+    "--plot-roofline) is created or overwritten, never a missing folder above it: that is "
+    "refused, before any work, with the folder to create"
+)
 
 
 class UsageError(Exception):
@@ -45,9 +54,12 @@ def debug_flag(parser: argparse.ArgumentParser, default: Any) -> None:
 
 
 
-def command(commands: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
-    """A subcommand that shows defaults in --help and takes --debug after its name too."""
-    parser = commands.add_parser(name, formatter_class=HelpFormatter, **kwargs)
+def command(commands: Any, name: str, writes: bool = True,
+            **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand that shows defaults in --help and takes --debug after its name too; one
+    that ``writes`` files states :data:`OUTPUTS_RULE` at the end of its --help."""
+    epilog = OUTPUTS_RULE if writes else None
+    parser = commands.add_parser(name, formatter_class=HelpFormatter, epilog=epilog, **kwargs)
     # SUPPRESS: without --debug here, the subparser leaves the top-level value alone
     debug_flag(parser, argparse.SUPPRESS)
     return parser
@@ -126,13 +138,14 @@ def clock_options(parser: argparse.ArgumentParser) -> None:
 
 
 def positive(text: str) -> float:
-    """An argparse type: a number above 0."""
+    """An argparse type: a finite number above 0 (``inf`` and ``nan`` are refused: a time or
+    a limit of either is no figure, and JSON cannot hold them)."""
     try:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"takes a number above 0, got '{text}'")
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"takes a finite number above 0, got '{text}'")
     return value
 
 
@@ -187,18 +200,25 @@ def check_exists(paths: Sequence[str | None]) -> None:
             raise UsageError(f"{path}: no such file; check the path")
 
 
-def check_outputs(options: Mapping[str, str | None]) -> None:
-    """Each file an option (its name → the path given, None where not given) will write: bad
-    usage (exit 2) before any work where its folder does not exist or the path is a folder; a
-    suite's report, written after minutes of work, was lost to a raw FileNotFoundError."""
-    for option, path in options.items():
+def check_outputs(files: Mapping[str, str | None],
+                  folders: Mapping[str, str | None] | None = None) -> None:
+    """Each file (``files``) and folder (``folders``) an option will write (its name → the path
+    given, None where not given), checked by :data:`OUTPUTS_RULE` before any work: bad usage
+    (exit 2) where the folder above it does not exist, or where a file is a folder or a folder
+    a file. A suite's report, written after minutes of work, was lost to a raw
+    FileNotFoundError; ``plot --out a/b`` made both folders where ``--out a/r.json`` refused."""
+    named = [(option, path, False) for option, path in files.items()]
+    named += [(option, path, True) for option, path in (folders or {}).items()]
+    for option, path, folder in named:
         if path is None:
             continue
-        if Path(path).is_dir():
+        if not folder and Path(path).is_dir():
             raise UsageError(f"{option} {path}: is a folder; give a file name inside it")
-        folder = Path(path).parent
-        if not folder.is_dir():
-            raise UsageError(f"{option} {path}: no folder {folder}; create it first or choose "
+        if folder and Path(path).exists() and not Path(path).is_dir():
+            raise UsageError(f"{option} {path}: is a file; give a folder")
+        above = Path(path).parent
+        if not above.is_dir():
+            raise UsageError(f"{option} {path}: no folder {above}; create it first or choose "
                              "another path")
 
 
@@ -233,7 +253,8 @@ def actual_times(files: Sequence[str], actual: Sequence[float] | None,
     if len(actual) == 1:
         return list(actual) * len(files)
     if len(actual) != len(files):
-        raise UsageError(f"{option} takes one time or one per {what} ({len(files)} {what}s)")
+        raise UsageError(f"{option} takes one time or one per {what}; got {len(actual)} for "
+                         f"{len(files)} {what}{'s' if len(files) != 1 else ''}")
     return list(actual)
 
 

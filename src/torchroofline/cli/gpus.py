@@ -12,7 +12,7 @@ from .common import EXIT_OK, command
 
 def register(commands: Any) -> None:
     """The ``gpus`` command's parser, added to ``commands``."""
-    gpus = command(commands, "gpus", help="list the GPU table and its key peaks")
+    gpus = command(commands, "gpus", writes=False, help="list the GPU table and its key peaks")
     gpus.add_argument("--json", action="store_true", help="JSON instead of a table")
     gpus.set_defaults(handler=cmd_gpus)
 

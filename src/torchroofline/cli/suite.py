@@ -75,12 +75,14 @@ def register(commands: Any) -> None:
         help="print the report in this format (html: one self-contained page, a sortable table "
         "and the roofline; default md, or nothing with --out)",
     )
-    suite.add_argument("--plot-dir", metavar="DIR", help="write the suite pictures here")
+    suite.add_argument("--plot-dir", metavar="DIR",
+                       help="write the suite pictures here (made where it does not exist)")
     suite.add_argument("--per-problem", action="store_true", help="also one roofline each")
 
     plot = command(commands, "plot", help="pictures from a saved kernelbench report.json")
     plot.add_argument("report", metavar="REPORT.json")
-    plot.add_argument("--out", required=True, metavar="DIR", help="folder for the pictures")
+    plot.add_argument("--out", required=True, metavar="DIR",
+                      help="folder for the pictures (made where it does not exist)")
     plot.add_argument("--per-problem", action="store_true", help="also one roofline each")
 
     from ..suites.validate import add_arguments as validate_arguments
@@ -150,10 +152,11 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     from ..suites.kernelbench import load_timings
     from ..suites.solexecbench import discover_problems
 
-    gpu = target_gpu(args)
+    # every check that reads no problem, then the GPU's note: an error is the one line
     if args.out:
         _check_suffix(args.out)
-    check_outputs({"--out": args.out})
+    check_outputs({"--out": args.out}, {"--plot-dir": args.plot_dir})
+    check_exists([args.run])  # the PATHs: discover_problems, "no such file or folder"
     timings = load_timings(args.timings) if args.timings else None
     gen_timings = load_timings(args.gen_timings) if args.gen_timings else None
     levels = levels_option(args.level)
@@ -163,6 +166,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     run = None
     if args.run:
         run, paths = _run_and_problems(args.run, paths, args.paths)
+    gpu = target_gpu(args)
     progress = Progress(task_count(paths), debug=args.debug)
     # signals are raised only while problems run (the batch arms them); one taken at any other
     # time stops the command once the report is written whole
@@ -283,7 +287,7 @@ def _report_run(args: argparse.Namespace, run: Any, report: BatchReport,
         from ..present.viz import plot_run
 
         picture = Path(args.plot_dir) / "run_sol.png"
-        picture.parent.mkdir(parents=True, exist_ok=True)
+        picture.parent.mkdir(exist_ok=True)  # its own folder checked: check_outputs
         plot_run(joined, picture)
         print_note(f"wrote {picture}")
     if stopped:
@@ -339,6 +343,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from ..suites.batch_report import BatchReport
 
     check_exists([args.report])
+    check_outputs({}, {"--out": args.out})
     try:
         data = json.loads(Path(args.report).read_text())
     except (OSError, ValueError) as error:
@@ -368,7 +373,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from ..suites.kernelbench import discover
     from ..suites.validate import impossible_count, run
 
-    check_outputs({"--out": args.out})
+    check_outputs({"--out": args.out, "--plot": args.plot})
+    check_exists(args.paths)
     levels = levels_option(args.level)
     progress = Progress(len(discover(args.paths, levels)), debug=args.debug)
     with stop_signals() as signals:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from .common import (
     CACHE_HELP,
     EXIT_OK,
     UsageError,
+    check_exists,
     check_outputs,
     command,
     data_option,
@@ -56,68 +58,98 @@ def register(commands: Any) -> None:
     sweep.set_defaults(handler=cmd_sweep)
 
 
+#: The ``--set`` syntax, as every error about it says.
+AXIS_SYNTAX = "VALUES is a list 1,2,4 or a range lo:hi, lo:hi:step or lo:hi:*f with lo <= hi"
+#: The most values one axis takes: each is a trace (``N=1:1e12`` counted for ever).
+MAX_AXIS_VALUES = 1000
+
+
 def parse_axis(text: str) -> tuple[str, list[int | float]]:
-    """``NAME=VALUES`` (:func:`register`'s ``--set``) → the name and its values."""
+    """``NAME=VALUES`` (:func:`register`'s ``--set``) → the name and its values; a bad one is
+    one line naming the part at fault and the syntax."""
     name, equals, values = text.partition("=")
     if not equals or not name.strip() or not values.strip():
         raise UsageError(f"--set takes NAME=VALUES (batch_size=1,2,4 or 1:64), got '{text}'")
-    try:
-        parsed = [value for part in values.split(",") for value in _values(part.strip())]
-    except ValueError:
-        raise UsageError(
-            f"--set {name}: '{values}' is no list of numbers or range lo:hi[:step|:*f]"
-        ) from None
+    parsed: list[int | float] = []
+    for part in values.split(","):
+        try:
+            parsed += _values(part.strip())
+        except ValueError as error:
+            raise UsageError(f"--set {text}: {error}; {AXIS_SYNTAX}") from None
+        if len(parsed) > MAX_AXIS_VALUES:
+            raise UsageError(f"--set {text}: more than {MAX_AXIS_VALUES} values, each one a "
+                             "trace; give a coarser step (lo:hi:*2)")
     return name.strip(), parsed
 
 
 def _values(part: str) -> list[int | float]:
+    """One comma-separated part of VALUES: a number or a range; ValueError saying what is
+    wrong with it."""
     if ":" not in part:
         return [_number(part)]
     low, high, *step = part.split(":")
     start, stop = _number(low), _number(high)
-    if not step:
-        step = ["1"]
-    if len(step) > 1 or stop < start:
-        raise ValueError(part)
-    values, value = [], start
-    grow = step[0].startswith("*")
-    by = _number(step[0].lstrip("*"))
+    if len(step) > 1:
+        raise ValueError(f"'{part}' has {2 + len(step)} parts; a range has 2 or 3")
+    if stop < start:
+        raise ValueError(f"the range '{part}' ends ({high}) below its start ({low})")
+    grow = bool(step) and step[0].startswith("*")
+    by = _number(step[0].lstrip("*")) if step else 1
     if by <= (1 if grow else 0):
-        raise ValueError(part)
-    while value <= stop:
+        raise ValueError(f"the range '{part}' has the step '{step[0]}', which never reaches "
+                         f"{high}: {'a factor above 1' if grow else 'a step above 0'}")
+    values, value = [], start
+    while value <= stop and len(values) <= MAX_AXIS_VALUES:
         values.append(value)
         value = value * by if grow else value + by
     return values
 
 
 def _number(text: str) -> int | float:
-    value = float(text)
+    """``text`` as an int where it is a whole number written without a point; ValueError
+    naming it where it is no number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"'{text}' is no number" if text else "an empty value") from None
+    if not math.isfinite(value):
+        raise ValueError(f"'{text}' is no finite number")
     return int(value) if value.is_integer() and "." not in text else value
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ..price.hardware import choice_note, get_gpu
-    from ..price.precision import check_math
+    from ..price.precision import check_math, check_precision
     from ..suites.solexecbench import is_problem_dir
     from ..suites.sweep import sweep_kernelbench, sweep_solexecbench
 
+    # every check that reads no problem, then the GPUs' notes: an error is the one line
+    check_exists([args.path])
     check_outputs({"--out": args.out, "--plot": args.plot, "--plot-roofline": args.plot_roofline})
+    for picture in (args.plot, args.plot_roofline):
+        if picture:
+            from ..present.viz.canvas import save_target
+
+            save_target(picture)
     axes = dict(parse_axis(text) for text in args.axes)
     if len(axes) != len(args.axes):
         raise UsageError("--set names an axis twice; give each axis once")
+    if not axes and not is_problem_dir(args.path):
+        raise UsageError("sweep a problem file over its module globals: --set NAME=VALUES")
     gpus = [name.strip() for name in args.gpu.split(",") if name.strip()]
-    for name in gpus:
-        get_gpu(name)
-        if choice_note(name):
-            print_note(choice_note(name))
     precisions = [name.strip() for name in args.precision.split(",") if name.strip()]
     options = {"cache": args.cache, "math": check_math(args.math), "data": args.data,
                "data_limit_bytes": int(args.data_limit * 2**30)}
+    for name in gpus:
+        get_gpu(name)
+    for name in precisions:
+        check_precision(name)
+    for name in gpus:
+        if choice_note(name):
+            print_note(choice_note(name))
     if is_problem_dir(args.path):
         sweep = sweep_solexecbench(args.path, axes or None, gpus, precisions,
                                    rank_by=args.rank_by, narrow=not args.no_narrow, **options)
-    elif not axes:
-        raise UsageError("sweep a problem file over its module globals: --set NAME=VALUES")
     else:
         sweep = sweep_kernelbench(args.path, axes, gpus, precisions, rank_by=args.rank_by,
                                   narrow=not args.no_narrow, **options)

@@ -23,6 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from ..errors import InputError
+from ..trace._cuda_bindings import HostMoves
 from ..trace.fast_fake import FACTORIES, direct_view, made_by_factory
 from ..trace.refs import Trace
 from .demand.constants import CONSTANT_LIMIT_ELEMENTS
@@ -181,9 +182,10 @@ class _DrawTracker(TorchDispatchMode):
 
 def drawn_dense(make_inputs: Callable[[], Sequence[Any]]) -> bool:
     """Whether every tensor ``make_inputs()`` returns is a normal draw (no zero, no index: a
-    "given" bound reads nothing from it), found by running it on fake tensors."""
+    "given" bound reads nothing from it), found by running it on fake tensors (a move to the
+    GPU keeping the tensor where it is, :class:`~..trace._cuda_bindings.HostMoves`)."""
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     tracker = _DrawTracker(mode)
-    with mode, tracker:
+    with mode, tracker, HostMoves():
         tensors = _tensor_leaves(make_inputs())
     return bool(tensors) and all(id(t) in tracker.drawn for t in tensors)

@@ -176,7 +176,7 @@ def memory_lines(result: Result) -> list[str]:
     return [
         _line("Peak memory (eager)", human_bytes(memory.peak_bytes),
               f"{memory.peak_phase}, {where}"),
-        f"    live then: {live}",
+        f"    live then: {live or 'nothing'}",
         *([f"    activations by module: {by_module}{more}"] if makers else []),
         *([f"    peak by phase: {phases}"] if len(memory.peak_bytes_by_phase) > 1 else []),
         f"    {fit_line(result)}",
@@ -225,7 +225,7 @@ def format_result(result: Result, top: int = 5) -> str:
             f"{result.unfused_kernel_count} / {result.fused_kernel_count}",
         ),
         "",
-        _line("Arithmetic intensity", f"{_intensity(result.arithmetic_intensity)} FLOPs/Byte"),
+        _line("Arithmetic intensity", _intensity(result.arithmetic_intensity, " FLOPs/Byte")),
         _line(f"Ridge point ({result.precision})", f"{result.ridge_point:.1f} FLOPs/Byte"),
         "",
         _line("Compute SoL", human_ms(result.time_ms["compute_sol"])),
@@ -233,7 +233,8 @@ def format_result(result: Result, top: int = 5) -> str:
         _line(
             "Speed of light",
             human_ms(result.sol_ms),
-            f"*** Bottleneck : {result.bottleneck.upper()} BOUND ***",
+            f"*** Bottleneck : {result.bottleneck.upper()} BOUND ***" if result.sol_s
+            else "(nothing to compute or move)",
         ),
         f"  SoL by math: {ladder_line(result)}",
         *as_written_ladder_lines(result),
@@ -404,8 +405,9 @@ def _actual_lines(result: Result) -> list[str]:
     ]
 
 
-def _intensity(value: float) -> str:
-    return "inf" if value == float("inf") else f"{value:.2f}"
+def _intensity(value: float, unit: str = "") -> str:
+    """FLOPs per byte; "—" where no byte moves (the JSON's null), as for an empty output."""
+    return "—" if value == float("inf") else f"{value:.2f}{unit}"
 
 
 def kernel_table(
@@ -611,7 +613,7 @@ def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> 
         total = sum(gpu_s[k] for k in result.kernels) or 1.0
         lines += [
             f"  {k.name}: {human_ms(gpu_s[k] * 1e3)} ({gpu_s[k] / total:.0%}), {k.bound}-bound, "
-            f"{_intensity(k.intensity)} FLOP/B"
+            f"{_intensity(k.intensity, ' FLOP/B')}"
             for k in kernels
         ]
     if result.actual is not None:

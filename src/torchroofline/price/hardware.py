@@ -843,6 +843,9 @@ def get_gpu(name: str | GPUSpec) -> GPUSpec:
     """
     if isinstance(name, GPUSpec):
         return name
+    if not isinstance(name, str):  # it raised "'NoneType' object has no attribute 'strip'"
+        raise UnknownGPUError(f"gpu must be a GPU name such as 'h100-sxm' or a GPUSpec, got "
+                              f"{name!r} (run 'torchroofline gpus' for the list)")
     index = _index()
     spec = index.get(_compact(name))
     if spec is not None:

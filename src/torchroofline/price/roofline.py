@@ -11,9 +11,11 @@ this module and milliseconds at the API (``*_ms``).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..costs import Category, Cost, MatmulKind, OpRecord, total_cost
@@ -663,6 +665,9 @@ class Result:
 
     def to_json(self, path: str | None = None, *, indent: int = 2) -> str:
         """The JSON of :meth:`to_dict`; written to ``path`` when given."""
+        if path is not None and not Path(path).parent.is_dir():  # as Result.plot's check
+            raise InputError(f"cannot write {str(path)!r}: no folder {str(Path(path).parent)!r}; "
+                             "create it first")
         text = json.dumps(self.to_dict(), indent=indent)
         if path is not None:
             with open(path, "w", encoding="utf-8") as handle:
@@ -715,8 +720,10 @@ def _as_written_ms(as_written_ms: float | None) -> dict[str, float]:
 def _actual(actual_ms: float | None, result: Result) -> Actual | None:
     if actual_ms is None:
         return None
-    if not isinstance(actual_ms, (int, float)) or actual_ms <= 0:
-        raise InputError(f"actual_ms must be a positive time in milliseconds, got {actual_ms!r}")
+    if (isinstance(actual_ms, bool) or not isinstance(actual_ms, (int, float))
+            or not 0 < actual_ms < math.inf):
+        raise InputError(
+            f"actual_ms must be a finite time above 0 in milliseconds, got {actual_ms!r}")
     judged = result.judge(float(actual_ms))
     return Actual(
         ms=float(actual_ms),

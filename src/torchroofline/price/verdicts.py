@@ -14,7 +14,8 @@ program's as written (where a shortcut lowers the bound). Five answers:
   lower math as written explains it as well, and the verdict names both;
 - a program whose output is a constant (it reads no input: ``x - x.max(1, keepdim=True)``
   over a dim of size 1) has a bound that only writes it, ~0 beyond the launch: its time says
-  how long the kernels ran that a correct program may skip, and a % of SoL says nothing;
+  how long the kernels ran that a correct program may skip, and a % of SoL says nothing; the
+  same for a bound of 0 (no output tensor, or only empty ones: "infx headroom" said nothing);
 - otherwise the headroom: how many times faster a kernel could still get.
 """
 
@@ -30,10 +31,10 @@ from .precision import possible_rung, rung_name
 @dataclass(frozen=True)
 class Verdict:
     """One measured time judged: ``kind`` is "impossible", "lower math", "shortcut",
-    "shortcut or lower math", "constant output" or "headroom"; ``text`` the sentence the
-    reports print; ``rung`` the highest math rung whose bound (after shortcuts) the time does
-    not beat (None: none); ``rung_as_written`` the same on the ladder as written, where there
-    is one."""
+    "shortcut or lower math", "constant output", "nothing kept" or "headroom"; ``text`` the
+    sentence the reports print; ``rung`` the highest math rung whose bound (after shortcuts)
+    the time does not beat (None: none); ``rung_as_written`` the same on the ladder as
+    written, where there is one."""
 
     kind: str
     text: str
@@ -52,7 +53,7 @@ class Verdict:
     def measures_kernel(self) -> bool:
         """Whether a % of SoL says anything of the kernel (not for a constant output, whose
         bound writes it and reads nothing: the reports print the verdict instead)."""
-        return self.kind != CONSTANT_OUTPUT
+        return self.kind not in NO_PERCENT_KINDS
 
     @property
     def shortcut(self) -> str | None:
@@ -69,6 +70,7 @@ class Verdict:
             "shortcut or lower math": f"needs an algebraic shortcut or {self.written_label} "
             "or lower math",
             CONSTANT_OUTPUT: "constant output: no % of SoL",
+            NOTHING_KEPT: "nothing kept: no % of SoL",
             "headroom": f"{times(self.headroom)} headroom",
         }[self.kind]
 
@@ -111,6 +113,11 @@ def verdict_fields(judged: Verdict | None, prefix: str = "") -> dict[str, str | 
 
 #: The kind of verdict on the time of a program whose output is a constant.
 CONSTANT_OUTPUT = "constant output"
+#: The kind of verdict on the time of a program that keeps nothing (no output tensor, or only
+#: empty ones): a bound of 0.
+NOTHING_KEPT = "nothing kept"
+#: The kinds of verdict of which a % of SoL says nothing (:attr:`Verdict.measures_kernel`).
+NO_PERCENT_KINDS = frozenset({CONSTANT_OUTPUT, NOTHING_KEPT})
 
 #: The keys of :meth:`Verdict.to_dict`.
 _FIELDS = ("verdict", "verdict_kind", "verdict_short", "possible_with_as_written")
@@ -141,11 +148,13 @@ def verdict(
                 f"{label} or lower math (check your tolerance), else a timing bug or skipped "
                 "work")
         return Verdict("lower math", text, rung, headroom=headroom, rung_label=label)
-    if constant_output:
-        text = (f"the output is a constant: the bound only writes it ({human_ms(bound)}, "
-                f"launch-free), so a % of SoL says nothing of the {human_ms(measured_ms)} "
-                "measured")
-        return Verdict(CONSTANT_OUTPUT, text, rung, headroom=headroom, rung_label=label)
+    if constant_output or not bound:
+        what = (f"the output is a constant: the bound only writes it ({human_ms(bound)}, "
+                "launch-free)" if bound else
+                "nothing is kept, no output tensor or only empty ones: the bound is 0")
+        text = f"{what}, so a % of SoL says nothing of the {human_ms(measured_ms)} measured"
+        return Verdict(CONSTANT_OUTPUT if bound else NOTHING_KEPT, text, rung,
+                       headroom=headroom, rung_label=label)
     as_written = as_written_by_math_ms or {}
     if not shortcut or not as_written or measured_ms >= as_written.get(math, 0.0):
         return Verdict("headroom", f"{times(headroom)} headroom", rung, headroom=headroom,

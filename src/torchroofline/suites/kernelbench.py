@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ from ..price.hardware import GPUSpec
 from ..price.precision import restoring_switches
 from ..price.roofline import Actual, Result
 from ..price.verdicts import verdict_fields
+from ..trace._cuda_bindings import HostMoves
 from ..trace.inputs import _module_tensors
 from ..trace.seeded import TENSOR_SHARE_OF_LIMIT, ShapeOnlyDraws, ShapeOnlyError
 from ..trace.shadow import ConstantShadow
@@ -92,6 +95,9 @@ def load_problem(path: str | Path, *, class_name: str = "Model",
     or a file without ``class_name`` / ``get_inputs``.
     """
     path = Path(path)
+    if path.is_dir():  # it said "no such problem file" of a folder that is there
+        raise ProblemFileError(f"{path}: a folder, not a problem file; pass one of its .py "
+                               f"files ('torchroofline kernelbench {path}' analyzes them all)")
     if not path.is_file():
         raise ProblemFileError(f"{path}: no such problem file")
     _refuse_compiled_kernel(path)
@@ -107,9 +113,7 @@ def load_problem(path: str | Path, *, class_name: str = "Model",
             else:
                 exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102
     except SyntaxError as error:
-        raise ProblemFileError(
-            f"{path}:{error.lineno}: syntax error: {error.msg}; fix the file"
-        ) from error
+        raise syntax_failed(path, error) from error
     except (Exception, SystemExit) as error:  # noqa: BLE001 — the file's own code failed
         _raise_if_network(path, error)
         raise code_failed(path, "importing the file", error) from error
@@ -145,6 +149,13 @@ def _refuse_compiled_kernel(path: Path) -> None:
 #: Modules KernelBench's problem files import beyond torch, and what installs them (the
 #: ``kernelbench`` extra of pyproject.toml).
 EXTRA_MODULES = {"einops": "'torchroofline[kernelbench]'"}
+
+
+def syntax_failed(path: str | Path, error: SyntaxError) -> ProblemFileError:
+    """The one line for a file Python cannot compile: its line where Python names one (a null
+    byte has none: it read "binary.py:None: ...")."""
+    where = f"{path}:{error.lineno}" if error.lineno else str(path)
+    return ProblemFileError(f"{where}: syntax error: {error.msg}; fix the file")
 
 
 def code_failed(path: str | Path, doing: str, error: BaseException) -> ProblemFileError:
@@ -250,7 +261,11 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
         # FakeTensorMode's cache is off: building makes tensors of shapes that seldom repeat,
         # and on a miss the cache's key and entry cost as much as the op itself
         mode = FakeTensorMode(allow_non_fake_inputs=True)
-        with hub_offline(), mode, disable_fake_tensor_cache(mode), ConstantShadow():
+        with (hub_offline(), mode, disable_fake_tensor_cache(mode), ConstantShadow(),
+              HostMoves(), warnings.catch_warnings()):
+            # as in the trace: torch's warnings on fake tensors ("Initializing zero-element
+            # tensors is a no-op") are not the user's, and named HostMoves' line as their own
+            warnings.simplefilter("ignore")
             return _construct(problem) + (notes,)
     except TorchrooflineError:
         raise
@@ -261,7 +276,7 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
             f"{type(fake_error).__name__}: {_first_line(fake_error)}"
         )
     try:
-        with hub_offline():
+        with hub_offline(), HostMoves():
             return _construct(problem) + (notes,)
     except (Exception, SystemExit) as error:  # noqa: BLE001 — the problem's own code failed
         _raise_if_network(problem.path, error)
@@ -299,7 +314,7 @@ def _under_seed(problem: Problem, make: Callable[[Callable[[], None]], Any], lim
     :class:`ShapeOnlyError`). The caller's generator state is put back."""
     state = torch.random.get_rng_state()
     try:
-        with hub_offline():
+        with hub_offline(), HostMoves():
             try:
                 with ShapeOnlyDraws.within(limit_bytes) as draws:
                     draws.manual_seed(KERNELBENCH_SEED)
@@ -400,6 +415,10 @@ def _made_inputs(
 
 def _construct(problem: Problem) -> tuple[nn.Module, tuple]:
     init_inputs = problem.get_init_inputs()
+    if not isinstance(init_inputs, (list, tuple)):  # it read "_torchroofline_problem_28…
+        # .Model() argument after * must be an iterable, not int"
+        raise ProblemFileError(f"{problem.path}: get_init_inputs() returned "
+                               f"{type(init_inputs).__name__}; return a list")
     model = problem.model_class(*init_inputs)
     inputs = problem.get_inputs()
     if isinstance(inputs, torch.Tensor):
@@ -625,8 +644,11 @@ def load_timings(
 
 def _time_ms(path: Path, file: str, entry: Any, stat: str) -> float:
     value = entry.get(stat) if isinstance(entry, dict) else entry
-    if not isinstance(value, (int, float)) or value <= 0:
-        raise InputError(f"{path}: '{file}' has no positive '{stat}' time in ms")
+    # NaN passed a "<= 0" test and inf (1e400 in JSON) read as "0.0%" of SoL, or stopped
+    # validate with a traceback (math domain error)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise InputError(f"{path}: '{file}' has no finite positive '{stat}' time in ms, got "
+                         f"{value!r}")
     return float(value)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -188,7 +189,8 @@ def _sample(
 def _positive(value: Any) -> float | None:
     if isinstance(value, dict):  # some writers nest runtime stats: {"mean": ms, ...}
         value = value.get("mean")
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+    finite = isinstance(value, (int, float)) and 0 < value < math.inf  # NaN and inf: no time
+    return float(value) if finite else None
 
 
 def _metadata_error(metadata: Any) -> str | None:

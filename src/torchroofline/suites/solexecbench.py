@@ -42,7 +42,7 @@ from ..price.hardware import GPUSpec
 from ..price.precision import restoring_switches
 from ..price.roofline import Result
 from ..trace.seeded import TENSOR_SHARE_OF_LIMIT, ShapeOnlyDraws, ShapeOnlyError
-from .kernelbench import _first_line, discover
+from .kernelbench import _first_line, discover, syntax_failed
 from .runs import sol_score
 
 DEFINITION = "definition.json"
@@ -187,9 +187,7 @@ def _reference_module(folder: Path, text: str | None) -> ModuleType:
     try:
         exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102 — the format runs it
     except SyntaxError as error:
-        raise ProblemFileError(
-            f"{path}:{error.lineno}: syntax error: {error.msg}; fix the file"
-        ) from error
+        raise syntax_failed(path, error) from error
     except Exception as error:  # noqa: BLE001 — the reference's own code failed
         raise ProblemFileError(
             f"{path}: importing the reference raised {type(error).__name__}: "

@@ -533,7 +533,9 @@ def plot_estimates(
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():  # as every picture: never a missing folder made
+        raise InputError(f"cannot save a figure in {str(path.parent)!r}: no such folder; "
+                         "create it first")
     fig.savefig(path)
     return path
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 aten = torch.ops.aten
 
@@ -186,6 +187,20 @@ def to(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
 #: device even where the tensor is on one already): method → its spelling, which may answer
 #: NotImplemented (not a move to the GPU).
 DEVICE_MOVES = {torch.Tensor.cuda: cuda, torch.Tensor.to: to}
+
+
+
+class HostMoves(TorchFunctionMode):
+    """Building a problem (its model and inputs): ``x.cuda()``, ``model.cuda()`` and
+    ``x.to("cuda")`` keep the tensor where it is, as the trace does (:data:`DEVICE_MOVES`),
+    where a CPU-only build raised "Torch not compiled with CUDA enabled" before any op."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        move = DEVICE_MOVES.get(func)
+        moved = NotImplemented if move is None else move(*args, **kwargs)
+        return func(*args, **kwargs) if moved is NotImplemented else moved
+
 
 #: Tensor method or torch function → its spelling in aten ops.
 SPELLINGS = {

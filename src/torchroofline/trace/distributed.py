@@ -265,7 +265,11 @@ def meta_copy(model: nn.Module) -> nn.Module:
     (nothing allocated): a parallelize function changes the module it gets."""
     memo: dict[int, Any] = {}
     for tensor in [*model.parameters(), *model.buffers()]:
-        meta = torch.empty_like(tensor, device="meta")
+        # made from the shape, not empty_like: a fake tensor's (a problem file's model, built
+        # on fake tensors) stayed fake, and to_empty could not swap it ("Couldn't swap
+        # Linear.weight", a raw traceback from --parallel ddp)
+        meta = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
+                                   device="meta")
         memo[id(tensor)] = (
             nn.Parameter(meta, requires_grad=tensor.requires_grad)
             if isinstance(tensor, nn.Parameter) else meta
@@ -451,6 +455,12 @@ class _DDPBuckets:
 
         self.group = group
         parameters = [p for p in model.parameters() if p.requires_grad][::-1]
+        if not parameters:  # it failed inside c10d: "!tensors.empty() INTERNAL ASSERT FAILED"
+            raise InputError(
+                f"parallel='ddp' needs a parameter that requires a gradient, as "
+                f"DistributedDataParallel does; {type(model).__name__} has none: leave out "
+                "--parallel (parallel=), or shard it with a parallelize(model, mesh)"
+            )
         buckets, _ = dist._compute_bucket_assignment_by_size(
             parameters, [dist._DEFAULT_FIRST_BUCKET_BYTES, DDP_BUCKET_CAP_BYTES]
         )

@@ -92,8 +92,14 @@ class Necessary:
     def constant_output(self) -> bool:
         """Whether the kept outputs need no element of any input (``x - x.max(1, keepdim=True)``
         over a dim of size 1 is zeros whatever ``x`` holds): the bound is the writing of a
-        constant, not a kernel's worth of work."""
-        return bool(self.output_refs) and not self.input_refs
+        constant, not a kernel's worth of work. Empty outputs are not one: nothing is written
+        (:attr:`keeps_empty_tensors`)."""
+        return bool(self.output_refs) and not self.input_refs and not self.keeps_empty_tensors
+
+    @property
+    def keeps_empty_tensors(self) -> bool:
+        """Whether every kept output has no elements (a dim of size 0): nothing to compute."""
+        return bool(self.output_refs) and all(0 in ref.shape for ref in self.output_refs)
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -105,6 +111,12 @@ class Necessary:
             notes.append(
                 "the model returns no tensor (forward returned None or Python numbers): "
                 "nothing is kept, so the bound is 0; return the tensors it computes"
+            )
+        if self.keeps_empty_tensors:
+            shapes = ", ".join(str(list(ref.shape)) for ref in self.output_refs)
+            notes.append(
+                f"the outputs have no elements (shape {shapes}): there is nothing to compute "
+                "or write, so the bound is 0; check the input sizes"
             )
         if self.constant_output:
             notes.append(

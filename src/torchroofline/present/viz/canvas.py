@@ -83,6 +83,19 @@ def save_target(path: str | Path | None) -> Path | None:
     return path
 
 
+def output_folder(path: str | Path) -> Path:
+    """The folder pictures go to, made where it does not exist; never a missing folder above
+    it (as :func:`save_target`: a mistyped path is refused, not built)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"cannot write pictures in {str(path)!r}: it is a file; give a folder")
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write pictures in {str(path)!r}: no folder "
+                         f"{str(path.parent)!r}; create it first")
+    path.mkdir(exist_ok=True)
+    return path
+
+
 #: What a saved file holds beside the picture: nothing that differs between runs or machines
 #: (matplotlib's version, a date, random SVG ids), so one figure always saves to the same bytes.
 _STABLE_METADATA = {".png": {"Software": None}, ".svg": {"Creator": None, "Date": None}}

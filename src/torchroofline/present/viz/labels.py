@@ -57,6 +57,10 @@ class Labeller:
         self.taken.append((box.x0, box.y0, box.x1, box.y1))
         self.text.append(self.taken[-1])
 
+    def fits(self, box: Any) -> bool:
+        """Whether an artist's window extent lies inside the axes, clear of every box taken."""
+        return self._fits((box.x0, box.y0, box.x1, box.y1))
+
     def place_legend(self, legend: Any, locations: Sequence[str] = LEGEND_LOCATIONS) -> None:
         """Move ``legend`` to the first of ``locations`` that covers the fewest boxes blocked so
         far (markers, ridge points, notes), and keep labels off it."""

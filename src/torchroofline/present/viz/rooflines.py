@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...costs import MatmulKind
 from ...price.roofline import Roof, roofline_entry, roofs_for
-from ...price.verdicts import CONSTANT_OUTPUT
+from ...price.verdicts import NO_PERCENT_KINDS
 from ...units import human_bytes, human_ms, percent, si
 from .canvas import (
     CATEGORY_COLOURS,
@@ -369,7 +369,7 @@ def _measured_label(data: dict[str, Any], measured_ms: float, fraction: float) -
     actual = data.get("actual") or {}
     kind, short = actual.get("verdict_kind"), actual.get("verdict_short")
     impossible = "IMPOSSIBLE: " if _impossible(data) else ""
-    if kind == CONSTANT_OUTPUT:  # a bound that writes a constant: no % of it
+    if kind in NO_PERCENT_KINDS:  # a bound that writes a constant, or nothing: no % of it
         return f"measured {human_ms(measured_ms)}: {short}"
     words = "" if kind in (None, "headroom", "impossible") else f", {short}"
     return f"measured {human_ms(measured_ms)}: {impossible}{percent(fraction)} of SoL{words}"
@@ -407,7 +407,8 @@ def _limits(
         x_lo, x_hi = x_lo / widen, x_hi * widen
     top = max(roof.peak_flops_per_s for roof in roofs)
     y_lo = min([*ys, top / 1e3]) / 3
-    return (x_lo, x_hi), (y_lo, top * 3)
+    # a measured time faster than light sits above every roof: its point and label stay in
+    return (x_lo, x_hi), (y_lo, max([*ys, top]) * 3)
 
 
 def _draw_roofs(
@@ -480,8 +481,18 @@ def _label_roofs(
             color=ROOF_COLOUR,
             gid="label:roof",
         )
-    x = max(x_lo * 1.6, y_lo * 6 / bandwidth)
-    if x < roofs[0].ridge(bandwidth) / 4:
+    _label_slope(ax, labeller, bandwidth, max(x_lo * 1.6, y_lo * 6 / bandwidth),
+                 roofs[0].ridge(bandwidth) / 4)
+
+
+def _label_slope(
+    ax: Axes, labeller: Labeller, bandwidth: float, x_start: float, x_stop: float
+) -> None:
+    """The bandwidth along the memory roof, at the first spot from ``x_start`` up to ``x_stop``
+    (intensities, FLOPs/B) clear of the legend, the notes and the markers; none where no spot
+    is (it ran under the legend)."""
+    x = x_start
+    while x < x_stop:
         (x0, y0), (x1, y1) = ax.transData.transform(
             [(x, bandwidth * x), (x * 10, bandwidth * x * 10)]
         )
@@ -498,7 +509,11 @@ def _label_roofs(
             color=ROOF_COLOUR,
             gid="label:memory",
         )
-        labeller.block(slope.get_window_extent())
+        if labeller.fits(slope.get_window_extent()):
+            labeller.block(slope.get_window_extent())
+            return
+        slope.remove()
+        x *= 2
 
 
 def _marker_size(share: float) -> float:
@@ -508,7 +523,16 @@ def _marker_size(share: float) -> float:
 
 def _title(data: dict[str, Any]) -> str:
     cache = "" if data.get("cache", "cold") == "cold" else f", {data['cache']} L2"
-    return f"{data['model']} on {data['gpu']}, {data['precision']}{cache}"
+    return f"{_middle_cut(data['model'])} on {data['gpu']}, {data['precision']}{cache}"
+
+
+def _middle_cut(name: str, width: int = 64) -> str:
+    """``name`` in at most ``width`` characters, its middle left out ("…"): a KernelBench
+    name of 97 characters ran off both sides of the picture; its number and its end stay."""
+    if len(name) <= width:
+        return name
+    back = (width - 1) // 3
+    return f"{name[: width - 1 - back]}…{name[-back:]}"
 
 
 def _note(
@@ -529,9 +553,10 @@ def _note(
         )
     if data["flops"]["total"] <= 0:
         sol_ms = data["time_ms"]["sol"]
-        lines.append(
+        lines.append(  # "pure data movement" of 0 B said there was some
             f"no FLOPs: pure data movement, SoL {human_ms(sol_ms)} "
             f"= {human_bytes(data['bytes']['compulsory'])} / bandwidth"
+            if data["bytes"]["compulsory"] else "no FLOPs, no bytes: nothing to compute or move"
         )
         measured = _measured_ms(data)
         if measured is not None:  # no point to label: the verdict goes here

@@ -15,6 +15,7 @@ from .canvas import (
     figure_class,
     freeze_layout,
     new_figure,
+    output_folder,
     percent_formatter,
     plain_formatter,
     save,
@@ -51,8 +52,7 @@ def plot_suite(
     measured time when the report has one.
     """
     figure_class()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = output_folder(out_dir)
     written = [out_dir / "suite_scatter.png", out_dir / "suite_histogram.png"]
     plot_suite_scatter(report, written[0])
     plot_suite_histogram(report, written[1])

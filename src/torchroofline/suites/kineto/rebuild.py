@@ -405,7 +405,8 @@ def _tensor_dtype(type_name: str) -> torch.dtype:
 
 def _default(argument: Any, assumed: list[str]) -> Any:
     if argument.has_default_value():
-        assumed.append(f"{argument.name} at its default")
+        # "approximate at its default" left the reader to look the default up
+        assumed.append(f"{argument.name}={argument.default_value!r}, its default")
         return argument.default_value
     if _kind(str(argument.real_type)).optional:
         return None
