@@ -18,7 +18,8 @@ sub-product are all groupings; terms with no factor in common but a broadcast ou
 (two biases) are grouped with nothing taken out, so that they are added at their own size.
 A bilinear sum Σᵢⱼ Cᵢⱼ·Lᵢ·M·Rⱼ (any common middle M, or none) is also written as rank(C)
 products of sums (:func:`_ranked`), which groupings reach only where C's rows or columns are
-copies of few.
+copies of few. A product two terms hold (or one term twice) is named once (:func:`_named`): a
+sum of one term that the plan computes and charges once however often it is read.
 
 Taking a factor out is not always cheaper: A·B·C + A·D with a thin A costs less as
 (A·B)·C + A·D than as A·(B·C + D), which multiplies B·C out. So every set of terms the search
