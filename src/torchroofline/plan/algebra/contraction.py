@@ -28,7 +28,7 @@ from ...costs import aten, lookup
 from ...trace.refs import TensorRef
 from . import chains, linear
 from ._core import Graph, Match, algebra_rule
-from .factors import Weigh, atoms, factored_terms, reads
+from .factors import Weigh, atoms, factored_terms, reads, shared_key
 from .network import FLOATS, STEPS, Factor, Labels, Network, Sum, Term, Walk, transparent
 
 #: the name a rewrite takes: a segment ending in a sum, mean or pool moved the sum into the
@@ -210,11 +210,13 @@ def _letters(labels: Sequence[int], names: dict[int, str]) -> str:
 
 def _prepared(tensors: Sequence[torch.Tensor], positions: tuple[int, ...],
               factor: Factor | _Plan, labels: Labels, kept: Labels, plan: _Plan,
-              names: dict[int, str]) -> torch.Tensor:
-    """One factor as its atoms (broadcast dims taken once; a sum computed first), its own
-    labels summed out."""
+              names: dict[int, str], done: dict[int, torch.Tensor]) -> torch.Tensor:
+    """One factor as its atoms (broadcast dims taken once; a sum computed first, once where
+    it is read twice: ``done``, by plan), its own labels summed out."""
     if isinstance(factor, _Plan):
-        value = _run(factor, tensors)
+        if id(factor) not in done:
+            done[id(factor)] = _run(factor, tensors, done)
+        value = done[id(factor)]
     else:
         value = tensors[positions[0]] if factor.make is None else factor.make(
             *(tensors[p] for p in positions))
@@ -236,12 +238,14 @@ def _scales(coeffs: Sequence[float]) -> list[float | None]:
             for n, c in enumerate(coeffs)]
 
 
-def _run(plan: _Plan, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+def _run(plan: _Plan, tensors: Sequence[torch.Tensor],
+         done: dict[int, torch.Tensor] | None = None) -> torch.Tensor:
+    done = {} if done is None else done
     names = {a: _LETTERS[i] for i, a in enumerate(plan.sizes)}
     parts = []
     scales = _scales([coeff for coeff, *_ in plan.terms])
     for (coeff, factors, order), scale in zip(plan.terms, scales, strict=True):
-        values = [(_prepared(tensors, *factor, kept, plan, names), kept)
+        values = [(_prepared(tensors, *factor, kept, plan, names, done), kept)
                   for factor, kept in zip(factors, order.kept, strict=True)]
         if values and scale is not None:  # the coefficient on the smallest factor
             small = min(range(len(values)), key=lambda i: values[i][0].numel())
@@ -401,9 +405,11 @@ def _as_written(graph: Graph, ops: set[int]) -> Cost:
 
 
 def _planned(net: Network, terms: Sequence[Term], output: Labels, out: TensorRef,
-             inputs: dict[TensorRef, int]) -> tuple[_Plan, Cost] | None:
+             inputs: dict[TensorRef, int], done: dict[object, _Plan]) -> tuple[_Plan, Cost] | None:
     """``terms`` over ``output`` ready to run and their cost (a sum's terms planned the same
-    way, over its labels); ``inputs`` collects the values read, each numbered once."""
+    way, over its labels); ``inputs`` collects the values read, each numbered once, and
+    ``done`` the sums planned (:func:`.factors.shared_key`): one read again is computed once
+    and charged once."""
     planned = []
     cost = Cost()
     itemsize = out.itemsize
@@ -412,11 +418,14 @@ def _planned(net: Network, terms: Sequence[Term], output: Labels, out: TensorRef
         factors = []
         for factor in term.factors:
             if isinstance(factor, Sum):
-                inner = _planned(net, factor.terms, factor.labels, out, inputs)
-                if inner is None:
-                    return None
-                factors.append(((), inner[0], factor.labels))
-                cost += inner[1]
+                key = shared_key(net, factor)
+                if key not in done:
+                    inner = _planned(net, factor.terms, factor.labels, out, inputs, done)
+                    if inner is None:
+                        return None
+                    done[key] = inner[0]
+                    cost += inner[1]
+                factors.append(((), done[key], factor.labels))
                 continue
             if any(ref.dtype != out.dtype for ref in factor.refs):
                 return None
@@ -442,7 +451,7 @@ def _plan(net: Network, terms: Sequence[Term], out: TensorRef, output: Labels) -
 ] | None:
     """``terms`` ready to run as the root's value ``out``, their inputs and their cost."""
     inputs: dict[TensorRef, int] = {}
-    found = _planned(net, terms, output, out, inputs)
+    found = _planned(net, terms, output, out, inputs, {})
     if found is None:
         return None
     plan, cost = found
@@ -453,7 +462,7 @@ def _weigh(net: Network, out: TensorRef) -> Weigh:
     """The cost the search over groupings weighs a set of terms by: their plan's (compute
     first: the bound charges FLOPs, the bytes only choose among equal compute)."""
     def weigh(terms: Sequence[Term], output: Labels) -> tuple[float, float] | None:
-        found = _planned(net, terms, output, out, {})
+        found = _planned(net, terms, output, out, {}, {})
         return None if found is None else (found[1].compute_seconds, found[1].seconds)
 
     return weigh
@@ -487,7 +496,10 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     factored = factored_terms(walk.net, terms, output, _weigh(walk.net, out))
     # as written, and with the common factors taken out (their sums' adds charged), the
     # cheaper; a difference that cancels is the identities' (x − x = 0)
-    grouped = factored and len(factored) < len(terms)
+    # (a shared sub-product named leaves as many terms, each reading it: at a term of a sum
+    # it is left to the add, where the other terms may read it too: a⁴ of a⁴ + a³ + a²)
+    grouped = factored and factored != list(terms) and (
+        len(factored) < len(terms) or adds or not _term_of_a_sum(graph, root))
     # named for a factor read fewer times; terms only added at their own size (two biases
     # broadcast alike) are the order's
     candidates = {PRODUCT_RULE: None if adds else _plan(walk.net, terms, out, output)}

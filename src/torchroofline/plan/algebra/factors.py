@@ -18,7 +18,8 @@ sub-product are all groupings; terms with no factor in common but a broadcast ou
 (two biases) are grouped with nothing taken out, so that they are added at their own size.
 A bilinear sum Σᵢⱼ Cᵢⱼ·Lᵢ·M·Rⱼ (any common middle M, or none) is also written as rank(C)
 products of sums (:func:`_ranked`), which groupings reach only where C's rows or columns are
-copies of few.
+copies of few. A product two terms hold (or one term twice) is named once (:func:`_named`): a
+sum of one term that the plan computes and charges once however often it is read.
 
 Taking a factor out is not always cheaper: A·B·C + A·D with a thin A costs less as
 (A·B)·C + A·D than as A·(B·C + D), which multiplies B·C out. So every set of terms the search
@@ -54,6 +55,8 @@ MAX_RENAMINGS = 24
 #: most factors of a term read as a bilinear one (two in the roles, the rest its middle: each
 #: order of a member's factors is tried, n! of them)
 MOST_RANKED_FACTORS = 4
+#: most factors of a term whose sub-products are tried as one named value (2ⁿ subsets)
+MOST_NAMED_FACTORS = 6
 
 Item = Factor | Sum
 #: (compute seconds, seconds) of a set of terms, or None where it cannot be run
@@ -264,12 +267,13 @@ class _Search:
         if key in self.found:
             return self.found[key]
         best, least = terms, self.weight(terms, output)
-        ranked = _ranked(self.net, terms, output)
+        moves = itertools.chain(_ranked(self.net, terms, output),
+                                _named(self.net, terms, output))
         if len(terms) <= EXHAUSTIVE_TERMS:
-            reached = [*self._groupings(terms, output, every_subset=True), *ranked]
-        else:  # the cheapest single grouping (or rank factoring), then on from there
+            reached = [*self._groupings(terms, output, every_subset=True), *moves]
+        else:  # the cheapest single grouping (or other move), then on from there
             options = [(self.weight(t, output), n, t) for n, t in enumerate(itertools.chain(
-                self._groupings(terms, output, every_subset=False), ranked))]
+                self._groupings(terms, output, every_subset=False), moves))]
             reached = [min(options)[2]] if options else []
         for grouped in reached:
             found = self.cheapest(grouped, output)
@@ -563,6 +567,92 @@ def _products(net: Network, terms: tuple[Term, ...], family: _Bilinear, fixed: f
                                      _combined(rights, v, shared[1]))
             made.append(Term(family.scale * float(a * b), (left, right, *family.middle)))
         yield rest + tuple(made)
+
+
+# --- a shared sub-product named once ------------------------------------------------------------
+# A product of factors that two terms hold (or one term twice: a⁴ = a²·a²) is one value: named
+# as a sum of one term over the labels it shares with the rest of its term or the output, each
+# occurrence is that value read (renamed), computed and charged once by the plan
+# (:func:`shared_key`); groupings then run over the terms that read it. With s = a·a,
+# a⁴ + a³ + a² = s·s + s·a + s = s·(s + a) + s: two products where three were written.
+
+
+def _canonical(net: Network, item: Item, names: dict[int, int]) -> object:
+    """``item`` with its labels numbered in order of first appearance (``names``, filled in)."""
+    if isinstance(item, Factor):
+        return item.refs, item.make, tuple(tuple(names.setdefault(a, len(names)) for a in
+                                                 net.atoms(group)) for group in item.dims)
+    labels = tuple(names.setdefault(a, len(names)) for a in item.labels)
+    return labels, tuple((t.coeff, tuple(_canonical(net, f, names) for f in t.factors))
+                         for t in item.terms)
+
+
+def shared_key(net: Network, item: Sum) -> object:
+    """What ``item`` computes, up to the names of its labels: two sums of one key are one value
+    (each read at its own labels, in the order of ``labels``)."""
+    names: dict[int, int] = {}
+    body = _canonical(net, item, names)
+    return body, tuple(net.sizes[a] for a in names)
+
+
+def _connected(net: Network, part: Sequence[Factor]) -> bool:
+    """Whether ``part``'s factors are one product (each reached from the first by labels)."""
+    reached, labels = {0}, set(atoms(net, part[0]))
+    grown = True
+    while grown:
+        grown = False
+        for n, f in enumerate(part):
+            if n not in reached and labels & set(atoms(net, f)):
+                reached.add(n)
+                labels |= set(atoms(net, f))
+                grown = True
+    return len(reached) == len(part)
+
+
+def _occurrences(net: Network, part: Sequence[Factor], outer: Labels, term: Term,
+                 fixed: frozenset[int]) -> tuple[Term, int]:
+    """``term`` with each occurrence of ``part`` (the same values under a renaming of every
+    label, its own labels summed nowhere else) read as one sum over the images of ``outer``,
+    and how many there were."""
+    factors, made = list(term.factors), []
+    inner = {a for f in part for a in atoms(net, f)} - set(outer)
+    while (found := _embedded(net, part, factors, {}, frozenset())) is not None:
+        used, names, _ = found
+        image = {mine: theirs for theirs, mine in names.items()}
+        left = [f for n, f in enumerate(factors) if n not in used]
+        elsewhere = fixed | {a for f in (*left, *made) for a in atoms(net, f)}
+        if {image[a] for a in inner} & elsewhere:
+            break
+        made.append(Sum((Term(1.0, tuple(factors[n] for n in used)),),
+                        tuple(image[a] for a in outer)))
+        factors = left
+    return Term(term.coeff, (*factors, *made)), len(made)
+
+
+def _named(net: Network, terms: tuple[Term, ...], output: Labels) -> Iterator[tuple[Term, ...]]:
+    """Each connected product of two or more factors of a term (of at most
+    :data:`MOST_NAMED_FACTORS`) that occurs at least twice in ``terms``, named in every term
+    that holds it."""
+    fixed = frozenset(output)
+    tried: set[object] = set()
+    for term in terms:
+        plain = [f for f in term.factors if isinstance(f, Factor)]
+        if len(term.factors) > MOST_NAMED_FACTORS:
+            continue
+        for size in range(2, len(plain) + 1):
+            for part in itertools.combinations(plain, size):
+                others = [f for f in term.factors if not any(f is p for p in part)]
+                held = {a for f in part for a in atoms(net, f)}
+                outer = tuple(a for a in dict.fromkeys(
+                    a for f in part for a in atoms(net, f)) if a in fixed or any(
+                    a in atoms(net, f) for f in others))
+                key = shared_key(net, Sum((Term(1.0, part),), outer))
+                if key in tried or not held or not _connected(net, part):
+                    continue
+                tried.add(key)
+                found = [_occurrences(net, part, outer, t, fixed) for t in terms]
+                if sum(count for _, count in found) >= 2:
+                    yield tuple(t for t, _ in found)
 
 
 def reads(terms: Sequence[Term]) -> int:

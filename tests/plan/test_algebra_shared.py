@@ -1,0 +1,133 @@
+"""A product that two terms of a sum hold, or one term twice (a power), is one value
+(plan/algebra/factors.py, "a shared sub-product named once"): each occurrence reads it, the
+plan computes and charges it once, and the groupings run over the terms that read it. The bound
+never charges more than without the move (the search keeps the cheapest set of terms, the terms
+as written among them), and the replacement computes the program's value (float64 below).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from unittest import mock
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_tensor_network import _always_fire, _forced_replacements  # noqa: F401 (a fixture)
+
+from conftest import Fn, analyze, meta
+from torchroofline.plan.algebra import factors
+
+#: square matrices where one product is compute-bound on an H100 (2·N³ = 1.4e11 FLOPs, 0.28 ms
+#: of TF32, against three 64 MiB operands, 0.06 ms of HBM3)
+N = 4096
+PRODUCT = 2 * N**3
+
+
+def test_powers_of_one_matrix_share_their_square() -> None:
+    # s = a·a: a⁴ + a³ + a² = s·s + s·a + s = s·(s + a) + s, two products (s, then s·(s + a));
+    # as written, value numbering shares a² and a³ and still leaves three (a², a³, a⁴)
+    result = analyze(Fn(lambda a: a @ a @ a @ a + a @ a @ a + a @ a), meta(N, N))
+    assert result.tensor_flops == 2 * PRODUCT
+    assert result.time_ms["sol"] < result.time_ms["sol_as_written"]
+
+
+def test_a_power_squares_its_square() -> None:
+    # a⁴ alone: s = a·a read twice, s·s, two products (as written ((a·a)·a)·a, three)
+    result = analyze(Fn(lambda a: a @ a @ a @ a), meta(N, N))
+    assert result.tensor_flops == 2 * PRODUCT
+
+
+def _chains(*matrices: torch.Tensor) -> torch.Tensor:
+    """Σᵢ xᵢ @ a4 @ a5 @ yᵢ over eight chains, each its own xᵢ and yᵢ."""
+    lefts, rights, a4, a5 = matrices[:8], matrices[8:16], *matrices[16:]
+    return functools.reduce(operator.add, (x @ a4 @ a5 @ y for x, y in
+                                           zip(lefts, rights, strict=True)))
+
+
+def test_chains_that_hold_one_product_compute_it_once() -> None:
+    # eight chains xᵢ·a4·a5·yᵢ: no factor common to two terms is worth taking out (the rest
+    # xᵢ·…·yᵢ does not split), so 3 products each, 24 as written. s = a4·a5 once, then
+    # xᵢ·s·yᵢ two each: 1 + 16 = 17 (fewer is no product of each chain's own xᵢ and yᵢ)
+    result = analyze(Fn(_chains), *(meta(N, N) for _ in range(18)))
+    assert result.tensor_flops == 17 * PRODUCT
+
+
+def test_another_value_between_names_nothing() -> None:
+    # a·b·c + a·relu(b)·d: relu(b) is not b, so a·b is held by one term only; the fewest
+    # products are a·(b·c + relu(b)·d), three (two would read relu(b) as b), and as written four
+    result = analyze(Fn(lambda a, b, c, d: a @ b @ c + a @ torch.relu(b) @ d),
+                     *(meta(N, N) for _ in range(4)))
+    assert 3 * PRODUCT <= result.tensor_flops <= 4 * PRODUCT
+
+
+def _changed_between(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
+                     d: torch.Tensor) -> torch.Tensor:
+    """a·b·c + a·(2b)·d, b doubled in place between the two chains."""
+    first = a @ b @ c
+    b.mul_(2)
+    return first + a @ b @ d
+
+
+def test_a_value_changed_in_place_between_names_nothing() -> None:
+    # b doubled in place between the chains: a·b and a·(2b) are other values, so a·b is not one
+    # product of both; a·(b·c + 2b·d) takes three, as written four (two would read them as one)
+    result = analyze(Fn(_changed_between), *(meta(N, N) for _ in range(4)))
+    assert 3 * PRODUCT <= result.tensor_flops <= 4 * PRODUCT
+
+
+#: a chain: the positions of its factors in the pool (square matrices, a power repeats one)
+Chain = tuple[int, ...]
+
+
+def _program(chains: list[Chain], coeffs: list[int]) -> Fn:
+    def body(*pool: torch.Tensor) -> torch.Tensor:
+        terms = [c * functools.reduce(operator.matmul, (pool[i] for i in chain))
+                 for chain, c in zip(chains, coeffs, strict=True)]
+        return functools.reduce(operator.add, terms)
+
+    return Fn(body)
+
+
+_CHAINS = st.lists(st.lists(st.integers(0, 3), min_size=2, max_size=4).map(tuple),
+                   min_size=2, max_size=4)
+
+
+@pytest.mark.usefixtures("_always_fire")
+@settings(max_examples=30, deadline=None)
+@given(_CHAINS, st.lists(st.sampled_from([1, 2, -1]), min_size=4, max_size=4))
+def test_a_named_sub_product_computes_the_value_and_never_costs_more(
+    chains: list[Chain], coeffs: list[int]
+) -> None:
+    # sums of two to four chains over four square matrices (powers and repeated sub-chains):
+    # every replacement (forced) equals the program on float64, and the bound is at most the
+    # bound without the move
+    model = _program(chains, coeffs[:len(chains)])
+    inputs = tuple(torch.randn(5, 5, dtype=torch.float64) for _ in range(4))
+    expected = model(*inputs)
+    for _, replaced in _forced_replacements(model, inputs):
+        assert torch.allclose(replaced, expected, atol=1e-9), chains
+    with_move = analyze(model, *(meta(64, 64) for _ in range(4))).tensor_flops
+    with mock.patch.object(factors, "_named", lambda *_: iter(())):
+        without = analyze(model, *(meta(64, 64) for _ in range(4))).tensor_flops
+    assert with_move <= without, chains
+
+
+@pytest.mark.usefixtures("_always_fire")
+@pytest.mark.parametrize("chains", [
+    [(0, 0, 0, 0), (0, 0, 0), (0, 0)],  # s·(s + a) + s, s = a²
+    [(0, 1, 0, 1), (0, 1)],  # s·s + s, s = ab
+    [(0, 1), (2, 3), (0, 1, 2, 3)],  # s + t + s·t: two named products of other values
+    [(0, 1, 2), (3, 1, 2), (1, 2, 0)],  # s = bc read at three places
+], ids=["powers", "square-of-a-product", "two-products", "middle"])
+def test_a_named_sub_product_computes_the_value(chains: list[Chain]) -> None:
+    # the replacement (forced) equals the program on float64: each named product read where it
+    # occurs (two products of one shape are not one value: ab + cd + abcd)
+    model = _program(chains, [1, 2, -1][:len(chains)])
+    inputs = tuple(torch.randn(5, 5, dtype=torch.float64) for _ in range(4))
+    found = _forced_replacements(model, inputs)
+    assert found
+    for _, replaced in found:
+        assert torch.allclose(replaced, model(*inputs), atol=1e-9)
