@@ -193,7 +193,8 @@ def _double(*shape: int) -> torch.Tensor:
 
 def _forced_replacements(model: nn.Module, inputs: tuple) -> list[tuple[int, torch.Tensor]]:
     """For each op whose output the model returns and whose segment the rule can contract
-    (forced: whatever the gain), the output position and the replacement run on ``inputs``."""
+    (forced: whatever the gain) from the inputs and parameters, the output position and the
+    replacement run on ``inputs``."""
     trace = trace_model(model, inputs)
     values = dict(zip(trace.argument_value_ids, inputs, strict=True))
     held = dict(model.state_dict(keep_vars=True))
@@ -207,7 +208,9 @@ def _forced_replacements(model: nn.Module, inputs: tuple) -> list[tuple[int, tor
         ):
             continue
         match = contracted_network(graph, index)
-        if match is not None:
+        # a leaf made inside the segment (relu(e) between two products) has no value here:
+        # only replacements of the inputs' and parameters' values are run
+        if match is not None and all(ref.value_id in values for ref in match.inputs):
             tensors = [values[ref.value_id].detach().as_strided(ref.shape, ref.strides, ref.offset)
                        for ref in match.inputs]
             position, out = outputs[op.writes[0].value_id]  # the output: a view of the value

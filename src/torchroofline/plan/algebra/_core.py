@@ -95,9 +95,10 @@ class Graph:
 
     def written_between(self, refs: Sequence[TensorRef], first: int, last: int) -> bool:
         """Whether an op after ``first`` and before ``last`` writes a storage one of ``refs``
-        reads (an in-place change between the reads a rule would move)."""
+        reads (an in-place change between the reads a rule would move); the op that makes the
+        value a ref reads is none (``relu(e)`` made between two products that read it)."""
         return any(
-            first < index < last
+            first < index < last and index != self.producers.get(ref.value_id)
             for ref in refs
             for index in self.writers.get(ref.storage_id, ())
             if self.trace.ops[index].writes
