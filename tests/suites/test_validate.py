@@ -122,9 +122,9 @@ def test_plot_draws_estimate_against_measured(tmp_path, capsys) -> None:
     [
         ("{not json", "cannot read timings JSON"),
         ('{"level1": {"1_Square_matrix_multiplication_.py": {"mean": -1}}}',
-         "no positive 'mean'"),
+         "no finite positive 'mean'"),
         ('{"level1": {"1_Square_matrix_multiplication_.py": {"mean": 0}}}',
-         "no positive 'mean'"),
+         "no finite positive 'mean'"),
         ('{"level1": {"999_Unknown.py": {"mean": 1.0}}}', "names none of the"),
     ],
 )
