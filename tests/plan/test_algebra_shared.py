@@ -40,6 +40,39 @@ def test_a_power_squares_its_square() -> None:
     assert result.tensor_flops == 2 * PRODUCT
 
 
+@pytest.mark.parametrize(("forward", "products"), [
+    # s = a², t = s², a⁸ = t²: three products (repeated squaring; as written seven, and a
+    # name over named products only: s·s·s·s took five)
+    (lambda a: a @ a @ a @ a @ a @ a @ a @ a, 3),
+    # a⁶ = (a³)² or s·s·s: three (it charged four: the a⁴ its chain holds was rewritten first,
+    # and the next round read that a² through its einsum's batch-of-one view as another value)
+    (lambda a: a @ a @ a @ a @ a @ a, 3),
+    (lambda a: a @ a @ a @ a @ a @ a @ a, 4),  # a⁷: the addition chain 1, 2, 3, 6, 7 (l(7) = 4)
+], ids=["a8", "a6", "a7"])
+def test_a_power_takes_its_addition_chain(forward, products: int) -> None:
+    result = analyze(Fn(forward), meta(N, N))
+    assert result.tensor_flops == products * PRODUCT
+
+
+def test_a_product_read_transposed_is_named_once() -> None:
+    # a·b·c + cᵀ·bᵀ·d = a·s + sᵀ·d with s = b·c: three products (as written four; s and
+    # (cᵀ·bᵀ) = sᵀ were two values, a view of one another's factors)
+    result = analyze(Fn(lambda a, b, c, d: a @ b @ c + c.T @ b.T @ d),
+                     *(meta(N, N) for _ in range(4)))
+    assert result.tensor_flops == 3 * PRODUCT
+
+
+@pytest.mark.parametrize("forward", [
+    lambda a, b, c, d: a @ b @ c + c.T @ b @ d,  # cᵀ·b is no (b·c)ᵀ = cᵀ·bᵀ
+    lambda a, b, c, d: a @ b @ c + c @ b @ d,  # c·b is no b·c
+    lambda a, b, c, d: a @ b @ c + c.T @ torch.relu(b).T @ d,  # relu(b) is not b
+], ids=["one-transposed", "swapped", "relu"])
+def test_another_product_read_transposed_names_nothing(forward) -> None:
+    # no sub-product is held twice, no factor is common to both terms: four products
+    result = analyze(Fn(forward), *(meta(N, N) for _ in range(4)))
+    assert result.tensor_flops == 4 * PRODUCT
+
+
 def _chains(*matrices: torch.Tensor) -> torch.Tensor:
     """Σᵢ xᵢ @ a4 @ a5 @ yᵢ over eight chains, each its own xᵢ and yᵢ."""
     lefts, rights, a4, a5 = matrices[:8], matrices[8:16], *matrices[16:]
@@ -77,6 +110,23 @@ def test_a_factor_made_between_the_terms_is_taken_out() -> None:
     assert result.tensor_flops == PRODUCT
 
 
+@pytest.mark.usefixtures("_always_fire")
+@pytest.mark.parametrize("forward", [
+    lambda a, b, e: a @ b + a @ torch.relu(e),
+    lambda a, b, e: a @ b @ e + a @ torch.relu(b) @ e,
+    lambda a, b, e: a @ b + a @ torch.relu(e) - a @ (b + torch.relu(e)),
+], ids=["factor-out", "relu-of-an-operand", "cancels"])
+def test_a_leaf_made_inside_the_segment_computes_the_value(forward) -> None:
+    # relu(·) is made between the segment's ops: the replacement reads it, and it equals the
+    # program on float64 (the relu's value run by the program's own op)
+    model = Fn(forward)
+    inputs = tuple(torch.randn(5, 5, dtype=torch.float64) for _ in range(3))
+    found = _forced_replacements(model, inputs)
+    assert found
+    for _, replaced in found:
+        assert torch.allclose(replaced, model(*inputs), atol=1e-9)
+
+
 def _changed_between(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
                      d: torch.Tensor) -> torch.Tensor:
     """a·b·c + a·(2b)·d, b doubled in place between the two chains."""
@@ -92,20 +142,22 @@ def test_a_value_changed_in_place_between_names_nothing() -> None:
     assert 3 * PRODUCT <= result.tensor_flops <= 4 * PRODUCT
 
 
-#: a chain: the positions of its factors in the pool (square matrices, a power repeats one)
+#: a chain: the positions of its factors in the pool (square matrices, a power repeats one);
+#: a position p ≥ 4 is matrix p − 4 read transposed
 Chain = tuple[int, ...]
 
 
 def _program(chains: list[Chain], coeffs: list[int]) -> Fn:
     def body(*pool: torch.Tensor) -> torch.Tensor:
-        terms = [c * functools.reduce(operator.matmul, (pool[i] for i in chain))
+        terms = [c * functools.reduce(operator.matmul, (pool[i] if i < 4 else pool[i - 4].T
+                                                        for i in chain))
                  for chain, c in zip(chains, coeffs, strict=True)]
         return functools.reduce(operator.add, terms)
 
     return Fn(body)
 
 
-_CHAINS = st.lists(st.lists(st.integers(0, 3), min_size=2, max_size=4).map(tuple),
+_CHAINS = st.lists(st.lists(st.integers(0, 7), min_size=2, max_size=4).map(tuple),
                    min_size=2, max_size=4)
 
 
@@ -115,7 +167,8 @@ _CHAINS = st.lists(st.lists(st.integers(0, 3), min_size=2, max_size=4).map(tuple
 def test_a_named_sub_product_computes_the_value_and_never_costs_more(
     chains: list[Chain], coeffs: list[int]
 ) -> None:
-    # sums of two to four chains over four square matrices (powers and repeated sub-chains):
+    # sums of two to four chains over four square matrices and their transposes (powers,
+    # repeated sub-chains, sub-chains read transposed):
     # every replacement (forced) equals the program on float64, and the bound is at most the
     # bound without the move
     model = _program(chains, coeffs[:len(chains)])

@@ -191,14 +191,60 @@ def _double(*shape: int) -> torch.Tensor:
     return torch.randn(shape, dtype=torch.float64)
 
 
+def _with_tensors(tree: Any, tensors: Any) -> Any:
+    """``tree`` (an op's arguments) with each tensor replaced by the next of ``tensors``."""
+    return torch.utils._pytree.tree_map(
+        lambda leaf: next(tensors) if isinstance(leaf, torch.Tensor) else leaf, tree)
+
+
+def _real_values(trace: Any, model: nn.Module, inputs: tuple) -> dict[int, torch.Tensor]:
+    """Every value of ``trace`` (by value id) as its storage held right after it was written:
+    the inputs and parameters as given, every other value by running the traced ops
+    themselves (their aten overloads) on the real values they read, in program order — so a
+    leaf made inside a segment (``relu(e)`` between two products) has its value too."""
+    held = dict(model.state_dict(keep_vars=True))
+    given = dict(zip(trace.argument_value_ids, inputs, strict=True))
+    given |= {value: held[name] for name, value in trace.module_value_ids.items()}
+    storages: dict[int, torch.Tensor] = {}
+    values: dict[int, torch.Tensor] = {}
+    for _, ref in trace.resident:
+        # (parameters no op reads share one placeholder id: their shapes tell them apart)
+        if ref.value_id in given and tuple(given[ref.value_id].shape) == ref.shape:
+            # a copy: a value the program changes in place stays the caller's
+            storages[ref.storage_id] = given[ref.value_id].detach().as_strided(
+                (ref.storage_elements,), (1,), 0).clone()
+            values[ref.value_id] = storages[ref.storage_id].clone()
+
+    def real(ref: Any) -> torch.Tensor:
+        return storages[ref.storage_id].as_strided(ref.shape, ref.strides, ref.offset)
+
+    for op in trace.ops:
+        if op.is_view or op.func is None:
+            continue
+        args, kwargs = _with_tensors((op.args, op.kwargs), iter(map(real, op.reads)))
+        kwargs = {k: "cpu" if k == "device" else v for k, v in kwargs.items()}
+        out = op.func(*args, **kwargs)
+        made = [leaf for leaf in torch.utils._pytree.tree_leaves(out)
+                if isinstance(leaf, torch.Tensor)]
+        for ref, tensor in zip(op.writes, made, strict=False):
+            if tuple(tensor.shape) != ref.shape:  # a saved statistic the CPU kernel leaves empty
+                continue
+            if ref.storage_id not in storages:
+                storages[ref.storage_id] = torch.zeros(ref.storage_elements,
+                                                       dtype=getattr(torch, ref.dtype))
+            if tensor.data_ptr() != real(ref).data_ptr():  # not written in place
+                real(ref).copy_(tensor)
+            values[ref.value_id] = storages[ref.storage_id].clone()
+    return values
+
+
 def _forced_replacements(model: nn.Module, inputs: tuple) -> list[tuple[int, torch.Tensor]]:
     """For each op whose output the model returns and whose segment the rule can contract
-    (forced: whatever the gain) from the inputs and parameters, the output position and the
-    replacement run on ``inputs``."""
+    (forced: whatever the gain), the output position and the replacement run on the values
+    the program holds there (:func:`_real_values`: inputs, parameters and the values its
+    own ops make, leaves made inside the segment among them)."""
     trace = trace_model(model, inputs)
-    values = dict(zip(trace.argument_value_ids, inputs, strict=True))
-    held = dict(model.state_dict(keep_vars=True))
-    values |= {value: held[name] for name, value in trace.module_value_ids.items()}
+    values = _real_values(trace, model, inputs)
     graph = Graph.of(trace, known_values(trace.ops, trace.constants))
     outputs = {ref.value_id: (i, ref) for i, ref in enumerate(trace.output_refs)}
     found = []
@@ -208,10 +254,8 @@ def _forced_replacements(model: nn.Module, inputs: tuple) -> list[tuple[int, tor
         ):
             continue
         match = contracted_network(graph, index)
-        # a leaf made inside the segment (relu(e) between two products) has no value here:
-        # only replacements of the inputs' and parameters' values are run
-        if match is not None and all(ref.value_id in values for ref in match.inputs):
-            tensors = [values[ref.value_id].detach().as_strided(ref.shape, ref.strides, ref.offset)
+        if match is not None:
+            tensors = [values[ref.value_id].as_strided(ref.shape, ref.strides, ref.offset)
                        for ref in match.inputs]
             position, out = outputs[op.writes[0].value_id]  # the output: a view of the value
             replaced = match.build(*tensors)

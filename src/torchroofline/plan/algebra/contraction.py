@@ -26,7 +26,7 @@ import torch
 
 from ...costs import aten, lookup
 from ...trace.refs import TensorRef
-from . import chains, linear
+from . import chains, identities, linear
 from ._core import Graph, Match, algebra_rule
 from .factors import Weigh, atoms, factored_terms, reads, shared_key
 from .network import FLOATS, STEPS, Factor, Labels, Network, Sum, Term, Walk, transparent
@@ -37,6 +37,8 @@ from .network import FLOATS, STEPS, Factor, Labels, Network, Sum, Term, Walk, tr
 SUM_RULE = linear.RULE
 PRODUCT_RULE = chains.RULE
 FACTOR_RULE = "common factor taken out"
+#: terms that add to nothing (a·b + a·c − a·(b + c)): the segment is 0, as x − x is
+CANCEL_RULE = identities.SELF_DIFFERENCE
 _SUMS = (aten.sum, aten.mean, aten.avg_pool1d, aten.avg_pool2d, aten.avg_pool3d,
          aten._adaptive_avg_pool2d, aten._adaptive_avg_pool3d, aten.adaptive_avg_pool1d)
 
@@ -495,7 +497,7 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
         return None
     factored = factored_terms(walk.net, terms, output, _weigh(walk.net, out))
     # as written, and with the common factors taken out (their sums' adds charged), the
-    # cheaper; a difference that cancels is the identities' (x − x = 0)
+    # cheaper; terms that all cancel are 0 (the segment's value: nothing is computed)
     # (a shared sub-product named leaves as many terms, each reading it: at a term of a sum
     # it is left to the add, where the other terms may read it too: a⁴ of a⁴ + a³ + a²)
     grouped = factored and factored != list(terms) and (
@@ -503,7 +505,9 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     # named for a factor read fewer times; terms only added at their own size (two biases
     # broadcast alike) are the order's
     candidates = {PRODUCT_RULE: None if adds else _plan(walk.net, terms, out, output)}
-    if grouped:
+    if terms and not factored:
+        candidates[CANCEL_RULE] = _plan(walk.net, factored, out, output)
+    elif grouped:
         taken_out = reads(factored) < reads(terms)
         candidates[FACTOR_RULE if taken_out else PRODUCT_RULE] = _plan(
             walk.net, factored, out, output)

@@ -55,8 +55,9 @@ MAX_RENAMINGS = 24
 #: most factors of a term read as a bilinear one (two in the roles, the rest its middle: each
 #: order of a member's factors is tried, n! of them)
 MOST_RANKED_FACTORS = 4
-#: most factors of a term whose sub-products are tried as one named value (2ⁿ subsets)
-MOST_NAMED_FACTORS = 6
+#: most factors of a term whose sub-products are tried as one named value (2ⁿ subsets, the
+#: connected ones weighed: a chain's runs); a term's most (:data:`.network.MAX_FACTORS`)
+MOST_NAMED_FACTORS = 8
 
 Item = Factor | Sum
 #: (compute seconds, seconds) of a set of terms, or None where it cannot be run
@@ -578,8 +579,17 @@ def _products(net: Network, terms: tuple[Term, ...], family: _Bilinear, fixed: f
 
 
 def _canonical(net: Network, item: Item, names: dict[int, int]) -> object:
-    """``item`` with its labels numbered in order of first appearance (``names``, filled in)."""
+    """``item`` with its labels numbered in order of first appearance (``names``, filled in). A
+    value read as it is stands for its elements: its value, offset and each label's stride in
+    its storage (labels met from the outermost), so that every view of it (Aᵀ read transposed,
+    a batch of one) is one factor, as :func:`_same_value` reads it."""
     if isinstance(item, Factor):
+        strides = _storage_strides(net, item)
+        if strides is not None:
+            ref = item.refs[0]
+            placed = sorted(strides.items(), key=lambda pair: -pair[1])
+            return ref.value_id, ref.offset, ref.dtype, tuple(
+                (stride, names.setdefault(a, len(names))) for a, stride in placed)
         return item.refs, item.make, tuple(tuple(names.setdefault(a, len(names)) for a in
                                                  net.atoms(group)) for group in item.dims)
     labels = tuple(names.setdefault(a, len(names)) for a in item.labels)
@@ -595,7 +605,7 @@ def shared_key(net: Network, item: Sum) -> object:
     return body, tuple(net.sizes[a] for a in names)
 
 
-def _connected(net: Network, part: Sequence[Factor]) -> bool:
+def _connected(net: Network, part: Sequence[Item]) -> bool:
     """Whether ``part``'s factors are one product (each reached from the first by labels)."""
     reached, labels = {0}, set(atoms(net, part[0]))
     grown = True
@@ -609,15 +619,16 @@ def _connected(net: Network, part: Sequence[Factor]) -> bool:
     return len(reached) == len(part)
 
 
-def _occurrences(net: Network, part: Sequence[Factor], outer: Labels, term: Term,
+def _occurrences(net: Network, part: Sequence[Item], outer: Labels, term: Term,
                  fixed: frozenset[int]) -> tuple[Term, int]:
     """``term`` with each occurrence of ``part`` (the same values under a renaming of every
     label, its own labels summed nowhere else) read as one sum over the images of ``outer``,
     and how many there were."""
-    factors, made = list(term.factors), []
+    factors, made, coeff = list(term.factors), [], term.coeff
     inner = {a for f in part for a in atoms(net, f)} - set(outer)
     while (found := _embedded(net, part, factors, {}, frozenset())) is not None:
-        used, names, _ = found
+        # a sum held r times over (its coefficients in one ratio) is r times the one named
+        used, names, ratio = found
         image = {mine: theirs for theirs, mine in names.items()}
         left = [f for n, f in enumerate(factors) if n not in used]
         elsewhere = fixed | {a for f in (*left, *made) for a in atoms(net, f)}
@@ -625,29 +636,32 @@ def _occurrences(net: Network, part: Sequence[Factor], outer: Labels, term: Term
             break
         made.append(Sum((Term(1.0, tuple(factors[n] for n in used)),),
                         tuple(image[a] for a in outer)))
-        factors = left
-    return Term(term.coeff, (*factors, *made)), len(made)
+        factors, coeff = left, coeff * ratio
+    return Term(coeff, (*factors, *made)), len(made)
 
 
 def _named(net: Network, terms: tuple[Term, ...], output: Labels) -> Iterator[tuple[Term, ...]]:
     """Each connected product of two or more factors of a term (of at most
     :data:`MOST_NAMED_FACTORS`) that occurs at least twice in ``terms``, named in every term
-    that holds it."""
+    that holds it. A factor may be a product named before (s = a·a, then t = s·s in s·s·s·s:
+    a⁸ in three products, as repeated squaring takes)."""
     fixed = frozenset(output)
     tried: set[object] = set()
     for term in terms:
-        plain = [f for f in term.factors if isinstance(f, Factor)]
         if len(term.factors) > MOST_NAMED_FACTORS:
             continue
-        for size in range(2, len(plain) + 1):
-            for part in itertools.combinations(plain, size):
-                others = [f for f in term.factors if not any(f is p for p in part)]
+        for size in range(2, len(term.factors) + 1):
+            for positions in itertools.combinations(range(len(term.factors)), size):
+                part = tuple(term.factors[n] for n in positions)
                 held = {a for f in part for a in atoms(net, f)}
+                if not held or not _connected(net, part):
+                    continue
+                others = [f for n, f in enumerate(term.factors) if n not in positions]
                 outer = tuple(a for a in dict.fromkeys(
                     a for f in part for a in atoms(net, f)) if a in fixed or any(
                     a in atoms(net, f) for f in others))
                 key = shared_key(net, Sum((Term(1.0, part),), outer))
-                if key in tried or not held or not _connected(net, part):
+                if key in tried:
                     continue
                 tried.add(key)
                 found = [_occurrences(net, part, outer, t, fixed) for t in terms]

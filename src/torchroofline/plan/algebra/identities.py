@@ -19,13 +19,17 @@ def _constant(graph: Graph, root: int, rule: str, value: float) -> Match:
     return Match(rule, root, (), lambda: torch.full(shape, value, dtype=dtype), root)
 
 
+#: the name of a difference that is 0 (the same value twice, or terms that cancel: .contraction)
+SELF_DIFFERENCE = "x − x = 0"
+
+
 @algebra_rule([aten.sub])
 def self_difference(graph: Graph, root: int) -> Match | None:
     """x − x = 0 (alpha 1)."""
     op = graph.op(root)
     if len(op.reads) != 2 or op.reads[0] != op.reads[1] or op.argument("alpha", 1) != 1:
         return None
-    return _constant(graph, root, "x − x = 0", 0)
+    return _constant(graph, root, SELF_DIFFERENCE, 0)
 
 
 @algebra_rule([aten.mul])

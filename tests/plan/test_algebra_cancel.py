@@ -1,0 +1,66 @@
+"""Terms of a linear segment that cancel (plan/algebra/contraction.py): a sum whose terms add
+to nothing over the reals is 0, whatever spelling made it, so the bound computes none of them
+(x − x = 0, for terms that are no one value the program holds twice). A cancellation needs
+the same values: a relu between, another operand or a value changed in place keeps the work."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_tensor_network import _always_fire, _forced_replacements  # noqa: F401 (a fixture)
+
+from conftest import Fn, analyze, meta
+
+N = 4096
+PRODUCT = 2 * N**3  #: one N × N by N × N product
+
+
+@pytest.mark.parametrize("forward", [
+    lambda a, b, c: a @ b + a @ c - a @ (b + c),
+    lambda a, b, c: (a + b) @ c - a @ c - b @ c,
+    lambda a, b, c: a @ (2 * b) - (2 * a) @ b,
+    lambda a, b, c: (a @ b).T - b.T @ a.T + 0 * c,
+], ids=["distributed", "sum-of-operands", "scalar-moved", "transposed"])
+def test_terms_that_cancel_compute_nothing(forward) -> None:
+    # each is 0 over the reals: a·b + a·c − a·(b + c) = 0 (and so on); a kernel writes zeros
+    # (N² floats, 64 MiB) and computes no product (it charged the three products as written)
+    result = analyze(Fn(forward), *(meta(N, N) for _ in range(3)))
+    assert result.tensor_flops == 0
+    assert result.compulsory_bytes == 4 * N * N
+    assert any(s.rule == "x − x = 0" for s in result.rewrites)
+
+
+def _changed_between(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    first = a @ b + a @ c
+    b.mul_(2)
+    return first - a @ (b + c)
+
+
+@pytest.mark.parametrize(("forward", "products"), [
+    # a·b + a·c − a·(relu(b) + c) = a·(b − relu(b)): one product, relu(b) is not b
+    (lambda a, b, c: a @ b + a @ c - a @ (torch.relu(b) + c), 1),
+    (lambda a, b, c: a @ b + a @ c - a @ (b + 2 * c), 1),  # −a·c is left
+    (lambda a, b, c: a @ b + c @ a - a @ (b + c), 2),  # c·a is no a·c: a·(b − b − c) + c·a
+], ids=["relu", "other-coefficient", "other-side"])
+def test_terms_that_do_not_cancel_keep_their_products(forward, products: int) -> None:
+    # the fewest products of what is left (hand counted); never 0
+    result = analyze(Fn(forward), *(meta(N, N) for _ in range(3)))
+    assert result.tensor_flops == products * PRODUCT
+
+
+def test_a_value_changed_in_place_between_cancels_nothing() -> None:
+    # b doubled between: a·b + a·c − a·(2b + c) = −a·b, one product of b's old value, at most
+    # the three written; never 0 (the terms would cancel were 2b read as b)
+    result = analyze(Fn(_changed_between), *(meta(N, N) for _ in range(3)))
+    assert PRODUCT <= result.tensor_flops <= 3 * PRODUCT
+
+
+@pytest.mark.usefixtures("_always_fire")
+def test_the_cancelled_sum_is_zero_on_values() -> None:
+    # float64 values: the program is 0 up to rounding, and so is the replacement
+    model = Fn(lambda a, b, c: a @ b + a @ c - a @ (b + c))
+    inputs = tuple(torch.randn(5, 5, dtype=torch.float64) for _ in range(3))
+    found = _forced_replacements(model, inputs)
+    assert found
+    for _, replaced in found:
+        assert torch.allclose(replaced, model(*inputs), atol=1e-9)
