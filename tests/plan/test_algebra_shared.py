@@ -62,6 +62,14 @@ def test_a_product_read_transposed_is_named_once() -> None:
     assert result.tensor_flops == 3 * PRODUCT
 
 
+def test_a_product_times_itself_transposed_is_one_triangle() -> None:
+    # a·b·bᵀ·aᵀ = s·sᵀ, s = a·b: one product, then a symmetric one, of which a kernel computes
+    # one triangle, N(N + 1)/2 outputs of 2N FLOPs (as written three products; the emitted
+    # s·sᵀ reads a batch of one at two strides, which place no element)
+    result = analyze(Fn(lambda a, b: a @ b @ b.T @ a.T), meta(N, N), meta(N, N))
+    assert result.tensor_flops == PRODUCT + 2 * N * (N * (N + 1) // 2)
+
+
 @pytest.mark.parametrize("forward", [
     lambda a, b, c, d: a @ b @ c + c.T @ b @ d,  # cᵀ·b is no (b·c)ᵀ = cᵀ·bᵀ
     lambda a, b, c, d: a @ b @ c + c @ b @ d,  # c·b is no b·c

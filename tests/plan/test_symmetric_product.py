@@ -34,6 +34,14 @@ def test_a_batched_gram_matrix_charges_one_triangle_per_matrix() -> None:
     assert result.flops == 8 * (256 * 257 // 2) * 2 * 64 == 33_685_504
 
 
+def test_a_batch_of_one_read_at_other_strides_is_symmetric() -> None:
+    # bmm(x[None], x.T[None]), x (64, 32): x @ x.T, 64 × 64 symmetric; the batch dim of size 1
+    # has stride 64·32 on the left and 64 on the right (unsqueeze of a transposed view), which
+    # place no element: 64·65/2 = 2,080 outputs of 2·32 FLOPs = 133,120 (the full 262,144)
+    result = shapes_only(lambda x: torch.bmm(x[None], x.T[None]), (64, 32))
+    assert result.flops == 2 * 32 * (64 * 65 // 2) == 133_120
+
+
 def test_the_shortcut_is_named_with_the_product_as_written() -> None:
     # compute-bound (2·4096·1024² FLOPs over 4·(4096 + 1024)·1024 B, 410 FLOPs per byte): the
     # product as written computes all 1024² outputs, the triangle halves the time to light

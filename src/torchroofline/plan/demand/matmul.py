@@ -100,12 +100,14 @@ def matmul_demand(context: _Context) -> Demand:
 
 def _transposes_of_each_other(left: TensorRef, right: TensorRef) -> bool:
     """Whether ``right`` is ``left`` read transposed (``x.T @ x``, ``x @ x.mT``): the same
-    value at the same offset, the last two dims swapped, the batch dims alike."""
+    value at the same offset, the last two dims swapped, the batch dims alike (a dim of size 1
+    places no element: its stride is any)."""
     return (
         left.value_id == right.value_id
         and left.offset == right.offset
         and left.shape[:-2] == right.shape[:-2]
-        and left.strides[:-2] == right.strides[:-2]
+        and all(a == b for a, b, n in zip(left.strides[:-2], right.strides[:-2],
+                                          left.shape[:-2], strict=True) if n > 1)
         and left.shape[-2:] == right.shape[-2:][::-1]
         and left.strides[-2:] == right.strides[-2:][::-1]
     )
