@@ -5,8 +5,13 @@ the same values: a relu between, another operand or a value changed in place kee
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_tensor_network import _always_fire, _forced_replacements  # noqa: F401 (a fixture)
 
 from conftest import Fn, analyze, meta
@@ -63,4 +68,51 @@ def test_the_cancelled_sum_is_zero_on_values() -> None:
     found = _forced_replacements(model, inputs)
     assert found
     for _, replaced in found:
+        assert torch.allclose(replaced, model(*inputs), atol=1e-9)
+
+
+def _respelled(chains: list[tuple[int, ...]], coeffs: list[int], bump: int) -> Fn:
+    """Σᵢ cᵢ·chainᵢ minus the same sum spelled otherwise (the terms in reverse order, each
+    coefficient moved onto the chain's first factor), its first coefficient raised by ``bump``."""
+    def body(*pool: torch.Tensor) -> torch.Tensor:
+        def chain(positions: tuple[int, ...], first: torch.Tensor) -> torch.Tensor:
+            return functools.reduce(operator.matmul, (pool[i] for i in positions[1:]), first)
+
+        written = [c * chain(p, pool[p[0]]) for p, c in zip(chains, coeffs, strict=True)]
+        moved = [chain(p, (c + (bump if n == 0 else 0)) * pool[p[0]])
+                 for n, (p, c) in enumerate(zip(chains, coeffs, strict=True))][::-1]
+        return functools.reduce(operator.add, written) - functools.reduce(operator.add, moved)
+
+    return Fn(body)
+
+
+_SUMS = st.lists(st.lists(st.integers(0, 2), min_size=2, max_size=3).map(tuple),
+                 min_size=1, max_size=3, unique=True)
+
+
+@settings(max_examples=15, deadline=None)
+@given(_SUMS, st.lists(st.sampled_from([1, 2, -1, -3]), min_size=3, max_size=3))
+def test_a_sum_minus_itself_respelled_is_zero_and_a_changed_one_is_not(
+    chains: list[tuple[int, ...]], coeffs: list[int]
+) -> None:
+    # the difference is 0 over the reals: no product charged; with one coefficient changed it
+    # is that chain (times the change) at least: one product or more, never 0
+    coeffs = coeffs[:len(chains)]
+    zero = analyze(_respelled(chains, coeffs, 0), *(meta(64, 64) for _ in range(3)))
+    assert zero.tensor_flops == 0
+    changed = analyze(_respelled(chains, coeffs, 1), *(meta(64, 64) for _ in range(3)))
+    assert changed.tensor_flops >= 2 * 64**3
+
+
+@pytest.mark.usefixtures("_always_fire")
+@settings(max_examples=10, deadline=None)
+@given(_SUMS, st.lists(st.sampled_from([1, 2, -1, -3]), min_size=3, max_size=3),
+       st.sampled_from([0, 1]))
+def test_a_respelled_difference_computes_its_value(
+    chains: list[tuple[int, ...]], coeffs: list[int], bump: int
+) -> None:
+    # every replacement (forced) equals the program on float64 values
+    model = _respelled(chains, coeffs[:len(chains)], bump)
+    inputs = tuple(torch.randn(5, 5, dtype=torch.float64) for _ in range(3))
+    for _, replaced in _forced_replacements(model, inputs):
         assert torch.allclose(replaced, model(*inputs), atol=1e-9)
