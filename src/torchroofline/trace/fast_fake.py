@@ -45,11 +45,8 @@ aten = torch.ops.aten
 
 #: View ops whose C++ kernel works on meta storage and returns tensors that alias their input
 #: (CompositeExplicitAutograd or Meta kernels; composite-implicit views such as ``narrow``
-#: reach the trace already decomposed into these). ``_unsafe_view`` (what ``matmul`` and
-#: ``linear`` leave their products as) is a view to everything but autograd: FakeTensorMode
-#: decomposes it into ``view`` (~0.6 ms a new shape).
+#: reach the trace already decomposed into these).
 DIRECT_VIEWS = frozenset({
-    aten._unsafe_view.default,
     aten.alias.default,
     aten.as_strided.default,
     aten.diagonal.default,
@@ -72,8 +69,7 @@ DIRECT_VIEWS = frozenset({
 def direct_view(mode: FakeTensorMode, func: Any, args: tuple, kwargs: dict) -> Any:
     """``func`` (a :data:`DIRECT_VIEWS` op) on a fake tensor of ``mode``, made by its own
     kernel; None where FakeTensorMode must make it: another mode's tensor, a constant the
-    mode propagates, symbolic sizes, or a view the kernel refuses (FakeTensorMode raises its
-    own error for it)."""
+    mode propagates, or symbolic sizes."""
     source = args[0] if args else None
     if (
         mode.shape_env is not None
@@ -85,11 +81,8 @@ def direct_view(mode: FakeTensorMode, func: Any, args: tuple, kwargs: dict) -> A
         or kwargs
     ):
         return None
-    try:
-        with in_kernel_invocation_manager(mode):
-            output = func(*args)
-    except RuntimeError:
-        return None
+    with in_kernel_invocation_manager(mode):
+        output = func(*args)
     device = source.fake_device
     if isinstance(output, torch.Tensor):
         return FakeTensor(mode, output, device)
@@ -108,6 +101,7 @@ def direct_view(mode: FakeTensorMode, func: Any, args: tuple, kwargs: dict) -> A
 #: FakeTensorMode.
 META_DECOMPOSED = frozenset({
     aten._log_softmax.default,
+    aten._unsafe_view.default,
     aten.add.Tensor,
     aten.addmm.default,
     aten.gelu.default,
