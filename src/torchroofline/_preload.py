@@ -28,6 +28,11 @@ def _warm_up_model() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
 
 
 install_dynamo_placeholder()
+if torch.distributed.is_available():
+    # what the first op of most problems would import (~0.3 s): a decomposition's dtype cast
+    # on fake CUDA tensors, or a view past one, loads DTensor's op registrations; the warm-up
+    # below no longer meets one (addmm's layout rule skips its decomposition)
+    import torch.distributed.tensor  # noqa: F401
 # a warm-up that fails leaves the workers to pay first calls themselves; it must not stop the
 # batch (the problems it would have sped up report their own errors)
 with contextlib.suppress(Exception):

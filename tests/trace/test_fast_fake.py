@@ -4,6 +4,7 @@ dense views (trace/storages.py): each gives what the general path gives, so no f
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -262,6 +263,15 @@ _RULE_CALLS = [
       for affine in (0, 2)
       for dtype, weight in ((torch.float32, torch.float32), (torch.float16, torch.float16),
                             (torch.bfloat16, torch.float32))),
+    *((aten.addmm.default, shapes, dtype, (dtype,) * 2, ())
+      for shapes in ([(8,), (4, 6), (6, 8)], [(4, 8), (4, 6), (6, 8)], [(2,), (3, 1), (1, 2)])
+      for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64)),
+    *((aten.native_group_norm.default, [shape] + [(shape[1],)] * affine, dtype, (dtype,) * affine,
+       (None, None)[affine:] + (shape[0], shape[1], math.prod(shape[2:]), groups, 1e-5))
+      for shape, groups in (((2, 8), 4), ((2, 6, 5, 3), 3), ((3, 8, 4), 8), ((2, 4, 3), 1))
+      for affine in (0, 2) for dtype in (torch.float32, torch.float16, torch.bfloat16)),
+    *((aten.pow.Tensor_Scalar, [(2, 1, 5, 3)], dtype, (), (exponent,))
+      for exponent in (2, 0.5, -1.0) for dtype in (torch.float32, torch.float16, torch.float64)),
 ]
 
 
@@ -304,6 +314,19 @@ def test_a_layout_rule_leaves_other_layouts_to_the_decomposition() -> None:
     layer_norm = aten.native_layer_norm.default
     assert rules[layer_norm]((last, [3]), {}, [last]) is None
     assert rules[layer_norm]((x, [5]), {}, [x]) is None  # not the last dims
+    group_norm = aten.native_group_norm.default
+    assert rule(group_norm, last, channel, channel, plain=(4, 6, 15, 3, 1e-5)) is None
+    assert rule(group_norm, x, channel, channel, plain=(4, 6, 15, 4, 1e-5)) is None  # 6 % 4
+    with mode:
+        single = torch.empty(4, 6, 1, 3, device="cuda")  # a size-1 dim: its stride is free
+        rows, matrix = torch.empty(4, 6, device="cuda"), torch.empty(6, 8, device="cuda")
+        bias, row = torch.empty(8, device="cuda"), torch.empty(1, 6, device="cuda")
+        transposed = torch.empty(8, 4, device="cuda").t()  # (4, 8), column-major
+    assert rule(group_norm, single, channel, channel, plain=(4, 6, 3, 3, 1e-5)) is None
+    assert rule(aten.addmm.default, bias, row, matrix) is None  # one row
+    assert rule(aten.addmm.default, transposed, rows, matrix) is None
+    assert rule(aten.addmm.default, bias.double(), rows, matrix) is None
+    assert rule(aten.pow.Tensor_Scalar, x, plain=(1j,)) is None  # a complex power
 
 
 #: (input shape, weight shape, bias, stride, padding, dilation, transposed, output padding,
@@ -389,6 +412,8 @@ def _rule_calls() -> list[tuple]:
         (aten.new_empty.default, (cuda(4, 6), [0]),
          {"dtype": torch.uint8, "device": torch.device("cuda")}),
         (aten.new_empty.default, (half.t(), [3, 5]), {}),
+        (aten.pow.Tensor_Scalar, (cuda(4, 6, 5), 2), {}),
+        (aten.pow.Tensor_Scalar, (half, -0.5), {}),
     ]
 
 
@@ -403,12 +428,12 @@ def test_every_layout_rule_is_checked_here() -> None:
     assert set(fast_fake.LAYOUT_RULES) - own_tests <= checked
 
 
-@pytest.mark.parametrize("index", range(24))
+@pytest.mark.parametrize("index", range(26))
 def test_a_layout_rule_makes_what_fake_tensor_mode_makes(index: int) -> None:
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     with mode:
         calls = _rule_calls()
-    assert len(calls) == 24
+    assert len(calls) == 26
     _assert_made_as_fake_tensor_mode_makes(mode, *calls[index])
 
 

@@ -22,6 +22,7 @@ from torchroofline.errors import (
     TorchrooflineError,
     UnknownGPUError,
 )
+from torchroofline.trace.modes import one_thread
 from torchroofline.trace.tracer import trace_model
 
 LINEAR_FLOPS = 2 * 16 * 32 * 64
@@ -643,3 +644,15 @@ def test_a_real_tensor_written_from_a_shape_has_unknown_values() -> None:
     assert not trace.ran_on_given_values
     assert any("filled with random values)" in note and "stayed shapes" not in note
                for note in trace.notes)
+
+
+def test_the_analysis_ops_run_on_one_thread_and_give_the_count_back() -> None:
+    caller = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(ValueError), one_thread():
+            assert torch.get_num_threads() == 1
+            raise ValueError("an analysis that fails gives the count back too")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(caller)

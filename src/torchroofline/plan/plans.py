@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..costs import OpRecord, cost_trace
+from ..trace.modes import one_thread
 from ..trace.refs import Trace
 from .algebra import Rewritten, cheapest_program
 from .demand import Necessary, known_values, necessary_work
@@ -97,6 +98,12 @@ class Plans:
 def make_plans(trace: Trace, ops: Sequence[OpRecord] | None = None) -> Plans:
     """Cost ``trace`` (unless its costed ``ops`` are given) and build its three plans, and the
     necessary work of the cheapest equal program where it is less."""
+    with one_thread():
+        return _plans(trace, ops)
+
+
+def _plans(trace: Trace, ops: Sequence[OpRecord] | None) -> Plans:
+    """:func:`make_plans`."""
     ops = tuple(cost_trace(trace) if ops is None else ops)
     known_any = known_values(trace.ops, trace.constants)
     any_input, given = _necessary(trace, ops, known_any)

@@ -46,6 +46,7 @@ from ..price.roofline import Actual, Result
 from ..price.verdicts import verdict_fields
 from ..trace._cuda_bindings import HostMoves
 from ..trace.inputs import _module_tensors
+from ..trace.modes import one_thread
 from ..trace.seeded import TENSOR_SHARE_OF_LIMIT, ShapeOnlyDraws, ShapeOnlyError
 from ..trace.shadow import ConstantShadow
 from ..units import human_bytes
@@ -260,9 +261,10 @@ def build_problem(problem: Problem) -> tuple[nn.Module, tuple, list[str]]:
         # the shadow keeps the values of small constants (a causal mask) the model builds;
         # FakeTensorMode's cache is off: building makes tensors of shapes that seldom repeat,
         # and on a miss the cache's key and entry cost as much as the op itself
+        # (its real ops are the shadow's small constants: :func:`one_thread`)
         mode = FakeTensorMode(allow_non_fake_inputs=True)
-        with (hub_offline(), mode, disable_fake_tensor_cache(mode), ConstantShadow(),
-              HostMoves(), warnings.catch_warnings()):
+        with (hub_offline(), one_thread(), mode, disable_fake_tensor_cache(mode),
+              ConstantShadow(), HostMoves(), warnings.catch_warnings()):
             # as in the trace: torch's warnings on fake tensors ("Initializing zero-element
             # tensors is a no-op") are not the user's, and named HostMoves' line as their own
             warnings.simplefilter("ignore")

@@ -199,6 +199,14 @@ def _like_operands(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple
     return _ONE_OUTPUT, (("tensor", first.shape, first.stride(), first.dtype),)
 
 
+def _powered_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
+    """``pow`` of a row-major floating tensor to a real number: a tensor like it (a complex
+    exponent would make a complex one)."""
+    if len(args) != 2 or kwargs or not isinstance(args[1], int | float):
+        return None
+    return _like_operands(args, kwargs, tensors)
+
+
 def _batch_norm_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
     """``native_batch_norm``'s output layouts for a row-major fp32, fp16 or bf16 input (N, C,
     ...) whose weight, bias and running statistics are (C,) of its dtype or fp32: the output
@@ -270,6 +278,44 @@ def _convolution_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, 
     if min(spatial) < 1 or any(t.shape != (channels,) for t in bias):
         return None
     return _ONE_OUTPUT, (("tensor", shape, _row_major(shape), source.dtype),)
+
+
+def _addmm_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
+    """``addmm(bias, a, b)`` of one floating dtype, ``a`` (m, k) and ``b`` (k, n) of any strides,
+    the bias (n,) or a row-major (m, n), m and n over 1: a new row-major (m, n) tensor (its
+    decomposition adds the bias to ``mm``'s new row-major product, which leads the strides)."""
+    if len(tensors) != 3 or len(args) != 3 or set(kwargs) - {"beta", "alpha"}:
+        return None
+    bias, first, second = tensors
+    if (first.dim() != 2 or second.dim() != 2 or first.shape[1] != second.shape[0]
+            or first.dtype not in _FLOATS
+            or any(t.dtype != first.dtype for t in (bias, second))):
+        return None
+    shape = (first.shape[0], second.shape[1])
+    if min(shape) < 2 or not (bias.shape == shape[1:] or (bias.shape == shape
+                                                          and _contiguous(bias))):
+        return None
+    return _fresh(shape, first.dtype)
+
+
+def _group_norm_layout(args: tuple, kwargs: dict, tensors: list) -> tuple[Any, tuple] | None:
+    """``native_group_norm`` of a row-major fp32, fp16 or bf16 input (N, C, ...) whose sizes
+    are all over 1, its weight and bias (or none) row-major (C,) of its dtype: the output like
+    the input, the mean and the inverse deviation row-major (N, groups) of its dtype (its
+    decomposition's on CUDA); None otherwise."""
+    if len(args) != 8 or kwargs:
+        return None
+    source, *affine = tensors
+    count, channels, _, groups = args[3:7]
+    if (source.dim() < 2 or source.dtype not in _FLOATS[:3] or not _contiguous(source)
+            or min(source.shape) < 2 or tuple(source.shape[:2]) != (count, channels)
+            or not isinstance(groups, int) or groups < 1 or channels % groups
+            or any(t.shape != (channels,) or t.dtype != source.dtype or not _contiguous(t)
+                   for t in affine)):
+        return None
+    stats = ("tensor", torch.Size([count, groups]), (groups, 1), source.dtype)
+    return _THREE_OUTPUTS, (("tensor", source.shape, source.stride(), source.dtype), stats,
+                            stats)
 
 
 def _fresh(shape: Sequence[int], dtype: torch.dtype) -> tuple[Any, tuple]:
@@ -411,12 +457,12 @@ def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
 
 #: Ops of :data:`META_DECOMPOSED`, and others FakeTensorMode runs by their meta kernel
 #: (``convolution``, matrix products, softmax, ``clone``, ``embedding``, comparisons,
-#: ``masked_fill``, ``new_empty``), whose output layouts follow from their operands' by a rule,
-#: for the common layouts (row-major operands): a first call on a new shape need not run the
-#: decomposition or FakeTensorMode (0.5-2 ms a pointwise op or a matrix product, ~7 ms a batch
-#: norm, ~2.5 ms a convolution). Each rule returns :func:`_layout`'s (tree spec,
-#: layouts), or None where the general path must decide; tests/trace/test_fast_fake.py checks
-#: each against it.
+#: ``masked_fill``, ``new_empty``, ``pow``), whose output layouts follow from their operands'
+#: by a rule, for the common layouts (row-major operands): a first call on a new shape need not
+#: run the decomposition or FakeTensorMode (0.5-2 ms a pointwise op or a matrix product, ~3 ms
+#: an ``addmm``, ~7 ms a batch norm, ~5 ms a group norm, ~2.5 ms a convolution). Each rule
+#: returns :func:`_layout`'s (tree spec, layouts), or None where the general path must decide;
+#: tests/trace/test_fast_fake.py checks each against it.
 LAYOUT_RULES: dict[Any, Any] = {
     **dict.fromkeys((
         aten.add.Tensor,
@@ -427,7 +473,10 @@ LAYOUT_RULES: dict[Any, Any] = {
         aten.sub.Tensor,
         aten.tanh.default,
     ), _like_operands),
+    aten.pow.Tensor_Scalar: _powered_layout,
+    aten.addmm.default: _addmm_layout,
     aten.convolution.default: _convolution_layout,
+    aten.native_group_norm.default: _group_norm_layout,
     aten.native_batch_norm.default: _batch_norm_layout,
     aten.native_layer_norm.default: _layer_norm_layout,
     aten.mm.default: _product_layout(2),

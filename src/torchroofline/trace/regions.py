@@ -722,9 +722,14 @@ def _region_of(
     sized.sort(key=lambda pair: pair[0], reverse=True)
     kept: list[Box] = []
     kept_bounds: list[tuple[tuple[int, int], ...]] = []
+    # the rows (second-to-last dim) met first, as :func:`_meeting_pairs` sweeps them: a causal
+    # mask's bands, one under the other, miss there at once
+    rows = max(len(sized[0][1]) - 2, 0) if sized and sized[0][1] else None
     for _, box in sized:
         bounds = _bounds(box)
-        if not any(_within(bounds, outer) and _contains(big, box)
+        low, high = bounds[rows] if rows is not None else (0, 0)
+        if not any((rows is None or outer[rows][0] <= low and high <= outer[rows][1])
+                   and _within(bounds, outer) and _contains(big, box)
                    for big, outer in zip(kept, kept_bounds, strict=True)):
             kept.append(box)
             kept_bounds.append(bounds)

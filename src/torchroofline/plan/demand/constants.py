@@ -212,7 +212,7 @@ def _kept_boxes(picked: torch.Tensor, box: Box) -> list[Box]:
             if not kept:
                 continue
             chunk = positions_to_set(rows[start : start + band])
-            kept_columns = positions_to_set(columns[i] for i in kept)
+            kept_columns = positions_to_set([columns[i] for i in kept])
             for combo in combos:
                 leading = list(box[:-2])
                 for d, j in zip(split, combo, strict=True):
