@@ -625,7 +625,19 @@ def scatter_demand(context: _Context) -> Demand:
     hits = _hits(context)
     for position, region in _landed(context, hits).items():
         inputs[position] = region
-    return Demand(tuple(inputs), _folds(context, hits))
+    folds = _folds(context, hits)
+    if known is not None and aten.index_add in op_keys(context.op):
+        folds = _slice_folds(context, known[1])
+    return Demand(tuple(inputs), folds)
+
+
+def _slice_folds(context: _Context, landed: Region) -> FlopCount:
+    """``index_add`` with known indices: one add (a multiply-add where ``alpha`` ≠ 1) per
+    source element landing on a demanded output (``landed``), however few outputs that is:
+    the exps of three rows added into one kept row take all their adds."""
+    source = context.op.reads[-1]
+    share = landed.count / source.elements if source.elements else 0.0
+    return context.record.flops.scaled(share)
 
 
 def _folds(context: _Context, hits: tuple[_Landing, torch.Tensor] | None) -> FlopCount:
