@@ -17,7 +17,12 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_oracle import FLOAT_BYTES, HYPOTHESIS, assert_tight, figures
-from test_oracle_selection import Draw, Stage, _bound, assert_sound, program
+from test_oracle_selection import (
+    Draw,
+    Stage,
+    _bound,
+    assert_generated_tight_and_sound,
+)
 
 
 def _index_add(draw: Draw, rows: int, columns: int) -> Stage:
@@ -145,9 +150,7 @@ FAMILIES = {
 @settings(HYPOTHESIS, max_examples=40)
 @given(st.data())
 def test_generated_family_programs_are_tight_and_sound(data):
-    found = figures(*program(data.draw, FAMILIES))
-    assert_tight(found)
-    assert_sound(found)
+    assert_generated_tight_and_sound(data.draw, FAMILIES)
 
 
 @settings(HYPOTHESIS, max_examples=20)
@@ -156,9 +159,7 @@ def test_generated_data_masks_are_tight_and_sound_for_the_given_values(data):
     # a mask of the data picks a branch per element: for any values, one branch may be
     # picked nowhere (all of x positive: no exp), so the bound for any values charges neither
     # and the oracle, which sees real values, is a floor only for the bound for given ones
-    found = figures(*program(data.draw, {**FAMILIES, "data_mask": _data_mask}), data="given")
-    assert_tight(found)
-    assert_sound(found)
+    assert_generated_tight_and_sound(data.draw, {**FAMILIES, "data_mask": _data_mask}, "given")
 
 
 # --- the cases the generator found -----------------------------------------------------------

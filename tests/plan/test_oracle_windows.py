@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_oracle import FLOAT_BYTES, HYPOTHESIS, assert_tight, figures
-from test_oracle_selection import Draw, Stage, assert_sound, program
+from test_oracle_selection import Draw, Stage, assert_generated_tight_and_sound, assert_sound
 
 
 def _image(x: torch.Tensor) -> torch.Tensor:
@@ -180,9 +180,7 @@ FAMILIES = {
 @settings(HYPOTHESIS, max_examples=40)
 @given(st.data())
 def test_generated_window_programs_are_tight_and_sound(data):
-    found = figures(*program(data.draw, FAMILIES))
-    assert_tight(found)
-    assert_sound(found)
+    assert_generated_tight_and_sound(data.draw, FAMILIES)
 
 
 # --- the cases the generator found -----------------------------------------------------------
