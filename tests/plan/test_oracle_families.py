@@ -12,6 +12,7 @@ soundness as there. Below them, the cases the generator found, as closed forms.
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
@@ -22,6 +23,8 @@ from test_oracle_selection import (
     Stage,
     _bound,
     assert_generated_tight_and_sound,
+    assert_sound,
+    program,
 )
 
 
@@ -159,7 +162,9 @@ def test_generated_data_masks_are_tight_and_sound_for_the_given_values(data):
     # a mask of the data picks a branch per element: for any values, one branch may be
     # picked nowhere (all of x positive: no exp), so the bound for any values charges neither
     # and the oracle, which sees real values, is a floor only for the bound for given ones
-    assert_generated_tight_and_sound(data.draw, {**FAMILIES, "data_mask": _data_mask}, "given")
+    found = figures(*program(data.draw, {**FAMILIES, "data_mask": _data_mask}), data="given")
+    assert_tight(found)
+    assert_sound(found)
 
 
 # --- the cases the generator found -----------------------------------------------------------
@@ -231,3 +236,15 @@ def test_index_add_into_one_kept_row_takes_every_add_landing_there() -> None:
     )
     assert found.result.flops == 6 + 6 * 2
     assert_tight(found)
+
+
+@pytest.mark.xfail(strict=True, reason="fused plan of an embedding_bag below its bound: open")
+def test_an_embedding_bag_for_the_given_indices_moves_its_bound_at_least() -> None:
+    # F.embedding_bag([0, 1], x, [0], mode="sum"), x (3, 3), for the given values: rows 0
+    # and 1 of x (24 B), the two int64 indices and the one offset (24 B), the 3 sums written
+    # (12 B): 60 B, the bound's compulsory bytes. The fused plan moves 48 B, below what any
+    # program moves (found by the data-mask generator under another seed; open, on main too)
+    result = _bound(lambda x: F.embedding_bag(torch.tensor([0, 1]), x, torch.tensor([0]),
+                                              mode="sum"), torch.randn(3, 3))
+    assert result.compulsory_bytes == 60
+    assert result.fused_bytes >= result.compulsory_bytes
