@@ -198,6 +198,15 @@ def _reduction_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     return int(demanded.sum()) * (reduced - 1)
 
 
+def _norm_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """2n − 1 FLOPs per demanded output of a vector norm over n elements: each element's
+    absolute value (or square), then n − 1 folds; the root at the end not counted (a floor).
+    ``linalg_vector_norm``'s arguments: x, ord, dim (None: every dim), keepdim."""
+    dims = args[2] if len(args) > 2 and args[2] is not None else ()
+    folds = _reduction_flops((args[0], dims), demanded)
+    return 2 * folds + int(demanded.sum())
+
+
 def _sum_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     """k − 1 adds per demanded output of a sum or mean whose line holds k elements that may be
     nonzero: ``args[0]`` is the taps, 0 on the structural zeros of a zero pad, a triangle or a
@@ -308,6 +317,7 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.max.dim: _reduction_flops,
     torch.ops.aten.min.dim: _reduction_flops,
     torch.ops.aten.logsumexp.default: _reduction_flops,
+    torch.ops.aten.linalg_vector_norm.default: _norm_flops,
     torch.ops.aten.max_pool2d_with_indices.default: _max_pool_flops,
     torch.ops.aten.max_pool3d_with_indices.default: _max_pool_flops,
     torch.ops.aten.avg_pool2d.default: _avg_pool_flops,
@@ -647,7 +657,9 @@ def per_op(result: Result, proven: Oracle) -> list[OpTightness]:
             charged = record.flops
             share = demand.demanded / demand.elements
             executed_flops = executed.tensor + executed.vector
-            needed = share * executed_flops if demand.demanded_flops is None else (
+            # (rounded down, as the bound rounds a share of an op's FLOPs: 4 of 18 outputs
+            # of a 15-FLOP op need 3, not 3.33)
+            needed = math.floor(share * executed_flops) if demand.demanded_flops is None else (
                 demand.demanded_flops
             )
             rows.append(OpTightness(

@@ -238,12 +238,20 @@ def program(draw: Callable[..., Any],
     return Fn(run), torch.randn(*shape)
 
 
+def assert_generated_tight_and_sound(
+    draw: Draw, stages_from: dict[str, Callable[[Draw, int, int], Stage]] = STAGES,
+    data: str = "any",
+) -> None:
+    """One drawn :func:`program` of ``stages_from``, tight and sound for ``data``."""
+    found = figures(*program(draw, stages_from), data=data)
+    assert_tight(found)
+    assert_sound(found)
+
+
 @settings(HYPOTHESIS, max_examples=30)
 @given(st.data())
 def test_generated_selection_programs_are_tight_and_sound(data):
-    found = figures(*program(data.draw))
-    assert_tight(found)
-    assert_sound(found)
+    assert_generated_tight_and_sound(data.draw)
 
 
 # --- the cases the generator found -----------------------------------------------------------

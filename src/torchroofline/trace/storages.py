@@ -757,16 +757,23 @@ def refined(layout: Layout, view_strides: frozenset[int]) -> Layout:
 
 def inferred_layout(ref: TensorRef) -> Layout:
     """A dense layout for a storage seen only through partial views: nested dims read off the
-    view's strides (``x[:, :512]`` of a 1024-wide matrix → 1024-wide rows), else flat."""
+    view's strides (``x[:, :512]`` of a 1024-wide matrix → 1024-wide rows), else flat. A
+    storage longer than whole outer rows (the CPU's ``im2col`` writes its (1, 2, 2) output
+    into 9 elements) keeps the rows the view lies in; the tail past them, which the view
+    never reaches, is left out of the layout (a view reaching it places as no box)."""
     flat = Layout((max(ref.storage_elements, 1),), (1,))
     strides = sorted(
         {s for s, n in zip(ref.strides, ref.shape, strict=False) if s and n > 1}, reverse=True
     )
-    if not strides or strides[-1] != 1 or ref.storage_elements % strides[0]:
+    if not strides or strides[-1] != 1:
+        return flat
+    rows = ref.storage_elements // strides[0]
+    reach = ref.offset + sum((n - 1) * s for s, n in zip(ref.strides, ref.shape, strict=False))
+    if ref.storage_elements % strides[0] and (reach >= rows * strides[0] or min(ref.strides) < 0):
         return flat
     if any(outer % inner for outer, inner in zip(strides, strides[1:], strict=False)):
         return flat
-    sizes = [ref.storage_elements // strides[0]]
+    sizes = [rows]
     sizes += [outer // inner for outer, inner in zip(strides, strides[1:], strict=False)]
     return Layout(tuple(sizes), tuple(strides))
 

@@ -20,7 +20,8 @@ resampling), :mod:`.layout` (cat, pad, flip, roll, triangles, diagonals), :mod:`
 (decompositions and solves read in part), :mod:`.rearrange`
 (pixel and channel shuffles, rot90, reflection and replication pads, im2col), :mod:`.recurrent`
 (whole RNNs, step by step), :mod:`.selection`
-(masks, gathers, scatters), :mod:`.quantized` (scaled fp8/fp4 matmuls), :mod:`.training`
+(masks, gathers, scatters; :mod:`.numbered` the demand found by running an op on element
+numbers: scatters into views), :mod:`.quantized` (scaled fp8/fp4 matmuls), :mod:`.training`
 (optimizer updates, tensor by tensor), :mod:`.collectives` (a distributed rank's
 collectives: all of their inputs); :mod:`.structures`
 holds the structured operands and :mod:`.constants` the values known from shapes and constants.
@@ -32,6 +33,7 @@ from . import (
     linalg,
     masked,
     matmul,
+    numbered,
     quantized,
     rearrange,
     recurrent,
@@ -59,6 +61,7 @@ __all__ = [
     "known_values",
     "layout",
     "linalg",
+    "numbered",
     "masked",
     "matmul",
     "necessary_work",

@@ -29,7 +29,7 @@ from ...trace.regions import (
 )
 from ._core import Demand, _Context, _one_of, _op_set, _proportional, demand_rule
 from .constants import TRIANGLE_BANDS
-from .selection import _NUMBERED_SOURCE_LIMIT, _demanded_mask, _numbers_region
+from .numbered import _NUMBERED_SOURCE_LIMIT, _demanded_mask, _numbers_region
 from .structures import _block_diagonal, _boxed_vector, _built_offset, _MatrixView, _Walk
 
 

@@ -41,7 +41,7 @@ from ._core import (
 )
 from .constants import _region_where
 from .masked import constant_lines, finite_scores, pattern_count
-from .selection import _demanded_mask
+from .numbered import _demanded_mask
 from .structures import ZERO_PATTERNS, _as_written, seen_through
 
 

@@ -25,11 +25,8 @@ from ...costs import (
 from ...trace.refs import TensorRef, TracedOp
 from ...trace.regions import (
     NOWHERE,
-    Box,
     IndexSet,
     Region,
-    Spread,
-    diagonals_through,
     full_box,
     positions_to_set,
     set_intersection,
@@ -46,6 +43,12 @@ from ._core import (
 )
 from .constants import _known, _region_where, _unexpanded
 from .distinct import distinct_picks, index_lines
+from .numbered import (
+    _NUMBERED_SOURCE_LIMIT,
+    _box_index,
+    _demanded_mask,
+    _numbers_region,
+)
 
 
 @demand_rule([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
@@ -338,26 +341,6 @@ def _index_read(context: _Context, position: int) -> Region:
     return Region.of(boxes, -(-context.output.opaque // max(fan_out, 1)))
 
 
-def _box_index(box: Box) -> tuple[torch.Tensor, ...]:
-    """A box's positions as index tensors that broadcast to its elements (``t[_box_index(b)]``
-    is the box of ``t``)."""
-    return tuple(
-        torch.tensor([i for r in index_set for i in r], dtype=torch.int64).reshape(
-            [-1 if d == dim else 1 for d in range(len(box))]
-        )
-        for dim, index_set in enumerate(box)
-    )
-
-
-def _demanded_mask(region: Region, shape: tuple[int, ...]) -> torch.Tensor:
-    """The positioned part of ``region`` as a boolean tensor of ``shape`` (elements demanded
-    with no position are left out: fewer picks, never more)."""
-    mask = torch.zeros(shape, dtype=torch.bool)
-    for box in region.boxes:
-        mask[_box_index(box)] = True
-    return mask
-
-
 _BAGS = _op_set([aten._embedding_bag, aten._embedding_bag_forward_only])
 
 
@@ -419,11 +402,6 @@ def _whole_slice_picks(context: _Context, values: list[torch.Tensor]) -> Region 
     return _sliced_picks(context, 0, index[:, 0])
 
 
-#: Largest source (elements) whose picked positions are found by running the gather on the
-#: source's element numbers (an arange): 16 M int64s, 128 MB.
-_NUMBERED_SOURCE_LIMIT = 1 << 24
-
-
 def _numbered_picks(context: _Context, values: list[torch.Tensor | None]) -> Region | None:
     """A gather, ``take`` or advanced index with known indices: run it on the source's element
     numbers and count the distinct numbers the demanded outputs hold."""
@@ -453,68 +431,23 @@ def _numbered_picks(context: _Context, values: list[torch.Tensor | None]) -> Reg
     return _numbers_region(picked[mask].unique(), source.shape)
 
 
-#: Most boxes a gather's picked elements are placed in; past it they are a count.
-_PLACED_BOXES = 64
-
-
-def _numbers_region(numbers: torch.Tensor, shape: tuple[int, ...]) -> Region:
-    """Sorted distinct element numbers of a tensor of ``shape`` as a region (:func:`_boxes_of`)
-    so a later union with another gather's picks counts shared elements once; past
-    :data:`_PLACED_BOXES` boxes, a count known dim by dim (:func:`_coordinates`)."""
-    boxes = _boxes_of(numbers, shape) if shape else None
-    if boxes is not None:
-        return Region.of(boxes)
-    along = None
-    if shape and numbers.numel() <= _DIAGONAL_PICKS:  # a diagonal's picks: rows with columns
-        coordinates = torch.stack(torch.unravel_index(numbers, shape), -1)
-        along = diagonals_through([tuple(point) for point in coordinates.tolist()])
-    points, diagonals = along if along is not None else ([], [])
-    spreads = [_coordinates(numbers, shape)] if shape else []
-    return Region.of(points, numbers.numel(), spreads, diagonals)
-
-
-#: Most picked elements :func:`_numbers_region` walks in order to find the diagonals they
-#: lie on (:func:`~torchroofline.trace.regions.diagonals_through`).
-_DIAGONAL_PICKS = 1 << 16
-
-
-def _coordinates(numbers: torch.Tensor, shape: tuple[int, ...]) -> Spread:
-    """Element numbers of a tensor of ``shape`` as the coordinates they hold on each dim: every
-    index of a dim's set is some picked element's coordinate there, so a rule that needs whole
-    lines through the picks needs the lines through those indices (the rows of every logit an
-    anti-diagonal pick of a log-softmax reads)."""
-    sets, stride = [], 1
-    for size in reversed(shape):
-        sets.append(positions_to_set(numbers.div(stride, rounding_mode="floor").remainder(size)
-                                     .unique().tolist()))
-        stride *= size
-    return Spread(tuple(reversed(sets)), (True,) * len(shape))
-
-
-def _boxes_of(numbers: torch.Tensor, shape: tuple[int, ...]) -> list[Box] | None:
-    """Sorted distinct element numbers of a tensor of ``shape`` as disjoint boxes: the lines
-    (all dims but the last) grouped by the columns they hold, each group its lines (as boxes
-    of the leading dims, the same way) × those columns — whole rows picked by index are one
-    box however many rows; None past :data:`_PLACED_BOXES` boxes."""
-    if len(shape) == 1:
-        return [(positions_to_set(numbers.tolist()),)]
-    lines, line_of, counts = numbers.div(shape[-1], rounding_mode="floor").unique_consecutive(
-        return_inverse=True, return_counts=True
-    )
-    columns = numbers % shape[-1]
-    boxes: list[Box] = []
-    for held in counts.unique().tolist():
-        alike = counts == held
-        sets, group = columns[alike[line_of]].reshape(-1, held).unique(dim=0, return_inverse=True)
-        if len(boxes) + len(sets) > _PLACED_BOXES:
-            return None
-        for g, columns_held in enumerate(sets):
-            inner = _boxes_of(lines[alike][group == g], shape[:-1])
-            if inner is None or len(boxes) + len(inner) > _PLACED_BOXES:
-                return None
-            held_set = positions_to_set(columns_held.tolist())
-            boxes += [(*box, held_set) for box in inner]
-    return boxes
+def _grid_picks(context: _Context, grid: torch.Tensor) -> Region | None:
+    """A grid sample on a known grid (``affine_grid`` of a constant map): the source elements
+    the demanded outputs weigh, found as where the gradient of their sum over an all-ones
+    source is nonzero (a bilinear or nearest weight is positive where it reads; bicubic
+    weights of both signs that cancel leave an element out: fewer, never more)."""
+    source = context.op.reads[0]
+    if math.prod(source.shape) > _NUMBERED_SOURCE_LIMIT or not grid.is_floating_point():
+        return None
+    ones = torch.ones(source.shape, dtype=grid.dtype, requires_grad=True)
+    args = [ones, grid, *context.op.args[2:]]
+    try:
+        sampled = context.op.func(*args, **context.op.kwargs)
+    except Exception:  # noqa: BLE001 — a grid the CPU cannot run stays unknown
+        return None
+    mask = _demanded_mask(context.output, tuple(sampled.shape))
+    (sampled * mask).sum().backward()
+    return _numbers_region(ones.grad.reshape(-1).nonzero().flatten(), source.shape)
 
 
 def _indexed_lines(context: _Context, values: list[torch.Tensor | None]) -> Region | None:
@@ -557,6 +490,8 @@ def _known_picks(context: _Context) -> Region | None:
         return _sliced_picks(context, 0, values[0].long())
     if aten.index_select in op_keys(context.op):
         return _index_select_picks(context, values[0].long())
+    if _one_of(context.op, _GRID_SAMPLERS):
+        return _grid_picks(context, values[0])
     if not _one_of(context.op, _NUMBERED_GATHERS):
         return None
     whole = _whole_slice_picks(context, values)
@@ -625,7 +560,19 @@ def scatter_demand(context: _Context) -> Demand:
     hits = _hits(context)
     for position, region in _landed(context, hits).items():
         inputs[position] = region
-    return Demand(tuple(inputs), _folds(context, hits))
+    folds = _folds(context, hits)
+    if known is not None and aten.index_add in op_keys(context.op):
+        folds = _slice_folds(context, known[1])
+    return Demand(tuple(inputs), folds)
+
+
+def _slice_folds(context: _Context, landed: Region) -> FlopCount:
+    """``index_add`` with known indices: one add (a multiply-add where ``alpha`` ≠ 1) per
+    source element landing on a demanded output (``landed``), however few outputs that is:
+    the exps of three rows added into one kept row take all their adds."""
+    source = context.op.reads[-1]
+    share = landed.count / source.elements if source.elements else 0.0
+    return context.record.flops.scaled(share)
 
 
 def _folds(context: _Context, hits: tuple[_Landing, torch.Tensor] | None) -> FlopCount:

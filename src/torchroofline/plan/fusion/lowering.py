@@ -242,9 +242,9 @@ class Concat:
         an index box of the output. Each load keeps the view's shape: the reader's loop (a
         softmax's rows) is that of the whole view, not of a slice."""
 
-        def load(part: TensorRef, elements: int) -> TensorRef:
+        def load(part: TensorRef, elements: int, box: Box | None = None) -> TensorRef:
             return replace(ref, value_id=part.value_id, storage_id=part.storage_id,
-                           elements=elements)
+                           elements=elements, offset=self._part_offset(ref, part, box))
 
         layout = dense_layout(self.out)
         out_at = place(self.out, layout) if layout is not None else None
@@ -262,9 +262,20 @@ class Concat:
                 for piece in to_base(out_at, self.out, Region.of([box])).boxes
             )
             if covered:
-                loads.append(load(part, min(covered, left)))
+                loads.append(load(part, min(covered, left), box))
                 left -= loads[-1].elements
         return tuple(loads)
+
+    def _part_offset(self, ref: TensorRef, part: TensorRef, box: Box | None) -> int:
+        """The offset of view ``ref`` of the output moved into ``part``'s own storage, where
+        the part is laid out as the output (the rows of a cat along its first dim): a reader
+        of ``cat([x[1:], e])[:1]`` loads ``x[1]``, not ``x[0]``. Elsewhere the view's own
+        offset (the loads then count elements, not where they lie)."""
+        if box is None or tuple(part.strides) != tuple(self.out.strides):
+            return ref.offset
+        start = sum(dim[0].start * stride for dim, stride in zip(box, self.out.strides,
+                                                                strict=True) if dim)
+        return ref.offset - self.out.offset - start + part.offset
 
 
 def _slice_boxes(op: OpRecord) -> tuple[Box, ...] | None:

@@ -1,0 +1,238 @@
+"""The bound against the dependence oracle (tests/oracle.py) on the op families the other
+generators leave out: resampling of every mode (``F.interpolate``, ``grid_sample`` on a known
+grid), max pools that return their indices (and the unpool that puts them back), sliding
+windows (``Tensor.unfold``, overlapping ``as_strided``), FFTs, norms and statistics over the
+first dim, order statistics (``kthvalue``, ``median``, ``cummin``), scatters into views
+(``slice_scatter``, ``select_scatter``, ``diagonal_scatter``) and picks along a dim by a known
+index (``take_along_dim``, ``take``).
+
+Programs: one to three stages over a small 2-D tensor (test_oracle_selection's
+:func:`program`), each drawn with its sizes and modes, then a tail that keeps a part of the
+result; checked for tightness and soundness as there.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_oracle import FLOAT_BYTES, HYPOTHESIS, assert_tight, figures
+from test_oracle_selection import Draw, Stage, assert_generated_tight_and_sound, assert_sound
+
+
+def _image(x: torch.Tensor) -> torch.Tensor:
+    return x[None, None]
+
+
+def _interpolate(draw: Draw, rows: int, columns: int) -> Stage:
+    """x as a one-channel image resized to drawn sizes (up or down) in every mode."""
+    mode = draw(st.sampled_from(["nearest", "nearest-exact", "bilinear", "bilinear_corners",
+                                 "bicubic", "area"]))
+    size = draw(st.integers(2, 2 * rows)), draw(st.integers(2, 2 * columns))
+    corners = {"align_corners": mode == "bilinear_corners"} if "linear" in mode or (
+        mode == "bicubic") else {}
+    name = "bilinear" if mode == "bilinear_corners" else mode
+    return (lambda x: F.interpolate(_image(x), size=size, mode=name, **corners)[0, 0]), size
+
+
+def _grid_sample(draw: Draw, rows: int, columns: int) -> Stage:
+    """x sampled on the grid of a known affine map (a scaling and a shift), bilinear or
+    nearest, with zeros or the border outside."""
+    scale, shift = draw(st.sampled_from([0.5, 1.0, 1.5])), draw(st.sampled_from([0.0, 0.3]))
+    mode = draw(st.sampled_from(["bilinear", "nearest"]))
+    padding = draw(st.sampled_from(["zeros", "border"]))
+    size = draw(st.integers(1, rows)), draw(st.integers(1, columns))
+
+    def sample(x: torch.Tensor) -> torch.Tensor:
+        theta = torch.tensor([[[scale, 0.0, shift], [0.0, scale, -shift]]], dtype=x.dtype)
+        grid = F.affine_grid(theta, [1, 1, *size], align_corners=False)
+        return F.grid_sample(_image(x), grid, mode=mode, padding_mode=padding,
+                             align_corners=False)[0, 0]
+
+    return sample, size
+
+
+def _pool_indices(draw: Draw, rows: int, columns: int) -> Stage:
+    """2×2 max pools that return their indices: the maxima plus the indices' values; an
+    adaptive max pool. (The unpool that puts maxima back at their indices writes positions
+    data chose, which the oracle's union over draws claims in part: its closed form is
+    test_an_unpool_read_in_part_needs_the_indices_of_its_plane.)"""
+    kind = draw(st.sampled_from(["values", "adaptive"]))
+    pooled = rows // 2, columns // 2
+    if kind == "adaptive" or 0 in pooled:
+        size = draw(st.integers(1, rows)), draw(st.integers(1, columns))
+        return (lambda x: F.adaptive_max_pool2d(_image(x), size)[0, 0]), size
+
+    def values(x: torch.Tensor) -> torch.Tensor:
+        maxima, where = F.max_pool2d(_image(x), 2, return_indices=True)
+        return (maxima + where.to(x.dtype))[0, 0]
+
+    return values, pooled
+
+
+def _windows(draw: Draw, rows: int, columns: int) -> Stage:
+    """Sliding windows of each row (``Tensor.unfold``) or overlapping ``as_strided`` windows
+    over the flat storage, reduced by a sum or a max."""
+    size = draw(st.integers(1, columns))
+    step = draw(st.integers(1, 2))
+    windows = (columns - size) // step + 1
+    reduce = draw(st.sampled_from(["sum", "amax"]))
+    if draw(st.booleans()):
+        return (lambda x: getattr(x.exp().unfold(1, size, step), reduce)(-1)), (rows, windows)
+    count = (rows * columns - size) // step + 1
+    flat = count // rows
+
+    def strided(x: torch.Tensor) -> torch.Tensor:
+        y = x.exp()
+        return getattr(y.as_strided((rows, flat, size), (flat * step, step, 1)), reduce)(-1)
+
+    return strided, (rows, flat)
+
+
+def _fft(draw: Draw, rows: int, columns: int) -> Stage:
+    """Real FFTs along a dim: magnitudes of ``rfft``, the round trip ``irfft(rfft)``, the
+    real part of a complex ``fft``."""
+    dim = draw(st.integers(0, 1))
+    kind = draw(st.sampled_from(["rfft_abs", "round_trip", "fft_real"]))
+    length = (rows, columns)[dim]
+    if kind == "rfft_abs":
+        shape = (length // 2 + 1, columns) if dim == 0 else (rows, length // 2 + 1)
+        return (lambda x: torch.fft.rfft(x, dim=dim).abs()), shape
+    if kind == "round_trip":
+        return (lambda x: torch.fft.irfft(torch.fft.rfft(x, dim=dim), n=length, dim=dim)), (
+            rows, columns
+        )
+    return (lambda x: torch.fft.fft(x, dim=dim).real), (rows, columns)
+
+
+def _statistics(draw: Draw, rows: int, columns: int) -> Stage:
+    """Norms and statistics of each column (over the first dim) or each row, kept as a
+    line: vector norms of orders 1, 2, 3 and ∞, the standard deviation, the variance without
+    correction, ``logsumexp``, ``F.normalize``."""
+    dim = draw(st.integers(0, 1))
+    kind = draw(st.sampled_from(["norm1", "norm2", "norm3", "norm_inf", "std", "var",
+                                 "logsumexp", "normalize"]))
+    line = (1, columns) if dim == 0 else (rows, 1)
+    if kind == "std" and (rows, columns)[dim] < 2:
+        kind = "var"  # (the corrected deviation of one element is NaN)
+    order = {"norm1": 1, "norm2": 2, "norm3": 3, "norm_inf": float("inf")}
+    if kind in order:
+        return (lambda x: torch.linalg.vector_norm(x, order[kind], dim=dim, keepdim=True)), line
+    if kind == "normalize":
+        return (lambda x: F.normalize(x, dim=dim)), (rows, columns)
+    return {
+        "std": lambda x: x.std(dim, keepdim=True),
+        "var": lambda x: x.var(dim, keepdim=True, correction=0),
+        "logsumexp": lambda x: x.logsumexp(dim, keepdim=True),
+    }[kind], line
+
+
+def _order(draw: Draw, rows: int, columns: int) -> Stage:
+    """Order statistics along a dim: the k-th smallest, the median, the running minimum."""
+    dim = draw(st.integers(0, 1))
+    length = (rows, columns)[dim]
+    line = (1, columns) if dim == 0 else (rows, 1)
+    kind = draw(st.sampled_from(["kthvalue", "median", "cummin"]))
+    if kind == "kthvalue":
+        k = draw(st.integers(1, length))
+        return (lambda x: x.kthvalue(k, dim, keepdim=True).values), line
+    if kind == "median":
+        return (lambda x: x.median(dim, keepdim=True).values), line
+    return (lambda x: x.cummin(dim).values), (rows, columns)
+
+
+def _view_scatter(draw: Draw, rows: int, columns: int) -> Stage:
+    """The exps of some of x's elements written into a view of x: a slice of rows, one
+    column, the diagonal."""
+    kind = draw(st.sampled_from(["slice", "select", "diagonal"]))
+    if kind == "slice":
+        start = draw(st.integers(0, rows - 1))
+        return (lambda x: x.slice_scatter(x[: rows - start].exp(), 0, start)), (rows, columns)
+    if kind == "select":
+        column = draw(st.integers(0, columns - 1))
+        return (lambda x: x.select_scatter(x[:, 0].exp(), 1, column)), (rows, columns)
+    side = min(rows, columns)
+    return (lambda x: x.diagonal_scatter(x[0, :side].exp())), (rows, columns)
+
+
+def _take(draw: Draw, rows: int, columns: int) -> Stage:
+    """Picks by a known index: ``take_along_dim`` down the columns, ``take`` of flat
+    positions (negative ones from the end)."""
+    if draw(st.booleans()):
+        picks = draw(st.lists(st.lists(st.integers(0, rows - 1), min_size=columns,
+                                       max_size=columns), min_size=1, max_size=rows))
+        return (lambda x: x.take_along_dim(torch.tensor(picks, device=x.device), 0)), (
+            len(picks), columns
+        )
+    flat = draw(st.lists(st.integers(-rows * columns, rows * columns - 1), min_size=1,
+                         max_size=6))
+    return (lambda x: x.take(torch.tensor(flat, device=x.device))[None]), (1, len(flat))
+
+
+FAMILIES = {
+    "interpolate": _interpolate, "grid_sample": _grid_sample, "pool_indices": _pool_indices,
+    "windows": _windows, "fft": _fft, "statistics": _statistics, "order": _order,
+    "view_scatter": _view_scatter, "take": _take,
+}
+
+
+@settings(HYPOTHESIS, max_examples=40)
+@given(st.data())
+def test_generated_window_programs_are_tight_and_sound(data):
+    assert_generated_tight_and_sound(data.draw, FAMILIES)
+
+
+# --- the cases the generator found -----------------------------------------------------------
+
+
+def test_a_write_into_a_view_read_in_part_reads_what_it_copies() -> None:
+    # x (3, 3); x.slice_scatter(exp(x[:2]), 0, 1) is [x[0], exp(x[0]), exp(x[1])], and its
+    # inner element [1, 1] is exp(x[0, 1]): one read, one exp, one write (8 B, 1 FLOP). Was
+    # 4 B and no FLOP: with no rule of its own, a part of a layout copy charged no input
+    # (select_scatter and diagonal_scatter likewise)
+    found = figures(lambda x: x.slice_scatter(x[:2].exp(), 0, 1)[1:-1, 1:-1], torch.randn(3, 3))
+    assert found.result.compulsory_bytes == found.proven.bytes(FLOAT_BYTES) == 2 * FLOAT_BYTES
+    assert found.result.flops == 1
+    # the diagonal of x (3, 4) replaced by exp(x[0, :3]), row 2 kept: x[2, 0], x[2, 1],
+    # exp(x[0, 2]), x[2, 3]: 4 reads and 4 writes, 1 exp
+    found = figures(lambda x: x.diagonal_scatter(x[0, :3].exp())[2], torch.randn(3, 4))
+    assert found.result.compulsory_bytes == found.proven.bytes(FLOAT_BYTES) == 8 * FLOAT_BYTES
+    assert found.result.flops == 1
+
+
+def test_a_grid_sample_on_a_known_grid_reads_the_taps_it_weighs() -> None:
+    # a (3, 3) image sampled at half scale into (2, 2), bilinear, align_corners=False: output
+    # (i, j) lies at ((2i − 1)/4 + 1, …) in pixels, i.e. at 0.5 and 1.5 along each dim: taps
+    # at rows {0, 1} and {1, 2}, so every one of the 9 pixels is weighed (36 B), the 4 outputs
+    # written (16 B), and the map's 6 known floats read (24 B, to build the grid): 76 B. Was
+    # 40 B: a grid sample may land on padding only, so it charged none of its source
+    def sample(x: torch.Tensor) -> torch.Tensor:
+        theta = torch.tensor([[[0.5, 0.0, 0.0], [0.0, 0.5, 0.0]]], dtype=x.dtype)
+        grid = F.affine_grid(theta, [1, 1, 2, 2], align_corners=False)
+        return F.grid_sample(_image(x), grid, align_corners=False)[0, 0]
+
+    found = figures(sample, torch.randn(3, 3))
+    assert found.proven.bytes(FLOAT_BYTES) == (9 + 4) * FLOAT_BYTES
+    assert found.result.compulsory_bytes == (9 + 4 + 6) * FLOAT_BYTES
+    assert_sound(found)
+
+
+def test_an_unpool_read_in_part_needs_the_indices_of_its_plane() -> None:
+    # u = max_unpool2d(exp(m), i) of m, i = max_pool2d(x, 2, return_indices=True), x (3, 3):
+    # u[1, 1] is exp(max(x[:2, :2])) where the argmax is (1, 1), else 0. Which it is is known
+    # only from the index, so the pool's 4 reads and 3 compares are needed whatever the data
+    # (16 B + the 4 B written, 3 FLOPs); the exp may land elsewhere: not charged. Was 4 B
+    # and no FLOP (an unpool had no rule: a part of it charged none of its inputs)
+    def unpool(x: torch.Tensor) -> torch.Tensor:
+        maxima, where = F.max_pool2d(_image(x), 2, return_indices=True)
+        return F.max_unpool2d(maxima.exp(), where, 2, output_size=(3, 3))[0, 0]
+
+    found = figures(lambda x: unpool(x)[1:-1, 1:-1], torch.randn(3, 3))
+    assert found.result.compulsory_bytes == (4 + 1) * FLOAT_BYTES
+    assert found.result.flops >= 3
+    assert_sound(found)
+    # the whole of u: each plane takes one value at least (all may land on one position)
+    whole = figures(unpool, torch.randn(3, 3))
+    assert_tight(whole)
+    assert_sound(whole)
