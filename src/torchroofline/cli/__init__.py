@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from .._startup import install_dynamo_placeholder, started, started_as_the_command_line
+from .._startup import ended, install_dynamo_placeholder, started, started_as_the_command_line
 from ..errors import TorchrooflineError
 from . import analyze, gpus, suite, sweep, trace
 from .common import (
@@ -134,6 +134,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command ``argv`` names and returns its exit code; as the command line itself,
+    ends the process with it instead (:func:`torchroofline._startup.ended`)."""
+    if not started_as_the_command_line():
+        return _run(argv)
+    try:
+        code = _run(argv)
+    except SystemExit as stop:  # argparse's, after --help or a usage error
+        if not isinstance(stop.code, int | None):
+            raise
+        code = stop.code or 0
+    ended(code)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if started_as_the_command_line():
         install_dynamo_placeholder()
