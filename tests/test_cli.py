@@ -249,6 +249,24 @@ def test_failed_problem_exits_1_without_traceback(capsys):
     assert "syntax error" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", [
+    ("trace", "{bad}"),
+    ("plot", "{bad}", "--out", "{out}"),
+    ("validate", str(MATMUL), "--eager", "{bad}"),
+    ("kernelbench", str(MATMUL), "--timings", "{bad}"),
+])
+def test_an_unreadable_input_file_is_bad_usage_from_every_command(capsys, tmp_path, command):
+    # a file the command reads, not a problem it analyzes: nothing was reported, so the code
+    # is bad usage (2), as for a missing one; `trace` said 1, which means "some problems
+    # failed, the reports are written"
+    bad = tmp_path / "bad.json"
+    bad.write_text("[")
+    argv = [part.format(bad=bad, out=tmp_path / "pictures") for part in command]
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert err.startswith(f"torchroofline: error: {bad}") and err.count("\n") == 1
+
+
 def test_debug_shows_traceback(capsys):
     code, _, err = run(capsys, "--debug", "analyze", MATMUL, "--gpu", "h1000")
     assert code == 2

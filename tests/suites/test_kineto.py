@@ -342,7 +342,7 @@ def test_cli_exits_3_when_an_op_beats_its_bound(tmp_path, capsys) -> None:
 
 def test_cli_bad_file_is_one_line(tmp_path, capsys) -> None:
     path = _written(tmp_path, "bad.json", b"[")
-    assert main(["trace", str(path)]) == 1
+    assert main(["trace", str(path)]) == 2  # bad usage, as a missing trace is
     err = capsys.readouterr().err.strip()
     assert err.startswith("torchroofline: error:") and "\n" not in err
 

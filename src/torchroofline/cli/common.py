@@ -11,14 +11,16 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ClockError, InputError, PrecisionError, UnknownGPUError
+from ..errors import ClockError, InputError, PrecisionError, TraceFileError, UnknownGPUError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_FASTER_THAN_LIGHT = 3  #: a generated kernel's (or a traced op's) time beats the SoL
 EXIT_INTERRUPTED = 130  #: 128 + SIGINT, the shell's code for a command stopped by Ctrl-C
 
-#: Errors that mean the command itself was wrong, not one problem.
-USAGE_ERRORS = (UnknownGPUError, PrecisionError, ClockError, InputError)
+#: Errors that mean the command itself was wrong, not one problem: its arguments, or a file it
+#: reads that is not what it takes (a profiler trace here; a report or timings raise their
+#: UsageError), as a missing one is.
+USAGE_ERRORS = (UnknownGPUError, PrecisionError, ClockError, InputError, TraceFileError)
 
 
 
