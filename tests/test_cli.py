@@ -267,6 +267,37 @@ def test_an_unreadable_input_file_is_bad_usage_from_every_command(capsys, tmp_pa
     assert err.startswith(f"torchroofline: error: {bad}") and err.count("\n") == 1
 
 
+TINY_TRACE = Path(__file__).parent / "fixtures" / "traces" / "tiny_h100.json"
+
+
+@pytest.mark.parametrize("command", [
+    ("trace", str(TINY_TRACE)),
+    ("sweep", str(MATMUL), "--set", "N=64,128", "--data", "any"),
+])
+@pytest.mark.parametrize("suffix", [".json", ".html"])
+def test_out_writes_the_format_its_suffix_names(capsys, tmp_path, command, suffix):
+    # `trace --out r.html` wrote the text report into r.html, as kernelbench's --out does not
+    out = tmp_path / f"report{suffix}"
+    code, _, _ = run(capsys, *command, "--out", str(out))
+    assert code == 0
+    written = out.read_text()
+    if suffix == ".json":
+        assert isinstance(json.loads(written), dict)
+    else:
+        assert written.lstrip().lower().startswith("<!doctype html>")
+    # --format, given, still decides
+    code, _, _ = run(capsys, *command, "--out", str(out), "--format", "text")
+    assert code == 0 and not out.read_text().lstrip().startswith(("{", "<"))
+
+
+def test_out_with_a_format_the_command_lacks_is_refused(capsys, tmp_path):
+    code, out, err = run(capsys, "sweep", str(MATMUL), "--set", "N=64,128", "--out",
+                         str(tmp_path / "sweep.csv"))
+    assert code == 2 and out == ""
+    assert "--out" in err and ".csv" in err and "--format" in err
+    assert not (tmp_path / "sweep.csv").exists()
+
+
 def test_debug_shows_traceback(capsys):
     code, _, err = run(capsys, "--debug", "analyze", MATMUL, "--gpu", "h1000")
     assert code == 2

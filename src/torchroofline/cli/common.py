@@ -224,6 +224,27 @@ def check_outputs(files: Mapping[str, str | None],
                              "another path")
 
 
+#: The report format a file's suffix names (``--out r.json``).
+SUFFIX_FORMATS = {".txt": "text", ".md": "md", ".csv": "csv", ".json": "json", ".html": "html"}
+
+
+def out_format(given: str | None, out: str | None, formats: Sequence[str]) -> str:
+    """The format a report is written in: ``--format`` where ``given``; else the one the
+    ``--out`` file's suffix names, as kernelbench's ``--out`` takes it; else ``formats[0]``.
+    ``trace --out r.html`` wrote the text report into r.html. A suffix naming a format the
+    command does not write is bad usage, said before any work."""
+    if given is not None:
+        return given
+    named = SUFFIX_FORMATS.get(Path(out).suffix.lower()) if out else None
+    if named is None:
+        return formats[0]
+    if named not in formats:
+        suffixes = ", ".join(suffix for suffix, name in SUFFIX_FORMATS.items() if name in formats)
+        raise UsageError(f"--out {out}: this command writes no {named}; end the path in "
+                         f"{suffixes}, or pass --format")
+    return named
+
+
 def whole_number(least: int) -> Callable[[str], int]:
     """An argparse type: a whole number of ``least`` or more (a negative ``--top`` sliced rows
     off the end of a table; ``-j 0`` started "0 worker processes")."""

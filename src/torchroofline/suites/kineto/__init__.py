@@ -113,8 +113,9 @@ def add_arguments(parser: Any) -> None:
         "--gpu", help="price on this GPU (default: the one the trace names; see "
         "'torchroofline gpus')",
     )
-    parser.add_argument("--format", choices=tuple(WRITERS), default="text",
-                        help="report format (compare: text, md or json)")
+    parser.add_argument("--format", choices=tuple(WRITERS),
+                        help="report format (compare: text, md or json; default: the --out "
+                        "file's suffix, else text)")
     parser.add_argument("--out", metavar="FILE", help="write the report here, not to stdout")
     parser.add_argument("--top", type=int, default=10, help="instances listed above the bound")
     parser.add_argument("--plot", metavar="PNG|SVG",
