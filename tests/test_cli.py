@@ -298,6 +298,17 @@ def test_out_with_a_format_the_command_lacks_is_refused(capsys, tmp_path):
     assert not (tmp_path / "sweep.csv").exists()
 
 
+def test_an_interrupted_batchs_summary_counts_the_problems_it_was_given():
+    # "0 of 0 problems analyzed, 0 failed" then "interrupted after 0 of 200 problems"
+    from torchroofline.present.report import suite_summary_line
+    from torchroofline.suites.batch_report import BatchReport
+
+    report = BatchReport("H100 SXM", "h100-sxm", "fp32", "cold", ())
+    assert suite_summary_line(report, planned=200) == (
+        "0 of 200 problems analyzed (200 not run: interrupted), 0 failed")
+    assert suite_summary_line(report) == "0 of 0 problems analyzed, 0 failed"
+
+
 def test_debug_shows_traceback(capsys):
     code, _, err = run(capsys, "--debug", "analyze", MATMUL, "--gpu", "h1000")
     assert code == 2

@@ -181,7 +181,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
                   end="")
         elif not args.out:
             print(suite_text(report, ".md", interrupted))
-        print_note(suite_summary_line(report))
+        print_note(suite_summary_line(report, progress.total if interrupted else None))
         stopped = _said_where_it_wrote(args.out, interrupted, signals)
         if args.plot_dir and (interrupted or not stopped):  # of the problems finished, if cut
             # short; a Ctrl-C stops the drawing of a whole batch's pictures

@@ -713,11 +713,13 @@ def _cell(name: str, value: Any) -> str:
     return str(value)
 
 
-def suite_summary_line(report: BatchReport) -> str:
+def suite_summary_line(report: BatchReport, planned: int | None = None) -> str:
     """One line for the end of a batch: how many problems were analyzed, failed, and beat the
-    speed of light."""
+    speed of light; of the ``planned`` ones where an interrupt left some not run."""
     row = report.summary["all"]
-    line = f"{row['analyzed']} of {row['problems']} problems analyzed, {row['failed']} failed"
+    given = max(planned or 0, row["problems"])
+    unrun = f" ({given - row['problems']} not run: interrupted)" if given > row["problems"] else ""
+    line = f"{row['analyzed']} of {given} problems analyzed{unrun}, {row['failed']} failed"
     if any(p.measured_ms for p in report.problems):
         line += f"; {row['impossible']} measured time(s) below the speed of light"
     if any(p.gen_ms for p in report.problems):
