@@ -208,6 +208,24 @@ def test_the_host_copy_of_item_is_bounded_and_estimated_as_a_copy() -> None:
     assert (on_the_host.sol_warm_s, on_the_host.estimate_s) == (0, 0)
 
 
+def test_item_is_a_host_copy_whatever_its_memcpy_is_called(tmp_path) -> None:
+    # ROCm names .item()'s copy "Memcpy DtoD (Device -> Device)" (a MI300X trace of the same
+    # BERT): its scalar still ends on the host, so it is priced as the H100's DtoH is, not as
+    # a GPU-side op that keeps nothing (SoL 0, estimate 0.0, "nothing kept")
+    import gzip
+
+    document = json.loads(gzip.decompress(BERT.read_bytes()))
+    for event in document["traceEvents"]:
+        if event["name"] == "Memcpy DtoH (Device -> Pinned)":
+            event["name"] = "Memcpy DtoD (Device -> Device)"
+    renamed = _written(tmp_path, "rocm_named.json", json.dumps(document).encode())
+    as_named, as_cupti = (next(i for i in analyze_trace(path).priced
+                               if i.op.name == "aten::_local_scalar_dense")
+                          for path in (renamed, BERT))
+    assert as_named.figures.sol_warm_s == as_cupti.figures.sol_warm_s > 0
+    assert as_named.figures.estimate_s == as_cupti.figures.estimate_s > 0
+
+
 # --- the report ------------------------------------------------------------------------------
 
 

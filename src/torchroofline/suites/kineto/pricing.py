@@ -75,14 +75,22 @@ KERNEL_MATH: tuple[KernelMath, ...] = (
 HOST_COPY = re.compile(r"Memcpy (?:HtoD|DtoH) \((\w+) -> (\w+)\)")
 
 
-def host_side(names: Iterable[str]) -> str | None:
-    """``"pinned"`` or ``"pageable"`` for an op whose activities copy between host and GPU (the
-    copy then runs at the host link, not at HBM rates); None for one that stays on the GPU."""
+#: Ops whose result is a host value (``.item()``): any copy they launch is device to host,
+#: whatever the runtime calls it (ROCm: "Memcpy DtoD (Device -> Device)", into a pinned buffer
+#: the GPU maps).
+HOST_RESULT_OPS = frozenset({"aten::_local_scalar_dense"})
+
+
+def host_side(names: Iterable[str], op: str = "") -> str | None:
+    """``"pinned"`` or ``"pageable"`` for an op (named ``op``) whose activities (named
+    ``names``) copy between host and GPU (the copy then runs at the host link, not at HBM
+    rates); None for one that stays on the GPU."""
+    names = list(names)
     for name in names:
         found = HOST_COPY.match(name)
         if found:
             return "pageable" if "Pageable" in found.groups() else "pinned"
-    return None
+    return "pinned" if names and op in HOST_RESULT_OPS else None
 
 
 #: A collective's kernel as NCCL and RCCL name it (``ncclKernel_AllReduce_RING_LL_Sum_float``,
@@ -331,7 +339,8 @@ def price_trace(trace: KinetoTrace, gpu: GPUSpec) -> tuple[OpInstance, ...]:
     for index in sorted(launched):
         activities = tuple(launched[index])
         math = kernel_math(trace.ops[index], (a.name for a in activities if a.kind == "kernel"))
-        host = host_side(a.name for a in activities if a.kind == "memcpy")
+        host = host_side((a.name for a in activities if a.kind == "memcpy"),
+                         trace.ops[index].name)
         outcome = _first_priced(trace.ops, index, sole, pricer, math, host, index in shared)
         if isinstance(outcome, OpFigures):
             instances.append(OpInstance(trace.ops[index], activities, outcome))
