@@ -123,6 +123,15 @@ def _roof(group: str | None, entry: Mapping[str, Any], label: str = "") -> dict[
     }
 
 
+def _every_roof(roofs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Problems' roofs on one GPU as one: each unit's peak once, whichever problems use it (a
+    softmax's vector roof and a matmul's tensor-core one)."""
+    if not roofs:
+        return []
+    peaks = {peak["label"]: peak for roof in roofs for peak in roof["peaks"]}
+    return [{**roofs[0], "peaks": sorted(peaks.values(), key=lambda peak: -peak["flops_per_s"])}]
+
+
 # --- A sweep -----------------------------------------------------------------------------------
 
 
@@ -213,8 +222,9 @@ def suite_html(report: BatchReport, interrupted: str | None = None) -> str:
                 points.append({"x": intensity, "y": flops / (time_ms * 1e-3), "row": index,
                                "group": what, "path": None,
                                "label": f"{problem['name']} {what}"})
-        if result.get("roofline") and not roofs:
+        if result.get("roofline"):
             roofs.append(_roof(None, result["roofline"]))
+    roofs = _every_roof(roofs)
     columns = [
         column("name", "problem", "text", tip=True), column("level", "level"),
         column("status", "status", "text"), column("sol_ms", "SoL", "ms", tip=True),
