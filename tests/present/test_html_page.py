@@ -126,6 +126,17 @@ def test_the_suite_page_draws_the_roof_of_every_problem():
     assert len(labels) == len(set(labels)) == 2  # each roof once, however many share it
 
 
+def test_the_trace_page_starts_its_ops_at_the_first_one():
+    # the profiler's clock is µs since boot or the epoch: "2.204e+12" in every row; the page
+    # counts from the first op, the JSON keeps the trace's own clock (to join it to the trace)
+    report = analyze_trace(BERT_TRACE)
+    page = trace_html(report)
+    starts_ms = [row["start_ms"] for row in embedded(page, "page-data")["rows"]]
+    absolute_us = [op["start_us"] for op in embedded(page, "document-data")["ops"]]
+    assert min(starts_ms) == 0 and min(absolute_us) > 1e9
+    assert starts_ms == pytest.approx([(start - min(absolute_us)) / 1e3 for start in absolute_us])
+
+
 def test_trace_and_suite_commands_write_the_page(tmp_path):
     from torchroofline.cli import main
 
