@@ -309,6 +309,18 @@ def test_an_interrupted_batchs_summary_counts_the_problems_it_was_given():
     assert suite_summary_line(report) == "0 of 0 problems analyzed, 0 failed"
 
 
+def test_kernelbench_out_help_names_every_suffix_it_takes(capsys, tmp_path):
+    # --help said "report.md, report.csv or report.json"; .html is taken too
+    from torchroofline.cli.suite import _check_suffix
+
+    for suffix in (".md", ".csv", ".json", ".html"):
+        _check_suffix(f"report{suffix}")
+    with pytest.raises(SystemExit):
+        main(["kernelbench", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--out FILE report.md, report.csv, report.json or report.html" in out
+
+
 def test_debug_shows_traceback(capsys):
     code, _, err = run(capsys, "--debug", "analyze", MATMUL, "--gpu", "h1000")
     assert code == 2

@@ -68,7 +68,8 @@ def register(commands: Any) -> None:
     suite.add_argument(
         "--memory-limit", type=positive, default=6.0, metavar="GIB", help="GiB per worker"
     )
-    suite.add_argument("--out", metavar="FILE", help="report.md, report.csv or report.json")
+    suite.add_argument("--out", metavar="FILE",
+                       help="report.md, report.csv, report.json or report.html")
     suite.add_argument("--json", action="store_true", help="print the JSON report")
     suite.add_argument(
         "--format", choices=("md", "csv", "json", "html"),
