@@ -85,6 +85,8 @@ def test_prompt_format_is_short(capsys):
     text = "\n".join(lines)
     for needle in ("FLOPs", "compulsory", "Speed of light", "compute-bound", "estimate", "faster"):
         assert needle in text
+    # one mm: not "(1 kernels)"
+    assert "(1 kernel), torch.compile" in text and "(1 kernel), CUDA graphs" in text
 
 
 @pytest.mark.parametrize(
