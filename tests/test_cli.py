@@ -85,6 +85,8 @@ def test_prompt_format_is_short(capsys):
     text = "\n".join(lines)
     for needle in ("FLOPs", "compulsory", "Speed of light", "compute-bound", "estimate", "faster"):
         assert needle in text
+    # one mm: not "(1 kernels)"
+    assert "(1 kernel), torch.compile" in text and "(1 kernel), CUDA graphs" in text
 
 
 @pytest.mark.parametrize(
@@ -247,6 +249,78 @@ def test_failed_problem_exits_1_without_traceback(capsys):
     code, _, err = run(capsys, "analyze", SUITE / "broken" / "syntax_error.py")
     assert code == 1
     assert "syntax error" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [
+    ("trace", "{bad}"),
+    ("plot", "{bad}", "--out", "{out}"),
+    ("validate", str(MATMUL), "--eager", "{bad}"),
+    ("kernelbench", str(MATMUL), "--timings", "{bad}"),
+])
+def test_an_unreadable_input_file_is_bad_usage_from_every_command(capsys, tmp_path, command):
+    # a file the command reads, not a problem it analyzes: nothing was reported, so the code
+    # is bad usage (2), as for a missing one; `trace` said 1, which means "some problems
+    # failed, the reports are written"
+    bad = tmp_path / "bad.json"
+    bad.write_text("[")
+    argv = [part.format(bad=bad, out=tmp_path / "pictures") for part in command]
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert err.startswith(f"torchroofline: error: {bad}") and err.count("\n") == 1
+
+
+TINY_TRACE = Path(__file__).parent / "fixtures" / "traces" / "tiny_h100.json"
+
+
+@pytest.mark.parametrize("command", [
+    ("trace", str(TINY_TRACE)),
+    ("sweep", str(MATMUL), "--set", "N=64,128", "--data", "any"),
+])
+@pytest.mark.parametrize("suffix", [".json", ".html"])
+def test_out_writes_the_format_its_suffix_names(capsys, tmp_path, command, suffix):
+    # `trace --out r.html` wrote the text report into r.html, as kernelbench's --out does not
+    out = tmp_path / f"report{suffix}"
+    code, _, _ = run(capsys, *command, "--out", str(out))
+    assert code == 0
+    written = out.read_text()
+    if suffix == ".json":
+        assert isinstance(json.loads(written), dict)
+    else:
+        assert written.lstrip().lower().startswith("<!doctype html>")
+    # --format, given, still decides
+    code, _, _ = run(capsys, *command, "--out", str(out), "--format", "text")
+    assert code == 0 and not out.read_text().lstrip().startswith(("{", "<"))
+
+
+def test_out_with_a_format_the_command_lacks_is_refused(capsys, tmp_path):
+    code, out, err = run(capsys, "sweep", str(MATMUL), "--set", "N=64,128", "--out",
+                         str(tmp_path / "sweep.csv"))
+    assert code == 2 and out == ""
+    assert "--out" in err and ".csv" in err and "--format" in err
+    assert not (tmp_path / "sweep.csv").exists()
+
+
+def test_an_interrupted_batchs_summary_counts_the_problems_it_was_given():
+    # "0 of 0 problems analyzed, 0 failed" then "interrupted after 0 of 200 problems"
+    from torchroofline.present.report import suite_summary_line
+    from torchroofline.suites.batch_report import BatchReport
+
+    report = BatchReport("H100 SXM", "h100-sxm", "fp32", "cold", ())
+    assert suite_summary_line(report, planned=200) == (
+        "0 of 200 problems analyzed (200 not run: interrupted), 0 failed")
+    assert suite_summary_line(report) == "0 of 0 problems analyzed, 0 failed"
+
+
+def test_kernelbench_out_help_names_every_suffix_it_takes(capsys, tmp_path):
+    # --help said "report.md, report.csv or report.json"; .html is taken too
+    from torchroofline.cli.suite import _check_suffix
+
+    for suffix in (".md", ".csv", ".json", ".html"):
+        _check_suffix(f"report{suffix}")
+    with pytest.raises(SystemExit):
+        main(["kernelbench", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--out FILE report.md, report.csv, report.json or report.html" in out
 
 
 def test_debug_shows_traceback(capsys):

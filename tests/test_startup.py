@@ -67,3 +67,37 @@ def test_the_command_line_starts_without_collecting_and_freezes_what_it_imported
     imported = _python("-c", COLLECTOR_AT_START, "a_script").stdout.strip()
     assert imported.endswith("True False")  # a program importing torchroofline keeps its own
     assert imported.startswith("(True, ")
+
+
+
+ENDS_AT_ITS_EXIT_CODE = """
+import atexit, os, sys
+sys.argv[0] = sys.argv[1]  # "torchroofline" is how the console script starts
+class Torn:
+    def __del__(self, write=os.write):
+        write(2, b"torn down\\n")
+sys.modules["torn"] = Torn()  # freed only when the interpreter is torn down
+atexit.register(os.write, 2, b"exit handlers ran\\n")
+from torchroofline.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _ended(started_as: str, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", ENDS_AT_ITS_EXIT_CODE, started_as, *argv],
+                          capture_output=True, text=True)
+
+
+def test_the_command_line_ends_without_tearing_the_interpreter_down():
+    # the teardown frees, one by one, what the start-up froze (~0.7 s of CPU), and native
+    # bindings whose objects it froze complain of them: Triton's (every CUDA build of torch
+    # imports it) printed some 30 lines of "nanobind: leaked instance" after every command.
+    # Exit handlers still run (the batch's workers end, temporary folders go); output is whole
+    command_line = _ended("torchroofline", "gpus", "--json")
+    assert (command_line.returncode, command_line.stderr) == (0, "exit handlers ran\n")
+    assert command_line.stdout.rstrip().endswith("]") and '"h100-sxm"' in command_line.stdout
+    usage = _ended("torchroofline", "gpus", "--jsn")  # argparse's own exit, too
+    assert usage.returncode == 2
+    assert usage.stderr.endswith("(did you mean --json?)\nexit handlers ran\n")
+    imported = _ended("a_script", "gpus", "--json")  # a program calling main() ends its way
+    assert (imported.returncode, imported.stderr) == (0, "exit handlers ran\ntorn down\n")

@@ -53,3 +53,8 @@ def _below_1000(value: float, digits: str) -> str:
     """``value`` in ``digits``; in three significant figures from 1000 on (beyond the largest
     unit), never a run of digits."""
     return f"{value:{digits}}" if abs(value) < 1000 else f"{value:.3g}"
+
+
+def counted(count: int, noun: str) -> str:
+    """A count and its noun, ``"1 kernel"``, ``"2 kernels"``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")

@@ -105,6 +105,38 @@ def suite_page() -> str:
     return suite_html(BatchReport("H100 SXM", "h100-sxm", "fp32", "cold", problems))
 
 
+def test_the_suite_page_draws_the_roof_of_every_problem():
+    # the page drew the first problem's roofs only: at bf16 on the H100, a softmax's vector
+    # roof (133.8 TFLOP/s), far under which a matmul's speed of light on the tensor cores
+    # (989.4) was drawn, above every roof
+    from torchroofline.suites.kernelbench import analyze_file
+
+    problems = tuple(
+        ProblemReport(1, name, f"level1/{name}", f"level1/{name}", "ok", None, 0.1,
+                      analyze_file(FIXTURES / "kernelbench" / "level1" / name, "h100",
+                                   precision="bf16").to_dict(), None, None)
+        for name in ("23_Softmax.py", "1_Square_matrix_multiplication_.py")
+    )
+    data = embedded(suite_html(BatchReport("H100 SXM", "h100-sxm", "bf16", "cold", problems)),
+                    "page-data")
+    top = max(peak["flops_per_s"] for roof in data["roofs"] for peak in roof["peaks"])
+    at_sol = [point["y"] for point in data["points"] if point["group"] == "at SoL"]
+    assert len(at_sol) == 2 and max(at_sol) == pytest.approx(top)  # the matmul, at its roof
+    labels = [peak["label"] for roof in data["roofs"] for peak in roof["peaks"]]
+    assert len(labels) == len(set(labels)) == 2  # each roof once, however many share it
+
+
+def test_the_trace_page_starts_its_ops_at_the_first_one():
+    # the profiler's clock is µs since boot or the epoch: "2.204e+12" in every row; the page
+    # counts from the first op, the JSON keeps the trace's own clock (to join it to the trace)
+    report = analyze_trace(BERT_TRACE)
+    page = trace_html(report)
+    starts_ms = [row["start_ms"] for row in embedded(page, "page-data")["rows"]]
+    absolute_us = [op["start_us"] for op in embedded(page, "document-data")["ops"]]
+    assert min(starts_ms) == 0 and min(absolute_us) > 1e9
+    assert starts_ms == pytest.approx([(start - min(absolute_us)) / 1e3 for start in absolute_us])
+
+
 def test_trace_and_suite_commands_write_the_page(tmp_path):
     from torchroofline.cli import main
 

@@ -138,6 +138,21 @@ def test_bad_timings_give_one_clear_line(tmp_path, capsys, content: str, message
     assert len(err) == 1 and message in err[0] and "Traceback" not in err[0]
 
 
+def test_a_timings_folder_names_the_files_in_it(tmp_path, capsys) -> None:
+    # KernelBench keeps a GPU's timings in a folder (results/timing/H100_together/); passing
+    # the folder read "cannot read timings JSON ([Errno 21] Is a directory: ...); --debug
+    # shows the traceback"
+    folder = tmp_path / "H100_together"
+    folder.mkdir()
+    for name in ("baseline_time_torch.json", "baseline_time_torch_compile_inductor_default.json"):
+        (folder / name).write_text("{}")
+    assert main(["validate", str(TIMED[0]), "--eager", str(folder)]) == 2
+    [err] = capsys.readouterr().err.strip().splitlines()
+    assert err == (f"torchroofline: error: {folder}: is a folder; pass a timings JSON file in "
+                   "it: baseline_time_torch.json, "
+                   "baseline_time_torch_compile_inductor_default.json")
+
+
 def test_validate_needs_a_timing_file(capsys) -> None:
     assert main(["validate", str(TIMED[0])]) == 2
     assert "at least one timing JSON" in capsys.readouterr().err

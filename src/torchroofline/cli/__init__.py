@@ -3,7 +3,8 @@ and an exit code out. One module per command (:data:`COMMAND_MODULES`), each reg
 parser; what they share is in :mod:`.common`.
 
 Exit codes: 0 success, 1 some problems failed to analyze (reports are still written),
-2 bad usage (unknown GPU or precision, unreadable timings, bad arguments), 3 a generated
+2 bad usage (unknown GPU or precision, bad arguments, an input file missing or unreadable: a
+trace, a report, timings), 3 a generated
 kernel's time, or a profiled op's in ``trace``, beats the speed of light (faster than light: a
 timing bug or a kernel that skips work; the reports are still written, and failed problems' 1
 takes precedence).
@@ -20,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from .._startup import install_dynamo_placeholder, started, started_as_the_command_line
+from .._startup import ended, install_dynamo_placeholder, started, started_as_the_command_line
 from ..errors import TorchrooflineError
 from . import analyze, gpus, suite, sweep, trace
 from .common import (
@@ -121,8 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="torchroofline",
         description="Speed-of-light bounds for PyTorch programs on a chosen GPU, no GPU needed.",
         epilog="exit codes: 0 success, 1 some problems failed (reports are still written), 2 bad "
-        "usage, 3 a generated kernel's or a traced op's time beats the speed of light (faster "
-        f"than light: a timing bug or a kernel that skips work), 130 interrupted. {OUTPUTS_RULE}",
+        "usage (arguments, or an input file missing or unreadable), 3 a generated kernel's or a "
+        "traced op's time beats the speed of light (faster than light: a timing bug or a kernel "
+        f"that skips work), 130 interrupted. {OUTPUTS_RULE}",
         formatter_class=HelpFormatter,
     )
     debug_flag(parser, False)
@@ -134,6 +136,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command ``argv`` names and returns its exit code; as the command line itself,
+    ends the process with it instead (:func:`torchroofline._startup.ended`)."""
+    if not started_as_the_command_line():
+        return _run(argv)
+    try:
+        code = _run(argv)
+    except SystemExit as stop:  # argparse's, after --help or a usage error
+        if not isinstance(stop.code, int | None):
+            raise
+        code = stop.code or 0
+    ended(code)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if started_as_the_command_line():
         install_dynamo_placeholder()

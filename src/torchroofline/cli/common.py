@@ -11,14 +11,16 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ClockError, InputError, PrecisionError, UnknownGPUError
+from ..errors import ClockError, InputError, PrecisionError, TraceFileError, UnknownGPUError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_FASTER_THAN_LIGHT = 3  #: a generated kernel's (or a traced op's) time beats the SoL
 EXIT_INTERRUPTED = 130  #: 128 + SIGINT, the shell's code for a command stopped by Ctrl-C
 
-#: Errors that mean the command itself was wrong, not one problem.
-USAGE_ERRORS = (UnknownGPUError, PrecisionError, ClockError, InputError)
+#: Errors that mean the command itself was wrong, not one problem: its arguments, or a file it
+#: reads that is not what it takes (a profiler trace here; a report or timings raise their
+#: UsageError), as a missing one is.
+USAGE_ERRORS = (UnknownGPUError, PrecisionError, ClockError, InputError, TraceFileError)
 
 
 
@@ -220,6 +222,27 @@ def check_outputs(files: Mapping[str, str | None],
         if not above.is_dir():
             raise UsageError(f"{option} {path}: no folder {above}; create it first or choose "
                              "another path")
+
+
+#: The report format a file's suffix names (``--out r.json``).
+SUFFIX_FORMATS = {".txt": "text", ".md": "md", ".csv": "csv", ".json": "json", ".html": "html"}
+
+
+def out_format(given: str | None, out: str | None, formats: Sequence[str]) -> str:
+    """The format a report is written in: ``--format`` where ``given``; else the one the
+    ``--out`` file's suffix names, as kernelbench's ``--out`` takes it; else ``formats[0]``.
+    ``trace --out r.html`` wrote the text report into r.html. A suffix naming a format the
+    command does not write is bad usage, said before any work."""
+    if given is not None:
+        return given
+    named = SUFFIX_FORMATS.get(Path(out).suffix.lower()) if out else None
+    if named is None:
+        return formats[0]
+    if named not in formats:
+        suffixes = ", ".join(suffix for suffix, name in SUFFIX_FORMATS.items() if name in formats)
+        raise UsageError(f"--out {out}: this command writes no {named}; end the path in "
+                         f"{suffixes}, or pass --format")
+    return named
 
 
 def whole_number(least: int) -> Callable[[str], int]:

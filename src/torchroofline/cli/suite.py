@@ -68,7 +68,8 @@ def register(commands: Any) -> None:
     suite.add_argument(
         "--memory-limit", type=positive, default=6.0, metavar="GIB", help="GiB per worker"
     )
-    suite.add_argument("--out", metavar="FILE", help="report.md, report.csv or report.json")
+    suite.add_argument("--out", metavar="FILE",
+                       help="report.md, report.csv, report.json or report.html")
     suite.add_argument("--json", action="store_true", help="print the JSON report")
     suite.add_argument(
         "--format", choices=("md", "csv", "json", "html"),
@@ -181,7 +182,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
                   end="")
         elif not args.out:
             print(suite_text(report, ".md", interrupted))
-        print_note(suite_summary_line(report))
+        print_note(suite_summary_line(report, progress.total if interrupted else None))
         stopped = _said_where_it_wrote(args.out, interrupted, signals)
         if args.plot_dir and (interrupted or not stopped):  # of the problems finished, if cut
             # short; a Ctrl-C stops the drawing of a whole batch's pictures

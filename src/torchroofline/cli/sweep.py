@@ -17,8 +17,12 @@ from .common import (
     command,
     data_option,
     math_option,
+    out_format,
     print_note,
 )
+
+#: The formats ``sweep`` writes, the default first.
+SWEEP_FORMATS = ("text", "json", "html")
 
 
 def register(commands: Any) -> None:
@@ -48,8 +52,8 @@ def register(commands: Any) -> None:
                        help="what the GPU ranking orders by: sol, compile or eager estimate")
     sweep.add_argument("--no-narrow", action="store_true",
                        help="report crossovers between the values given, without bisection")
-    sweep.add_argument("--format", choices=("text", "json", "html"), default="text",
-                       help="report format")
+    sweep.add_argument("--format", choices=SWEEP_FORMATS,
+                       help="report format (default: the --out file's suffix, else text)")
     sweep.add_argument("--out", metavar="FILE", help="write the report here, not to stdout")
     sweep.add_argument("--plot", metavar="PNG|SVG",
                        help="SoL and estimates against the axis, one line per GPU")
@@ -126,6 +130,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     # every check that reads no problem, then the GPUs' notes: an error is the one line
     check_exists([args.path])
     check_outputs({"--out": args.out, "--plot": args.plot, "--plot-roofline": args.plot_roofline})
+    args.format = out_format(args.format, args.out, SWEEP_FORMATS)
     for picture in (args.plot, args.plot_roofline):
         if picture:
             from ..present.viz.canvas import save_target

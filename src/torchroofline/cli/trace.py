@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import check_exists, check_outputs, command, count, exit_code, plot_path, print_note
+from .common import (
+    check_exists,
+    check_outputs,
+    command,
+    count,
+    exit_code,
+    out_format,
+    plot_path,
+    print_note,
+)
 
 
 def register(commands: Any) -> None:
@@ -33,7 +42,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
     check_exists(args.traces)
     check_outputs({"--out": args.out, "--plot": args.plot})
-    reports = run(args, print_note, {**WRITERS, "html": trace_html})
+    writers = {**WRITERS, "html": trace_html}
+    args.format = out_format(args.format, args.out, tuple(writers))  # text first
+    reports = run(args, print_note, writers)
     if args.plot:
         from ..present.viz import plot_trace
 

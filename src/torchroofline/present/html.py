@@ -123,6 +123,15 @@ def _roof(group: str | None, entry: Mapping[str, Any], label: str = "") -> dict[
     }
 
 
+def _every_roof(roofs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Problems' roofs on one GPU as one: each unit's peak once, whichever problems use it (a
+    softmax's vector roof and a matmul's tensor-core one)."""
+    if not roofs:
+        return []
+    peaks = {peak["label"]: peak for roof in roofs for peak in roof["peaks"]}
+    return [{**roofs[0], "peaks": sorted(peaks.values(), key=lambda peak: -peak["flops_per_s"])}]
+
+
 # --- A sweep -----------------------------------------------------------------------------------
 
 
@@ -213,8 +222,9 @@ def suite_html(report: BatchReport, interrupted: str | None = None) -> str:
                 points.append({"x": intensity, "y": flops / (time_ms * 1e-3), "row": index,
                                "group": what, "path": None,
                                "label": f"{problem['name']} {what}"})
-        if result.get("roofline") and not roofs:
+        if result.get("roofline"):
             roofs.append(_roof(None, result["roofline"]))
+    roofs = _every_roof(roofs)
     columns = [
         column("name", "problem", "text", tip=True), column("level", "level"),
         column("status", "status", "text"), column("sol_ms", "SoL", "ms", tip=True),
@@ -255,10 +265,13 @@ def trace_html(report: TraceReport) -> str:
     document = report.to_dict()
     kinds = [row.kind for row in report.kinds()][:_TRACE_GROUPS]
     rows, points = [], []
+    # the profiler's clock counts from boot or the epoch (2.2e12 µs): the page counts from the
+    # first op; the JSON keeps the trace's clock, to join it to the trace
+    first_us = min((op["start_us"] for op in document["ops"]), default=0.0)
     for index, op in enumerate(document["ops"]):
         flops, size, measured = op.get("flops"), op.get("bytes"), op["measured_us"]
         rows.append({**{key: op.get(key) for key in _TRACE_KEYS},
-                     "verdict": op["verdict_short"],
+                     "start_ms": (op["start_us"] - first_us) / 1e3, "verdict": op["verdict_short"],
                      "intensity": flops / size if flops and size else None})
         if flops and size and measured:
             group = op["op"] if op["op"] in kinds else "other"
@@ -271,7 +284,7 @@ def trace_html(report: TraceReport) -> str:
                         for label, peak in peaks.items()]}]
     columns = [
         column("op", "op", "text", tip=True), column("module", "module", "text", tip=True),
-        column("start_us", "start µs"), column("measured_us", "measured µs", tip=True),
+        column("start_ms", "start", "ms"), column("measured_us", "measured µs", tip=True),
         column("sol_us", "SoL µs", tip=True), column("estimate_us", "estimate µs"),
         column("flops", "FLOPs", "flops"), column("bytes", "bytes", "bytes"),
         column("intensity", "FLOP/B", tip=True), column("bound", "bound", "text"),
@@ -287,7 +300,7 @@ def trace_html(report: TraceReport) -> str:
     )
 
 
-_TRACE_KEYS = ("op", "module", "start_us", "measured_us", "sol_us", "estimate_us", "flops",
+_TRACE_KEYS = ("op", "module", "measured_us", "sol_us", "estimate_us", "flops",
                "bytes", "bound", "faster_than_light")
 
 

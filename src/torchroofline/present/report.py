@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..plan.demand.walk import UNKEPT_NOTE_SHARE
 from ..price.estimate import fixed_latency_s
 from ..price.precision import rung_name
-from ..units import human_bytes, human_ms, percent, si, times
+from ..units import counted, human_bytes, human_ms, percent, si, times
 from .breakdown import ModuleCost, module_costs, unconfirmed_figures
 from .distributed import distributed_lines
 
@@ -600,8 +600,9 @@ def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> 
         *_prompt_shortcuts(result),
         f"- Speed of light by math precision: {ladder_line(result)}",
         f"- Estimates: eager {human_ms(result.time_ms['eager_estimate'])} "
-        f"({result.unfused_kernel_count} kernels), torch.compile "
-        f"{human_ms(result.time_ms['fused_estimate'])} ({result.fused_kernel_count} kernels), "
+        f"({counted(result.unfused_kernel_count, 'kernel')}), torch.compile "
+        f"{human_ms(result.time_ms['fused_estimate'])} "
+        f"({counted(result.fused_kernel_count, 'kernel')}), "
         f"CUDA graphs {human_ms(result.time_ms['cudagraph_estimate'])}",
     ]
     lines += [f"  {label.split(' estimate')[0].lower()}: {_split(result, mode)}"
@@ -713,11 +714,13 @@ def _cell(name: str, value: Any) -> str:
     return str(value)
 
 
-def suite_summary_line(report: BatchReport) -> str:
+def suite_summary_line(report: BatchReport, planned: int | None = None) -> str:
     """One line for the end of a batch: how many problems were analyzed, failed, and beat the
-    speed of light."""
+    speed of light; of the ``planned`` ones where an interrupt left some not run."""
     row = report.summary["all"]
-    line = f"{row['analyzed']} of {row['problems']} problems analyzed, {row['failed']} failed"
+    given = max(planned or 0, row["problems"])
+    unrun = f" ({given - row['problems']} not run: interrupted)" if given > row["problems"] else ""
+    line = f"{row['analyzed']} of {given} problems analyzed{unrun}, {row['failed']} failed"
     if any(p.measured_ms for p in report.problems):
         line += f"; {row['impossible']} measured time(s) below the speed of light"
     if any(p.gen_ms for p in report.problems):

@@ -563,10 +563,14 @@ def as_host_copy(load: KernelLoad, pageable: bool) -> KernelLoad:
     return replace(load, family=HOST_COPY_FAMILY, host_bytes=load.bytes // 2, pageable=pageable)
 
 
-def host_copies(performance: Performance, pageable: bool) -> Performance:
+def host_copies(performance: Performance, pageable: bool, host_bytes: int = 0) -> Performance:
     """The same prediction with each eager kernel run as a copy between host and GPU (where a
-    profiler saw the op's ``Memcpy HtoD``/``DtoH``: the one-op program cannot say)."""
-    eager = tuple(as_host_copy(load, pageable) for load in performance.program.eager)
+    profiler saw the op's ``Memcpy HtoD``/``DtoH``: the one-op program cannot say). A program
+    with no kernel (``.item()``: the driver copies the scalar) is one copy of ``host_bytes``,
+    not free."""
+    eager = tuple(as_host_copy(load, pageable) for load in performance.program.eager) or (
+        KernelLoad(name="memcpy", family=HOST_COPY_FAMILY, matmul_s=0.0, vector_s=0.0, bytes=0,
+                   launches=1, host_bytes=host_bytes, pageable=pageable),)
     return estimate_modes(replace(performance.program, eager=eager), performance.params)
 
 

@@ -118,6 +118,11 @@ def read_json_object(path: Path, what: str, holding: str) -> dict:
     missing one is said as every command says a missing file."""
     if not path.exists():
         raise InputError(f"{path}: no such file; check the path")
+    if path.is_dir():  # KernelBench keeps a GPU's timings in a folder of them
+        inside = sorted(found.name for found in path.glob("*.json"))
+        files = f" in it: {', '.join(inside[:6])}{', ...' if len(inside) > 6 else ''}" \
+            if inside else ""
+        raise InputError(f"{path}: is a folder; pass a {what} JSON file{files}")
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as error:

@@ -15,6 +15,7 @@ from typing import Any
 from ...errors import InputError, TraceFileError, UnknownGPUError
 from ...price.gpu_spec import GPUSpec
 from ...price.hardware import closest_gpu, get_gpu
+from ...units import counted
 from .events import KinetoTrace, read_trace
 from .pricing import OpInstance, price_trace
 from .report import WRITERS, TraceReport, comparison, format_comparison, format_report
@@ -96,9 +97,9 @@ def _assumption_notes(instances: Sequence[OpInstance]) -> list[str]:
             assumed.update(instance.figures.assumed)
             if instance.figures.math:
                 math[instance.figures.math] += 1
-    notes = [f"{_ops(count)} priced assuming {what} (the trace does not record it)"
+    notes = [f"{counted(count, 'op')} priced assuming {what} (the trace does not record it)"
              for what, count in assumed.items()]
-    notes += [f"{_ops(count, 'fp32 op')} priced on {what}" for what, count in math.items()]
+    notes += [f"{counted(count, 'fp32 op')} priced on {what}" for what, count in math.items()]
     return notes
 
 
@@ -113,8 +114,9 @@ def add_arguments(parser: Any) -> None:
         "--gpu", help="price on this GPU (default: the one the trace names; see "
         "'torchroofline gpus')",
     )
-    parser.add_argument("--format", choices=tuple(WRITERS), default="text",
-                        help="report format (compare: text, md or json)")
+    parser.add_argument("--format", choices=tuple(WRITERS),
+                        help="report format (compare: text, md or json; default: the --out "
+                        "file's suffix, else text)")
     parser.add_argument("--out", metavar="FILE", help="write the report here, not to stdout")
     parser.add_argument("--top", type=int, default=10, help="instances listed above the bound")
     parser.add_argument("--plot", metavar="PNG|SVG",
@@ -144,14 +146,9 @@ def run(args: Any, note: Callable[[str], None],
                              (report.lower_math, "their bound at their own math: possible only "
                               "with lower math")):
             if listed:
-                note(f"{report.path}: {_ops(len(listed))} ran faster than {said} (listed in the "
-                     "report)")
+                note(f"{report.path}: {counted(len(listed), 'op')} ran faster than {said} "
+                     "(listed in the report)")
     return reports
-
-
-def _ops(count: int, noun: str = "op") -> str:
-    """"1 op", "2 ops"."""
-    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _compared_text(reports: Sequence[TraceReport], format_: str) -> str:

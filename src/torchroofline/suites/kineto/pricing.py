@@ -75,14 +75,22 @@ KERNEL_MATH: tuple[KernelMath, ...] = (
 HOST_COPY = re.compile(r"Memcpy (?:HtoD|DtoH) \((\w+) -> (\w+)\)")
 
 
-def host_side(names: Iterable[str]) -> str | None:
-    """``"pinned"`` or ``"pageable"`` for an op whose activities copy between host and GPU (the
-    copy then runs at the host link, not at HBM rates); None for one that stays on the GPU."""
+#: Ops whose result is a host value (``.item()``): any copy they launch is device to host,
+#: whatever the runtime calls it (ROCm: "Memcpy DtoD (Device -> Device)", into a pinned buffer
+#: the GPU maps).
+HOST_RESULT_OPS = frozenset({"aten::_local_scalar_dense"})
+
+
+def host_side(names: Iterable[str], op: str = "") -> str | None:
+    """``"pinned"`` or ``"pageable"`` for an op (named ``op``) whose activities (named
+    ``names``) copy between host and GPU (the copy then runs at the host link, not at HBM
+    rates); None for one that stays on the GPU."""
+    names = list(names)
     for name in names:
         found = HOST_COPY.match(name)
         if found:
             return "pageable" if "Pageable" in found.groups() else "pinned"
-    return None
+    return "pinned" if names and op in HOST_RESULT_OPS else None
 
 
 #: A collective's kernel as NCCL and RCCL name it (``ncclKernel_AllReduce_RING_LL_Sum_float``,
@@ -264,15 +272,18 @@ class Pricer:
             return f"no cost rule for {', '.join(warm.unsupported_ops)}"
         cold = warm.on(cache="cold")
         performance = cold.performance
+        crossing = 0 if host is None else host_copy_bytes(rebuilt.tensors)
         if host is not None:
-            performance = host_copies(performance, pageable=host == "pageable")
+            performance = host_copies(performance, pageable=host == "pageable",
+                                      host_bytes=crossing)
         if shared:
             performance = beside_collective(performance)
         bands = performance.kernel_band_s("eager")
         # one op is one kernel (or a few): its bound is at least one memory access's latency;
-        # a copy between host and GPU at least its data over the host link
-        floor_s = max(kernel_floor_s(warm.unfused_bytes, self.gpu),
-                      0.0 if host is None else host_link_s(rebuilt.tensors, self.gpu))
+        # a copy between host and GPU at least its data over the host link, and one access
+        # (the copy engine reads through the L2 even where the plan sees no HBM traffic)
+        link = self.gpu.host_link_bytes_per_s or DEFAULT_HOST_LINK_BYTES_PER_S
+        floor_s = max(kernel_floor_s(warm.unfused_bytes or crossing, self.gpu), crossing / link)
         written = warm.sol_as_written_by_math_s
         return OpFigures(
             priced_as=", ".join(dict.fromkeys(o.name for o in traced.ops if not o.is_view))
@@ -308,15 +319,12 @@ def own_precision(priced: Result) -> str:
 _SHAPE_FIELDS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 
 
-def host_link_s(tensors: Iterable[torch.Tensor], gpu: GPUSpec) -> float:
-    """The least time (seconds) a copy between host and GPU takes, latency left out: the
-    smallest of its tensors (``.item()``'s scalar, the source of a copy, which a destination
-    may broadcast) crosses the host link at its rate (:attr:`GPUSpec.host_link_bytes_per_s`,
-    PCIe 4.0 x16 where the part names none). A copy's HBM traffic may be nothing
-    (``aten._local_scalar_dense`` reads one element the driver fetches), its link time not."""
-    sizes = [t.numel() * t.element_size() for t in tensors if t.numel()]
-    rate = gpu.host_link_bytes_per_s or DEFAULT_HOST_LINK_BYTES_PER_S
-    return min(sizes, default=0) / rate
+def host_copy_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """The bytes a copy between host and GPU moves over the host link, at least: its smallest
+    tensor (``.item()``'s scalar, the source of a copy, which a destination may broadcast). A
+    copy's HBM traffic may be nothing (``aten._local_scalar_dense`` reads one element the
+    driver fetches), its link traffic not."""
+    return min((t.numel() * t.element_size() for t in tensors if t.numel()), default=0)
 
 
 def price_trace(trace: KinetoTrace, gpu: GPUSpec) -> tuple[OpInstance, ...]:
@@ -331,7 +339,8 @@ def price_trace(trace: KinetoTrace, gpu: GPUSpec) -> tuple[OpInstance, ...]:
     for index in sorted(launched):
         activities = tuple(launched[index])
         math = kernel_math(trace.ops[index], (a.name for a in activities if a.kind == "kernel"))
-        host = host_side(a.name for a in activities if a.kind == "memcpy")
+        host = host_side((a.name for a in activities if a.kind == "memcpy"),
+                         trace.ops[index].name)
         outcome = _first_priced(trace.ops, index, sole, pricer, math, host, index in shared)
         if isinstance(outcome, OpFigures):
             instances.append(OpInstance(trace.ops[index], activities, outcome))
