@@ -264,8 +264,12 @@ def _product_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     contracted positions where both factors may be nonzero: ``args[0]`` and ``args[1]`` are
     the taps, 0 on the structural zeros of a triangle, a diagonal or a masked softmax (and on
     the exact 1 of its one-hot line: a copy), 1 elsewhere (see ``_Retaining``), so their
-    product counts the pairs."""
+    product counts the pairs. A Gram product (``args[2]``: the right factor holds the left's
+    values transposed, x·xᵀ) is symmetric: of out[i, k] and out[k, i] one is computed and
+    copied, so a demanded pair costs one output's FLOPs (a SYRK)."""
     pairs = torch.matmul(args[0].detach(), args[1].detach())
+    if args[2]:
+        demanded = (demanded | demanded.transpose(-1, -2)).triu()
     return int((2 * pairs - 1).clamp(min=0)[demanded].sum())
 
 
@@ -418,7 +422,8 @@ class _Retaining(Interpreter):
         if target in SUMS:
             args = (self._taps(args[0]), *args[1:])
         if target in PRODUCTS:
-            args = (self._taps(args[0]), self._taps(args[1]), *args[2:])
+            gram = torch.equal(args[0].detach(), args[1].detach().transpose(-1, -2))
+            args = (self._taps(args[0]), self._taps(args[1]), gram)
         if isinstance(target, torch._ops.OpOverload) and not target.is_view:
             tensors = [
                 t for t in tree_flatten(out)[0]

@@ -123,7 +123,9 @@ def view_scatter_demand(context: _Context) -> Demand:
     Run on element numbers (x's as −1 − i, src's as i), each demanded output names the one
     element it copies: src's where the view lies, x's elsewhere (demanded outputs with no
     position are charged to neither: which one they copy is not known). No FLOPs. Past
-    :data:`_NUMBERED_SOURCE_LIMIT` elements, the rule for ops with none of their own."""
+    :data:`_NUMBERED_SOURCE_LIMIT` elements, or where the real op refuses shapes its meta
+    kernel took (``select_scatter`` of a src as big as x), the rule for ops with none of
+    their own."""
     destination, source = context.op.reads[:2]
     shape = context.op.writes[0].shape
     if max(destination.elements, source.elements) > _NUMBERED_SOURCE_LIMIT or (
@@ -132,7 +134,10 @@ def view_scatter_demand(context: _Context) -> Demand:
         return _proportional(context)
     mine = -1 - torch.arange(destination.elements).reshape(destination.shape)
     theirs = torch.arange(source.elements).reshape(source.shape)
-    copied = context.op.func(mine, theirs, *context.op.args[2:], **context.op.kwargs)
+    try:
+        copied = context.op.func(mine, theirs, *context.op.args[2:], **context.op.kwargs)
+    except RuntimeError:  # a call the meta kernel let through and the real one refuses
+        return _proportional(context)
     held = copied[_demanded_mask(context.output, shape)]
     inputs = (
         _numbers_region((-1 - held[held < 0]).sort().values, destination.shape),
