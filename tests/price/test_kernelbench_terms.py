@@ -18,6 +18,7 @@ from torchroofline.price.estimate import (
     HostCosts,
     kernel_gpu_s,
     l2_missed_bytes,
+    loop_missed_bytes,
     timeline,
 )
 from torchroofline.price.hardware import get_gpu
@@ -168,3 +169,43 @@ def test_an_aligned_softmax_row_streams_16_byte_vectors(length: int, load_bytes:
         scalar = kernel_gpu_s(replace(load, element_bytes=4), H100, DEFAULT_PARAMS, "warm")
         fill = DEFAULT_PARAMS.fill_latency_s
         assert scalar - fill == pytest.approx(4 * (busy - fill), rel=1e-12)
+
+
+@pytest.mark.parametrize(("rows", "length", "stages"), [
+    (4096, 393216, 2),  # softmax: max, then sum of exponentials, then the output: 3 loops
+    (7168, 262144, 1),  # x / ‖x‖: the norm, then the output: 2 loops
+])
+def test_a_fused_reduction_over_long_rows_rereads_its_input_once_per_further_loop(
+        rows: int, length: int, stages: int) -> None:
+    # rows beyond Inductor's 1,024-element persistent reduction are looped over: each loop
+    # after the first reads x again. In flight: min(rows, 2048 / 256 × 132 = 1,056) rows of
+    # length × 4 B (≥ 1 MiB each) overflow the usable 25 MB of L2, so they come from HBM
+    fns = {2: lambda x: torch.softmax(x, dim=1),
+           1: lambda x: x / torch.linalg.vector_norm(x, dim=1, keepdim=True)}
+    result = analyze(Fn(fns[stages]), meta(rows, length))
+    [load] = result.performance.program.fused
+    x_bytes = rows * length * 4
+    assert load.loop_reread_bytes == stages * x_bytes
+    assert load.loop_rows == rows and load.loop_row_bytes == length * 4
+    assert loop_missed_bytes(load, H100, DEFAULT_PARAMS) == stages * x_bytes
+    busy = result.performance.compile.kernel_gpu_s[0]
+    stream_s = (load.bytes + stages * x_bytes) / (DEFAULT_PARAMS.hbm_fraction * H100_BANDWIDTH)
+    assert busy == pytest.approx(stream_s + DEFAULT_PARAMS.fill_latency_s, rel=1e-12)
+
+
+@pytest.mark.parametrize(("rows", "length", "reread"), [
+    (64, 1024, 0),  # a persistent reduction: the row stays in registers, one pass
+    (64, 2048, 2 * 64 * 2048 * 4),  # looped: two re-reads, but 64 rows of 8 KiB fit L2
+])
+def test_a_fused_softmax_rereads_only_rows_longer_than_a_persistent_reduction(
+        rows: int, length: int, reread: int) -> None:
+    result = analyze(Fn(lambda x: torch.softmax(x, dim=1)), meta(rows, length))
+    [load] = result.performance.program.fused
+    assert load.loop_reread_bytes == reread
+    assert loop_missed_bytes(load, H100, DEFAULT_PARAMS) == 0
+
+
+def test_a_fused_sum_over_long_rows_reads_its_input_once() -> None:
+    # one stage and no output of the input's size: a single loop
+    result = analyze(Fn(lambda x: x.sum(dim=1)), meta(4096, 65536))
+    assert result.performance.program.fused[0].loop_reread_bytes == 0

@@ -1,7 +1,8 @@
 """What an op's shapes and arguments say about the eager kernel PyTorch runs for it, as the
 performance model (:mod:`.estimate`) needs it: rows a row-per-block kernel has, passes a kernel
 makes over its input, the alignment of a GEMM's operands, and the element accesses of a kernel
-that cannot vectorize. Each rule names the PyTorch kernel whose behaviour it states.
+that cannot vectorize; and the loops an Inductor reduction kernel makes over rows too long to
+keep on chip (the fused plan). Each rule names the PyTorch kernel whose behaviour it states.
 """
 
 from __future__ import annotations
@@ -375,3 +376,59 @@ ROW_LOAD_BYTES: dict[str, Callable[[TracedOp], int]] = {
     "_softmax": softmax_row_load_bytes,
     "_log_softmax": softmax_row_load_bytes,
 }
+
+
+# --- Inductor's reduction kernels (the fused plan) -------------------------------------------
+
+#: Longest row Inductor keeps on chip in one pass (a persistent reduction): 1,024 elements for
+#: a reduction over the innermost dims, 64 for any other (``should_use_persistent_reduction``
+#: in ``torch/_inductor/choices.py``). A longer row is looped over in ``RBLOCK`` chunks, once
+#: per reduction stage and once more to write an output that needs the reduced value, each
+#: loop loading the row again.
+PERSISTENT_ROW = {"inner": 1024, "other": 64}
+
+#: Reduction stages (loops over a long row) of an aten op Inductor lowers, by base name; 1 for
+#: any other reduction. Softmax takes the row's maximum, then the sum of its exponentials
+#: (Inductor as timed, PyTorch 2.5: one loop each; its later online softmax merges them).
+REDUCTION_STAGES: dict[str, int] = {"_softmax": 2, "_log_softmax": 2}
+
+#: Threads of a looped Inductor reduction's block (``num_warps`` 8 for rows of 2,048 or more,
+#: ``triton_heuristics._reduction_configs``): the blocks one SM holds at once, each on one row.
+INDUCTOR_REDUCTION_THREADS = 256
+
+
+def _inner_reduction(op: OpRecord) -> bool:
+    """The op reduces its input's innermost dims: its outputs number a product of the input's
+    leading dims."""
+    shape = op.reads[0].shape
+    kept = [math.prod(shape[:i]) for i in range(len(shape) + 1)]
+    return op.writes[0].elements in kept
+
+
+def looped_reduction_rereads(ops: tuple[OpRecord, ...], writes: tuple[TensorRef, ...],
+                             traced_of: Callable[[OpRecord], TracedOp],
+                             bytes_of: Callable[[TensorRef], int]) -> tuple[int, int, int]:
+    """(bytes read again, bytes of its longest such row, rows of that reduction) of a fused
+    kernel whose reduction rows are too long to keep on chip (:data:`PERSISTENT_ROW`).
+
+    Each loop after the first reads the reduction's input again (its largest operand): one per
+    further stage (:data:`REDUCTION_STAGES`), and one to write an output as large as that
+    input (softmax, a norm's ``x / norm``). Between two reads of a row, every block the GPU
+    holds reads a row: the re-reads hit L2 while those rows fit it (the performance model
+    decides, at its GPU's SMs and L2: :func:`~.estimate.loop_missed_bytes`)."""
+    reread = longest_row = row_count = 0
+    largest_write = max((ref.elements for ref in writes), default=0)
+    for op in ops:
+        if op.category is not Category.REDUCTION or not op.reads or not op.writes:
+            continue
+        rows = max(op.writes[0].elements, 1)
+        source = max(op.reads, key=lambda ref: ref.elements)
+        length = source.elements // rows
+        if length <= PERSISTENT_ROW["inner" if _inner_reduction(op) else "other"]:
+            continue
+        loops = REDUCTION_STAGES.get(traced_of(op).base, 1) + (largest_write >= source.elements)
+        if loops > 1:
+            reread += (loops - 1) * bytes_of(source)
+            if bytes_of(source) // rows > longest_row:
+                longest_row, row_count = bytes_of(source) // rows, rows
+    return reread, longest_row, row_count

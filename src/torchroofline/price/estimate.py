@@ -47,6 +47,7 @@ from .bands import HOST_BAND, family_band
 from .eager_kernels import (
     CPP_LAUNCHES,
     EXTRA_READS,
+    INDUCTOR_REDUCTION_THREADS,
     L2_REREADS,
     ROW_LOAD_BYTES,
     ROW_PER_BLOCK,
@@ -54,6 +55,7 @@ from .eager_kernels import (
     SERIAL_LOADS,
     TWO_PASS,
     gemm_alignment,
+    looped_reduction_rereads,
     misaligned_gemm_loads,
     pointwise_convolution,
     split_reduction,
@@ -121,6 +123,12 @@ class KernelLoad:
     #: input bytes a row-per-block eager kernel reads again, row by row: they hit L2 while the
     #: rows of one wave of blocks fit it, else they come from HBM (:func:`l2_missed_bytes`)
     l2_reread_bytes: int = 0
+    #: input bytes a fused reduction kernel reads again, loop by loop, over rows too long to
+    #: keep on chip, its longest such row's bytes and that reduction's rows: the re-reads hit
+    #: L2 while the rows of every block the GPU holds fit it (:func:`loop_missed_bytes`)
+    loop_reread_bytes: int = 0
+    loop_row_bytes: int = 0
+    loop_rows: int = 0
     #: element accesses (output elements × operands) of an eager kernel that cannot use vector
     #: loads: an operand broadcast or laid out unlike its output (see :func:`strided_accesses`)
     accesses: int = 0
@@ -287,6 +295,11 @@ def kernel_load(
         gemm = _gemm_of(matmul_op)
         matmul_unit = unit_for(gpu, running, matmul_op.flops.kind, switches).name
     gemm_like = matmul_op is not None
+    loop_reread = loop_row = loop_rows = 0
+    if not eager:
+        loop_reread, loop_row, loop_rows = looped_reduction_rereads(
+            kernel.ops, kernel.writes, lambda op: trace.ops[op.index],
+            lambda ref: running_bytes(ref, float_bytes, widened))
     moved = sum(running_bytes(ref, float_bytes, widened)
                 for ref in (*kernel.reads, *kernel.writes))
     rows = None
@@ -358,6 +371,9 @@ def kernel_load(
         row_share=row_block_share(trace.ops[kernel.ops[0].index], gpu) if rows else 1.0,
         reread_bytes=reread,
         l2_reread_bytes=l2_reread,
+        loop_reread_bytes=loop_reread,
+        loop_row_bytes=loop_row,
+        loop_rows=loop_rows,
         accesses=accesses,
         host_views=host_views,
         host_modules=host_modules,
@@ -521,6 +537,16 @@ def l2_missed_bytes(load: KernelLoad, gpu: GPUSpec, params: EstimateParams) -> i
 THREADS_PER_SM = 2048
 
 
+def loop_missed_bytes(load: KernelLoad, gpu: GPUSpec, params: EstimateParams) -> int:
+    """The loop re-reads of a fused reduction kernel (:attr:`KernelLoad.loop_reread_bytes`)
+    that miss L2: all of them when the rows read between two reads of one row — a row for each
+    block the GPU holds, :data:`THREADS_PER_SM` / ``INDUCTOR_REDUCTION_THREADS`` per SM —
+    exceed the usable L2, none when they fit."""
+    blocks = THREADS_PER_SM // INDUCTOR_REDUCTION_THREADS * gpu.sm_count
+    in_flight = min(blocks, load.loop_rows) * load.loop_row_bytes
+    return load.loop_reread_bytes if in_flight > params.l2_usable_fraction * gpu.l2_bytes else 0
+
+
 def load_latency_s(params: EstimateParams) -> float:
     """Seconds one thread waits for one global load: an SM whose resident threads each keep one
     load in flight completes ``strided_access_rate_per_sm`` of them a second, so by Little's law
@@ -619,7 +645,8 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
     recurrence is at least its serial steps; a host↔device copy runs at the host link."""
     if load.host_bytes:
         return host_copy_s(load, gpu, params)
-    touched = load.bytes + load.reread_bytes + l2_missed_bytes(load, gpu, params)
+    touched = (load.bytes + load.reread_bytes + l2_missed_bytes(load, gpu, params)
+               + loop_missed_bytes(load, gpu, params))
     moved = memory_s(touched, gpu, params, cache)
     if load.layout_transposes:
         moved *= 1 + params.conv_layout_passes
