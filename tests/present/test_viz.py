@@ -594,6 +594,24 @@ def test_the_legend_leaves_the_ridge_points_clear():
     assert not any(box.contains(*ax.transData.transform(point)) for point in ridges)
 
 
+def test_kernel_labels_keep_off_the_memory_roof():
+    # the bundled MiniGPT block on a B200: "fc: add+gelu" (its pointwise kernel at ~0.5
+    # FLOPs/B, on the slope) was placed up-right of its marker, struck through by the HBM line
+    from torchroofline.suites.kernelbench import analyze_file
+
+    example = Path(__file__).parents[2] / "examples/kernelbench/level3/mini_gpt_block.py"
+    fig = analyze_file(example, "b200", actual_ms=5).plot()
+    ax = fig.axes[0]
+    [roof] = [line for line in ax.lines if line.get_gid() == "roof:memory"]
+    (x0, y0), (x1, y1) = ax.transData.transform(list(zip(*roof.get_data(), strict=True)))
+    along = [(x0 + (x1 - x0) * t / 2000, y0 + (y1 - y0) * t / 2000) for t in range(2001)]
+    labels = [text for text in ax.texts if text.get_gid() == "label:kernel"]
+    assert labels
+    for label in labels:
+        box = label.get_window_extent()
+        assert not any(box.contains(x, y) for x, y in along), label.get_text()
+
+
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
 def test_a_figure_saves_to_the_same_bytes_every_time(suffix, tmp_path):
     result = torchroofline.analyze(nn.Linear(64, 64), meta(8, 64), "h100-sxm", "fp32")

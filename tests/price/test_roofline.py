@@ -588,6 +588,22 @@ def test_ridge_point_fp32_h100() -> None:
     )
 
 
+def test_a_model_in_a_narrower_dtype_is_headed_and_ridged_at_its_own() -> None:
+    """An fp16 matmul analysed at the default "fp32" runs on fp16 tensor cores: its header,
+    JSON and ridge point say fp16 (they once said fp32, ridge 19.97 FLOPs/B beside an fp16
+    bound); the ridge is the fp16 dense peak over HBM: 989.4e12 / 3.35e12 = 295.3 FLOPs/B."""
+    fp16 = Fn(torch.mm), meta(M, K, dtype=torch.float16), meta(K, N, dtype=torch.float16)
+    result = analyze(*fp16)
+    assert result.precision == "fp32" and result.computing_precision == "fp16"
+    assert result.ridge_point == pytest.approx(H100_BF16 / H100_BANDWIDTH)
+    assert json.loads(result.to_json())["computing_precision"] == "fp16"
+    header = result.format().splitlines()[2]
+    assert "Precision: fp16 (the model's dtypes; fp32 asked)" in header
+    assert analyze(*_mm()).computing_precision == "fp32"  # an fp32 program at fp32: as asked
+    # no tensor-core work: the vector FLOPs decide
+    assert analyze(nn.ReLU(), meta(M, K, dtype=torch.float16)).computing_precision == "fp16"
+
+
 def test_empty_model_serialises() -> None:
     result = analyze(nn.Identity(), meta(8))
     data = json.loads(result.to_json())

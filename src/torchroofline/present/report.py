@@ -33,6 +33,7 @@ def result_to_dict(result: Result) -> dict[str, Any]:
         "gpu_key": result.gpu.key,
         "gpu_clocks": result.gpu.clocks,
         "precision": result.precision,
+        "computing_precision": result.computing_precision,
         "math": result.math,
         "math_switches": dataclasses.asdict(result.switches),
         "cache": result.cache,
@@ -192,6 +193,14 @@ def _line(label: str, value: str, suffix: str = "") -> str:
     return f"{text}   {suffix}" if suffix else text
 
 
+def _precision_label(result: Result) -> str:
+    """The precision asked, or the one most FLOPs run at where the program's own dtypes are
+    narrower ("fp16 (the model's dtypes; fp32 asked)": ``precision`` casts fp32 values only)."""
+    if result.computing_precision == result.precision:
+        return result.precision
+    return f"{result.computing_precision} (the model's dtypes; {result.precision} asked)"
+
+
 def format_result(result: Result, top: int = 5) -> str:
     """The boxed text report followed by the top kernels by estimated time."""
     rule = "=" * WIDTH
@@ -199,7 +208,7 @@ def format_result(result: Result, top: int = 5) -> str:
     lines = [
         rule,
         f"  torchroofline — {result.model_name}",
-        f"  GPU: {result.gpu.name}   Precision: {result.precision}{_math_label(result)}   "
+        f"  GPU: {result.gpu.name}   Precision: {_precision_label(result)}{_math_label(result)}   "
         f"Cache: {result.cache}",
         *_locked_clocks_line(result),
         *_unconfirmed_line(result),
@@ -226,7 +235,8 @@ def format_result(result: Result, top: int = 5) -> str:
         ),
         "",
         _line("Arithmetic intensity", _intensity(result.arithmetic_intensity, " FLOPs/Byte")),
-        _line(f"Ridge point ({result.precision})", f"{result.ridge_point:.1f} FLOPs/Byte"),
+        _line(f"Ridge point ({result.computing_precision})",
+              f"{result.ridge_point:.1f} FLOPs/Byte"),
         "",
         _line("Compute SoL", human_ms(result.time_ms["compute_sol"])),
         _line("Memory  SoL", human_ms(result.time_ms["memory_sol"])),
@@ -587,8 +597,8 @@ def format_prompt(result: Result, top: int = 3, gen_ms: float | None = None) -> 
     bound, the units it assumes and where the time goes; with ``gen_ms``, the generated
     kernel's time against the bound too."""
     lines = [
-        f"Speed-of-light analysis ({result.gpu.name}{_prompt_clocks(result)}, {result.precision}"
-        f"{_prompt_math(result)}, torchroofline):",
+        f"Speed-of-light analysis ({result.gpu.name}{_prompt_clocks(result)}, "
+        f"{_precision_label(result)}{_prompt_math(result)}, torchroofline):",
         f"- FLOPs: necessary {si(result.flops)} (tensor-core class {si(result.tensor_flops)}, "
         f"other {si(result.vector_flops)}); executed {si(result.executed_flops)}",
         f"- HBM bytes: unfused {human_bytes(result.unfused_bytes)}, fused "

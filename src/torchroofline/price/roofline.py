@@ -39,6 +39,7 @@ from .precision import (
     compute_seconds_by_math,
     fp8_rung_note,
     math_rungs,
+    op_precision,
     possible_rung,
     unit_for,
     unit_notes,
@@ -573,10 +574,28 @@ class Result:
     def compulsory_intensity(self) -> float:
         return self.flops / self.compulsory_bytes if self.compulsory_bytes else float("inf")
 
+    @cached_property
+    def computing_precision(self) -> str:
+        """The precision most FLOPs run at (tensor-core class FLOPs where there are any):
+        :attr:`precision`, unless the program computes in a narrower dtype itself
+        (:func:`.precision.op_precision`: an fp16 model analysed at the default "fp32" runs its
+        matmuls on fp16 tensor cores)."""
+        flops_by_precision: dict[str, int] = {}
+        tensor = any(op.flops.tensor for op in self.ops)
+        for op in self.ops:
+            flops = op.flops.tensor if tensor else op.flops.tensor + op.flops.vector
+            if flops:
+                running = op_precision(op, self.precision)
+                flops_by_precision[running] = flops_by_precision.get(running, 0) + flops
+        if not flops_by_precision:
+            return self.precision
+        return max(flops_by_precision, key=flops_by_precision.__getitem__)
+
     @property
     def main_peak_flops_per_s(self) -> float:
-        """Peak of the unit a matmul runs on at this precision (the ridge point's numerator)."""
-        unit = unit_for(self.gpu, self.precision, MatmulKind.MATMUL, self.switches)
+        """Peak (FLOP/s) of the unit a matmul runs on at :attr:`computing_precision` (the ridge
+        point's numerator)."""
+        unit = unit_for(self.gpu, self.computing_precision, MatmulKind.MATMUL, self.switches)
         return unit.peak_flops_per_s
 
     @property

@@ -83,6 +83,15 @@ class Labeller:
         (x0, y0), (x1, y1) = self.ax.transData.transform([start, end])
         self.taken.append((min(x0, x1) - 2, min(y0, y1) - 2, max(x0, x1) + 2, max(y0, y1) + 2))
 
+    def block_line(self, start: tuple[float, float], end: tuple[float, float]) -> None:
+        """A line at any slope (data coordinates; the memory roof), as a chain of boxes 4 px
+        wide, one every 3 px along it: a label box, taller than that, cannot slip between."""
+        (x0, y0), (x1, y1) = self.ax.transData.transform([start, end])
+        steps = max(1, math.ceil(math.hypot(x1 - x0, y1 - y0) / 3))
+        for step in range(steps + 1):
+            cx, cy = x0 + (x1 - x0) * step / steps, y0 + (y1 - y0) * step / steps
+            self.taken.append((cx - 2, cy - 2, cx + 2, cy + 2))
+
     def place(self, x: float, y: float, text: str, **style: Any) -> Any | None:
         """Annotate (x, y) with ``text`` on the nearest ring spot that fits; None when none does.
         A label pushed further than two rings out gets a leader line."""

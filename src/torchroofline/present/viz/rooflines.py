@@ -460,7 +460,7 @@ def _label_roofs(
 ) -> None:
     """Each roof's unit, peak and ridge beside its knee (or at its right end when the knee is
     too far right), above the line or else below; the bandwidth along the slope. All of them
-    then block kernel labels."""
+    then block kernel labels, as does the memory roof itself."""
     x_lo, x_hi = x_range
     for roof in roofs:
         knee, peak = roof.ridge(bandwidth), roof.peak_flops_per_s
@@ -483,6 +483,9 @@ def _label_roofs(
         )
     _label_slope(ax, labeller, bandwidth, max(x_lo * 1.6, y_lo * 6 / bandwidth),
                  roofs[0].ridge(bandwidth) / 4)
+    # the slope's own label sits on it; the kernels' labels keep off it
+    top = roofs[0]
+    labeller.block_line((x_lo, bandwidth * x_lo), (top.ridge(bandwidth), top.peak_flops_per_s))
 
 
 def _label_slope(
@@ -523,7 +526,8 @@ def _marker_size(share: float) -> float:
 
 def _title(data: dict[str, Any]) -> str:
     cache = "" if data.get("cache", "cold") == "cold" else f", {data['cache']} L2"
-    return f"{_middle_cut(data['model'])} on {data['gpu']}, {data['precision']}{cache}"
+    precision = data.get("computing_precision", data["precision"])  # an fp16 model: "fp16"
+    return f"{_middle_cut(data['model'])} on {data['gpu']}, {precision}{cache}"
 
 
 def _middle_cut(name: str, width: int = 64) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 from ...price.gpu_spec import GPUSpec
 from ...price.verdicts import Verdict, verdict_fields
-from ...units import percent
+from ...units import percent, times
 from .events import Activity
 from .pricing import OpInstance, judge_warm
 
@@ -244,7 +244,9 @@ def _percent(value: float | None) -> str:
 
 
 def _times(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.1f}x"
+    """A ratio as every report writes it (``units.times``: three significant figures from 1000
+    on, as the suite tables), or "—" where the time was not priced."""
+    return "—" if value is None else times(value)
 
 
 def _shapes(instance: OpInstance) -> str:
