@@ -178,6 +178,8 @@ def test_a_misspelt_option_gets_the_closest_one(capsys):
         (["trace", TRACE, "--json"], "unrecognized argument --json (did you mean --format json?)"),
         (["sweep", MATMUL, "--set", "N=32:64", "--json"], "(did you mean --format json?)"),
         (["gpus", "--format", "json"], "unrecognized argument --format (did you mean --json?)"),
+        # the API's analyze(mode="train"), typed as an option: no option is spelled like it
+        (["analyze", MATMUL, "--mode", "train"], "argument --mode (did you mean --train?)"),
         # counts and limits that cannot be: "analyzing 2 problems in -2 worker processes", every
         # problem failed "no result after -5 s", --world 0 asked for a parallelize()
         (["kernelbench", SUITE, "-j", "0"], "-j/--jobs: takes a whole number of 1 or more"),

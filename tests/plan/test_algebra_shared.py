@@ -170,7 +170,7 @@ _CHAINS = st.lists(st.lists(st.integers(0, 7), min_size=2, max_size=4).map(tuple
 
 
 @pytest.mark.usefixtures("_always_fire")
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(_CHAINS, st.lists(st.sampled_from([1, 2, -1]), min_size=4, max_size=4))
 def test_a_named_sub_product_computes_the_value_and_never_costs_more(
     chains: list[Chain], coeffs: list[int]

@@ -85,12 +85,13 @@ def _with_closest_choice(message: str) -> str:
     return f"{message}; did you mean '{close[0]}'?" if close else message
 
 
-#: An option one command spells and another spells otherwise → (the other's option, what to
-#: type there): ``analyze --json`` is ``trace --format json``, ``trace --format json`` is
-#: ``gpus --json``.
+#: An option one command (or the API) spells and another spells otherwise → (the other's
+#: option, what to type there): ``analyze --json`` is ``trace --format json``, ``trace --format
+#: json`` is ``gpus --json``, the API's ``analyze(mode="train")`` is ``analyze --train``.
 SPELLED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "--json": ("--format", "--format json"),
     "--format": ("--json", "--json"),
+    "--mode": ("--train", "--train"),
 }
 
 
