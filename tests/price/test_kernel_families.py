@@ -195,6 +195,21 @@ def test_a_reduction_too_long_per_output_splits_across_blocks(shape, dim, split)
     assert busy - alone == pytest.approx(DEFAULT_PARAMS.fill_latency_s if split else 0.0)
 
 
+def test_an_unsplit_reduction_to_few_outputs_streams_through_one_block_each() -> None:
+    # 1024 · 100 floats summed to one: 102,400 < 256 · 512 values, so reduce_kernel runs one
+    # 512-thread block (not split); it loads 4 floats (16 B) an instruction: the row rate × 16/4
+    params = DEFAULT_PARAMS.for_gpu(H100)
+    [load] = analyze(Fn(lambda t: t.sum()), meta(1024, 100)).performance.program.eager
+    assert (load.rows, load.element_bytes, load.cpp_launches) == (1, 16, 0)
+    row_s = load.bytes / (params.row_bandwidth_bytes_per_s * 16 / 4)
+    assert kernel_gpu_s(load, H100, params, "cold") == pytest.approx(
+        row_s + params.fill_latency_s)
+    # over an outer dim (a block spans outputs, not one row) or split across blocks: no row limit
+    for fn, shape in ((lambda t: t.sum(0), (4096, 64)), (lambda t: t.sum(), (1024, 512))):
+        [other] = analyze(Fn(fn), meta(*shape)).performance.program.eager
+        assert other.rows is None
+
+
 def test_every_estimate_carries_its_band() -> None:
     # one large relu, GPU-bound: the call's host time, then the kernel. At each end of the band
     # the host's costs scale by HOST_BAND's end and the kernel by its family's band end

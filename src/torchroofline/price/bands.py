@@ -43,7 +43,7 @@ FAMILY_BANDS: dict[str, Band] = {
     "gemm": Band(0.5, 2.15, 2321),
     "host_copy": Band(0.5, 2.57, 153),
     "pointwise": Band(0.5, 2.0, 6232),
-    "reduction": Band(0.5, 3.33, 1047),
+    "reduction": Band(0.5, 2.0, 1047),
 }
 
 
