@@ -42,7 +42,13 @@ from pathlib import Path
 from trace_accuracy import write
 
 from torchroofline.price.bands import DEFAULT_BAND, Band
-from torchroofline.price.estimate import DEFAULT_PARAMS, EstimateParams, ProgramLoad, kernel_gpu_s
+from torchroofline.price.estimate import (
+    DEFAULT_HOST_LINK_BYTES_PER_S,
+    DEFAULT_PARAMS,
+    EstimateParams,
+    ProgramLoad,
+    kernel_gpu_s,
+)
 from torchroofline.price.estimate_params import CDNA_FILL_CYCLES
 from torchroofline.price.gpu_spec import GPUSpec
 from torchroofline.price.hardware import get_gpu, list_gpus
@@ -118,9 +124,21 @@ def _runs_flash_attention(op: Op) -> bool:
     return any(load.family == "flash_attention" for load in op.program.eager)
 
 
+def _crosses_the_link(op: Op) -> bool:
+    """A host copy whose bytes take the link longer than a kernel's fill at the committed share:
+    ``.item()``'s scalar copies (1-8 B, 1-2 µs of latency) say nothing of the link's share."""
+    params = DEFAULT_PARAMS.for_gpu(op.program.gpu)
+    link = op.program.gpu.host_link_bytes_per_s or DEFAULT_HOST_LINK_BYTES_PER_S
+    return any(load.host_bytes / (params.host_copy_fraction * link) >= params.fill_latency_s
+               for load in op.program.eager)
+
+
 #: The ops that can inform a constant, where not all: a vendor or an architecture gets a value of
-#: its own only for the constants its ops inform (the A100 trace runs no flash attention).
-INFORMED_BY: dict[str, Callable[[Op], bool]] = {"attention_wave_cycles": _runs_flash_attention}
+#: its own only for the constants its ops inform (the A100 trace runs no flash attention), and a
+#: common constant no op informs keeps its committed value (without the A100 trace, no copy
+#: crosses the host link long enough to show its share: the fit drifted to its bound, 0.9).
+INFORMED_BY: dict[str, Callable[[Op], bool]] = {"attention_wave_cycles": _runs_flash_attention,
+                                                "host_copy_fraction": _crosses_the_link}
 
 
 def _informed(name: str, ops: Sequence[Op]) -> bool:
@@ -199,7 +217,7 @@ def loss(ops: Sequence[Op], params: EstimateParams) -> float:
 def fit_values(ops: Sequence[Op]) -> Fitted:
     """The FITTED constants on ``ops``: common values on all of them, then per vendor on its
     ops, then per architecture on its own (:func:`build` makes the parameters)."""
-    common = {name: FITTED[name][0] for name in COMMON}
+    common = {name: FITTED[name][0] for name in COMMON if _informed(name, ops)}
     fitted = Fitted(_descend(ops, Fitted(common, {}, {}), None, None), {}, {})
     for vendor in sorted({op.vendor for op in ops}):
         mine = [op for op in ops if op.vendor == vendor]

@@ -37,12 +37,13 @@ def _load(result, family: str):
 
 def test_a_gemm_whose_rows_are_not_16_bytes_runs_at_the_align1_share() -> None:
     # bf16 rows of 255 elements: 510 bytes, divisible by 2 and no more → align 2 bytes;
-    # 256 elements: 512 bytes → 16. The share: bytes per load / 16, never below the align1 0.25
+    # 256 elements: 512 bytes → 16. The share: the load-bound kernel's rate grows with the bytes
+    # a load moves, 0.25 measured at 2 bytes: 0.25 · align / 2, all of it from 8 bytes on
     odd = analyze(Fn(torch.mm), meta(255, 255, dtype=torch.bfloat16),
                   meta(255, 255, dtype=torch.bfloat16))
     assert _load(odd, "gemm")[0].align_bytes == 2
     assert [alignment_share(a, DEFAULT_PARAMS) for a in (1, 2, 4, 8, 16)] == [
-        0.25, 0.25, 0.25, 0.5, 1.0]
+        0.125, 0.25, 0.5, 1.0, 1.0]
     # a compute-bound 2048³ bf16 GEMM (17 GFLOP, 25 MB): at align 2 its compute time is 4×
     even = analyze(Fn(torch.mm), meta(2048, 2048, dtype=torch.bfloat16),
                    meta(2048, 2048, dtype=torch.bfloat16))
@@ -192,6 +193,21 @@ def test_a_reduction_too_long_per_output_splits_across_blocks(shape, dim, split)
     alone = kernel_gpu_s(replace(load, cpp_launches=0), H100, DEFAULT_PARAMS, "warm")
     busy = kernel_gpu_s(load, H100, DEFAULT_PARAMS, "warm")
     assert busy - alone == pytest.approx(DEFAULT_PARAMS.fill_latency_s if split else 0.0)
+
+
+def test_an_unsplit_reduction_to_few_outputs_streams_through_one_block_each() -> None:
+    # 1024 · 100 floats summed to one: 102,400 < 256 · 512 values, so reduce_kernel runs one
+    # 512-thread block (not split); it loads 4 floats (16 B) an instruction: the row rate × 16/4
+    params = DEFAULT_PARAMS.for_gpu(H100)
+    [load] = analyze(Fn(lambda t: t.sum()), meta(1024, 100)).performance.program.eager
+    assert (load.rows, load.element_bytes, load.cpp_launches) == (1, 16, 0)
+    row_s = load.bytes / (params.row_bandwidth_bytes_per_s * 16 / 4)
+    assert kernel_gpu_s(load, H100, params, "cold") == pytest.approx(
+        row_s + params.fill_latency_s)
+    # over an outer dim (a block spans outputs, not one row) or split across blocks: no row limit
+    for fn, shape in ((lambda t: t.sum(0), (4096, 64)), (lambda t: t.sum(), (1024, 512))):
+        [other] = analyze(Fn(fn), meta(*shape)).performance.program.eager
+        assert other.rows is None
 
 
 def test_every_estimate_carries_its_band() -> None:

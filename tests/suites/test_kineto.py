@@ -208,6 +208,25 @@ def test_the_host_copy_of_item_is_bounded_and_estimated_as_a_copy() -> None:
     assert (on_the_host.sol_warm_s, on_the_host.estimate_s) == (0, 0)
 
 
+def test_a_traced_op_is_estimated_cold() -> None:
+    from torchroofline.price.estimate import DEFAULT_PARAMS, memory_s
+
+    # in a model's step an op's inputs were last touched many kernels before: the estimate reads
+    # them from HBM. The V100 has a published L2 bandwidth, so a warm estimate would read the
+    # [128, 512] bf16 add's 393,216 B (two inputs and the output) from its 6 MB L2 instead
+    # (issue 39: the V100's elementwise ops at 0.2-0.75× of their kernels); cold, it is that
+    # many bytes at the HBM rate plus Volta's fill (4,230 cycles at 1530 MHz)
+    report = analyze_trace(TINY, gpu="v100")
+    add = _instance(report, "aten::add")
+    v100 = get_gpu("v100")
+    params = DEFAULT_PARAMS.for_gpu(v100)
+    assert add.figures.bytes == 3 * 128 * 512 * 2
+    cold_s = memory_s(add.figures.bytes, v100, params, "cold") + params.fill_latency_s
+    assert add.figures.estimate_s == pytest.approx(cold_s)
+    assert memory_s(add.figures.bytes, v100, params, "warm") < memory_s(
+        add.figures.bytes, v100, params, "cold")
+
+
 def test_item_is_a_host_copy_whatever_its_memcpy_is_called(tmp_path) -> None:
     # ROCm names .item()'s copy "Memcpy DtoD (Device -> Device)" (a MI300X trace of the same
     # BERT): its scalar still ends on the host, so it is priced as the H100's DtoH is, not as

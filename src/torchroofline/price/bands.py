@@ -40,10 +40,10 @@ FAMILY_BANDS: dict[str, Band] = {
     "conv": Band(0.5, 2.0, 179),
     "data-movement": Band(0.5, 2.48, 116),
     "flash_attention": Band(0.5, 2.0, 80),
-    "gemm": Band(0.5, 2.11, 2321),
-    "host_copy": Band(0.5, 2.63, 148),
+    "gemm": Band(0.5, 2.15, 2321),
+    "host_copy": Band(0.5, 2.57, 153),
     "pointwise": Band(0.5, 2.0, 6232),
-    "reduction": Band(0.5, 3.33, 1047),
+    "reduction": Band(0.5, 2.0, 1047),
 }
 
 

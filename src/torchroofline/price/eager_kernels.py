@@ -40,11 +40,32 @@ def _channel_rows(op: OpRecord, traced: TracedOp) -> int | None:
     return int(source.shape[1]) if source.dim() > 1 else None
 
 
+def _inner_reduction_rows(op: OpRecord, traced: TracedOp) -> int | None:
+    """PyTorch's ``reduce_kernel`` over the innermost dims gives each output one block of up to
+    512 threads (``ReduceConfig::set_block_dimension``: one output wide, 512 threads along the
+    reduction) until a thread would sum more than 256 values; then it splits the output across
+    blocks (:func:`split_reduction`), so only an unsplit one is a block per row. The A100
+    trace's full ``sum``s of 32-100 K floats: 8-12 µs, one SM streaming the tensor."""
+    if split_reduction(op) or not op.reads or not op.writes:
+        return None
+    source = traced.args[0]
+    rank = source.dim() if hasattr(source, "dim") else 0
+    dims = traced.argument("dim")
+    if dims is None or dims == []:
+        return op.writes[0].elements if source.is_contiguous() else None
+    reduced = {int(d) % max(rank, 1) for d in (dims if isinstance(dims, (list, tuple)) else [dims])}
+    if reduced != set(range(rank - len(reduced), rank)) or not source.is_contiguous():
+        return None
+    return op.writes[0].elements
+
+
 #: Eager kernels that give each row to one thread block, so a few long rows use a few SMs
-#: (PyTorch's ``RowwiseMomentsCUDAKernel`` for layer/group norm, ``cunn_SoftMaxForward`` and
-#: batch norm's per-channel statistics). Inductor splits such reductions across blocks, so the
-#: fused plan has no such limit.
+#: (PyTorch's ``RowwiseMomentsCUDAKernel`` for layer/group norm, ``cunn_SoftMaxForward``,
+#: batch norm's per-channel statistics and an unsplit ``reduce_kernel`` over the innermost
+#: dims). Inductor splits such reductions across blocks, so the fused plan has no such limit.
 ROW_PER_BLOCK: dict[str, Callable[[OpRecord, TracedOp], int | None]] = {
+    **dict.fromkeys(("sum", "mean", "amax", "amin", "prod", "linalg_vector_norm", "any", "all"),
+                    _inner_reduction_rows),
     "native_layer_norm": _layer_norm_rows,
     "native_group_norm": _layer_norm_rows,
     "_softmax": _softmax_rows,
@@ -370,11 +391,23 @@ def softmax_row_load_bytes(traced: TracedOp) -> int:
     return 16 if row_bytes and row_bytes % 16 == 0 else source.element_size()
 
 
+#: Elements a thread of PyTorch's ``reduce_kernel`` loads at once over a contiguous innermost
+#: reduction (``input_vec_size``, its ``vt0`` of 4 in Reduce.cuh).
+REDUCE_INPUT_VEC = 4
+
+
+def reduce_row_load_bytes(traced: TracedOp) -> int:
+    """An inner ``reduce_kernel`` loads :data:`REDUCE_INPUT_VEC` elements per instruction."""
+    return min(REDUCE_INPUT_VEC * traced.args[0].element_size(), 16)
+
+
 #: Row-per-block eager kernels that load more than one element per instruction, by base name:
 #: the bytes a thread loads at once (any other streams its rows one element per load).
 ROW_LOAD_BYTES: dict[str, Callable[[TracedOp], int]] = {
     "_softmax": softmax_row_load_bytes,
     "_log_softmax": softmax_row_load_bytes,
+    **dict.fromkeys(("sum", "mean", "amax", "amin", "prod", "linalg_vector_norm", "any", "all"),
+                    reduce_row_load_bytes),
 }
 
 

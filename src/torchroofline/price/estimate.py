@@ -562,10 +562,19 @@ def fixed_latency_s(load: KernelLoad, params: EstimateParams) -> float:
     return (params.fill_latency_s + params.matmul_latency_s) * load.gemm_kernels
 
 
+#: Bytes one load instruction moves in the kernel ``misaligned_gemm_fraction`` was measured on
+#: (issue 39's bf16 ``align1`` bmm: one 2-byte element a load).
+MEASURED_ALIGN_BYTES = 2
+
+
 def alignment_share(align_bytes: int, params: EstimateParams) -> float:
-    """Share of its aligned rate a tensor-core GEMM keeps at ``align_bytes``: the bytes one load
-    instruction moves, over the 16 an aligned kernel moves, never below the ``align1`` share."""
-    return max(params.misaligned_gemm_fraction, min(align_bytes, 16) / 16)
+    """Share of its aligned rate a tensor-core GEMM keeps at ``align_bytes``. A misaligned
+    CUTLASS kernel issues one load instruction per ``align_bytes`` of each operand, so its rate
+    is bound by the loads it issues and grows with the bytes each moves: the share measured at 2
+    bytes a load, scaled, and all of it once the loads keep up (8 bytes; 16: aligned). The
+    A100 trace's TF32 ``align1`` kernels (4-byte loads) ran at about half their aligned rate."""
+    scaled = params.misaligned_gemm_fraction * min(align_bytes, 16) / MEASURED_ALIGN_BYTES
+    return min(1.0, scaled)
 
 
 #: The host link assumed for a GPU whose entry names none: PCIe 4.0 x16 (bytes/s).

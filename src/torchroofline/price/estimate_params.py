@@ -100,8 +100,8 @@ class EstimateParams:
     l2_usable_fraction: float = 0.5
     #: share of its aligned rate a tensor-core GEMM keeps when a row of an operand is not a
     #: multiple of 16 bytes: cuBLAS then runs CUTLASS ``align1``/``align2`` kernels, which load
-    #: one or two elements per instruction instead of 16 bytes (the least share: align 8 keeps
-    #: half, see :func:`alignment_share`)
+    #: one or two elements per instruction instead of 16 bytes; this is the share at 2 bytes a
+    #: load, and it scales with the bytes a load moves (see :func:`alignment_share`)
     misaligned_gemm_fraction: float = 0.25
     #: share of the host link's rate (:attr:`GPUSpec.host_link_bytes_per_s`) a copy between
     #: pinned host memory and the GPU reaches
@@ -232,7 +232,9 @@ CONSTANT_NOTES: dict[str, str] = {
     "rows of 2-byte elements at half (one element per thread per load); fit",
     "misaligned_gemm_fraction": "share of its rate a tensor-core GEMM keeps when an operand's "
     "rows are not a multiple of 16 bytes: cuBLAS falls back to CUTLASS align1/align2 kernels; "
-    "about a quarter, measured on an odd-leading-dimension bmm (issue 39); align 8 keeps half",
+    "about a quarter at 2 bytes a load, measured on an odd-leading-dimension bf16 bmm (issue 39); "
+    "the kernel is bound by the loads it issues, so 4-byte loads keep half (the A100 trace's TF32 "
+    "align1 kernels: about half) and 8-byte loads all of it",
     "host_copy_fraction": "share of the host link (GPUSpec.host_link: PCIe generation × width, "
     "or NVLink-C2C) a pinned copy reaches: ~0.8 on a direct link (CUDA bandwidthTest), 0.24 on "
     "the A100 training trace's 8-GPU server (shared PCIe switches); between the two",
