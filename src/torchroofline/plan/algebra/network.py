@@ -10,7 +10,8 @@ and adds a per-channel term. Views, reshapes, permutes, transposes, ``expand`` a
 ``contiguous`` copies move no value: they rename indices (:func:`_onto_written`, by the strides
 of the two views of one storage). Constants the program makes are structured factors known from
 the op that made them, at any size: ``ones``/``full`` (no factor, a coefficient), ``zeros``
-(no term), ``eye`` (two indices made one). So every spelling of the same algebra (a mean or a
+(no term), ``eye`` (a δ of its term, whose two indices are made one in that term alone:
+:func:`without_deltas`). So every spelling of the same algebra (a mean or a
 sum, a transpose before it, a ``contiguous`` copy, a view of a 3-D ``Linear``, ``einsum``) is
 the same network, and :mod:`.contraction` chooses its cheapest evaluation order.
 
@@ -60,7 +61,7 @@ class Term:
     """coeff · Π factors, summed over the labels no output dim names."""
 
     coeff: float
-    factors: tuple[Factor | Sum, ...]
+    factors: tuple[Factor | Sum | Delta, ...]
 
 
 @dataclass(frozen=True)
@@ -76,14 +77,21 @@ class Sum:
 Terms = list[Term]
 
 
+@dataclass(frozen=True)
+class Delta:
+    """δ over the labels of two dims (an ``eye``'s rows and columns), a factor of the walk's
+    terms only: :func:`without_deltas` sums it out of its own term."""
+
+    dims: Groups
+
+
 @dataclass
 class Network:
-    """The labels of one network under construction: their sizes, the splits the views made
-    (a label seen as several atoms) and the labels an ``eye`` made one."""
+    """The labels of one network under construction: their sizes and the splits the views made
+    (a label seen as several atoms)."""
 
     sizes: dict[int, int] = field(default_factory=dict)
     parts: dict[int, Labels] = field(default_factory=dict)
-    same: dict[int, int] = field(default_factory=dict)
     #: the ops whose values the network computes (their work is what it may save)
     ops: set[int] = field(default_factory=set)
 
@@ -98,8 +106,6 @@ class Network:
     def atoms(self, labels: Sequence[int]) -> Labels:
         out: list[int] = []
         for label in labels:
-            while label in self.same:
-                label = self.same[label]
             out.extend(self.atoms(self.parts[label]) if label in self.parts else (label,))
         return tuple(out)
 
@@ -107,16 +113,6 @@ class Network:
         """``label`` (an atom) seen as atoms of ``sizes``, row-major."""
         self.parts[label] = tuple(self.new(n) for n in sizes)
         return self.parts[label]
-
-    def unite(self, first: Labels, second: Labels) -> bool:
-        """Make the atoms of ``first`` and ``second`` one index (a delta, ``eye``)."""
-        a, b = self.atoms(first), self.atoms(second)
-        if [self.sizes[x] for x in a] != [self.sizes[x] for x in b]:
-            return False
-        for x, y in zip(a, b, strict=True):
-            if x != y:
-                self.same[y] = x
-        return True
 
 
 def _dense(ref: TensorRef) -> bool:
@@ -544,6 +540,44 @@ def _batch_norm_eval(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms
 
 @step([aten.eye])
 def _eye(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
-    """eye(n)[i, j] = δᵢⱼ: no factor, the two indices one."""
-    rows, columns = out
-    return [Term(1.0, ())] if walk.net.unite(rows, columns) else None
+    """eye(n)[i, j] = δᵢⱼ."""
+    return [Term(1.0, (Delta(out),))]
+
+
+def _named(names: dict[int, int], label: int) -> int:
+    while label in names:
+        label = names[label]
+    return label
+
+
+def without_deltas(net: Network, terms: Terms, output: Labels) -> Terms | None:
+    """``terms`` with each δ summed out of its own term: Σⱼ δᵢⱼ·f(j) = f(i), the summed label
+    named as the other in that term alone, so (I − W)·X + W·X is X − W·X + W·X, which cancels
+    to X (the labels made one for the whole network would read W·X as its diagonal). A label
+    no factor then carries is summed as |label| ones (Σᵢ δᵢᵢ = n). None where both of a δ's
+    labels are the output's (a diagonal output) or a row and a column differ in size."""
+    out = []
+    for term in terms:
+        names: dict[int, int] = {}
+        kept = set()
+        for delta in (f for f in term.factors if isinstance(f, Delta)):
+            rows, columns = (net.atoms(group) for group in delta.dims)
+            if [net.sizes[a] for a in rows] != [net.sizes[a] for a in columns]:
+                return None
+            for row, column in zip(rows, columns, strict=True):
+                row, column = _named(names, row), _named(names, column)
+                if column in output:
+                    row, column = column, row
+                if row != column:
+                    if column in output:
+                        return None
+                    names[column] = row
+                kept.add(row)
+        factors = tuple(
+            Factor(f.refs, tuple(tuple(_named(names, a) for a in net.atoms(group))
+                                 for group in f.dims), f.make)
+            for f in term.factors if isinstance(f, Factor))
+        carried = {a for f in factors for group in f.dims for a in group}
+        ones = {_named(names, a) for a in kept} - carried - set(output)
+        out.append(Term(term.coeff * math.prod(net.sizes[a] for a in ones), factors))
+    return out
