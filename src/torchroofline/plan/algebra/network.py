@@ -333,6 +333,26 @@ def _matmul(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
     return _summed_over(walk.net, terms, k)
 
 
+@step([aten.convolution])
+def _one_tap_convolution(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
+    """A convolution of one tap (a 1×1 filter, stride 1, no padding, one group, not
+    transposed) is a product over the channels: out[b, o, …] = Σ_c x[b, c, …]·w[o, c, 1…] +
+    bias[o] (``conv2d(x, w[:, :, None, None])`` is ``einsum('bchw,oc->bohw', x, w)``)."""
+    source, weight, *bias = op.reads
+    if op.argument("transposed") or op.argument("groups") != 1 or any(
+        n != 1 for n in weight.shape[2:]
+    ) or any(n != 1 for n in op.argument("stride")) or any(op.argument("padding")):
+        return None
+    batch, outputs, *spatial = out
+    channels = (walk.net.new(source.shape[1]),) if source.shape[1] > 1 else ()
+    terms = _summed_over(walk.net, _product(
+        walk.terms(source, (batch, channels, *spatial), index),
+        walk.terms(weight, (outputs, channels, *(() for _ in spatial)), index)), channels)
+    if not bias:
+        return terms
+    return _sum(terms, walk.terms(bias[0], (outputs,), index))
+
+
 @step([aten.addmm, aten.baddbmm])
 def _affine_matmul(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
     """β·b + α·(A @ B): the bias an affine term, broadcast as it is read."""
