@@ -72,11 +72,47 @@ def test_terms_that_do_not_cancel_keep_their_products(forward, products: int) ->
     assert result.tensor_flops == products * PRODUCT
 
 
-def test_a_value_changed_in_place_between_cancels_nothing() -> None:
-    # b doubled between: a·b + a·c − a·(2b + c) = −a·b, one product of b's old value, at most
-    # the three written; never 0 (the terms would cancel were 2b read as b)
-    result = analyze(Fn(_changed_between), *(meta(N, N) for _ in range(3)))
-    assert PRODUCT <= result.tensor_flops <= 3 * PRODUCT
+def _divided_between(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    first = a @ b
+    a.div_(4)
+    return first - 4 * (a @ b) + 0 * c
+
+
+def _shifted_between(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    first = a @ b + a @ c
+    b.add_(1)
+    return first - a @ (b + c)
+
+
+@pytest.mark.parametrize(("forward", "products"), [
+    # b doubled in place between (b = b'/2, b' what b holds at the end): a·b + a·c −
+    # a·(b' + c) = a·b'/2 − a·b' = −a·b'/2, one product (it charged two: b' was another value)
+    (_changed_between, 1),
+    # a quartered (a = 4a'): 4a'·b − 4·a'·b = 0
+    (_divided_between, 0),
+], ids=["doubled", "divided"])
+def test_a_value_scaled_in_place_between_is_its_new_value_scaled(forward, products) -> None:
+    result = analyze(Fn(forward), *(meta(N, N) for _ in range(3)))
+    assert result.tensor_flops == products * PRODUCT
+
+
+def test_a_value_shifted_in_place_between_is_another_value() -> None:
+    # b + 1 is no scale of b: a·b (computed before the change, or a·(b + c)) and a·b' stay, two
+    # products at least and the three written at most (read as a scale, b' = b, they cancel)
+    result = analyze(Fn(_shifted_between), *(meta(N, N) for _ in range(3)))
+    assert 2 * PRODUCT <= result.tensor_flops <= 3 * PRODUCT
+
+
+@pytest.mark.usefixtures("_always_fire")
+@pytest.mark.parametrize("forward", [_changed_between, _divided_between])
+def test_a_value_scaled_in_place_between_computes_the_value(forward) -> None:
+    # float64: the replacement reads the scaled values the program holds at its root
+    inputs = tuple(torch.randn(5, 5, dtype=torch.float64) for _ in range(3))
+    expected = Fn(forward)(*(x.clone() for x in inputs))
+    found = _forced_replacements(Fn(forward), inputs)
+    assert found
+    for _, replaced in found:
+        assert torch.allclose(replaced, expected, atol=1e-9)
 
 
 @pytest.mark.usefixtures("_always_fire")

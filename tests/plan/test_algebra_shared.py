@@ -143,10 +143,23 @@ def _changed_between(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
     return first + a @ b @ d
 
 
-def test_a_value_changed_in_place_between_names_nothing() -> None:
-    # b doubled in place between the chains: a·b and a·(2b) are other values, so a·b is not one
-    # product of both; a·(b·c + 2b·d) takes three, as written four (two would read them as one)
+def test_a_value_scaled_in_place_between_is_named_once() -> None:
+    # b doubled in place between the chains (b = b'/2, b' what b holds at the end):
+    # a·b·c + a·b'·d = (a·b')·(c/2 + d), two products (it charged three: b' was another value)
     result = analyze(Fn(_changed_between), *(meta(N, N) for _ in range(4)))
+    assert result.tensor_flops == 2 * PRODUCT
+
+
+def test_a_value_changed_in_place_between_names_nothing() -> None:
+    # b + 1 is no scale of b: a·b and a·(b + 1) are other values, so a·b is not one product
+    # of both; a·(b·c + b'·d) takes three, as written four (two would read them as one)
+    def shifted(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
+                d: torch.Tensor) -> torch.Tensor:
+        first = a @ b @ c
+        b.add_(1)
+        return first + a @ b @ d
+
+    result = analyze(Fn(shifted), *(meta(N, N) for _ in range(4)))
     assert 3 * PRODUCT <= result.tensor_flops <= 4 * PRODUCT
 
 

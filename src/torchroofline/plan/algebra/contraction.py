@@ -38,6 +38,7 @@ from .network import (
     Sum,
     Term,
     Walk,
+    read_at,
     transparent,
     without_deltas,
 )
@@ -506,6 +507,7 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     terms = without_deltas(walk.net, terms, output)
     if terms is None or len(set(output)) != len(output):
         return None
+    terms = read_at(graph, terms, root)
     factored = factored_terms(walk.net, terms, output, _weigh(walk.net, out))
     # as written, and with the common factors taken out (their sums' adds charged), the
     # cheaper; terms that all cancel are 0 (the segment's value: nothing is computed)

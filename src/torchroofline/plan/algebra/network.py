@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -562,6 +562,60 @@ def _batch_norm_eval(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms
 def _eye(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
     """eye(n)[i, j] = δᵢⱼ."""
     return [Term(1.0, (Delta(out),))]
+
+
+#: in-place ops that scale a whole value by a number c: the factor the old value is the new
+#: one times (a.mul_(c): a = a'/c; a.div_(c): a = c·a'), c ≠ 0
+IN_PLACE_SCALES: dict[object, Callable[[float], float]] = {
+    aten.mul_: lambda c: 1 / c, aten.div_: lambda c: c,
+}
+
+
+def _unscaled(op: TracedOp) -> float | None:
+    """What the value ``op`` scaled in place was, times the value it wrote; None unless ``op``
+    is a known nonzero scale of a whole storage."""
+    rule = IN_PLACE_SCALES.get(op.func.overloadpacket) if op.func is not None else None
+    number = scalar_argument(op, 1)
+    if rule is None or not number or op.argument("rounding_mode") is not None or (
+        len(op.writes) != 1 or op.writes[0].elements < op.writes[0].storage_elements
+    ):
+        return None
+    return rule(number)
+
+
+def _at(graph: Graph, ref: TensorRef, root: int) -> tuple[TensorRef, float] | None:
+    """``ref`` read as the value its storage holds when op ``root`` runs, and the number that
+    value is multiplied by to give the one ``ref`` reads, where only whole in-place scales
+    wrote the storage between; None where nothing did or another op did."""
+    value, ratio = ref.value_id, 1.0
+    made = graph.producers.get(value, -1)
+    for index in graph.writers.get(ref.storage_id, ()):
+        if not made < index < root:
+            continue
+        op = graph.op(index)
+        factor = _unscaled(op)
+        if factor is None or not op.reads or op.reads[0].value_id != value:
+            return None
+        value, ratio = op.writes[0].value_id, ratio * factor
+    return None if value == ref.value_id else (replace(ref, value_id=value), ratio)
+
+
+def read_at(graph: Graph, terms: Terms, root: int) -> Terms:
+    """``terms`` with each factor that its storage's in-place scales changed before ``root``
+    read as the value there, times the ratio: ``y = a @ b; a.mul_(2); y - a @ b`` is
+    a'·b/2 − a'·b (a' the doubled a), one product where the old a is no longer held."""
+    out = []
+    for term in terms:
+        coeff, factors = term.coeff, []
+        for factor in term.factors:
+            found = _at(graph, factor.refs[0], root) if isinstance(factor, Factor) and (
+                factor.make is None) else None
+            if found is not None:
+                factor = replace(factor, refs=(found[0],))
+                coeff *= found[1]
+            factors.append(factor)
+        out.append(Term(coeff, tuple(factors)))
+    return out
 
 
 def _named(names: dict[int, int], label: int) -> int:
