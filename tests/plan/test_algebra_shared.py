@@ -34,6 +34,15 @@ def test_powers_of_one_matrix_share_their_square() -> None:
     assert result.time_ms["sol"] < result.time_ms["sol_as_written"]
 
 
+def test_a_polynomial_names_its_fourth_power() -> None:
+    # a + a² + … + a⁶ with s = a², t = s·s: (a + s) + (s + t)·(a + s), three products (s, t and
+    # one more); the cheapest single move at each step (s named, the rest nested:
+    # a·(I + a·(I + …))) took four
+    result = analyze(Fn(lambda a: sum(
+        (torch.linalg.matrix_power(a, k) for k in range(2, 7)), a)), meta(N, N))
+    assert result.tensor_flops == 3 * PRODUCT
+
+
 def test_a_power_squares_its_square() -> None:
     # a⁴ alone: s = a·a read twice, s·s, two products (as written ((a·a)·a)·a, three)
     result = analyze(Fn(lambda a: a @ a @ a @ a), meta(N, N))
