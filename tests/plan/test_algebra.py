@@ -149,14 +149,21 @@ def test_a_global_mean_of_a_padded_convolution_sums_boxes_of_the_input() -> None
     assert _rules(result) == [("conv", "sum through the linear map")]
 
 
-def test_an_in_place_write_between_the_product_and_the_sum_stops_the_rule() -> None:
+@pytest.mark.parametrize(("change", "flops"), [
+    # W shifted in place: the sum must use the W the product read, which is no longer held
+    (lambda w: w.add_(1), 2 * M * K * N),
+    # W doubled in place: the W the product read is W′/2, so Σₙ (x·W/2)[:, n] is
+    # x·(Σₙ W′[:, n])/4, a matrix-vector product (2·M·K tensor FLOPs)
+    (lambda w: w.mul_(2), 2 * M * K),
+], ids=["shifted", "scaled"])
+def test_an_in_place_write_between_the_product_and_the_sum_stops_the_rule(change, flops) -> None:
     def forward(s: nn.Module, x: torch.Tensor) -> torch.Tensor:
         y = x @ s.w
-        s.w.mul_(2)  # the sum must use the W the product read
+        change(s.w)
         return (y / 2).sum(1)
 
     result = analyze(_With(forward, w=_weight(K, N)), meta(M, K))
-    assert result.tensor_flops == 2 * M * K * N
+    assert result.tensor_flops == flops
 
 
 # --- constants, common subexpressions, broadcast operands --------------------------------------

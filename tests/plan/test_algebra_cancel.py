@@ -35,6 +35,25 @@ def test_terms_that_cancel_compute_nothing(forward) -> None:
     assert any(s.rule == "x − x = 0" for s in result.rewrites)
 
 
+def _eye(a: torch.Tensor) -> torch.Tensor:
+    return torch.eye(a.shape[0], dtype=a.dtype)
+
+
+@pytest.mark.parametrize(("forward", "products"), [
+    # (I − W)·X + W·X = X − W·X + W·X = X: no product. An ``eye`` made its two labels one for
+    # the whole network, so beside other terms it was no network at all (2 products charged)
+    (lambda x, w, y: (_eye(x) - w) @ x + w @ x, 0),
+    (lambda x, w, y: (_eye(x) + w) @ x - x, 1),  # W·X
+    (lambda x, w, y: x @ (_eye(x) - w) + x @ w, 0),  # I on the right
+    (lambda x, w, y: (_eye(x) - w) @ x + w @ y, 1),  # X + W·(Y − X)
+    # relu(W) is no W: X + (W − relu(W))·X, one product
+    (lambda x, w, y: (_eye(x) - torch.relu(w)) @ x + w @ x, 1),
+], ids=["I-W", "I+W-minus", "right", "other-operand", "relu"])
+def test_an_identity_beside_other_terms_is_summed_out_of_its_own(forward, products: int) -> None:
+    result = analyze(Fn(forward), *(meta(N, N) for _ in range(3)))
+    assert result.tensor_flops == products * PRODUCT
+
+
 def _changed_between(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     first = a @ b + a @ c
     b.mul_(2)
@@ -53,17 +72,60 @@ def test_terms_that_do_not_cancel_keep_their_products(forward, products: int) ->
     assert result.tensor_flops == products * PRODUCT
 
 
-def test_a_value_changed_in_place_between_cancels_nothing() -> None:
-    # b doubled between: a·b + a·c − a·(2b + c) = −a·b, one product of b's old value, at most
-    # the three written; never 0 (the terms would cancel were 2b read as b)
-    result = analyze(Fn(_changed_between), *(meta(N, N) for _ in range(3)))
-    assert PRODUCT <= result.tensor_flops <= 3 * PRODUCT
+def _divided_between(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    first = a @ b
+    a.div_(4)
+    return first - 4 * (a @ b) + 0 * c
+
+
+def _shifted_between(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    first = a @ b + a @ c
+    b.add_(1)
+    return first - a @ (b + c)
+
+
+@pytest.mark.parametrize(("forward", "products"), [
+    # b doubled in place between (b = b'/2, b' what b holds at the end): a·b + a·c −
+    # a·(b' + c) = a·b'/2 − a·b' = −a·b'/2, one product (it charged two: b' was another value)
+    (_changed_between, 1),
+    # a quartered (a = 4a'): 4a'·b − 4·a'·b = 0
+    (_divided_between, 0),
+], ids=["doubled", "divided"])
+def test_a_value_scaled_in_place_between_is_its_new_value_scaled(forward, products) -> None:
+    result = analyze(Fn(forward), *(meta(N, N) for _ in range(3)))
+    assert result.tensor_flops == products * PRODUCT
+
+
+def test_a_value_shifted_in_place_between_is_another_value() -> None:
+    # b + 1 is no scale of b: a·b (computed before the change, or a·(b + c)) and a·b' stay, two
+    # products at least and the three written at most (read as a scale, b' = b, they cancel)
+    result = analyze(Fn(_shifted_between), *(meta(N, N) for _ in range(3)))
+    assert 2 * PRODUCT <= result.tensor_flops <= 3 * PRODUCT
 
 
 @pytest.mark.usefixtures("_always_fire")
-def test_the_cancelled_sum_is_zero_on_values() -> None:
-    # float64 values: the program is 0 up to rounding, and so is the replacement
-    model = Fn(lambda a, b, c: a @ b + a @ c - a @ (b + c))
+@pytest.mark.parametrize("forward", [_changed_between, _divided_between])
+def test_a_value_scaled_in_place_between_computes_the_value(forward) -> None:
+    # float64: the replacement reads the scaled values the program holds at its root
+    inputs = tuple(torch.randn(5, 5, dtype=torch.float64) for _ in range(3))
+    expected = Fn(forward)(*(x.clone() for x in inputs))
+    found = _forced_replacements(Fn(forward), inputs)
+    assert found
+    for _, replaced in found:
+        assert torch.allclose(replaced, expected, atol=1e-9)
+
+
+@pytest.mark.usefixtures("_always_fire")
+@pytest.mark.parametrize("forward", [
+    lambda a, b, c: a @ b + a @ c - a @ (b + c),
+    lambda x, w, c: (_eye(x) - w) @ x + w @ x,
+    lambda x, w, c: (2 * _eye(x) + w) @ x - x,
+    lambda x, w, c: (x @ (_eye(x) + w)).sum(0) + (x @ _eye(x)).sum() * w[0],
+], ids=["zero", "identity", "scaled-identity", "summed-identity"])
+def test_the_cancelled_sum_is_its_value(forward) -> None:
+    # float64 values: the replacement equals the program up to rounding (0 for the first;
+    # X, X + W·X and the column sums beside tr(X)·w₀ for the identities summed out)
+    model = Fn(forward)
     inputs = tuple(torch.randn(5, 5, dtype=torch.float64) for _ in range(3))
     found = _forced_replacements(model, inputs)
     assert found

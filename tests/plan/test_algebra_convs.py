@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from test_algebra import _double, _replacement, _rules, _With
+from test_tensor_network import _always_fire, _forced_replacements  # noqa: F401 (a fixture)
 
 from conftest import Fn, analyze, meta
 
@@ -201,3 +202,34 @@ def test_the_summed_convolution_computes_the_same_values(model: nn.Module, input
     assert rule == RULE
     assert replaced.shape == expected.shape
     assert torch.allclose(replaced, expected, atol=1e-9)
+
+
+def _one_tap_minus_einsum(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.conv2d(x, w[:, :, None, None], b) - torch.einsum("bchw,oc->bohw", x, w)
+
+
+@pytest.mark.parametrize(("forward", "convolutions"), [
+    # conv2d(x, w[:, :, None, None], b) is einsum('bchw,oc->bohw', x, w) + b: the difference
+    # is b broadcast, no product (it charged the convolution: no network step read it)
+    (_one_tap_minus_einsum, 0),
+    # a relu between: relu(x) is no x, both products stay (2 × 2·N·COUT·CIN·SIZE²)
+    (lambda x, w, b: F.conv2d(torch.relu(x), w[:, :, None, None], b)
+     - torch.einsum("bchw,oc->bohw", x, w), 2),
+], ids=["one-tap", "relu-between"])
+def test_a_one_tap_convolution_is_a_product_over_the_channels(forward, convolutions) -> None:
+    result = analyze(Fn(forward), meta(N, CIN, SIZE, SIZE), meta(COUT, CIN), meta(COUT))
+    assert result.tensor_flops == convolutions * 2 * N * COUT * CIN * SIZE * SIZE
+
+
+@pytest.mark.usefixtures("_always_fire")
+@pytest.mark.parametrize(("forward", "inputs"), [
+    (_one_tap_minus_einsum, (_double(2, 3, 4, 5), _double(6, 3), _double(6))),
+    # a @ b as a 1-tap conv1d over b's columns, minus a @ b: 0
+    (lambda a, b: F.conv1d(b[None], a[:, :, None])[0] - a @ b, (_double(5, 4), _double(4, 3))),
+], ids=["conv2d-bias", "conv1d-matmul"])
+def test_a_one_tap_convolution_read_as_a_product_computes_its_value(forward, inputs) -> None:
+    model = Fn(forward)
+    found = _forced_replacements(model, inputs)
+    assert found
+    for _, replaced in found:
+        assert torch.allclose(replaced, model(*inputs), atol=1e-9)

@@ -34,6 +34,15 @@ def test_powers_of_one_matrix_share_their_square() -> None:
     assert result.time_ms["sol"] < result.time_ms["sol_as_written"]
 
 
+def test_a_polynomial_names_its_fourth_power() -> None:
+    # a + a² + … + a⁶ with s = a², t = s·s: (a + s) + (s + t)·(a + s), three products (s, t and
+    # one more); the cheapest single move at each step (s named, the rest nested:
+    # a·(I + a·(I + …))) took four
+    result = analyze(Fn(lambda a: sum(
+        (torch.linalg.matrix_power(a, k) for k in range(2, 7)), a)), meta(N, N))
+    assert result.tensor_flops == 3 * PRODUCT
+
+
 def test_a_power_squares_its_square() -> None:
     # a⁴ alone: s = a·a read twice, s·s, two products (as written ((a·a)·a)·a, three)
     result = analyze(Fn(lambda a: a @ a @ a @ a), meta(N, N))
@@ -143,10 +152,23 @@ def _changed_between(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
     return first + a @ b @ d
 
 
-def test_a_value_changed_in_place_between_names_nothing() -> None:
-    # b doubled in place between the chains: a·b and a·(2b) are other values, so a·b is not one
-    # product of both; a·(b·c + 2b·d) takes three, as written four (two would read them as one)
+def test_a_value_scaled_in_place_between_is_named_once() -> None:
+    # b doubled in place between the chains (b = b'/2, b' what b holds at the end):
+    # a·b·c + a·b'·d = (a·b')·(c/2 + d), two products (it charged three: b' was another value)
     result = analyze(Fn(_changed_between), *(meta(N, N) for _ in range(4)))
+    assert result.tensor_flops == 2 * PRODUCT
+
+
+def test_a_value_changed_in_place_between_names_nothing() -> None:
+    # b + 1 is no scale of b: a·b and a·(b + 1) are other values, so a·b is not one product
+    # of both; a·(b·c + b'·d) takes three, as written four (two would read them as one)
+    def shifted(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
+                d: torch.Tensor) -> torch.Tensor:
+        first = a @ b @ c
+        b.add_(1)
+        return first + a @ b @ d
+
+    result = analyze(Fn(shifted), *(meta(N, N) for _ in range(4)))
     assert 3 * PRODUCT <= result.tensor_flops <= 4 * PRODUCT
 
 

@@ -4,6 +4,7 @@ shortcut, and never takes the product for an earlier copy of itself."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -56,6 +57,24 @@ def test_a_product_of_two_values_is_not_symmetric() -> None:
     result = shapes_only(lambda x, y: x.T @ y, (64, 32), (64, 32))
     assert result.flops == 2 * 64 * 32 * 32
     assert not result.rewrites
+
+
+#: x (64, 32): s = xᵀx is 32 × 32, one triangle 528 outputs of 2·64 FLOPs = 67,584
+GRAM = 32 * 33 // 2 * 2 * 64
+
+
+@pytest.mark.parametrize(("body", "flops"), [
+    # s·s = s·sᵀ (s symmetric): one triangle again, 528 outputs of 2·32 FLOPs = 33,792
+    # (it charged the full 2·32³ = 65,536)
+    (lambda x: (lambda s: s @ s)(x.T @ x), GRAM + 33_792),
+    (lambda x: (lambda s: s.T @ s.T)(x.T @ x), GRAM + 33_792),
+    # (s·s)·(s·s): s² is symmetric too, so its square is one triangle as well
+    (lambda x: (lambda t: t @ t)((lambda s: s @ s)(x.T @ x)), GRAM + 2 * 33_792),
+    # a bias makes b + xᵀx no symmetric value: its square is the full product
+    (lambda x: (lambda s: s @ s)(torch.addmm(x[:32], x.T, x)), GRAM + 65_536),
+], ids=["square", "transposed-square", "fourth-power", "bias"])
+def test_a_symmetric_value_squared_charges_one_triangle(body, flops: int) -> None:
+    assert shapes_only(body, (64, 32)).flops == flops
 
 
 def test_part_of_a_gram_matrix_charges_its_folded_elements() -> None:

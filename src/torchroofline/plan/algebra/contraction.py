@@ -29,7 +29,19 @@ from ...trace.refs import TensorRef
 from . import chains, identities, linear
 from ._core import Graph, Match, algebra_rule
 from .factors import Weigh, atoms, factored_terms, reads, shared_key
-from .network import FLOATS, STEPS, Factor, Labels, Network, Sum, Term, Walk, transparent
+from .network import (
+    FLOATS,
+    STEPS,
+    Factor,
+    Labels,
+    Network,
+    Sum,
+    Term,
+    Walk,
+    read_at,
+    transparent,
+    without_deltas,
+)
 
 #: the name a rewrite takes: a segment ending in a sum, mean or pool moved the sum into the
 #: maps before it; one ending in a product reassociated a chain of factors; one that reads a
@@ -271,7 +283,9 @@ def _run(plan: _Plan, tensors: Sequence[torch.Tensor],
         if n != start:
             total = total - value if subtracted else total + value
     full = total.expand([plan.sizes[a] for a in plan.output]).reshape(plan.shape)
-    return full.clone() if any(full is t for t in tensors) else full.contiguous()
+    # a replacement that is an input (terms that cancel to one of them) is a copy of it
+    aliased = any(torch._C._is_alias_of(full, t) for t in tensors)
+    return full.clone(memory_format=torch.contiguous_format) if aliased else full.contiguous()
 
 
 def _contract(values: list[tuple[torch.Tensor, Labels]], tree: object, output: Labels,
@@ -490,11 +504,10 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
         return None
     layout = _layout(out)
     output = walk.net.atoms([a for d in layout for a in groups[d]])
-    # an ``eye`` makes two labels one for the whole network, not for its own term alone: with
-    # other terms beside it (A @ (B + I) = A @ B + A) the product A @ B would be read as its
-    # diagonal (no product at all); one term only
-    if len(set(output)) != len(output) or walk.net.same and len(terms) > 1:
+    terms = without_deltas(walk.net, terms, output)
+    if terms is None or len(set(output)) != len(output):
         return None
+    terms = read_at(graph, terms, root)
     factored = factored_terms(walk.net, terms, output, _weigh(walk.net, out))
     # as written, and with the common factors taken out (their sums' adds charged), the
     # cheaper; terms that all cancel are 0 (the segment's value: nothing is computed)
@@ -505,12 +518,8 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     # named for a factor read fewer times; terms only added at their own size (two biases
     # broadcast alike) are the order's
     candidates = {PRODUCT_RULE: None if adds else _plan(walk.net, terms, out, output)}
-    if terms and not factored:
-        candidates[CANCEL_RULE] = _plan(walk.net, factored, out, output)
-    elif grouped:
-        taken_out = reads(factored) < reads(terms)
-        candidates[FACTOR_RULE if taken_out else PRODUCT_RULE] = _plan(
-            walk.net, factored, out, output)
+    if grouped or terms and not factored:
+        candidates[_named_for(terms, factored)] = _plan(walk.net, factored, out, output)
     found = [(rule, p) for rule, p in candidates.items() if p is not None]
     if not found:
         return None
@@ -530,6 +539,15 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     # a sum is named by the map it moved through, a product by itself
     anchor = max(segment, key=lambda i: graph.record(i).total_flops) if summed else root
     return Match(SUM_RULE if summed else name, root, inputs, _builder(plan, layout), anchor)
+
+
+def _named_for(terms: Sequence[Term], factored: Sequence[Term]) -> str:
+    """The rule that took ``terms`` to ``factored``: terms that cancelled, the others left as
+    written (all of them: 0; (I − W)·X + W·X: X), are x − x = 0; a factor read fewer times
+    is a common factor taken out; else the order's."""
+    if len(factored) < len(terms) and all(term in terms for term in factored):
+        return CANCEL_RULE
+    return FACTOR_RULE if reads(factored) < reads(terms) else PRODUCT_RULE
 
 
 def _layout(out: TensorRef) -> tuple[int, ...]:

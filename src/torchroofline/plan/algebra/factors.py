@@ -26,7 +26,8 @@ Taking a factor out is not always cheaper: A·B·C + A·D with a thin A costs le
 reaches is weighed by the contraction's own cost (``weigh``, passed in by
 :mod:`.contraction`), and the cheapest is kept, the terms as written among them: every
 sequence of groupings where there are at most :data:`EXHAUSTIVE_TERMS` terms, beyond that the
-grouping of two terms (or of every term that shares their part) that costs least, step by step.
+:data:`BEAM` groupings of two terms (or of every term that shares their part) that cost least,
+step by step.
 A rule rewrites, it never prices: the rewritten program is priced as any other.
 """
 
@@ -43,6 +44,10 @@ from .network import Factor, Labels, Network, Sum, Term
 
 #: most terms whose every sequence of groupings is weighed (then greedy, a grouping at a time)
 EXHAUSTIVE_TERMS = 4
+#: beyond :data:`EXHAUSTIVE_TERMS`, how many of the cheapest single moves the search goes on
+#: from: the cheapest alone names a² and nests the rest (Horner), a + a² + … + a⁷ in 5 products;
+#: the second names a⁴ = a²·a² and a³ = a²·a, then a⁴·(a + a² + a³): 4
+BEAM = 2
 #: most sets of terms the search weighs for one network (then it keeps the best found)
 MAX_WEIGHED = 400
 #: coefficients whose ratio is within this are one (a sum read twice, once scaled by 1/3)
@@ -272,10 +277,10 @@ class _Search:
                                 _named(self.net, terms, output))
         if len(terms) <= EXHAUSTIVE_TERMS:
             reached = [*self._groupings(terms, output, every_subset=True), *moves]
-        else:  # the cheapest single grouping (or other move), then on from there
+        else:  # the cheapest few single groupings (or other moves), then on from each
             options = [(self.weight(t, output), n, t) for n, t in enumerate(itertools.chain(
                 self._groupings(terms, output, every_subset=False), moves))]
-            reached = [min(options)[2]] if options else []
+            reached = [t for *_, t in sorted(options, key=lambda o: o[:2])[:BEAM]]
         for grouped in reached:
             found = self.cheapest(grouped, output)
             weight = self.weight(found, output)

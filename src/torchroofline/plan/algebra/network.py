@@ -10,7 +10,8 @@ and adds a per-channel term. Views, reshapes, permutes, transposes, ``expand`` a
 ``contiguous`` copies move no value: they rename indices (:func:`_onto_written`, by the strides
 of the two views of one storage). Constants the program makes are structured factors known from
 the op that made them, at any size: ``ones``/``full`` (no factor, a coefficient), ``zeros``
-(no term), ``eye`` (two indices made one). So every spelling of the same algebra (a mean or a
+(no term), ``eye`` (a δ of its term, whose two indices are made one in that term alone:
+:func:`without_deltas`). So every spelling of the same algebra (a mean or a
 sum, a transpose before it, a ``contiguous`` copy, a view of a 3-D ``Linear``, ``einsum``) is
 the same network, and :mod:`.contraction` chooses its cheapest evaluation order.
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -60,7 +61,7 @@ class Term:
     """coeff · Π factors, summed over the labels no output dim names."""
 
     coeff: float
-    factors: tuple[Factor | Sum, ...]
+    factors: tuple[Factor | Sum | Delta, ...]
 
 
 @dataclass(frozen=True)
@@ -76,14 +77,21 @@ class Sum:
 Terms = list[Term]
 
 
+@dataclass(frozen=True)
+class Delta:
+    """δ over the labels of two dims (an ``eye``'s rows and columns), a factor of the walk's
+    terms only: :func:`without_deltas` sums it out of its own term."""
+
+    dims: Groups
+
+
 @dataclass
 class Network:
-    """The labels of one network under construction: their sizes, the splits the views made
-    (a label seen as several atoms) and the labels an ``eye`` made one."""
+    """The labels of one network under construction: their sizes and the splits the views made
+    (a label seen as several atoms)."""
 
     sizes: dict[int, int] = field(default_factory=dict)
     parts: dict[int, Labels] = field(default_factory=dict)
-    same: dict[int, int] = field(default_factory=dict)
     #: the ops whose values the network computes (their work is what it may save)
     ops: set[int] = field(default_factory=set)
 
@@ -98,8 +106,6 @@ class Network:
     def atoms(self, labels: Sequence[int]) -> Labels:
         out: list[int] = []
         for label in labels:
-            while label in self.same:
-                label = self.same[label]
             out.extend(self.atoms(self.parts[label]) if label in self.parts else (label,))
         return tuple(out)
 
@@ -107,16 +113,6 @@ class Network:
         """``label`` (an atom) seen as atoms of ``sizes``, row-major."""
         self.parts[label] = tuple(self.new(n) for n in sizes)
         return self.parts[label]
-
-    def unite(self, first: Labels, second: Labels) -> bool:
-        """Make the atoms of ``first`` and ``second`` one index (a delta, ``eye``)."""
-        a, b = self.atoms(first), self.atoms(second)
-        if [self.sizes[x] for x in a] != [self.sizes[x] for x in b]:
-            return False
-        for x, y in zip(a, b, strict=True):
-            if x != y:
-                self.same[y] = x
-        return True
 
 
 def _dense(ref: TensorRef) -> bool:
@@ -337,6 +333,26 @@ def _matmul(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
     return _summed_over(walk.net, terms, k)
 
 
+@step([aten.convolution])
+def _one_tap_convolution(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
+    """A convolution of one tap (a 1×1 filter, stride 1, no padding, one group, not
+    transposed) is a product over the channels: out[b, o, …] = Σ_c x[b, c, …]·w[o, c, 1…] +
+    bias[o] (``conv2d(x, w[:, :, None, None])`` is ``einsum('bchw,oc->bohw', x, w)``)."""
+    source, weight, *bias = op.reads
+    if op.argument("transposed") or op.argument("groups") != 1 or any(
+        n != 1 for n in weight.shape[2:]
+    ) or any(n != 1 for n in op.argument("stride")) or any(op.argument("padding")):
+        return None
+    batch, outputs, *spatial = out
+    channels = (walk.net.new(source.shape[1]),) if source.shape[1] > 1 else ()
+    terms = _summed_over(walk.net, _product(
+        walk.terms(source, (batch, channels, *spatial), index),
+        walk.terms(weight, (outputs, channels, *(() for _ in spatial)), index)), channels)
+    if not bias:
+        return terms
+    return _sum(terms, walk.terms(bias[0], (outputs,), index))
+
+
 @step([aten.addmm, aten.baddbmm])
 def _affine_matmul(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
     """β·b + α·(A @ B): the bias an affine term, broadcast as it is read."""
@@ -544,6 +560,98 @@ def _batch_norm_eval(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms
 
 @step([aten.eye])
 def _eye(walk: Walk, op: TracedOp, index: int, out: Groups) -> Terms | None:
-    """eye(n)[i, j] = δᵢⱼ: no factor, the two indices one."""
-    rows, columns = out
-    return [Term(1.0, ())] if walk.net.unite(rows, columns) else None
+    """eye(n)[i, j] = δᵢⱼ."""
+    return [Term(1.0, (Delta(out),))]
+
+
+#: in-place ops that scale a whole value by a number c: the factor the old value is the new
+#: one times (a.mul_(c): a = a'/c; a.div_(c): a = c·a'), c ≠ 0
+IN_PLACE_SCALES: dict[object, Callable[[float], float]] = {
+    aten.mul_: lambda c: 1 / c, aten.div_: lambda c: c,
+}
+
+
+def _unscaled(op: TracedOp) -> float | None:
+    """What the value ``op`` scaled in place was, times the value it wrote; None unless ``op``
+    is a known nonzero scale of a whole storage."""
+    rule = IN_PLACE_SCALES.get(op.func.overloadpacket) if op.func is not None else None
+    number = scalar_argument(op, 1)
+    if rule is None or not number or op.argument("rounding_mode") is not None or (
+        len(op.writes) != 1 or op.writes[0].elements < op.writes[0].storage_elements
+    ):
+        return None
+    return rule(number)
+
+
+def _at(graph: Graph, ref: TensorRef, root: int) -> tuple[TensorRef, float] | None:
+    """``ref`` read as the value its storage holds when op ``root`` runs, and the number that
+    value is multiplied by to give the one ``ref`` reads, where only whole in-place scales
+    wrote the storage between; None where nothing did or another op did."""
+    value, ratio = ref.value_id, 1.0
+    made = graph.producers.get(value, -1)
+    for index in graph.writers.get(ref.storage_id, ()):
+        if not made < index < root:
+            continue
+        op = graph.op(index)
+        factor = _unscaled(op)
+        if factor is None or not op.reads or op.reads[0].value_id != value:
+            return None
+        value, ratio = op.writes[0].value_id, ratio * factor
+    return None if value == ref.value_id else (replace(ref, value_id=value), ratio)
+
+
+def read_at(graph: Graph, terms: Terms, root: int) -> Terms:
+    """``terms`` with each factor that its storage's in-place scales changed before ``root``
+    read as the value there, times the ratio: ``y = a @ b; a.mul_(2); y - a @ b`` is
+    a'·b/2 − a'·b (a' the doubled a), one product where the old a is no longer held."""
+    out = []
+    for term in terms:
+        coeff, factors = term.coeff, []
+        for factor in term.factors:
+            found = _at(graph, factor.refs[0], root) if isinstance(factor, Factor) and (
+                factor.make is None) else None
+            if found is not None:
+                factor = replace(factor, refs=(found[0],))
+                coeff *= found[1]
+            factors.append(factor)
+        out.append(Term(coeff, tuple(factors)))
+    return out
+
+
+def _named(names: dict[int, int], label: int) -> int:
+    while label in names:
+        label = names[label]
+    return label
+
+
+def without_deltas(net: Network, terms: Terms, output: Labels) -> Terms | None:
+    """``terms`` with each δ summed out of its own term: Σⱼ δᵢⱼ·f(j) = f(i), the summed label
+    named as the other in that term alone, so (I − W)·X + W·X is X − W·X + W·X, which cancels
+    to X (the labels made one for the whole network would read W·X as its diagonal). A label
+    no factor then carries is summed as |label| ones (Σᵢ δᵢᵢ = n). None where both of a δ's
+    labels are the output's (a diagonal output) or a row and a column differ in size."""
+    out = []
+    for term in terms:
+        names: dict[int, int] = {}
+        kept = set()
+        for delta in (f for f in term.factors if isinstance(f, Delta)):
+            rows, columns = (net.atoms(group) for group in delta.dims)
+            if [net.sizes[a] for a in rows] != [net.sizes[a] for a in columns]:
+                return None
+            for row, column in zip(rows, columns, strict=True):
+                row, column = _named(names, row), _named(names, column)
+                if column in output:
+                    row, column = column, row
+                if row != column:
+                    if column in output:
+                        return None
+                    names[column] = row
+                kept.add(row)
+        factors = tuple(
+            Factor(f.refs, tuple(tuple(_named(names, a) for a in net.atoms(group))
+                                 for group in f.dims), f.make)
+            for f in term.factors if isinstance(f, Factor))
+        carried = {a for f in factors for group in f.dims for a in group}
+        ones = {_named(names, a) for a in kept} - carried - set(output)
+        out.append(Term(term.coeff * math.prod(net.sizes[a] for a in ones), factors))
+    return out

@@ -90,7 +90,9 @@ def matmul_demand(context: _Context) -> Demand:
             [((range(1),), *b[1:]) for b in region.boxes], region.opaque // out_shape[0]
         ).count
         structure = "broadcast batch"
-    elif context.shortcuts and _transposes_of_each_other(left, right):
+    elif context.shortcuts and (_transposes_of_each_other(left, right) or _symmetric_square(
+        context.producers, left, right
+    )):
         computed = _symmetric_products(region, out_shape)
         structure = "symmetric product"
     tensor = 2 * reduction * computed * real_products(context)
@@ -111,6 +113,35 @@ def _transposes_of_each_other(left: TensorRef, right: TensorRef) -> bool:
         and left.shape[-2:] == right.shape[-2:][::-1]
         and left.strides[-2:] == right.strides[-2:][::-1]
     )
+
+
+#: most symmetric products walked back through to prove a value symmetric (s, s², s⁴, …)
+MAX_SYMMETRIC_DEPTH = 8
+
+
+def _symmetric_square(producers: Mapping[int, TracedOp], left: TensorRef, right: TensorRef,
+                      depth: int = 0) -> bool:
+    """Whether ``left`` and ``right`` read one symmetric matrix S whole (S = xᵀx, or S = T·T
+    of a symmetric T: S² = S·Sᵀ, so a square of S is symmetric too), each plain or
+    transposed: S read either way is S, so the product is S·Sᵀ, symmetric (the demand walk
+    charges one triangle of it as of x.T @ x). Only a product of the two operands proves S
+    symmetric (a bias added could break it)."""
+    if depth > MAX_SYMMETRIC_DEPTH or left.value_id != right.value_id or (
+        left.offset != right.offset or left.shape != right.shape
+    ):
+        return False
+    op = producers.get(left.value_id)
+    if op is None or op.func is None or op.func.overloadpacket not in (aten.mm, aten.bmm):
+        return False
+    written = op.writes[0]
+    views = (written.strides, (*written.strides[:-2], *written.strides[-2:][::-1]))
+    if written.offset != left.offset or written.shape != left.shape or not all(
+        ref.strides in views for ref in (left, right)
+    ):
+        return False
+    first, second = op.reads[-2:]
+    return _transposes_of_each_other(first, second) or _symmetric_square(
+        producers, first, second, depth + 1)
 
 
 def _symmetric_products(region: Region, out_shape: Sequence[int]) -> int:
