@@ -149,19 +149,25 @@ def _known(context: _Context, position: int, op: TracedOp | None = None) -> torc
 
 def _band_columns(matrix: torch.Tensor, band: int, columns: list[int]) -> list[IndexSet]:
     """For each band of ``band`` rows of the boolean ``matrix``, the ``columns`` where all its
-    rows hold. A band's columns that are one run of consecutive columns (a causal row's) are
-    read off its first and last, not listed one by one (:func:`positions_to_set` would give
-    the same one range)."""
+    rows hold (:func:`row_sets`)."""
     count, width = matrix.shape
     bands = -(-count // band)
-    if not width:
-        return [()] * bands
     padding = matrix.new_ones(bands * band - count, width)
-    kept = torch.cat((matrix, padding)).reshape(bands, band, width).all(1)
-    totals = kept.sum(1).tolist()
-    firsts = kept.to(torch.uint8).argmax(1).tolist()
-    lasts = (width - 1 - kept.flip(1).to(torch.uint8).argmax(1)).tolist()
-    consecutive = bool(columns) and columns[-1] - columns[0] == width - 1
+    return row_sets(torch.cat((matrix, padding)).reshape(bands, band, width).all(1), columns)
+
+
+def row_sets(mask: torch.Tensor, columns: Sequence[int]) -> list[IndexSet]:
+    """For each row of the boolean ``mask``, the ``columns`` (sorted positions, one per mask
+    column) where it holds, as :func:`positions_to_set` gives them. A row's that are one run
+    of consecutive columns (a causal row's) are read off its first and last, not listed and
+    sorted one by one."""
+    rows, width = mask.shape
+    if not width:
+        return [()] * rows
+    totals = mask.sum(1).tolist()
+    firsts = mask.to(torch.uint8).argmax(1).tolist()
+    lasts = (width - 1 - mask.flip(1).to(torch.uint8).argmax(1)).tolist()
+    consecutive = columns[-1] - columns[0] == width - 1
     sets: list[IndexSet] = []
     for index, (total, first, last) in enumerate(zip(totals, firsts, lasts, strict=True)):
         if not total:
@@ -170,7 +176,7 @@ def _band_columns(matrix: torch.Tensor, band: int, columns: list[int]) -> list[I
             sets.append((range(columns[first], columns[last] + 1),))
         else:
             sets.append(positions_to_set(
-                [columns[i] for i in kept[index].nonzero().reshape(-1).tolist()]))
+                [columns[i] for i in mask[index].nonzero().reshape(-1).tolist()]))
     return sets
 
 

@@ -15,7 +15,7 @@ from ...costs import OpKey, add_rules, aten, lookup
 from ...trace.refs import TensorRef, TracedOp
 from ...trace.regions import Box, IndexSet, Region, box_difference, positions_to_set, set_size
 from ._core import Demand, _Context
-from .constants import _known, _unexpanded
+from .constants import _known, _unexpanded, row_sets
 from .structures import _MatrixView, matrix_builder, seen_through, sparse_product
 
 #: Ops whose output is −inf at places known values fix: (the context, the traced op) → where
@@ -222,9 +222,7 @@ class _Probabilities:
         computed."""
         met = self.nonzero[frees].any(0).nonzero().flatten().tolist()
         computed = [f for f in frees if not self.copy[f]]
-        spans: list[IndexSet] = [
-            positions_to_set(self.nonzero[f].nonzero().flatten().tolist()) for f in computed
-        ]
+        spans = row_sets(self.nonzero[computed], range(self.nonzero.shape[1]))
         return positions_to_set(met), computed, spans
 
     def product(self, context: _Context, region: Region, position: int) -> Demand:
