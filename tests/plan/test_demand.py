@@ -1133,3 +1133,59 @@ def test_pdist_pairs_read_their_rows() -> None:
     # 0–3, 6 coordinates each (24 read), and write 3
     result = bound(lambda x: F.pdist(x)[:3], meta(5, 6))
     assert result.compulsory_bytes == (24 + 3) * FP32
+
+
+# --- Counting a known pattern over boxes, and a causal mask's bands -------------------------
+
+
+def _union_pattern_count(pattern: torch.Tensor, boxes: list, shape: list[int]) -> int:
+    """The count by brute force: the union of ``boxes`` marked element by element."""
+    union = torch.zeros(shape, dtype=torch.bool)
+    for box in boxes:
+        index = [torch.tensor([i for r in s for i in r], dtype=torch.long) for s in box]
+        union[torch.meshgrid(*index, indexing="ij")] = True
+    return int((union & pattern.expand(shape)).sum())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pattern_count_is_the_union_count(seed: int) -> None:
+    """True elements of a pattern over a union of overlapping (some strided) boxes, each once:
+    the class grid and the box-by-box cut both give the brute-force count."""
+    from torchroofline.plan.demand import masked
+
+    generator = torch.Generator().manual_seed(seed)
+
+    def draw(high: int, size: int = 1) -> list[int]:
+        return torch.randint(high, (size,), generator=generator).tolist()
+
+    shape = [n + 1 for n in draw(7, 1 + draw(3)[0])]
+    pattern_shape = [n if keep else 1 for n, keep in
+                     zip(shape, draw(2, len(shape)), strict=True)]
+    pattern = torch.rand(pattern_shape, generator=generator) < 0.6
+    boxes = [tuple(positions_to_set(draw(n, 1 + draw(n)[0])) for n in shape)
+             for _ in range(1 + draw(5)[0])]
+    expected = _union_pattern_count(pattern, boxes, shape)
+    assert masked.pattern_count(pattern, boxes) == expected
+    grid_cells = masked._GRID_CELLS
+    try:
+        masked._GRID_CELLS = 0  # the box-by-box cut
+        assert masked.pattern_count(pattern, boxes) == expected
+    finally:
+        masked._GRID_CELLS = grid_cells
+
+
+@pytest.mark.parametrize("band", [1, 3, 8])
+def test_causal_band_columns(band: int) -> None:
+    """A band of a causal mask keeps the columns its first row keeps (all its rows keep them):
+    columns 0..first row, shifted by where the columns start; a band of no row kept: none."""
+    from torchroofline.plan.demand.constants import _band_columns
+
+    rows, offset = 10, 5
+    causal = torch.ones(rows, rows, dtype=torch.bool).tril()
+    causal[0] = False  # a first row that keeps nothing
+    columns = list(range(offset, offset + rows))
+    sets = _band_columns(causal, band, columns)
+    assert len(sets) == math.ceil(rows / band)
+    for index, kept in enumerate(sets):
+        first = index * band
+        assert kept == (() if first == 0 else (range(offset, offset + first + 1),))

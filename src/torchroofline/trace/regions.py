@@ -281,11 +281,14 @@ def box_intersection(first: Box, second: Box) -> Box | None:
 
 def _bounds(box: Box) -> tuple[tuple[int, int], ...]:
     """Each dim's least and greatest index of ``box`` (a box of no element: empty bounds)."""
-    return tuple(
-        (min((r.start for r in index_set if r), default=0),
-         max((r[-1] for r in index_set if r), default=-1))
-        for index_set in box
-    )
+    return tuple(_set_bounds(index_set) for index_set in box)
+
+
+def _set_bounds(index_set: IndexSet) -> tuple[int, int]:
+    if len(index_set) == 1 and index_set[0]:  # most sets: one range, its ends directly
+        return index_set[0].start, index_set[0][-1]
+    return (min((r.start for r in index_set if r), default=0),
+            max((r[-1] for r in index_set if r), default=-1))
 
 
 def _within(inner: tuple[tuple[int, int], ...], outer: tuple[tuple[int, int], ...]) -> bool:
@@ -722,15 +725,21 @@ def _region_of(
     sized.sort(key=lambda pair: pair[0], reverse=True)
     kept: list[Box] = []
     kept_bounds: list[tuple[tuple[int, int], ...]] = []
-    # the rows (second-to-last dim) met first, as :func:`_meeting_pairs` sweeps them: a causal
-    # mask's bands, one under the other, miss there at once
+    # only a kept box whose rows (second-to-last dim) start at or before a box's can contain
+    # it: the kept ones are looked up by their first row (a causal mask's bands, largest
+    # first, each starting above every kept one, meet none), the rest tested in full
     rows = max(len(sized[0][1]) - 2, 0) if sized and sized[0][1] else None
+    first_rows: list[int] = []  # of the kept boxes, ascending
+    by_first_row: list[int] = []  # their indices in ``kept``, in that order
     for _, box in sized:
         bounds = _bounds(box)
-        low, high = bounds[rows] if rows is not None else (0, 0)
-        if not any((rows is None or outer[rows][0] <= low and high <= outer[rows][1])
-                   and _within(bounds, outer) and _contains(big, box)
-                   for big, outer in zip(kept, kept_bounds, strict=True)):
+        low = bounds[rows][0] if rows is not None else 0
+        candidates = by_first_row[: bisect_right(first_rows, low)]
+        if not any(_within(bounds, kept_bounds[index]) and _contains(kept[index], box)
+                   for index in candidates):
+            position = bisect_right(first_rows, low)
+            first_rows.insert(position, low)
+            by_first_row.insert(position, len(kept))
             kept.append(box)
             kept_bounds.append(bounds)
     if len(kept) > 1:

@@ -26,7 +26,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from .fast_fake import FACTORIES, direct_view, made_by_factory
+from .fast_fake import FACTORIES, direct_view, made_by_factory, op_leaves
 
 #: Elements a constant may have to be kept for real (a 2048 × 2048 causal mask is 4 M).
 CONSTANT_LIMIT_ELEMENTS = 1 << 22
@@ -144,8 +144,8 @@ class ConstantShadow(TorchDispatchMode):
         output = fast(func, args, kwargs) if fast is not None else None
         if output is None:
             output = func(*args, **kwargs)
-        made = [leaf for leaf in tree_leaves(output) if isinstance(leaf, FakeTensor)]
-        inputs = [leaf for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+        made = [leaf for leaf in op_leaves(output) if isinstance(leaf, FakeTensor)]
+        inputs = [leaf for leaf in op_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
         random = _random(func) or "empty" in func.__name__
         to_real = {id(t): value for t in inputs if (value := _constant(t)) is not None}
         if random or not made or not all(map(_recordable, made)) or len(to_real) < len(inputs):
@@ -206,7 +206,7 @@ def _written_alone(args: tuple, kwargs: dict) -> bool:
     written = args[0] if args else None
     return (
         isinstance(written, FakeTensor)
-        and not any(isinstance(leaf, torch.Tensor) for leaf in tree_leaves((args[1:], kwargs)))
+        and not any(isinstance(leaf, torch.Tensor) for leaf in op_leaves((args[1:], kwargs)))
     )
 
 

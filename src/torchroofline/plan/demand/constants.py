@@ -14,6 +14,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from ...trace.refs import TensorRef, TracedOp
 from ...trace.regions import (
     Box,
+    IndexSet,
     Region,
     positions_to_set,
 )
@@ -146,6 +147,39 @@ def _known(context: _Context, position: int, op: TracedOp | None = None) -> torc
     return None if storage is None else storage.as_strided(ref.shape, ref.strides, ref.offset)
 
 
+def _band_columns(matrix: torch.Tensor, band: int, columns: list[int]) -> list[IndexSet]:
+    """For each band of ``band`` rows of the boolean ``matrix``, the ``columns`` where all its
+    rows hold (:func:`row_sets`)."""
+    count, width = matrix.shape
+    bands = -(-count // band)
+    padding = matrix.new_ones(bands * band - count, width)
+    return row_sets(torch.cat((matrix, padding)).reshape(bands, band, width).all(1), columns)
+
+
+def row_sets(mask: torch.Tensor, columns: Sequence[int]) -> list[IndexSet]:
+    """For each row of the boolean ``mask``, the ``columns`` (sorted positions, one per mask
+    column) where it holds, as :func:`positions_to_set` gives them. A row's that are one run
+    of consecutive columns (a causal row's) are read off its first and last, not listed and
+    sorted one by one."""
+    rows, width = mask.shape
+    if not width:
+        return [()] * rows
+    totals = mask.sum(1).tolist()
+    firsts = mask.to(torch.uint8).argmax(1).tolist()
+    lasts = (width - 1 - mask.flip(1).to(torch.uint8).argmax(1)).tolist()
+    consecutive = columns[-1] - columns[0] == width - 1
+    sets: list[IndexSet] = []
+    for index, (total, first, last) in enumerate(zip(totals, firsts, lasts, strict=True)):
+        if not total:
+            sets.append(())
+        elif consecutive and last - first + 1 == total:
+            sets.append((range(columns[first], columns[last] + 1),))
+        else:
+            sets.append(positions_to_set(
+                [columns[i] for i in mask[index].nonzero().reshape(-1).tolist()]))
+    return sets
+
+
 def _unexpanded(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` with every broadcast (stride-0) dim cut to size 1: what it was expanded from,
     so a condition broadcast along a dim is seen to be the same all along it."""
@@ -207,12 +241,11 @@ def _kept_boxes(picked: torch.Tensor, box: Box) -> list[Box]:
     boxes = []
     for combos in shared.values():
         matrix = matrices[combos[0]].expand(len(rows), len(columns))
-        for start in range(0, len(rows), band):
-            kept = matrix[start : start + band].all(0).nonzero().reshape(-1).tolist()
-            if not kept:
+        for start, kept_columns in zip(range(0, len(rows), band),
+                                       _band_columns(matrix, band, columns), strict=True):
+            if not kept_columns:
                 continue
             chunk = positions_to_set(rows[start : start + band])
-            kept_columns = positions_to_set([columns[i] for i in kept])
             for combo in combos:
                 leading = list(box[:-2])
                 for d, j in zip(split, combo, strict=True):

@@ -15,7 +15,7 @@ from ...costs import OpKey, add_rules, aten, lookup
 from ...trace.refs import TensorRef, TracedOp
 from ...trace.regions import Box, IndexSet, Region, box_difference, positions_to_set, set_size
 from ._core import Demand, _Context
-from .constants import _known, _unexpanded
+from .constants import _known, _unexpanded, row_sets
 from .structures import _MatrixView, matrix_builder, seen_through, sparse_product
 
 #: Ops whose output is −inf at places known values fix: (the context, the traced op) → where
@@ -105,9 +105,18 @@ def finite_scores(context: _Context, ref: TensorRef) -> torch.Tensor | None:
     return None if seen is None else _unexpanded(seen)
 
 
+#: Cells (and box × position memberships) the class grid of :func:`pattern_count` may hold;
+#: past it, the boxes are cut into disjoint pieces one by one.
+_GRID_CELLS = 1 << 22
+
+
 def pattern_count(pattern: torch.Tensor, boxes: Sequence[Box]) -> int:
     """True elements of ``pattern`` (size 1 along dims it is the same) over the union of
     ``boxes``: each element once, however many boxes hold it."""
+    grid = _class_grid(pattern, boxes)
+    if grid is not None:
+        covered, weights = grid
+        return int((weights * covered).sum())
     disjoint: list[Box] = []
     for box in boxes:
         pieces = [box]
@@ -125,6 +134,49 @@ def pattern_count(pattern: torch.Tensor, boxes: Sequence[Box]) -> int:
                 picked = picked.index_select(dim, positions)
         total += int(picked.sum()) * repeats
     return total
+
+
+def _class_grid(
+    pattern: torch.Tensor, boxes: Sequence[Box]
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The union of ``boxes`` on a grid of position classes: along each dim, positions held by
+    the same boxes are one class (a band of causal rows, the columns they all keep), so a cell
+    is in all of its boxes or none. Returns (which cells the union covers, the true elements
+    of ``pattern`` in each cell); None where the grid would pass :data:`_GRID_CELLS` (or the
+    pattern has no dims)."""
+    if not boxes or pattern.dim() == 0:
+        return None
+    weights = pattern.to(torch.int64)
+    memberships = []
+    for dim, size in enumerate(pattern.shape):
+        extent = size if size > 1 else 1 + max(
+            (r[-1] for box in boxes for r in box[dim] if r), default=0)
+        if len(boxes) * extent > _GRID_CELLS:
+            return None
+        member = torch.zeros(len(boxes), extent, dtype=torch.bool)
+        for index, box in enumerate(boxes):
+            for r in box[dim]:
+                member[index, r.start : r.stop : r.step] = True
+        member, classes = torch.unique(member, dim=1, return_inverse=True)
+        memberships.append(member)
+        if size > 1:
+            shape = list(weights.shape)
+            shape[dim] = member.shape[1]
+            weights = torch.zeros(shape, dtype=torch.int64).index_add_(dim, classes, weights)
+        else:
+            counts = torch.bincount(classes, minlength=member.shape[1])
+            weights = weights * counts.reshape([-1 if d == dim else 1
+                                                for d in range(pattern.dim())])
+    cells = math.prod(member.shape[1] for member in memberships)
+    if cells * len(boxes) > _GRID_CELLS:
+        return None
+    covered = torch.zeros([member.shape[1] for member in memberships], dtype=torch.bool)
+    for index in range(len(boxes)):
+        inside = memberships[0][index]
+        for member in memberships[1:]:
+            inside = inside.unsqueeze(-1) & member[index]
+        covered |= inside
+    return covered, weights
 
 
 #: Most lines with one finite score or none :func:`constant_lines` cuts out of a demand.
@@ -170,9 +222,7 @@ class _Probabilities:
         computed."""
         met = self.nonzero[frees].any(0).nonzero().flatten().tolist()
         computed = [f for f in frees if not self.copy[f]]
-        spans: list[IndexSet] = [
-            positions_to_set(self.nonzero[f].nonzero().flatten().tolist()) for f in computed
-        ]
+        spans = row_sets(self.nonzero[computed], range(self.nonzero.shape[1]))
         return positions_to_set(met), computed, spans
 
     def product(self, context: _Context, region: Region, position: int) -> Demand:
