@@ -273,6 +273,21 @@ def _product_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     return int((2 * pairs - 1).clamp(min=0)[demanded].sum())
 
 
+def _fft_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """(n − 1) + (k − 1) ops per line of an FFT (the elements across its transformed dims)
+    holding k ≥ 1 demanded outputs, n the line's input points: every output is a linear form
+    with a nonzero weight (|w| = 1) on each input point, so the first needs n − 1 adds, and
+    each other, a distinct form of the same inputs, one op more (none for a line of one
+    point: a copy). A complex output's real or imaginary part alone may weigh some points by
+    0 (``fft(x).imag`` skips ``x[..., 0]``): the generators keep FFT outputs whole (``abs``)
+    or keep parts that weigh every point (``.real`` of few points)."""
+    dims = [d % demanded.dim() for d in args[1]]
+    points = math.prod(args[0].shape[d] for d in dims)
+    per_line = demanded.sum(dims)
+    lines = per_line > 0
+    return 0 if points < 2 else int((points - 2 + per_line[lines]).sum())
+
+
 def _scatter_add_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     """One fold (an add, a compare) per (index, source) pair landing on a demanded output of
     ``scatter_add`` or ``scatter_reduce`` (the old value is data: each pair's fold is needed;
@@ -333,6 +348,9 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.index_add.default: _index_add_flops,
     torch.ops.aten.mm.default: _product_flops,
     torch.ops.aten.bmm.default: _product_flops,
+    torch.ops.aten._fft_r2c.default: _fft_flops,
+    torch.ops.aten._fft_c2c.default: _fft_flops,
+    torch.ops.aten._fft_c2r.default: _fft_flops,
 }
 
 
@@ -428,7 +446,7 @@ class _Retaining(Interpreter):
             tensors = [
                 t for t in tree_flatten(out)[0]
                 if isinstance(t, torch.Tensor) and t.requires_grad and not t.is_leaf
-                and t.is_floating_point() and t._base is None
+                and (t.is_floating_point() or t.is_complex()) and t._base is None
             ]
             for tensor in tensors:
                 tensor.retain_grad()

@@ -351,7 +351,9 @@ def fft_demand(context: _Context) -> Demand:
     frequency sums every sample; each sample every frequency) at its own index elsewhere.
     FLOPs: the demanded outputs' share of the transform, and at least n − 1 per line holding a
     demanded output (one frequency of n samples is a sum of n terms: ``rfft(x)[:, 0]`` is the
-    row sums), never more than the line's share of the transform."""
+    row sums, never more than the line's share of the transform) and one more for each other
+    demanded output of the line (a distinct linear form of the same inputs: one op at least),
+    never more than the whole transform."""
     source = context.op.reads[0]
     region = context.output
     if any(len(box) != len(source.shape) for box in region.boxes):
@@ -367,7 +369,9 @@ def fft_demand(context: _Context) -> Demand:
     moved = context.record.flops
     flops = moved.scaled(context.fraction)
     per_line = min(line - 1, moved.vector * line // max(math.prod(source.shape), 1))
-    floor = min(needed.count // max(line, 1) * per_line, moved.vector)
+    lines = needed.count // max(line, 1)
+    further = max(region.count - lines, 0) if line > 1 else 0
+    floor = min(lines * per_line + further, moved.vector)
     if floor > flops.vector:  # (the transform is vector work: costs.complex_fft_flops)
         flops = replace(flops, vector=floor)
     return Demand((needed,), flops)
