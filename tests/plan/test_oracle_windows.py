@@ -21,6 +21,9 @@ from hypothesis import strategies as st
 from test_oracle import FLOAT_BYTES, HYPOTHESIS, assert_tight, figures
 from test_oracle_selection import Draw, Stage, assert_generated_tight_and_sound, assert_sound
 
+from conftest import Fn
+from torchroofline import analyze
+
 
 def _image(x: torch.Tensor) -> torch.Tensor:
     return x[None, None]
@@ -217,6 +220,27 @@ def test_a_grid_sample_on_a_known_grid_reads_the_taps_it_weighs() -> None:
     assert found.proven.bytes(FLOAT_BYTES) == (9 + 4) * FLOAT_BYTES
     assert found.result.compulsory_bytes == (9 + 4 + 6) * FLOAT_BYTES
     assert_sound(found)
+
+
+def test_a_grid_sample_on_a_grid_of_data_reads_the_taps_of_the_given_grid() -> None:
+    # x (2, 3, 4, 4) sampled (bilinear, zero padding) at tanh(g), g (2, 2, 3, 2), the first
+    # output row of each plane kept: for the given g, the source pixels the 18 kept outputs
+    # weigh (the oracle's, whose count the given grid decides), half of g (12 of 24) and the
+    # 18 outputs. Was none of the source: the grid, though computed from given values, was
+    # taken as unknown, and a grid sample may land on padding only
+    def sample(x: torch.Tensor, g: torch.Tensor, mode: str = "zeros") -> torch.Tensor:
+        return F.grid_sample(x, g.tanh(), padding_mode=mode, align_corners=False)[:, :, :1]
+
+    x, g = torch.randn(2, 3, 4, 4), torch.randn(2, 2, 3, 2)
+    found = figures(sample, x, g, data="given")
+    source = found.proven.leaves[0].necessary
+    assert found.result.compulsory_bytes == found.proven.bytes(FLOAT_BYTES) == (
+        source + 12 + 18) * FLOAT_BYTES
+    # for any grid, padded by the border: every sample lands inside its (n, c) plane, so the
+    # 6 planes' kept outputs read one pixel each at least (all may weigh the same one): 6
+    # pixels, 12 of g, 18 written (was no pixel); zero padding may read none
+    border = analyze(Fn(lambda x, g: sample(x, g, "border")), (x, g), "h100-sxm", data="any")
+    assert border.compulsory_bytes == (6 + 12 + 18) * FLOAT_BYTES
 
 
 def test_an_unpool_read_in_part_needs_the_indices_of_its_plane() -> None:
