@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -273,6 +274,21 @@ def _product_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     return int((2 * pairs - 1).clamp(min=0)[demanded].sum())
 
 
+def _fft_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """(n − 1) + (k − 1) ops per line of an FFT (the elements across its transformed dims)
+    holding k ≥ 1 demanded outputs, n the line's input points: every output is a linear form
+    with a nonzero weight (|w| = 1) on each input point, so the first needs n − 1 adds, and
+    each other, a distinct form of the same inputs, one op more (none for a line of one
+    point: a copy). A complex output's real or imaginary part alone may weigh some points by
+    0 (``fft(x).imag`` skips ``x[..., 0]``): the generators keep FFT outputs whole (``abs``)
+    or keep parts that weigh every point (``.real`` of few points)."""
+    dims = [d % demanded.dim() for d in args[1]]
+    points = math.prod(args[0].shape[d] for d in dims)
+    per_line = demanded.sum(dims)
+    lines = per_line > 0
+    return 0 if points < 2 else int((points - 2 + per_line[lines]).sum())
+
+
 def _scatter_add_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     """One fold (an add, a compare) per (index, source) pair landing on a demanded output of
     ``scatter_add`` or ``scatter_reduce`` (the old value is data: each pair's fold is needed;
@@ -322,6 +338,8 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.min.dim: _reduction_flops,
     torch.ops.aten.logsumexp.default: _reduction_flops,
     torch.ops.aten.linalg_vector_norm.default: _norm_flops,
+    # (x, p, dim, keepdim): linalg_vector_norm's arguments (a triplet loss's distances)
+    torch.ops.aten.norm.ScalarOpt_dim: _norm_flops,
     torch.ops.aten.max_pool2d_with_indices.default: _max_pool_flops,
     torch.ops.aten.max_pool3d_with_indices.default: _max_pool_flops,
     torch.ops.aten.avg_pool2d.default: _avg_pool_flops,
@@ -333,6 +351,9 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.index_add.default: _index_add_flops,
     torch.ops.aten.mm.default: _product_flops,
     torch.ops.aten.bmm.default: _product_flops,
+    torch.ops.aten._fft_r2c.default: _fft_flops,
+    torch.ops.aten._fft_c2c.default: _fft_flops,
+    torch.ops.aten._fft_c2r.default: _fft_flops,
 }
 
 
@@ -391,6 +412,11 @@ class _Retaining(Interpreter):
         self.padded_zeros: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         #: the same for the zeros of the ops of ``STRUCTURAL_ZEROS``
         self.structural_zeros: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        #: (index in ``kept``, output position) → the gradient of that output as the op wrote it
+        self.grads: dict[tuple[int, int], torch.Tensor] = {}
+
+    def _keep(self, key: tuple[int, int], grad: torch.Tensor) -> None:
+        self.grads[key] = grad
 
     def _padded_zeros(self, tensor: torch.Tensor) -> torch.Tensor:
         _, zeros = self.padded_zeros.get(id(tensor), (None, torch.zeros(tensor.shape, dtype=bool)))
@@ -428,10 +454,12 @@ class _Retaining(Interpreter):
             tensors = [
                 t for t in tree_flatten(out)[0]
                 if isinstance(t, torch.Tensor) and t.requires_grad and not t.is_leaf
-                and t.is_floating_point() and t._base is None
+                and (t.is_floating_point() or t.is_complex()) and t._base is None
             ]
-            for tensor in tensors:
-                tensor.retain_grad()
+            for position, tensor in enumerate(tensors):
+                # a hook, not retain_grad: an in-place op after this one (masked_fill_ of a
+                # loss) would move a retained gradient to its own output's
+                tensor.register_hook(functools.partial(self._keep, (len(self.kept), position)))
             if target in DEMANDED_FLOPS:
                 self.arguments[len(self.kept)] = (target, _positional(target, args, kwargs))
             self.kept.append((str(target), tensors))
@@ -525,14 +553,21 @@ def oracle(
             for i, x in enumerate(originals)
         ]
         leaves, replay, outputs = _replay(graph, values, differentiable, aliases, generator)
-        masks = _nonzero_masks(
-            [x for x in leaves if isinstance(x, torch.Tensor)]
-            + [t for _, tensors in replay.kept for t in tensors]
-        )
+        grads = {
+            i: (leaf.shape, leaf.grad) for i, leaf in enumerate(leaves)
+            if isinstance(leaf, torch.Tensor)
+        } | {
+            (k, j): (t.shape, replay.grads.get((k, j)))
+            for k, (_, tensors) in enumerate(replay.kept) for j, t in enumerate(tensors)
+        }
+        masks = _nonzero_masks(grads)
         for i, leaf in enumerate(leaves):
             if isinstance(leaf, torch.Tensor):
-                leaf_masks[i] = _union(leaf_masks[i], masks[id(leaf)])
-        kept = [[masks[id(t)] for t in tensors] for _, tensors in replay.kept]
+                leaf_masks[i] = _union(leaf_masks[i], masks[i])
+        kept = [
+            [masks[k, j] for j in range(len(tensors))]
+            for k, (_, tensors) in enumerate(replay.kept)
+        ]
         op_masks = kept if not op_masks else [
             [a | b for a, b in zip(old, new, strict=True)]
             for old, new in zip(op_masks, kept, strict=True)
@@ -590,15 +625,17 @@ def _replay(
     return leaves, replay, outputs
 
 
-def _nonzero_masks(tensors: Sequence[torch.Tensor]) -> dict[int, torch.Tensor]:
-    """id(tensor) → where its gradient is nonzero (above ``RELATIVE_ZERO`` of the largest)."""
-    grads = [t.grad for t in tensors if t.grad is not None]
-    finite = [g[g.isfinite()].abs() for g in grads]
+def _nonzero_masks(
+    grads: dict[Any, tuple[torch.Size, torch.Tensor | None]],
+) -> dict[Any, torch.Tensor]:
+    """key → where the gradient of that tensor (its shape, its gradient or None) is nonzero
+    (above ``RELATIVE_ZERO`` of the largest of all)."""
+    finite = [g[g.isfinite()].abs() for _, g in grads.values() if g is not None]
     scale = max((g.max().item() for g in finite if g.numel()), default=0.0)
     return {
-        id(t): torch.zeros(t.shape, dtype=torch.bool) if t.grad is None
-        else t.grad.isfinite() & (t.grad.abs() > scale * RELATIVE_ZERO)
-        for t in tensors
+        key: torch.zeros(shape, dtype=torch.bool) if grad is None
+        else grad.isfinite() & (grad.abs() > scale * RELATIVE_ZERO)
+        for key, (shape, grad) in grads.items()
     }
 
 

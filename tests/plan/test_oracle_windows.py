@@ -13,12 +13,16 @@ result; checked for tightness and soundness as there.
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_oracle import FLOAT_BYTES, HYPOTHESIS, assert_tight, figures
 from test_oracle_selection import Draw, Stage, assert_generated_tight_and_sound, assert_sound
+
+from conftest import Fn
+from torchroofline import analyze
 
 
 def _image(x: torch.Tensor) -> torch.Tensor:
@@ -218,6 +222,27 @@ def test_a_grid_sample_on_a_known_grid_reads_the_taps_it_weighs() -> None:
     assert_sound(found)
 
 
+def test_a_grid_sample_on_a_grid_of_data_reads_the_taps_of_the_given_grid() -> None:
+    # x (2, 3, 4, 4) sampled (bilinear, zero padding) at tanh(g), g (2, 2, 3, 2), the first
+    # output row of each plane kept: for the given g, the source pixels the 18 kept outputs
+    # weigh (the oracle's, whose count the given grid decides), half of g (12 of 24) and the
+    # 18 outputs. Was none of the source: the grid, though computed from given values, was
+    # taken as unknown, and a grid sample may land on padding only
+    def sample(x: torch.Tensor, g: torch.Tensor, mode: str = "zeros") -> torch.Tensor:
+        return F.grid_sample(x, g.tanh(), padding_mode=mode, align_corners=False)[:, :, :1]
+
+    x, g = torch.randn(2, 3, 4, 4), torch.randn(2, 2, 3, 2)
+    found = figures(sample, x, g, data="given")
+    source = found.proven.leaves[0].necessary
+    assert found.result.compulsory_bytes == found.proven.bytes(FLOAT_BYTES) == (
+        source + 12 + 18) * FLOAT_BYTES
+    # for any grid, padded by the border: every sample lands inside its (n, c) plane, so the
+    # 6 planes' kept outputs read one pixel each at least (all may weigh the same one): 6
+    # pixels, 12 of g, 18 written (was no pixel); zero padding may read none
+    border = analyze(Fn(lambda x, g: sample(x, g, "border")), (x, g), "h100-sxm", data="any")
+    assert border.compulsory_bytes == (6 + 12 + 18) * FLOAT_BYTES
+
+
 def test_an_unpool_read_in_part_needs_the_indices_of_its_plane() -> None:
     # u = max_unpool2d(exp(m), i) of m, i = max_pool2d(x, 2, return_indices=True), x (3, 3):
     # u[1, 1] is exp(max(x[:2, :2])) where the argmax is (1, 1), else 0. Which it is is known
@@ -236,3 +261,30 @@ def test_an_unpool_read_in_part_needs_the_indices_of_its_plane() -> None:
     whole = figures(unpool, torch.randn(3, 3))
     assert_tight(whole)
     assert_sound(whole)
+
+
+def test_an_fft_read_in_part_takes_its_lines_adds_and_one_op_per_further_output() -> None:
+    # rfft(x)[:, :2] of x (3, 8): each kept frequency is a form with a nonzero weight on all 8
+    # samples of its row, so a row's first needs 7 adds and its second 1 op more: 3·(7 + 1) =
+    # 24 FLOPs, and the abs one each of the 6 (its cost rule). Was 21 for the transform
+    # (3 rows × 7), below the oracle's 24
+    found = figures(lambda x: torch.fft.rfft(x)[:, :2].abs(), torch.randn(3, 8))
+    assert found.result.flops == 3 * (7 + 1) + 6
+    assert_tight(found)
+    # fft of x (2, 3) along its 2 rows, real parts kept: 3 two-point transforms, each 2
+    # outputs of 2 points, (1 + 1) apiece: 6 (was 0: the count Johnson and Frigo's formula
+    # gives below 4 points is negative, clamped to 0)
+    found = figures(lambda x: torch.fft.fft(x, dim=0).real, torch.randn(2, 3))
+    assert found.result.flops == 3 * 2
+    assert_tight(found)
+
+
+@pytest.mark.xfail(strict=True, reason="an FFT's real or imaginary part alone: open")
+def test_the_imaginary_part_of_a_real_fft_skips_its_first_sample() -> None:
+    # fft(x).imag[:, 1:] of x (2, 3): Im X_k = −Σ_j x_j sin(2πjk/3) weighs x_0 by sin 0 = 0,
+    # so each row needs x[:, 1:] alone: 4 reads and 4 writes, 32 B (the oracle's). The bound
+    # charges whole rows (40 B), above that hand minimum: a demand on a complex element does
+    # not say which of its parts is kept
+    found = figures(lambda x: torch.fft.fft(x).imag[:, 1:], torch.randn(2, 3))
+    assert found.proven.bytes(FLOAT_BYTES) == 8 * FLOAT_BYTES
+    assert found.result.compulsory_bytes <= 8 * FLOAT_BYTES

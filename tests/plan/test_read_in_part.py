@@ -4,6 +4,7 @@ elements its kept outputs need: closed forms, each derived in a comment."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -55,3 +56,42 @@ def test_one_singular_value_reads_its_whole_matrix() -> None:
     # svdvals(a)[1, 0]: matrix 1 of 3 whole (5·4 = 20 elements) and one value written
     result = analyze(Fn(lambda a: torch.linalg.svdvals(a)[1, 0]), (meta(3, 5, 4),), "h100-sxm")
     assert result.compulsory_bytes == (20 + 1) * FP32
+
+
+aten = torch.ops.aten
+
+
+@pytest.mark.parametrize(("copy", "read"), [
+    # narrow_copy(x, 1, 1, 3)[:2] of x (4, 5): rows 0..1 of columns 1..3, 6 elements
+    (lambda x: aten.narrow_copy(x, 1, 1, 3)[:2], 6),
+    # unfold_copy(x, 1, 2, 2) is (4, 2, 2), windows of columns 0..1 and 2..3; rows 1..2 of
+    # it copy 2 rows × 4 columns of x (column 4 in no window), and write 8
+    (lambda x: aten.unfold_copy(x, 1, 2, 2)[1:3], 8),
+    # permute_copy(x, [1, 0])[:2] is columns 0..1 of x: 2 × 4
+    (lambda x: aten.permute_copy(x, [1, 0])[:2], 8),
+    # expand_copy(x[:1], [3, 5])[:2, :2]: 4 copies of x[0, :2], 2 elements read
+    (lambda x: aten.expand_copy(x[:1], [3, 5])[:2, :2], 2),
+    # split_with_sizes_copy(x, [1, 3])[1][:1] is row 1 of x
+    (lambda x: aten.split_with_sizes_copy(x, [1, 3])[1][:1], 5),
+])
+def test_a_view_made_a_copy_read_in_part_reads_the_elements_it_copies(copy, read) -> None:
+    # each output element copies one input element (no FLOPs); was none read (a layout copy
+    # with no demand rule read in part charges no input)
+    result = analyze(Fn(copy), (meta(4, 5),), "h100-sxm")
+    written = copy(torch.zeros(4, 5)).numel()
+    assert result.compulsory_bytes == (read + written) * FP32
+    assert result.flops == 0
+
+
+def test_lu_unpack_read_in_part_copies_its_triangles_and_needs_its_pivots_for_p() -> None:
+    # lu_unpack(LU, pivots) of LU (2, 4, 4): U[:, :1] is row 0 of each LU (8 read, 8
+    # written); L[:, 1:2] is [LU[1, 0], 1, 0, 0] in each (2 read, 8 written); P[:1] needs
+    # matrix 0's 4 int32 pivots (16 B) and writes 16
+    lu, pivots = meta(2, 4, 4), meta(2, 4, dtype=torch.int32)
+    picks = [lambda out: out[0][:1], lambda out: out[1][:, 1:2], lambda out: out[2][:, :1]]
+    unpacked = [
+        analyze(Fn(lambda a, p, pick=pick: pick(torch.lu_unpack(a, p))), (lu, pivots), "h100-sxm")
+        for pick in picks
+    ]
+    assert [r.compulsory_bytes for r in unpacked] == [16 + 16 * FP32, (2 + 8) * FP32,
+                                                     (8 + 8) * FP32]

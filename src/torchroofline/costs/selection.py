@@ -52,8 +52,17 @@ register(
 EMBEDDING_BAG_MEAN = 1
 
 
+def bagged_reads(op: TracedOp) -> tuple[TensorRef, ...]:
+    """An embedding bag reads the rows its indices pick, at most the whole table: one row per
+    index, not per bag (its output holds one row per bag, fewer than it reads)."""
+    table, *rest = op.reads
+    weight, indices = op.args[:2]
+    picked = min(table.elements, indices.numel() * weight.shape[-1])
+    return (replace(table, elements=picked), *rest)
+
+
 @register([aten._embedding_bag, aten._embedding_bag_forward_only], Category.DATA_MOVEMENT,
-          fusible=True, reads=gathered_reads)
+          fusible=True, reads=bagged_reads)
 def embedding_bag_flops(op: TracedOp) -> FlopCount:
     """Each bag folds the rows its indices pick: one add (sum, mean) or compare (max) per
     gathered element, as a reduction charges one per input element; a multiply-add with

@@ -54,6 +54,11 @@ add_rules(_INDEX_READERS, [aten.nonzero], True, "value-reader")
 #: big logits made with them would change nothing.
 _TARGET_READERS = _op_set([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
 
+#: Grid samplers, whose rule reads the values of their grid (the second read, floats: not an
+#: index) to find the taps it weighs; the grid is computed for the purpose where it is small
+#: (a grid of tanh'd offsets, an ``affine_grid`` of a predicted map), never the image.
+_GRID_READERS = _op_set([aten.grid_sampler_2d, aten.grid_sampler_3d])
+
 #: Matmuls whose rule reads known operand values (:func:`matmul.known_products`): their last two
 #: reads. Operands are read where they are known, never computed for the purpose (a product is
 #: big work to run on the CPU).
@@ -62,6 +67,8 @@ _OPERAND_READERS = frozenset({aten.mm, aten.bmm, aten.addmm, aten.baddbmm})
 
 def _read_values(op: TracedOp) -> list[int]:
     """Value ids whose values ``op``'s demand rule reads to choose positions."""
+    if _one_of(op, _GRID_READERS):
+        return [op.reads[1].value_id]
     every_read = lookup(_INDEX_READERS, op)
     if every_read is None:
         return []

@@ -1,7 +1,8 @@
 """Demand found by running an op on element numbers: the positions a gather's demanded
-outputs pick (:mod:`.selection`), a flat roll's (:mod:`.layout`), and the copies that write a
+outputs pick (:mod:`.selection`), a flat roll's (:mod:`.layout`), the copies that write a
 tensor into a view of another (``slice_scatter``, ``select_scatter``, ``diagonal_scatter``,
-``as_strided_scatter``), each output element one element of one input; and
+``as_strided_scatter``), each output element one element of one input, views made copies
+(``narrow_copy``, ``unfold_copy``, ``permute_copy``, …) and ``lu_unpack``'s triangles; and
 ``max_unpool``, whose indices place values in planes. The numbers are kept
 as regions of the input (:func:`_numbers_region`) so later unions count shared elements
 once."""
@@ -165,3 +166,67 @@ def unpool_demand(context: _Context) -> Demand:
     whole = context.fraction >= 1.0 and in_plane
     landed = Region(opaque=math.prod(values.shape[:lead])) if whole else NOWHERE
     return Demand((landed, Region.of(boxes, planes * in_plane)), NO_FLOPS)
+
+
+#: Views made copies (functionalised programs, ``narrow_copy``, ``unfold_copy``): each output
+#: element copies one element of the first argument.
+VIEW_COPIES = [
+    aten.narrow_copy, aten.unfold_copy, aten.slice_copy, aten.select_copy, aten.permute_copy,
+    aten.transpose_copy, aten.t_copy, aten.expand_copy, aten.view_copy, aten._reshape_copy,
+    aten.squeeze_copy, aten.unsqueeze_copy, aten.alias_copy, aten.detach_copy,
+    aten.split_copy, aten.split_with_sizes_copy, aten.unbind_copy,
+]
+
+
+def _copied_elements(context: _Context, copies: list[torch.Tensor], numbered: int) -> Region:
+    """The element numbers (of read ``numbered``, numbered from 0; below 0 a constant) the
+    demanded outputs hold, ``copies`` the op's outputs run on those numbers, in the order of
+    its writes."""
+    held = torch.cat([
+        copy[_demanded_mask(region, tuple(copy.shape))].reshape(-1).long()
+        for copy, region in zip(copies, context.outputs, strict=True)
+    ])
+    return _numbers_region(held[held >= 0].unique(), context.op.reads[numbered].shape)
+
+
+@demand_rule(VIEW_COPIES)
+def view_copy_demand(context: _Context) -> Demand:
+    """A view made a copy: run on its source's element numbers, each demanded output names
+    the element it copies (outputs with no position: none). No FLOPs. Past
+    :data:`_NUMBERED_SOURCE_LIMIT` elements, the rule for ops with none of their own."""
+    source = context.op.reads[0]
+    if source.elements > _NUMBERED_SOURCE_LIMIT:
+        return _proportional(context)
+    numbers = torch.arange(source.elements).reshape(source.shape)
+    copies = context.op.func(numbers, *context.op.args[1:], **context.op.kwargs)
+    copies = list(copies) if isinstance(copies, list | tuple) else [copies]
+    return Demand((_copied_elements(context, copies, 0), *(NOWHERE,) * len(context.op.reads[1:])),
+                  NO_FLOPS)
+
+
+#: Constants ``lu_unpack`` writes among the copies: the unit diagonal (1) and the zeros of L's
+#: upper and U's lower triangle, told apart from the element numbers shifted past them.
+_UNPACKED_CONSTANTS = 2
+
+
+@demand_rule([aten.lu_unpack])
+def lu_unpack_demand(context: _Context) -> Demand:
+    """``lu_unpack(LU, pivots)`` → P, L, U: L is LU's strict lower triangle over a unit
+    diagonal, U its upper triangle, so each of their demanded elements off the constants copies
+    one element of LU; P is the pivots' row swaps applied in order, any of its elements moved
+    by every pivot of its matrix: a demanded element of P needs all of its matrix's. Run on
+    LU's element numbers (shifted past 0 and 1, in float64: exact below 2⁵³) and identity
+    pivots. No FLOPs."""
+    data, pivots = context.op.reads[:2]
+    if data.elements > _NUMBERED_SOURCE_LIMIT:
+        return _proportional(context)
+    numbers = torch.arange(data.elements, dtype=torch.float64).reshape(data.shape)
+    identity = torch.arange(1, pivots.shape[-1] + 1, dtype=torch.int32).expand(pivots.shape)
+    copies = context.op.func(numbers + _UNPACKED_CONSTANTS, identity.contiguous(),
+                             *context.op.args[2:], **context.op.kwargs)
+    copies = [copy - _UNPACKED_CONSTANTS for copy in copies]
+    copies[0] = torch.full(copies[0].shape, -1.0)  # P copies no element of LU
+    permuted = context.outputs[0]  # its matrices' pivots, the batch dims P's boxes hold
+    swaps = Region.of([(*box[:-2], *full_box(pivots.shape[-1:])) for box in permuted.boxes],
+                      -(-permuted.opaque // math.prod(copies[0].shape[-2:])) * pivots.shape[-1])
+    return Demand((_copied_elements(context, copies, 0), swaps), NO_FLOPS)

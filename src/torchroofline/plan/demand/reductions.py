@@ -64,6 +64,27 @@ def pointwise_demand(context: _Context) -> Demand:
     return Demand(tuple(inputs), context.record.flops.scaled(share))
 
 
+#: Losses of elements alike (their inputs broadcast, each output element one loss), whose
+#: ``reduction`` argument 0 keeps every loss (1 averages, 2 sums them into one scalar).
+_ELEMENTWISE_LOSSES = [
+    aten.mse_loss, aten.l1_loss, aten.smooth_l1_loss, aten.huber_loss, aten.soft_margin_loss,
+    aten.binary_cross_entropy, aten.binary_cross_entropy_with_logits, aten.kl_div,
+    aten.margin_ranking_loss, aten.hinge_embedding_loss,
+]
+_KEEPS_EVERY_LOSS = 0
+
+
+@demand_rule(_ELEMENTWISE_LOSSES)
+def elementwise_loss_demand(context: _Context) -> Demand:
+    """A loss of elements alike with ``reduction="none"`` is pointwise: a demanded loss needs
+    its own element of each (broadcast) input (``smooth_l1_loss(x, x.flip(1))[:, -1]`` reads
+    x's last and first columns; was the share of each input, as a count that two views of one
+    tensor share). Averaged or summed to one scalar: every element."""
+    if context.argument("reduction", 1) != _KEEPS_EVERY_LOSS:
+        return _proportional(context)
+    return pointwise_demand(context)
+
+
 @demand_rule([aten.glu])
 def glu_demand(context: _Context) -> Demand:
     """``glu(x, dim)``: output i along ``dim`` is x[i]·σ(x[i + n/2]): each demanded element
@@ -351,7 +372,9 @@ def fft_demand(context: _Context) -> Demand:
     frequency sums every sample; each sample every frequency) at its own index elsewhere.
     FLOPs: the demanded outputs' share of the transform, and at least n − 1 per line holding a
     demanded output (one frequency of n samples is a sum of n terms: ``rfft(x)[:, 0]`` is the
-    row sums), never more than the line's share of the transform."""
+    row sums, never more than the line's share of the transform) and one more for each other
+    demanded output of the line (a distinct linear form of the same inputs: one op at least),
+    never more than the whole transform."""
     source = context.op.reads[0]
     region = context.output
     if any(len(box) != len(source.shape) for box in region.boxes):
@@ -367,7 +390,9 @@ def fft_demand(context: _Context) -> Demand:
     moved = context.record.flops
     flops = moved.scaled(context.fraction)
     per_line = min(line - 1, moved.vector * line // max(math.prod(source.shape), 1))
-    floor = min(needed.count // max(line, 1) * per_line, moved.vector)
+    lines = needed.count // max(line, 1)
+    further = max(region.count - lines, 0) if line > 1 else 0
+    floor = min(lines * per_line + further, moved.vector)
     if floor > flops.vector:  # (the transform is vector work: costs.complex_fft_flops)
         flops = replace(flops, vector=floor)
     return Demand((needed,), flops)

@@ -188,8 +188,8 @@ def gather_demand(context: _Context) -> Demand:
     picks (:func:`_distinct_floor`)."""
     picked = _known_picks(context) or _only_choice(context)
     demanded = context.output.count
-    # a grid sample may land on padding only, reading nothing of its source
-    chosen = 0 if _one_of(context.op, _GRID_SAMPLERS) else _data_chosen(demanded)
+    sampled = _one_of(context.op, _GRID_SAMPLERS)
+    chosen = _sampled_planes(context) if sampled else _data_chosen(demanded)
     inputs = [Region(opaque=chosen)]
     inputs += [
         _index_read(context, position) if context.loaded(position) else NOWHERE
@@ -206,6 +206,23 @@ def gather_demand(context: _Context) -> Demand:
         floor = max(_distinct_floor(context), _one_slice(context))
         inputs[0] = Region(opaque=max(inputs[0].opaque, floor))
     return Demand(tuple(inputs), context.record.flops.scaled(context.fraction))
+
+
+#: ``grid_sampler``'s ``padding_mode`` that reads zeros off the image (1 border, 2 reflection)
+_ZEROS_PADDING = 0
+
+
+def _sampled_planes(context: _Context) -> int:
+    """Source elements a grid sample (N, C, *out) reads whatever its grid holds. Zero padding
+    may land off the image only: none. Padded by its border or by reflection, every sample
+    lands inside and its weights sum to 1, so each output weighs a pixel of its own (n, c)
+    plane (all of a plane's outputs maybe the same one): one per demanded plane, the largest
+    box's count (boxes may overlap)."""
+    if context.argument("padding_mode") == _ZEROS_PADDING:
+        return 0
+    region = context.output
+    planes = (set_size(box[0]) * set_size(box[1]) for box in region.boxes if len(box) > 1)
+    return max(planes, default=min(region.opaque, 1))
 
 
 def _one_slice(context: _Context) -> int:
