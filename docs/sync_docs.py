@@ -199,6 +199,15 @@ def structure_rules() -> str:
     return _table(["rule", "pattern, cheapest implementation priced, and why it is the same"], rows)
 
 
+#: Constants set per architecture only (their default means "not this effect").
+PER_ARCHITECTURE_ONLY = ("library_kernels", "fp32_matrix_fraction", "cuda_core_gemm_fraction",
+                         "mma_sync_share")
+
+
+def _readable(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
 def _constant_value(params: object, name: str) -> str:
     """A DEFAULT_PARAMS field by its CONSTANT_NOTES name, in readable units."""
     owner, _, field = name.rpartition(".")
@@ -207,8 +216,8 @@ def _constant_value(params: object, name: str) -> str:
     if name == "matmul_fraction.*":
         return ", ".join(f"{k} {v:.3g}" for k, v in params.matmul_fraction.items())
     value = getattr(params, name)
-    if name in ("library_kernels", "fp32_matrix_fraction"):  # per architecture only
-        return ", ".join(f"{arch} {entry[name]}"
+    if name in PER_ARCHITECTURE_ONLY:
+        return ", ".join(f"{arch} {_readable(entry[name])}"
                          for arch, entry in params.per_architecture.items()
                          if entry.get(name)) or "—"
     if name.endswith("bytes_per_s") and isinstance(value, dict):

@@ -33,7 +33,7 @@ def test_cdna4_gpus_take_cdnas_kernel_floor(gpu: str, clock_mhz: int) -> None:
 
 
 def test_fp32_gemms_use_the_fp32_matrix_share_on_cdna_only() -> None:
-    # the same fp32 mm: CDNA's fp32 share on the MI300X, the gemm share on the H100
+    # the same fp32 mm: CDNA's fp32 share on the MI300X, Hopper's SGEMM share on the H100
     result = analyze(Fn(torch.mm), meta(4096, 4096), meta(4096, 4096))
     shares = {}
     for gpu in ("h100-sxm", "mi300x"):
@@ -43,7 +43,8 @@ def test_fp32_gemms_use_the_fp32_matrix_share_on_cdna_only() -> None:
         shares[gpu] = load.matmul_s / (busy - fixed_s)
     # H100: 1,024 tiles over 132 SMs in 8 waves; MI300X: 1,024 over 304 CUs in 4 waves
     assert shares["h100-sxm"] == pytest.approx(
-        DEFAULT_PARAMS.matmul_fraction["gemm"] * 1024 / 1056, rel=1e-9)
+        DEFAULT_PARAMS.for_gpu(result.on("h100-sxm").gpu).cuda_core_gemm_fraction * 1024 / 1056,
+        rel=1e-9)
     assert shares["mi300x"] == pytest.approx(CDNA["fp32_matrix_fraction"] * 1024 / 1216, rel=1e-9)
 
 

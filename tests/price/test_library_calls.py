@@ -9,7 +9,12 @@ from dataclasses import replace
 import torch.nn as nn
 
 from conftest import analyze, meta
-from torchroofline.price.estimate import DEFAULT_PARAMS, fixed_latency_s, kernel_gpu_s
+from torchroofline.price.estimate import (
+    DEFAULT_PARAMS,
+    fixed_latency_s,
+    kernel_gpu_s,
+    matmul_share,
+)
 from torchroofline.price.hardware import get_gpu
 
 MI300X, H100 = get_gpu("mi300x"), get_gpu("h100-sxm")
@@ -100,9 +105,9 @@ def test_cuda_convolutions_launch_no_library_kernels_of_their_own() -> None:
     )
 
 
-def _conv_load(module: nn.Module, shape: tuple[int, ...], gpu: str):
+def _conv_load(module: nn.Module, shape: tuple[int, ...], gpu: str, family: str = "conv"):
     result = analyze(module, meta(*shape), gpu=gpu)
-    return next(k for k in result.performance.program.eager if k.family.startswith("conv"))
+    return next(k for k in result.performance.program.eager if k.family.startswith(family))
 
 
 def test_a_strided_transposed_convolution_computes_its_phases_ceil_k_over_s_taps() -> None:
@@ -140,3 +145,25 @@ def test_a_tensor_core_convolution_computes_whole_channel_tiles() -> None:
         tiled = kernel_gpu_s(compute, gpu, params[key], "cold") - fill
         exact = kernel_gpu_s(compute, gpu, replace(params[key], conv_channel_tile=1), "cold") - fill
         assert abs(tiled - waste * exact) < 1e-12 * exact + 1e-18
+
+
+def test_hopper_runs_cudnn_conv2d_on_mma_sync_and_sgemm_on_dedicated_fp32_lanes() -> None:
+    # a TF32 Conv2d's share of the tensor peak is its family's times mma.sync's share of it:
+    # 2/3 on Hopper (only wgmma reaches the peak), 1 on the A100 and on sm_120 (mma.sync is
+    # their full-rate MMA); an fp32 matmul (SGEMM, CUDA cores) takes 0.77 on Hopper, the fitted
+    # gemm share elsewhere
+    gemm_share = DEFAULT_PARAMS.matmul_fraction["gemm"]
+    for key, mma, sgemm in (("h100-sxm", 2 / 3, 0.77), ("a100", 1.0, gemm_share),
+                            ("rtx5090", 1.0, gemm_share)):
+        params = DEFAULT_PARAMS.for_gpu(get_gpu(key))
+        conv = _conv_load(nn.Conv2d(8, 64, 3), (2, 8, 16, 16), key)
+        assert (conv.family, conv.matmul_unit) == ("conv", "tensor")
+        assert abs(matmul_share(conv, params)
+                   - DEFAULT_PARAMS.matmul_fraction["conv"] * mma) < 1e-12
+        gemm = _conv_load(nn.Linear(64, 64), (32, 64), key, family="gemm")
+        assert (gemm.family, gemm.matmul_unit) == ("gemm", "vector")
+        assert abs(matmul_share(gemm, params) - sgemm) < 1e-12
+    # a Conv3d (family conv3d) keeps its share: cuDNN's fp32 3D kernels, not the 2D ones
+    conv3d = _conv_load(nn.Conv3d(8, 64, 3), (2, 8, 6, 6, 6), "h100-sxm")
+    assert matmul_share(conv3d, DEFAULT_PARAMS.for_gpu(H100)) == (
+        DEFAULT_PARAMS.matmul_fraction["conv3d"])

@@ -13,6 +13,7 @@ from test_cdna import CDNA, MI350X_FP32, _matmul
 from conftest import H100_BF16, H100_FP32, Fn, analyze, meta
 from torchroofline.price.estimate import DEFAULT_PARAMS
 from torchroofline.price.estimate_params import CDNA_FILL_CYCLES
+from torchroofline.price.hardware import get_gpu
 from torchroofline.price.precision import widened_value_ids
 from torchroofline.suites.solexecbench import analyze_dir
 
@@ -71,13 +72,14 @@ def test_a_definitions_fp16_inputs_stay_fp16_at_a_narrower_precision() -> None:
 
 def test_an_int8_weight_dequantized_to_fp32_runs_sgemm_on_the_cuda_cores() -> None:
     # X.to(fp32) @ (W.to(fp32) * s).T at precision bf16 on the H100: IEEE fp32 on the CUDA cores
-    # at the gemm share 0.7; 1,024 tiles of 128² over 132 SMs take 8 waves: 1024 / 1056 busy
+    # at Hopper's SGEMM share (dedicated FP32 lanes); 1,024 tiles of 128² over 132 SMs take 8
+    # waves: 1024 / 1056 busy
     [result] = analyze_dir(INT8_GEMM, "h100-sxm", "bf16")
     load, busy = _gemm(result)
     flops = 2 * M * N * K
     assert load.matmul_unit == "vector"
     assert load.matmul_s == pytest.approx(flops / H100_FP32, rel=1e-3)
-    share = DEFAULT_PARAMS.matmul_fraction["gemm"] * 1024 / 1056
+    share = DEFAULT_PARAMS.for_gpu(get_gpu("h100-sxm")).cuda_core_gemm_fraction * 1024 / 1056
     fixed_s = DEFAULT_PARAMS.fill_latency_s + DEFAULT_PARAMS.matmul_latency_s
     assert busy == pytest.approx(load.matmul_s / share + fixed_s, rel=1e-9)
 

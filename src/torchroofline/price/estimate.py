@@ -625,16 +625,31 @@ HOST_COPY_FAMILY = "host_copy"
 FP32_MATRIX_FAMILIES = frozenset({"gemm", "conv"})
 
 
+#: Families whose tensor-core kernels are built from ``mma.sync`` on every NVIDIA generation:
+#: cuDNN's 2D convolutions (the H100 trace's Conv2d runs CUTLASS's Ampere kernel
+#: ``cutlass_tensorop_bf16_s16816fprop_optimized_…_nhwc_align8``, no warpgroup MMA), at
+#: :attr:`EstimateParams.mma_sync_share` of the peak.
+MMA_SYNC_FAMILIES = frozenset({"conv"})
+
+
 def matmul_share(load: KernelLoad, params: EstimateParams) -> float:
     """Share of its unit's peak a matmul-class kernel reaches: its family's, or for fp32 work of
     :data:`FP32_MATRIX_FAMILIES` on a GPU that runs it on matrix cores (the ``vector`` unit
     there), :attr:`EstimateParams.fp32_matrix_fraction`. The fp32 MFMA path is easy to feed:
     its peak is an eighth (CDNA3) or a sixteenth (CDNA4) of bf16's, so the libraries get near
-    it where bf16 GEMMs reach 45 %."""
-    if (load.family in FP32_MATRIX_FAMILIES and load.matmul_unit == "vector"
-            and params.fp32_matrix_fraction is not None):
-        return params.fp32_matrix_fraction
-    return params.matmul_fraction[load.family]
+    it where bf16 GEMMs reach 45 %. An SGEMM on the CUDA cores takes
+    :attr:`EstimateParams.cuda_core_gemm_fraction` where the architecture sets one, and a
+    :data:`MMA_SYNC_FAMILIES` kernel on tensor cores its family's share of the ``mma.sync``
+    rate (:attr:`EstimateParams.mma_sync_share`)."""
+    if load.matmul_unit == "vector":
+        if load.family in FP32_MATRIX_FAMILIES and params.fp32_matrix_fraction is not None:
+            return params.fp32_matrix_fraction
+        if load.family == "gemm" and params.cuda_core_gemm_fraction is not None:
+            return params.cuda_core_gemm_fraction
+    share = params.matmul_fraction[load.family]
+    if load.family in MMA_SYNC_FAMILIES and load.matmul_unit == "tensor":
+        share *= params.mma_sync_share
+    return share
 
 
 def channel_share(load: KernelLoad, params: EstimateParams) -> float:

@@ -119,6 +119,13 @@ class EstimateParams:
     #: (CDNA's fp32 MFMA, at the GPU's fp32 peak), in place of their family's share
     #: (:func:`matmul_share`); None where they run on the CUDA cores (NVIDIA: SGEMM)
     fp32_matrix_fraction: float | None = None
+    #: share of its fp32 peak a cuBLAS SGEMM on the CUDA cores reaches where the architecture's
+    #: FP32 lanes set it apart from the fitted ``gemm`` share; None: that share
+    cuda_core_gemm_fraction: float | None = None
+    #: share of the tensor-core peak the ``mma.sync`` instruction reaches: 1 where it is the
+    #: GPU's full-rate MMA, below where only a warpgroup MMA (wgmma, tcgen05) reaches the peak;
+    #: cuDNN's 2D convolution kernels are built from it (``estimate.MMA_SYNC_FAMILIES``)
+    mma_sync_share: float = 1.0
     #: per-architecture replacements of any field above, by ``GPUSpec.architecture``
     per_architecture: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     #: per-GPU replacements of any field above, by GPU key (e.g. a measured ``hbm_fraction``),
@@ -207,6 +214,14 @@ CONSTANT_NOTES: dict[str, str] = {
     "conv_layout_passes": "extra passes over a TF32 convolution's input and output: cuDNN's "
     "tensor-core kernels work in NHWC, PyTorch hands it NCHW (none for an eager 1x1 one); fit, "
     "held to 0-2 (no transpose to both)",
+    "mma_sync_share": "share of the tensor-core peak the mma.sync instruction reaches, which "
+    "cuDNN's 2D convolution kernels are built from (the H100 trace's Conv2d: CUTLASS "
+    "s16816fprop): 1 up to Ada; 2/3 on Hopper and Blackwell, where only the warpgroup MMA "
+    "(wgmma, tcgen05) reaches the peak (FlashAttention-3 paper, 2024); not fitted",
+    "cuda_core_gemm_fraction": "share of the fp32 peak a cuBLAS SGEMM reaches on SMs with 128 "
+    "dedicated FP32 lanes (Hopper, Blackwell): 0.77, measured on the B200's 4096² SGEMMs (a "
+    "training setup, 0.76-0.78); elsewhere the fitted gemm share, which GA102 and Ada parts "
+    "(half their FP32 lanes shared with INT32) pull down",
     "conv_channel_tile": "output channels one tensor-core convolution tile computes at the "
     "least, fewer channels being computed as zeros: the M edge of the MMA instruction cuDNN's "
     "implicit-GEMM kernels are built from (PTX ISA): 16 for mma.sync (m16n8k8 TF32, Volta to "
@@ -371,10 +386,25 @@ HBM_STREAM_FRACTION = 0.9
 #: Ada's parts are all GDDR6(X): the L40S's and the L4's measured share.
 GDDR_ADA: dict[str, Any] = {**KERNELBENCH_ADA, "hbm_fraction": 0.77}
 
+#: Hopper's and Blackwell's tensor cores reach their peak only through the warpgroup MMA
+#: (wgmma, tcgen05); the Ampere-era ``mma.sync`` that cuDNN's 2D convolution kernels still use
+#: (the H100 trace's ``cutlass_tensorop_…_s16816fprop`` Conv2d) reaches about two thirds of
+#: the H100's tensor-core peak (Shah et al., "FlashAttention-3", 2024, §3: wgmma is needed for
+#: the rest). Not fitted: the H100 sets are held out, and the external H100 set's large TF32
+#: Conv2d problems run at 21-35 % of the TF32 peak (0.673 × 2/3 = 45 % in the model).
+WARPGROUP_MMA_SYNC_SHARE = 2 / 3
+#: An SGEMM on an SM with 128 dedicated FP32 lanes (Hopper, Blackwell: INT32 on lanes of its
+#: own, unlike GA102's and Ada's shared datapath) reaches 0.76-0.78 of the fp32 peak on the
+#: B200 (B200_together, a training setup: its 4096² problems 12-15 of level 1), above the
+#: fitted ``gemm`` share (0.646) that GA102 and Ada parts, whose second FP32 datapath is shared
+#: with INT32, pull down (L40S 0.48-0.62 on the same problems).
+DEDICATED_FP32_SGEMM_FRACTION = 0.77
 #: Hopper and Blackwell: cuDNN's convolution kernels are built on the warpgroup MMA (wgmma,
 #: tcgen05), whose tile edge is 64 rows (PTX ISA), so a convolution to fewer output channels
 #: computes 64 of them per tile.
-WARPGROUP_MMA: dict[str, Any] = {"conv_channel_tile": 64}
+WARPGROUP_MMA: dict[str, Any] = {"conv_channel_tile": 64,
+                                 "mma_sync_share": WARPGROUP_MMA_SYNC_SHARE,
+                                 "cuda_core_gemm_fraction": DEDICATED_FP32_SGEMM_FRACTION}
 
 #: Per-architecture constants, by ``GPUSpec.architecture``.
 PER_ARCHITECTURE: dict[str, dict[str, Any]] = {
@@ -392,10 +422,12 @@ PER_ARCHITECTURE: dict[str, dict[str, Any]] = {
 
 #: Per-GPU constants, by GPU key: Ampere's GDDR6(X) parts (GA102) take the A10G's measured share;
 #: Blackwell's GeForce and workstation parts (GB202, sm_120) have no warpgroup MMA (their tensor
-#: cores run mma.sync, as Ada's), so they keep its 16-channel tile.
+#: cores run mma.sync at full rate, as Ada's), so they keep its 16-channel tile, and their FP32
+#: lanes share a datapath with INT32 as Ada's do (the fitted ``gemm`` share).
 PER_GPU: dict[str, dict[str, Any]] = {
     **{key: {"hbm_fraction": 0.81} for key in ("a10g", "rtx3090", "rtx3080")},
-    **{key: {"conv_channel_tile": 16} for key in ("rtx5090", "rtx-pro6000")},
+    **{key: {"conv_channel_tile": 16, "mma_sync_share": 1.0, "cuda_core_gemm_fraction": None}
+       for key in ("rtx5090", "rtx-pro6000")},
 }
 
 DEFAULT_PARAMS = EstimateParams(
