@@ -137,7 +137,8 @@ def test_the_set_up_runs_every_kernelbench_problem_and_warns_before_the_cuda_dow
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 
     def extra(name: str) -> set[str]:
-        listed = re.search(rf"^{name} = \[(.*)\]$", pyproject, re.MULTILINE).group(1)
+        # a list may span lines (no tomllib before Python 3.11)
+        listed = re.search(rf"^{name} = \[(.*?)\]$", pyproject, re.MULTILINE | re.DOTALL).group(1)
         return set(re.findall(r'"([^"]+)"', listed))
 
     # what KernelBench's problem files import beyond torch (einops) comes with the set-up
