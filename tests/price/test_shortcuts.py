@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
-from conftest import H100_BANDWIDTH, H100_FP32, analyze, meta
+from conftest import H100_BANDWIDTH, H100_FP32, H100_TF32, analyze, meta
 from torchroofline.present.report import format_prompt
 from torchroofline.price.roofline import Result
 
@@ -192,7 +193,11 @@ def test_an_identity_the_demand_walk_takes_is_named_as_the_algebras() -> None:
     # mechanism takes it
     for rule, constant in _IDENTITIES.items():
         result = analyze(_plus_input(constant), meta(N, N), gpu="h100")
-        assert rule in [shortcut.rule for shortcut in result.rewrites], rule
+        (shortcut,) = result.rewrites
+        assert shortcut.rule == rule
+        # undone, the GEMM the identity left unneeded runs again: the whole difference
+        assert shortcut.time_saved_ms == pytest.approx(
+            result.time_ms["sol_as_written"] - result.time_ms["sol"]), rule
         assert result.time_ms["sol"] == pytest.approx(2 * N * N * 4 / H100_BANDWIDTH * 1e3)
         assert result.time_ms["sol_as_written"] > 2 * N**3 / H100_FP32 * 1e3
         assert result.judge(10 * result.time_ms["sol"]).kind.startswith("shortcut"), rule
@@ -203,3 +208,37 @@ def test_the_walks_names_are_the_algebras() -> None:
     from torchroofline.plan.demand import SHORTCUT_STRUCTURES
 
     assert SHORTCUT_STRUCTURES["reduced product"] == RULE
+
+
+class _PooledTransitions(nn.Module):
+    """DenseNet's transition layers after a dense layer: relu(conv3×3(x)), then two branches
+    of a 1×1 convolution and a 2×2 average pool, which the algebra pools first (a quarter of
+    each 1×1 convolution's FLOPs, as an fp32 product on the CUDA cores)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dense = nn.Conv2d(CHANNELS, CHANNELS, 3, padding=1, bias=False, device="meta")
+        self.left = nn.Conv2d(CHANNELS, CHANNELS, 1, bias=False, device="meta")
+        self.right = nn.Conv2d(CHANNELS, CHANNELS, 1, bias=False, device="meta")
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.relu(self.dense(x))
+        return F.avg_pool2d(self.left(y), 2), F.avg_pool2d(self.right(y), 2)
+
+
+BATCH, CHANNELS, SIDE = 8, 256, 64
+
+
+def test_a_shortcut_saves_what_it_takes_off_the_busier_unit() -> None:
+    # the dense layer's 2·B·C²·9·S² TF32 FLOPs (78 µs) keep the tensor cores the busier unit
+    # either way; each pooled product's 2·B·C²·S²/4 fp32 FLOPs (7.7 µs on CUDA cores) hide
+    # under them. So each shortcut saves its 1×1 convolution's tensor-core time, 2·B·C²·S² /
+    # TF32 peak (8.7 µs), though on its own its product (CUDA cores) is the slower of the two
+    transition_flops = 2 * BATCH * CHANNELS**2 * SIDE**2
+    result = analyze(_PooledTransitions(), meta(BATCH, CHANNELS, SIDE, SIDE), gpu="h100")
+    assert sorted(shortcut.module for shortcut in result.rewrites) == ["left", "right"]
+    for shortcut in result.rewrites:
+        assert shortcut.time_saved_ms == pytest.approx(transition_flops / H100_TF32 * 1e3)
+    sol = result.time_ms
+    assert sum(shortcut.time_saved_ms for shortcut in result.rewrites) == pytest.approx(
+        sol["sol_as_written"] - sol["sol"])

@@ -5,13 +5,12 @@ lower."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..costs import OpRecord
 from ..plan.demand import SHORTCUT_STRUCTURES, Necessary
 from ..trace.refs import TracedOp
-from .precision import compute_seconds
 
 if TYPE_CHECKING:
     from .roofline import Result
@@ -21,7 +20,8 @@ if TYPE_CHECKING:
 class Shortcut:
     """One algebraic shortcut on the bound's GPU: the identity (``rule``), the module and op it
     is named by, the necessary FLOPs of the ops it replaces (as written) and of the ops that
-    replace them, and the compute time that saves (ms)."""
+    replace them, and the time it saves (ms): how far the bound would rise were this shortcut
+    alone not taken (:func:`shortcuts`)."""
 
     rule: str
     module: str
@@ -82,15 +82,44 @@ def shortcuts(result: Result) -> tuple[Shortcut, ...]:
     as the rewrite is: a column sum moved into the product it reads, "sum through the linear
     map"; x − x = 0) — in the program as written, or in the rewritten one where a rewrite the
     walk's rule does not need (a matrix chain) made it the cheapest."""
+    taken = _taken(result)
+    if len(taken) == 1:
+        # undoing the one shortcut is the program as written, whose walk also demands again
+        # the work the shortcut left unneeded (the GEMM whose output an x − x = 0 made dead,
+        # and the bytes it read), which re-pricing the shortcut's own ops cannot see
+        return (taken[0].priced(result, result.sol_of(as_written_work(result)) - result.sol_s),)
+    return tuple(shortcut.priced(result, _saved_s(result, shortcut)) for shortcut in taken)
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """A shortcut the bound takes, not yet priced: the ops of the program as written it
+    replaces (their records, ``before``) and the bound's ops that replace them (``replacing``,
+    indices into ``result.necessary.ops``)."""
+
+    rule: str
+    module: str
+    op: str
+    before: tuple[OpRecord, ...]
+    replacing: tuple[int, ...]
+
+    def priced(self, result: Result, saved_s: float) -> Shortcut:
+        """The shortcut, saving ``saved_s`` seconds of the bound."""
+        after = [result.necessary.ops[i] for i in self.replacing]
+        return Shortcut(self.rule, self.module, self.op, _flops(self.before), _flops(after),
+                        saved_s * 1e3)
+
+
+def _taken(result: Result) -> tuple[_Taken, ...]:
+    """The shortcuts of :func:`shortcuts`, not yet priced."""
     plans = result.plans
     cheapest = plans.cheapest
     if cheapest is not None and result.necessary is cheapest.necessary:
         written = as_written_work(result)
         program = cheapest.program
         return tuple(
-            _priced(result, rewrite.rule, rewrite.module, rewrite.op,
-                    [written.ops[i] for i in rewrite.removed],
-                    [cheapest.necessary.ops[i] for i in rewrite.inserted])
+            _Taken(rewrite.rule, rewrite.module, rewrite.op,
+                   tuple(written.ops[i] for i in rewrite.removed), rewrite.inserted)
             for rewrite in program.rewrites
         ) + _walked(result, program.trace.ops, program.ops, program.sources)
     if plans.as_written is None or result.sol_of(plans.as_written) <= result.sol_s:
@@ -100,7 +129,7 @@ def shortcuts(result: Result) -> tuple[Shortcut, ...]:
 
 
 def _walked(result: Result, ops: Sequence[TracedOp], executed: Sequence[OpRecord],
-            sources: Sequence[int | None]) -> tuple[Shortcut, ...]:
+            sources: Sequence[int | None]) -> tuple[_Taken, ...]:
     """The shortcuts the bound's demand walk took in the program of ``ops`` (``executed``
     their costs, ``sources`` each one's index in the program as written, None for an op a
     rewrite inserted): each reduced product's product and sum, and each op another structure
@@ -108,18 +137,17 @@ def _walked(result: Result, ops: Sequence[TracedOp], executed: Sequence[OpRecord
     executed records of an inserted op) and as the bound charges them."""
     written = as_written_work(result).ops
 
-    def priced(rule: str, named: int, pair: Sequence[int]) -> Shortcut:
-        before = [executed[i] if sources[i] is None else written[sources[i]] for i in pair]
-        return _priced(result, rule, ops[named].module_path, ops[named].name, before,
-                       [result.necessary.ops[i] for i in pair])
+    def taken(rule: str, named: int, pair: tuple[int, ...]) -> _Taken:
+        before = tuple(executed[i] if sources[i] is None else written[sources[i]] for i in pair)
+        return _Taken(rule, ops[named].module_path, ops[named].name, before, pair)
 
     necessary = result.necessary
     reduced = tuple(
-        priced(SHORTCUT_STRUCTURES["reduced product"], product, (product, _reader(ops, product)))
+        taken(SHORTCUT_STRUCTURES["reduced product"], product, (product, _reader(ops, product)))
         for product in necessary.absorbed_ops
     )
     return reduced + tuple(
-        priced(SHORTCUT_STRUCTURES[structure], index, (index,))
+        taken(SHORTCUT_STRUCTURES[structure], index, (index,))
         for index, structure in necessary.shortcut_ops if structure != "reduced product"
     )
 
@@ -131,10 +159,19 @@ def _reader(ops: Sequence[TracedOp], product: int) -> int:
                 if not ops[i].is_view and any(r.value_id == value for r in ops[i].reads))
 
 
-def _priced(result: Result, rule: str, module: str, op: str, before: Sequence[OpRecord],
-            after: Sequence[OpRecord]) -> Shortcut:
-    return Shortcut(rule, module, op, _flops(before), _flops(after),
-                    (_compute_s(result, before) - _compute_s(result, after)) * 1e3)
+def _saved_s(result: Result, shortcut: _Taken) -> float:
+    """The seconds the bound would rise by with one shortcut undone, every other one kept: the
+    speed of light of the bound's work with the shortcut's ops charged as written again, less
+    the bound. Priced in the whole program, not on its own: tensor cores and CUDA cores run
+    side by side, so a shortcut that moves work from one to the other (a transition layer's
+    1×1 convolution on TF32 tensor cores, pooled first, an fp32 product on CUDA cores) saves
+    the time it takes off the busier unit, which the other's idle time may absorb. Work the
+    shortcut's output left unneeded upstream is not charged again (that needs a walk of the
+    program with this shortcut alone undone): where there is one shortcut, :func:`shortcuts`
+    prices it against the program as written instead."""
+    dropped = set(shortcut.replacing)
+    kept = [op for i, op in enumerate(result.necessary.ops) if i not in dropped]
+    return result.sol_of(replace(result.necessary, ops=(*kept, *shortcut.before))) - result.sol_s
 
 
 def charged_record(result: Result, index: int) -> OpRecord | None:
@@ -152,10 +189,6 @@ def charged_record(result: Result, index: int) -> OpRecord | None:
 
 def _flops(ops: Sequence) -> int:
     return sum(op.flops.tensor + op.flops.vector for op in ops)
-
-
-def _compute_s(result: Result, ops: Sequence) -> float:
-    return compute_seconds(ops, result.gpu, result.precision, result.switches, result.math)
 
 
 def labels_of(rewrites: Sequence[dict[str, Any]] | None) -> str | None:
