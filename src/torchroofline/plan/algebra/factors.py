@@ -398,17 +398,30 @@ def _summed_by_role(net: Network, factors: Sequence[Item],
     return roles
 
 
-def _onto(net: Network, anchor: Sequence[Item], factors: Sequence[Item],
+#: what :func:`_onto` reads of an anchor's factors: the output labels of each, and the labels
+#: they sum by role (:func:`_summed_by_role`)
+Anchor = tuple[tuple[set[int], ...], dict[tuple, list[int]] | None]
+
+
+def _anchored(net: Network, anchor: Sequence[Item], output: frozenset[int]) -> Anchor:
+    """What :func:`_onto` reads of ``anchor``, found once for every term renamed onto it."""
+    return (tuple({a for a in atoms(net, f) if a in output} for f in anchor),
+            _summed_by_role(net, anchor, output))
+
+
+def _onto(net: Network, anchor: Anchor, factors: Sequence[Item],
           output: frozenset[int]) -> Iterator[tuple[Item, ...]]:
-    """``factors`` renamed onto ``anchor``'s labels role by role (each the same output labels as
+    """``factors`` renamed onto an anchor's labels role by role (each the same output labels as
     the anchor's factor of its role, its summed labels onto the anchor's of that role and
     size): the same product of other values, in each such renaming."""
-    for mine, theirs in zip(factors, anchor, strict=True):
-        if {a for a in atoms(net, mine) if a in output} != {
-                a for a in atoms(net, theirs) if a in output}:
+    anchor_outputs, target = anchor
+    if target is None:
+        return
+    for mine, theirs in zip(factors, anchor_outputs, strict=True):
+        if {a for a in atoms(net, mine) if a in output} != theirs:
             return
-    target, source = _summed_by_role(net, anchor, output), _summed_by_role(net, factors, output)
-    if target is None or source is None or {k: len(v) for k, v in target.items()} != {
+    source = _summed_by_role(net, factors, output)
+    if source is None or {k: len(v) for k, v in target.items()} != {
             k: len(v) for k, v in source.items()}:
         return
     roles = sorted(target)
@@ -487,12 +500,13 @@ def _bilinear(net: Network, terms: Sequence[Term], anchor: int, roles: tuple[int
     first = (*(held[r] for r in roles), *(f for n, f in enumerate(held) if n not in roles))
     family = _Bilinear(terms[anchor].coeff, first[2:])
     labels = frozenset(fixed | set(_term_labels(net, terms[anchor])))
+    anchored = _anchored(net, first, fixed)
     for n, term in enumerate(terms):
         coeff = _fraction(term.coeff / family.scale) if term.coeff else None
         if n < anchor or len(term.factors) != len(first) or coeff is None:
             continue
         options = itertools.chain.from_iterable(
-            _onto(net, first, factors, fixed)
+            _onto(net, anchored, factors, fixed)
             for factors in itertools.permutations(term.factors))
         family.add(net, n, coeff, options, labels)
     return family
