@@ -292,25 +292,25 @@ def _contract(values: list[tuple[torch.Tensor, Labels]], tree: object, output: L
               names: dict[int, str]) -> tuple[torch.Tensor, Labels]:
     """The factors of ``tree`` contracted pairwise, each step keeping the labels the rest or
     the output need."""
-    used: dict[int, int] = {}
-    for _, labels in values:
-        for a in set(labels):
-            used[a] = used.get(a, 0) + 1
-
-    def walk(node: object) -> tuple[torch.Tensor, Labels, list[int]]:
-        if isinstance(node, int):
-            return (*values[node], [node])
-        left, right = (walk(part) for part in node)  # type: ignore[union-attr]
-        inside = left[2] + right[2]
-        elsewhere = set(output) | {a for i, (_, ls) in enumerate(values) if i not in inside
-                                   for a in ls}
-        joint = tuple(dict.fromkeys(left[1] + right[1]))
-        out = tuple(a for a in joint if a in elsewhere)
-        equation = f"{_letters(left[1], names)},{_letters(right[1], names)}->{_letters(out, names)}"
-        return torch.einsum(equation, left[0], right[0]), out, inside
-
-    value, labels, _ = walk(tree)
+    value, labels, _ = _walked(values, tree, output, names)
     return value, labels
+
+
+def _walked(values: list[tuple[torch.Tensor, Labels]], node: object, output: Labels,
+            names: dict[int, str]) -> tuple[torch.Tensor, Labels, list[int]]:
+    """:func:`_contract` of the subtree ``node``, and the positions of the values it read (a
+    function of the module: a closure that calls itself is a reference cycle, garbage only the
+    cyclic collector frees)."""
+    if isinstance(node, int):
+        return (*values[node], [node])
+    left, right = (_walked(values, part, output, names) for part in node)  # type: ignore[union-attr]
+    inside = left[2] + right[2]
+    elsewhere = set(output) | {a for i, (_, ls) in enumerate(values) if i not in inside
+                               for a in ls}
+    joint = tuple(dict.fromkeys(left[1] + right[1]))
+    out = tuple(a for a in joint if a in elsewhere)
+    equation = f"{_letters(left[1], names)},{_letters(right[1], names)}->{_letters(out, names)}"
+    return torch.einsum(equation, left[0], right[0]), out, inside
 
 
 _COPIES = (aten.clone, aten.alias)

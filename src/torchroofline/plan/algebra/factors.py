@@ -73,7 +73,7 @@ def atoms(net: Network, factor: Item) -> Labels:
     """The labels ``factor`` carries, one atom each."""
     if isinstance(factor, Sum):
         return factor.labels
-    return tuple(a for group in factor.dims for a in net.atoms(group))
+    return net.dims_atoms(factor.dims)
 
 
 def _term_labels(net: Network, term: Term) -> set[int]:
@@ -149,35 +149,40 @@ def _same_sum(net: Network, first: Sum, second: Sum, names: dict[int, int],
     inside the sum is renamed for that term alone; a label of the sum's to one of the other's."""
     if len(first.terms) != len(second.terms) or len(first.labels) != len(second.labels):
         return None
+    return _terms_matched(net, first, second, fixed, 0, frozenset(), names, None)
+
+
+def _terms_matched(net: Network, first: Sum, second: Sum, fixed: frozenset[int], i: int,
+                   used: frozenset[int], names: dict[int, int],
+                   ratio: float | None) -> tuple[dict[int, int], float] | None:
+    """:func:`_same_sum` from ``first``'s term ``i`` on, ``second``'s terms ``used`` taken. A
+    function of the module, not a closure of ``_same_sum``'s: a closure that calls itself is a
+    reference cycle, garbage only the cyclic collector frees (thousands per analysis, and the
+    full collections they bring)."""
     outer, inner = set(first.labels), set(second.labels)
-
-    def search(i: int, used: frozenset[int], names: dict[int, int],
-               ratio: float | None) -> tuple[dict[int, int], float] | None:
-        if i == len(first.terms):
-            return (names, ratio or 1.0) if all(names.get(b) in outer for b in inner) else None
-        a = first.terms[i]
-        for j, b in enumerate(second.terms):
-            # a label summed inside the term is no label of the sum's term outside it
-            found = None if j in used or not a.coeff or (
-                _term_labels(net, b) - inner
-            ) & set(names) else _embedded(net, a.factors, b.factors, names, fixed)
-            if found is None or len(b.factors) != len(a.factors):
-                continue
-            _, renamed, factor_ratio = found
-            # a label inside one sum is inside the other, a label of the sum's one of the other's
-            if any((k in inner) != (v in outer) for k, v in renamed.items() if k not in names):
-                continue
-            term_ratio = b.coeff * factor_ratio / a.coeff
-            if ratio is not None and not math.isclose(term_ratio, ratio,
-                                                       rel_tol=RATIO_TOLERANCE):
-                continue
-            kept = {k: v for k, v in renamed.items() if k in names or k in inner}
-            found_all = search(i + 1, used | {j}, kept, term_ratio)
-            if found_all is not None:
-                return found_all
-        return None
-
-    return search(0, frozenset(), names, None)
+    if i == len(first.terms):
+        return (names, ratio or 1.0) if all(names.get(b) in outer for b in inner) else None
+    a = first.terms[i]
+    for j, b in enumerate(second.terms):
+        # a label summed inside the term is no label of the sum's term outside it
+        found = None if j in used or not a.coeff or (
+            _term_labels(net, b) - inner
+        ) & set(names) else _embedded(net, a.factors, b.factors, names, fixed)
+        if found is None or len(b.factors) != len(a.factors):
+            continue
+        _, renamed, factor_ratio = found
+        # a label inside one sum is inside the other, a label of the sum's one of the other's
+        if any((k in inner) != (v in outer) for k, v in renamed.items() if k not in names):
+            continue
+        term_ratio = b.coeff * factor_ratio / a.coeff
+        if ratio is not None and not math.isclose(term_ratio, ratio, rel_tol=RATIO_TOLERANCE):
+            continue
+        kept = {k: v for k, v in renamed.items() if k in names or k in inner}
+        found_all = _terms_matched(net, first, second, fixed, i + 1, used | {j}, kept,
+                                   term_ratio)
+        if found_all is not None:
+            return found_all
+    return None
 
 
 def _matched(net: Network, first: Item, second: Item, names: dict[int, int],
@@ -192,23 +197,22 @@ def _matched(net: Network, first: Item, second: Item, names: dict[int, int],
 
 
 def _embedded(net: Network, part: Sequence[Item], whole: Sequence[Item], names: dict[int, int],
-              fixed: frozenset[int]) -> tuple[tuple[int, ...], dict[int, int], float] | None:
-    """Each factor of ``part`` paired with a factor of ``whole`` (each one once) that is it,
-    times a ratio, under one extension of ``names``: the positions in ``whole``, the names and
-    the product of the ratios; None where no pairing exists."""
-    def search(i: int, used: tuple[int, ...], names: dict[int, int],
-               ratio: float) -> tuple[tuple[int, ...], dict[int, int], float] | None:
-        if i == len(part):
-            return used, names, ratio
-        for j, factor in enumerate(whole):
-            found = None if j in used else _matched(net, part[i], factor, names, fixed)
-            if found is not None:
-                result = search(i + 1, (*used, j), found[0], ratio * found[1])
-                if result is not None:
-                    return result
-        return None
-
-    return search(0, (), names, 1.0)
+              fixed: frozenset[int], used: tuple[int, ...] = (),
+              ratio: float = 1.0) -> tuple[tuple[int, ...], dict[int, int], float] | None:
+    """Each factor of ``part`` paired with a factor of ``whole`` (each one once, none of
+    ``used``) that is it, times a ratio, under one extension of ``names``: the positions in
+    ``whole`` (after ``used``), the names and the product of the ratios (times ``ratio``); None
+    where no pairing exists."""
+    if not part:
+        return used, names, ratio
+    for j, factor in enumerate(whole):
+        found = None if j in used else _matched(net, part[0], factor, names, fixed)
+        if found is not None:
+            result = _embedded(net, part[1:], whole, found[0], fixed, (*used, j),
+                               ratio * found[1])
+            if result is not None:
+                return result
+    return None
 
 
 def _renamed(net: Network, factor: Item, names: dict[int, int]) -> Item | None:
@@ -394,17 +398,30 @@ def _summed_by_role(net: Network, factors: Sequence[Item],
     return roles
 
 
-def _onto(net: Network, anchor: Sequence[Item], factors: Sequence[Item],
+#: what :func:`_onto` reads of an anchor's factors: the output labels of each, and the labels
+#: they sum by role (:func:`_summed_by_role`)
+Anchor = tuple[tuple[set[int], ...], dict[tuple, list[int]] | None]
+
+
+def _anchored(net: Network, anchor: Sequence[Item], output: frozenset[int]) -> Anchor:
+    """What :func:`_onto` reads of ``anchor``, found once for every term renamed onto it."""
+    return (tuple({a for a in atoms(net, f) if a in output} for f in anchor),
+            _summed_by_role(net, anchor, output))
+
+
+def _onto(net: Network, anchor: Anchor, factors: Sequence[Item],
           output: frozenset[int]) -> Iterator[tuple[Item, ...]]:
-    """``factors`` renamed onto ``anchor``'s labels role by role (each the same output labels as
+    """``factors`` renamed onto an anchor's labels role by role (each the same output labels as
     the anchor's factor of its role, its summed labels onto the anchor's of that role and
     size): the same product of other values, in each such renaming."""
-    for mine, theirs in zip(factors, anchor, strict=True):
-        if {a for a in atoms(net, mine) if a in output} != {
-                a for a in atoms(net, theirs) if a in output}:
+    anchor_outputs, target = anchor
+    if target is None:
+        return
+    for mine, theirs in zip(factors, anchor_outputs, strict=True):
+        if {a for a in atoms(net, mine) if a in output} != theirs:
             return
-    target, source = _summed_by_role(net, anchor, output), _summed_by_role(net, factors, output)
-    if target is None or source is None or {k: len(v) for k, v in target.items()} != {
+    source = _summed_by_role(net, factors, output)
+    if source is None or {k: len(v) for k, v in target.items()} != {
             k: len(v) for k, v in source.items()}:
         return
     roles = sorted(target)
@@ -483,12 +500,13 @@ def _bilinear(net: Network, terms: Sequence[Term], anchor: int, roles: tuple[int
     first = (*(held[r] for r in roles), *(f for n, f in enumerate(held) if n not in roles))
     family = _Bilinear(terms[anchor].coeff, first[2:])
     labels = frozenset(fixed | set(_term_labels(net, terms[anchor])))
+    anchored = _anchored(net, first, fixed)
     for n, term in enumerate(terms):
         coeff = _fraction(term.coeff / family.scale) if term.coeff else None
         if n < anchor or len(term.factors) != len(first) or coeff is None:
             continue
         options = itertools.chain.from_iterable(
-            _onto(net, first, factors, fixed)
+            _onto(net, anchored, factors, fixed)
             for factors in itertools.permutations(term.factors))
         family.add(net, n, coeff, options, labels)
     return family

@@ -94,6 +94,9 @@ class Network:
     parts: dict[int, Labels] = field(default_factory=dict)
     #: the ops whose values the network computes (their work is what it may save)
     ops: set[int] = field(default_factory=set)
+    #: labels (or a factor's dims) → their atoms, as :meth:`atoms` found them until the next
+    #: :meth:`split` (the search asks for the same few millions of times)
+    _found_atoms: dict[object, Labels] = field(default_factory=dict, repr=False, compare=False)
 
     def new(self, size: int) -> int:
         label = len(self.sizes)
@@ -104,13 +107,25 @@ class Network:
         return tuple((self.new(n),) if n > 1 else () for n in shape)
 
     def atoms(self, labels: Sequence[int]) -> Labels:
-        out: list[int] = []
-        for label in labels:
-            out.extend(self.atoms(self.parts[label]) if label in self.parts else (label,))
-        return tuple(out)
+        key = tuple(labels)
+        found = self._found_atoms.get(key)
+        if found is None:
+            found = self._found_atoms[key] = tuple(itertools.chain.from_iterable(
+                self.atoms(self.parts[label]) if label in self.parts else (label,)
+                for label in key))
+        return found
+
+    def dims_atoms(self, dims: Groups) -> Labels:
+        """The atoms of a factor's dims, in order (each dim's :meth:`atoms`)."""
+        found = self._found_atoms.get(dims)
+        if found is None:
+            found = self._found_atoms[dims] = tuple(itertools.chain.from_iterable(
+                self.atoms(group) for group in dims))
+        return found
 
     def split(self, label: int, sizes: Sequence[int]) -> Labels:
         """``label`` (an atom) seen as atoms of ``sizes``, row-major."""
+        self._found_atoms.clear()
         self.parts[label] = tuple(self.new(n) for n in sizes)
         return self.parts[label]
 
