@@ -108,7 +108,7 @@ def test_a_bilinear_sum_with_a_common_middle_takes_two_products_per_rank(
 
 
 @pytest.mark.usefixtures("_always_fire")
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(_coefficients(), st.booleans(), st.booleans())
 def test_a_bilinear_sum_factored_computes_its_value(matrix: Matrix, transposed: bool,
                                                     middle: bool) -> None:
