@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from conftest import H100_BANDWIDTH, H100_FP32, H100_TF32, analyze, meta
 from torchroofline.present.report import format_prompt
 from torchroofline.price.roofline import Result
+from torchroofline.units import human_ms
 
 SIZE = 4096
 
@@ -242,3 +243,10 @@ def test_a_shortcut_saves_what_it_takes_off_the_busier_unit() -> None:
     sol = result.time_ms
     assert sum(shortcut.time_saved_ms for shortcut in result.rewrites) == pytest.approx(
         sol["sol_as_written"] - sol["sol"])
+    # the report: each shortcut with its own saving, the program's bound as written once (each
+    # line said "SoL <as written> → <sol>", the change of all of them)
+    saves = human_ms(transition_flops / H100_TF32 * 1e3)
+    lines = [line for line in result.format(top=0).splitlines() if "lgebraic shortcut" in line]
+    assert [line.endswith(f"; saves {saves}") for line in lines] == [True, True, False]
+    assert lines[2] == (f"  2 algebraic shortcuts in all: SoL {human_ms(sol['sol_as_written'])}"
+                        f" → {human_ms(sol['sol'])}")
