@@ -59,13 +59,17 @@ def _inner_reduction_rows(op: OpRecord, traced: TracedOp) -> int | None:
     return op.writes[0].elements
 
 
+#: Reductions PyTorch runs as its ``reduce_kernel`` (by base name): one block per output over
+#: the innermost dims until it splits (:func:`_inner_reduction_rows`).
+INNER_REDUCTIONS = ("sum", "mean", "amax", "amin", "prod", "linalg_vector_norm", "any", "all")
+
+
 #: Eager kernels that give each row to one thread block, so a few long rows use a few SMs
 #: (PyTorch's ``RowwiseMomentsCUDAKernel`` for layer/group norm, ``cunn_SoftMaxForward``,
 #: batch norm's per-channel statistics and an unsplit ``reduce_kernel`` over the innermost
 #: dims). Inductor splits such reductions across blocks, so the fused plan has no such limit.
 ROW_PER_BLOCK: dict[str, Callable[[OpRecord, TracedOp], int | None]] = {
-    **dict.fromkeys(("sum", "mean", "amax", "amin", "prod", "linalg_vector_norm", "any", "all"),
-                    _inner_reduction_rows),
+    **dict.fromkeys(INNER_REDUCTIONS, _inner_reduction_rows),
     "native_layer_norm": _layer_norm_rows,
     "native_group_norm": _layer_norm_rows,
     "_softmax": _softmax_rows,
@@ -406,8 +410,7 @@ def reduce_row_load_bytes(traced: TracedOp) -> int:
 ROW_LOAD_BYTES: dict[str, Callable[[TracedOp], int]] = {
     "_softmax": softmax_row_load_bytes,
     "_log_softmax": softmax_row_load_bytes,
-    **dict.fromkeys(("sum", "mean", "amax", "amin", "prod", "linalg_vector_norm", "any", "all"),
-                    reduce_row_load_bytes),
+    **dict.fromkeys(INNER_REDUCTIONS, reduce_row_load_bytes),
 }
 
 

@@ -399,9 +399,11 @@ WARPGROUP_MMA_SYNC_SHARE = 2 / 3
 #: fitted ``gemm`` share (0.646) that GA102 and Ada parts, whose second FP32 datapath is shared
 #: with INT32, pull down (L40S 0.48-0.62 on the same problems).
 DEDICATED_FP32_SGEMM_FRACTION = 0.77
-#: Hopper and Blackwell: cuDNN's convolution kernels are built on the warpgroup MMA (wgmma,
-#: tcgen05), whose tile edge is 64 rows (PTX ISA), so a convolution to fewer output channels
-#: computes 64 of them per tile.
+#: Hopper and Blackwell: a convolution to fewer output channels computes 64 of them per tile
+#: (the warpgroup MMA's tile edge, PTX ISA; the H100 trace's ``mma.sync`` Conv2d kernel,
+#: ``s16816fprop``, is taken to tile as wide: not checked), its 2D kernels' ``mma.sync`` runs at
+#: :data:`WARPGROUP_MMA_SYNC_SHARE` of the peak, and SGEMM at
+#: :data:`DEDICATED_FP32_SGEMM_FRACTION` of the fp32 peak.
 WARPGROUP_MMA: dict[str, Any] = {"conv_channel_tile": 64,
                                  "mma_sync_share": WARPGROUP_MMA_SYNC_SHARE,
                                  "cuda_core_gemm_fraction": DEDICATED_FP32_SGEMM_FRACTION}
