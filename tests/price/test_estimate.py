@@ -256,13 +256,16 @@ def test_an_eager_kernel_that_cannot_vectorize_is_bound_by_its_element_accesses(
     result = analyze(model, *inputs)
     [load] = [load for load in result.performance.program.eager if load.accesses]
     assert load.accesses == accesses
-    # the slower of accesses / (rate × 132 SMs) and bytes / (70 % of 3.35 TB/s): the add and
+    # the slower of accesses / (rate × 132 SMs) and bytes / (90 % of 3.35 TB/s): the add and
     # the cat (50.3 M accesses: 63.5 µs) are access-bound, the copy (33.6 M: 42.4 µs) is
-    # bound by its 134 MB (57.2 µs)
+    # bound by its bytes, its strided source read in whole 32-byte sectors, one per 4-byte
+    # element (eager_kernels.sector_shares): 134 MB + 7 × 67 MB (200 µs)
     index = result.performance.program.eager.index(load)
     busy = result.performance.eager.kernel_gpu_s[index]
     access_s = accesses / (DEFAULT_PARAMS.strided_access_rate_per_sm * H100_SMS)
-    memory_s = load.bytes / (DEFAULT_PARAMS.hbm_fraction * H100_BANDWIDTH)
+    assert load.sector_bytes == (7 * 4096 * 4096 * 4 if load.name == "clone" else 0)
+    memory_s = (load.bytes + load.sector_bytes) / (DEFAULT_PARAMS.hbm_fraction
+                                                   * H100_BANDWIDTH)
     assert busy == pytest.approx(max(access_s, memory_s) + DEFAULT_PARAMS.fill_latency_s,
                                  rel=1e-12)
     assert all(load.accesses == 0 for load in result.performance.program.fused)  # Triton

@@ -4,6 +4,7 @@ and the band every estimate carries. Closed forms, derived in the comments."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -167,6 +168,36 @@ def test_an_in_place_write_into_a_kv_cache_is_charged_for_what_it_moves() -> Non
     operands = len([ref for ref in op.reads if ref.elements > 1]) + len(op.writes)
     moved = kernel.bytes(4) // 4
     assert load.accesses == operands * moved < 8 * 8 * 4096 * 128
+
+
+@pytest.mark.parametrize(("shape", "order", "sectors_per_warp"), [
+    # out[..., j, i] = x[..., i, j]: the walked dim i is 64 elements (128 B) apart in x, so
+    # each of a warp's 32 lanes loads a sector of its own
+    ((8, 12, 3137, 64), (0, 1, 3, 2), 32),
+    # an innermost dim of 8 such elements: a warp covers 8 of them × 4 of the next dim, which
+    # is contiguous in x (4 · 2 B in one sector): 8 sectors
+    ((3136, 12, 8, 64), (0, 1, 3, 2), 8),
+    # the innermost dim stays innermost (heads swapped with tokens): 32 · 2 B = 2 sectors, full
+    ((8, 12, 3137, 64), (0, 2, 1, 3), 2),
+])
+def test_a_transposing_copy_moves_whole_sectors_of_its_strided_side(shape, order,
+                                                                   sectors_per_warp) -> None:
+    x = meta(*shape, dtype=torch.bfloat16)
+    result = analyze(Fn(lambda t: t.permute(*order).contiguous()), x)
+    [load] = result.performance.program.eager
+    read = math.prod(shape) * 2
+    # bytes moved per byte read: sectors · 32 B over 32 lanes · 2 B; what exceeds 1 is extra
+    share = sectors_per_warp * 32 / (32 * 2)
+    assert load.sector_bytes == round((share - 1) * read)
+    # charged at the memory rate: the kernel takes at least its bytes and sectors there
+    params = DEFAULT_PARAMS.for_gpu(H100)
+    busy = kernel_gpu_s(load, H100, params, "cold")
+    assert busy >= memory_s(load.bytes + load.sector_bytes, H100, params, "cold")
+    # a broadcast operand (a transposed (128, 768) bias added to each of 196 rows) is reused
+    # from cache: its own bytes only
+    bias = analyze(Fn(lambda t, b: t + b), meta(196, 128, 768, dtype=torch.bfloat16),
+                   meta(768, 128, dtype=torch.bfloat16).t())
+    assert [k.sector_bytes for k in bias.performance.program.eager] == [0]
 
 
 def test_amd_gpus_take_their_architectures_constants() -> None:

@@ -188,6 +188,62 @@ def strided_accesses(op: OpRecord, moved_elements: int) -> int:
     return min(math.prod(out.shape), moved_elements) * len(operands)
 
 
+#: Bytes the memory system moves per request: a 32-byte sector, the granule in which L1, L2 and
+#: DRAM serve a warp's loads (CUDA C++ Best Practices Guide, "Coalesced Access to Global
+#: Memory"); taken for AMD's parts too, whose granule no datasheet states.
+SECTOR_BYTES = 32
+
+#: Consecutive elements of a non-vectorized ``TensorIterator`` kernel one warp's lanes load at
+#: once (``elementwise_kernel``: thread ``i`` of a block takes elements ``i``, ``i + 128``, …).
+WARP_LANES = 32
+
+
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, stride = [], 1
+    for size in reversed(shape):
+        strides.append(stride)
+        stride *= size
+    return tuple(reversed(strides))
+
+
+def sector_shares(op: OpRecord) -> list[tuple[TensorRef, float]]:
+    """Each operand of an eager pointwise or copy kernel that cannot vectorize whose loads or
+    stores move more than their bytes, with the bytes moved per byte used (> 1).
+
+    The kernel walks its output's dims innermost-stride first (``TensorIterator`` orders them
+    by the output's strides); a warp's lanes take consecutive elements, and the memory system
+    serves them in whole :data:`SECTOR_BYTES` sectors. An operand laid out unlike its output
+    (a transposing copy's source, whose elements along the walked dim lie 4.6 KB apart) has
+    each lane in a sector of its own: 32 bytes for a 2-byte element. The sector's other
+    elements are loaded by warps that run a whole row later, on other SMs, so each load moves
+    its sector again. The traffic is charged at the memory rate (the rate at which L2 serves
+    such sectors is not published). A ``cat`` input is walked the same way over its own part of
+    the output. Broadcast operands (a bias: fewer elements than their shape) are reused from
+    cache and keep their bytes; so do operands laid out as the output is."""
+    if strided_accesses(op, 1) == 0:
+        return []
+    out = op.writes[0]
+    out_strides = out.strides or _row_major(out.shape)
+    order = sorted(range(len(out.shape)), key=lambda d: (out_strides[d], -d))
+    found = []
+    for ref in (*op.reads, out):
+        if len(ref.shape) != len(out.shape) or ref.elements != math.prod(ref.shape):
+            continue  # broadcast, or indexed by another shape (a gather's table)
+        strides = ref.strides or _row_major(ref.shape)
+        sectors = set()
+        lanes = min(WARP_LANES, ref.elements)
+        for linear in range(lanes):
+            offset = 0
+            for d in order:
+                offset += linear % ref.shape[d] * strides[d]
+                linear //= ref.shape[d]
+            sectors.add(offset * ref.itemsize // SECTOR_BYTES)
+        share = len(sectors) * SECTOR_BYTES / (lanes * ref.itemsize)
+        if share > 1:
+            found.append((ref, share))
+    return found
+
+
 #: Output tile edge of the CUTLASS kernels cuBLAS falls back to for misaligned operands
 #: (``cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_nn_align1``, ``…_256x128_tn_align1`` in
 #: the odd-sequence bmm of issue 39): each output tile loads its rows of A and columns of B.

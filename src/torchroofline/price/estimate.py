@@ -58,6 +58,7 @@ from .eager_kernels import (
     looped_reduction_rereads,
     misaligned_gemm_loads,
     pointwise_convolution,
+    sector_shares,
     split_reduction,
     strided_accesses,
     window_accesses,
@@ -132,6 +133,9 @@ class KernelLoad:
     #: element accesses (output elements × operands) of an eager kernel that cannot use vector
     #: loads: an operand broadcast or laid out unlike its output (see :func:`strided_accesses`)
     accesses: int = 0
+    #: bytes such a kernel moves beyond :attr:`bytes` in whole sectors for operands laid out
+    #: unlike its output (:func:`~.eager_kernels.sector_shares`), at the memory rate
+    sector_bytes: int = 0
     host_views: int = 0  #: view/metadata ops the host runs before this kernel (eager)
     #: issued from C++ by the Python call that issued the kernel before it (one that decomposes
     #: in C++, :attr:`~torchroofline.trace.refs.TracedOp.python_call`): a dispatch and a launch,
@@ -303,7 +307,7 @@ def kernel_load(
     moved = sum(running_bytes(ref, float_bytes, widened)
                 for ref in (*kernel.reads, *kernel.writes))
     rows = None
-    reread = l2_reread = cpp_launches = serial_loads = 0
+    reread = l2_reread = cpp_launches = serial_loads = sector_extra = 0
     row_load_bytes = 4
     # a window kernel gathers element by element in either plan (Inductor calls the same aten
     # kernels for these, or generates the same per-element gather)
@@ -339,6 +343,8 @@ def kernel_load(
             # broadcasting TensorIterator kernel does
             itemsize = min((ref.itemsize for ref in kernel.ops[0].writes), default=float_bytes)
             accesses = max(accesses, strided_accesses(kernel.ops[0], moved // itemsize))
+            sector_extra = round(sum((share - 1) * running_bytes(ref, float_bytes, widened)
+                                     for ref, share in sector_shares(kernel.ops[0])))
         accesses = max(accesses, SCALAR_ACCESSES.get(traced.base, lambda traced: 0)(traced))
     align = 16
     library_call = ""
@@ -375,6 +381,7 @@ def kernel_load(
         loop_row_bytes=loop_row,
         loop_rows=loop_rows,
         accesses=accesses,
+        sector_bytes=sector_extra,
         host_views=host_views,
         host_modules=host_modules,
         cpp_issued=cpp_issued,
@@ -670,7 +677,7 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
     if load.host_bytes:
         return host_copy_s(load, gpu, params)
     touched = (load.bytes + load.reread_bytes + l2_missed_bytes(load, gpu, params)
-               + loop_missed_bytes(load, gpu, params))
+               + loop_missed_bytes(load, gpu, params) + load.sector_bytes)
     moved = memory_s(touched, gpu, params, cache)
     if load.layout_transposes:
         moved *= 1 + params.conv_layout_passes
