@@ -3,15 +3,19 @@ estimate of each: a check of the model, never its fit (docs/validation.md).
 
     python benchmarks/device_probe.py [--gpu h100-sxm] [--out probe.json]
 
-Four curves, each point timed with CUDA events as the median of ``--repeats`` runs after a
+Five curves, each point timed with CUDA events as the median of ``--repeats`` runs after a
 warm-up, L2 flushed before each run (a 2× L2-sized buffer is written):
 
 1. bandwidth against size: ``y.copy_(x)`` from 4 KiB to 1 GiB (the small-kernel ramp);
 2. GEMMs at aligned and odd shapes: bf16 ``a @ b`` with m = n = k = 4096, 4095, 4093, and
    batched ``bmm`` whose leading dimension is odd (the ``align1`` kernels);
 3. softmax row lengths: bf16 rows of 1,024 to 65,536 elements, multiples of 8 and odd ones
-   (one pass on chip against three passes);
-4. host copies: 64 MiB host→device and device→host, pinned and pageable.
+   (one pass on chip against three passes; 3,137 and 9,217 on either side of the rows current
+   PyTorch keeps in registers, ``cunn_SoftMaxForwardReg``);
+4. host copies: 64 MiB host→device and device→host, pinned and pageable;
+5. transposing copies: ``x.permute(…).contiguous()`` whose source is strided along the walked
+   dim (each lane a 32-byte sector of its own, ``eager_kernels.sector_shares``) or keeps its
+   innermost dim contiguous.
 
 Prints one table per curve (measured µs, the model's estimate µs, estimate / measured) and
 writes them all as JSON with ``--out``. Needs a CUDA or ROCm GPU; not run by tests.
@@ -79,7 +83,8 @@ def probe(gpu: str, repeats: int) -> dict[str, list[dict]]:
     device = torch.device("cuda")
     flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size // 4 + 1,
                         device=device)
-    curves: dict[str, list[dict]] = {"bandwidth": [], "gemm": [], "softmax": [], "host": []}
+    curves: dict[str, list[dict]] = {"bandwidth": [], "gemm": [], "softmax": [], "host": [],
+                                     "transpose": []}
 
     def point(curve: str, label: str, fn: Callable, args: tuple) -> None:
         measured = timed_us(lambda: fn(*args), flush, repeats)
@@ -98,9 +103,16 @@ def probe(gpu: str, repeats: int) -> dict[str, list[dict]]:
         a = torch.randn(16, lead, 1024, device=device, dtype=torch.bfloat16)
         b = torch.randn(16, 1024, lead, device=device, dtype=torch.bfloat16)
         point("gemm", f"bmm 16×{lead}×1024×{lead} bf16", torch.bmm, (a, b))
-    for length in (1024, 4096, 5185, 8192, 16384, 16385, 65536):
+    for length in (1024, 3137, 4096, 5185, 8192, 9217, 16384, 16385, 65536):
         x = torch.randn(16 * 1024 * 1024 // length, length, device=device, dtype=torch.bfloat16)
         point("softmax", f"softmax rows of {length}", lambda t: torch.softmax(t, -1), (x,))
+    for shape, order, dtype in (((8, 12, 3137, 64), (0, 1, 3, 2), torch.bfloat16),
+                                ((3136, 12, 8, 64), (0, 1, 3, 2), torch.bfloat16),
+                                ((8, 12, 3137, 64), (0, 2, 1, 3), torch.bfloat16),
+                                ((4096, 4096), (1, 0), torch.float32)):
+        x = torch.randn(*shape, device=device, dtype=dtype)
+        point("transpose", f"{tuple(shape)} permuted {order}",
+              lambda t, o=order: t.permute(*o).contiguous(), (x,))
     size = 64 * 2**20
     for pinned in (True, False):
         host = torch.empty(size // 4, pin_memory=pinned)
