@@ -200,6 +200,18 @@ def test_a_transposing_copy_moves_whole_sectors_of_its_strided_side(shape, order
     assert [k.sector_bytes for k in bias.performance.program.eager] == [0]
 
 
+def test_a_copy_into_a_transposed_view_walks_the_output_s_innermost_stride() -> None:
+    def into_transposed(t: torch.Tensor) -> torch.Tensor:
+        return t.new_empty(t.shape[1], t.shape[0]).t().copy_(t)
+
+    # TensorIterator walks the destination's stride-1 dim (dim 0 of the (3137, 64) view), along
+    # which the contiguous source's elements lie 64 · 2 B apart: a sector per lane, 16× its
+    # 401,536 bytes; the destination is written in full sectors
+    x = meta(3137, 64, dtype=torch.bfloat16)
+    [load] = analyze(Fn(into_transposed), x).performance.program.eager
+    assert load.sector_bytes == 15 * 3137 * 64 * 2
+
+
 def test_amd_gpus_take_their_architectures_constants() -> None:
     mi300x, mi355x = get_gpu("mi300x"), get_gpu("mi355x")
     for gpu in (mi300x, mi355x):
