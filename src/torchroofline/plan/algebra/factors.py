@@ -628,6 +628,30 @@ def shared_key(net: Network, item: Sum) -> object:
     return body, tuple(net.sizes[a] for a in names)
 
 
+def network_key(net: Network, terms: Sequence[Term], output: Labels) -> tuple[object, float] | None:
+    """What ``terms`` compute over ``output`` (its labels in the order of the value's dims), up
+    to one nonzero number, and that number: two networks of one key compute values in the
+    ratio of their numbers, element by element, however spelled (``a @ b * c`` and
+    ``(a * c) @ b``; a diagonal scale on either side of a product). Each term is keyed with
+    its factors in an order that no name of a summed label decides and those labels numbered
+    in it; the terms sorted, and their coefficients divided by the first's. None for no
+    terms (the value is 0)."""
+    fixed = {a: n for n, a in enumerate(output)}
+    keyed = []
+    for term in terms:
+        factors = sorted(term.factors, key=lambda f: repr(_canonical(net, f, dict(fixed))))
+        names = dict(fixed)
+        body = tuple(_canonical(net, f, names) for f in factors)
+        sizes = tuple(net.sizes[a] for a in sorted(names, key=names.__getitem__))
+        keyed.append((repr((body, sizes)), term.coeff))
+    keyed.sort(key=lambda pair: pair[0])
+    if not keyed or not keyed[0][1]:
+        return None
+    first = keyed[0][1]
+    # coefficients within rounding of one ratio are one (as :data:`RATIO_TOLERANCE` takes them)
+    return tuple((body, float(f"{coeff / first:.12g}")) for body, coeff in keyed), first
+
+
 def _connected(net: Network, part: Sequence[Item]) -> bool:
     """Whether ``part``'s factors are one product (each reached from the first by labels)."""
     reached, labels = {0}, set(atoms(net, part[0]))
