@@ -137,7 +137,9 @@ def triangular_constant_mask(graph: Graph, root: int) -> Match | None:
         return None
     for mask, other in (op.reads, op.reads[::-1]):
         found = _triangle(graph.value(mask)) or _made_triangle(graph, mask)
-        if found is None or other.shape != op.writes[0].shape or len(other.shape) != 2:
+        if found is None or other.shape != op.writes[0].shape or len(other.shape) != 2 or (
+            other.dtype != op.writes[0].dtype
+        ):
             continue
         c, upper = found
 
