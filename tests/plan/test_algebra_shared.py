@@ -294,7 +294,12 @@ def test_other_values_in_like_spellings_are_not_one(forward) -> None:
     # the later value is the earlier one's elements permuted (a (1, 5, 5, 5) image)
     lambda a, b, d: torch.relu(F.conv2d(d.reshape(1, 5, 5, 5), a[:, :, None, None])) + torch.relu(
         (d.reshape(1, 5, 5, 5).permute(0, 2, 3, 1) @ a.T * 2).permute(0, 3, 1, 2)),
-], ids=["ratio", "negated-chain", "diagonal-halved", "transposed-third", "convolution-permuted"])
+    # an einsum's (b, h) and a batched product's b·h: one value, read in the other's shape
+    lambda a, b, d: torch.relu(torch.einsum("bhqd,bhkd->bhqk", d.reshape(5, 5, 5, 1), d.reshape(
+        5, 5, 5, 1) * 3)) + torch.relu(d.reshape(5, 5, 5, 1) @ d.reshape(5, 5, 5, 1).transpose(
+            -1, -2)),
+], ids=["ratio", "negated-chain", "diagonal-halved", "transposed-third", "convolution-permuted",
+        "batch-and-heads"])
 def test_a_value_found_equal_is_its_twin_times_the_ratio(forward) -> None:
     # on float64 data: each later segment the value numbering over normal forms finds equals
     # the earlier one times the ratio it found (the replacement's value)

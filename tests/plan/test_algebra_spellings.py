@@ -931,6 +931,14 @@ PROBES = [
     # the mean and the sum over the rows of a·b: one vector-matrix product (2·n²), a scale
     ("mean-and-sum", lambda a, b: torch.relu((a @ b).mean(0)) + torch.relu((a @ b).sum(0)),
      _square(2), 2 * S * S),
+    # attention scores scaled after the einsum and before the batched product (q·s): one
+    # batched product, 2·B·H·L²·D (the einsum's (B, H) are the bmm's B·H)
+    ("attention-scale-twin", lambda q, k: torch.softmax(torch.einsum(
+        "bhqd,bhkd->bhqk", q, k) * 0.125, -1) + torch.softmax((q * 0.125) @ k.transpose(-1, -2),
+                                                              -1),
+     lambda n: [(8, 16, 1024, 64) if n > 8 else (2, 3, 4, n)] * 2, 2 * 8 * 16 * 1024**2 * 64),
+    # a·(triu(ones) ⊙ b) = a·triu(b): the triangle of b's nonzeros, n²(n + 1)
+    ("right-mask", lambda a, b: a @ (torch.triu(_ones(a)) * b), _square(2), S * S * (S + 1)),
     # aᵀa twice, once transposed and doubled: one triangle of the products, n²(n + 1)
     ("gram-twice", lambda a: torch.relu(a.T @ a) + torch.relu((a.T @ a).T * 2), _square(1),
      S * S * (S + 1)),

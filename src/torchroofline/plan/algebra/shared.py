@@ -176,7 +176,7 @@ def equal_networks(graph: Graph) -> list[Match]:
     for members in groups.values():
         if len(members) < 2:
             continue
-        seen: dict[object, tuple[TensorRef, float, tuple[int, ...]]] = {}
+        seen: dict[object, tuple[TensorRef, float]] = {}
         for index in members:
             match = _numbered(graph, index, seen)
             matches.extend(() if match is None else (match,))
@@ -188,9 +188,9 @@ def _read(graph: Graph, out: TensorRef) -> bool:
 
 
 def _numbered(graph: Graph, index: int,
-              seen: dict[object, tuple[TensorRef, float, tuple[int, ...]]]) -> Match | None:
+              seen: dict[object, tuple[TensorRef, float]]) -> Match | None:
     """Op ``index``'s value computed from an earlier one of ``seen`` (key → the earlier value,
-    its number, its atoms' sizes) where its segment has a product and one order of its atoms
+    its number) where its segment has a product and one order of its atoms
     is keyed so; else its key added to ``seen``."""
     op = graph.op(index)
     ours = op.writes[0]
@@ -213,22 +213,28 @@ def _numbered(graph: Graph, index: int,
             return None
         key, number = found
         if order == tuple(range(len(atoms))) and key not in seen:
-            seen[key] = (ours, number, sizes)
+            seen[key] = (ours, number)
         earlier = seen.get(key)
         if earlier is not None and earlier[0] is not ours and product:
-            return _computed_from(graph, index, earlier[0], number / earlier[1], earlier[2],
-                                  order)
+            return _computed_from(graph, index, earlier[0], number / earlier[1],
+                                  tuple(sizes[n] for n in order), order)
     return None
 
 
 def _computed_from(graph: Graph, index: int, earlier: TensorRef, ratio: float,
                    atoms: tuple[int, ...], order: tuple[int, ...]) -> Match | None:
-    """Op ``index``'s value as ``ratio`` times ``earlier``, whose elements (atoms of sizes
-    ``atoms``) are ours in ``order`` (ours, its atoms permuted by ``order``, is the earlier
-    value): the earlier value itself, read through each view, where nothing is permuted and
-    the ratio is 1."""
+    """Op ``index``'s value as ``ratio`` times ``earlier``, whose elements are ours in
+    ``order`` (ours, its atoms permuted by ``order``, of sizes ``atoms``, is the earlier value
+    in row-major order): the earlier value itself, read through each view, where nothing is
+    permuted and the ratio is 1."""
     ours = graph.op(index).writes[0]
-    if ratio == 1 and order == tuple(sorted(order)) and ours.shape == earlier.shape:
+    if ratio == 1 and order == tuple(sorted(order)) and (
+        ours.shape == earlier.shape or is_contiguous(earlier)
+    ):
+        # the same elements in the same order: the earlier value read in our shape
+        if ours.shape != earlier.shape:
+            earlier = replace(earlier, shape=ours.shape, strides=tuple(
+                math.prod(ours.shape[d + 1:]) for d in range(len(ours.shape))))
         if not is_contiguous(ours) or not _readers_map(graph, ours, earlier):
             return None
         return Match("common subexpression", index, (earlier,), None, index)
@@ -237,7 +243,8 @@ def _computed_from(graph: Graph, index: int, earlier: TensorRef, ratio: float,
 
     def build(e: torch.Tensor) -> torch.Tensor:
         value = e.reshape(atoms).permute(back) if back != tuple(range(len(back))) else e
-        return (value if ratio == 1 else value * ratio).reshape(shape).contiguous()
+        value = (value if ratio == 1 else value * ratio).reshape(shape)
+        return value.clone(memory_format=torch.contiguous_format)
 
     return Match("common subexpression" if ratio == 1 else SCALED_RULE, index, (earlier,), build,
                  index)
