@@ -331,6 +331,47 @@ def test_a_product_with_a_constant_matrix_is_a_sum(
     assert _rules(result) == [("", rule)]
 
 
+@pytest.mark.parametrize("side", [4096, 8192])
+def test_a_triangle_made_in_forward_is_known_from_its_ops_at_any_size(side: int) -> None:
+    # tril(ones) @ a over 4 M elements (too big to evaluate): a cumulative sum down the
+    # columns and the scale (c = 1 is still a multiply: 2·n² vector FLOPs, no product), where
+    # the triangle's values alone charged the half product n³
+    result = analyze(Fn(lambda a: torch.tril(torch.ones(side, side)) @ a), meta(side, side))
+    assert (result.tensor_flops, result.vector_flops) == (0, 2 * side**2)
+    assert _rules(result) == [("", "triangular constant product is a cumulative sum")]
+
+
+def test_a_triangle_off_the_main_diagonal_is_no_cumulative_sum() -> None:
+    # tril(ones, -1) @ a is strictly lower: a shifted scan the rule does not write; the demand
+    # walk's triangular structure charges the strict triangle, n(n − 1)/2 rows of 2n FLOPs
+    n = 4096
+    result = analyze(Fn(lambda a: torch.tril(torch.ones(n, n), -1) @ a), meta(n, n))
+    assert result.tensor_flops == n * n * (n - 1)
+    assert _rules(result) == []
+
+
+@pytest.mark.parametrize("side", [1024, 4096])
+def test_a_triangular_constant_mask_makes_a_triangular_product(side: int) -> None:
+    # (tril(ones) · a) @ b = tril(a) @ b: n(n + 1)/2 nonzeros of a, each 2n FLOPs of the
+    # product (the mask made in forward, known from its ops at any size)
+    n = side
+    result = analyze(Fn(lambda a, b: (torch.tril(torch.ones(n, n)) * a) @ b),
+                     meta(n, n), meta(n, n))
+    assert result.tensor_flops == n * n * (n + 1)
+    assert _rules(result) == [("", "triangular constant mask is a triangle")]
+
+
+@pytest.mark.parametrize("mask", [
+    lambda w, n: torch.tril(w),  # a triangle of a parameter: data, not constant
+    lambda w, n: torch.tril(torch.arange(n * n, dtype=torch.float32).reshape(n, n)),  # unequal
+], ids=["parameter", "unequal"])
+def test_a_mask_of_unequal_values_is_no_constant_triangle(mask) -> None:
+    n = 512
+    model = _With(lambda s, a: (mask(s.w, n) * a), w=nn.Parameter(torch.ones(n, n)))
+    assert not [rule for _, rule in _rules(analyze(model, meta(n, n)))
+                if rule == "triangular constant mask is a triangle"]
+
+
 def test_a_matrix_with_unequal_values_or_a_parameter_is_no_constant() -> None:
     varied = _Buffered(lambda s, x: x @ s.m, m=torch.arange(SQUARE**2.0).reshape(SQUARE, SQUARE))
     assert analyze(varied, meta(SQUARE, SQUARE)).tensor_flops == 2 * SQUARE**3
@@ -430,6 +471,11 @@ EXACT = [
      (_double(5, 6),)),
     ("triu-left", _Buffered(lambda s, x: s.m @ x, m=torch.ones(5, 5).double().triu()),
      (_double(5, 6),)),
+    # made in forward: a triangle known from its ops (read transposed: upper)
+    ("tril-made", Fn(lambda x: x @ torch.tril(torch.ones(5, 5, dtype=torch.float64)).T),
+     (_double(6, 5),)),
+    ("tril-mask", Fn(lambda x: x * torch.tril(torch.full((5, 5), 2.0, dtype=torch.float64))),
+     (_double(5, 5),)),
     ("box", _Buffered(lambda s, x, b: F.conv2d(x, s.w, b, stride=2, padding=1),
                       w=torch.full((4, 3, 3, 3), 0.5, dtype=torch.float64)),
      (_double(2, 3, 7, 6), _double(4))),

@@ -13,12 +13,21 @@ from unittest import mock
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_tensor_network import _always_fire, _forced_replacements  # noqa: F401 (a fixture)
+from test_tensor_network import (  # noqa: F401 (a fixture)
+    _always_fire,
+    _forced_replacements,
+    _real_values,
+)
 
 from conftest import Fn, analyze, meta
 from torchroofline.plan.algebra import factors
+from torchroofline.plan.algebra._core import Graph
+from torchroofline.plan.algebra.shared import equal_networks
+from torchroofline.plan.demand import known_values
+from torchroofline.trace.tracer import trace_model
 
 #: square matrices where one product is compute-bound on an H100 (2·N³ = 1.4e11 FLOPs, 0.28 ms
 #: of TF32, against three 64 MiB operands, 0.06 ms of HBM3)
@@ -228,3 +237,81 @@ def test_a_named_sub_product_computes_the_value(chains: list[Chain]) -> None:
     assert found
     for _, replaced in found:
         assert torch.allclose(replaced, model(*inputs), atol=1e-9)
+
+
+# --- a value computed twice in two spellings (plan/algebra/shared.py: equal networks) --------
+
+def _diagonal_both_sides(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """(a·diag(d))·b and a·(diag(d)·b): the scale on either side of the product."""
+    return torch.softmax((a * d) @ b, -1) + torch.softmax(a @ (d[:, None] * b), -1)
+
+
+@pytest.mark.parametrize(("forward", "products"), [
+    # a·b·c and (a·c)·b, c a number: one product, the second softmax's input the first's
+    # (value numbering then takes the softmax too); as written two
+    (lambda a, b, d: torch.softmax(a @ b * 0.125, -1) + torch.softmax((a * 0.125) @ b, -1), 1),
+    # a·b/2 and (a/4)·b: the second is half the first, one product and a scale
+    (lambda a, b, d: torch.relu(a @ b * 0.5) + torch.relu((a * 0.25) @ b), 1),
+    (_diagonal_both_sides, 1),
+    # (a·b)·c and a·(b·c): one chain, two products (as written four)
+    (lambda a, b, d: torch.relu(a @ b @ d) + torch.relu(a @ (b @ d)), 2),
+    # a·b + a·d and a·(b + d): one sum of products, one product (as written three)
+    (lambda a, b, d: torch.relu(a @ b + a @ d) + torch.relu(a @ (b + d)), 1),
+    # an einsum and its (Bᵀ·Aᵀ)ᵀ, doubled: one product
+    (lambda a, b, d: torch.relu(torch.einsum("ik,kj->ij", a, b) * 2) + torch.relu(
+        (b.T @ a.T).T), 1),
+], ids=["scalar", "ratio", "diagonal", "associated", "distributed", "einsum-transposed"])
+def test_one_value_in_two_spellings_is_computed_once(forward, products: int) -> None:
+    inputs = (meta(N, N), meta(N, N), meta(N) if forward is _diagonal_both_sides else meta(N, N))
+    result = analyze(Fn(forward), *inputs)
+    assert result.tensor_flops == products * PRODUCT
+
+
+def _shifted_between(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    first = torch.relu(a @ b * 0.5)
+    a.add_(1)  # the second product reads another a
+    return first + torch.relu((a * 0.5) @ b)
+
+
+@pytest.mark.parametrize("forward", [
+    lambda a, b, d: torch.relu(a @ b * 0.5) + torch.relu((a * 0.5) @ d),  # another operand
+    lambda a, b, d: torch.relu(a @ b) + torch.relu(torch.relu(a) @ b),  # a nonlinearity between
+    lambda a, b, d: torch.relu(a @ b) + torch.relu((a + 1) @ b),  # a shift is no scale
+    _shifted_between,
+], ids=["other-operand", "relu-between", "shifted", "changed-in-place"])
+def test_other_values_in_like_spellings_are_not_one(forward) -> None:
+    result = analyze(Fn(forward), *(meta(N, N) for _ in range(3)))
+    assert result.tensor_flops == 2 * PRODUCT
+
+
+@pytest.mark.parametrize("forward", [
+    lambda a, b, d: torch.relu(a @ b * 0.5) + torch.relu((a * 0.25) @ b),
+    lambda a, b, d: torch.relu(a @ b @ d[:5] * 3) + torch.relu(-(a @ (b @ d[:5]))),
+    lambda a, b, d: torch.relu((a * d[0]) @ b) + torch.relu(a @ (d[0][:, None] * b) / 2),
+    # bᵀ·aᵀ = (a·b)ᵀ: the earlier value read transposed, a third of it
+    lambda a, b, d: torch.relu(a @ b * 3) + torch.relu(b.T @ a.T).T,
+    # a 1×1 convolution and its product over the channels of the image read channels-last:
+    # the later value is the earlier one's elements permuted (a (1, 5, 5, 5) image)
+    lambda a, b, d: torch.relu(F.conv2d(d.reshape(1, 5, 5, 5), a[:, :, None, None])) + torch.relu(
+        (d.reshape(1, 5, 5, 5).permute(0, 2, 3, 1) @ a.T * 2).permute(0, 3, 1, 2)),
+    # an einsum's (b, h) and a batched product's b·h: one value, read in the other's shape
+    lambda a, b, d: torch.relu(torch.einsum("bhqd,bhkd->bhqk", d.reshape(5, 5, 5, 1), d.reshape(
+        5, 5, 5, 1) * 3)) + torch.relu(d.reshape(5, 5, 5, 1) @ d.reshape(5, 5, 5, 1).transpose(
+            -1, -2)),
+], ids=["ratio", "negated-chain", "diagonal-halved", "transposed-third", "convolution-permuted",
+        "batch-and-heads"])
+def test_a_value_found_equal_is_its_twin_times_the_ratio(forward) -> None:
+    # on float64 data: each later segment the value numbering over normal forms finds equals
+    # the earlier one times the ratio it found (the replacement's value)
+    model = Fn(forward)
+    inputs = (*(torch.randn(5, 5, dtype=torch.float64) for _ in range(2)),
+              torch.randn(25, 5, dtype=torch.float64))
+    trace = trace_model(model, inputs)
+    values = _real_values(trace, model, inputs)
+    matches = equal_networks(Graph.of(trace, known_values(trace.ops, trace.constants)))
+    assert matches
+    for match in matches:
+        ours, theirs = trace.ops[match.root].writes[0], match.inputs[0]
+        later = values[ours.value_id].as_strided(ours.shape, ours.strides, ours.offset)
+        earlier = values[theirs.value_id].as_strided(theirs.shape, theirs.strides, theirs.offset)
+        assert torch.allclose(match.build(earlier) if match.build else earlier, later, atol=1e-9)

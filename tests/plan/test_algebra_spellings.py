@@ -851,3 +851,121 @@ def test_a_sum_of_chains_factored_computes_its_value(
     expected = model(*inputs)
     for _, replaced in _forced_replacements(model, inputs):
         assert torch.allclose(replaced, expected, atol=1e-9), (terms, sizes)
+
+
+# --- probes: rewrites a kernel agent might make, against hand minima ---------------------------
+
+#: square side of the probes' matrices (a product 2·S³ = 1.4e11 FLOPs: compute-bound)
+S = 4096
+SQUARE_PRODUCT = 2 * S**3
+#: a 1×1 convolution's image (batch, channels, side) and its product: 2·B·C·C·side²
+IMAGE = (32, 256, 56)
+CONV_1X1 = 2 * IMAGE[0] * IMAGE[1] ** 2 * IMAGE[2] ** 2
+
+
+def _conv_twin(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """A 1×1 convolution and the same product over the channels of the image channels-last."""
+    return torch.relu(F.conv2d(x, w[:, :, None, None])) + torch.relu(
+        (x.permute(0, 2, 3, 1) @ w.T).permute(0, 3, 1, 2))
+
+
+def _ones(a: torch.Tensor) -> torch.Tensor:
+    """A square of ones as wide as ``a``, made in forward (16 M elements at the probes' size:
+    too many to evaluate, known from the op)."""
+    return torch.ones(a.shape[0], a.shape[0], dtype=a.dtype)
+
+
+def _square(count: int) -> Callable[[int], list[tuple[int, ...]]]:
+    return lambda n: [(n, n)] * count
+
+
+# (name, forward, shapes at a side n, the hand minimum's tensor FLOPs at the probe's size):
+# every probe at most its hand minimum (a tensor-core FLOP no cheaper equal program needs is
+# unsound), never below what the oracle proves on real data (every input read)
+PROBES = [
+    # a·b·c and (a·c)·b, c a number: one product (it charged two)
+    ("scaled-twice", lambda a, b: torch.softmax(a @ b * 0.125, -1) + torch.softmax(
+        (a * 0.125) @ b, -1), _square(2), SQUARE_PRODUCT),
+    # (a·b)ᵀ and bᵀ·aᵀ, both halved: one product
+    ("transposed-twin", lambda a, b: torch.softmax((a @ b).T * 0.5, -1) + torch.softmax(
+        b.T @ a.T * 0.5, -1), _square(2), SQUARE_PRODUCT),
+    # 2·(a·b) and (bᵀ·aᵀ)ᵀ: one product and a scale
+    ("scaled-then-transposed", lambda a, b: torch.relu(2 * (a @ b)) + torch.relu(b.T @ a.T).T,
+     _square(2), SQUARE_PRODUCT),
+    # (a·b)·c + a·(b·c) = 2·a·b·c: two products
+    ("associated-sum", lambda a, b, c: (a @ b) @ c + a @ (b @ c), _square(3), 2 * SQUARE_PRODUCT),
+    # an einsum chain less the same chain: 0
+    ("einsum-chain-cancels", lambda a, b, c: torch.einsum("ij,jk,kl->il", a, b, c) - a @ b @ c,
+     _square(3), 0),
+    # x·wᵀ and F.linear(x, w): one product
+    ("linear-twin", lambda x, w: torch.relu(x @ w.T) + torch.relu(F.linear(x, w)), _square(2),
+     SQUARE_PRODUCT),
+    # a·b + a·c + a·d = a·(b + c + d): one product
+    ("three-shared-left", lambda a, b, c, d: a @ b + a @ c + a @ d, _square(4), SQUARE_PRODUCT),
+    # (a + b)·c − a·c = b·c: one product
+    ("sum-minus-part", lambda a, b, c: (a + b) @ c - a @ c, _square(3), SQUARE_PRODUCT),
+    # a 1×1 convolution and its channels-last product: one of them
+    ("conv1x1-twin", _conv_twin,
+     lambda n: [(IMAGE[0] if n > 8 else 2, IMAGE[1] if n > 8 else 3, IMAGE[2] if n > 8 else 4,
+                 IMAGE[2] if n > 8 else 4), (IMAGE[1] if n > 8 else 3,) * 2], CONV_1X1),
+    # tril(ones)·a (made in forward, 16 M elements): a cumulative sum, no product
+    ("tril-ones", lambda a: torch.tril(_ones(a)) @ a, _square(1), 0),
+    # a·triu(ones)ᵀ = a·tril(ones): a reversed cumulative sum, no product
+    ("triu-transposed", lambda a: a @ torch.triu(_ones(a)).T,
+     _square(1), 0),
+    # (tril(ones) ⊙ a)·b = tril(a)·b: n(n + 1)/2 rows of a's nonzeros, 2n FLOPs each
+    ("masked-operand", lambda a, b: (torch.tril(_ones(a)) * a) @ b,
+     _square(2), S * S * (S + 1)),
+    # ones·a and a·full(2): column and row sums, no product
+    ("ones-matrix", lambda a: _ones(a) @ a, _square(1), 0),
+    ("full-matrix", lambda a: a @ torch.full(a.shape, 2.0, dtype=a.dtype), _square(1), 0),
+    # an einsum of batched products and the bmm: one bmm (2·16·1024³)
+    ("einsum-bmm-twin", lambda a, b: torch.einsum("bij,bjk->bik", a, b) + torch.bmm(a, b),
+     lambda n: [(16, 1024, 1024) if n > 8 else (2, n, n)] * 2, 2 * 16 * 1024**3),
+    # einsum('ik,jk->ij') − a·bᵀ: 0
+    ("einsum-abT-cancels", lambda a, b: torch.einsum("ik,jk->ij", a, b) - a @ b.T, _square(2),
+     0),
+    # (a·b)·d scaled by a diagonal on either side of the product: one product
+    ("diagonal-both-sides", lambda a, b, d: torch.softmax((a * d[0]) @ b, -1) + torch.softmax(
+        a @ (d[0][:, None] * b), -1), _square(3), SQUARE_PRODUCT),
+    # the mean and the sum over the rows of a·b: one vector-matrix product (2·n²), a scale
+    ("mean-and-sum", lambda a, b: torch.relu((a @ b).mean(0)) + torch.relu((a @ b).sum(0)),
+     _square(2), 2 * S * S),
+    # attention scores scaled after the einsum and before the batched product (q·s): one
+    # batched product, 2·B·H·L²·D (the einsum's (B, H) are the bmm's B·H)
+    ("attention-scale-twin", lambda q, k: torch.softmax(torch.einsum(
+        "bhqd,bhkd->bhqk", q, k) * 0.125, -1) + torch.softmax((q * 0.125) @ k.transpose(-1, -2),
+                                                              -1),
+     lambda n: [(8, 16, 1024, 64) if n > 8 else (2, 3, 4, n)] * 2, 2 * 8 * 16 * 1024**2 * 64),
+    # a·(triu(ones) ⊙ b) = a·triu(b): the triangle of b's nonzeros, n²(n + 1)
+    ("right-mask", lambda a, b: a @ (torch.triu(_ones(a)) * b), _square(2), S * S * (S + 1)),
+    # aᵀa twice, once transposed and doubled: one triangle of the products, n²(n + 1)
+    ("gram-twice", lambda a: torch.relu(a.T @ a) + torch.relu((a.T @ a).T * 2), _square(1),
+     S * S * (S + 1)),
+]
+
+
+def _conv_minus_unfold(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """A 3×3 convolution less its ``unfold`` and product spelling: 0."""
+    n, out, side = x.shape[0], w.shape[0], x.shape[-1] - 2
+    return F.conv2d(x, w) - (w.reshape(out, -1) @ F.unfold(x, 3)).reshape(n, out, side, side)
+
+
+#: left (docs/limitations.md): a convolution of more than one tap is no network step, nor is
+#: ``unfold``, so the two spellings are two values, charged a convolution and a product
+LEFT = [pytest.param(
+    _conv_minus_unfold, lambda n: [(2 if n < 8 else 8, 3, n + 2, n + 2), (4, 3, 3, 3)], 0,
+    id="conv3x3-minus-unfold", marks=pytest.mark.xfail(strict=True, reason="multi-tap conv"))]
+
+
+@pytest.mark.parametrize(("forward", "shapes", "hand"),
+                         [pytest.param(*p[1:], id=p[0]) for p in PROBES] + LEFT)
+def test_a_probe_is_charged_at_most_its_hand_minimum_and_what_the_oracle_proves(
+    forward, shapes, hand: int,
+) -> None:
+    result = analyze(Fn(forward), *(meta(*shape) for shape in shapes(S)))
+    assert result.tensor_flops <= hand
+    inputs = tuple(torch.randn(shape, dtype=torch.float64) for shape in shapes(5))
+    found = oracle(Fn(forward), inputs)
+    small = analyze(Fn(forward), *(x.float() for x in inputs))
+    assert small.compulsory_bytes >= found.bytes(FP32)

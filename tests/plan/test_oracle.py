@@ -706,6 +706,14 @@ ALGEBRA_PROGRAMS = [
     ("product-times-vector", lambda a, b, v: (a @ b) @ v,
      (torch.randn(6, 6), torch.randn(6, 6), torch.randn(6))),
     ("two-linears", _TwoLinears(), (torch.randn(7, 6),)),
+    ("scaled-twin", lambda a, b: torch.softmax(a @ b * 0.5, 1) + torch.softmax((a * 0.25) @ b, 1),
+     (torch.randn(5, 6), torch.randn(6, 4))),
+    ("made-triangle", lambda a: torch.tril(torch.ones(6, 6, dtype=a.dtype)) @ a,
+     (torch.randn(6, 5),)),
+    ("triangle-mask", lambda a, b: (torch.triu(torch.ones(6, 6, dtype=a.dtype)) * a) @ b,
+     (torch.randn(6, 6), torch.randn(6, 5))),
+    ("pooled-1x1-conv", lambda x, w: F.avg_pool2d(F.conv2d(x, w), 2),
+     (torch.randn(2, 3, 4, 6), torch.randn(4, 3, 1, 1))),
 ]
 
 

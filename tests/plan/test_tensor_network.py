@@ -40,6 +40,7 @@ from torchroofline.trace.tracer import trace_model
 
 M, K, N = 2048, 1024, 4096
 SUM = "sum through the linear map"
+SCALED = "common subexpression up to a scale"
 CHAIN = "matrix chain reassociated"
 CSE = "common subexpression"
 
@@ -75,11 +76,11 @@ CLOSED_FORMS = [
     # a transpose and a copy move no value: x @ ΣW (K·N adds, 2·M·K), Σb (N), added (M)
     ("layout-copy-then-sum", lambda s, x: s.fc(x).t().contiguous().sum(0), {"fc": _fc},
      [(M, K)], 2 * M * K, K * N + N + M, [("fc", SUM)]),
-    # each reader its own matrix-vector product (2·M·K twice); ΣW and Σb computed once (a
-    # common subexpression of the two replacements), the mean's 1/N on ΣW (K) and on Σb (1),
-    # each bias added (M twice); the GEMM is computed by neither
+    # the mean is the sum over N (one network up to a number: shared.equal_networks), so one
+    # matrix-vector product (2·M·K): ΣW (K·N adds) and Σb (N), the bias added (M), the mean
+    # the sum times 1/N (M); the GEMM is computed by neither
     ("one-product-two-reductions", _two_reductions, {"fc": _fc},
-     [(M, K)], 4 * M * K, K * N + N + K + 1 + 2 * M, [("fc", SUM), ("fc", SUM)]),
+     [(M, K)], 2 * M * K, K * N + N + 2 * M, [("", SCALED), ("fc", SUM)]),
     # Σ_b A[b] (8·512·256 adds), then each batch (256) @ (256, 1024): 2·8·256·1024
     ("bmm-sum-rows", lambda s, a, b: torch.bmm(a, b).sum(1), {},
      [(8, 512, 256), (8, 256, 1024)], 2 * 8 * 256 * 1024, 8 * 512 * 256, [("", SUM)]),
@@ -320,6 +321,10 @@ EXACT = [
     ("affine-chain", _With(lambda s, x: s.b(s.a(x)), a=nn.Linear(6, 8).double(),
                            b=nn.Linear(8, 2).double()), (_double(5, 6),)),
     ("scaled-shifted", _linear(lambda s, x: (-(s.fc(x) * 3 - 2) + 1).mean()), (_double(5, 6),)),
+    # a 1×1 convolution pooled first, emitted as a convolution (it keeps the convolution's
+    # precision): a (4, 3) weight, the pooled image's channels contracted
+    ("pooled-convolution", _With(lambda s, x, w: F.avg_pool2d(
+        F.conv2d(x, w[:, :, None, None]), 2)), (_double(2, 3, 4, 6), _double(4, 3))),
 ]
 
 

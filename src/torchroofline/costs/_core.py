@@ -72,6 +72,9 @@ class FlopCount:
     vector: int = 0
     kind: MatmulKind | None = None
     launches: int = 1  #: GPU kernel launches the op stands for (an RNN is many)
+    #: another family the matmul-class work may run as, on that family's unit (a product an
+    #: algebraic shortcut writes as the convolution it came from may run as the product it is)
+    alternative: MatmulKind | None = None
 
     def scaled(self, share: float) -> FlopCount:
         """These FLOPs times ``share`` (0..1), each count rounded down; itself when that
@@ -79,7 +82,7 @@ class FlopCount:
         tensor, vector = int(self.tensor * share), int(self.vector * share)
         if tensor == self.tensor and vector == self.vector:
             return self
-        return FlopCount(tensor, vector, self.kind, self.launches)
+        return FlopCount(tensor, vector, self.kind, self.launches, self.alternative)
 
 
 #: No FLOPs (one launch), shared: FLOP counts are immutable

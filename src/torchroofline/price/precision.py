@@ -539,6 +539,9 @@ def _least_compute_s(
         own = unit_for(gpu, op_precision(op, precision), op.flops.kind, switches)
         program[0 if own.name == "tensor" else 1] += op.flops.tensor / own.peak_flops_per_s
         units = [own, *(unit_for(gpu, rung, op.flops.kind) for rung in rungs)]
+        if op.flops.alternative is not None:
+            units.append(unit_for(gpu, op_precision(op, precision), op.flops.alternative,
+                                  switches))
         on_tensor, on_vector = (_seconds_on(units, name, op.flops.tensor)
                                 for name in ("tensor", "vector"))
         items.append((vector_s, on_tensor, on_vector))

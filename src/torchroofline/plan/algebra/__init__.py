@@ -60,8 +60,9 @@ def cheapest_program(
     none applies (most programs: one registry look-up per op, one value-numbering pass) or for
     a training step (its backward reads the forward's values). ``known``: the values known
     from shapes and constants (:func:`..demand.known_values`), which constant buffers' rules
-    read. Each round takes the common subexpressions first (:func:`.shared.common_values`),
-    and only where there are none the other rules, so that the identities see one value."""
+    read. Each round takes the common subexpressions first (:func:`.shared.common_values`,
+    then :func:`.shared.equal_networks`), and only where there are none the other rules, so
+    that the identities see one value."""
     if trace.step is not None:
         return None
     program = Rewritten(trace, tuple(records), (), tuple(range(len(trace.ops))))
@@ -71,7 +72,7 @@ def cheapest_program(
     for _ in range(MAX_ROUNDS):
         inserted = frozenset(i for i, o in enumerate(origins) if not isinstance(o, int))
         graph = Graph.of(program.trace, known, program.ops, inserted)
-        matches = shared.common_values(graph) or _matches(graph)
+        matches = shared.common_values(graph) or shared.equal_networks(graph) or _matches(graph)
         if not matches:
             break
         step = spliced(program.trace, program.ops, matches, graph)

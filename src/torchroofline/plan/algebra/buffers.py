@@ -12,10 +12,12 @@ import torch.nn.functional as F
 from ...costs import aten
 from ...trace.refs import TensorRef
 from ._core import Graph, Match, algebra_rule
+from .network import constant_of
 
 SUMS_RULE = "constant matrix product is a sum"
 SCAN_RULE = "triangular constant product is a cumulative sum"
 BOX_RULE = "constant filter is a box sum"
+MASK_RULE = "triangular constant mask is a triangle"
 
 
 def _constant(value: torch.Tensor | None) -> float | None:
@@ -42,6 +44,32 @@ def _triangle(value: torch.Tensor | None) -> tuple[float, bool] | None:
         if torch.equal(value, full.triu() if upper else full.tril()):
             return float(c), upper
     return None
+
+
+#: ops that keep one triangle of a matrix (on and above the diagonal: True)
+_TRIANGLES = {aten.triu: True, aten.tril: False}
+
+
+def _made_triangle(graph: Graph, ref: TensorRef) -> tuple[float, bool] | None:
+    """(c, upper) where ``ref`` reads, plain or transposed, a ``triu``/``tril`` (main diagonal)
+    of a square matrix the program made with every element c ≠ 0 (``ones``, ``full``): known
+    from the ops, at any size, where its values are too big to be known (``torch.tril(
+    torch.ones(4096, 4096))``)."""
+    found = graph.producer(ref)
+    op = None if found is None else found[1]
+    if op is None or op.func is None or op.func.overloadpacket not in _TRIANGLES or (
+        op.argument("diagonal", 0) != 0 or len(ref.shape) != 2 or ref.shape[0] != ref.shape[1]
+    ):
+        return None
+    written = op.writes[0]
+    if ref.offset != written.offset or ref.shape != written.shape:
+        return None
+    c = constant_of(graph, op.reads[0])
+    upper = _TRIANGLES[op.func.overloadpacket]
+    if not c or ref.shape[0] > 1 and ref.strides not in (written.strides,
+                                                          written.strides[::-1]):
+        return None
+    return c, upper if ref.strides == written.strides else not upper
 
 
 def _plain_product(graph: Graph, root: int) -> tuple[TensorRef, TensorRef] | None:
@@ -82,7 +110,7 @@ def triangular_constant_product(graph: Graph, root: int) -> Match | None:
         return None
     left, right = operands
     for position, operand, other, dim in ((1, right, left, 1), (0, left, right, 0)):
-        found = _triangle(graph.value(operand))
+        found = _triangle(graph.value(operand)) or _made_triangle(graph, operand)
         if found is None:
             continue
         c, upper = found
@@ -96,6 +124,30 @@ def triangular_constant_product(graph: Graph, root: int) -> Match | None:
             return scanned * c
 
         return Match(SCAN_RULE, root, (other,), build, root)
+    return None
+
+
+@algebra_rule([aten.mul])
+def triangular_constant_mask(graph: Graph, root: int) -> Match | None:
+    """x · T with T = c on and below (above) the diagonal and 0 elsewhere: c·tril(x) (triu):
+    the mask's zeros are the op's own, so the product it feeds is a triangular one (the demand
+    walk's structure) at any size, where a mask too big to evaluate is data to the walk."""
+    op = graph.op(root)
+    if len(op.reads) != 2:
+        return None
+    for mask, other in (op.reads, op.reads[::-1]):
+        found = _triangle(graph.value(mask)) or _made_triangle(graph, mask)
+        if found is None or other.shape != op.writes[0].shape or len(other.shape) != 2 or (
+            other.dtype != op.writes[0].dtype
+        ):
+            continue
+        c, upper = found
+
+        def build(x: torch.Tensor, c: float = c, upper: bool = upper) -> torch.Tensor:
+            kept = x.triu() if upper else x.tril()
+            return kept if c == 1 else kept * c
+
+        return Match(MASK_RULE, root, (other,), build, root)
     return None
 
 

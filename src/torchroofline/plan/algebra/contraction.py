@@ -38,6 +38,7 @@ from .network import (
     Sum,
     Term,
     Walk,
+    leaf_values,
     read_at,
     transparent,
     without_deltas,
@@ -216,6 +217,8 @@ class _Plan:
     sizes: dict[int, int]
     shape: tuple[int, ...]
     dtype: torch.dtype
+    #: the labels a convolution of the segment contracted (:attr:`.network.Network.convolved`)
+    convolved: frozenset[int] = frozenset()
 
 
 def _letters(labels: Sequence[int], names: dict[int, str]) -> str:
@@ -264,7 +267,7 @@ def _run(plan: _Plan, tensors: Sequence[torch.Tensor],
         if values and scale is not None:  # the coefficient on the smallest factor
             small = min(range(len(values)), key=lambda i: values[i][0].numel())
             values[small] = (values[small][0] * scale, values[small][1])
-        value, labels = _contract(values, order.tree, plan.output, names) if values else (
+        value, labels = _contract(values, order.tree, plan, names) if values else (
             torch.full((), coeff, dtype=plan.dtype, device=tensors[0].device if tensors
                        else None), ())
         ordered = tuple(a for a in plan.output if a in labels)
@@ -288,29 +291,57 @@ def _run(plan: _Plan, tensors: Sequence[torch.Tensor],
     return full.clone(memory_format=torch.contiguous_format) if aliased else full.contiguous()
 
 
-def _contract(values: list[tuple[torch.Tensor, Labels]], tree: object, output: Labels,
+def _contract(values: list[tuple[torch.Tensor, Labels]], tree: object, plan: _Plan,
               names: dict[int, str]) -> tuple[torch.Tensor, Labels]:
     """The factors of ``tree`` contracted pairwise, each step keeping the labels the rest or
     the output need."""
-    value, labels, _ = _walked(values, tree, output, names)
+    value, labels, _ = _walked(values, tree, plan, names)
     return value, labels
 
 
-def _walked(values: list[tuple[torch.Tensor, Labels]], node: object, output: Labels,
+def _walked(values: list[tuple[torch.Tensor, Labels]], node: object, plan: _Plan,
             names: dict[int, str]) -> tuple[torch.Tensor, Labels, list[int]]:
     """:func:`_contract` of the subtree ``node``, and the positions of the values it read (a
     function of the module: a closure that calls itself is a reference cycle, garbage only the
     cyclic collector frees)."""
     if isinstance(node, int):
         return (*values[node], [node])
-    left, right = (_walked(values, part, output, names) for part in node)  # type: ignore[union-attr]
+    left, right = (_walked(values, part, plan, names) for part in node)  # type: ignore[union-attr]
     inside = left[2] + right[2]
-    elsewhere = set(output) | {a for i, (_, ls) in enumerate(values) if i not in inside
-                               for a in ls}
+    elsewhere = set(plan.output) | {a for i, (_, ls) in enumerate(values) if i not in inside
+                                    for a in ls}
     joint = tuple(dict.fromkeys(left[1] + right[1]))
     out = tuple(a for a in joint if a in elsewhere)
+    convolved = _convolved(left[:2], right[:2], out, plan.convolved, names)
+    if convolved is not None:
+        return convolved, out, inside
     equation = f"{_letters(left[1], names)},{_letters(right[1], names)}->{_letters(out, names)}"
     return torch.einsum(equation, left[0], right[0]), out, inside
+
+
+def _convolved(left: tuple[torch.Tensor, Labels], right: tuple[torch.Tensor, Labels],
+               out: Labels, channels: frozenset[int], names: dict[int, str]) -> (
+    torch.Tensor | None
+):
+    """A pair that contracts one label a convolution of the segment contracted, and shares no
+    other, as that convolution: a 1×1 one over the rest of the image's labels (the weight's
+    other labels its output channels). A product the program ran as a convolution keeps the
+    permission it ran under (fp32 convolutions on TF32 tensor cores by PyTorch's default, where
+    an fp32 ``bmm`` is IEEE): a DenseNet transition's 1×1 convolution, pooled first, is still
+    one. None for any other pair (an ``einsum``)."""
+    shared = set(left[1]) & set(right[1])
+    if len(shared) != 1 or not shared <= channels or shared & set(out):
+        return None
+    (channel,) = shared
+    # the image is the operand with the most elements (the weight's rows are its channels)
+    (image, seen), (weight, taps) = sorted((left, right), key=lambda pair: -pair[0].numel())
+    rest, kernels = [a for a in seen if a != channel], [a for a in taps if a != channel]
+    count = image.shape[seen.index(channel)]
+    x = torch.einsum(f"{_letters(seen, names)}->{_letters([channel, *rest], names)}", image)
+    w = torch.einsum(f"{_letters(taps, names)}->{_letters([*kernels, channel], names)}", weight)
+    y = torch.conv1d(x.reshape(1, count, -1), w.reshape(-1, count, 1))
+    y = y.reshape([*w.shape[:-1], *x.shape[1:]])
+    return torch.einsum(f"{_letters([*kernels, *rest], names)}->{_letters(out, names)}", y)
 
 
 _COPIES = (aten.clone, aten.alias)
@@ -344,29 +375,6 @@ def _may_gain(graph: Graph, root: int) -> bool:
     return False
 
 
-#: most ops the look-up for a shared value walks back from each operand of an add
-MAX_SHARED_WALK = 64
-
-
-def _sources(graph: Graph, ref: TensorRef) -> set[int]:
-    """The values the walk from ``ref`` can reach as leaves: back through the segment ops it may
-    go through (:func:`.network.transparent`), up to :data:`MAX_SHARED_WALK` of them (then
-    what is left counts as reached)."""
-    found: set[int] = set()
-    stack, passed = [ref], set()
-    while stack and len(passed) < MAX_SHARED_WALK:
-        ref = stack.pop()
-        producer = graph.producer(ref)
-        if producer is None or lookup(STEPS, producer[1]) is None or not transparent(
-            graph, ref, producer[1]
-        ):
-            found.add(ref.value_id)
-        elif producer[0] not in passed:
-            passed.add(producer[0])
-            stack.extend(producer[1].reads)
-    return found | {r.value_id for r in stack}
-
-
 def _summands(graph: Graph, ref: TensorRef) -> list[TensorRef]:
     """The operands of the chain of adds ``ref`` reads, through the adds a walk goes through."""
     producer = graph.producer(ref)
@@ -386,7 +394,7 @@ def _shares_a_value(graph: Graph, root: int) -> bool:
         return False
     seen: set[int] = set()
     for ref in (r for read in reads for r in _summands(graph, read)):
-        sources = _sources(graph, ref)
+        sources = leaf_values(graph, ref)
         if sources & seen:
             return True
         seen |= sources
@@ -459,7 +467,8 @@ def _planned(net: Network, terms: Sequence[Term], output: Labels, out: TensorRef
     if len(net.sizes) > len(_LETTERS):
         return None
     shape = tuple(net.sizes[a] for a in output)
-    return _Plan(tuple(planned), output, dict(net.sizes), shape, getattr(torch, out.dtype)), cost
+    return _Plan(tuple(planned), output, dict(net.sizes), shape, getattr(torch, out.dtype),
+                 frozenset(net.atoms(sorted(net.convolved)))), cost
 
 
 def _plan(net: Network, terms: Sequence[Term], out: TensorRef, output: Labels) -> tuple[

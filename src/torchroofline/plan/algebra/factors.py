@@ -628,6 +628,72 @@ def shared_key(net: Network, item: Sum) -> object:
     return body, tuple(net.sizes[a] for a in names)
 
 
+def network_key(net: Network, terms: Sequence[Term], output: Labels) -> tuple[object, float] | None:
+    """What ``terms`` compute over ``output`` (its labels in the order of the value's dims), up
+    to one nonzero number, and that number: two networks of one key compute values in the
+    ratio of their numbers, element by element, however spelled (``a @ b * c`` and
+    ``(a * c) @ b``; a diagonal scale on either side of a product). Each term is keyed with
+    its factors in an order that no name of a summed label decides and those labels numbered
+    in it; the terms sorted, and their coefficients divided by the first's. Two output labels
+    next to one another that every factor reads as one (the outer's stride the inner's times
+    its size, or neither) are one label (:func:`_fused`): a batch and a head read through a
+    batched product's (B·H, …) view are the (B, H) of an einsum's output. None for no terms
+    (the value is 0)."""
+    dropped, sizes = _fused(net, terms, output)
+    fixed = {a: n for n, a in enumerate(a for a in output if a not in dropped)}
+    keyed = []
+    for term in terms:
+        factors = sorted(term.factors, key=lambda f: repr(
+            _fused_canonical(net, f, dict(fixed), dropped)))
+        names = dict(fixed)
+        body = tuple(_fused_canonical(net, f, names, dropped) for f in factors)
+        numbered = tuple(sizes.get(a, net.sizes[a]) for a in sorted(names, key=names.__getitem__))
+        keyed.append((repr((body, numbered)), term.coeff))
+    keyed.sort(key=lambda pair: pair[0])
+    if not keyed or not keyed[0][1]:
+        return None
+    first = keyed[0][1]
+    # coefficients within rounding of one ratio are one (as :data:`RATIO_TOLERANCE` takes them)
+    return tuple((body, float(f"{coeff / first:.12g}")) for body, coeff in keyed), first
+
+
+def _fused(net: Network, terms: Sequence[Term], output: Labels) -> tuple[set[int], dict[int, int]]:
+    """The output labels read as part of the next one out (dropped) and the size of each label
+    that reads them too: ``output[n]`` and ``output[n + 1]`` are one where every factor of
+    every term is a value read as it is that carries both, the outer at the inner's stride
+    times its size, or neither."""
+    dropped: set[int] = set()
+    factors = [f for term in terms for f in term.factors]
+    strides = [_storage_strides(net, f) if isinstance(f, Factor) else None for f in factors]
+    carried = [set(atoms(net, f)) for f in factors]
+    for outer, inner in itertools.pairwise(output):
+        if all(not {outer, inner} & held or {outer, inner} <= held and found is not None and (
+            found[outer] == found[inner] * net.sizes[inner]) for held, found in zip(
+                carried, strides, strict=True)):
+            dropped.add(outer)
+    # a run fused into its innermost label: that label's size is the run's
+    run: dict[int, int] = {}
+    for outer, inner in itertools.pairwise(output):
+        if outer in dropped:
+            run[inner] = run.get(outer, net.sizes[outer]) * net.sizes[inner]
+    return dropped, run
+
+
+def _fused_canonical(net: Network, item: Item, names: dict[int, int], dropped: set[int]) -> (
+    object
+):
+    """:func:`_canonical` with the labels of ``dropped`` left out (read as part of the next
+    label in: :func:`_fused`)."""
+    if not dropped or not isinstance(item, Factor) or not dropped & set(atoms(net, item)):
+        return _canonical(net, item, names)
+    strides = _storage_strides(net, item)
+    ref = item.refs[0]
+    placed = sorted(((a, s) for a, s in strides.items() if a not in dropped),
+                    key=lambda pair: -pair[1])
+    return ref.value_id, ref.offset, ref.dtype, tuple(
+        (stride, names.setdefault(a, len(names))) for a, stride in placed)
+
+
 def _connected(net: Network, part: Sequence[Item]) -> bool:
     """Whether ``part``'s factors are one product (each reached from the first by labels)."""
     reached, labels = {0}, set(atoms(net, part[0]))

@@ -94,6 +94,9 @@ class Network:
     parts: dict[int, Labels] = field(default_factory=dict)
     #: the ops whose values the network computes (their work is what it may save)
     ops: set[int] = field(default_factory=set)
+    #: the labels a convolution contracts (its input channels): a contraction of one of them
+    #: is emitted as a convolution, under the convolution's precision
+    convolved: set[int] = field(default_factory=set)
     #: labels (or a factor's dims) → their atoms, as :meth:`atoms` found them until the next
     #: :meth:`split` (the search asks for the same few millions of times)
     _found_atoms: dict[object, Labels] = field(default_factory=dict, repr=False, compare=False)
@@ -267,7 +270,7 @@ class Walk:
         step where the value is the segment's alone, else one factor, a leaf."""
         if ref.dtype not in FLOATS:
             return None
-        known = _constant_of(self.graph, ref)
+        known = constant_of(self.graph, ref)
         found = self.graph.producer(ref)
         if known is not None:
             if found is not None and not found[1].reads:  # made here: its write is saved
@@ -315,7 +318,31 @@ def transparent(graph: Graph, ref: TensorRef, op: TracedOp) -> bool:
     )
 
 
-def _constant_of(graph: Graph, ref: TensorRef) -> float | None:
+#: most ops the look-up for a shared value walks back from each operand of an add
+MAX_SHARED_WALK = 64
+
+
+def leaf_values(graph: Graph, ref: TensorRef) -> set[int]:
+    """The values the walk from ``ref`` can reach as leaves: back through the segment ops it may
+    go through (:func:`transparent`), up to :data:`MAX_SHARED_WALK` of them (then
+    what is left counts as reached)."""
+    found: set[int] = set()
+    stack, passed = [ref], set()
+    while stack and len(passed) < MAX_SHARED_WALK:
+        ref = stack.pop()
+        producer = graph.producer(ref)
+        if producer is None or lookup(STEPS, producer[1]) is None or not transparent(
+            graph, ref, producer[1]
+        ):
+            found.add(ref.value_id)
+        elif producer[0] not in passed:
+            passed.add(producer[0])
+            stack.extend(producer[1].reads)
+    return found | {r.value_id for r in stack}
+
+
+
+def constant_of(graph: Graph, ref: TensorRef) -> float | None:
     """The one value every element of ``ref`` holds where a ``ones``/``zeros``/``full`` made it
     or it is known from shapes and constants with all elements equal; None otherwise."""
     found = graph.producer(ref)
@@ -360,6 +387,7 @@ def _one_tap_convolution(walk: Walk, op: TracedOp, index: int, out: Groups) -> T
         return None
     batch, outputs, *spatial = out
     channels = (walk.net.new(source.shape[1]),) if source.shape[1] > 1 else ()
+    walk.net.convolved.update(channels)
     terms = _summed_over(walk.net, _product(
         walk.terms(source, (batch, channels, *spatial), index),
         walk.terms(weight, (outputs, channels, *(() for _ in spatial)), index)), channels)

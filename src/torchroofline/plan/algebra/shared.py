@@ -1,16 +1,23 @@
-"""Work done once: the same product computed twice is computed once (a common subexpression),
-and a product whose operand is broadcast along its rows is one row, broadcast."""
+"""Work done once: the same product computed twice is computed once (a common subexpression,
+found by the call or by the normal form of the segment that computes it, up to a number), and a
+product whose operand is broadcast along its rows is one row, broadcast."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
 import torch
 
-from ...costs import aten
+from ...costs import aten, lookup
 from ...trace.refs import TensorRef, TracedOp
 from ._core import Graph, Match, algebra_rule, is_contiguous
+from .factors import network_key
+from .network import FLOATS, STEPS, Walk, leaf_values, transparent, without_deltas
+
+#: a segment that computes an earlier segment's value times a number other than 1
+SCALED_RULE = "common subexpression up to a scale"
 
 
 def _repeatable(graph: Graph, index: int, op: TracedOp) -> bool:
@@ -137,6 +144,110 @@ def onto_equal(ref: TensorRef, base: int, earlier: TensorRef) -> TensorRef | Non
     offset = earlier.offset + sum(i * s for i, s in zip(origin, earlier.strides, strict=True))
     return replace(ref, value_id=earlier.value_id, storage_id=earlier.storage_id, offset=offset,
                    strides=tuple(strides), storage_elements=earlier.storage_elements)
+
+
+#: most atoms (a value's dims, split where a view of it splits one) whose orders are tried
+#: onto an earlier value's ((Bᵀ·Aᵀ)ᵀ is A·B read transposed; a 1×1 convolution is a product
+#: over a permuted image): n! keys each
+MOST_PERMUTED_ATOMS = 4
+
+
+def equal_networks(graph: Graph) -> list[Match]:
+    """Every segment with a product (:mod:`.network`) that computes an earlier segment's value
+    times a number, its elements perhaps permuted, computed from it: value numbering over the
+    normal form, not the calls, so ``softmax(a @ b * c)`` and ``softmax((a * c) @ b)`` compute
+    one product (a diagonal scale is one factor on either side of it; ``einsum``, a chain
+    reassociated, a product read transposed and a 1×1 convolution as a product over the
+    channels are one network). A segment is keyed (:func:`.factors.network_key`) only where
+    another ends in a value of as many elements from the same values (most segments: none,
+    and no walk)."""
+    groups: dict[tuple, list[int]] = {}
+    for index, op in enumerate(graph.trace.ops):
+        if op.is_view or len(op.writes) != 1 or lookup(STEPS, op) is None:
+            continue
+        out = op.writes[0]
+        if out.dtype not in FLOATS or len(graph.writers.get(out.storage_id, ())) != 1 or (
+            transparent(graph, out, op) or not _read(graph, out)
+        ):
+            continue
+        leaves = frozenset().union(*(leaf_values(graph, ref) for ref in op.reads))
+        groups.setdefault((math.prod(out.shape), out.dtype, leaves), []).append(index)
+    matches: list[Match] = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        seen: dict[object, tuple[TensorRef, float]] = {}
+        for index in members:
+            match = _numbered(graph, index, seen)
+            matches.extend(() if match is None else (match,))
+    return sorted(matches, key=lambda match: match.root)
+
+
+def _read(graph: Graph, out: TensorRef) -> bool:
+    return bool(graph.readers.get(out.value_id)) or out.value_id in graph.trace.output_value_ids
+
+
+def _numbered(graph: Graph, index: int,
+              seen: dict[object, tuple[TensorRef, float]]) -> Match | None:
+    """Op ``index``'s value computed from an earlier one of ``seen`` (key → the earlier value,
+    its number) where its segment has a product and one order of its atoms
+    is keyed so; else its key added to ``seen``."""
+    op = graph.op(index)
+    ours = op.writes[0]
+    walk = Walk(graph)
+    groups = walk.net.fresh(ours.shape)
+    terms = lookup(STEPS, op)(walk, op, index, groups)
+    atoms = walk.net.atoms([a for g in groups for a in g])
+    if not terms or len(set(atoms)) != len(atoms):
+        return None
+    terms = without_deltas(walk.net, terms, atoms)
+    if terms is None:
+        return None
+    sizes = tuple(walk.net.sizes[a] for a in atoms)
+    orders = itertools.permutations(range(len(atoms))) if len(
+        atoms) <= MOST_PERMUTED_ATOMS else (tuple(range(len(atoms))),)
+    product = any(graph.record(i).flops.tensor for i in {index, *walk.net.ops})
+    for order in orders:
+        found = network_key(walk.net, terms, tuple(atoms[n] for n in order))
+        if found is None:
+            return None
+        key, number = found
+        if order == tuple(range(len(atoms))) and key not in seen:
+            seen[key] = (ours, number)
+        earlier = seen.get(key)
+        if earlier is not None and earlier[0] is not ours and product:
+            return _computed_from(graph, index, earlier[0], number / earlier[1],
+                                  tuple(sizes[n] for n in order), order)
+    return None
+
+
+def _computed_from(graph: Graph, index: int, earlier: TensorRef, ratio: float,
+                   atoms: tuple[int, ...], order: tuple[int, ...]) -> Match | None:
+    """Op ``index``'s value as ``ratio`` times ``earlier``, whose elements are ours in
+    ``order`` (ours, its atoms permuted by ``order``, of sizes ``atoms``, is the earlier value
+    in row-major order): the earlier value itself, read through each view, where nothing is
+    permuted and the ratio is 1."""
+    ours = graph.op(index).writes[0]
+    if ratio == 1 and order == tuple(sorted(order)) and (
+        ours.shape == earlier.shape or is_contiguous(earlier)
+    ):
+        # the same elements in the same order: the earlier value read in our shape
+        if ours.shape != earlier.shape:
+            earlier = replace(earlier, shape=ours.shape, strides=tuple(
+                math.prod(ours.shape[d + 1:]) for d in range(len(ours.shape))))
+        if not is_contiguous(ours) or not _readers_map(graph, ours, earlier):
+            return None
+        return Match("common subexpression", index, (earlier,), None, index)
+    back = tuple(order.index(n) for n in range(len(order)))
+    shape = ours.shape
+
+    def build(e: torch.Tensor) -> torch.Tensor:
+        value = e.reshape(atoms).permute(back) if back != tuple(range(len(back))) else e
+        value = (value if ratio == 1 else value * ratio).reshape(shape)
+        return value.clone(memory_format=torch.contiguous_format)
+
+    return Match("common subexpression" if ratio == 1 else SCALED_RULE, index, (earlier,), build,
+                 index)
 
 
 @algebra_rule([aten.mm, aten.addmm])

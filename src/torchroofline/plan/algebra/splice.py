@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from ...costs import OpRecord, cost_trace
+from ...costs import MatmulKind, OpRecord, cost_trace
 from ...errors import TorchrooflineError
 from ...trace.refs import TensorRef, Trace, TracedOp
 from ...trace.tracer import trace_model
@@ -185,9 +185,9 @@ def spliced(trace: Trace, records: Sequence[OpRecord], matches: Sequence[Match],
     fresh = [op for op, record in zip(new_ops, kept_records, strict=True) if record is None]
     costed = iter(cost_trace(replace(trace, ops=tuple(fresh))))
     new_records = tuple(
-        replace(record or next(costed), index=index)
+        _as_either(replace(record or next(costed), index=index), source is None)
         if (record is None or record.index != index) else record
-        for index, record in enumerate(kept_records)
+        for index, (record, source) in enumerate(zip(kept_records, sources, strict=True))
     )
     rewrites = tuple(
         Rewrite(match.rule, graph.op(match.anchor).module_path, graph.op(match.anchor).name,
@@ -195,6 +195,16 @@ def spliced(trace: Trace, records: Sequence[OpRecord], matches: Sequence[Match],
         for match, gone in applied
     )
     return Rewritten(rewritten, new_records, rewrites, tuple(sources))
+
+
+def _as_either(record: OpRecord, inserted: bool) -> OpRecord:
+    """A convolution a replacement makes (a product a convolution of the program contracted,
+    pooled first: :func:`.contraction._convolved`) may run as the convolution, under its
+    precision (TF32 by PyTorch's default), or as the product it is, in IEEE fp32 on the CUDA
+    cores: either computes it, and the pricing takes the better placement in the program."""
+    if not inserted or record.flops.kind is not MatmulKind.CONV:
+        return record
+    return replace(record, flops=replace(record.flops, alternative=MatmulKind.MATMUL))
 
 
 def _renamed(ref: TensorRef, renames: Sequence[Callable[[TensorRef], TensorRef]]) -> TensorRef:

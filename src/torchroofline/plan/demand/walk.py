@@ -365,9 +365,12 @@ def _kept_slice(kept: Region, shape: Sequence[int]) -> str:
 
 
 def _with_flops(record: OpRecord, flops: FlopCount) -> OpRecord:
-    """``record`` charged ``flops`` (itself when it already is: most ops are wholly needed)."""
+    """``record`` charged ``flops`` (itself when it already is: most ops are wholly needed),
+    the family its work may also run as kept (:attr:`FlopCount.alternative`)."""
     if record.flops is flops or record.flops == flops:  # (most rules return the same count)
         return record
+    if record.flops.alternative is not None and flops.kind is record.flops.kind:
+        flops = replace(flops, alternative=record.flops.alternative)
     return replace(record, flops=flops)
 
 
