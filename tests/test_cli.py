@@ -128,6 +128,16 @@ def test_prompt_format_is_short(capsys):
               (["sweep", MATMUL, "--set", "N=32:64:*2", "--gpu", "h100-sxm"], "--out", "s.json"),
           )),
         (["trace", TRACE, "--out", SUITE], "is a folder; give a file name inside it"),
+        # an option that means something only beside another was silently ignored alone
+        # (--optimizer sgd priced inference), where --checkpoint alone was refused
+        (["analyze", MATMUL, "--optimizer", "sgd"], "--optimizer is a training what-if; add "
+         "--train"),
+        (["analyze", MATMUL, "--baseline-ms", "1"], "--baseline-ms scores a measured time "
+         "against the baseline; add --actual-ms MS"),
+        (["analyze", MATMUL, "--batch-dim", "1"], "--batch-dim is the dimension --max-batch "
+         "resizes; add --max-batch"),
+        (["analyze", MATMUL, "--gpus-per-node", "4"], "--gpus-per-node describes a distributed "
+         "job; add --world N"),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(capsys, argv, message):
@@ -136,6 +146,34 @@ def test_bad_usage_exits_2_with_one_line(capsys, argv, message):
     assert message in err
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("form", ["--json", "--format=text"])
+def test_an_interrupted_analyze_keeps_the_files_finished(capsys, monkeypatch, form):
+    # --json printed its list only after the last file: a Ctrl-C after minutes of files
+    # printed "interrupted" alone
+    from torchroofline.cli import analyze as analyze_command
+
+    analyzed, finished = analyze_command._analyzed, []
+
+    def then_ctrl_c(file, *rest):
+        if finished:
+            raise KeyboardInterrupt  # as the armed signal handler raises it, mid-analysis
+        finished.append(file)
+        return analyzed(file, *rest)
+
+    monkeypatch.setattr(analyze_command, "_analyzed", then_ctrl_c)
+    code, out, err = run(capsys, "analyze", MATMUL, SOFTMAX, CONV, form)
+    assert code == 130
+    assert err.strip().endswith("interrupted after 1 of 3 files; the report covers the files "
+                                "finished")
+    if form == "--json":
+        documents = json.loads(out)
+        assert documents[0]["model"] == MATMUL.stem and "error" not in documents[0]
+        assert documents[1:] == [{"file": str(f), "error": "not analyzed: interrupted"}
+                                 for f in (SOFTMAX, CONV)]
+    else:
+        assert out.count("torchroofline — ") == 1 and MATMUL.stem in out
 
 
 def test_actual_ms_before_the_file_leaves_the_file_alone(capsys):
@@ -188,6 +226,10 @@ def test_a_misspelt_option_gets_the_closest_one(capsys):
         (["kernelbench", SUITE, "--memory-limit", "0"], "--memory-limit: takes a finite number"),
         (["analyze", MATMUL, "--world", "0"], "--world: takes a whole number of 1 or more"),
         (["analyze", MATMUL, "--gen-ms", "-1"], "--gen-ms: takes a finite number above 0"),
+        # a dim named twice: the mesh kept the last ("the mesh {'dp': 2} holds 2 ranks, not
+        # the world's 4")
+        (["analyze", MATMUL, "--world", "4", "--mesh", "dp=2,dp=2"],
+         "--mesh: 'dp' is named twice in 'dp=2,dp=2'; name each once"),
     ],
 )
 def test_a_usage_error_is_one_usage_line_and_the_error(capsys, argv, error):
