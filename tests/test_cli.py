@@ -138,6 +138,10 @@ def test_prompt_format_is_short(capsys):
          "resizes; add --max-batch"),
         (["analyze", MATMUL, "--gpus-per-node", "4"], "--gpus-per-node describes a distributed "
          "job; add --world N"),
+        # a timings file naming none of the problems left every measured column empty, where
+        # validate refused it
+        (["kernelbench", SOFTMAX, "--timings", SUITE / "timings_elsewhere.json"],
+         "timings_elsewhere.json: names none of the 1 problem files found"),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(capsys, argv, message):

@@ -152,6 +152,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     from ..suites.batch import Progress, stop_signals, task_count
     from ..suites.kernelbench import load_timings
     from ..suites.solexecbench import discover_problems
+    from ..suites.validate import check_timings_match
 
     # every check that reads no problem, then the GPU's note: an error is the one line
     if args.out:
@@ -164,6 +165,12 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     paths = discover_problems(args.paths, levels)
     if not paths:
         raise UsageError(_nothing_to_run(args.paths, levels))
+    # as validate's: a timings file naming none of the problems (another level's, a typo) left
+    # every measured column empty without a word
+    given = {option: table for option, table in (("--timings", timings),
+                                                 ("--gen-timings", gen_timings)) if table}
+    check_timings_match(given, paths, {"--timings": args.timings,
+                                       "--gen-timings": args.gen_timings})
     run = None
     if args.run:
         run, paths = _run_and_problems(args.run, paths, args.paths)
