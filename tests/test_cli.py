@@ -872,6 +872,12 @@ def test_every_output_is_made_by_one_rule_stated_in_help(capsys, tmp_path, suite
      "    def forward(self, x):\n        return x\n\ndef get_inputs():\n"
      "    return [torch.randn(4)]\n\ndef get_init_inputs():\n    return 7\n",
      "1_InitInt.py: get_init_inputs() returned int; return a list"),
+    # a problem that imports triton is read as a generated kernel: it said so without why
+    ("model.py", "import torch\nimport triton\nimport torch.nn as nn\n\nclass Model(nn.Module):"
+     "\n    def forward(self, x):\n        return x\n\ndef get_inputs():\n"
+     "    return [torch.randn(4)]\n",
+     "model.py: read as a generated kernel (triton code, never run here) whose name says no "
+     "problem"),
 ])
 def test_a_malformed_problem_file_is_one_line_naming_the_fix(capsys, tmp_path, name, text, said):
     path = tmp_path / name
