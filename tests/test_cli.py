@@ -66,6 +66,20 @@ def test_analyze_with_generated_time(capsys):
     assert "0.01 ms is below the 0.01502 ms speed of light of the lowest-precision math" in err
 
 
+def test_a_measured_time_below_every_rung_exits_3_from_every_command(capsys):
+    # analyze --actual-ms and kernelbench --timings exited 0 beside "IMPOSSIBLE" where validate
+    # exited 3 on the same time; 0.01 ms is below the fp8 rung, 3·2048²·4 B / 3.35 TB/s
+    code, out, err = run(capsys, "analyze", MATMUL, "--actual-ms", "0.01")
+    assert code == 3 and "IMPOSSIBLE" in out
+    assert "the measured 0.01 ms is below the 0.01502 ms speed of light" in err
+    # the fixture's 40_LayerNorm.py is timed at 0.0001 ms, below its bound
+    layer_norm = SUITE / "level1" / "40_LayerNorm.py"
+    code, _, err = run(capsys, "kernelbench", layer_norm, "--timings", TIMINGS)
+    assert code == 3 and "LayerNorm.py: the measured 0.0001 ms is below the" in err
+    code, _, _ = run(capsys, "validate", layer_norm, "--eager", TIMINGS)
+    assert code == 3
+
+
 def test_math_option_sets_the_bound(capsys):
     # --math tf32: SoL = 2·2048³ / 494.7e12 s = 34.73 µs; the JSON keeps every rung
     code, out, _ = run(capsys, "analyze", MATMUL, "--math", "tf32", "--json")

@@ -60,7 +60,7 @@ def register(commands: Any) -> None:
         # one value per option (not nargs="+", which would swallow the FILE after it)
         "--actual-ms", type=times, action="extend", metavar="MS[,MS...]",
         help="measured time(s) in ms: one for all files or one per file (comma-separated or "
-        "the option repeated)",
+        "the option repeated); one below the speed of light warns and exits 3",
     )
     analyze.add_argument(
         "--baseline-ms", type=times, action="extend", metavar="MS[,MS...]",
@@ -310,9 +310,16 @@ def _report_file(file: str, gpu: Any, params: Any, args: argparse.Namespace,
         report_error(error, args.debug)
         return 1, 0
     comparison = compare_kernelbench(result, actual_ms, args.gen_ms) if args.gen_ms else None
+    lowest_ms = min(result.sol_by_math_s.values()) * 1e3
+    # a measured time below every rung exits 3 as validate's and trace's do (it exited 0
+    # beside "IMPOSSIBLE" in the report)
+    measured = result.actual is not None and result.actual.verdict.impossible
+    if measured:
+        faster_than_light(file, actual_ms, lowest_ms, "the measured")
     too_fast = comparison is not None and comparison.gen.impossible
     if too_fast:
-        faster_than_light(file, comparison.gen.ms, min(result.sol_by_math_s.values()) * 1e3)
+        faster_than_light(file, comparison.gen.ms, lowest_ms)
+    too_fast = too_fast or measured
     document = result.to_dict()
     if comparison is not None:
         document["comparison"] = comparison.to_dict()

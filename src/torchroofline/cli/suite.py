@@ -52,7 +52,8 @@ def register(commands: Any) -> None:
     clock_options(suite)
     math_option(suite)
     data_option(suite)
-    suite.add_argument("--timings", metavar="JSON", help="reference times (KernelBench format)")
+    suite.add_argument("--timings", metavar="JSON", help="reference times (KernelBench format); "
+                       "one below the speed of light warns and exits 3")
     suite.add_argument(
         "--gen-timings", metavar="JSON",
         help="generated kernels' times; one below the speed of light warns and exits 3",
@@ -198,9 +199,15 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     if stopped:
         return EXIT_INTERRUPTED
     for problem in report.problems:
-        if problem.gen_impossible:
-            faster_than_light(problem.name, problem.gen_ms, min(problem.sol_by_math_ms.values()))
-    return exit_code(report.failed, sum(p.gen_impossible for p in report.problems))
+        # a --timings time below every rung exits 3 as validate's does (it exited 0)
+        for too_fast, time_ms, whose in ((problem.impossible, problem.measured_ms, "the measured"),
+                                         (problem.gen_impossible, problem.gen_ms,
+                                          "the generated kernel's")):
+            if too_fast:
+                faster_than_light(problem.name, time_ms, min(problem.sol_by_math_ms.values()),
+                                  whose)
+    return exit_code(report.failed,
+                     sum(p.gen_impossible or p.impossible for p in report.problems))
 
 
 def _run_batch(args: argparse.Namespace, paths: list[Path], gpu: Any, progress: Any,
