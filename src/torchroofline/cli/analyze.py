@@ -283,6 +283,16 @@ def _print_json(args: argparse.Namespace, documents: list[dict[str, Any]],
         print(json.dumps(documents[0] if one else documents, indent=2))
 
 
+def _measured_too_fast(label: str, result: Result) -> bool:
+    """Whether the measured time set on ``result`` is below every math rung, warned of in one
+    line: it exits 3 as validate's and trace's do (it exited 0 beside "IMPOSSIBLE")."""
+    if result.actual is None or not result.actual.verdict.impossible:
+        return False
+    faster_than_light(label, result.actual.ms, min(result.sol_by_math_s.values()) * 1e3,
+                      "the measured")
+    return True
+
+
 def _report_file(file: str, gpu: Any, params: Any, args: argparse.Namespace,
                  actual_ms: float | None, baseline_ms: float | None, problem_dirs: list[str],
                  documents: list[dict[str, Any]]) -> tuple[int, int]:
@@ -291,7 +301,7 @@ def _report_file(file: str, gpu: Any, params: Any, args: argparse.Namespace,
     from ..suites.kernelbench import compare_kernelbench, reference_for
 
     if file in problem_dirs:
-        return _analyze_problem_dir(file, gpu, args, actual_ms, baseline_ms, documents), 0
+        return _analyze_problem_dir(file, gpu, args, actual_ms, baseline_ms, documents)
     try:
         reference = reference_for(
             file, ref=args.ref, problems=args.problems, class_name=args.class_name
@@ -310,15 +320,10 @@ def _report_file(file: str, gpu: Any, params: Any, args: argparse.Namespace,
         report_error(error, args.debug)
         return 1, 0
     comparison = compare_kernelbench(result, actual_ms, args.gen_ms) if args.gen_ms else None
-    lowest_ms = min(result.sol_by_math_s.values()) * 1e3
-    # a measured time below every rung exits 3 as validate's and trace's do (it exited 0
-    # beside "IMPOSSIBLE" in the report)
-    measured = result.actual is not None and result.actual.verdict.impossible
-    if measured:
-        faster_than_light(file, actual_ms, lowest_ms, "the measured")
+    measured = _measured_too_fast(file, result)
     too_fast = comparison is not None and comparison.gen.impossible
     if too_fast:
-        faster_than_light(file, comparison.gen.ms, lowest_ms)
+        faster_than_light(file, comparison.gen.ms, min(result.sol_by_math_s.values()) * 1e3)
     too_fast = too_fast or measured
     document = result.to_dict()
     if comparison is not None:
@@ -409,9 +414,10 @@ def _scored(document: dict[str, Any], result: Result, actual_ms: float | None,
 def _analyze_problem_dir(
     folder: str, gpu: Any, args: argparse.Namespace, actual: Sequence[float] | float | None,
     baseline: Sequence[float] | float | None, documents: list[dict[str, Any]],
-) -> int:
+) -> tuple[int, int]:
     """Every workload of a SOL-ExecBench directory analysed, its documents appended to
-    ``documents`` and printed in ``args.format``; the count that failed. ``actual`` and
+    ``documents`` and printed in ``args.format``; the counts that failed and whose measured
+    time is below every rung (:func:`_measured_too_fast`). ``actual`` and
     ``baseline``: one time for all workloads or a list of one per workload."""
     from ..price.precision import restoring_switches
 
@@ -426,7 +432,7 @@ def _analyze_problem_dir(
 def _analyze_workloads(
     folder: str, gpu: Any, args: argparse.Namespace, actual: Sequence[float] | float | None,
     baseline: Sequence[float] | float | None, documents: list[dict[str, Any]],
-) -> int:
+) -> tuple[int, int]:
     """:func:`_analyze_problem_dir`'s work, under its switches."""
     from ..suites.solexecbench import analyze_workload, load_definition, load_workloads
 
@@ -435,14 +441,14 @@ def _analyze_workloads(
     except TorchrooflineError as error:
         documents.append({"file": folder, "error": str(error)})
         report_error(error, args.debug)
-        return 1
+        return 1, 0
     labels = [workload.uuid for workload in workloads]
 
     def per_workload(times: Any, option: str) -> list[float | None]:
         listed = times if isinstance(times, list) or times is None else [times]
         return actual_times(labels, listed, option, "workload")
 
-    failed = 0
+    failed = too_fast = 0
     for workload, actual_ms, baseline_ms in zip(
         workloads, per_workload(actual, "--actual-ms"), per_workload(baseline, "--baseline-ms"),
         strict=True,
@@ -469,6 +475,7 @@ def _analyze_workloads(
             from ..present.report import format_prompt
 
             print(format_prompt(result))
+        too_fast += _measured_too_fast(f"{folder} {workload.uuid}", result)
         document = {"file": folder, "workload": workload.uuid, "axes": dict(workload.axes),
                     **result.to_dict()}
         documents.append(_scored(document, result, actual_ms, baseline_ms, args.format))
@@ -476,7 +483,7 @@ def _analyze_workloads(
             picture = plot_path(args.plot, f"{Path(folder).name}_{workload.uuid}", True)
             result.plot(picture, top=max(args.top, 1))
             print_note(f"wrote {picture}")
-    return failed
+    return failed, too_fast
 
 
 
