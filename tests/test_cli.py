@@ -109,7 +109,7 @@ def test_prompt_format_is_short(capsys):
         (["analyze", MATMUL, "--gpu", "h1000"], "unknown GPU 'h1000'"),
         (["analyze", MATMUL, "--precision", "fp12"], "unknown precision 'fp12'"),
         (["kernelbench", SUITE, "--out", "report.txt"], "--out must end in"),
-        (["kernelbench", SUITE / "nowhere"], "no such file or folder"),
+        (["kernelbench", SUITE / "nowhere"], "nowhere: no such file or folder; check the path"),
         (["analyze", MATMUL, "--actual-ms", "1,2"], "--actual-ms takes one time"),
         (["analyze", SUITE / "level1"], "is a folder; to analyze every problem in it run: "
          f"torchroofline kernelbench {SUITE / 'level1'}"),

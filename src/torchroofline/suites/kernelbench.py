@@ -750,7 +750,7 @@ def discover(paths: Iterable[str | Path], levels: set[int] | None = None) -> lis
         elif path.exists():
             found.append(path)
         else:
-            raise InputError(f"{path}: no such file or folder")
+            raise InputError(f"{path}: no such file or folder; check the path")
     unique = list(dict.fromkeys(found))
     if levels is not None:
         unique = [p for p in unique if level_of(p) in levels]
