@@ -676,6 +676,17 @@ def test_suite_pictures_from_batch_and_saved_report(suite_report, capsys, tmp_pa
     assert code == 2 and "not a readable report" in err
 
 
+def test_plot_names_the_command_that_draws_a_validate_report(capsys, tmp_path):
+    # it holds "problems" too: drawn as a suite, it read "no analyzed problem has a measured
+    # time ... pass --timings" of a report made of measured times
+    report = tmp_path / "v.json"
+    report.write_text(json.dumps({"gpu": "H100 SXM", "modes": ["eager"], "failed": 0,
+                                  "host_scale": {"used": 1.0}, "problems": []}))
+    code, _, err = run(capsys, "plot", report, "--out", tmp_path)
+    assert code == 2
+    assert "(it is a 'torchroofline validate' report; draw it with 'torchroofline validate " in err
+
+
 def test_max_batch_reuses_the_analyzed_build_and_keeps_its_switches(capsys, tmp_path):
     # the problem file runs once (the model --max-batch searches is the one analyzed), and the
     # TF32 switch it sets at import is put back after both, not left for the next file

@@ -343,6 +343,10 @@ OTHER_JSON: dict[str, str] = {
     "FILE --plot out.png'",
     "sweep": "a 'torchroofline sweep' report; draw it with 'torchroofline sweep FILE ... --plot "
     "out.png'",
+    # it holds "problems" too: drawn as a suite, it read "no analyzed problem has a measured
+    # time ... pass --timings" of a report made of measured times
+    "host_scale": "a 'torchroofline validate' report; draw it with 'torchroofline validate "
+    "PATH... --eager TIMES.json --plot out.png'",
 }
 
 
@@ -363,7 +367,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         data = json.loads(Path(args.report).read_text())
     except (OSError, ValueError) as error:
         raise UsageError(f"{args.report}: not a readable report JSON ({error})") from None
-    if not isinstance(data, dict) or "problems" not in data:
+    if not isinstance(data, dict) or "problems" not in data or _drawn_elsewhere(data):
         raise UsageError(f"{args.report}: not a 'torchroofline kernelbench' JSON report"
                          + _drawn_elsewhere(data))
     report = BatchReport.from_dict(data)
