@@ -66,6 +66,20 @@ def test_analyze_with_generated_time(capsys):
     assert "0.01 ms is below the 0.01502 ms speed of light of the lowest-precision math" in err
 
 
+def test_a_measured_time_below_every_rung_exits_3_from_every_command(capsys):
+    # analyze --actual-ms and kernelbench --timings exited 0 beside "IMPOSSIBLE" where validate
+    # exited 3 on the same time; 0.01 ms is below the fp8 rung, 3·2048²·4 B / 3.35 TB/s
+    code, out, err = run(capsys, "analyze", MATMUL, "--actual-ms", "0.01")
+    assert code == 3 and "IMPOSSIBLE" in out
+    assert "the measured 0.01 ms is below the 0.01502 ms speed of light" in err
+    # the fixture's 40_LayerNorm.py is timed at 0.0001 ms, below its bound
+    layer_norm = SUITE / "level1" / "40_LayerNorm.py"
+    code, _, err = run(capsys, "kernelbench", layer_norm, "--timings", TIMINGS)
+    assert code == 3 and "LayerNorm.py: the measured 0.0001 ms is below the" in err
+    code, _, _ = run(capsys, "validate", layer_norm, "--eager", TIMINGS)
+    assert code == 3
+
+
 def test_math_option_sets_the_bound(capsys):
     # --math tf32: SoL = 2·2048³ / 494.7e12 s = 34.73 µs; the JSON keeps every rung
     code, out, _ = run(capsys, "analyze", MATMUL, "--math", "tf32", "--json")
@@ -95,7 +109,7 @@ def test_prompt_format_is_short(capsys):
         (["analyze", MATMUL, "--gpu", "h1000"], "unknown GPU 'h1000'"),
         (["analyze", MATMUL, "--precision", "fp12"], "unknown precision 'fp12'"),
         (["kernelbench", SUITE, "--out", "report.txt"], "--out must end in"),
-        (["kernelbench", SUITE / "nowhere"], "no such file or folder"),
+        (["kernelbench", SUITE / "nowhere"], "nowhere: no such file or folder; check the path"),
         (["analyze", MATMUL, "--actual-ms", "1,2"], "--actual-ms takes one time"),
         (["analyze", SUITE / "level1"], "is a folder; to analyze every problem in it run: "
          f"torchroofline kernelbench {SUITE / 'level1'}"),
@@ -128,6 +142,20 @@ def test_prompt_format_is_short(capsys):
               (["sweep", MATMUL, "--set", "N=32:64:*2", "--gpu", "h100-sxm"], "--out", "s.json"),
           )),
         (["trace", TRACE, "--out", SUITE], "is a folder; give a file name inside it"),
+        # an option that means something only beside another was silently ignored alone
+        # (--optimizer sgd priced inference), where --checkpoint alone was refused
+        (["analyze", MATMUL, "--optimizer", "sgd"], "--optimizer is a training what-if; add "
+         "--train"),
+        (["analyze", MATMUL, "--baseline-ms", "1"], "--baseline-ms scores a measured time "
+         "against the baseline; add --actual-ms MS"),
+        (["analyze", MATMUL, "--batch-dim", "1"], "--batch-dim is the dimension --max-batch "
+         "resizes; add --max-batch"),
+        (["analyze", MATMUL, "--gpus-per-node", "4"], "--gpus-per-node describes a distributed "
+         "job; add --world N"),
+        # a timings file naming none of the problems left every measured column empty, where
+        # validate refused it
+        (["kernelbench", SOFTMAX, "--timings", SUITE / "timings_elsewhere.json"],
+         "timings_elsewhere.json: names none of the 1 problem files found"),
     ],
 )
 def test_bad_usage_exits_2_with_one_line(capsys, argv, message):
@@ -136,6 +164,34 @@ def test_bad_usage_exits_2_with_one_line(capsys, argv, message):
     assert message in err
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("form", ["--json", "--format=text"])
+def test_an_interrupted_analyze_keeps_the_files_finished(capsys, monkeypatch, form):
+    # --json printed its list only after the last file: a Ctrl-C after minutes of files
+    # printed "interrupted" alone
+    from torchroofline.cli import analyze as analyze_command
+
+    analyzed, finished = analyze_command._analyzed, []
+
+    def then_ctrl_c(file, *rest):
+        if finished:
+            raise KeyboardInterrupt  # as the armed signal handler raises it, mid-analysis
+        finished.append(file)
+        return analyzed(file, *rest)
+
+    monkeypatch.setattr(analyze_command, "_analyzed", then_ctrl_c)
+    code, out, err = run(capsys, "analyze", MATMUL, SOFTMAX, CONV, form)
+    assert code == 130
+    assert err.strip().endswith("interrupted after 1 of 3 files; the report covers the files "
+                                "finished")
+    if form == "--json":
+        documents = json.loads(out)
+        assert documents[0]["model"] == MATMUL.stem and "error" not in documents[0]
+        assert documents[1:] == [{"file": str(f), "error": "not analyzed: interrupted"}
+                                 for f in (SOFTMAX, CONV)]
+    else:
+        assert out.count("torchroofline — ") == 1 and MATMUL.stem in out
 
 
 def test_actual_ms_before_the_file_leaves_the_file_alone(capsys):
@@ -188,6 +244,10 @@ def test_a_misspelt_option_gets_the_closest_one(capsys):
         (["kernelbench", SUITE, "--memory-limit", "0"], "--memory-limit: takes a finite number"),
         (["analyze", MATMUL, "--world", "0"], "--world: takes a whole number of 1 or more"),
         (["analyze", MATMUL, "--gen-ms", "-1"], "--gen-ms: takes a finite number above 0"),
+        # a dim named twice: the mesh kept the last ("the mesh {'dp': 2} holds 2 ranks, not
+        # the world's 4")
+        (["analyze", MATMUL, "--world", "4", "--mesh", "dp=2,dp=2"],
+         "--mesh: 'dp' is named twice in 'dp=2,dp=2'; name each once"),
     ],
 )
 def test_a_usage_error_is_one_usage_line_and_the_error(capsys, argv, error):
@@ -616,6 +676,17 @@ def test_suite_pictures_from_batch_and_saved_report(suite_report, capsys, tmp_pa
     assert code == 2 and "not a readable report" in err
 
 
+def test_plot_names_the_command_that_draws_a_validate_report(capsys, tmp_path):
+    # it holds "problems" too: drawn as a suite, it read "no analyzed problem has a measured
+    # time ... pass --timings" of a report made of measured times
+    report = tmp_path / "v.json"
+    report.write_text(json.dumps({"gpu": "H100 SXM", "modes": ["eager"], "failed": 0,
+                                  "host_scale": {"used": 1.0}, "problems": []}))
+    code, _, err = run(capsys, "plot", report, "--out", tmp_path)
+    assert code == 2
+    assert "(it is a 'torchroofline validate' report; draw it with 'torchroofline validate " in err
+
+
 def test_max_batch_reuses_the_analyzed_build_and_keeps_its_switches(capsys, tmp_path):
     # the problem file runs once (the model --max-batch searches is the one analyzed), and the
     # TF32 switch it sets at import is put back after both, not left for the next file
@@ -826,6 +897,12 @@ def test_every_output_is_made_by_one_rule_stated_in_help(capsys, tmp_path, suite
      "    def forward(self, x):\n        return x\n\ndef get_inputs():\n"
      "    return [torch.randn(4)]\n\ndef get_init_inputs():\n    return 7\n",
      "1_InitInt.py: get_init_inputs() returned int; return a list"),
+    # a problem that imports triton is read as a generated kernel: it said so without why
+    ("model.py", "import torch\nimport triton\nimport torch.nn as nn\n\nclass Model(nn.Module):"
+     "\n    def forward(self, x):\n        return x\n\ndef get_inputs():\n"
+     "    return [torch.randn(4)]\n",
+     "model.py: read as a generated kernel (triton code, never run here) whose name says no "
+     "problem"),
 ])
 def test_a_malformed_problem_file_is_one_line_naming_the_fix(capsys, tmp_path, name, text, said):
     path = tmp_path / name

@@ -77,13 +77,16 @@ def test_program_output_in_the_docs_is_generated():
     assert _fences_outside_generated_blocks(pasted) == ["```text\n  Eager estimate : 64.5 µs"]
 
 
-def _as_documented(function) -> str:
+def _as_documented(function, on: str = "") -> str:
     """``function``'s call as docs/api.md writes it: every parameter in order, ``*`` before the
-    keyword-only ones, defaults as Python writes them (with double quotes; a function as …)."""
+    keyword-only ones, defaults as Python writes them (with double quotes; a function as …); a
+    method ``on`` an object named so (``result.on(...)``), without its ``self``."""
     import inspect
 
     parts, keyword_only = [], False
     for parameter in inspect.signature(function).parameters.values():
+        if on and parameter.name == "self":
+            continue
         if parameter.kind is parameter.KEYWORD_ONLY and not keyword_only:
             parts.append("*")
             keyword_only = True
@@ -96,7 +99,7 @@ def _as_documented(function) -> str:
         default = parameter.default
         shown = "…" if callable(default) else repr(default).replace("'", '"')
         parts.append(f"{parameter.name}={shown}")
-    return f"`{function.__name__}({', '.join(parts)})`"
+    return f"`{on}{function.__name__}({', '.join(parts)})`"
 
 
 def test_the_api_reference_lists_every_keyword_of_the_real_signatures():
@@ -105,9 +108,14 @@ def test_the_api_reference_lists_every_keyword_of_the_real_signatures():
     api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     functions = [torchroofline.analyze, torchroofline.analyze_file, torchroofline.max_batch,
                  torchroofline.load_problem, torchroofline.compare_kernelbench,
-                 torchroofline.validate]
+                 torchroofline.validate, torchroofline.sweep_model,
+                 torchroofline.sweep_kernelbench, torchroofline.sweep_solexecbench]
     for function in functions:
         assert _as_documented(function) in api
+    # the methods a user calls on a result: `result.on` lacked its math=, sweep_model its name=
+    for method in (torchroofline.Result.on, torchroofline.Result.with_actual,
+                   torchroofline.Result.plot):
+        assert _as_documented(method, on="result.") in api
     # the package's name is the function the docs show, not the module that holds it
     assert torchroofline.validate is validate_module.validate
 

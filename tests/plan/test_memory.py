@@ -452,6 +452,11 @@ def test_max_batch_of_a_linear_layer_is_the_closed_form() -> None:
     # traced at 4 and 8: every size is linear in the batch, so the search re-prices them and
     # traces only its answer and the batch above to confirm
     assert fit.traced == (4, 8, 500, 501)
+    # 2 KB apart, both "1.29 MB": the line gives the bytes ("needs 80.00 GB; 266,411 needs
+    # 80.00 GB" read as one figure)
+    from torchroofline.present.report import batch_fit_line
+
+    assert batch_fit_line(fit).endswith("500 (needs 1,287,168 B; 501 needs 1,289,216 B)")
 
 
 def test_max_batch_confirms_by_trace_only_the_batches_its_search_tried() -> None:

@@ -133,6 +133,32 @@ def test_a_model_that_returns_no_tensor_is_told_why_its_bound_is_zero() -> None:
     assert not any(note.startswith("the model returns no tensor") for note in kept.notes)
 
 
+class ScalesItsInputInPlace(nn.Module):
+    """Returns None, but its input holds 2x afterwards: that write is kept."""
+
+    def forward(self, x: torch.Tensor) -> None:
+        x.mul_(2)
+
+
+class SumsToAPythonNumber(nn.Module):
+    def forward(self, x: torch.Tensor) -> float:
+        return x.sum().item()
+
+
+def test_a_model_that_returns_no_tensor_but_writes_in_place_keeps_the_write() -> None:
+    # the note said "nothing is kept, so the bound is 0" beside a bound of 9.78 ns
+    result = analyze(ScalesItsInputInPlace(), torch.randn(64, 64), "h100-sxm")
+    # x read and written once, fp32: 2 · 64 · 64 · 4 B at the HBM bandwidth
+    assert result.compulsory_bytes == 2 * 64 * 64 * 4 and result.sol_s > 0
+    [note] = [note for note in result.notes if note.startswith("the model returns no tensor")]
+    assert "the bound is what it keeps otherwise (in-place writes to inputs and buffers" in note
+    assert "bound is 0" not in note
+    # so is the sum a Python number is read from: x read once, 64 · 64 · 4 B
+    summed = analyze(SumsToAPythonNumber(), torch.randn(64, 64), "h100-sxm")
+    assert summed.compulsory_bytes == 64 * 64 * 4
+    assert not any("bound is 0" in note for note in summed.notes)
+
+
 def test_a_bound_of_zero_gets_no_percent_of_sol() -> None:
     # a model that keeps nothing read "% of SoL 0.0% (infx headroom)", and the JSON's
     # sol_fraction 0.0: any time is infinitely far from a bound of 0, which says nothing

@@ -19,6 +19,7 @@ from torchroofline.price.hardware import get_gpu
 from torchroofline.suites.kernelbench import analyze_file
 from torchroofline.suites.solexecbench import analyze_workload, load_definition, load_workloads
 from torchroofline.suites.sweep import (
+    SweepInterrupted,
     point_of,
     sweep_kernelbench,
     sweep_model,
@@ -224,6 +225,52 @@ def test_cli_json_layout(tmp_path, capsys):
     assert {"sol_ms", "bound", "eager_estimate_ms", "fused_estimate_ms", "peak_bytes",
             "fits", "rank"} <= set(point)
     assert "points in" in capsys.readouterr().err
+
+
+def test_an_interrupted_sweep_keeps_the_values_finished():
+    # a Ctrl-C after minutes of values printed "interrupted" alone: nothing was kept
+    linear = nn.Linear(WIDTH, WIDTH, bias=False)
+
+    def inputs_then_ctrl_c(batch: int) -> tuple:
+        if batch == 1024:
+            raise KeyboardInterrupt  # as Ctrl-C raises it, mid-trace
+        return batch_inputs(batch)
+
+    with pytest.raises(SweepInterrupted) as stopped:
+        sweep_model(linear, inputs_then_ctrl_c, {"batch": [1, 16, 256, 1024]}, ["h100", "l40s"])
+    sweep = stopped.value.sweep
+    assert sweep.values == ((1, 16, 256),) and len(sweep.points) == 3 * 2
+    assert sweep.notes[-1] == ("interrupted after 3 of 4 values of batch: the report covers "
+                               "them, its crossovers not narrowed")
+    # compute bound from b = 2Rn/(n - 4R) (test above): the H100's b (~43) lies between 16 and
+    # 256, the L40S's (~2·106·1024/600 ≈ 362) past the values finished; read between them, not
+    # narrowed (no trace after the interrupt)
+    crossing = {gpu: 2 * ridge(gpu) * WIDTH / (WIDTH - 4 * ridge(gpu)) for gpu in ("h100", "l40s")}
+    assert 16 < crossing["h100"] <= 256 < crossing["l40s"]
+    bound = [c for c in sweep.crossovers if c.kind == "bound"]
+    assert [(c.line["gpu"], c.before, c.after, c.exact) for c in bound] == [
+        ("h100-sxm", 16, 256, False)]
+
+
+def test_an_interrupted_sweep_command_writes_the_values_finished(tmp_path, capsys, monkeypatch):
+    from torchroofline.suites import sweep as sweeps
+
+    analyzed = sweeps.analyze_file
+
+    def then_ctrl_c(path, gpu, precision, *, built, **options):
+        if built.inputs[0].shape[0] == 256:
+            raise KeyboardInterrupt
+        return analyzed(path, gpu, precision, built=built, **options)
+
+    monkeypatch.setattr(sweeps, "analyze_file", then_ctrl_c)
+    out = tmp_path / "sweep.json"
+    code = main(["sweep", str(SQUARE), "--set", "N=32,64,256", "--data", "any", "--out",
+                 str(out)])
+    assert code == 130
+    assert json.loads(out.read_text())["sweep"]["values"] == [32, 64]
+    assert capsys.readouterr().err.strip().endswith("interrupted after 2 of 3 values of N: the "
+                                                    "report covers them, its crossovers not "
+                                                    "narrowed")
 
 
 def test_sweep_picture_marks_each_crossover_at_its_value():

@@ -173,6 +173,14 @@ def test_cli_score_needs_a_baseline_above_the_bound(capsys):
     assert out.count("SOL score: none") == 2
 
 
+def test_cli_a_workload_time_below_every_rung_exits_3(capsys):
+    # as a problem file's --actual-ms and validate's times: it exited 0 beside "IMPOSSIBLE"
+    code = main(["analyze", str(GEMM), "--actual-ms", "0.000001"])
+    _, err = capsys.readouterr()
+    assert code == 3
+    assert err.count("the measured 1e-06 ms is below the") == 2  # both workloads
+
+
 def test_cli_absent_blob_fails_with_one_line(capsys):
     code = main(["analyze", str(BLOB)])
     _, err = capsys.readouterr()

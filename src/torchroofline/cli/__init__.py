@@ -4,8 +4,8 @@ parser; what they share is in :mod:`.common`.
 
 Exit codes: 0 success, 1 some problems failed to analyze (reports are still written),
 2 bad usage (unknown GPU or precision, bad arguments, an input file missing or unreadable: a
-trace, a report, timings), 3 a generated
-kernel's time, or a profiled op's in ``trace``, beats the speed of light (faster than light: a
+trace, a report, timings), 3 a measured time (``--actual-ms``, ``--timings``), a generated
+kernel's, or a profiled op's in ``trace``, beats the speed of light (faster than light: a
 timing bug or a kernel that skips work; the reports are still written, and failed problems' 1
 takes precedence).
 """
@@ -123,9 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="torchroofline",
         description="Speed-of-light bounds for PyTorch programs on a chosen GPU, no GPU needed.",
         epilog="exit codes: 0 success, 1 some problems failed (reports are still written), 2 bad "
-        "usage (arguments, or an input file missing or unreadable), 3 a generated kernel's or a "
-        "traced op's time beats the speed of light (faster than light: a timing bug or a kernel "
-        f"that skips work), 130 interrupted. {OUTPUTS_RULE}",
+        "usage (arguments, or an input file missing or unreadable), 3 a measured time (a "
+        "reference's, a generated kernel's or a traced op's) beats the speed of light (faster "
+        f"than light: a timing bug or a kernel that skips work), 130 interrupted. {OUTPUTS_RULE}",
         formatter_class=HelpFormatter,
     )
     debug_flag(parser, False)

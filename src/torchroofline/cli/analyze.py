@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, TorchrooflineError
 from .common import (
+    EXIT_INTERRUPTED,
     USAGE_ERRORS,
     UsageError,
     actual_times,
@@ -59,7 +60,7 @@ def register(commands: Any) -> None:
         # one value per option (not nargs="+", which would swallow the FILE after it)
         "--actual-ms", type=times, action="extend", metavar="MS[,MS...]",
         help="measured time(s) in ms: one for all files or one per file (comma-separated or "
-        "the option repeated)",
+        "the option repeated); one below the speed of light warns and exits 3",
     )
     analyze.add_argument(
         "--baseline-ms", type=times, action="extend", metavar="MS[,MS...]",
@@ -96,8 +97,9 @@ def register(commands: Any) -> None:
         "output) and an optimizer step",
     )
     analyze.add_argument(
-        "--optimizer", choices=("adamw", "adam", "sgd", "adafactor", "none"), default="adamw",
-        help="the optimizer of --train (PyTorch's foreach kernels; none: no step)",
+        "--optimizer", choices=("adamw", "adam", "sgd", "adafactor", "none"),
+        help="the optimizer of --train (PyTorch's foreach kernels; none: no step; default: "
+        "adamw)",
     )
     analyze.add_argument(
         "--autocast", choices=("bf16", "fp16"),
@@ -114,8 +116,8 @@ def register(commands: Any) -> None:
         "memory fits the GPU, by re-tracing a few batch sizes",
     )
     analyze.add_argument(
-        "--batch-dim", type=int, default=0, metavar="DIM",
-        help="the inputs' batch dimension, which --max-batch resizes",
+        "--batch-dim", type=int, metavar="DIM",
+        help="the inputs' batch dimension, which --max-batch resizes (default: 0)",
     )
     distributed = analyze.add_argument_group(
         "distributed job (docs/distributed.md): one rank traced on a fake process group")
@@ -124,8 +126,8 @@ def register(commands: Any) -> None:
         "--mesh", type=_mesh, metavar="DIM=N[,DIM=N...]",
         help="the device mesh, outermost dim first (default: dp=WORLD), e.g. dp=8,tp=8",
     )
-    distributed.add_argument("--gpus-per-node", type=at_least_one, default=8, metavar="N",
-                             help="GPUs per node (default 8)")
+    distributed.add_argument("--gpus-per-node", type=at_least_one, metavar="N",
+                             help="GPUs per node (default: 8)")
     distributed.add_argument(
         "--parallel", choices=("ddp", "fsdp", "tp"),
         help="a preset for a plain model; without it the file's parallelize(model, mesh) "
@@ -147,7 +149,12 @@ def _pairs(text: str) -> list[tuple[str, str]]:
     pairs = [item.partition("=") for item in text.split(",") if item.strip()]
     if not pairs or any(not key.strip() or not sep for key, sep, _ in pairs):
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE[,NAME=VALUE...], got '{text}'")
-    return [(key.strip(), value.strip()) for key, _, value in pairs]
+    keys = [key.strip() for key, _, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:  # a dict kept the last: "--mesh dp=2,dp=2" was the mesh {'dp': 2}
+        raise argparse.ArgumentTypeError(f"'{twice[0]}' is named twice in '{text}'; name each "
+                                         "once")
+    return [(key, value.strip()) for key, (_, _, value) in zip(keys, pairs, strict=True)]
 
 
 def _mesh(text: str) -> dict[str, int]:
@@ -167,14 +174,9 @@ def _distributed_options(args: argparse.Namespace, built: Any) -> dict[str, Any]
     """analyze()'s distributed keywords from --world and its options; the problem file's own
     ``parallelize(model, mesh)`` where no --parallel preset is named (``built`` None: the
     options checked alone, before any file is read)."""
-    given = [name for name in ("mesh", "parallel", "tp_plan", "timeline")
-             if getattr(args, name)]
     if args.world is None:
-        if given:
-            raise UsageError(f"--{given[0].replace('_', '-')} describes a distributed job; "
-                             "add --world N")
         return {}
-    options = {"world": args.world, "mesh": args.mesh, "gpus_per_node": args.gpus_per_node,
+    options = {"world": args.world, "mesh": args.mesh, "gpus_per_node": args.gpus_per_node or 8,
                "parallel": args.parallel, "tp_plan": args.tp_plan}
     if args.parallel is None and built is not None:
         found = getattr(built.problem.get_inputs, "__globals__", {}).get("parallelize")
@@ -187,20 +189,41 @@ def _distributed_options(args: argparse.Namespace, built: Any) -> dict[str, Any]
     return options
 
 
+#: An option that means something only beside another (its ``args`` name → the other's, and
+#: what the other makes of it): given alone, it was silently ignored (``--optimizer sgd``
+#: without --train priced inference, ``--gpus-per-node 4`` without --world one GPU) where
+#: ``--checkpoint`` alone was refused.
+COMPANIONS: dict[str, tuple[str, str]] = {
+    "optimizer": ("train", "is a training what-if"),
+    "checkpoint": ("train", "is a training what-if"),
+    "baseline_ms": ("actual_ms", "scores a measured time against the baseline"),
+    "batch_dim": ("max_batch", "is the dimension --max-batch resizes"),
+    **{name: ("world", "describes a distributed job")
+       for name in ("mesh", "parallel", "tp_plan", "timeline", "gpus_per_node")},
+}
+
+
+def _check_companions(args: argparse.Namespace) -> None:
+    """Bad usage where an option of :data:`COMPANIONS` is given without the one it needs."""
+    for name, (needed, meaning) in COMPANIONS.items():
+        if getattr(args, name) not in (None, []) and getattr(args, needed) in (None, False):
+            option, other = ("--" + n.replace("_", "-") for n in (name, needed))
+            value = {"world": " N", "actual_ms": " MS"}.get(needed, "")
+            raise UsageError(f"{option} {meaning}; add {other}{value}")
+
+
 def _training_options(args: argparse.Namespace) -> dict[str, Any] | None:
     """analyze()'s training-step keywords from --train and its options (--autocast alone:
     an inference forward under autocast)."""
     if not args.train:
-        if args.checkpoint:
-            raise UsageError("--checkpoint is a training what-if; add --train")
         return {"autocast": args.autocast} if args.autocast else None
-    return {"mode": "train", "optimizer": args.optimizer, "autocast": args.autocast,
+    return {"mode": "train", "optimizer": args.optimizer or "adamw", "autocast": args.autocast,
             "checkpoint": args.checkpoint}
 
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from ..suites.kernelbench import compare_kernelbench, reference_for
+    from ..suites.batch import stop_signals
     from ..suites.solexecbench import is_problem_dir
 
     # every check that needs no analysis, then the GPU's note: an error is the one line
@@ -214,8 +237,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             from ..present.viz.canvas import save_target
 
             save_target(picture)
-    _training_options(args)
-    _distributed_options(args, None)
+    _check_companions(args)
     problem_dirs = [file for file in args.files if is_problem_dir(file)]
     # a lone SOL-ExecBench directory takes one time per workload
     lone_dir = problem_dirs == args.files and len(problem_dirs) == 1
@@ -228,68 +250,114 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     params = estimate_params(args.host_scale)
     documents: list[dict[str, Any]] = []
     failed = too_fast = 0
-    for file, actual_ms, baseline_ms in zip(args.files, times, baselines, strict=True):
-        if file in problem_dirs:
-            failed += _analyze_problem_dir(file, gpu, args, actual_ms, baseline_ms, documents)
-            continue
-        try:
-            reference = reference_for(
-                file, ref=args.ref, problems=args.problems, class_name=args.class_name
-            )
-            result, batch_fit = _analyzed(reference or file, gpu, args, actual_ms)
-            if reference is not None:
-                result = result.with_notes([_as_reference(file, reference)])
-            if params is not None:
-                result = result.on(gpu, estimate_params=params).with_actual(actual_ms)
-                result = result.with_notes([host_scale_note(args.host_scale)])
-        except USAGE_ERRORS:
-            raise
-        except (TorchrooflineError, SystemExit) as caught:
-            error = _as_error(file, caught)
-            failed += 1
-            documents.append({"file": file, "error": str(error)})
-            report_error(error, args.debug)
-            continue
-        comparison = compare_kernelbench(result, actual_ms, args.gen_ms) if args.gen_ms else None
-        if comparison is not None and comparison.gen.impossible:
-            too_fast += 1
-            faster_than_light(file, comparison.gen.ms, min(result.sol_by_math_s.values()) * 1e3)
-        document = result.to_dict()
-        if comparison is not None:
-            document["comparison"] = comparison.to_dict()
-        if batch_fit is not None:
-            document["max_batch"] = _batch_fit_dict(batch_fit)
-        documents.append(document)
-        if args.format == "text":
-            result.print(top=args.top)
-            if comparison is not None:
-                print(comparison.format())
-            if batch_fit is not None and not isinstance(batch_fit, InputError):
-                from ..present.report import batch_fit_line
-
-                print(batch_fit_line(batch_fit))
-        if isinstance(batch_fit, InputError):  # the analysis stands; the search failed
-            failed += 1
-            print_error(f"{file}: --max-batch: {batch_fit}")
-        elif args.format == "prompt":
-            from ..present.report import format_prompt
-
-            print(format_prompt(result, gen_ms=args.gen_ms))
-        _scored(document, result, actual_ms, baseline_ms, args.format)
-        if args.plot:
-            picture = plot_path(args.plot, file, len(args.files) > 1)
-            result.plot(picture, top=max(args.top, 1))
-            print_note(f"wrote {picture}")
-        if args.timeline and result.distributed is not None:
-            from ..present.viz import plot_timeline
-
-            picture = plot_path(args.timeline, file, len(args.files) > 1)
-            plot_timeline(result.distributed, picture)
-            print_note(f"wrote {picture}")
-    if args.format == "json":
-        one = len(documents) == 1 and not problem_dirs
-        print(json.dumps(documents[0] if one else documents, indent=2))
+    with stop_signals() as signals:
+        for done, (file, actual_ms, baseline_ms) in enumerate(
+            zip(args.files, times, baselines, strict=True)
+        ):
+            try:
+                with signals.armed():
+                    counts = _report_file(file, gpu, params, args, actual_ms, baseline_ms,
+                                          problem_dirs, documents)
+            except KeyboardInterrupt:
+                documents += [{"file": file, "error": "not analyzed: interrupted"}
+                              for file in args.files[done:]]
+                _print_json(args, documents, problem_dirs)
+                print_error(f"interrupted after {done} of {len(args.files)} files; the "
+                            "report covers the files finished")
+                return EXIT_INTERRUPTED
+            failed, too_fast = failed + counts[0], too_fast + counts[1]
+        _print_json(args, documents, problem_dirs)
+    if signals.received:  # while the JSON was written: it is whole
+        print_error("interrupted after every file was analyzed; the report is whole")
+        return EXIT_INTERRUPTED
     return exit_code(failed, too_fast)
+
+
+def _print_json(args: argparse.Namespace, documents: list[dict[str, Any]],
+                problem_dirs: list[str]) -> None:
+    """With ``--json``: one file's document, or the list of every file's (and workload's). On
+    an interrupt the files not analyzed are error entries in it: the files finished are kept
+    (their text reports and pictures are out already)."""
+    if args.format == "json":
+        one = len(args.files) == 1 and not problem_dirs
+        print(json.dumps(documents[0] if one else documents, indent=2))
+
+
+def _measured_too_fast(label: str, result: Result) -> bool:
+    """Whether the measured time set on ``result`` is below every math rung, warned of in one
+    line: it exits 3 as validate's and trace's do (it exited 0 beside "IMPOSSIBLE")."""
+    if result.actual is None or not result.actual.verdict.impossible:
+        return False
+    faster_than_light(label, result.actual.ms, min(result.sol_by_math_s.values()) * 1e3,
+                      "the measured")
+    return True
+
+
+def _report_file(file: str, gpu: Any, params: Any, args: argparse.Namespace,
+                 actual_ms: float | None, baseline_ms: float | None, problem_dirs: list[str],
+                 documents: list[dict[str, Any]]) -> tuple[int, int]:
+    """One FILE (or SOL-ExecBench directory) analyzed, its report printed, its document
+    appended to ``documents``: (failed, faster than light), the counts it adds."""
+    from ..suites.kernelbench import compare_kernelbench, reference_for
+
+    if file in problem_dirs:
+        return _analyze_problem_dir(file, gpu, args, actual_ms, baseline_ms, documents)
+    try:
+        reference = reference_for(
+            file, ref=args.ref, problems=args.problems, class_name=args.class_name
+        )
+        result, batch_fit = _analyzed(reference or file, gpu, args, actual_ms)
+        if reference is not None:
+            result = result.with_notes([_as_reference(file, reference)])
+        if params is not None:
+            result = result.on(gpu, estimate_params=params).with_actual(actual_ms)
+            result = result.with_notes([host_scale_note(args.host_scale)])
+    except USAGE_ERRORS:
+        raise
+    except (TorchrooflineError, SystemExit) as caught:
+        error = _as_error(file, caught)
+        documents.append({"file": file, "error": str(error)})
+        report_error(error, args.debug)
+        return 1, 0
+    comparison = compare_kernelbench(result, actual_ms, args.gen_ms) if args.gen_ms else None
+    measured = _measured_too_fast(file, result)
+    too_fast = comparison is not None and comparison.gen.impossible
+    if too_fast:
+        faster_than_light(file, comparison.gen.ms, min(result.sol_by_math_s.values()) * 1e3)
+    too_fast = too_fast or measured
+    document = result.to_dict()
+    if comparison is not None:
+        document["comparison"] = comparison.to_dict()
+    if batch_fit is not None:
+        document["max_batch"] = _batch_fit_dict(batch_fit)
+    documents.append(document)
+    if args.format == "text":
+        result.print(top=args.top)
+        if comparison is not None:
+            print(comparison.format())
+        if batch_fit is not None and not isinstance(batch_fit, InputError):
+            from ..present.report import batch_fit_line
+
+            print(batch_fit_line(batch_fit))
+    failed = isinstance(batch_fit, InputError)
+    if failed:  # the analysis stands; the search failed
+        print_error(f"{file}: --max-batch: {batch_fit}")
+    elif args.format == "prompt":
+        from ..present.report import format_prompt
+
+        print(format_prompt(result, gen_ms=args.gen_ms))
+    _scored(document, result, actual_ms, baseline_ms, args.format)
+    if args.plot:
+        picture = plot_path(args.plot, file, len(args.files) > 1)
+        result.plot(picture, top=max(args.top, 1))
+        print_note(f"wrote {picture}")
+    if args.timeline and result.distributed is not None:
+        from ..present.viz import plot_timeline
+
+        picture = plot_path(args.timeline, file, len(args.files) > 1)
+        plot_timeline(result.distributed, picture)
+        print_note(f"wrote {picture}")
+    return int(failed), int(too_fast)
 
 
 
@@ -346,9 +414,10 @@ def _scored(document: dict[str, Any], result: Result, actual_ms: float | None,
 def _analyze_problem_dir(
     folder: str, gpu: Any, args: argparse.Namespace, actual: Sequence[float] | float | None,
     baseline: Sequence[float] | float | None, documents: list[dict[str, Any]],
-) -> int:
+) -> tuple[int, int]:
     """Every workload of a SOL-ExecBench directory analysed, its documents appended to
-    ``documents`` and printed in ``args.format``; the count that failed. ``actual`` and
+    ``documents`` and printed in ``args.format``; the counts that failed and whose measured
+    time is below every rung (:func:`_measured_too_fast`). ``actual`` and
     ``baseline``: one time for all workloads or a list of one per workload."""
     from ..price.precision import restoring_switches
 
@@ -363,7 +432,7 @@ def _analyze_problem_dir(
 def _analyze_workloads(
     folder: str, gpu: Any, args: argparse.Namespace, actual: Sequence[float] | float | None,
     baseline: Sequence[float] | float | None, documents: list[dict[str, Any]],
-) -> int:
+) -> tuple[int, int]:
     """:func:`_analyze_problem_dir`'s work, under its switches."""
     from ..suites.solexecbench import analyze_workload, load_definition, load_workloads
 
@@ -372,14 +441,14 @@ def _analyze_workloads(
     except TorchrooflineError as error:
         documents.append({"file": folder, "error": str(error)})
         report_error(error, args.debug)
-        return 1
+        return 1, 0
     labels = [workload.uuid for workload in workloads]
 
     def per_workload(times: Any, option: str) -> list[float | None]:
         listed = times if isinstance(times, list) or times is None else [times]
         return actual_times(labels, listed, option, "workload")
 
-    failed = 0
+    failed = too_fast = 0
     for workload, actual_ms, baseline_ms in zip(
         workloads, per_workload(actual, "--actual-ms"), per_workload(baseline, "--baseline-ms"),
         strict=True,
@@ -406,6 +475,7 @@ def _analyze_workloads(
             from ..present.report import format_prompt
 
             print(format_prompt(result))
+        too_fast += _measured_too_fast(f"{folder} {workload.uuid}", result)
         document = {"file": folder, "workload": workload.uuid, "axes": dict(workload.axes),
                     **result.to_dict()}
         documents.append(_scored(document, result, actual_ms, baseline_ms, args.format))
@@ -413,7 +483,7 @@ def _analyze_workloads(
             picture = plot_path(args.plot, f"{Path(folder).name}_{workload.uuid}", True)
             result.plot(picture, top=max(args.top, 1))
             print_note(f"wrote {picture}")
-    return failed
+    return failed, too_fast
 
 
 
@@ -438,10 +508,10 @@ def _analyzed(
         )
         if not args.max_batch:
             return result, None
-        training = {"mode": "train", "optimizer": args.optimizer} if args.train else {}
+        training = {"mode": "train", "optimizer": args.optimizer or "adamw"} if args.train else {}
         try:
             return result, max_batch(
-                built.model, built.inputs, gpu, args.precision, batch_dim=args.batch_dim,
+                built.model, built.inputs, gpu, args.precision, batch_dim=args.batch_dim or 0,
                 **training, **job,
             )
         except InputError as error:

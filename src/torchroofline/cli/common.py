@@ -295,11 +295,12 @@ def host_scale_note(host_scale: float) -> str:
 
 
 
-def faster_than_light(what: str, time_ms: float, lowest_sol_ms: float) -> None:
-    """The warning for a generated kernel's time below the speed of light of every math rung
-    (``lowest_sol_ms``, ms: the lowest rung's)."""
+def faster_than_light(what: str, time_ms: float, lowest_sol_ms: float,
+                      whose: str = "the generated kernel's") -> None:
+    """The warning for a time (``whose``: a generated kernel's, or a measured one) below the
+    speed of light of every math rung (``lowest_sol_ms``, ms: the lowest rung's)."""
     print(
-        f"torchroofline: warning: {what}: the generated kernel's {time_ms:.4g} ms is below the "
+        f"torchroofline: warning: {what}: {whose} {time_ms:.4g} ms is below the "
         f"{lowest_sol_ms:.4g} ms speed of light of the lowest-precision math: faster than light "
         f"(a timing bug or a kernel that skips work); exit code {EXIT_FASTER_THAN_LIGHT}",
         file=sys.stderr,

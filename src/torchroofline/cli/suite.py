@@ -52,7 +52,8 @@ def register(commands: Any) -> None:
     clock_options(suite)
     math_option(suite)
     data_option(suite)
-    suite.add_argument("--timings", metavar="JSON", help="reference times (KernelBench format)")
+    suite.add_argument("--timings", metavar="JSON", help="reference times (KernelBench format); "
+                       "one below the speed of light warns and exits 3")
     suite.add_argument(
         "--gen-timings", metavar="JSON",
         help="generated kernels' times; one below the speed of light warns and exits 3",
@@ -152,6 +153,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     from ..suites.batch import Progress, stop_signals, task_count
     from ..suites.kernelbench import load_timings
     from ..suites.solexecbench import discover_problems
+    from ..suites.validate import check_timings_match
 
     # every check that reads no problem, then the GPU's note: an error is the one line
     if args.out:
@@ -164,6 +166,12 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     paths = discover_problems(args.paths, levels)
     if not paths:
         raise UsageError(_nothing_to_run(args.paths, levels))
+    # as validate's: a timings file naming none of the problems (another level's, a typo) left
+    # every measured column empty without a word
+    given = {option: table for option, table in (("--timings", timings),
+                                                 ("--gen-timings", gen_timings)) if table}
+    check_timings_match(given, paths, {"--timings": args.timings,
+                                       "--gen-timings": args.gen_timings})
     run = None
     if args.run:
         run, paths = _run_and_problems(args.run, paths, args.paths)
@@ -191,9 +199,15 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     if stopped:
         return EXIT_INTERRUPTED
     for problem in report.problems:
-        if problem.gen_impossible:
-            faster_than_light(problem.name, problem.gen_ms, min(problem.sol_by_math_ms.values()))
-    return exit_code(report.failed, sum(p.gen_impossible for p in report.problems))
+        # a --timings time below every rung exits 3 as validate's does (it exited 0)
+        for too_fast, time_ms, whose in ((problem.impossible, problem.measured_ms, "the measured"),
+                                         (problem.gen_impossible, problem.gen_ms,
+                                          "the generated kernel's")):
+            if too_fast:
+                faster_than_light(problem.name, time_ms, min(problem.sol_by_math_ms.values()),
+                                  whose)
+    return exit_code(report.failed,
+                     sum(p.gen_impossible or p.impossible for p in report.problems))
 
 
 def _run_batch(args: argparse.Namespace, paths: list[Path], gpu: Any, progress: Any,
@@ -329,6 +343,10 @@ OTHER_JSON: dict[str, str] = {
     "FILE --plot out.png'",
     "sweep": "a 'torchroofline sweep' report; draw it with 'torchroofline sweep FILE ... --plot "
     "out.png'",
+    # it holds "problems" too: drawn as a suite, it read "no analyzed problem has a measured
+    # time ... pass --timings" of a report made of measured times
+    "host_scale": "a 'torchroofline validate' report; draw it with 'torchroofline validate "
+    "PATH... --eager TIMES.json --plot out.png'",
 }
 
 
@@ -349,7 +367,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         data = json.loads(Path(args.report).read_text())
     except (OSError, ValueError) as error:
         raise UsageError(f"{args.report}: not a readable report JSON ({error})") from None
-    if not isinstance(data, dict) or "problems" not in data:
+    if not isinstance(data, dict) or "problems" not in data or _drawn_elsewhere(data):
         raise UsageError(f"{args.report}: not a 'torchroofline kernelbench' JSON report"
                          + _drawn_elsewhere(data))
     report = BatchReport.from_dict(data)

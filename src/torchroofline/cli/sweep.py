@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 from .common import (
     CACHE_HELP,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     UsageError,
     check_exists,
@@ -18,6 +20,7 @@ from .common import (
     data_option,
     math_option,
     out_format,
+    print_error,
     print_note,
 )
 
@@ -124,8 +127,9 @@ def _number(text: str) -> int | float:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ..price.hardware import choice_note, get_gpu
     from ..price.precision import check_math, check_precision
+    from ..suites.batch import stop_signals
     from ..suites.solexecbench import is_problem_dir
-    from ..suites.sweep import sweep_kernelbench, sweep_solexecbench
+    from ..suites.sweep import SweepInterrupted, sweep_kernelbench, sweep_solexecbench
 
     # every check that reads no problem, then the GPUs' notes: an error is the one line
     check_exists([args.path])
@@ -153,11 +157,30 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if choice_note(name):
             print_note(choice_note(name))
     if is_problem_dir(args.path):
-        sweep = sweep_solexecbench(args.path, axes or None, gpus, precisions,
-                                   rank_by=args.rank_by, narrow=not args.no_narrow, **options)
+        run = functools.partial(sweep_solexecbench, args.path, axes or None)
     else:
-        sweep = sweep_kernelbench(args.path, axes, gpus, precisions, rank_by=args.rank_by,
-                                  narrow=not args.no_narrow, **options)
+        run = functools.partial(sweep_kernelbench, args.path, axes)
+    # a Ctrl-C while values are traced keeps those finished (SweepInterrupted); one taken while
+    # the report is written waits for it
+    with stop_signals() as signals:
+        try:
+            with signals.armed():
+                sweep = run(gpus, precisions, rank_by=args.rank_by, narrow=not args.no_narrow,
+                            **options)
+        except SweepInterrupted as stopped:
+            if stopped.sweep is not None:
+                _write_all(args, stopped.sweep)
+            print_error(f"{stopped}" if stopped.sweep is None else stopped.sweep.notes[-1])
+            return EXIT_INTERRUPTED
+        _write_all(args, sweep)
+    if signals.received:
+        print_error("interrupted after the sweep finished; the report is whole")
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def _write_all(args: argparse.Namespace, sweep: Any) -> None:
+    """The report and the pictures ``args`` ask for."""
     _write(args, sweep)
     if args.plot or args.plot_roofline:
         from ..present.viz import plot_sweep, plot_sweep_roofline
@@ -166,7 +189,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             if path:
                 draw(sweep, path)
                 print_note(f"wrote {path}")
-    return EXIT_OK
 
 
 def _write(args: argparse.Namespace, sweep: Any) -> None:

@@ -151,9 +151,12 @@ def batch_fit_line(fit: BatchFit) -> str:
         smallest = min(fit.peaks)
         return head + f"none (batch {smallest:,} needs {short_bytes(fit.peaks[smallest])})"
     above = fit.peaks.get(fit.batch + 1)
-    then = f"; {fit.batch + 1:,} needs {human_bytes(above)}" if above is not None else ""
+    needs, then_needs = human_bytes(fit.peak_bytes), human_bytes(above or 0)
+    if above is not None and needs == then_needs:  # "needs 80.00 GB; 266,411 needs 80.00 GB"
+        needs, then_needs = f"{fit.peak_bytes:,} B", f"{above:,} B"
+    then = f"; {fit.batch + 1:,} needs {then_needs}" if above is not None else ""
     bound = "" if fit.exact else " or more (the search stopped)"
-    return head + f"{fit.batch:,}{bound} (needs {human_bytes(fit.peak_bytes)}{then})"
+    return head + f"{fit.batch:,}{bound} (needs {needs}{then})"
 
 
 def memory_lines(result: Result) -> list[str]:

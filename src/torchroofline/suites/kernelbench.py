@@ -512,15 +512,22 @@ _MODEL_NEW = re.compile(r"^class\s+ModelNew\b", re.MULTILINE)
 
 
 def is_generated(path: str | Path) -> bool:
-    """A generated kernel rather than a problem: a KernelBench run file name, a ``ModelNew``
-    class, or CUDA / Triton code (told from the text; the file is not imported)."""
+    """A generated kernel rather than a problem (:func:`generated_because`)."""
+    return generated_because(path) is not None
+
+
+def generated_because(path: str | Path) -> str | None:
+    """Why ``path`` is a generated kernel rather than a problem: a KernelBench run file name,
+    a ``ModelNew`` class, or CUDA / Triton code (told from the text; the file is not imported);
+    None where it is a problem."""
     path = Path(path)
     source = path.read_text(errors="replace") if path.is_file() else ""
-    return (
-        parse_kernel_name(path.name) is not None
-        or bool(_MODEL_NEW.search(source))
-        or kernel_backend(source) in COMPILED_BACKENDS
-    )
+    if parse_kernel_name(path.name) is not None:
+        return "a KernelBench run file name"
+    if _MODEL_NEW.search(source):
+        return "a ModelNew class"
+    backend = kernel_backend(source)
+    return f"{backend} code, never run here" if backend in COMPILED_BACKENDS else None
 
 
 def find_reference(path: str | Path, problems: str | Path | None = None) -> Path:
@@ -536,8 +543,9 @@ def find_reference(path: str | Path, problems: str | Path | None = None) -> Path
     number = name.problem_id if name else problem_number(path.name)
     if number is None:
         raise ProblemFileError(
-            f"{path}: a generated kernel whose name says no problem (neither "
-            "level_<L>_problem_<P>_sample_<S>_kernel.py nor <P>_<Name>.py); pass --ref REF.py"
+            f"{path}: read as a generated kernel ({generated_because(path)}) whose name says "
+            "no problem (neither level_<L>_problem_<P>_sample_<S>_kernel.py nor <P>_<Name>.py); "
+            "pass --ref REF.py, the problem it computes"
         )
     level = name.level if name else level_of(path)
     pattern = f"{number}_*.py"
@@ -742,7 +750,7 @@ def discover(paths: Iterable[str | Path], levels: set[int] | None = None) -> lis
         elif path.exists():
             found.append(path)
         else:
-            raise InputError(f"{path}: no such file or folder")
+            raise InputError(f"{path}: no such file or folder; check the path")
     unique = list(dict.fromkeys(found))
     if levels is not None:
         unique = [p for p in unique if level_of(p) in levels]

@@ -229,8 +229,10 @@ def _ranked(points: Sequence[SweepPoint], rank_by: str) -> list[str]:
 class _Analyses:
     """Each value traced once, on the first GPU and precision; the rest re-priced from it."""
 
-    def __init__(self, analyze_at: AnalyzeAt, gpu: GPUSpec, precision: str) -> None:
-        self._analyze_at, self._gpu, self._precision = analyze_at, gpu, precision
+    def __init__(self, analyze_at: AnalyzeAt, specs: Sequence[GPUSpec],
+                 precisions: Sequence[str]) -> None:
+        self.specs, self.precisions = list(specs), list(precisions)  #: every one swept
+        self._analyze_at, self._gpu, self._precision = analyze_at, specs[0], precisions[0]
         self._traced: dict[tuple, Result] = {}
         self._priced: dict[tuple, SweepPoint] = {}
 
@@ -276,13 +278,61 @@ def run_sweep(
         raise InputError(f"rank_by takes {', '.join(RANK_TIMES)}, got '{rank_by}'")
     specs = _unique([get_gpu(gpu) for gpu in gpus], "GPU")
     precisions = _unique([check_precision(precision) for precision in precisions], "precision")
-    analyses = _Analyses(analyze_at, specs[0], precisions[0])
+    analyses = _Analyses(analyze_at, specs, precisions)
     grid = list(grid) if grid is not None else list(itertools.product(*value_lists))
+    done: list[tuple[Value, ...]] = []  # the rows every GPU and precision has priced
+    try:
+        for row in grid:
+            for spec in specs:
+                for precision in precisions:
+                    analyses.point(dict(zip(names, row, strict=True)), spec, precision)
+            done.append(row)
+        crossovers = tuple(_crossovers(analyses, names, grid, specs, precisions, rank_by,
+                                       narrow))
+    except KeyboardInterrupt:
+        raise SweepInterrupted(_partial(name, analyses, names, grid, done, rank_by, [*notes],
+                                        started)) from None
+    return _assembled(name, analyses, names, value_lists, grid, crossovers, rank_by, notes,
+                      started)
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """A sweep stopped by Ctrl-C: ``sweep`` holds the values priced before it (no crossover
+    narrowed after it), ``None`` where none was."""
+
+    def __init__(self, sweep: Sweep | None) -> None:
+        super().__init__(sweep.notes[-1] if sweep is not None else "interrupted")
+        self.sweep = sweep
+
+
+def _partial(name: str, analyses: _Analyses, names: Sequence[str], grid: Sequence[tuple],
+             done: Sequence[tuple], rank_by: str, notes: list[str], started: float
+             ) -> Sweep | None:
+    """The sweep of the rows ``done`` of ``grid`` (the values of the first axis whose rows are
+    all priced), its crossovers read between them, unnarrowed; None where no value was."""
+    cut = grid[len(done)][0] if len(done) < len(grid) else None  # the value it stopped in
+    rows = [row for row in done if row[0] != cut]
+    if not rows:
+        return None
+    kept = [list(dict.fromkeys(row[axis] for row in rows)) for axis in range(len(names))]
+    crossovers = tuple(_crossovers(analyses, names, rows, analyses.specs, analyses.precisions,
+                                   rank_by, narrow=False))
+    total = len(dict.fromkeys(row[0] for row in grid))
+    notes.append(f"interrupted after {len(kept[0])} of {total} values of {names[0]}: the "
+                 "report covers them, its crossovers not narrowed")
+    return _assembled(name, analyses, names, kept, rows, crossovers, rank_by, notes, started)
+
+
+def _assembled(name: str, analyses: _Analyses, names: Sequence[str],
+               value_lists: Sequence[list[Value]], grid: Sequence[tuple],
+               crossovers: tuple[Crossover, ...], rank_by: str, notes: Sequence[str],
+               started: float) -> Sweep:
+    """The :class:`Sweep` of ``grid``'s rows, each priced already in ``analyses``."""
+    specs, precisions = analyses.specs, analyses.precisions
     points = tuple(
         analyses.point(dict(zip(names, row, strict=True)), spec, precision)
         for row in grid for spec in specs for precision in precisions
     )
-    crossovers = tuple(_crossovers(analyses, names, grid, specs, precisions, rank_by, narrow))
     first = dict(zip(names, grid[0], strict=True))
     rooflines = tuple(
         {"gpu": spec.key, "precision": precision,
@@ -290,7 +340,8 @@ def run_sweep(
         for spec in specs for precision in precisions
     )
     return Sweep(
-        name=name, axes=tuple(names), values=tuple(tuple(values) for values in value_lists),
+        name=name, axes=tuple(names),
+        values=tuple(tuple(values) for values in value_lists),
         gpus=tuple(spec.key for spec in specs), precisions=tuple(precisions), points=points,
         crossovers=crossovers, rooflines=rooflines, rank_by=rank_by, traces=analyses.traces,
         seconds=time.perf_counter() - started, notes=tuple(notes),

@@ -76,8 +76,9 @@ class Necessary:
     #: 197×10×512): 0.51% kept, as mlp_head.0 (addmm) reads it")
     narrowed_at: str | None = None
     #: the model returns no tensor (``forward`` returned None, or Python numbers from
-    #: ``.item()``): nothing is kept, so the bound is 0 whatever the model runs
-    keeps_no_tensor: bool = False
+    #: ``.item()``): the bound is only what it keeps otherwise (in-place writes to its inputs
+    #: or buffers), 0 where it keeps nothing
+    returns_no_tensor: bool = False
 
     def bytes(self, float_bytes: int) -> int:
         """Compulsory HBM bytes at a float element size of ``float_bytes``."""
@@ -107,10 +108,16 @@ class Necessary:
             f"structured operand: {name} ({STRUCTURE_RULES[name].split(':')[0]})"
             for name in self.structures
         ]
-        if self.keeps_no_tensor:
+        if self.returns_no_tensor:
+            # an in-place write to an input (x.mul_(2)) and a value .item() hands the host
+            # are kept: the note said "the bound is 0" beside a bound of 9.78 ns
+            kept = ("the bound is what it keeps otherwise (in-place writes to inputs and "
+                    "buffers, values .item() hands the host)"
+                    if self.output_refs or self.input_refs
+                    else "nothing is kept, so the bound is 0")
             notes.append(
                 "the model returns no tensor (forward returned None or Python numbers): "
-                "nothing is kept, so the bound is 0; return the tensors it computes"
+                f"{kept}; return the tensors it computes"
             )
         if self.keeps_empty_tensors:
             shapes = ", ".join(str(list(ref.shape)) for ref in self.output_refs)
@@ -326,7 +333,7 @@ def necessary_work(
         executed_flops=sum(record.total_flops for record in records),
         unkept_flops=int(unkept),
         narrowed_at=None if narrowed is None else _narrowed_at(trace, *narrowed),
-        keeps_no_tensor=not trace.returns_tensor,
+        returns_no_tensor=not trace.returns_tensor,
     )
 
 
