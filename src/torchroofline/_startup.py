@@ -6,6 +6,7 @@ first by the package; a process that merely imports torchroofline keeps its own 
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import signal
 import sys
@@ -47,10 +48,47 @@ else:
     _collector_held = False
 
 
+# --- Triton, held back while the command line starts ----------------------------------------
+#
+# ``torch.utils.flop_counter``, whose GEMM and convolution formulas costs/ reuse, imports Triton
+# where it is installed (CUDA builds of torch; torch 2.15 at module import) for one type, the
+# ``JITFunction`` a user's Triton kernel is, that the analysis never meets: about 0.3 s of the
+# command line's start-up. The command line starts with ``import triton`` failing as for a
+# missing package (None in ``sys.modules``); flop_counter then takes the type to be
+# ``NoneType`` and logs that Triton is missing, a warning its logger, held at ERROR meanwhile,
+# keeps quiet. :func:`started` lets Triton be imported again, for whatever needs it later (a
+# model that compiles).
+
+TRITON = "triton"
+FLOP_COUNTER_LOG = "torch.utils.flop_counter"
+
+
+def hold_back_triton() -> bool:
+    """``import triton`` fails until :func:`let_triton_in`; False (nothing done) where Triton is
+    imported already."""
+    if TRITON in sys.modules:
+        return False
+    sys.modules[TRITON] = None  # type: ignore[assignment] — the import system's "no module"
+    logging.getLogger(FLOP_COUNTER_LOG).setLevel(logging.ERROR)
+    return True
+
+
+def let_triton_in() -> None:
+    """Undoes :func:`hold_back_triton` (nothing, where it held nothing back)."""
+    if TRITON in sys.modules and sys.modules[TRITON] is None:
+        del sys.modules[TRITON]
+        logging.getLogger(FLOP_COUNTER_LOG).setLevel(logging.NOTSET)
+
+
+if started_as_the_command_line():
+    hold_back_triton()
+
+
 def started() -> None:
-    """The command line's imports are done: what they made is frozen, the collector back on
-    (nothing, in a process that merely imports torchroofline)."""
+    """The command line's imports are done: what they made is frozen, the collector back on,
+    Triton importable again (nothing, in a process that merely imports torchroofline)."""
     global _collector_held
+    let_triton_in()
     if _collector_held:
         _collector_held = False
         gc.freeze()
