@@ -61,6 +61,24 @@ def test_fp32_gemms_on_the_cuda_cores_keep_their_rate_at_any_alignment() -> None
     assert _load(result, "gemm")[0].align_bytes == 16
 
 
+def test_an_sgemm_on_the_cuda_cores_stores_its_output_after_its_main_loop() -> None:
+    # 4096 × 4096 output of depth 64 in fp32: the epilogue stores 4096² · 4 B = 64 MiB, at the
+    # memory rate, on top of the multiply-adds; a bf16 tensor-core GEMM overlaps its epilogue
+    result = analyze(Fn(torch.mm), meta(4096, 64), meta(64, 4096))
+    load = _load(result, "gemm")[0]
+    assert load.matmul_unit == "vector" and load.output_bytes == 4096 * 4096 * 4
+    params = DEFAULT_PARAMS.for_gpu(H100)
+    busy, overlapped = (kernel_gpu_s(replace(load, output_bytes=written), H100, params, "warm")
+                        for written in (load.output_bytes, 0))
+    assert busy - overlapped == pytest.approx(memory_s(4096 * 4096 * 4, H100, params, "warm"))
+    half = analyze(Fn(torch.mm), meta(4096, 64, dtype=torch.bfloat16),
+                   meta(64, 4096, dtype=torch.bfloat16))
+    load = _load(half, "gemm")[0]
+    assert load.matmul_unit == "tensor"
+    assert (kernel_gpu_s(replace(load, output_bytes=0), H100, params, "warm")
+            == kernel_gpu_s(load, H100, params, "warm"))
+
+
 @pytest.mark.parametrize(("length", "dtype", "scalar"), [
     (5185, torch.bfloat16, True),   # 10,370 B: not a multiple of 16 → three scalar passes
     (8192, torch.bfloat16, False),  # 16 KiB, aligned → staged in shared memory

@@ -86,6 +86,8 @@ def test_a_reduced_pointwise_loss_launches_its_reduction(reduction: str, launche
     model = Fn(lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction))
     [load] = analyze(model, meta(64, 64), meta(64, 64)).performance.program.eager
     assert load.cpp_launches == launches
+    # the unreduced loss (64 × 64 fp32, an input's size) written, then read back by the mean
+    assert load.reread_bytes == launches * 2 * 64 * 64 * 4
 
 
 @pytest.mark.parametrize(("affine", "launches"), [(True, 1), (False, 0)])

@@ -122,6 +122,10 @@ EXTRA_READS: dict[str, Callable[[TracedOp], int]] = {
     # batch_norm_backward_kernel: one block per channel sums grad_out and grad_out·x̂ over the
     # channel, then reads both again to write grad_input
     "native_batch_norm_backward": lambda traced: 2,
+    # a reduced pointwise loss writes the unreduced loss, as large as its input, then reads it
+    # back to reduce it (:func:`_reduced_loss`): two passes of the input's size
+    **{name: lambda traced: 2 * _reduced_loss(traced)
+       for name in ("mse_loss", "smooth_l1_loss", "huber_loss")},
 }
 
 

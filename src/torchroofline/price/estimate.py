@@ -172,6 +172,8 @@ class KernelLoad:
     #: MACs its kernel computes per MAC of its FLOPs: a strided transposed convolution's
     #: phases (:func:`~.library_calls.transposed_phase_work`); 1 for every other kernel
     phase_work: float = 1.0
+    #: bytes a GEMM-class kernel's epilogue writes (its output tile by tile), 0 for other kernels
+    output_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -393,6 +395,8 @@ def kernel_load(
         gemm_kernels=gemm_kernels,
         layout_transposes=transposes,
         phase_work=phase_work,
+        output_bytes=sum(running_bytes(ref, float_bytes, widened) for ref in matmul_op.writes)
+        if gemm_like else 0,
     )
 
 
@@ -670,6 +674,22 @@ def channel_share(load: KernelLoad, params: EstimateParams) -> float:
     return channel_tile_share(load.gemm.n, params.conv_channel_tile)
 
 
+def serial_epilogue_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: str
+                      ) -> float:
+    """Seconds an SGEMM on the CUDA cores spends storing its output after its main loop, not
+    overlapped with multiply-adds. A thread block of cuBLAS's fp32 SIMT kernels
+    (``sm80_xmma_gemm_f32f32_…``, ``maxwell_sgemm_…``) holds a large register tile, so an SM
+    holds one or two of them; a block runs its K loop, then stores its tile from registers, and
+    few warps are left to issue multiply-adds meanwhile: the output's bytes at the memory rate
+    add to the compute time. It matters where K is small (an output element per 2K FLOPs). 0
+    for every other kernel: tensor-core GEMMs and CDNA's fp32 MFMA run warp-specialised or
+    persistent kernels whose epilogue overlaps the next tile's main loop."""
+    if (load.family != "gemm" or load.matmul_unit != "vector"
+            or params.fp32_matrix_fraction is not None):
+        return 0.0
+    return memory_s(load.output_bytes, gpu, params, cache)
+
+
 def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
     """GPU time of one kernel: the slower of its memory and compute times at achievable rates,
     plus the fill/drain latency and that of the other kernels its library launches; a
@@ -696,6 +716,7 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
         fraction *= channel_share(load, params)
         compute += load.matmul_s * load.phase_work / (
             fraction * alignment_share(load.align_bytes, params))
+        compute += serial_epilogue_s(load, gpu, params, cache)
     busy = max(moved, compute) + fixed_latency_s(load, params)
     busy += (params.library_kernels.get(load.library_call, 0) + load.cpp_launches
              ) * params.fill_latency_s
