@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from conftest import Fn, meta
 from torchroofline import analyze
-from torchroofline.plan.demand.selection import _numbers_region
+from torchroofline.plan.demand.numbered import _numbers_region
 from torchroofline.trace.regions import (
     MAX_BOXES,
     Region,
