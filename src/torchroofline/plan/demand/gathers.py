@@ -9,36 +9,12 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ...costs import (
-    OpKey,
-    add_rules,
-    aten,
-    lookup,
-    op_keys,
-)
-from ...trace.regions import (
-    NOWHERE,
-    Region,
-    full_box,
-    positions_to_set,
-    set_size,
-)
-from ._core import (
-    Demand,
-    _Context,
-    _data_chosen,
-    _one_of,
-    _op_set,
-    demand_rule,
-)
+from ...costs import OpKey, add_rules, aten, lookup, op_keys
+from ...trace.regions import NOWHERE, Region, full_box, positions_to_set, set_size
+from ._core import Demand, _Context, _data_chosen, _one_of, _op_set, demand_rule
 from .constants import _known
 from .distinct import distinct_picks, index_lines
-from .numbered import (
-    _NUMBERED_SOURCE_LIMIT,
-    _box_index,
-    _demanded_mask,
-    _numbers_region,
-)
+from .numbered import _NUMBERED_SOURCE_LIMIT, _box_index, _demanded_mask, _numbers_region
 
 
 def _row_part(region: Region, width: int) -> int:

@@ -25,29 +25,10 @@ from ...costs import (
     op_keys,
 )
 from ...trace.refs import TensorRef
-from ...trace.regions import (
-    NOWHERE,
-    IndexSet,
-    Region,
-    full_box,
-    positions_to_set,
-    set_intersection,
-)
-from ._core import (
-    Demand,
-    _broadcast,
-    _Context,
-    _data_chosen,
-    _one_of,
-    _op_set,
-    demand_rule,
-)
+from ...trace.regions import NOWHERE, IndexSet, Region, full_box, positions_to_set, set_intersection
+from ._core import Demand, _broadcast, _Context, _data_chosen, _one_of, _op_set, demand_rule
 from .constants import _known
-from .numbered import (
-    _NUMBERED_SOURCE_LIMIT,
-    _demanded_mask,
-    _numbers_region,
-)
+from .numbered import _NUMBERED_SOURCE_LIMIT, _demanded_mask, _numbers_region
 
 
 def _covered(context: _Context) -> int:

@@ -7,32 +7,12 @@ import math
 
 import torch
 
-from ...costs import (
-    DESTINATION_ACCESS,
-    NO_FLOPS,
-    aten,
-    lookup,
-)
+from ...costs import DESTINATION_ACCESS, NO_FLOPS, aten, lookup
 from ...trace.refs import TracedOp
-from ...trace.regions import (
-    NOWHERE,
-    Region,
-    full_box,
-    positions_to_set,
-)
-from ._core import (
-    Demand,
-    _broadcast,
-    _Context,
-    _data_chosen,
-    _proportional,
-    demand_rule,
-)
+from ...trace.regions import NOWHERE, Region, full_box, positions_to_set
+from ._core import Demand, _broadcast, _Context, _data_chosen, _proportional, demand_rule
 from .constants import _known, _region_where, _unexpanded
-from .numbered import (
-    _demanded_mask,
-    _numbers_region,
-)
+from .numbered import _demanded_mask, _numbers_region
 
 
 @demand_rule([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
