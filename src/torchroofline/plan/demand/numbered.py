@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from ...costs import NO_FLOPS, aten, op_keys
+from ...costs import NO_FLOPS, VIEW_COPIES, aten, op_keys
 from ...trace.regions import (
     NOWHERE,
     Box,
@@ -166,16 +166,6 @@ def unpool_demand(context: _Context) -> Demand:
     whole = context.fraction >= 1.0 and in_plane
     landed = Region(opaque=math.prod(values.shape[:lead])) if whole else NOWHERE
     return Demand((landed, Region.of(boxes, planes * in_plane)), NO_FLOPS)
-
-
-#: Views made copies (functionalised programs, ``narrow_copy``, ``unfold_copy``): each output
-#: element copies one element of the first argument.
-VIEW_COPIES = [
-    aten.narrow_copy, aten.unfold_copy, aten.slice_copy, aten.select_copy, aten.permute_copy,
-    aten.transpose_copy, aten.t_copy, aten.expand_copy, aten.view_copy, aten._reshape_copy,
-    aten.squeeze_copy, aten.unsqueeze_copy, aten.alias_copy, aten.detach_copy,
-    aten.split_copy, aten.split_with_sizes_copy, aten.unbind_copy,
-]
 
 
 def _copied_elements(context: _Context, copies: list[torch.Tensor], numbered: int) -> Region:
