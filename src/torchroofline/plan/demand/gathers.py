@@ -74,13 +74,35 @@ def gather_demand(context: _Context) -> Demand:
 _ZEROS_PADDING = 0
 
 
+#: ``grid_sampler``'s ``interpolation_mode`` for bilinear (1 nearest, 2 bicubic)
+_BILINEAR = 0
+
+#: Ops whose outputs all lie in [−1, 1] (``tanh``: the open interval, but it rounds to ±1 in
+#: floating point past |x| ≈ 9)
+_UNIT_RANGE = _op_set([aten.tanh, aten.hardtanh])
+
+
+def _lands_inside(context: _Context) -> bool:
+    """Whether every sample of a zero-padded grid sample weighs a pixel of its image, whatever
+    its grid holds: the grid is made by an op of range [−1, 1] (:data:`_UNIT_RANGE`), so each
+    coordinate lies in [−0.5, size − 0.5] in pixels ([0, size − 1] with ``align_corners``);
+    there a bilinear sample's nearer tap is inside with weight ≥ ½, and a nearest one with
+    ``align_corners`` rounds inside (without, size − 0.5 may round to size: off the image)."""
+    grid = context.op.reads[1]
+    producer = context.producers.get(grid.value_id)
+    corners = bool(context.argument("align_corners"))
+    return producer is not None and _one_of(producer, _UNIT_RANGE) and (
+        producer.argument("min_val", -1.0) >= -1.0 and producer.argument("max_val", 1.0) <= 1.0
+    ) and (corners or context.argument("interpolation_mode") == _BILINEAR)
+
+
 def _sampled_planes(context: _Context) -> int:
     """Source elements a grid sample (N, C, *out) reads whatever its grid holds. Zero padding
-    may land off the image only: none. Padded by its border or by reflection, every sample
-    lands inside and its weights sum to 1, so each output weighs a pixel of its own (n, c)
-    plane (all of a plane's outputs maybe the same one): one per demanded plane, the largest
-    box's count (boxes may overlap)."""
-    if context.argument("padding_mode") == _ZEROS_PADDING:
+    may land off the image only: none, unless its grid lies inside (:func:`_lands_inside`).
+    Padded by its border or by reflection, or landing inside, every sample weighs a pixel of
+    its own (n, c) plane (all of a plane's outputs maybe the same one): one per demanded plane,
+    the largest box's count (boxes may overlap)."""
+    if context.argument("padding_mode") == _ZEROS_PADDING and not _lands_inside(context):
         return 0
     region = context.output
     planes = (set_size(box[0]) * set_size(box[1]) for box in region.boxes if len(box) > 1)
