@@ -115,8 +115,7 @@ def layer(draw: Draw) -> tuple:
 @settings(HYPOTHESIS, max_examples=25)
 @given(st.data())
 def test_generated_recurrences_are_tight_and_sound(data):
-    generate = data.draw(st.sampled_from([cell, cell, layer]))
-    found = figures(*generate(data.draw))
+    found = figures(*data.draw(st.sampled_from([cell, cell, layer]))(data.draw))
     assert_tight(found)
     assert_sound(found)
 
