@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import torch
+
 from ...costs import (
     NO_FLOPS,
     FlopCount,
@@ -41,7 +43,7 @@ from ._core import (
 )
 from .constants import _region_where
 from .masked import constant_lines, finite_scores, pattern_count
-from .numbered import _demanded_mask
+from .numbered import _demanded_mask, _numbers_region, element_sources
 from .structures import ZERO_PATTERNS, _as_written, seen_through
 
 
@@ -74,15 +76,49 @@ _ELEMENTWISE_LOSSES = [
 _KEEPS_EVERY_LOSS = 0
 
 
+#: Losses of the difference of their two inputs, f(a − b) with f(0) = 0
+_DIFFERENCE_LOSSES = _op_set([aten.mse_loss, aten.l1_loss, aten.smooth_l1_loss,
+                              aten.huber_loss])
+
+
 @demand_rule(_ELEMENTWISE_LOSSES)
 def elementwise_loss_demand(context: _Context) -> Demand:
     """A loss of elements alike with ``reduction="none"`` is pointwise: a demanded loss needs
     its own element of each (broadcast) input (``smooth_l1_loss(x, x.flip(1))[:, -1]`` reads
     x's last and first columns; was the share of each input, as a count that two views of one
-    tensor share). Averaged or summed to one scalar: every element."""
-    if context.argument("reduction", 1) != _KEEPS_EVERY_LOSS:
-        return _proportional(context)
-    return pointwise_demand(context)
+    tensor share). Averaged or summed to one scalar: every element. A loss of a difference
+    whose two inputs hold one element of one tensor at a position (:func:`_self_differences`)
+    is 0 there whatever it holds: those positions need nothing, and the FLOPs are the share
+    of the others."""
+    demand = (pointwise_demand(context) if context.argument("reduction", 1) == _KEEPS_EVERY_LOSS
+              else _proportional(context))
+    same = _self_differences(context)
+    if same is None or not context.output:
+        return demand
+    shape = context.op.reads[0].shape
+    demanded = (_demanded_mask(context.output, shape)
+                if context.argument("reduction", 1) == _KEEPS_EVERY_LOSS
+                else torch.ones(shape, dtype=torch.bool))
+    needed = _numbers_region((demanded & ~same).reshape(-1).nonzero().reshape(-1), shape)
+    share = needed.count / max(1, math.prod(shape))
+    return Demand((needed, needed), context.record.flops.scaled(share))
+
+
+def _self_differences(context: _Context) -> torch.Tensor | None:
+    """Where the two inputs of a loss of their difference (:data:`_DIFFERENCE_LOSSES`), of the
+    output's shape, hold the same element of one tensor (``mse_loss(x, x.flip(1))``'s middle
+    column: :func:`element_sources`); None where no position does."""
+    reads = context.op.reads
+    if not _one_of(context.op, _DIFFERENCE_LOSSES) or len(reads) != 2 or (
+        reads[0].shape != reads[1].shape
+    ):
+        return None
+    sources = [element_sources(context, ref) for ref in reads]
+    if any(found is None for found in sources) or sources[0][0] != sources[1][0]:
+        return None
+    (_, left), (_, right) = sources
+    same = (left == right) & (left >= 0)
+    return same if bool(same.any()) else None
 
 
 @demand_rule([aten.glu])
