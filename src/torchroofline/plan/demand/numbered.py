@@ -25,6 +25,7 @@ from ...trace.regions import (
     positions_to_set,
 )
 from ._core import Demand, _Context, _one_of, _op_set, _proportional, demand_rule
+from .distinct import _extent
 
 
 def _box_index(box: Box) -> tuple[torch.Tensor, ...]:
@@ -247,11 +248,6 @@ def _storage_view(values: torch.Tensor, written: TensorRef, ref: TensorRef) -> t
     storage = torch.full((size,), -1, dtype=torch.long)
     storage.as_strided(written.shape, written.strides, written.offset).copy_(values)
     return storage.as_strided(ref.shape, ref.strides, ref.offset)
-
-
-def _extent(ref: TensorRef) -> int:
-    return ref.offset + 1 + sum((n - 1) * s for n, s in zip(ref.shape, ref.strides, strict=True)
-                                if n)
 
 
 def _sources(context: _Context, ref: TensorRef, moves: int) -> tuple[int, torch.Tensor] | None:
