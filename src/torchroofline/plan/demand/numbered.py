@@ -241,6 +241,17 @@ def element_sources(context: _Context, ref: TensorRef) -> tuple[int, torch.Tenso
     return _sources(context, ref, _MOVES_FOLLOWED)
 
 
+def source_value(context: _Context, ref: TensorRef) -> int:
+    """The value :func:`element_sources` finds ``ref`` copied from, without numbering it (two
+    reads of different ones hold no element in common)."""
+    for _ in range(_MOVES_FOLLOWED):
+        producer = context.producers.get(ref.value_id)
+        if producer is None or not _one_of(producer, _NUMBERED_MOVES) or not producer.reads:
+            break
+        ref = producer.reads[0]
+    return ref.value_id
+
+
 def _storage_view(values: torch.Tensor, written: TensorRef, ref: TensorRef) -> torch.Tensor:
     """``values`` (as ``written`` lays them out) as the view ``ref`` of the same storage sees
     them (−1 where ``written`` does not cover)."""
