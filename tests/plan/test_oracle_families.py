@@ -12,6 +12,7 @@ soundness as there. Below them, the cases the generator found, as closed forms.
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
@@ -266,6 +267,7 @@ def test_generated_family_programs_are_tight_and_sound(data):
     assert_generated_tight_and_sound(data.draw, FAMILIES)
 
 
+@pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
 @settings(HYPOTHESIS, max_examples=25)
 @given(st.data())
 def test_generated_programs_of_more_families_are_tight_and_sound(data):
