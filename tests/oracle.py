@@ -274,6 +274,15 @@ def _product_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     return int((2 * pairs - 1).clamp(min=0)[demanded].sum())
 
 
+def _biased_product_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+    """2k FLOPs (k multiply-adds, the bias's add among them) per demanded output of
+    ``addmm(bias, a, b)`` with k contracted positions where both factors may be nonzero
+    (``args[1]`` and ``args[2]`` the taps, as :func:`_product_flops`'s); none where k = 0:
+    the output is the bias (an RNN cell's ``zeros(h) @ W_hhᵀ + b_hh`` from no given state)."""
+    pairs = torch.matmul(args[1].detach(), args[2].detach()).expand(demanded.shape)
+    return int((2 * pairs)[demanded].sum())
+
+
 def _fft_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     """(n − 1) + (k − 1) ops per line of an FFT (the elements across its transformed dims)
     holding k ≥ 1 demanded outputs, n the line's input points: every output is a linear form
@@ -333,6 +342,9 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten.sum.dim_IntList: _sum_flops,
     torch.ops.aten.mean.dim: _sum_flops,
     torch.ops.aten.amax.default: _reduction_flops,
+    torch.ops.aten.prod.dim_int: _reduction_flops,
+    torch.ops.aten.prod.default: _reduction_flops,
+    torch.ops.aten.nansum.default: _reduction_flops,
     torch.ops.aten.amin.default: _reduction_flops,
     torch.ops.aten.max.dim: _reduction_flops,
     torch.ops.aten.min.dim: _reduction_flops,
@@ -354,6 +366,7 @@ DEMANDED_FLOPS: dict[Any, Callable[[Sequence[Any], torch.Tensor], int]] = {
     torch.ops.aten._fft_r2c.default: _fft_flops,
     torch.ops.aten._fft_c2c.default: _fft_flops,
     torch.ops.aten._fft_c2r.default: _fft_flops,
+    torch.ops.aten.addmm.default: _biased_product_flops,
 }
 
 
@@ -370,6 +383,8 @@ STRUCTURAL_ZEROS: dict[Any, Callable[[Sequence[Any], torch.Tensor], torch.Tensor
     torch.ops.aten.diag_embed.default: lambda args, out: ~torch.diag_embed(
         torch.ones(args[0].shape, dtype=bool), *args[1:]
     ),
+    # a tensor of zeros made in forward (an RNN cell's state when none is given)
+    torch.ops.aten.zeros.default: lambda args, out: torch.ones(out.shape, dtype=torch.bool),
     # exp(−inf) = 0 (a masked score); a line of one finite score is the one-hot, its 1 a copy
     torch.ops.aten._softmax.default: lambda args, out: (
         ~args[0].detach().isfinite()
@@ -447,6 +462,8 @@ class _Retaining(Interpreter):
             args = ((~self._padded_zeros(args[0])).to(args[0].dtype), *args[1:])
         if target in SUMS:
             args = (self._taps(args[0]), *args[1:])
+        if target is torch.ops.aten.addmm.default:
+            args = (args[0], self._taps(args[1]), self._taps(args[2]))
         if target in PRODUCTS:
             gram = torch.equal(args[0].detach(), args[1].detach().transpose(-1, -2))
             args = (self._taps(args[0]), self._taps(args[1]), gram)

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from conftest import Fn, meta
 from torchroofline import analyze
-from torchroofline.plan.demand.selection import _numbers_region
+from torchroofline.costs import _RULES
+from torchroofline.plan.demand import DEMAND_RULES
+from torchroofline.plan.demand.numbered import _numbers_region
 from torchroofline.trace.regions import (
     MAX_BOXES,
     Region,
@@ -1189,3 +1191,10 @@ def test_causal_band_columns(band: int) -> None:
     for index, kept in enumerate(sets):
         first = index * band
         assert kept == (() if first == 0 else (range(offset, offset + first + 1),))
+
+
+def test_every_op_with_a_demand_rule_has_a_cost_rule() -> None:
+    # an op the bound walks by its own rule is priced by one too: permute_copy and the other
+    # views made copies, native_channel_shuffle and embedding_renorm_ had demand rules but
+    # were priced as "no cost rule" (their bytes, no FLOPs, named in the notes)
+    assert [str(op) for op in DEMAND_RULES if op not in _RULES] == []

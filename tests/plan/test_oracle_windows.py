@@ -241,6 +241,21 @@ def test_a_grid_sample_on_a_grid_of_data_reads_the_taps_of_the_given_grid() -> N
     # pixels, 12 of g, 18 written (was no pixel); zero padding may read none
     border = analyze(Fn(lambda x, g: sample(x, g, "border")), (x, g), "h100-sxm", data="any")
     assert border.compulsory_bytes == (6 + 12 + 18) * FLOAT_BYTES
+    # zero padding on that grid too: tanh(g) lies in [−1, 1], pixel coordinates in [−0.5,
+    # 3.5], where a bilinear sample's nearer tap is inside with weight ≥ ½, so each plane
+    # reads a pixel as well (was none: the grid's range was not looked at)
+    zeros = analyze(Fn(sample), (x, g), "h100-sxm", data="any")
+    assert zeros.compulsory_bytes == (6 + 12 + 18) * FLOAT_BYTES
+    # a grid of any range (g itself) may land off the image only: no pixel
+    off = analyze(Fn(lambda x, g: F.grid_sample(x, g, align_corners=False)[:, :, :1]), (x, g),
+                  "h100-sxm", data="any")
+    assert off.compulsory_bytes == (12 + 18) * FLOAT_BYTES
+    # nearest on it, align_corners=False: a saturated tanh (1.0) lies at 3.5, which rounds to
+    # 4 (half to even), off the image: no pixel either
+    nearest = analyze(Fn(lambda x, g: F.grid_sample(x, g.tanh(), mode="nearest",
+                                                    align_corners=False)[:, :, :1]),
+                      (x, g), "h100-sxm", data="any")
+    assert nearest.compulsory_bytes == (12 + 18) * FLOAT_BYTES
 
 
 def test_an_unpool_read_in_part_needs_the_indices_of_its_plane() -> None:

@@ -76,11 +76,14 @@ aten = torch.ops.aten
 ])
 def test_a_view_made_a_copy_read_in_part_reads_the_elements_it_copies(copy, read) -> None:
     # each output element copies one input element (no FLOPs); was none read (a layout copy
-    # with no demand rule read in part charges no input)
+    # with no demand rule read in part charges no input). Each has a cost rule too (a layout
+    # copy: was priced as "no cost rule", named in the notes)
     result = analyze(Fn(copy), (meta(4, 5),), "h100-sxm")
     written = copy(torch.zeros(4, 5)).numel()
     assert result.compulsory_bytes == (read + written) * FP32
     assert result.flops == 0
+    assert not any("no cost rule" in note for note in result.notes), result.notes
+    assert result.compulsory_bytes <= result.fused_bytes <= result.unfused_bytes
 
 
 def test_lu_unpack_read_in_part_copies_its_triangles_and_needs_its_pivots_for_p() -> None:

@@ -61,6 +61,7 @@ from ._core import (
 )
 from .attention import kept_pairs
 from .coverage import RuleCoverage, bytes_only_ops, rule_coverage
+from .layout import VIEW_COPIES
 from .matmul import COMPLEX_PRODUCT_FACTOR, complex_factor
 from .pointwise import POINTWISE_FLOPS_PER_ELEMENT
 from .reductions import REDUCTION_FLOPS_PER_INPUT_ELEMENT
@@ -86,6 +87,7 @@ __all__ = [
     "REDUCTION_FLOPS_PER_INPUT_ELEMENT",
     "SHAPE_ONLY_TEMPLATES",
     "UNSUPPORTED_RULE",
+    "VIEW_COPIES",
     "_RULES",
     "Category",
     "Cost",

@@ -46,12 +46,23 @@ register(
         aten.cat, aten.stack, aten._stack, aten._chunk_cat, aten.lu_unpack, aten.constant_pad_nd,
         aten.pad, aten.reflection_pad1d, aten.reflection_pad2d, aten.reflection_pad3d,
         aten.replication_pad1d, aten.replication_pad2d, aten.replication_pad3d,
-        aten.repeat, aten.roll, aten.flip, aten.narrow_copy, aten.slice_scatter,
+        aten.repeat, aten.roll, aten.flip, aten.slice_scatter,
         aten.select_scatter, aten.as_strided_scatter, aten.diagonal_scatter,
         aten.pixel_shuffle, aten.pixel_unshuffle, aten.im2col,
-        aten.masked_select, aten.repeat_interleave, aten.channel_shuffle, aten.unfold_copy,
-        aten.diag_embed, aten.diag, aten.diagflat, aten.rot90, aten.block_diag,
+        aten.masked_select, aten.repeat_interleave, aten.channel_shuffle,
+        aten.native_channel_shuffle, aten.diag_embed, aten.diag, aten.diagflat, aten.rot90,
+        aten.block_diag,
     ],
     Category.DATA_MOVEMENT,
     fusible=True,
 )(LAYOUT_COPIES)
+
+#: Views made copies (functionalised programs, ``narrow_copy``, ``unfold_copy``): each output
+#: element copies one element of the first argument, read once whatever the views overlap.
+VIEW_COPIES = [
+    aten.narrow_copy, aten.unfold_copy, aten.slice_copy, aten.select_copy, aten.permute_copy,
+    aten.transpose_copy, aten.t_copy, aten.expand_copy, aten.view_copy, aten._reshape_copy,
+    aten.squeeze_copy, aten.unsqueeze_copy, aten.alias_copy, aten.detach_copy,
+    aten.split_copy, aten.split_with_sizes_copy, aten.unbind_copy,
+]
+register(VIEW_COPIES, Category.DATA_MOVEMENT, fusible=True)(LAYOUT_COPIES)

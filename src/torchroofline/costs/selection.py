@@ -74,6 +74,16 @@ def embedding_bag_flops(op: TracedOp) -> FlopCount:
     return FlopCount(vector=per_element * gathered + divides)
 
 
+@register([aten.embedding_renorm], Category.REDUCTION, fusible=False)
+def embedding_renorm_flops(op: TracedOp) -> FlopCount:
+    """``embedding_renorm_(weight, indices, max_norm, norm_type)`` takes the norm of each row
+    its indices pick (a multiply-add per element, as a 2-norm) and rescales the rows over
+    ``max_norm`` (a multiply per element where it does, which the data decides: charged as
+    if every row did). Moved as its destination declares (:data:`DESTINATION_ACCESS`)."""
+    weight, indices = op.args[:2]
+    return FlopCount(vector=3 * indices.numel() * weight.shape[-1])
+
+
 register(
     [aten.scatter, aten.index_put, aten._index_put_impl, aten._unsafe_index_put, aten.index_copy,
      aten.index_fill, aten.masked_scatter, aten.max_unpool2d, aten.max_unpool3d, aten.put],

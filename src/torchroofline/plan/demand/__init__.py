@@ -20,15 +20,16 @@ resampling), :mod:`.layout` (cat, pad, flip, roll, triangles, diagonals), :mod:`
 (decompositions and solves read in part), :mod:`.rearrange`
 (pixel and channel shuffles, rot90, reflection and replication pads, im2col), :mod:`.recurrent`
 (whole RNNs, step by step), :mod:`.selection`
-(masks, gathers, scatters; :mod:`.numbered` the demand found by running an op on element
-numbers: scatters into views), :mod:`.quantized` (scaled fp8/fp4 matmuls), :mod:`.training`
-(optimizer updates, tensor by tensor), :mod:`.collectives` (a distributed rank's
-collectives: all of their inputs); :mod:`.structures`
+(masks, losses that pick a score), :mod:`.gathers`, :mod:`.scatters` (:mod:`.numbered` the
+demand found by running an op on element numbers: scatters into views), :mod:`.quantized`
+(scaled fp8/fp4 matmuls), :mod:`.training` (optimizer updates, tensor by tensor),
+:mod:`.collectives` (a distributed rank's collectives: all of their inputs); :mod:`.structures`
 holds the structured operands and :mod:`.constants` the values known from shapes and constants.
 """
 
 from . import (
     collectives,
+    gathers,
     layout,
     linalg,
     masked,
@@ -38,6 +39,7 @@ from . import (
     rearrange,
     recurrent,
     reductions,
+    scatters,
     selection,
     training,
     windows,
@@ -56,6 +58,7 @@ __all__ = [
     "STRUCTURE_RULES",
     "Demand",
     "collectives",
+    "gathers",
     "Necessary",
     "demand_rule",
     "known_values",
@@ -70,6 +73,7 @@ __all__ = [
     "rearrange",
     "recurrent",
     "reductions",
+    "scatters",
     "selection",
     "training",
     "windows",

@@ -213,3 +213,9 @@ def _biases(context: _Context, region: Region) -> tuple[Region, ...]:
 
 def _broadcast_batch(ref: TensorRef) -> bool:
     return len(ref.strides) == len(ref.shape) and ref.shape[0] > 1 and ref.strides[0] == 0
+
+
+def _data_chosen(count: int) -> int:
+    """Source elements chosen by index values: the data is unknown at analysis time and repeated
+    indices may all pick one element, so the bound charges one (a loose but safe minimum)."""
+    return 1 if count > 0 else 0

@@ -533,6 +533,22 @@ def matrix_vector_demand(context: _Context) -> Demand:
     return Demand(inputs, FlopCount(tensor=tensor, kind=MatmulKind.MATMUL))
 
 
+@demand_rule([aten.addr])
+def outer_product_demand(context: _Context) -> Demand:
+    """addr(c, u, v) = β·c + α·u ⊗ v: out[i, j] needs c[i, j] (broadcast; none where β = 0),
+    u[i] and v[j] (outputs with no position: one of each at least); the op's FLOPs in the
+    demanded share, a product and an add per output."""
+    *_, left, right = context.op.reads
+    region = context.output
+    if any(len(box) != 2 for box in region.boxes):
+        return _proportional(context)
+    one = min(region.opaque, 1)
+    rows = Region.of([(box[0],) for box in region.boxes], one)
+    columns = Region.of([(box[1],) for box in region.boxes], one)
+    return Demand((*_biases(context, region), rows, columns),
+                  context.record.flops.scaled(context.fraction))
+
+
 @demand_rule([aten._cdist_forward, aten._euclidean_dist])
 def distance_demand(context: _Context) -> Demand:
     """``cdist(x1 (…, P, M), x2 (…, R, M))``: out[…, i, j] needs row i of x1 and row j of x2,

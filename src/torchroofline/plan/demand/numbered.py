@@ -13,7 +13,8 @@ import math
 
 import torch
 
-from ...costs import NO_FLOPS, aten, op_keys
+from ...costs import NO_FLOPS, VIEW_COPIES, aten, op_keys
+from ...trace.refs import TensorRef
 from ...trace.regions import (
     NOWHERE,
     Box,
@@ -23,7 +24,8 @@ from ...trace.regions import (
     full_box,
     positions_to_set,
 )
-from ._core import Demand, _Context, _proportional, demand_rule
+from ._core import Demand, _Context, _one_of, _op_set, _proportional, demand_rule
+from .distinct import _extent
 
 
 def _box_index(box: Box) -> tuple[torch.Tensor, ...]:
@@ -168,16 +170,6 @@ def unpool_demand(context: _Context) -> Demand:
     return Demand((landed, Region.of(boxes, planes * in_plane)), NO_FLOPS)
 
 
-#: Views made copies (functionalised programs, ``narrow_copy``, ``unfold_copy``): each output
-#: element copies one element of the first argument.
-VIEW_COPIES = [
-    aten.narrow_copy, aten.unfold_copy, aten.slice_copy, aten.select_copy, aten.permute_copy,
-    aten.transpose_copy, aten.t_copy, aten.expand_copy, aten.view_copy, aten._reshape_copy,
-    aten.squeeze_copy, aten.unsqueeze_copy, aten.alias_copy, aten.detach_copy,
-    aten.split_copy, aten.split_with_sizes_copy, aten.unbind_copy,
-]
-
-
 def _copied_elements(context: _Context, copies: list[torch.Tensor], numbered: int) -> Region:
     """The element numbers (of read ``numbered``, numbered from 0; below 0 a constant) the
     demanded outputs hold, ``copies`` the op's outputs run on those numbers, in the order of
@@ -230,3 +222,59 @@ def lu_unpack_demand(context: _Context) -> Demand:
     swaps = Region.of([(*box[:-2], *full_box(pivots.shape[-1:])) for box in permuted.boxes],
                       -(-permuted.opaque // math.prod(copies[0].shape[-2:])) * pivots.shape[-1])
     return Demand((_copied_elements(context, copies, 0), swaps), NO_FLOPS)
+
+
+#: Copies whose every output element is one element of their first argument, run on numbers
+#: to find which (:func:`element_sources`)
+_NUMBERED_MOVES = _op_set([aten.flip, aten.roll, aten.clone, *VIEW_COPIES])
+
+#: Copies :func:`element_sources` follows back from a value
+_MOVES_FOLLOWED = 2
+
+
+def element_sources(context: _Context, ref: TensorRef) -> tuple[int, torch.Tensor] | None:
+    """Which element each element of read ``ref`` is: the value it was copied from through
+    flips, rolls and views made copies (:data:`_NUMBERED_MOVES`, up to
+    :data:`_MOVES_FOLLOWED` of them), and for each element of ``ref`` its number in that
+    value's storage (−1: none known). None past :data:`_NUMBERED_SOURCE_LIMIT` elements or
+    for a view with no strides."""
+    return _sources(context, ref, _MOVES_FOLLOWED)
+
+
+def source_value(context: _Context, ref: TensorRef) -> int:
+    """The value :func:`element_sources` finds ``ref`` copied from, without numbering it (two
+    reads of different ones hold no element in common)."""
+    for _ in range(_MOVES_FOLLOWED):
+        producer = context.producers.get(ref.value_id)
+        if producer is None or not _one_of(producer, _NUMBERED_MOVES) or not producer.reads:
+            break
+        ref = producer.reads[0]
+    return ref.value_id
+
+
+def _storage_view(values: torch.Tensor, written: TensorRef, ref: TensorRef) -> torch.Tensor:
+    """``values`` (as ``written`` lays them out) as the view ``ref`` of the same storage sees
+    them (−1 where ``written`` does not cover)."""
+    size = max(_extent(written), _extent(ref))
+    storage = torch.full((size,), -1, dtype=torch.long)
+    storage.as_strided(written.shape, written.strides, written.offset).copy_(values)
+    return storage.as_strided(ref.shape, ref.strides, ref.offset)
+
+
+def _sources(context: _Context, ref: TensorRef, moves: int) -> tuple[int, torch.Tensor] | None:
+    if len(ref.strides) != len(ref.shape) or _extent(ref) > _NUMBERED_SOURCE_LIMIT:
+        return None
+    producer = context.producers.get(ref.value_id)
+    if moves == 0 or producer is None or not _one_of(producer, _NUMBERED_MOVES) or not (
+        producer.reads and producer.writes and producer.func is not None
+    ):
+        numbers = torch.arange(_extent(ref)).as_strided(ref.shape, ref.strides, ref.offset)
+        return ref.value_id, numbers
+    inner = _sources(context, producer.reads[0], moves - 1)
+    written = producer.writes[0]
+    if inner is None or len(written.strides) != len(written.shape):
+        return None
+    moved = producer.func(inner[1], *producer.args[1:], **producer.kwargs)
+    if isinstance(moved, list | tuple) or tuple(moved.shape) != tuple(written.shape):
+        return None
+    return inner[0], _storage_view(moved, written, ref)

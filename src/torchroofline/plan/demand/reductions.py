@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import torch
+
 from ...costs import (
     NO_FLOPS,
     FlopCount,
@@ -41,7 +43,7 @@ from ._core import (
 )
 from .constants import _region_where
 from .masked import constant_lines, finite_scores, pattern_count
-from .numbered import _demanded_mask
+from .numbered import _demanded_mask, _numbers_region, element_sources, source_value
 from .structures import ZERO_PATTERNS, _as_written, seen_through
 
 
@@ -74,15 +76,56 @@ _ELEMENTWISE_LOSSES = [
 _KEEPS_EVERY_LOSS = 0
 
 
+#: Differences of their two inputs and losses of one, f(a − b) with f(0) = 0
+_DIFFERENCES = _op_set([aten.sub, aten.mse_loss, aten.l1_loss, aten.smooth_l1_loss,
+                        aten.huber_loss])
+
+
 @demand_rule(_ELEMENTWISE_LOSSES)
 def elementwise_loss_demand(context: _Context) -> Demand:
     """A loss of elements alike with ``reduction="none"`` is pointwise: a demanded loss needs
     its own element of each (broadcast) input (``smooth_l1_loss(x, x.flip(1))[:, -1]`` reads
     x's last and first columns; was the share of each input, as a count that two views of one
-    tensor share). Averaged or summed to one scalar: every element."""
-    if context.argument("reduction", 1) != _KEEPS_EVERY_LOSS:
-        return _proportional(context)
-    return pointwise_demand(context)
+    tensor share). Averaged or summed to one scalar: every element. A loss of a difference
+    whose two inputs hold one element of one tensor at a position is 0 there whatever it
+    holds: those positions need nothing (:func:`_without_self_differences`)."""
+    per_element = context.argument("reduction", 1) == _KEEPS_EVERY_LOSS
+    demand = pointwise_demand(context) if per_element else _proportional(context)
+    return _without_self_differences(context, demand, per_element)
+
+
+def _without_self_differences(context: _Context, demand: Demand, per_element: bool) -> Demand:
+    """``demand`` of a difference (or a loss of one) with the positions where its two inputs
+    hold one element (:func:`_self_differences`) left out of both inputs: of the demanded
+    outputs (``per_element``) or of all. Its FLOPs kept (an output there is the constant 0,
+    which the oracle, proving an op's FLOPs in the share of its outputs used, cannot see).
+    As it is for the program as written (``x − x`` is a shortcut it does not take)."""
+    same = _self_differences(context) if context.shortcuts and context.output else None
+    if same is None:
+        return demand
+    shape = context.op.reads[0].shape
+    demanded = (_demanded_mask(context.output, shape) if per_element
+                else torch.ones(shape, dtype=torch.bool))
+    needed = _numbers_region((demanded & ~same).reshape(-1).nonzero().reshape(-1), shape)
+    return Demand((needed, needed), demand.flops, structure="self difference")
+
+
+def _self_differences(context: _Context) -> torch.Tensor | None:
+    """Where the two inputs of a difference (``sub`` with ``alpha`` 1, a loss of
+    :data:`_DIFFERENCES`), of one shape, hold the same element of one tensor
+    (``mse_loss(x, x.flip(1))``'s middle column: :func:`element_sources`); None where no
+    position does."""
+    reads = context.op.reads
+    if not _one_of(context.op, _DIFFERENCES) or len(reads) != 2 or (
+        reads[0].shape != reads[1].shape or context.argument("alpha", 1) != 1
+    ) or source_value(context, reads[0]) != source_value(context, reads[1]):
+        return None
+    sources = [element_sources(context, ref) for ref in reads]
+    if any(found is None for found in sources) or sources[0][0] != sources[1][0]:
+        return None
+    (_, left), (_, right) = sources
+    same = (left == right) & (left >= 0)
+    return same if bool(same.any()) else None
 
 
 @demand_rule([aten.glu])
@@ -633,11 +676,13 @@ def _is_self_over_size_one(context: _Context, value: TensorRef, of: TensorRef) -
 def difference_demand(context: _Context) -> Demand:
     """``x − r(x)`` (or ``r(x) − x``) with ``r`` a sum, mean, max… over dims of size 1 only, which
     is ``x`` itself: zero for every finite ``x``, so nothing upstream is needed (KernelBench
-    level 2 #80's ``x − x.mean(1, keepdim=True)`` after a max over dim 1). Else pointwise."""
+    level 2 #80's ``x − x.mean(1, keepdim=True)`` after a max over dim 1). Else pointwise, less
+    the positions where both inputs hold one element (:func:`_without_self_differences`:
+    ``x − x.flip(1)``'s middle column)."""
     reads = context.op.reads
     if len(reads) == 2 and context.shortcuts and context.argument("alpha", 1) == 1 and (
         _is_self_over_size_one(context, reads[1], reads[0])
         or _is_self_over_size_one(context, reads[0], reads[1])
     ):
         return Demand((NOWHERE, NOWHERE), NO_FLOPS, structure="self difference")
-    return pointwise_demand(context)
+    return _without_self_differences(context, pointwise_demand(context), per_element=True)
