@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import Fn, analyze, meta
-from torchroofline.price.estimate import DEFAULT_PARAMS
+from torchroofline.price.estimate import DEFAULT_PARAMS, serial_epilogue_s
 from torchroofline.price.estimate_params import CDNA_FILL_CYCLES
 
 #: MI350X dense FP32 (vector and MFMA alike: AMD Instinct MI350X brochure): 144.2 TFLOP/s
@@ -33,13 +33,15 @@ def test_cdna4_gpus_take_cdnas_kernel_floor(gpu: str, clock_mhz: int) -> None:
 
 
 def test_fp32_gemms_use_the_fp32_matrix_share_on_cdna_only() -> None:
-    # the same fp32 mm: CDNA's fp32 share on the MI300X, Hopper's SGEMM share on the H100
+    # the same fp32 mm: CDNA's fp32 share on the MI300X, Hopper's SGEMM share on the H100 (whose
+    # SIMT kernel stores its output after its K loop: serial_epilogue_s, 0 on CDNA's MFMA)
     result = analyze(Fn(torch.mm), meta(4096, 4096), meta(4096, 4096))
     shares = {}
     for gpu in ("h100-sxm", "mi300x"):
         load, busy = _matmul(result.on(gpu), "gemm")
         params = DEFAULT_PARAMS.for_gpu(result.on(gpu).gpu)
-        fixed_s = params.fill_latency_s + params.matmul_latency_s
+        fixed_s = (params.fill_latency_s + params.matmul_latency_s
+                   + serial_epilogue_s(load, result.on(gpu).gpu, params, "cold"))
         shares[gpu] = load.matmul_s / (busy - fixed_s)
     # H100: 1,024 tiles over 132 SMs in 8 waves; MI300X: 1,024 over 304 CUs in 4 waves
     assert shares["h100-sxm"] == pytest.approx(

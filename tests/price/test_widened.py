@@ -11,7 +11,7 @@ import torch
 from test_cdna import CDNA, MI350X_FP32, _matmul
 
 from conftest import H100_BF16, H100_FP32, Fn, analyze, meta
-from torchroofline.price.estimate import DEFAULT_PARAMS
+from torchroofline.price.estimate import DEFAULT_PARAMS, serial_epilogue_s
 from torchroofline.price.estimate_params import CDNA_FILL_CYCLES
 from torchroofline.price.hardware import get_gpu
 from torchroofline.price.precision import widened_value_ids
@@ -73,7 +73,8 @@ def test_a_definitions_fp16_inputs_stay_fp16_at_a_narrower_precision() -> None:
 def test_an_int8_weight_dequantized_to_fp32_runs_sgemm_on_the_cuda_cores() -> None:
     # X.to(fp32) @ (W.to(fp32) * s).T at precision bf16 on the H100: IEEE fp32 on the CUDA cores
     # at Hopper's SGEMM share (dedicated FP32 lanes); 1,024 tiles of 128² over 132 SMs take 8
-    # waves: 1024 / 1056 busy
+    # waves: 1024 / 1056 busy; then each block stores its tile after its K loop, not overlapped
+    # (serial_epilogue_s: the output's bytes at the memory rate)
     [result] = analyze_dir(INT8_GEMM, "h100-sxm", "bf16")
     load, busy = _gemm(result)
     flops = 2 * M * N * K
@@ -81,7 +82,9 @@ def test_an_int8_weight_dequantized_to_fp32_runs_sgemm_on_the_cuda_cores() -> No
     assert load.matmul_s == pytest.approx(flops / H100_FP32, rel=1e-3)
     share = DEFAULT_PARAMS.for_gpu(get_gpu("h100-sxm")).cuda_core_gemm_fraction * 1024 / 1056
     fixed_s = DEFAULT_PARAMS.fill_latency_s + DEFAULT_PARAMS.matmul_latency_s
-    assert busy == pytest.approx(load.matmul_s / share + fixed_s, rel=1e-9)
+    epilogue_s = serial_epilogue_s(load, result.gpu, DEFAULT_PARAMS.for_gpu(result.gpu), "cold")
+    assert epilogue_s > 0
+    assert busy == pytest.approx(load.matmul_s / share + fixed_s + epilogue_s, rel=1e-9)
 
 
 def test_an_fp32_program_run_at_bf16_is_still_cast_whole() -> None:

@@ -97,8 +97,9 @@ def elementwise_loss_demand(context: _Context) -> Demand:
 def _without_self_differences(context: _Context, demand: Demand, per_element: bool) -> Demand:
     """``demand`` of a difference (or a loss of one) with the positions where its two inputs
     hold one element (:func:`_self_differences`) left out of both inputs: of the demanded
-    outputs (``per_element``) or of all. Its FLOPs kept (an output there is the constant 0,
-    which the oracle, proving an op's FLOPs in the share of its outputs used, cannot see).
+    outputs (``per_element``) or of all. Its FLOPs kept where other positions remain (an
+    output there is the constant 0, which the oracle, proving an op's FLOPs in the share of its
+    outputs used, cannot see); none where every demanded output is that constant (``x − x``).
     As it is for the program as written (``x − x`` is a shortcut it does not take)."""
     same = _self_differences(context) if context.shortcuts and context.output else None
     if same is None:
@@ -106,7 +107,10 @@ def _without_self_differences(context: _Context, demand: Demand, per_element: bo
     shape = context.op.reads[0].shape
     demanded = (_demanded_mask(context.output, shape) if per_element
                 else torch.ones(shape, dtype=torch.bool))
-    needed = _numbers_region((demanded & ~same).reshape(-1).nonzero().reshape(-1), shape)
+    remaining = demanded & ~same
+    if not bool(remaining.any()):
+        return Demand((NOWHERE, NOWHERE), NO_FLOPS, structure="self difference")
+    needed = _numbers_region(remaining.reshape(-1).nonzero().reshape(-1), shape)
     return Demand((needed, needed), demand.flops, structure="self difference")
 
 
