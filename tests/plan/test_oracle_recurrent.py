@@ -112,7 +112,7 @@ def layer(draw: Draw) -> tuple:
     return Layer(module, LAYER_TAILS[draw(st.sampled_from(sorted(LAYER_TAILS)))]), x
 
 
-@settings(HYPOTHESIS, max_examples=25)
+@settings(HYPOTHESIS, max_examples=15)
 @given(st.data())
 def test_generated_recurrences_are_tight_and_sound(data):
     found = figures(*data.draw(st.sampled_from([cell, cell, layer]))(data.draw))
