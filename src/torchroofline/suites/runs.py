@@ -125,6 +125,9 @@ def read_json_object(path: Path, what: str, holding: str) -> dict:
         raise InputError(f"{path}: is a folder; pass a {what} JSON file{files}")
     try:
         data = json.loads(path.read_text())
+    except json.JSONDecodeError as error:  # the line says all a traceback would: no --debug hint
+        raise InputError(f"{path}: cannot read {what} JSON ({error.msg} at line {error.lineno}, "
+                         f"column {error.colno}); fix the file") from None
     except (OSError, ValueError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise InputError(f"{path}: cannot read {what} JSON ({first})") from error
