@@ -397,6 +397,30 @@ def test_cli_exits_3_when_an_op_beats_its_bound(tmp_path, capsys) -> None:
     assert main(["trace", str(TINY)]) == 0
 
 
+@pytest.mark.parametrize("form", ["text", "json"])
+def test_an_interrupted_trace_keeps_the_ops_priced(capsys, monkeypatch, form) -> None:
+    # Ctrl-C while the third of TINY's 6 launching ops is priced: printed "interrupted" alone
+    # and lost the two priced; now the report holds those two, marked partial, and exits 130
+    price, calls = Pricer.figures, []
+
+    def interrupted_at_the_third(self, op, *args, **kwargs):
+        calls.append(op.name)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # as the armed signal handler raises it, mid-pricing
+        return price(self, op, *args, **kwargs)
+
+    monkeypatch.setattr(Pricer, "figures", interrupted_at_the_third)
+    assert main(["trace", str(TINY), "--format", form]) == 130
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines()[-1].endswith(
+        "interrupted after 2 of 6 ops; the report covers the ops priced before it")
+    if form == "json":
+        document = json.loads(out)
+        assert document["partial"] and len(document["ops"]) == 2
+    else:
+        assert out.startswith("> **Partial report**: interrupted after 2 of 6 ops")
+
+
 def test_cli_bad_file_is_one_line(tmp_path, capsys) -> None:
     path = _written(tmp_path, "bad.json", b"[")
     assert main(["trace", str(path)]) == 2  # bad usage, as a missing trace is

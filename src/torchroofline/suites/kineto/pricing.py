@@ -330,23 +330,34 @@ def host_copy_bytes(tensors: Iterable[torch.Tensor]) -> int:
 def price_trace(trace: KinetoTrace, gpu: GPUSpec) -> tuple[OpInstance, ...]:
     """Every op that launched GPU work, in start order, with its figures on ``gpu``. An op
     that cannot be rebuilt is priced as the enclosing op whose only launching op it is
-    (``aten::cudnn_convolution`` as ``aten::_convolution``), else kept with its reason."""
+    (``aten::cudnn_convolution`` as ``aten::_convolution``), else kept with its reason.
+    Ctrl-C raises :class:`~torchroofline.suites.batch.BatchInterrupted` carrying the ops priced
+    so far."""
     pricer = Pricer(gpu, list_dtype(trace))
     launched = trace.activities_by_op()
     sole = _sole_launchers(trace.ops, launched)
     shared = beside_collectives(trace, launched)
-    instances = []
-    for index in sorted(launched):
-        activities = tuple(launched[index])
-        math = kernel_math(trace.ops[index], (a.name for a in activities if a.kind == "kernel"))
-        host = host_side((a.name for a in activities if a.kind == "memcpy"),
-                         trace.ops[index].name)
-        outcome = _first_priced(trace.ops, index, sole, pricer, math, host, index in shared)
-        if isinstance(outcome, OpFigures):
-            instances.append(OpInstance(trace.ops[index], activities, outcome))
-        else:
-            instances.append(OpInstance(trace.ops[index], activities, None, outcome))
+    instances: list[OpInstance] = []
+    try:
+        for index in sorted(launched):
+            instances.append(_instance(trace.ops, index, launched, sole, pricer, shared))
+    except KeyboardInterrupt:
+        from ..batch import BatchInterrupted
+
+        raise BatchInterrupted(tuple(instances), len(instances), len(launched), "ops") from None
     return tuple(instances)
+
+
+def _instance(ops: Sequence[CpuOp], index: int, launched: Mapping[int, list],
+              sole: Mapping[int, int], pricer: Pricer, shared: set[int]) -> OpInstance:
+    """The op at ``index`` with the activities it launched, priced (or with its reason)."""
+    activities = tuple(launched[index])
+    math = kernel_math(ops[index], (a.name for a in activities if a.kind == "kernel"))
+    host = host_side((a.name for a in activities if a.kind == "memcpy"), ops[index].name)
+    outcome = _first_priced(ops, index, sole, pricer, math, host, index in shared)
+    if isinstance(outcome, OpFigures):
+        return OpInstance(ops[index], activities, outcome)
+    return OpInstance(ops[index], activities, None, outcome)
 
 
 def _sole_launchers(ops: Sequence[CpuOp], launched: Mapping[int, list]) -> dict[int, int]:
