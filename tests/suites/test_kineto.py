@@ -61,6 +61,16 @@ def test_unjoined_activity_is_kept_with_its_reason() -> None:
     }
 
 
+def test_the_ops_at_the_kernel_floor_are_said_in_one_note(tiny) -> None:
+    # every priced op of TINY is small enough that its roofline bound is below one L2 hit,
+    # 150 cycles / 1980 MHz (the H100 SXM's boost clock) = 0.0758 µs, which its SoL shows bare
+    assert get_gpu("h100-sxm").boost_clock_mhz == 1980
+    (note,) = [note for note in tiny.notes if "one-kernel floor" in note]
+    assert note.startswith("5 ops at the one-kernel floor, SoL 0.076 µs: no kernel that moves "
+                           "data ends before one L2 hit")
+    assert all(i.figures.sol_warm_s == pytest.approx(150 / 1980e6) for i in tiny.priced)
+
+
 def test_gpu_time_busy_and_wall(tiny) -> None:
     # activities 6 + 10 + 4 + 3 + 1 + 5 + 3 + 2 µs, none overlapping; wall: the first activity
     # (ts 50) to the last end (ts 300 + 2)

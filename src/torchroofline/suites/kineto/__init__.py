@@ -15,6 +15,7 @@ from typing import Any
 from ...errors import InputError, TraceFileError, UnknownGPUError
 from ...price.gpu_spec import GPUSpec
 from ...price.hardware import closest_gpu, get_gpu
+from ...price.roofline import L2_HIT_LATENCY_CYCLES, kernel_floor_s
 from ...units import counted
 from .events import KinetoTrace, read_trace
 from .pricing import OpInstance, price_trace
@@ -89,7 +90,7 @@ def analyze_trace(path: str | Path, gpu: str | GPUSpec | None = None,
         gpu_time_us=trace.gpu_time_us,
         gpu_busy_us=trace.gpu_busy_us,
         wall_us=trace.wall_us,
-        notes=(gpu_note, *_assumption_notes(instances),
+        notes=(gpu_note, *_assumption_notes(instances), *_floor_note(instances, spec),
                *([f"partial report: {interrupted}"] if interrupted else [])),
         interrupted=interrupted,
     )
@@ -109,6 +110,17 @@ def _assumption_notes(instances: Sequence[OpInstance]) -> list[str]:
              for what, count in assumed.items()]
     notes += [f"{counted(count, 'fp32 op')} priced on {what}" for what, count in math.items()]
     return notes
+
+
+def _floor_note(instances: Sequence[OpInstance], gpu: GPUSpec) -> list[str]:
+    """One line saying what the SoL shared by the ops at the one-kernel floor is, if any is."""
+    floored = sum(1 for i in instances if i.figures is not None and i.figures.at_kernel_floor)
+    if not floored:
+        return []
+    floor_us = kernel_floor_s(1, gpu) * 1e6
+    return [f"{counted(floored, 'op')} at the one-kernel floor, SoL {floor_us:.2g} µs: no kernel "
+            f"that moves data ends before one L2 hit ({L2_HIT_LATENCY_CYCLES} cycles at the "
+            f"{gpu.name}'s boost clock), above their roofline bound"]
 
 
 # --- Command line ----------------------------------------------------------------------------

@@ -157,6 +157,9 @@ class OpFigures:
     #: the performance model's input for the op (its eager kernels), so that a fit of the
     #: model's constants can price it again (benchmarks/estimate_cv.py)
     program: ProgramLoad | None = field(default=None, compare=False, repr=False)
+    #: its warm bound at its own math is the one-kernel floor (:func:`kernel_floor_s`, one L2
+    #: hit), not its roofline bound, which is below it
+    at_kernel_floor: bool = False
 
     @property
     def sol_warm_s(self) -> float:
@@ -283,7 +286,8 @@ class Pricer:
         # a copy between host and GPU at least its data over the host link, and one access
         # (the copy engine reads through the L2 even where the plan sees no HBM traffic)
         link = self.gpu.host_link_bytes_per_s or DEFAULT_HOST_LINK_BYTES_PER_S
-        floor_s = max(kernel_floor_s(warm.unfused_bytes or crossing, self.gpu), crossing / link)
+        l2_floor_s = kernel_floor_s(warm.unfused_bytes or crossing, self.gpu)
+        floor_s = max(l2_floor_s, crossing / link)
         written = warm.sol_as_written_by_math_s
         return OpFigures(
             priced_as=", ".join(dict.fromkeys(o.name for o in traced.ops if not o.is_view))
@@ -302,6 +306,7 @@ class Pricer:
             shortcut="; ".join(shortcut.label for shortcut in warm.rewrites) or None,
             sol_warm_as_written_by_math_s=None if written is None else _floored(written, floor_s),
             program=performance.program,
+            at_kernel_floor=warm.sol_by_math_s[PROGRAM_RUNG] < l2_floor_s == floor_s,
         )
 
 
