@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
@@ -15,6 +16,7 @@ import torch
 
 from conftest import H100_FP32
 from torchroofline.cli import build_parser, main
+from torchroofline.cli.common import json_or_format
 from torchroofline.suites.kernelbench import analyze_file
 
 SUITE = Path(__file__).parent / "fixtures" / "kernelbench"
@@ -260,6 +262,20 @@ def test_a_usage_error_is_one_usage_line_and_the_error(capsys, argv, error):
     expected = "COMMAND ..." if argv[0] == "analyse" else f"{command} "
     assert usage.startswith(f"usage: torchroofline {expected}") and "(see torchroofline" in usage
     assert error in message
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["analyze", MATMUL, "--json", "--format", "text"], "--format text"),
+    (["kernelbench", SUITE, "--format", "csv", "--json"], "--format csv"),
+])
+def test_json_and_another_format_is_refused_in_one_line(capsys, argv, named):
+    # the last one given was taken without a word (analyze: text; kernelbench: --json won)
+    assert main([str(a) for a in argv]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err == f"torchroofline: error: --json and {named} name two formats; " \
+        "give one\n"
+    # one format named twice is one
+    assert json_or_format(argparse.Namespace(json=True, format="json")) == "json"
 
 
 def test_an_unknown_option_unlike_any_gets_no_suggestion(capsys):

@@ -40,6 +40,8 @@ def test_bytes_reach_exabytes():
         (90e3, "1.5 min"),  # 90 s
         (29895.4e3, "8.3 h"),  # 29,895.4 s: not "29895.4 s"
         (1.97e-4, "197 ns"),
+        (2.39e-12 * 1e3, "2.39 ps"),  # x + 1 on one fp32 on an H100: 8 B / 3.35 TB/s, not
+        (0.0, "0 ns"),  # "0.00239 ns"; nothing stays "0 ns", as analyze prints it
     ],
 )
 def test_times_switch_units_at_minutes_and_hours(ms, text):

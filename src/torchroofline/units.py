@@ -27,12 +27,12 @@ def human_bytes(count: float, digits: str = ".2f") -> str:
 
 def human_ms(ms: float) -> str:
     """A time given in ms, in the unit that suits its size: ``"2.66 ms"``, ``"4.90 µs"``,
-    ``"8.3 h"``."""
+    ``"8.3 h"``, ``"2.39 ps"`` (never ``"0.00239 ns"``); nothing is ``"0 ns"``."""
     for scale, unit in _TIMES_MS:
         if ms >= scale:
             value = ms / scale
             return f"{value:.1f} {unit}" if 100 <= value < 1000 else f"{value:.3g} {unit}"
-    return f"{ms * 1e6:.3g} ns"
+    return f"{ms * 1e6:.3g} ns" if ms >= 1e-6 or not ms else f"{ms * 1e9:.3g} ps"
 
 
 def percent(fraction: float) -> str:

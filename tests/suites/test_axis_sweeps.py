@@ -177,6 +177,26 @@ def test_gpu_ranking_is_the_order_of_single_analyses():
     assert [ranks[(1024, gpu)] for gpu in ranking(1024)] == [1, 2, 3, 4]
 
 
+def test_an_empty_point_says_what_analyze_says_and_is_not_ranked():
+    # x + 1 at N = 0 has nothing to compute or move: analyze says so, the sweep said "0 ns
+    # memory" and ranked the tie; at N = 1 its SoL, 8 B over the H100's 3.35 TB/s = 2.39 ps,
+    # read "0.00239 ns"
+    from torchroofline.present.sweeps import format_sweep
+
+    class AddOne(nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    sweep = sweep_model(AddOne(), lambda n: (torch.empty(n),), {"N": [0, 1]}, ["h100", "a100"],
+                        narrow=False)
+    empty = [p for p in sweep.points if p.values["N"] == 0]
+    assert all(p.empty and p.sol_ms == 0 and sweep.rank(p) is None for p in empty)
+    assert [sweep.rank(p) for p in sweep.points if p.values["N"] == 1] == [1, 2]
+    rows = {line.split()[0]: line for line in format_sweep(sweep).splitlines()[5:7]}
+    assert rows["0"].split()[-1] == "—" and "nothing to compute or move" in rows["0"]
+    assert " memory " in rows["1"] and "ps" in rows["1"] and "0.00" not in rows["1"]
+
+
 @pytest.mark.parametrize(
     ("text", "values"),
     [("batch=1,2,4", [1, 2, 4]), ("n=3:6", [3, 4, 5, 6]), ("n=0:10:5", [0, 5, 10]),

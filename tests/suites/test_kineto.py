@@ -61,6 +61,16 @@ def test_unjoined_activity_is_kept_with_its_reason() -> None:
     }
 
 
+def test_the_ops_at_the_kernel_floor_are_said_in_one_note(tiny) -> None:
+    # every priced op of TINY is small enough that its roofline bound is below one L2 hit,
+    # 150 cycles / 1980 MHz (the H100 SXM's boost clock) = 0.0758 µs, which its SoL shows bare
+    assert get_gpu("h100-sxm").boost_clock_mhz == 1980
+    (note,) = [note for note in tiny.notes if "one-kernel floor" in note]
+    assert note.startswith("5 ops at the one-kernel floor, SoL 0.076 µs: no kernel that moves "
+                           "data ends before one L2 hit")
+    assert all(i.figures.sol_warm_s == pytest.approx(150 / 1980e6) for i in tiny.priced)
+
+
 def test_gpu_time_busy_and_wall(tiny) -> None:
     # activities 6 + 10 + 4 + 3 + 1 + 5 + 3 + 2 µs, none overlapping; wall: the first activity
     # (ts 50) to the last end (ts 300 + 2)
@@ -395,6 +405,30 @@ def test_cli_exits_3_when_an_op_beats_its_bound(tmp_path, capsys) -> None:
     # compared with a trace where none does, the faster one still makes it 3
     assert main(["trace", str(TINY), str(faster)]) == 3
     assert main(["trace", str(TINY)]) == 0
+
+
+@pytest.mark.parametrize("form", ["text", "json"])
+def test_an_interrupted_trace_keeps_the_ops_priced(capsys, monkeypatch, form) -> None:
+    # Ctrl-C while the third of TINY's 6 launching ops is priced: printed "interrupted" alone
+    # and lost the two priced; now the report holds those two, marked partial, and exits 130
+    price, calls = Pricer.figures, []
+
+    def interrupted_at_the_third(self, op, *args, **kwargs):
+        calls.append(op.name)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # as the armed signal handler raises it, mid-pricing
+        return price(self, op, *args, **kwargs)
+
+    monkeypatch.setattr(Pricer, "figures", interrupted_at_the_third)
+    assert main(["trace", str(TINY), "--format", form]) == 130
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines()[-1].endswith(
+        "interrupted after 2 of 6 ops; the report covers the ops priced before it")
+    if form == "json":
+        document = json.loads(out)
+        assert document["partial"] and len(document["ops"]) == 2
+    else:
+        assert out.startswith("> **Partial report**: interrupted after 2 of 6 ops")
 
 
 def test_cli_bad_file_is_one_line(tmp_path, capsys) -> None:

@@ -26,6 +26,7 @@ from .common import (
     exit_code,
     faster_than_light,
     host_scale_note,
+    json_or_format,
     math_option,
     plot_path,
     positive,
@@ -85,11 +86,10 @@ def register(commands: Any) -> None:
     )
     analyze.add_argument("--top", type=count, default=5, help="kernels listed")
     analyze.add_argument(
-        "--format", choices=("text", "json", "prompt"), default="text",
-        help="text report, JSON, or a compact block for an LLM prompt",
+        "--format", choices=("text", "json", "prompt"),
+        help="text report (the default), JSON, or a compact block for an LLM prompt",
     )
-    analyze.add_argument("--json", action="store_const", const="json", dest="format",
-                         help="same as --format json")
+    analyze.add_argument("--json", action="store_true", help="same as --format json")
     analyze.add_argument("--plot", metavar="PNG|SVG", help="save a roofline picture")
     analyze.add_argument(
         "--train", action="store_true",
@@ -227,6 +227,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from ..suites.solexecbench import is_problem_dir
 
     # every check that needs no analysis, then the GPU's note: an error is the one line
+    args.format = json_or_format(args) or "text"
     check_exists([args.ref, args.problems])
     check_outputs({"--plot": args.plot, "--timeline": args.timeline})
     for file in args.files:

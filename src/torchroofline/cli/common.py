@@ -245,6 +245,14 @@ def out_format(given: str | None, out: str | None, formats: Sequence[str]) -> st
     return named
 
 
+def json_or_format(args: argparse.Namespace) -> str | None:
+    """The format ``--json`` or ``--format`` names (None: neither given). Where they name two,
+    bad usage naming both: ``--json --format text`` took whichever came last."""
+    if args.json and args.format not in (None, "json"):
+        raise UsageError(f"--json and --format {args.format} name two formats; give one")
+    return "json" if args.json else args.format
+
+
 def whole_number(least: int) -> Callable[[str], int]:
     """An argparse type: a whole number of ``least`` or more (a negative ``--top`` sliced rows
     off the end of a table; ``-j 0`` started "0 worker processes")."""

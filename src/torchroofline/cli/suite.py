@@ -26,6 +26,7 @@ from .common import (
     estimate_params,
     exit_code,
     faster_than_light,
+    json_or_format,
     levels_option,
     math_option,
     positive,
@@ -156,6 +157,7 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
     from ..suites.validate import check_timings_match
 
     # every check that reads no problem, then the GPU's note: an error is the one line
+    printed = json_or_format(args)
     if args.out:
         _check_suffix(args.out)
     check_outputs({"--out": args.out}, {"--plot-dir": args.plot_dir})
@@ -185,9 +187,8 @@ def cmd_kernelbench(args: argparse.Namespace) -> int:
             return _report_run(args, run, report, interrupted, signals)
         if args.out:
             write_report(report, args.out, interrupted)
-        if args.json or args.format:
-            print(suite_text(report, ".json" if args.json else f".{args.format}", interrupted),
-                  end="")
+        if printed:
+            print(suite_text(report, f".{printed}", interrupted), end="")
         elif not args.out:
             print(suite_text(report, ".md", interrupted))
         print_note(suite_summary_line(report, progress.total if interrupted else None))

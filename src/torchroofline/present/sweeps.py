@@ -11,7 +11,7 @@ from ..units import human_bytes, human_ms
 #: The table's columns: heading → the cell of one point.
 _COLUMNS = {
     "SoL": lambda p: human_ms(p.sol_ms),
-    "bound": lambda p: p.bound,
+    "bound": lambda p: "nothing to compute or move" if p.empty else p.bound,
     "eager est.": lambda p: human_ms(p.time_ms["eager_estimate"]),
     "compile est.": lambda p: human_ms(p.time_ms["fused_estimate"]),
     "peak memory": lambda p: human_bytes(p.peak_bytes, ".3g"),
@@ -40,8 +40,7 @@ def _table(sweep: Sweep, rows: Sequence[SweepPoint]) -> list[str]:
     header = [*sweep.axes, *_COLUMNS, *(["rank"] if ranked else [])]
     cells = [
         [*(str(v) for v in point.values.values()), *(cell(point) for cell in _COLUMNS.values()),
-         *([str(sweep.ranking(point.values, point.precision).index(point.gpu) + 1)]
-           if ranked else [])]
+         *([str(sweep.rank(point) or "—")] if ranked else [])]
         for point in rows
     ]
     widths = [max(len(text) for text in column) for column in zip(header, *cells, strict=True)]

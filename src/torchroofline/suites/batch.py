@@ -136,18 +136,20 @@ def _worker_main(connection: Connection, threads: int) -> None:
 
 
 class BatchInterrupted(KeyboardInterrupt):
-    """A batch stopped by Ctrl-C or SIGTERM: ``report`` covers the ``done`` problems finished
-    of the ``total`` asked for (a :class:`BatchReport`, or what a caller built from it)."""
+    """A batch stopped by Ctrl-C or SIGTERM: ``report`` covers the ``done`` items finished of
+    the ``total`` asked for (a :class:`BatchReport`, or what a caller built from it; a trace's
+    ops priced so far), ``items`` what they are ("problems", "ops")."""
 
-    def __init__(self, report: Any, done: int, total: int) -> None:
-        super().__init__(f"interrupted after {done} of {total} problems")
+    def __init__(self, report: Any, done: int, total: int, items: str = "problems") -> None:
+        super().__init__(f"interrupted after {done} of {total} {items}")
         self.report = report
         self.done = done
         self.total = total
+        self.items = items
 
     def with_report(self, report: Any) -> BatchInterrupted:
         """The same interruption carrying another report made from the partial one."""
-        return BatchInterrupted(report, self.done, self.total)
+        return BatchInterrupted(report, self.done, self.total, self.items)
 
 
 @dataclass

@@ -81,6 +81,12 @@ class SweepPoint:
         return self.memory_verdict != "does not fit"
 
     @property
+    def empty(self) -> bool:
+        """Nothing to compute or move (a zero-size point): its speed of light is 0 and bounded
+        by neither compute nor memory, as analyze says."""
+        return not self.flops and not self.compulsory_bytes
+
+    @property
     def intensity(self) -> float | None:
         """Necessary FLOPs per compulsory byte (None without bytes)."""
         return self.flops / self.compulsory_bytes if self.compulsory_bytes else None
@@ -181,6 +187,13 @@ class Sweep:
     def axis(self) -> str:
         return self.axes[0]
 
+    def rank(self, point: SweepPoint) -> int | None:
+        """The point's GPU's place (1: fastest) among the GPUs at its values and precision;
+        None where the time ranked by is 0 (an empty point under SoL: all tie at nothing)."""
+        if not point.time_ms[RANK_TIMES[self.rank_by]]:
+            return None
+        return self.ranking(point.values, point.precision).index(point.gpu) + 1
+
     def ranking(self, values: Values, precision: str) -> list[str]:
         """The GPU keys at ``values`` and ``precision``, fastest first by :attr:`rank_by`."""
         return _ranked([
@@ -190,15 +203,7 @@ class Sweep:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON layout: ``{"sweep": {axis, values, points, crossovers, ...}}``."""
-        groups: dict[tuple, list[SweepPoint]] = {}
-        for point in self.points:
-            groups.setdefault((tuple(point.values.items()), point.precision), []).append(point)
-        ranks = {key: _ranked(group, self.rank_by) for key, group in groups.items()}
-        points = [
-            {**point.to_dict(),
-             "rank": ranks[(tuple(point.values.items()), point.precision)].index(point.gpu) + 1}
-            for point in self.points
-        ]
+        points = [{**point.to_dict(), "rank": self.rank(point)} for point in self.points]
         return {"sweep": {
             "name": self.name,
             "axis": self.axis,

@@ -15,6 +15,7 @@ from typing import Any
 from ...errors import InputError, TraceFileError, UnknownGPUError
 from ...price.gpu_spec import GPUSpec
 from ...price.hardware import closest_gpu, get_gpu
+from ...price.roofline import L2_HIT_LATENCY_CYCLES, kernel_floor_s
 from ...units import counted
 from .events import KinetoTrace, read_trace
 from .pricing import OpInstance, price_trace
@@ -63,7 +64,10 @@ def _device_figures(trace: KinetoTrace) -> str:
 def analyze_trace(path: str | Path, gpu: str | GPUSpec | None = None,
                   note: Callable[[str], None] | None = None) -> TraceReport:
     """Read, join and price the profiler trace at ``path`` (JSON, or gzipped JSON) on ``gpu``
-    (default: the GPU the trace names, or the closest part, which ``note`` is told of)."""
+    (default: the GPU the trace names, or the closest part, which ``note`` is told of). Ctrl-C
+    while pricing gives a report of the ops priced before it (``interrupted`` says so)."""
+    from ..batch import BatchInterrupted
+
     trace = read_trace(path)
     if not trace.record_shapes:
         raise TraceFileError(
@@ -73,7 +77,10 @@ def analyze_trace(path: str | Path, gpu: str | GPUSpec | None = None,
     spec, gpu_note, guessed = trace_gpu(trace, gpu)
     if guessed and note is not None:
         note(f"{path}: {gpu_note}")
-    instances = price_trace(trace, spec)
+    try:
+        instances, interrupted = price_trace(trace, spec), None
+    except BatchInterrupted as stopped:
+        instances, interrupted = stopped.report, str(stopped)
     return TraceReport(
         path=str(path),
         device_name=trace.device_name,
@@ -83,7 +90,9 @@ def analyze_trace(path: str | Path, gpu: str | GPUSpec | None = None,
         gpu_time_us=trace.gpu_time_us,
         gpu_busy_us=trace.gpu_busy_us,
         wall_us=trace.wall_us,
-        notes=(gpu_note, *_assumption_notes(instances)),
+        notes=(gpu_note, *_assumption_notes(instances), *_floor_note(instances, spec),
+               *([f"partial report: {interrupted}"] if interrupted else [])),
+        interrupted=interrupted,
     )
 
 
@@ -101,6 +110,17 @@ def _assumption_notes(instances: Sequence[OpInstance]) -> list[str]:
              for what, count in assumed.items()]
     notes += [f"{counted(count, 'fp32 op')} priced on {what}" for what, count in math.items()]
     return notes
+
+
+def _floor_note(instances: Sequence[OpInstance], gpu: GPUSpec) -> list[str]:
+    """One line saying what the SoL shared by the ops at the one-kernel floor is, if any is."""
+    floored = sum(1 for i in instances if i.figures is not None and i.figures.at_kernel_floor)
+    if not floored:
+        return []
+    floor_us = kernel_floor_s(1, gpu) * 1e6
+    return [f"{counted(floored, 'op')} at the one-kernel floor, SoL {floor_us:.2g} µs: no kernel "
+            f"that moves data ends before one L2 hit ({L2_HIT_LATENCY_CYCLES} cycles at the "
+            f"{gpu.name}'s boost clock), above their roofline bound"]
 
 
 # --- Command line ----------------------------------------------------------------------------
@@ -129,26 +149,54 @@ def run(args: Any, note: Callable[[str], None],
     ``writers``: the report formats by ``--format`` name (the command line adds html)."""
     if len(args.traces) > 2:
         raise InputError(f"trace takes one trace, or two to compare; got {len(args.traces)}")
-    reports = [analyze_trace(path, args.gpu, note) for path in args.traces]
-    if len(reports) == 1:
-        text = (format_report(reports[0], top=args.top) if args.format == "text"
-                else writers[args.format](reports[0]))
-    else:
-        text = _compared_text(reports, args.format)
+    from ..batch import stop_signals
+    from ..batch_report import mark_partial
+
+    with stop_signals() as signals:
+        reports = _analyzed(args, note, signals)
+        if len(reports) == 1:
+            text = (format_report(reports[0], top=args.top) if args.format == "text"
+                    else writers[args.format](reports[0]))
+        else:
+            text = _compared_text(reports, args.format)
+        if reports[-1].interrupted and args.format != "html":  # a page says it in its notes
+            text = mark_partial(text, "." + args.format, reports[-1].interrupted)
+        _written(args, text, note)
+    for report in reports:
+        _said_faster(report, note)
+    return reports
+
+
+def _analyzed(args: Any, note: Callable[[str], None], signals: Any) -> list[TraceReport]:
+    """The traces analyzed, Ctrl-C raising only while they are (the report is written whole):
+    after one, those finished and the one cut short (a trace cut while read is not kept)."""
+    reports: list[TraceReport] = []
+    for path in args.traces:
+        with signals.armed():
+            reports.append(analyze_trace(path, args.gpu, note))
+        if reports[-1].interrupted:
+            return reports[-1:]  # one trace of a pair compares with nothing
+    return reports
+
+
+def _written(args: Any, text: str, note: Callable[[str], None]) -> None:
+    """The report to ``--out``, else to stdout."""
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
         note(f"wrote {args.out}")
     else:
         print(text, end="")
-    for report in reports:
-        for listed, said in ((report.faster_than_light, "their bound at every math rung: a "
-                              "bound bug or a timing bug"),
-                             (report.lower_math, "their bound at their own math: possible only "
-                              "with lower math")):
-            if listed:
-                note(f"{report.path}: {counted(len(listed), 'op')} ran faster than {said} "
-                     "(listed in the report)")
-    return reports
+
+
+def _said_faster(report: TraceReport, note: Callable[[str], None]) -> None:
+    """One line per kind of op that ran faster than its bound."""
+    for listed, said in ((report.faster_than_light, "their bound at every math rung: a "
+                          "bound bug or a timing bug"),
+                         (report.lower_math, "their bound at their own math: possible only "
+                          "with lower math")):
+        if listed:
+            note(f"{report.path}: {counted(len(listed), 'op')} ran faster than {said} "
+                 "(listed in the report)")
 
 
 def _compared_text(reports: Sequence[TraceReport], format_: str) -> str:

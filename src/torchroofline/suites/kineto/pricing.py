@@ -157,6 +157,9 @@ class OpFigures:
     #: the performance model's input for the op (its eager kernels), so that a fit of the
     #: model's constants can price it again (benchmarks/estimate_cv.py)
     program: ProgramLoad | None = field(default=None, compare=False, repr=False)
+    #: its warm bound at its own math is the one-kernel floor (:func:`kernel_floor_s`, one L2
+    #: hit), not its roofline bound, which is below it
+    at_kernel_floor: bool = False
 
     @property
     def sol_warm_s(self) -> float:
@@ -283,7 +286,8 @@ class Pricer:
         # a copy between host and GPU at least its data over the host link, and one access
         # (the copy engine reads through the L2 even where the plan sees no HBM traffic)
         link = self.gpu.host_link_bytes_per_s or DEFAULT_HOST_LINK_BYTES_PER_S
-        floor_s = max(kernel_floor_s(warm.unfused_bytes or crossing, self.gpu), crossing / link)
+        l2_floor_s = kernel_floor_s(warm.unfused_bytes or crossing, self.gpu)
+        floor_s = max(l2_floor_s, crossing / link)
         written = warm.sol_as_written_by_math_s
         return OpFigures(
             priced_as=", ".join(dict.fromkeys(o.name for o in traced.ops if not o.is_view))
@@ -302,6 +306,7 @@ class Pricer:
             shortcut="; ".join(shortcut.label for shortcut in warm.rewrites) or None,
             sol_warm_as_written_by_math_s=None if written is None else _floored(written, floor_s),
             program=performance.program,
+            at_kernel_floor=warm.sol_by_math_s[PROGRAM_RUNG] < l2_floor_s == floor_s,
         )
 
 
@@ -330,23 +335,34 @@ def host_copy_bytes(tensors: Iterable[torch.Tensor]) -> int:
 def price_trace(trace: KinetoTrace, gpu: GPUSpec) -> tuple[OpInstance, ...]:
     """Every op that launched GPU work, in start order, with its figures on ``gpu``. An op
     that cannot be rebuilt is priced as the enclosing op whose only launching op it is
-    (``aten::cudnn_convolution`` as ``aten::_convolution``), else kept with its reason."""
+    (``aten::cudnn_convolution`` as ``aten::_convolution``), else kept with its reason.
+    Ctrl-C raises :class:`~torchroofline.suites.batch.BatchInterrupted` carrying the ops priced
+    so far."""
     pricer = Pricer(gpu, list_dtype(trace))
     launched = trace.activities_by_op()
     sole = _sole_launchers(trace.ops, launched)
     shared = beside_collectives(trace, launched)
-    instances = []
-    for index in sorted(launched):
-        activities = tuple(launched[index])
-        math = kernel_math(trace.ops[index], (a.name for a in activities if a.kind == "kernel"))
-        host = host_side((a.name for a in activities if a.kind == "memcpy"),
-                         trace.ops[index].name)
-        outcome = _first_priced(trace.ops, index, sole, pricer, math, host, index in shared)
-        if isinstance(outcome, OpFigures):
-            instances.append(OpInstance(trace.ops[index], activities, outcome))
-        else:
-            instances.append(OpInstance(trace.ops[index], activities, None, outcome))
+    instances: list[OpInstance] = []
+    try:
+        for index in sorted(launched):
+            instances.append(_instance(trace.ops, index, launched, sole, pricer, shared))
+    except KeyboardInterrupt:
+        from ..batch import BatchInterrupted
+
+        raise BatchInterrupted(tuple(instances), len(instances), len(launched), "ops") from None
     return tuple(instances)
+
+
+def _instance(ops: Sequence[CpuOp], index: int, launched: Mapping[int, list],
+              sole: Mapping[int, int], pricer: Pricer, shared: set[int]) -> OpInstance:
+    """The op at ``index`` with the activities it launched, priced (or with its reason)."""
+    activities = tuple(launched[index])
+    math = kernel_math(ops[index], (a.name for a in activities if a.kind == "kernel"))
+    host = host_side((a.name for a in activities if a.kind == "memcpy"), ops[index].name)
+    outcome = _first_priced(ops, index, sole, pricer, math, host, index in shared)
+    if isinstance(outcome, OpFigures):
+        return OpInstance(ops[index], activities, outcome)
+    return OpInstance(ops[index], activities, None, outcome)
 
 
 def _sole_launchers(ops: Sequence[CpuOp], launched: Mapping[int, list]) -> dict[int, int]:

@@ -95,6 +95,9 @@ class TraceReport:
     gpu_busy_us: float  #: the time any GPU activity ran
     wall_us: float
     notes: tuple[str, ...] = ()
+    #: "interrupted after 12 of 40 ops" when Ctrl-C cut the pricing short: the report holds the
+    #: ops priced before it
+    interrupted: str | None = None
 
     @property
     def priced(self) -> list[OpInstance]:
