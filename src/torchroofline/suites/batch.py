@@ -196,7 +196,11 @@ class _Pool:
             process = self.context.Process(target=_worker_main, args=(child, threads),
                                            daemon=True)
             try:
-                with _main_module_hidden():
+                # a forkserver that ended since _start_forkserver checked it (one a cut-short
+                # start of an earlier batch left exiting) is restarted inside start(): with
+                # SIGINT held there too, or its workers take a Ctrl-C in multiprocessing's
+                # after-fork hooks and print a KeyboardInterrupt traceback (seen on torch 2.15)
+                with _main_module_hidden(), _sigint_held(self.context):
                     process.start()
                 break
             except EOFError:
@@ -394,18 +398,32 @@ def _start_forkserver(context: Any) -> None:
 
     saved = [os.dup(1), os.dup(2)]
     devnull = os.open(os.devnull, os.O_WRONLY)
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        forkserver.ensure_running()
+        with _sigint_held(context):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            forkserver.ensure_running()
     finally:
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
         for descriptor in (*saved, devnull):
             os.close(descriptor)
+
+
+@contextlib.contextmanager
+def _sigint_held(context: Any) -> Iterator[None]:
+    """Within: SIGINT blocked in this thread where ``context`` forks from a forkserver (a
+    forkserver started meanwhile keeps the mask for its life and passes it to every worker); a
+    Ctrl-C that arrives meanwhile is delivered when it ends, not lost."""
+    if context.get_start_method() != "forkserver":
+        yield
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
