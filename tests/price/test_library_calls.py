@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import torch
 import torch.nn as nn
 
 from conftest import analyze, meta
@@ -13,6 +14,7 @@ from torchroofline.price.estimate import (
     DEFAULT_PARAMS,
     fixed_latency_s,
     kernel_gpu_s,
+    layout_kernels_s,
     matmul_share,
 )
 from torchroofline.price.hardware import get_gpu
@@ -89,6 +91,40 @@ def test_miopen_launches_its_transposes_workspace_and_cast_around_each_gemm() ->
         one_less, MI300X, params, "cold"
     )
     assert abs(gap - 5 * fill_s) < 1e-12
+
+
+def test_miopen_transposes_run_in_series_with_the_gemm_one_element_per_access() -> None:
+    # the forward 3x3 convolution 16 -> 32 on 4x16x32x32: input 4·16·32·32 = 65,536 elements,
+    # weight 32·16·9 = 4,608, output 4·32·32·32 = 131,072, taken in and out again:
+    # 65,536 + 4,608 + 2 · 131,072 = 332,288 elements, each read and written once at
+    # 6 G accesses/s on each of the MI300X's 304 CUs
+    forward = _conv_loads("mi300x")[0]
+    assert forward.layout_elements == 332_288
+    params = DEFAULT_PARAMS.for_gpu(MI300X)
+    layout_s = 2 * 332_288 / (6e9 * 304)
+    assert abs(layout_kernels_s(forward, MI300X, params) - layout_s) < 1e-15
+    # in series: the kernel's time grows by exactly that, and the passes cuDNN overlaps with
+    # its GEMM (conv_layout_passes) are not charged on top
+    alone = replace(forward, layout_elements=0)
+    gap = (kernel_gpu_s(forward, MI300X, params, "cold")
+           - kernel_gpu_s(alone, MI300X, params, "cold"))
+    assert abs(gap - layout_s) < 1e-12
+    # cuDNN runs no layout kernels of its own: none charged on the H100
+    h100 = _conv_loads("h100-sxm")[0]
+    assert layout_kernels_s(h100, H100, DEFAULT_PARAMS.for_gpu(H100)) == 0.0
+
+
+def test_miopen_convolutions_reach_hipblaslt_s_share_of_the_peak() -> None:
+    # a bf16 3x3 convolution: MIOpen's implicit GEMM at ROCm's GEMM share (0.45), cuDNN's at
+    # its fitted 0.673 times the mma.sync share on Hopper (2/3)
+    def share(gpu: str) -> float:
+        conv = nn.Conv2d(64, 64, 3, padding=1).to(device="meta", dtype=torch.bfloat16)
+        result = analyze(conv, meta(8, 64, 56, 56, dtype=torch.bfloat16), gpu=gpu)
+        load = next(k for k in result.performance.program.eager if k.family == "conv")
+        return matmul_share(load, DEFAULT_PARAMS.for_gpu(get_gpu(gpu)))
+
+    assert share("mi300x") == 0.45
+    assert abs(share("h100-sxm") - 0.673 * 2 / 3) < 1e-12
 
 
 def test_a_pointwise_convolution_is_a_gemm_with_nothing_around_it() -> None:

@@ -69,6 +69,7 @@ from .library_calls import (
     channel_tile_share,
     convolution_call,
     convolution_gemms,
+    layout_kernel_elements,
     row_block_share,
     transposed_phase_work,
 )
@@ -163,6 +164,9 @@ class KernelLoad:
     #: a tensor-core convolution whose NCHW input and output cuDNN transposes to NHWC and back
     #: (``EstimateParams.conv_layout_passes``); not an eager 1×1 one (:func:`pointwise_convolution`)
     layout_transposes: bool = False
+    #: elements such a library's own layout kernels transpose, where it runs them as kernels
+    #: of their own (MIOpen: :func:`~.library_calls.layout_kernel_elements`)
+    layout_elements: int = 0
     #: it runs beside a collective (NCCL/RCCL) on another stream, which holds SMs and memory
     #: bandwidth meanwhile (:func:`beside_collective`)
     shared: bool = False
@@ -351,6 +355,7 @@ def kernel_load(
     align = 16
     library_call = ""
     transposes = False
+    layout_elements = 0
     gemm_kernels = 1
     phase_work = 1.0
     if family == "gemm" and work.tensor_s:
@@ -363,6 +368,7 @@ def kernel_load(
         library_call = convolution_call(traced_conv)
         gemm_kernels = convolution_gemms(traced_conv)
         transposes = family != "conv_grouped" and not (eager and pointwise_convolution(traced_conv))
+        layout_elements = layout_kernel_elements(matmul_op.reads, matmul_op.writes)
         phase_work = transposed_phase_work(traced_conv) if family in TILED_CONV_FAMILIES else 1.0
     return KernelLoad(
         name=kernel.name,
@@ -394,6 +400,7 @@ def kernel_load(
         library_call=library_call,
         gemm_kernels=gemm_kernels,
         layout_transposes=transposes,
+        layout_elements=layout_elements if transposes else 0,
         phase_work=phase_work,
         output_bytes=sum(running_bytes(ref, float_bytes, widened) for ref in matmul_op.writes)
         if gemm_like else 0,
@@ -690,6 +697,19 @@ def serial_epilogue_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, ca
     return memory_s(load.output_bytes, gpu, params, cache)
 
 
+def layout_kernels_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams) -> float:
+    """Seconds of the layout transposes a convolution's library runs as kernels of its own,
+    before and after its GEMM, in series with it: where ``EstimateParams.library_kernels``
+    names its call (MIOpen's NHWC solvers on NCHW tensors). Each element of
+    :attr:`KernelLoad.layout_elements` is read and written once, one 16-bit element per
+    access (``batched_transpose_*_half``), at the rate of kernels that cannot vectorize
+    (``EstimateParams.strided_access_rate_per_sm``). 0 where the library folds its transposes
+    into passes that overlap the GEMM (cuDNN: ``EstimateParams.conv_layout_passes``)."""
+    if not (load.layout_transposes and params.library_kernels.get(load.library_call)):
+        return 0.0
+    return 2 * load.layout_elements / (params.strided_access_rate_per_sm * gpu.sm_count)
+
+
 def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
     """GPU time of one kernel: the slower of its memory and compute times at achievable rates,
     plus the fill/drain latency and that of the other kernels its library launches; a
@@ -699,7 +719,7 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
     touched = (load.bytes + load.reread_bytes + l2_missed_bytes(load, gpu, params)
                + loop_missed_bytes(load, gpu, params) + load.sector_bytes)
     moved = memory_s(touched, gpu, params, cache)
-    if load.layout_transposes:
+    if load.layout_transposes and not params.library_kernels.get(load.library_call):
         moved *= 1 + params.conv_layout_passes
     if load.rows is not None:
         row_rate = (params.row_bandwidth_bytes_per_s * load.row_share
@@ -717,7 +737,7 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
         compute += load.matmul_s * load.phase_work / (
             fraction * alignment_share(load.align_bytes, params))
         compute += serial_epilogue_s(load, gpu, params, cache)
-    busy = max(moved, compute) + fixed_latency_s(load, params)
+    busy = max(moved, compute) + layout_kernels_s(load, gpu, params) + fixed_latency_s(load, params)
     busy += (params.library_kernels.get(load.library_call, 0) + load.cpp_launches
              ) * params.fill_latency_s
     if load.shared:  # its blocks wait for SMs and bandwidth the collective holds

@@ -348,18 +348,25 @@ CUDA_FLASH_WAVE_CYCLES = 10e-6 * 1830e6
 #: One wave of ROCm's (AOTriton's ``attn_fwd``): 27-33 µs on the MI300X traces, at 2100 MHz.
 ROCM_FLASH_WAVE_CYCLES = 30e-6 * 2100e6
 
+#: Share of the bf16 peak hipBLASLt's large GEMMs reach on the MI300X traces (the H100's cuBLAS:
+#: 58-70 %). MIOpen's implicit-GEMM convolutions (CK's ``kernel_grouped_conv_fwd_*``, the
+#: ``igemm_*_gtcx3_nhwc`` kernels) take the same share, as cuDNN's convolutions take about
+#: cuBLAS's on NVIDIA (the fitted ``conv`` 0.673 against ``gemm`` 0.646).
+ROCM_GEMM_SHARE = 0.45
+
 #: AMD's CDNA GPUs (ROCm) where they differ: a tiny kernel takes 4-5 µs (CDNA_FILL_CYCLES),
-#: hipBLASLt GEMMs reach about 45 % of the bf16 peak on the MI300X traces (the H100's cuBLAS
-#: 58-70 %), a wave of AOTriton's attention kernel takes about 30 µs there, and MIOpen wraps
-#: each convolution GEMM in layout transposes, a workspace memset and a cast: 5 kernels besides
-#: the GEMM (:func:`~.library_calls.convolution_call`).
+#: hipBLASLt GEMMs and MIOpen's convolutions reach about 45 % of the bf16 peak
+#: (ROCM_GEMM_SHARE), a wave of AOTriton's attention kernel takes about 30 µs there, and
+#: MIOpen wraps each convolution GEMM in layout transposes, a workspace memset and a cast: 5
+#: kernels besides the GEMM (:func:`~.library_calls.convolution_call`), the transposes in
+#: series with it (:func:`~.estimate.layout_kernels_s`).
 #: ROCm's latencies, on every CDNA generation (the same runtime and attention kernels).
 ROCM_LATENCIES: dict[str, Any] = {"fill_cycles": CDNA_FILL_CYCLES,
                                   "attention_wave_cycles": ROCM_FLASH_WAVE_CYCLES}
 
 AMD_CDNA: dict[str, Any] = {
     **ROCM_LATENCIES,
-    "matmul_fraction": {**MATMUL_FRACTION, "gemm": 0.45},
+    "matmul_fraction": {**MATMUL_FRACTION, "gemm": ROCM_GEMM_SHARE, "conv": ROCM_GEMM_SHARE},
     "fp32_matrix_fraction": 0.85,
     "library_kernels": {"conv": 5, "conv_backward": 10, "conv_backward_one": 5,
                         "conv_1x1_strided": 2, "conv_backward_1x1_strided": 7},

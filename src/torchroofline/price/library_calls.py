@@ -7,8 +7,9 @@ states it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-from ..trace.refs import TracedOp
+from ..trace.refs import TensorRef, TracedOp
 from .eager_kernels import pointwise_convolution
 from .hardware import GPUSpec
 
@@ -85,6 +86,18 @@ def convolution_call(traced: TracedOp) -> str:
     if not backward:
         return "conv"
     return "conv_backward" if convolution_gemms(traced) == 2 else "conv_backward_one"
+
+
+def layout_kernel_elements(reads: Sequence[TensorRef], writes: Sequence[TensorRef]) -> int:
+    """Elements MIOpen's own layout kernels transpose around a convolution's GEMMs, each read
+    once and written once by a kernel that moves one 16-bit element per access
+    (``batched_transpose_*_half``): every operand of two or more dimensions is transposed into
+    NHWC, and every output once more back out (``TransposeSolutionDefault2Nhwc`` takes the
+    output in as well, since the GEMM may accumulate into it, and ``Nhwc2Default`` takes it
+    out: four transposes per forward on the MI300X ResNet trace, weight, input, output in,
+    output out). A bias (one dimension) is added by a kernel of its own."""
+    return (sum(ref.elements for ref in reads if len(ref.shape) > 1)
+            + 2 * sum(ref.elements for ref in writes if len(ref.shape) > 1))
 
 
 def convolution_gemms(traced: TracedOp) -> int:
