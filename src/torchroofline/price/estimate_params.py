@@ -210,10 +210,12 @@ CONSTANT_NOTES: dict[str, str] = {
     "matmul_fraction.*": "share of the unit's peak per matmul-class family (cuBLAS SGEMM, cuDNN "
     "2D/3D/transposed/grouped convolution, SDPA, cuDNN RNN); fit. flash_attention (SDPA on "
     "tensor cores): FlashAttention-2's published H100 rate, about 30 % of the bf16 peak; the "
-    "MI300X's GEMMs reach 45 % (CDNA's value), measured on the traces",
+    "MI300X's GEMMs reach 45 % (CDNA's value), measured on the traces, and MIOpen's implicit-"
+    "GEMM convolutions take that share on CDNA (as cuDNN's take about cuBLAS's)",
     "conv_layout_passes": "extra passes over a TF32 convolution's input and output: cuDNN's "
     "tensor-core kernels work in NHWC, PyTorch hands it NCHW (none for an eager 1x1 one); fit, "
-    "held to 0-2 (no transpose to both)",
+    "held to 0-2 (no transpose to both); NVIDIA only: MIOpen's transposes are kernels of their "
+    "own, in series with the GEMM (estimate.layout_kernels_s)",
     "mma_sync_share": "share of the tensor-core peak the mma.sync instruction reaches, which "
     "cuDNN's 2D convolution kernels are built from (the H100 trace's Conv2d: CUTLASS "
     "s16816fprop): 1 up to Ada; 2/3 on Hopper and Blackwell, where only the warpgroup MMA "
