@@ -93,25 +93,33 @@ def test_miopen_launches_its_transposes_workspace_and_cast_around_each_gemm() ->
     assert abs(gap - 5 * fill_s) < 1e-12
 
 
+def _bf16_conv_load(gpu: str):
+    conv = nn.Conv2d(16, 32, 3, padding=1, bias=False).to(device="meta", dtype=torch.bfloat16)
+    result = analyze(conv, meta(4, 16, 32, 32, dtype=torch.bfloat16), gpu=gpu)
+    return next(k for k in result.performance.program.eager if k.family == "conv")
+
+
 def test_miopen_transposes_run_in_series_with_the_gemm_one_element_per_access() -> None:
-    # the forward 3x3 convolution 16 -> 32 on 4x16x32x32: input 4·16·32·32 = 65,536 elements,
+    # a bf16 3x3 convolution 16 -> 32 on 4x16x32x32: input 4·16·32·32 = 65,536 elements,
     # weight 32·16·9 = 4,608, output 4·32·32·32 = 131,072, taken in and out again:
     # 65,536 + 4,608 + 2 · 131,072 = 332,288 elements, each read and written once at
     # 6 G accesses/s on each of the MI300X's 304 CUs
-    forward = _conv_loads("mi300x")[0]
+    forward = _bf16_conv_load("mi300x")
     assert forward.layout_elements == 332_288
     params = DEFAULT_PARAMS.for_gpu(MI300X)
     layout_s = 2 * 332_288 / (6e9 * 304)
     assert abs(layout_kernels_s(forward, MI300X, params) - layout_s) < 1e-15
-    # in series: the kernel's time grows by exactly that, and the passes cuDNN overlaps with
-    # its GEMM (conv_layout_passes) are not charged on top
-    alone = replace(forward, layout_elements=0)
+    # in series: the kernel takes exactly that longer than its GEMM alone (no transposes; nor
+    # cuDNN's passes, which would overlap it)
+    alone = replace(forward, layout_transposes=False)
     gap = (kernel_gpu_s(forward, MI300X, params, "cold")
            - kernel_gpu_s(alone, MI300X, params, "cold"))
     assert abs(gap - layout_s) < 1e-12
-    # cuDNN runs no layout kernels of its own: none charged on the H100
-    h100 = _conv_loads("h100-sxm")[0]
+    # cuDNN runs no layout kernels of its own, and an fp32 convolution's MIOpen solver is not
+    # known to transpose: neither is charged them
+    h100 = _bf16_conv_load("h100-sxm")
     assert layout_kernels_s(h100, H100, DEFAULT_PARAMS.for_gpu(H100)) == 0.0
+    assert _conv_loads("mi300x")[0].layout_elements == 0
 
 
 def test_miopen_convolutions_reach_hipblaslt_s_share_of_the_peak() -> None:

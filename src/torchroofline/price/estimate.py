@@ -704,7 +704,8 @@ def layout_kernels_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams) -> 
     :attr:`KernelLoad.layout_elements` is read and written once, one 16-bit element per
     access (``batched_transpose_*_half``), at the rate of kernels that cannot vectorize
     (``EstimateParams.strided_access_rate_per_sm``). 0 where the library folds its transposes
-    into passes that overlap the GEMM (cuDNN: ``EstimateParams.conv_layout_passes``)."""
+    into passes that overlap the GEMM (cuDNN: ``EstimateParams.conv_layout_passes``), and where
+    the library's solver is not known to transpose (no :attr:`KernelLoad.layout_elements`)."""
     if not (load.layout_transposes and params.library_kernels.get(load.library_call)):
         return 0.0
     return 2 * load.layout_elements / (params.strided_access_rate_per_sm * gpu.sm_count)
@@ -719,7 +720,8 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
     touched = (load.bytes + load.reread_bytes + l2_missed_bytes(load, gpu, params)
                + loop_missed_bytes(load, gpu, params) + load.sector_bytes)
     moved = memory_s(touched, gpu, params, cache)
-    if load.layout_transposes and not params.library_kernels.get(load.library_call):
+    layout_s = layout_kernels_s(load, gpu, params)
+    if load.layout_transposes and not layout_s:
         moved *= 1 + params.conv_layout_passes
     if load.rows is not None:
         row_rate = (params.row_bandwidth_bytes_per_s * load.row_share
@@ -737,7 +739,7 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
         compute += load.matmul_s * load.phase_work / (
             fraction * alignment_share(load.align_bytes, params))
         compute += serial_epilogue_s(load, gpu, params, cache)
-    busy = max(moved, compute) + layout_kernels_s(load, gpu, params) + fixed_latency_s(load, params)
+    busy = max(moved, compute) + layout_s + fixed_latency_s(load, params)
     busy += (params.library_kernels.get(load.library_call, 0) + load.cpp_launches
              ) * params.fill_latency_s
     if load.shared:  # its blocks wait for SMs and bandwidth the collective holds

@@ -95,7 +95,11 @@ def layout_kernel_elements(reads: Sequence[TensorRef], writes: Sequence[TensorRe
     NHWC, and every output once more back out (``TransposeSolutionDefault2Nhwc`` takes the
     output in as well, since the GEMM may accumulate into it, and ``Nhwc2Default`` takes it
     out: four transposes per forward on the MI300X ResNet trace, weight, input, output in,
-    output out). A bias (one dimension) is added by a kernel of its own."""
+    output out). A bias (one dimension) is added by a kernel of its own. 16-bit convolutions
+    only, the ones seen running them (bf16 on the MI300X traces); 0 for others, whose solvers
+    are not known here to transpose (fp32 3×3 ones may run Winograd on NCHW)."""
+    if not reads or reads[0].itemsize != 2:
+        return 0
     return (sum(ref.elements for ref in reads if len(ref.shape) > 1)
             + 2 * sum(ref.elements for ref in writes if len(ref.shape) > 1))
 
