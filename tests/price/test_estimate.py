@@ -291,6 +291,21 @@ def test_bf16_attention_runs_flash_kernels_in_waves_of_query_blocks() -> None:
     assert _eager_load_and_time(fp32, "attention")[1] < waves_s
 
 
+def test_a_wide_head_attention_spreads_over_its_query_blocks_only() -> None:
+    # one head of 512 over 4,500 queries and keys (HunyuanVideo's VAE attention): 36 blocks of
+    # 128 query rows, each computing the whole head over every key in series, so 36 of the
+    # H100's 132 SMs are busy (tiles of the head dimension would have made 4 × 36 = 144);
+    # 41.5 GFLOP at 30 % of 989 TFLOP/s on 36/132 of the SMs: 512 µs, far above a 10 µs wave
+    shape = GemmShape(batch=1, m=4500, n=512, k=9000)
+    load = KernelLoad("sdpa", "flash_attention", matmul_s=4 * 4500**2 * 512 / 989e12,
+                      vector_s=0.0, bytes=0, launches=1, gemm=shape, matmul_unit="tensor")
+    params = DEFAULT_PARAMS.for_gpu(H100)
+    compute_s = load.matmul_s / (0.3 * 36 / 132)
+    fixed_s = params.fill_latency_s + params.matmul_latency_s
+    assert kernel_gpu_s(load, H100, params, "cold") == pytest.approx(compute_s + fixed_s,
+                                                                     rel=1e-12)
+
+
 def test_the_mi300x_has_its_own_kernel_latency() -> None:
     # a 4 KB relu: its bytes take nanoseconds, the kernel its fill latency on each GPU
     result = analyze(Fn(torch.relu), meta(1024))

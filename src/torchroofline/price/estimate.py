@@ -517,10 +517,24 @@ def wave_efficiency(gemm: GemmShape, sm_count: int, params: EstimateParams) -> f
 ATTENTION_QUERY_ROWS = 128
 
 
+def attention_blocks(gemm: GemmShape) -> int:
+    """Thread blocks of a flash-attention kernel: one per (batch × head) and block of
+    :data:`ATTENTION_QUERY_ROWS` query rows; each computes its rows' whole head dimension over
+    every key in a serial loop, so neither the head dimension nor the keys spread over SMs."""
+    return gemm.batch * math.ceil(gemm.m / ATTENTION_QUERY_ROWS)
+
+
 def attention_waves(gemm: GemmShape, sm_count: int) -> int:
-    """Waves of a flash-attention kernel: one thread block per (batch × head) and block of
-    :data:`ATTENTION_QUERY_ROWS` query rows, one block per SM at a time."""
-    return math.ceil(gemm.batch * math.ceil(gemm.m / ATTENTION_QUERY_ROWS) / sm_count)
+    """Waves of a flash-attention kernel's :func:`attention_blocks`, one block per SM at a
+    time."""
+    return math.ceil(attention_blocks(gemm) / sm_count)
+
+
+def attention_wave_efficiency(gemm: GemmShape, sm_count: int) -> float:
+    """Share of the GPU a flash-attention kernel keeps busy: its blocks over its waves' SMs
+    (a head of 512 over 4,500 queries: 36 blocks, 36 of 304 CUs). Not
+    :func:`wave_efficiency`, whose tiles split the output's columns (the head dimension)."""
+    return attention_blocks(gemm) / (attention_waves(gemm, sm_count) * sm_count)
 
 
 def memory_s(moved_bytes: int, gpu: GPUSpec, params: EstimateParams, cache: str) -> float:
@@ -733,7 +747,9 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
     compute = load.vector_s / params.vector_fraction
     if load.matmul_s:
         fraction = matmul_share(load, params)
-        if load.gemm is not None:
+        if load.gemm is not None and load.family == "flash_attention":
+            fraction *= attention_wave_efficiency(load.gemm, gpu.sm_count)
+        elif load.gemm is not None:
             fraction *= wave_efficiency(load.gemm, gpu.sm_count, params)
         fraction *= channel_share(load, params)
         compute += load.matmul_s * load.phase_work / (
