@@ -59,6 +59,9 @@ class OpDemand:
     #: FLOPs the demanded outputs need, for the ops of ``DEMANDED_FLOPS``; None: every output
     #: costs the same, its share of the op's FLOPs
     demanded_flops: int | None = None
+    #: for the ops of ``DIFFERENCES``: the share of the op's FLOPs its demanded outputs need,
+    #: the positions where its two inputs ever differ (elsewhere its output is the constant 0)
+    flop_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -392,6 +395,14 @@ STRUCTURAL_ZEROS: dict[Any, Callable[[Sequence[Any], torch.Tensor], torch.Tensor
     ),
 }
 
+#: differences of their two inputs and losses of one, f(a − b) with f(0) = 0 (the bound's
+#: ``_DIFFERENCES``): where the inputs are equal in every run (one element of one tensor,
+#: ``x − x.flip(1)``'s middle column) the output is the constant 0, written with no FLOP
+DIFFERENCES = {
+    torch.ops.aten.sub.Tensor, torch.ops.aten.mse_loss.default,
+    torch.ops.aten.smooth_l1_loss.default, torch.ops.aten.huber_loss.default,
+}
+
 #: ops the graph (traced without autograd) holds in a form autograd has no formula for →
 #: the same op with one, run in their place (the replay keeps the traced name)
 REPLAYED_AS = {
@@ -429,6 +440,8 @@ class _Retaining(Interpreter):
         self.structural_zeros: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         #: (index in ``kept``, output position) → the gradient of that output as the op wrote it
         self.grads: dict[tuple[int, int], torch.Tensor] = {}
+        #: index in ``kept`` → where the two inputs of a difference (``DIFFERENCES``) differ
+        self.differing: dict[int, torch.Tensor] = {}
 
     def _keep(self, key: tuple[int, int], grad: torch.Tensor) -> None:
         self.grads[key] = grad
@@ -479,6 +492,11 @@ class _Retaining(Interpreter):
                 tensor.register_hook(functools.partial(self._keep, (len(self.kept), position)))
             if target in DEMANDED_FLOPS:
                 self.arguments[len(self.kept)] = (target, _positional(target, args, kwargs))
+            if target in DIFFERENCES and kwargs.get("alpha", 1) == 1 and len(args) >= 2 and all(
+                isinstance(a, torch.Tensor) for a in args[:2]
+            ):
+                left, right = torch.broadcast_tensors(args[0].detach(), args[1].detach())
+                self.differing[len(self.kept)] = left != right
             self.kept.append((str(target), tensors))
         return out
 
@@ -561,6 +579,7 @@ def oracle(
     generator = torch.Generator().manual_seed(seed)
     leaf_masks: list[torch.Tensor | None] = [None] * len(originals)
     op_masks: list[list[torch.Tensor]] = []
+    differing: dict[int, torch.Tensor] = {}
     for draw in range(draws):
         values = [
             (_shuffled if i < count else _perturbed)(x, generator)
@@ -578,6 +597,7 @@ def oracle(
             for k, (_, tensors) in enumerate(replay.kept) for j, t in enumerate(tensors)
         }
         masks = _nonzero_masks(grads)
+        differing = {k: _union(differing.get(k), new) for k, new in replay.differing.items()}
         for i, leaf in enumerate(leaves):
             if isinstance(leaf, torch.Tensor):
                 leaf_masks[i] = _union(leaf_masks[i], masks[i])
@@ -613,11 +633,22 @@ def oracle(
             sum(m.numel() for m in masks),
             DEMANDED_FLOPS[replay.arguments[k][0]](replay.arguments[k][1], masks[0])
             if k in replay.arguments and masks else None,
+            _difference_share(differing[k], masks[0]) if k in differing and masks else None,
         )
         for k, ((name, _), masks) in enumerate(zip(replay.kept, op_masks, strict=True))
     )
     floats, others = _output_sizes(outputs, aliases)
     return Oracle(leaf_demands, floats + mutated[0], others + mutated[1], op_demands)
+
+
+def _difference_share(differing: torch.Tensor, demanded: torch.Tensor) -> float:
+    """The share of a difference's FLOPs its ``demanded`` outputs need: of the positions, those
+    demanded (every one where the output is one reduced loss) where the inputs ever differ."""
+    if demanded.shape == differing.shape:
+        differing = differing & demanded
+    elif not demanded.any():
+        return 0.0
+    return int(differing.sum()) / differing.numel()
 
 
 def _replay(
@@ -715,10 +746,11 @@ def per_op(result: Result, proven: Oracle) -> list[OpTightness]:
                 continue
             charged = record.flops
             share = demand.demanded / demand.elements
+            flop_share = share if demand.flop_share is None else demand.flop_share
             executed_flops = executed.tensor + executed.vector
             # (rounded down, as the bound rounds a share of an op's FLOPs: 4 of 18 outputs
             # of a 15-FLOP op need 3, not 3.33)
-            needed = math.floor(share * executed_flops) if demand.demanded_flops is None else (
+            needed = math.floor(flop_share * executed_flops) if demand.demanded_flops is None else (
                 demand.demanded_flops
             )
             rows.append(OpTightness(

@@ -97,10 +97,12 @@ def elementwise_loss_demand(context: _Context) -> Demand:
 def _without_self_differences(context: _Context, demand: Demand, per_element: bool) -> Demand:
     """``demand`` of a difference (or a loss of one) with the positions where its two inputs
     hold one element (:func:`_self_differences`) left out of both inputs: of the demanded
-    outputs (``per_element``) or of all. Its FLOPs kept where other positions remain (an
-    output there is the constant 0, which the oracle, proving an op's FLOPs in the share of its
-    outputs used, cannot see); none where every demanded output is that constant (``x − x``).
-    As it is for the program as written (``x − x`` is a shortcut it does not take)."""
+    outputs (``per_element``) or of all. Its FLOPs are the share of the positions that remain
+    (an output at a self difference is the constant 0, written with no arithmetic:
+    ``x − x.flip(1)`` of width 3 charges 6 of 9 subtractions), none where every demanded output
+    is that constant (``x − x``); demanded outputs with no position (a count) are charged as
+    positions that remain, as many as there are. As it is for the program as written (``x − x``
+    is a shortcut it does not take)."""
     same = _self_differences(context) if context.shortcuts and context.output else None
     if same is None:
         return demand
@@ -108,10 +110,13 @@ def _without_self_differences(context: _Context, demand: Demand, per_element: bo
     demanded = (_demanded_mask(context.output, shape) if per_element
                 else torch.ones(shape, dtype=torch.bool))
     remaining = demanded & ~same
-    if not bool(remaining.any()):
+    kept = int(remaining.sum())
+    if not kept:
         return Demand((NOWHERE, NOWHERE), NO_FLOPS, structure="self difference")
+    unplaced = min(context.output.opaque, int((~same).sum()) - kept) if per_element else 0
     needed = _numbers_region(remaining.reshape(-1).nonzero().reshape(-1), shape)
-    return Demand((needed, needed), demand.flops, structure="self difference")
+    flops = context.record.flops.scaled((kept + unplaced) / same.numel())
+    return Demand((needed, needed), flops, structure="self difference")
 
 
 def _self_differences(context: _Context) -> torch.Tensor | None:
