@@ -81,9 +81,11 @@ class Triangle:
 def made_triangle(context: _Context, position: int) -> Triangle | None:
     """The :class:`Triangle` read ``position`` of the context's op holds, where the program made
     it from a fill of one nonzero value (``ones``, ``full``) by ``triu``/``tril``, maybe cast
-    to bool, negated or compared with 0, and reads it whole in its last two dims (broadcast
-    along the others); None otherwise."""
+    to bool, negated or compared with 0, and reads it whole in its last two dims, those of the
+    op's output (broadcast along the others); None otherwise."""
     ref = context.op.reads[position]
+    if tuple(ref.shape[-2:]) != tuple(context.op.writes[0].shape[-2:]):
+        return None  # broadcast along a row or a column of the output: no triangle of it
     flip = False
     while True:
         op = context.producers.get(ref.value_id)
