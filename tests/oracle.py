@@ -59,6 +59,9 @@ class OpDemand:
     #: FLOPs the demanded outputs need, for the ops of ``DEMANDED_FLOPS``; None: every output
     #: costs the same, its share of the op's FLOPs
     demanded_flops: int | None = None
+    #: for the ops of ``DIFFERENCES``: the share of the op's FLOPs its demanded outputs need,
+    #: the positions where its two inputs ever differ (elsewhere its output is the constant 0)
+    flop_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -283,15 +286,26 @@ def _biased_product_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
     return int((2 * pairs)[demanded].sum())
 
 
-def _fft_flops(args: Sequence[Any], demanded: torch.Tensor) -> int:
+def _fft_flops(args: Sequence[Any], demanded: torch.Tensor, part: int | None = None) -> int:
     """(n − 1) + (k − 1) ops per line of an FFT (the elements across its transformed dims)
     holding k ≥ 1 demanded outputs, n the line's input points: every output is a linear form
     with a nonzero weight (|w| = 1) on each input point, so the first needs n − 1 adds, and
     each other, a distinct form of the same inputs, one op more (none for a line of one
-    point: a copy). A complex output's real or imaginary part alone may weigh some points by
-    0 (``fft(x).imag`` skips ``x[..., 0]``): the generators keep FFT outputs whole (``abs``)
-    or keep parts that weigh every point (``.real`` of few points)."""
+    point: a copy). Of a real FFT along one dim whose outputs are kept for one ``part`` alone
+    (0 real, 1 imaginary: ``fft(x).imag``), which weighs some points by 0 (x_0): the most
+    points one demanded output weighs less one, and one op for each other demanded output
+    weighing any."""
     dims = [d % demanded.dim() for d in args[1]]
+    if part is not None and len(dims) == 1 and not args[0].is_complex():
+        n = args[0].shape[dims[0]]
+        lines = demanded.movedim(dims[0], -1).reshape(-1, demanded.shape[dims[0]])
+        phase = torch.outer(torch.arange(n, dtype=torch.float64),
+                            torch.arange(lines.shape[1], dtype=torch.float64)) * (2 * math.pi / n)
+        weighs = (phase.cos() if part == 0 else phase.sin()).abs() > 1e-9
+        live = lines & weighs.any(0)
+        most = (weighs.sum(0) * live).amax(1)
+        kept = live.sum(1)
+        return int((most - 1 + kept - 1)[kept > 0].sum())
     points = math.prod(args[0].shape[d] for d in dims)
     per_line = demanded.sum(dims)
     lines = per_line > 0
@@ -392,6 +406,18 @@ STRUCTURAL_ZEROS: dict[Any, Callable[[Sequence[Any], torch.Tensor], torch.Tensor
     ),
 }
 
+#: FFTs, whose outputs' real or imaginary part alone weighs fewer points
+FFTS = {torch.ops.aten._fft_r2c.default, torch.ops.aten._fft_c2c.default,
+        torch.ops.aten._fft_c2r.default}
+
+#: differences of their two inputs and losses of one, f(a − b) with f(0) = 0 (the bound's
+#: ``_DIFFERENCES``): where the inputs are equal in every run (one element of one tensor,
+#: ``x − x.flip(1)``'s middle column) the output is the constant 0, written with no FLOP
+DIFFERENCES = {
+    torch.ops.aten.sub.Tensor, torch.ops.aten.mse_loss.default,
+    torch.ops.aten.smooth_l1_loss.default, torch.ops.aten.huber_loss.default,
+}
+
 #: ops the graph (traced without autograd) holds in a form autograd has no formula for →
 #: the same op with one, run in their place (the replay keeps the traced name)
 REPLAYED_AS = {
@@ -429,6 +455,8 @@ class _Retaining(Interpreter):
         self.structural_zeros: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         #: (index in ``kept``, output position) → the gradient of that output as the op wrote it
         self.grads: dict[tuple[int, int], torch.Tensor] = {}
+        #: index in ``kept`` → where the two inputs of a difference (``DIFFERENCES``) differ
+        self.differing: dict[int, torch.Tensor] = {}
 
     def _keep(self, key: tuple[int, int], grad: torch.Tensor) -> None:
         self.grads[key] = grad
@@ -479,6 +507,11 @@ class _Retaining(Interpreter):
                 tensor.register_hook(functools.partial(self._keep, (len(self.kept), position)))
             if target in DEMANDED_FLOPS:
                 self.arguments[len(self.kept)] = (target, _positional(target, args, kwargs))
+            if target in DIFFERENCES and kwargs.get("alpha", 1) == 1 and len(args) >= 2 and all(
+                isinstance(a, torch.Tensor) for a in args[:2]
+            ):
+                left, right = torch.broadcast_tensors(args[0].detach(), args[1].detach())
+                self.differing[len(self.kept)] = left != right
             self.kept.append((str(target), tensors))
         return out
 
@@ -561,6 +594,9 @@ def oracle(
     generator = torch.Generator().manual_seed(seed)
     leaf_masks: list[torch.Tensor | None] = [None] * len(originals)
     op_masks: list[list[torch.Tensor]] = []
+    differing: dict[int, torch.Tensor] = {}
+    #: index in ``kept`` → the parts (0 real, 1 imaginary) of a complex output with a gradient
+    parts: dict[int, set[int]] = {}
     for draw in range(draws):
         values = [
             (_shuffled if i < count else _perturbed)(x, generator)
@@ -578,6 +614,13 @@ def oracle(
             for k, (_, tensors) in enumerate(replay.kept) for j, t in enumerate(tensors)
         }
         masks = _nonzero_masks(grads)
+        for k, (_, tensors) in enumerate(replay.kept):
+            grad = replay.grads.get((k, 0))
+            if tensors and tensors[0].is_complex() and grad is not None:
+                parts[k] = parts.get(k, set()) | {
+                    i for i, half in enumerate((grad.real, grad.imag)) if bool(half.any())
+                }
+        differing = {k: _union(differing.get(k), new) for k, new in replay.differing.items()}
         for i, leaf in enumerate(leaves):
             if isinstance(leaf, torch.Tensor):
                 leaf_masks[i] = _union(leaf_masks[i], masks[i])
@@ -611,13 +654,33 @@ def oracle(
             name,
             sum(int(m.sum()) for m in masks),
             sum(m.numel() for m in masks),
-            DEMANDED_FLOPS[replay.arguments[k][0]](replay.arguments[k][1], masks[0])
+            _demanded_flops(*replay.arguments[k], masks[0], parts.get(k, set()))
             if k in replay.arguments and masks else None,
+            _difference_share(differing[k], masks[0]) if k in differing and masks else None,
         )
         for k, ((name, _), masks) in enumerate(zip(replay.kept, op_masks, strict=True))
     )
     floats, others = _output_sizes(outputs, aliases)
     return Oracle(leaf_demands, floats + mutated[0], others + mutated[1], op_demands)
+
+
+def _demanded_flops(target: Any, args: Sequence[Any], demanded: torch.Tensor,
+                    parts: set[int]) -> int:
+    """``DEMANDED_FLOPS``' count for op ``target``; an FFT's for the one part of its outputs
+    the program keeps, where it keeps one (``parts``)."""
+    if target in FFTS and len(parts) == 1:
+        return _fft_flops(args, demanded, next(iter(parts)))
+    return DEMANDED_FLOPS[target](args, demanded)
+
+
+def _difference_share(differing: torch.Tensor, demanded: torch.Tensor) -> float:
+    """The share of a difference's FLOPs its ``demanded`` outputs need: of the positions, those
+    demanded (every one where the output is one reduced loss) where the inputs ever differ."""
+    if demanded.shape == differing.shape:
+        differing = differing & demanded
+    elif not demanded.any():
+        return 0.0
+    return int(differing.sum()) / differing.numel()
 
 
 def _replay(
@@ -715,10 +778,11 @@ def per_op(result: Result, proven: Oracle) -> list[OpTightness]:
                 continue
             charged = record.flops
             share = demand.demanded / demand.elements
+            flop_share = share if demand.flop_share is None else demand.flop_share
             executed_flops = executed.tensor + executed.vector
             # (rounded down, as the bound rounds a share of an op's FLOPs: 4 of 18 outputs
             # of a 15-FLOP op need 3, not 3.33)
-            needed = math.floor(share * executed_flops) if demand.demanded_flops is None else (
+            needed = math.floor(flop_share * executed_flops) if demand.demanded_flops is None else (
                 demand.demanded_flops
             )
             rows.append(OpTightness(

@@ -903,6 +903,28 @@ def test_a_constant_mask_charges_the_scores_the_oracle_proves() -> None:
     assert rows and all(row.charged_flops >= 0.95 * row.proven_flops for row in rows)
 
 
+@pytest.mark.parametrize(("n", "make"), [
+    # over the 4 M floats values are evaluated to: known from the ops alone
+    (4096, lambda n: torch.triu(torch.ones(n, n), 1).bool()),
+    (4096, lambda n: ~torch.ones(n, n, dtype=torch.bool).tril()),
+    (4096, lambda n: torch.tril(torch.full((n, n), 2.0))[None] == 0),
+    # evaluated, cut into 64 row bands of 32 rows: the count is exact all the same
+    (2048, lambda n: torch.triu(torch.ones(n, n), 1).bool()),
+])
+def test_a_triangular_mask_made_in_forward_keeps_the_exact_triangle(n: int, make) -> None:  # noqa: ANN001
+    # (a @ b).masked_fill(mask, 0), the mask above the diagonal: the n(n + 1)/2 kept products
+    # of 2n FLOPs each, n²(n + 1) (the oracle's), every row of a and column of b read, the
+    # product written: 3n² elements. At 4096 it was 0 FLOPs (the mask, too big to evaluate,
+    # was read as data: any product may be masked) or, with a bool mask, 6.77e10 (49.24 % of
+    # the products, the 64-band staircase inside the triangle)
+    result = bound(lambda a, b: (a @ b).masked_fill(make(n), 0), meta(n, n), meta(n, n))
+    assert result.tensor_flops == n * n * (n + 1)
+    assert result.compulsory_bytes == 3 * n * n * FP32
+    # the lower triangle kept by where: the same products
+    result = bound(lambda a, b: torch.where(make(n), 0.0, a @ b), meta(n, n), meta(n, n))
+    assert result.tensor_flops == n * n * (n + 1)
+
+
 def test_where_of_two_inputs_reads_the_narrower_one_per_element() -> None:
     # where(c, a, b), c bool, a fp32, b fp16, 1024 elements each: every element needs a[i] or
     # b[i], whichever c picks — at least the fp16 one: 1024·(1 + 2) B read, 1024·4 B written

@@ -155,22 +155,28 @@ def test_the_oracle_sees_an_output_as_written_before_an_in_place_op() -> None:
 def test_a_loss_of_an_element_against_itself_needs_neither() -> None:
     # mse_loss(x, x.flip(1)) of x (3, 3): column 1 is compared with itself, (x − x)² = 0
     # whatever it holds, so the mean needs columns 0 and 2 alone: 6 reads and 1 write, 28 B,
-    # the oracle's (the FLOPs stay all 27: the oracle, proving an op's FLOPs in the share of
-    # its outputs used, cannot see the zeros). Was 40 B, above that hand minimum: every
-    # element of both inputs
+    # the oracle's. Was 40 B, above that hand minimum: every element of both inputs. Its FLOPs
+    # (3 a position, 27) are those of the 6 other positions, 18, the oracle's too (it counts
+    # the positions whose inputs ever differ); were all 27, the 0s computed
     found = figures(lambda x: F.mse_loss(x, x.flip(1)), torch.randn(3, 3))
     assert found.result.compulsory_bytes == found.proven.bytes(FLOAT_BYTES) == 7 * FLOAT_BYTES
+    assert found.result.flops == 6 * 3
     assert_tight(found)
     # per element, row 0 kept: x[0, 1] against itself needs nothing, x[0, 0] and x[0, 2] each
-    # other: 2 reads and 3 writes
+    # other: 2 reads and 3 writes, 2 positions' FLOPs (6)
     found = figures(lambda x: F.mse_loss(x.flip(1), x, reduction="none")[0], torch.randn(3, 3))
     assert found.result.compulsory_bytes == found.proven.bytes(FLOAT_BYTES) == 5 * FLOAT_BYTES
+    assert found.result.flops == 2 * 3
+    assert_tight(found)
     # written out: (x − x.flip(1)).abs().sum(), the same 28 B (the sub leaves out the middle
-    # column); rows 1.. of x − x.flip(1): 4 reads, 6 writes
+    # column) and 6 subtractions; rows 1.. of x − x.flip(1): 4 reads, 6 writes, 4 subtractions
+    # (the middle column's 0s need none: were 6)
     found = figures(lambda x: (x - x.flip(1)).abs().sum(), torch.randn(3, 3))
     assert found.result.compulsory_bytes == found.proven.bytes(FLOAT_BYTES) == 7 * FLOAT_BYTES
+    assert found.result.flops == 6 + 9 + 9  # sub, abs, sum (the bound's count: one add each)
     found = figures(lambda x: (x - x.flip(1))[1:], torch.randn(3, 3))
     assert found.result.compulsory_bytes == found.proven.bytes(FLOAT_BYTES) == 10 * FLOAT_BYTES
+    assert found.result.flops == 4
     assert_tight(found)
     # against a roll no element meets itself: every element (36 + 4 B)
     found = figures(lambda x: F.mse_loss(x, x.roll(1, 1)), torch.randn(3, 3))

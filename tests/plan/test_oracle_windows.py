@@ -13,7 +13,6 @@ result; checked for tightness and soundness as there.
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
@@ -294,12 +293,21 @@ def test_an_fft_read_in_part_takes_its_lines_adds_and_one_op_per_further_output(
     assert_tight(found)
 
 
-@pytest.mark.xfail(strict=True, reason="an FFT's real or imaginary part alone: open")
 def test_the_imaginary_part_of_a_real_fft_skips_its_first_sample() -> None:
     # fft(x).imag[:, 1:] of x (2, 3): Im X_k = −Σ_j x_j sin(2πjk/3) weighs x_0 by sin 0 = 0,
-    # so each row needs x[:, 1:] alone: 4 reads and 4 writes, 32 B (the oracle's). The bound
-    # charges whole rows (40 B), above that hand minimum: a demand on a complex element does
-    # not say which of its parts is kept
+    # so each row needs x[:, 1:] alone: 4 reads and 4 writes, 32 B (the oracle's). Was whole
+    # rows (40 B), above that hand minimum: a demand on a complex element did not say which of
+    # its parts is kept. FLOPs per row: Im X_1 weighs 2 samples (1 add), Im X_2 one op more: 4
     found = figures(lambda x: torch.fft.fft(x).imag[:, 1:], torch.randn(2, 3))
-    assert found.proven.bytes(FLOAT_BYTES) == 8 * FLOAT_BYTES
-    assert found.result.compulsory_bytes <= 8 * FLOAT_BYTES
+    assert found.proven.bytes(FLOAT_BYTES) == found.result.compulsory_bytes == 8 * FLOAT_BYTES
+    assert found.result.flops == 2 * (1 + 1)
+    assert_tight(found)
+    # n = 4: sin(2πjk/4) is 0 for every j at k = 2 (Im X_2 = 0, no work) and at j = 0, 2, so
+    # Im X_1 and Im X_3 weigh x_1 and x_3 alone: 2 reads and 3 writes a row
+    found = figures(lambda x: torch.fft.fft(x).imag[:, 1:], torch.randn(2, 4))
+    assert found.proven.bytes(FLOAT_BYTES) == found.result.compulsory_bytes == 10 * FLOAT_BYTES
+    assert_tight(found)
+    # the real part of rfft(x) at n = 4: cos(2πjk/4) is 0 at jk = 1, 3 (mod 4), so Re X_1
+    # weighs x_0 and x_2 alone; Re X_0 and Re X_2 weigh all four: every sample still read
+    found = figures(lambda x: torch.fft.rfft(x).real[:, 1:2], torch.randn(2, 4))
+    assert found.proven.bytes(FLOAT_BYTES) == found.result.compulsory_bytes == (4 + 2) * FLOAT_BYTES

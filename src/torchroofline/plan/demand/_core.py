@@ -79,6 +79,9 @@ class _Context:
     #: whether a rule may take an algebraic shortcut (:data:`SHORTCUT_STRUCTURES`): off for
     #: the program as written
     shortcuts: bool = True
+    #: complex value id → the one part of its elements every read keeps (0 the real part, 1
+    #: the imaginary: ``fft(x).imag``), where all keep one and the same
+    parts: dict[int, int] = field(default_factory=dict, repr=False)
 
     @property
     def fraction(self) -> float:

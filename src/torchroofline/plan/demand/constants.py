@@ -16,7 +16,9 @@ from ...trace.regions import (
     Box,
     IndexSet,
     Region,
+    box_size,
     positions_to_set,
+    set_size,
 )
 from ._core import _Context
 
@@ -201,8 +203,11 @@ def _region_where(condition: torch.Tensor, region: Region) -> Region:
     broadcast it is the same everywhere. Rows (the second-to-last dim) are cut into bands,
     :data:`TRIANGLE_BANDS` shared by the distinct leading matrices, each band keeping the
     columns all its rows keep — exact for masks constant along rows, and short of a causal
-    mask's triangle by at most 1/(2·bands) of it. Outputs with no position: none kept."""
+    mask's triangle by at most 1/(2·bands) of it, which the exact count of the positions where
+    it holds makes up for (where the boxes are disjoint). Outputs with no position: none
+    kept."""
     boxes = []
+    total = 0
     for box in region.boxes:
         lead = (1,) * (len(box) - condition.dim())
         picked = _unexpanded(condition.reshape(lead + tuple(condition.shape)))
@@ -210,6 +215,9 @@ def _region_where(condition: torch.Tensor, region: Region) -> Region:
             if picked.shape[dim] > 1 and index_set != (range(picked.shape[dim]),):
                 positions = torch.tensor([i for r in index_set for i in r], dtype=torch.int64)
                 picked = picked.index_select(dim, positions)
+        total += int(picked.sum()) * math.prod(
+            set_size(index_set) for dim, index_set in enumerate(box) if picked.shape[dim] == 1
+        )
         if len(box) < 2:
             flat = [i for r in box[0] for i in r] if box else []
             kept = picked.expand(len(flat)).nonzero().reshape(-1).tolist() if box else []
@@ -219,7 +227,8 @@ def _region_where(condition: torch.Tensor, region: Region) -> Region:
                 boxes.append(())
             continue
         boxes += _kept_boxes(picked, box)
-    return Region.of(boxes)
+    disjoint = region.count == sum(map(box_size, region.boxes))
+    return Region.of(boxes, total if disjoint else 0)
 
 
 def _kept_boxes(picked: torch.Tensor, box: Box) -> list[Box]:

@@ -30,6 +30,7 @@ from ...trace.regions import (
     full_box,
     mapped_set,
     normalize,
+    positions_to_set,
     set_size,
 )
 from ._core import (
@@ -97,10 +98,12 @@ def elementwise_loss_demand(context: _Context) -> Demand:
 def _without_self_differences(context: _Context, demand: Demand, per_element: bool) -> Demand:
     """``demand`` of a difference (or a loss of one) with the positions where its two inputs
     hold one element (:func:`_self_differences`) left out of both inputs: of the demanded
-    outputs (``per_element``) or of all. Its FLOPs kept where other positions remain (an
-    output there is the constant 0, which the oracle, proving an op's FLOPs in the share of its
-    outputs used, cannot see); none where every demanded output is that constant (``x − x``).
-    As it is for the program as written (``x − x`` is a shortcut it does not take)."""
+    outputs (``per_element``) or of all. Its FLOPs are the share of the positions that remain
+    (an output at a self difference is the constant 0, written with no arithmetic:
+    ``x − x.flip(1)`` of width 3 charges 6 of 9 subtractions), none where every demanded output
+    is that constant (``x − x``); demanded outputs with no position (a count) are charged as
+    positions that remain, as many as there are. As it is for the program as written (``x − x``
+    is a shortcut it does not take)."""
     same = _self_differences(context) if context.shortcuts and context.output else None
     if same is None:
         return demand
@@ -108,10 +111,13 @@ def _without_self_differences(context: _Context, demand: Demand, per_element: bo
     demanded = (_demanded_mask(context.output, shape) if per_element
                 else torch.ones(shape, dtype=torch.bool))
     remaining = demanded & ~same
-    if not bool(remaining.any()):
+    kept = int(remaining.sum())
+    if not kept:
         return Demand((NOWHERE, NOWHERE), NO_FLOPS, structure="self difference")
+    unplaced = min(context.output.opaque, int((~same).sum()) - kept) if per_element else 0
     needed = _numbers_region(remaining.reshape(-1).nonzero().reshape(-1), shape)
-    return Demand((needed, needed), demand.flops, structure="self difference")
+    flops = context.record.flops.scaled((kept + unplaced) / same.numel())
+    return Demand((needed, needed), flops, structure="self difference")
 
 
 def _self_differences(context: _Context) -> torch.Tensor | None:
@@ -421,12 +427,18 @@ def fft_demand(context: _Context) -> Demand:
     demanded output (one frequency of n samples is a sum of n terms: ``rfft(x)[:, 0]`` is the
     row sums, never more than the line's share of the transform) and one more for each other
     demanded output of the line (a distinct linear form of the same inputs: one op at least),
-    never more than the whole transform."""
+    never more than the whole transform. A real FFT along one dim kept for one part of its
+    outputs alone (``fft(x).imag``): the samples that part weighs (:func:`_fft_part_demand`)."""
     source = context.op.reads[0]
     region = context.output
     if any(len(box) != len(source.shape) for box in region.boxes):
         return _proportional(context)
     transformed = {d % len(source.shape) for d in context.argument("dim", ())}
+    part = context.parts.get(context.op.writes[0].value_id)
+    if part is not None and len(transformed) == 1 and _one_of(context.op, _REAL_FFTS) and not (
+        region.opaque or region.spreads
+    ):
+        return _fft_part_demand(context, part, *transformed)
     whole = {d: (range(source.shape[d]),) for d in transformed}
     boxes = [tuple(whole.get(d, s) for d, s in enumerate(box)) for box in region.boxes]
     line = math.prod(source.shape[d] for d in transformed)
@@ -443,6 +455,51 @@ def fft_demand(context: _Context) -> Demand:
     if floor > flops.vector:  # (the transform is vector work: costs.complex_fft_flops)
         flops = replace(flops, vector=floor)
     return Demand((needed,), flops)
+
+
+#: FFTs of real samples (rfft, and fft of a real tensor)
+_REAL_FFTS = _op_set([aten._fft_r2c])
+
+#: Most (sample, frequency) pairs :func:`_part_weights` weighs; past it every sample counts.
+_PART_PAIRS = 1 << 22
+
+
+def _fft_part_demand(context: _Context, part: int, dim: int) -> Demand:
+    """One part of a real FFT's outputs (``fft(x).imag``: :attr:`_Context.parts`) along one
+    dim: Re X_k = Σ_j x_j cos(2πjk/n), Im X_k = −Σ_j x_j sin(2πjk/n), so a demanded output
+    needs the samples its part weighs by nonzero (``imag`` skips x_0, and ``Im X_0`` needs
+    nothing). FLOPs per line, at least: the most samples one kept output weighs, less one (its
+    adds), and one op for each other kept output weighing any (a distinct form of them), never
+    more than the transform; or the demanded outputs' share of it, if more."""
+    source = context.op.reads[0]
+    n = source.shape[dim]
+    boxes, floor = [], 0
+    for box in context.output.boxes:
+        weights = _part_weights(part, n, [k for r in box[dim] for k in r])
+        samples = weights.any(1).nonzero().reshape(-1).tolist()
+        if samples:
+            boxes.append((*box[:dim], positions_to_set(samples), *box[dim + 1 :]))
+        live = int(weights.any(0).sum())
+        if live:
+            lines = math.prod(set_size(s) for d, s in enumerate(box) if d != dim)
+            floor += lines * (int(weights.sum(0).max()) - 1 + live - 1)
+    moved = context.record.flops
+    flops = moved.scaled(context.fraction)
+    floor = min(floor, moved.vector)
+    if floor > flops.vector:
+        flops = replace(flops, vector=floor)
+    return Demand((Region.of(boxes),), flops, structure=None)
+
+
+def _part_weights(part: int, n: int, frequencies: list[int]) -> torch.Tensor:
+    """(n, frequencies) booleans: whether the real (``part`` 0) or imaginary (1) part of
+    frequency k of n real samples weighs sample j by nonzero: cos(2πm/n) = 0 where 4m ≡ n
+    (mod 2n), sin(2πm/n) = 0 where 2m ≡ 0 (mod n), m = jk mod n. Past :data:`_PART_PAIRS`
+    pairs: every pair."""
+    if n * len(frequencies) > _PART_PAIRS:
+        return torch.ones(n, len(frequencies), dtype=torch.bool)
+    m = torch.arange(n)[:, None] * torch.tensor(frequencies, dtype=torch.int64)[None] % n
+    return (2 * m) % n != 0 if part else (4 * m) % (2 * n) != n
 
 
 #: Batch norms, in training (batch statistics per channel) or eval (running statistics: a

@@ -13,6 +13,7 @@ from ...trace.regions import NOWHERE, Region, full_box, positions_to_set
 from ._core import Demand, _broadcast, _Context, _data_chosen, _proportional, demand_rule
 from .constants import _known, _region_where, _unexpanded
 from .numbered import _demanded_mask, _numbers_region
+from .triangles import made_triangle, triangle_where
 
 
 @demand_rule([aten.nll_loss_forward, aten.nll_loss, aten.nll_loss2d_forward])
@@ -77,7 +78,9 @@ _PICKED = {"masked_fill": ("value", "self"), "where": ("self", "other")}
 def selection_demand(context: _Context) -> Demand:
     """``masked_fill(x, mask, v)`` and ``where(mask, a, b)`` pick each element by the mask. A
     mask known from shapes and constants (a causal ``tril(ones)`` mask built in ``forward``:
-    :func:`known_values`) picks known elements: each tensor is needed where it is picked. A
+    :func:`known_values`; a triangle of a fill made in forward, at any size:
+    :func:`made_triangle`, counted exactly) picks known elements: each tensor is needed where
+    it is picked. A
     mask that is data is needed, but any one tensor it picks from may be picked nowhere (an
     all-true mask), so those tensors are charged nothing (scalars and fill values aside) — the
     floor: where both are graph inputs, each element needs one of them, so the narrower one is
@@ -97,7 +100,14 @@ def selection_demand(context: _Context) -> Demand:
     others = [position for position in range(len(context.op.reads)) if position != mask_position]
     # with a data mask, the tensors it may pick nowhere (scalars and broadcast fills aside)
     picked = [p for p in others if context.op.reads[p].elements * 2 > elements]
-    if mask is None:
+    # a triangle made in forward is known from its ops, exactly, at any size
+    triangle = made_triangle(context, mask_position)
+    if triangle is not None:
+        for position in others:
+            where = triangle if names[position] == when_true else triangle.negated()
+            chosen = triangle_where(where, region)
+            inputs[position] = _broadcast(chosen, out_shape, context.op.reads[position].shape)
+    elif mask is None:
         for position in picked:
             inputs[position] = NOWHERE
     else:  # a known mask: every tensor is needed where it is picked, broadcast ones too

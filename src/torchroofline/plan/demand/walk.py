@@ -219,6 +219,7 @@ def necessary_work(
     #: values a live op reads or the model keeps, however few of their elements
     used = set(trace.output_value_ids) | {ref.value_id for ref in trace.output_refs}
     readers = dict.fromkeys(used, 1)
+    parts = _kept_parts(trace, storages)
     for op in trace.ops:
         for ref in op.reads if not op.is_view else ():
             readers[ref.value_id] = readers.get(ref.value_id, 0) + 1
@@ -284,7 +285,7 @@ def necessary_work(
         used.update(ref.value_id for ref in op.reads)
         context = _Context(
             op, record, tuple(outputs), producers, tuple(read_outputs), known, readers,
-            shortcuts,
+            shortcuts, parts,
         )
         if record.total_flops:
             kept_share = context.fraction
@@ -335,6 +336,22 @@ def necessary_work(
         narrowed_at=None if narrowed is None else _narrowed_at(trace, *narrowed),
         returns_no_tensor=not trace.returns_tensor,
     )
+
+
+def _kept_parts(trace: Trace, storages: Storages) -> dict[int, int]:
+    """Complex value id → the part (0 real, 1 imaginary) that every read of it by an op and
+    every view of it the model returns keeps, where all keep one and the same (``fft(x).imag``:
+    a float view of every other float of the storage, from the first or the second)."""
+    seen: dict[int, set[int | None]] = {}
+    for ref in [r for op in trace.ops if not op.is_view for r in op.reads] + list(
+        trace.output_refs
+    ):
+        halves = storages.unit(ref.storage_id) == 2 * ref.itemsize and storages.picks_part(ref)
+        seen.setdefault(ref.value_id, set()).add(ref.offset % 2 if halves else None)
+    return {
+        value_id: part for value_id, found in seen.items()
+        if len(found) == 1 and (part := next(iter(found))) is not None
+    }
 
 
 def _narrowed_at(trace: Trace, index: int, kept_share: float, kept: Region) -> str:
