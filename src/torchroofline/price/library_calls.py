@@ -120,3 +120,66 @@ def channel_tile_share(channels: int, tile: int) -> float:
     ``channels`` rounded up to a whole ``tile`` (``EstimateParams.conv_channel_tile``, the
     channel edge of the MMA instruction its kernels are built from)."""
     return channels / (math.ceil(channels / tile) * tile)
+
+
+#: Inductor's measured channels-last speedup (below 1) or slowdown (above 1) of a convolution by
+#: kind, which ``GraphLowering.decide_layout_opt`` (``torch/_inductor/graph.py``, the same from
+#: PyTorch 2.1 on) weighs by FLOPs to decide whether an inference graph runs its 2D convolutions
+#: channels-last (its comment: averages over torchbench's convolution inputs).
+CHANNELS_LAST_MULTIPLIER: dict[str, float] = {
+    "grouped": 1.358, "small": 0.783, "in_out": 0.725, "default": 0.823}
+#: ``decide_layout_opt`` leaves a graph of this many nodes or more per convolution as it is.
+NODES_PER_CONV_LIMIT = 300
+
+
+def _layout_kind(traced: TracedOp) -> str:
+    """``decide_layout_opt``'s kind of a convolution, from its weight as aten passes it."""
+    weight = traced.argument("weight")
+    if int(traced.argument("groups", 1) or 1) > 1 and weight.shape[1] > 1:
+        return "grouped"
+    if weight.shape[0] <= 64 and weight.shape[1] <= 64:
+        return "small"
+    if weight.shape[0] * 2 <= weight.shape[1] and weight.dim() > 2 and weight.shape[2] > 1:
+        return "in_out"
+    return "default"
+
+
+def inductor_channels_last(convolutions: list[tuple[TracedOp, int]], graph_ops: int) -> bool:
+    """Whether ``torch.compile`` runs an inference graph's 2D convolutions channels-last, from
+    each convolution and its FLOPs (``decide_layout_opt``): a graph with convolutions, not too
+    few of them among its ``graph_ops``, whose FLOPs weighted by
+    :data:`CHANNELS_LAST_MULTIPLIER` do not exceed its FLOPs (a graph of grouped convolutions
+    with several channels per group stays as it is; a depthwise one is "small" or "default")."""
+    if not convolutions or graph_ops >= NODES_PER_CONV_LIMIT * len(convolutions):
+        return False
+    total = sum(flops for _, flops in convolutions)
+    weighted = sum(CHANNELS_LAST_MULTIPLIER[_layout_kind(traced)] * flops
+                   for traced, flops in convolutions)
+    return weighted <= total
+
+
+def _channels_last_ordered(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """A 4-D tensor already in channels-last order, size-1 dimensions ignored (Inductor's
+    ``Layout.is_stride_ordered``); a tensor without strides is taken as contiguous."""
+    strides = strides or tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+    kept = [strides[d] for d in (0, 2, 3, 1) if shape[d] != 1]  # N, H, W, C: outer to inner
+    return all(a >= b for a, b in zip(kept, kept[1:], strict=False))
+
+
+def channels_last_copies(traced: TracedOp, graph_inputs: frozenset[int],
+                         graph_outputs: frozenset[int]) -> int:
+    """Copy kernels Inductor launches around a 2D convolution it runs channels-last
+    (``kernel/conv.py``: ``require_channels_last`` of the input and the weight; graph outputs
+    keep eager's strides, ``config.keep_output_stride``): one per operand that is a graph
+    input (a forward argument or a parameter: without freezing, the weights are inputs of
+    every call) not already channels-last ordered, and one back to NCHW where its output is a
+    graph output (with a bias, the add Inductor peels off the call writes it so). An operand
+    an Inductor kernel computes is written channels-last by it."""
+    copies = sum(ref.value_id in graph_inputs and len(ref.shape) == 4
+                 and not _channels_last_ordered(ref.shape, ref.strides)
+                 for ref in traced.reads[:2])
+    output = traced.writes[0] if traced.writes else None
+    if (output is not None and traced.argument("bias") is None
+            and output.value_id in graph_outputs and len(output.shape) == 4):
+        copies += not _channels_last_ordered(output.shape, output.strides)
+    return copies
