@@ -67,10 +67,8 @@ from .estimate_params import DEFAULT_HOST, DEFAULT_PARAMS, EstimateParams, HostC
 from .hardware import GPUSpec
 from .library_calls import (
     channel_tile_share,
-    channels_last_copies,
     convolution_call,
     convolution_gemms,
-    inductor_channels_last,
     row_block_share,
     transposed_phase_work,
 )
@@ -176,10 +174,6 @@ class KernelLoad:
     phase_work: float = 1.0
     #: bytes a GEMM-class kernel's epilogue writes (its output tile by tile), 0 for other kernels
     output_bytes: int = 0
-    #: copy kernels ``torch.compile`` launches around this 2D convolution to run it
-    #: channels-last (:func:`inductor_layout_copies`), each a Triton launch and a fill; their
-    #: bytes are the layout passes' (fused plan only)
-    layout_copies: int = 0
 
 
 @dataclass(frozen=True)
@@ -465,24 +459,6 @@ def replay_input_copy(trace: Trace, float_bytes: int, widened: frozenset[int]
                        matmul_s=0.0, vector_s=0.0, bytes=2 * copied, launches=1),)
 
 
-def inductor_layout_copies(plans: Plans) -> list[int]:
-    """Per fused kernel, the channels-last copies ``torch.compile`` launches around its 2D
-    convolutions (:func:`~.library_calls.channels_last_copies`) where it decides to run an
-    inference graph's convolutions channels-last (:func:`~.library_calls.
-    inductor_channels_last`); none in a training step (another rule decides there)."""
-    trace = plans.trace
-    convolutions = [(trace.ops[op.index], op.total_flops) for op in plans.ops
-                    if trace.ops[op.index].base == "convolution"]
-    if trace.step is not None or not inductor_channels_last(convolutions, len(trace.ops)):
-        return [0] * len(plans.fused.kernels)
-    outputs = trace.output_value_ids
-    return [sum(channels_last_copies(trace.ops[op.index], trace.input_value_ids, outputs)
-                for op in kernel.ops if op.flops.tensor  # the GEMM part, not a split-off bias
-                and trace.ops[op.index].base == "convolution"
-                and len(trace.ops[op.index].reads[0].shape) == 4)
-            for kernel in plans.fused.kernels]
-
-
 def program_load(plans: Plans, context: PricingContext) -> ProgramLoad:
     """Both plans' :class:`KernelLoad` under ``context`` (its GPU, precision and switches)."""
     trace = plans.trace
@@ -500,9 +476,9 @@ def program_load(plans: Plans, context: PricingContext) -> ProgramLoad:
                                               strict=True)
         ),
         fused=tuple(
-            replace(kernel_load(k, trace, gpu, precision, float_bytes, eager=False,
-                                switches=switches, widened=widened), layout_copies=copies)
-            for k, copies in zip(plans.fused.kernels, inductor_layout_copies(plans), strict=True)
+            kernel_load(k, trace, gpu, precision, float_bytes, eager=False, switches=switches,
+                        widened=widened)
+            for k in plans.fused.kernels
         ),
         replay_copies=replay_input_copy(trace, float_bytes, widened),
     )
@@ -743,7 +719,7 @@ def kernel_gpu_s(load: KernelLoad, gpu: GPUSpec, params: EstimateParams, cache: 
         compute += serial_epilogue_s(load, gpu, params, cache)
     busy = max(moved, compute) + fixed_latency_s(load, params)
     busy += (params.library_kernels.get(load.library_call, 0) + load.cpp_launches
-             + load.layout_copies) * params.fill_latency_s
+             ) * params.fill_latency_s
     if load.shared:  # its blocks wait for SMs and bandwidth the collective holds
         busy /= params.collective_share
     if load.family == "flash_attention" and load.gemm is not None:
@@ -831,8 +807,7 @@ def _pipelines(program: ProgramLoad, params: EstimateParams, eager_gpu: Sequence
     compiled = timeline(
         "compile",
         host.compile_call_s,
-        [host.compile_kernel_s * (1 + k.layout_copies) + _library_s(k, host)
-         for k in program.fused],
+        [host.compile_kernel_s + _library_s(k, host) for k in program.fused],
         fused_gpu,
     )
     replayed = timeline(
