@@ -10,11 +10,11 @@ What it does:
 
 1. analyzes every problem once (warm cache), then re-prices it on each setup's GPU with
    ``Result.on`` and keeps only the model's input
-   (:class:`~torchroofline.price.estimate.ProgramLoad`), so the fit re-runs the model itself,
+   (:class:`~torchroofline.price.kernel_load.ProgramLoad`), so the fit re-runs the model itself,
    not a copy of it;
-2. fits the shared constants of :data:`~torchroofline.price.estimate.DEFAULT_PARAMS` plus one host
-   speed per *training* setup (CPU costs differ between machines) by coordinate descent in log
-   space on a robust loss over |log2(estimate / measured)|; the default host profile is the
+2. fits the shared constants of :data:`~torchroofline.price.estimate_params.DEFAULT_PARAMS` plus
+   one host speed per *training* setup (CPU costs differ between machines) by coordinate descent
+   in log space on a robust loss over |log2(estimate / measured)|; the default host profile is the
    geometric mean of the training hosts;
 3. reports every setup, and separately the held-out ones, with the default host and with only
    their host speed fitted (one number, what a user gets from timing one tiny model), per level;
@@ -35,13 +35,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from torchroofline.price.estimate import (
-    DEFAULT_PARAMS,
-    EstimateParams,
-    HostCosts,
-    ProgramLoad,
-    estimate_modes,
-)
+from torchroofline.price.estimate_params import DEFAULT_PARAMS, EstimateParams, HostCosts
+from torchroofline.price.kernel_load import ProgramLoad
+from torchroofline.price.modes import estimate_modes
 from torchroofline.suites.kernelbench import analyze_file, discover, load_timings, lookup_time
 from torchroofline.suites.validate import MODES, Accuracy, plot_estimates
 

@@ -31,7 +31,9 @@ from collections.abc import Callable
 import torch
 
 from torchroofline import analyze
-from torchroofline.price.estimate import DEFAULT_PARAMS, as_host_copy, kernel_gpu_s
+from torchroofline.price.estimate import kernel_gpu_s
+from torchroofline.price.estimate_params import DEFAULT_PARAMS
+from torchroofline.price.host_copies import as_host_copy
 
 
 def _flush(buffer: torch.Tensor) -> None:

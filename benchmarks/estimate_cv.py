@@ -42,16 +42,12 @@ from pathlib import Path
 from trace_accuracy import write
 
 from torchroofline.price.bands import DEFAULT_BAND, Band
-from torchroofline.price.estimate import (
-    DEFAULT_HOST_LINK_BYTES_PER_S,
-    DEFAULT_PARAMS,
-    EstimateParams,
-    ProgramLoad,
-    kernel_gpu_s,
-)
-from torchroofline.price.estimate_params import CDNA_FILL_CYCLES
+from torchroofline.price.estimate import kernel_gpu_s
+from torchroofline.price.estimate_params import CDNA_FILL_CYCLES, DEFAULT_PARAMS, EstimateParams
 from torchroofline.price.gpu_spec import GPUSpec
 from torchroofline.price.hardware import get_gpu, list_gpus
+from torchroofline.price.host_copies import DEFAULT_HOST_LINK_BYTES_PER_S
+from torchroofline.price.kernel_load import ProgramLoad
 from torchroofline.suites.kineto import analyze_trace
 
 #: Ops shorter than this are mostly the GPU's own launch latency: not counted (as

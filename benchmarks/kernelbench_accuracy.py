@@ -39,7 +39,7 @@ from calibrate import (
 )
 from trace_accuracy import write
 
-from torchroofline.price.estimate import DEFAULT_PARAMS, EstimateParams
+from torchroofline.price.estimate_params import DEFAULT_PARAMS, EstimateParams
 from torchroofline.price.hardware import get_gpu
 from torchroofline.suites.kernelbench import analyze_file, discover
 

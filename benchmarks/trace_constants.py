@@ -20,8 +20,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from torchroofline.plan.plans import make_plans
+from torchroofline.price.attention_time import attention_waves
 from torchroofline.price.context import PricingContext
-from torchroofline.price.estimate import KernelLoad, attention_waves
+from torchroofline.price.kernel_load import KernelLoad
 from torchroofline.price.roofline import price
 from torchroofline.suites.kineto import analyze_trace, read_trace
 from torchroofline.suites.kineto.pricing import PRICING_PRECISION, OpInstance, list_dtype

@@ -14,7 +14,7 @@ from .errors import (
     TorchrooflineError,
     UnknownGPUError,
 )
-from .price.estimate import EstimateParams
+from .price.estimate_params import EstimateParams
 from .price.hardware import GPUSpec, get_gpu, list_gpus
 from .price.roofline import KernelEstimate, Result
 from .suites.kernelbench import analyze_file, compare_kernelbench, load_problem

@@ -28,7 +28,7 @@ from .trace.tracer import REAL_FALLBACK_LIMIT_BYTES, check_inputs, trace_model
 from .trace.training import step_trace_options
 
 if TYPE_CHECKING:
-    from .price.estimate import EstimateParams
+    from .price.estimate_params import EstimateParams
     from .trace.distributed import DistributedTrace
     from .trace.refs import Trace
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from conftest import Fn, analyze, meta
-from torchroofline.price.estimate import DEFAULT_PARAMS, serial_epilogue_s
-from torchroofline.price.estimate_params import CDNA_FILL_CYCLES
+from torchroofline.price.estimate_params import CDNA_FILL_CYCLES, DEFAULT_PARAMS
+from torchroofline.price.gemm_time import serial_epilogue_s
 
 #: MI350X dense FP32 (vector and MFMA alike: AMD Instinct MI350X brochure): 144.2 TFLOP/s
 MI350X_FP32 = 144.2e12

@@ -11,20 +11,13 @@ import torch.nn as nn
 
 from conftest import H100_BANDWIDTH, Fn, analyze, meta
 from torchroofline.errors import InputError
-from torchroofline.price.estimate import (
-    ATTENTION_QUERY_ROWS,
-    DEFAULT_PARAMS,
-    EstimateParams,
-    GemmShape,
-    HostCosts,
-    KernelLoad,
-    host_scale_totals_ms,
-    host_scaled,
-    kernel_gpu_s,
-    timeline,
-    wave_efficiency,
-)
+from torchroofline.price.attention_time import ATTENTION_QUERY_ROWS
+from torchroofline.price.estimate import kernel_gpu_s
+from torchroofline.price.estimate_params import DEFAULT_PARAMS, EstimateParams, HostCosts
+from torchroofline.price.gemm_time import wave_efficiency
 from torchroofline.price.hardware import get_gpu
+from torchroofline.price.kernel_load import GemmShape, KernelLoad
+from torchroofline.price.modes import host_scale_totals_ms, host_scaled, timeline
 
 H100 = get_gpu("h100-sxm")
 H100_SMS = 132

@@ -13,17 +13,13 @@ import torch.nn as nn
 
 from conftest import Fn, analyze, meta
 from torchroofline.price.bands import DEFAULT_BAND, HOST_BAND, family_band
-from torchroofline.price.estimate import (
-    DEFAULT_PARAMS,
-    alignment_share,
-    as_host_copy,
-    beside_collective,
-    estimate_modes,
-    host_copies,
-    kernel_gpu_s,
-    memory_s,
-)
+from torchroofline.price.estimate import kernel_gpu_s
+from torchroofline.price.estimate_params import DEFAULT_PARAMS
+from torchroofline.price.gemm_time import alignment_share
 from torchroofline.price.hardware import get_gpu
+from torchroofline.price.host_copies import as_host_copy
+from torchroofline.price.memory_time import memory_s
+from torchroofline.price.modes import beside_collective, estimate_modes, host_copies
 from torchroofline.suites.kineto.pricing import COLLECTIVE, host_side
 
 H100 = get_gpu("h100-sxm")

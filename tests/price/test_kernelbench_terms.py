@@ -13,15 +13,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from conftest import H100_BANDWIDTH, Fn, analyze, meta
-from torchroofline.price.estimate import (
-    DEFAULT_PARAMS,
-    HostCosts,
-    kernel_gpu_s,
-    l2_missed_bytes,
-    loop_missed_bytes,
-    timeline,
-)
+from torchroofline.price.estimate import kernel_gpu_s
+from torchroofline.price.estimate_params import DEFAULT_PARAMS, HostCosts
 from torchroofline.price.hardware import get_gpu
+from torchroofline.price.memory_time import l2_missed_bytes, loop_missed_bytes
+from torchroofline.price.modes import timeline
 
 H100 = get_gpu("h100-sxm")
 #: H100 SXM: 132 SMs, each making strided_access_rate_per_sm element accesses per second

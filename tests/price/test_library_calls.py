@@ -10,14 +10,11 @@ import torch
 import torch.nn as nn
 
 from conftest import analyze, meta
-from torchroofline.price.estimate import (
-    DEFAULT_PARAMS,
-    fixed_latency_s,
-    kernel_gpu_s,
-    layout_kernels_s,
-    matmul_share,
-)
+from torchroofline.price.estimate import kernel_gpu_s
+from torchroofline.price.estimate_params import DEFAULT_PARAMS
+from torchroofline.price.gemm_time import layout_kernels_s, matmul_share
 from torchroofline.price.hardware import get_gpu
+from torchroofline.price.memory_time import fixed_latency_s
 
 MI300X, H100 = get_gpu("mi300x"), get_gpu("h100-sxm")
 

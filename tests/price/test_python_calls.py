@@ -15,14 +15,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from conftest import Fn, analyze, meta
-from torchroofline.price.estimate import (
-    DEFAULT_PARAMS,
-    THREADS_PER_SM,
-    HostCosts,
-    estimate_modes,
-    kernel_gpu_s,
-)
+from torchroofline.price.estimate import kernel_gpu_s
+from torchroofline.price.estimate_params import DEFAULT_PARAMS, HostCosts
 from torchroofline.price.hardware import get_gpu
+from torchroofline.price.memory_time import THREADS_PER_SM
+from torchroofline.price.modes import estimate_modes
 
 H100 = get_gpu("h100-sxm")
 

@@ -11,8 +11,8 @@ import torch
 from test_cdna import CDNA, MI350X_FP32, _matmul
 
 from conftest import H100_BF16, H100_FP32, Fn, analyze, meta
-from torchroofline.price.estimate import DEFAULT_PARAMS, serial_epilogue_s
-from torchroofline.price.estimate_params import CDNA_FILL_CYCLES
+from torchroofline.price.estimate_params import CDNA_FILL_CYCLES, DEFAULT_PARAMS
+from torchroofline.price.gemm_time import serial_epilogue_s
 from torchroofline.price.hardware import get_gpu
 from torchroofline.price.precision import widened_value_ids
 from torchroofline.suites.solexecbench import analyze_dir

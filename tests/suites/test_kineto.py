@@ -219,7 +219,8 @@ def test_the_host_copy_of_item_is_bounded_and_estimated_as_a_copy() -> None:
 
 
 def test_a_traced_op_is_estimated_cold() -> None:
-    from torchroofline.price.estimate import DEFAULT_PARAMS, memory_s
+    from torchroofline.price.estimate_params import DEFAULT_PARAMS
+    from torchroofline.price.memory_time import memory_s
 
     # in a model's step an op's inputs were last touched many kernels before: the estimate reads
     # them from HBM. The V100 has a published L2 bandwidth, so a warm estimate would read the

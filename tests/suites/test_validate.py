@@ -13,7 +13,7 @@ import pytest
 
 from torchroofline.cli import main
 from torchroofline.errors import InputError
-from torchroofline.price.estimate import DEFAULT_PARAMS
+from torchroofline.price.estimate_params import DEFAULT_PARAMS
 from torchroofline.suites.kernelbench import analyze_file
 from torchroofline.suites.validate import (
     HOST_SCALE_GRID,

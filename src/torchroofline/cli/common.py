@@ -160,7 +160,7 @@ def times(text: str) -> list[float]:
 
 def estimate_params(host_scale: float) -> Any:
     """The performance model's constants for ``--host-scale``; None (the fitted ones) at 1."""
-    from ..price.estimate import DEFAULT_PARAMS
+    from ..price.estimate_params import DEFAULT_PARAMS
 
     return None if host_scale == 1 else DEFAULT_PARAMS.host_scaled(host_scale)
 

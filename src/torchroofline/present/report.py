@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..plan.demand.walk import UNKEPT_NOTE_SHARE
-from ..price.estimate import fixed_latency_s
+from ..price.memory_time import fixed_latency_s
 from ..price.precision import rung_name
 from ..units import counted, human_bytes, human_ms, percent, si, times
 from .breakdown import ModuleCost, module_costs, unconfirmed_figures
@@ -15,7 +15,8 @@ from .distributed import distributed_lines
 
 if TYPE_CHECKING:
     from ..plan.memory import BatchFit
-    from ..price.estimate import EstimateParams, KernelLoad
+    from ..price.estimate_params import EstimateParams
+    from ..price.kernel_load import KernelLoad
     from ..price.roofline import Actual, KernelEstimate, Result
     from ..price.shortcuts import Shortcut
     from ..suites.batch_report import BatchReport, ProblemReport

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..costs import float_element_bytes
 from ..errors import InputError
-from .estimate import DEFAULT_PARAMS, EstimateParams
+from .estimate_params import DEFAULT_PARAMS, EstimateParams
 from .hardware import GPUSpec, get_gpu
 from .precision import MathSwitches, check_math, check_precision
 

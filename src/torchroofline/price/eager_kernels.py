@@ -511,7 +511,7 @@ def looped_reduction_rereads(ops: tuple[OpRecord, ...], writes: tuple[TensorRef,
     further stage (:data:`REDUCTION_STAGES`), and one to write an output as large as that
     input (softmax, a norm's ``x / norm``). Between two reads of a row, every block the GPU
     holds reads a row: the re-reads hit L2 while those rows fit it (the performance model
-    decides, at its GPU's SMs and L2: :func:`~.estimate.loop_missed_bytes`)."""
+    decides, at its GPU's SMs and L2: :func:`~.memory_time.loop_missed_bytes`)."""
     reread = longest_row = row_count = 0
     largest_write = max((ref.elements for ref in writes), default=0)
     for op in ops:

@@ -215,7 +215,7 @@ CONSTANT_NOTES: dict[str, str] = {
     "conv_layout_passes": "extra passes over a TF32 convolution's input and output: cuDNN's "
     "tensor-core kernels work in NHWC, PyTorch hands it NCHW (none for an eager 1x1 one); fit, "
     "held to 0-2 (no transpose to both); NVIDIA only: MIOpen's transposes are kernels of their "
-    "own, in series with the GEMM (estimate.layout_kernels_s)",
+    "own, in series with the GEMM (gemm_time.layout_kernels_s)",
     "mma_sync_share": "share of the tensor-core peak the mma.sync instruction reaches, which "
     "cuDNN's 2D convolution kernels are built from (the H100 trace's Conv2d: CUTLASS "
     "s16816fprop): 1 up to Ada; 2/3 on Hopper and Blackwell, where only the warpgroup MMA "
@@ -361,7 +361,7 @@ ROCM_GEMM_SHARE = 0.45
 #: (ROCM_GEMM_SHARE), a wave of AOTriton's attention kernel takes about 30 µs there, and
 #: MIOpen wraps each convolution GEMM in layout transposes, a workspace memset and a cast: 5
 #: kernels besides the GEMM (:func:`~.library_calls.convolution_call`), the transposes in
-#: series with it (:func:`~.estimate.layout_kernels_s`).
+#: series with it (:func:`~.gemm_time.layout_kernels_s`).
 #: ROCm's latencies, on every CDNA generation (the same runtime and attention kernels).
 ROCM_LATENCIES: dict[str, Any] = {"fill_cycles": CDNA_FILL_CYCLES,
                                   "attention_wave_cycles": ROCM_FLASH_WAVE_CYCLES}

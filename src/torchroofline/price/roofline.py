@@ -24,14 +24,10 @@ from ..plan.fusion import Kernel, Plan, Refusal
 from ..plan.memory import MemoryTimeline, memory_timeline
 from ..plan.plans import Plans
 from .context import PricingContext
-from .estimate import (
-    EstimateParams,
-    KernelLoad,
-    Performance,
-    estimate_modes,
-    program_load,
-)
+from .estimate_params import EstimateParams
 from .hardware import GPUSpec
+from .kernel_load import KernelLoad, program_load
+from .modes import Performance, estimate_modes
 from .precision import (
     TORCH_DEFAULTS,
     MathSwitches,
@@ -315,7 +311,7 @@ class Result:
     kernels: tuple[KernelEstimate, ...]  #: the fused plan, in execution order
     eager_kernels: tuple[KernelEstimate, ...]
     notes: tuple[str, ...]
-    #: the performance model's prediction (estimate.py); the estimates below read it
+    #: the performance model's prediction (modes.py); the estimates below read it
     performance: Performance = field(repr=False, compare=False)
     actual: Actual | None = None
     #: module-path patterns a training step's what-if checkpoints (:attr:`checkpoint_what_if`)

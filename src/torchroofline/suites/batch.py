@@ -78,7 +78,7 @@ class Outcome:
 
 
 def _analyze_task(task: Task) -> dict:
-    from ..price.estimate import host_scale_totals_ms
+    from ..price.modes import host_scale_totals_ms
     from .kernelbench import analyze_file
     from .solexecbench import analyze_uuid
 

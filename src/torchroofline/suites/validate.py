@@ -291,7 +291,7 @@ def validate(
 
     Ctrl-C or SIGTERM raises :class:`~torchroofline.batch.BatchInterrupted` carrying the report
     of the problems finished so far, marked ``"partial"``."""
-    from ..price.estimate import DEFAULT_PARAMS
+    from ..price.estimate_params import DEFAULT_PARAMS
     from ..price.hardware import get_gpu
     from .batch import BatchInterrupted, analyze_batch
     from .kernelbench import discover

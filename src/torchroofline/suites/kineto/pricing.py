@@ -27,13 +27,10 @@ import torch
 from ...errors import TorchrooflineError
 from ...plan.plans import make_plans
 from ...price.context import PricingContext
-from ...price.estimate import (
-    DEFAULT_HOST_LINK_BYTES_PER_S,
-    ProgramLoad,
-    beside_collective,
-    host_copies,
-)
 from ...price.gpu_spec import GPUSpec
+from ...price.host_copies import DEFAULT_HOST_LINK_BYTES_PER_S
+from ...price.kernel_load import ProgramLoad
+from ...price.modes import beside_collective, host_copies
 from ...price.precision import TORCH_DEFAULTS, VALUE_BITS, MathSwitches, read_precision
 from ...price.roofline import Result, kernel_floor_s, price
 from ...price.verdicts import Verdict, verdict
@@ -100,7 +97,7 @@ COLLECTIVE = re.compile(r"^(?:void )?[nr]cclDev(?:ice)?Kernel|^(?:void )?[nr]ccl
 
 def beside_collectives(trace: KinetoTrace, launched: Mapping[int, list]) -> set[int]:
     """The ops any of whose activities overlapped a collective's kernel on another stream: they
-    shared the GPU's SMs and memory bandwidth with it (:func:`~torchroofline.price.estimate.
+    shared the GPU's SMs and memory bandwidth with it (:func:`~torchroofline.price.modes.
     beside_collective`)."""
     spans = sorted((a.start_us, a.end_us, a.stream) for a in trace.activities
                    if a.kind == "kernel" and COLLECTIVE.search(a.name))
