@@ -38,7 +38,10 @@ def _transposed(ref: TensorRef) -> TensorRef:
 
 
 def _values(reads: tuple[TensorRef, ...]) -> tuple:
-    return tuple((r.value_id, r.offset, r.strides) for r in reads)
+    """The elements ``reads`` read: each value at its offset, strides and shape (a product of
+    A[:, :k] and B[:k] reads A and B at the offsets and strides of one over A[:, :k'] and
+    B[:k'], another value unless k = k')."""
+    return tuple((r.value_id, r.offset, r.strides, r.shape) for r in reads)
 
 
 def common_values(graph: Graph) -> list[Match]:
