@@ -356,7 +356,10 @@ def test_other_values_are_never_numbered_equal(forward) -> None:
     # (a·aᵀ)ᵀ = a·aᵀ (a symmetry): the second value is the first, doubled
     (lambda a, b, c: torch.relu(a @ a.T) + torch.relu((a @ a.T).T * 2),
      ["aten.mm.default", "aten.mul.Tensor"]),
-], ids=["column-shift", "row-constant-shift", "symmetric"])
+    # one call on one value laid out transposed (aᵀ·2 written in aᵀ's layout): one value
+    (lambda a, b, c: torch.relu(a.T * 2) + torch.relu(a.T * 2),
+     ["aten.mul.Tensor", "aten.relu.default"]),
+], ids=["column-shift", "row-constant-shift", "symmetric", "transposed-layout"])
 def test_only_equal_values_are_numbered_equal(forward, numbered: list[str]) -> None:
     found = _numbered_equal(forward)
     assert [name for name, _ in found] == numbered
