@@ -8,6 +8,7 @@ as written among them), and the replacement computes the program's value (float6
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from collections.abc import Callable
 from unittest import mock
@@ -26,8 +27,9 @@ from test_tensor_network import (  # noqa: F401 (a fixture)
 from conftest import Fn, analyze, meta
 from torchroofline.plan.algebra import factors
 from torchroofline.plan.algebra._core import Graph
-from torchroofline.plan.algebra.shared import common_values, equal_networks
+from torchroofline.plan.algebra.shared import common_values, equal_networks, onto_equal
 from torchroofline.plan.demand import known_values
+from torchroofline.trace.refs import TensorRef
 from torchroofline.trace.tracer import trace_model
 
 #: square matrices where one product is compute-bound on an H100 (2·N³ = 1.4e11 FLOPs, 0.28 ms
@@ -398,3 +400,31 @@ def test_a_value_found_equal_is_its_twin_times_the_ratio(forward) -> None:
     found = _numbered_equal(forward, (5, 5), (5, 5), (25, 5))
     assert found
     assert all(equal for _, equal in found)
+
+
+def _ref(value: int, shape: tuple[int, ...], strides: tuple[int, ...], offset: int = 0) -> (
+    TensorRef
+):
+    return TensorRef(value, value, shape, "float64", math.prod(shape), True, 8, offset, strides,
+                     20)
+
+
+@pytest.mark.parametrize("written", [(5, 1), (1, 4)], ids=["contiguous", "transposed-layout"])
+@pytest.mark.parametrize("earlier", [(5, 1), (1, 4)], ids=["contiguous", "transposed"])
+def test_every_view_of_a_value_is_the_same_view_of_its_equal(written, earlier) -> None:
+    # one 4×5 value laid out at two strides: each view of the later (whole, transposed, a row,
+    # a column, a strided block) read through onto_equal from the earlier's storage holds the
+    # same elements as read from the later's own
+    value = torch.arange(20, dtype=torch.float64).reshape(4, 5)
+    ours, theirs = _ref(1, (4, 5), written), _ref(2, (4, 5), earlier)
+    storages = {ref.value_id: torch.empty_strided((4, 5), ref.strides, dtype=torch.float64).copy_(
+        value).as_strided((20,), (1,)) for ref in (ours, theirs)}
+    r, c = written
+    views = [ours, _ref(1, (5, 4), (c, r)), _ref(1, (5,), (c,), 2 * r),
+             _ref(1, (4,), (r,), 3 * c), _ref(1, (2, 3), (r, 2 * c), r)]
+    for view in views:
+        mapped = onto_equal(view, ours, theirs)
+        assert mapped is not None and mapped.value_id == theirs.value_id
+        assert torch.equal(
+            storages[1].as_strided(view.shape, view.strides, view.offset),
+            storages[2].as_strided(mapped.shape, mapped.strides, mapped.offset))
