@@ -159,7 +159,7 @@ def _bounds(written: Program, respelled: Program, sizes: tuple[int, ...]) -> lis
     return sols
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(_programs())
 def test_a_respelled_program_has_the_programs_bound(program: tuple) -> None:
     written, respelled, sizes = program
