@@ -8,7 +8,9 @@ as written among them), and the replacement computes the program's value (float6
 from __future__ import annotations
 
 import functools
+import math
 import operator
+from collections.abc import Callable
 from unittest import mock
 
 import pytest
@@ -25,8 +27,9 @@ from test_tensor_network import (  # noqa: F401 (a fixture)
 from conftest import Fn, analyze, meta
 from torchroofline.plan.algebra import factors
 from torchroofline.plan.algebra._core import Graph
-from torchroofline.plan.algebra.shared import equal_networks
+from torchroofline.plan.algebra.shared import common_values, equal_networks, onto_equal
 from torchroofline.plan.demand import known_values
+from torchroofline.trace.refs import TensorRef
 from torchroofline.trace.tracer import trace_model
 
 #: square matrices where one product is compute-bound on an H100 (2·N³ = 1.4e11 FLOPs, 0.28 ms
@@ -273,15 +276,106 @@ def _shifted_between(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor) -> torch
     return first + torch.relu((a * 0.5) @ b)
 
 
-@pytest.mark.parametrize("forward", [
-    lambda a, b, d: torch.relu(a @ b * 0.5) + torch.relu((a * 0.5) @ d),  # another operand
-    lambda a, b, d: torch.relu(a @ b) + torch.relu(torch.relu(a) @ b),  # a nonlinearity between
-    lambda a, b, d: torch.relu(a @ b) + torch.relu((a + 1) @ b),  # a shift is no scale
-    _shifted_between,
-], ids=["other-operand", "relu-between", "shifted", "changed-in-place"])
+def _twins_changed_between(change: Callable[[torch.Tensor, torch.Tensor], object]) -> Callable:
+    """relu(a·b) + relu(a·b), ``change(a, d)`` made in place between the two products."""
+    def forward(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        first = torch.relu(a @ b)
+        change(a, d)
+        return first + torch.relu(a @ b)
+
+    return forward
+
+
+#: two segments alike in spelling that compute other values: (the program, what it computes)
+OTHER_VALUES = [
+    pytest.param(lambda a, b, d: torch.relu(a @ b * 0.5) + torch.relu((a * 0.5) @ d),
+                 id="other-operand"),
+    # a nonlinearity inside one segment only: relu(a)·b is no a·b
+    pytest.param(lambda a, b, d: torch.relu(a @ b) + torch.relu(torch.relu(a) @ b),
+                 id="relu-between"),
+    pytest.param(lambda a, b, d: torch.relu(a @ b) + torch.relu((a + 1) @ b), id="shifted"),
+    pytest.param(_shifted_between, id="changed-in-place"),
+    # an operand changed in place between two calls alike: a·b, then (a + 1)·b; a row of it;
+    # all of it overwritten (a view of a read before the change reads the new value too)
+    pytest.param(_twins_changed_between(lambda a, d: a.add_(1)), id="shifted-in-place"),
+    pytest.param(_twins_changed_between(lambda a, d: a[0].add_(1)), id="row-shifted-in-place"),
+    pytest.param(_twins_changed_between(lambda a, d: a.copy_(d)), id="overwritten"),
+    # a scale by a full matrix is no diagonal: (a·b)∘d, (a∘d)·b and a·(b∘d) are three values
+    pytest.param(lambda a, b, d: torch.relu(a @ b * d) + torch.relu((a * d) @ b),
+                 id="elementwise-after"),
+    pytest.param(lambda a, b, d: torch.relu(a @ (b * d)) + torch.relu((a * d) @ b),
+                 id="elementwise-on-either-side"),
+    # a permutation that is no symmetry: b·a is no (a·b)ᵀ = bᵀ·aᵀ, aᵀ·b no (a·bᵀ)ᵀ = b·aᵀ
+    pytest.param(lambda a, b, d: torch.relu(a @ b) + torch.relu(b @ a), id="swapped"),
+    pytest.param(lambda a, b, d: torch.relu(a @ b.T) + torch.relu(a.T @ b), id="transposed-one"),
+    # a bias is another term: b + a·d is no a·d
+    pytest.param(lambda a, b, d: torch.relu(torch.addmm(b[0], a, d)) + torch.relu(a @ d),
+                 id="bias"),
+]
+
+
+@pytest.mark.parametrize("forward", OTHER_VALUES)
 def test_other_values_in_like_spellings_are_not_one(forward) -> None:
     result = analyze(Fn(forward), *(meta(N, N) for _ in range(3)))
     assert result.tensor_flops == 2 * PRODUCT
+
+
+def _numbered_equal(forward: Callable, *shapes: tuple[int, ...]) -> list[tuple[str, bool]]:
+    """The ops value numbering (call by call, then over normal forms) finds equal to an earlier
+    value, each with whether it is (the replacement's value against the program's, on float64
+    data of ``shapes``, three 5×5 matrices unless given)."""
+    model = Fn(forward)
+    inputs = tuple(torch.randn(s, dtype=torch.float64) for s in shapes or [(5, 5)] * 3)
+    trace = trace_model(model, tuple(x.clone() for x in inputs))
+    values = _real_values(trace, model, tuple(x.clone() for x in inputs))
+    graph = Graph.of(trace, known_values(trace.ops, trace.constants))
+    found = []
+    for match in common_values(graph) + equal_networks(graph):
+        ours, theirs = trace.ops[match.root].writes[0], match.inputs[0]
+        later = values[ours.value_id].as_strided(ours.shape, ours.strides, ours.offset)
+        earlier = values[theirs.value_id].as_strided(theirs.shape, theirs.strides, theirs.offset)
+        built = match.build(earlier) if match.build else earlier
+        found.append((trace.ops[match.root].name, torch.allclose(built, later, atol=1e-9)))
+    return found
+
+
+@pytest.mark.parametrize("forward", OTHER_VALUES)
+def test_other_values_are_never_numbered_equal(forward) -> None:
+    # numbered as no earlier value: each keeps its own product (what the bound above charges)
+    assert _numbered_equal(forward) == []
+
+
+@pytest.mark.parametrize(("forward", "numbered"), [
+    # a·b twice is one value whatever reads it (one call on one value); the softmaxes are
+    # not: a column shift c[i, j] moves softmax(·, −1), so softmax(a·b + c) is another value
+    (lambda a, b, c: torch.softmax(a @ b + c, -1) + torch.softmax(a @ b, -1),
+     ["aten.mm.default"]),
+    # a shift constant along the softmax's dim (c[i, 0] in every column) leaves it unchanged
+    # (softmax(x + c) = softmax(x)): numbering it equal is sound, not doing so is not unsound;
+    # the numbering sees only a·b
+    (lambda a, b, c: torch.softmax(a @ b + c[:, :1], -1) + torch.softmax(a @ b, -1),
+     ["aten.mm.default"]),
+    # (a·aᵀ)ᵀ = a·aᵀ (a symmetry): the second value is the first, doubled
+    (lambda a, b, c: torch.relu(a @ a.T) + torch.relu((a @ a.T).T * 2),
+     ["aten.mm.default", "aten.mul.Tensor"]),
+    # one call on one value laid out transposed (aᵀ·2 written in aᵀ's layout): one value
+    (lambda a, b, c: torch.relu(a.T * 2) + torch.relu(a.T * 2),
+     ["aten.mul.Tensor", "aten.relu.default"]),
+], ids=["column-shift", "row-constant-shift", "symmetric", "transposed-layout"])
+def test_only_equal_values_are_numbered_equal(forward, numbered: list[str]) -> None:
+    found = _numbered_equal(forward)
+    assert [name for name, _ in found] == numbered
+    assert all(equal for _, equal in found)
+
+
+def test_a_product_of_other_slices_at_the_same_strides_is_another_value() -> None:
+    # bᵀ[:, :k']·aᵀ[:k'] read transposed and a[:, :k]·b[:k], k' ≠ k: their operands start and
+    # step alike (the same offsets and strides), but the sums run over k' and k terms, so
+    # 2·N²·(k' + k) FLOPs (it charged 2·N²·k': the call of one read as the other transposed)
+    k, wider = N // 2, N // 2 + 64
+    result = analyze(Fn(lambda a, b: torch.relu(b[:wider].T @ a[:, :wider].T) + torch.relu(
+        a[:, :k] @ b[:k])), meta(N, N), meta(N, N))
+    assert result.tensor_flops == 2 * N * N * (k + wider)
 
 
 @pytest.mark.parametrize("forward", [
@@ -303,15 +397,34 @@ def test_other_values_in_like_spellings_are_not_one(forward) -> None:
 def test_a_value_found_equal_is_its_twin_times_the_ratio(forward) -> None:
     # on float64 data: each later segment the value numbering over normal forms finds equals
     # the earlier one times the ratio it found (the replacement's value)
-    model = Fn(forward)
-    inputs = (*(torch.randn(5, 5, dtype=torch.float64) for _ in range(2)),
-              torch.randn(25, 5, dtype=torch.float64))
-    trace = trace_model(model, inputs)
-    values = _real_values(trace, model, inputs)
-    matches = equal_networks(Graph.of(trace, known_values(trace.ops, trace.constants)))
-    assert matches
-    for match in matches:
-        ours, theirs = trace.ops[match.root].writes[0], match.inputs[0]
-        later = values[ours.value_id].as_strided(ours.shape, ours.strides, ours.offset)
-        earlier = values[theirs.value_id].as_strided(theirs.shape, theirs.strides, theirs.offset)
-        assert torch.allclose(match.build(earlier) if match.build else earlier, later, atol=1e-9)
+    found = _numbered_equal(forward, (5, 5), (5, 5), (25, 5))
+    assert found
+    assert all(equal for _, equal in found)
+
+
+def _ref(value: int, shape: tuple[int, ...], strides: tuple[int, ...], offset: int = 0) -> (
+    TensorRef
+):
+    return TensorRef(value, value, shape, "float64", math.prod(shape), True, 8, offset, strides,
+                     20)
+
+
+@pytest.mark.parametrize("written", [(5, 1), (1, 4)], ids=["contiguous", "transposed-layout"])
+@pytest.mark.parametrize("earlier", [(5, 1), (1, 4)], ids=["contiguous", "transposed"])
+def test_every_view_of_a_value_is_the_same_view_of_its_equal(written, earlier) -> None:
+    # one 4×5 value laid out at two strides: each view of the later (whole, transposed, a row,
+    # a column, a strided block) read through onto_equal from the earlier's storage holds the
+    # same elements as read from the later's own
+    value = torch.arange(20, dtype=torch.float64).reshape(4, 5)
+    ours, theirs = _ref(1, (4, 5), written), _ref(2, (4, 5), earlier)
+    storages = {ref.value_id: torch.empty_strided((4, 5), ref.strides, dtype=torch.float64).copy_(
+        value).as_strided((20,), (1,)) for ref in (ours, theirs)}
+    r, c = written
+    views = [ours, _ref(1, (5, 4), (c, r)), _ref(1, (5,), (c,), 2 * r),
+             _ref(1, (4,), (r,), 3 * c), _ref(1, (2, 3), (r, 2 * c), r)]
+    for view in views:
+        mapped = onto_equal(view, ours, theirs)
+        assert mapped is not None and mapped.value_id == theirs.value_id
+        assert torch.equal(
+            storages[1].as_strided(view.shape, view.strides, view.offset),
+            storages[2].as_strided(mapped.shape, mapped.strides, mapped.offset))

@@ -419,13 +419,21 @@ def _term_of_a_sum(graph: Graph, root: int) -> bool:
     return lookup(STEPS, reader)(walk, reader, readers[0], groups) is not None
 
 
-def _as_written(graph: Graph, ops: set[int]) -> Cost:
-    total = Cost()
-    for index in ops:
+def _written_seconds(graph: Graph, root: int, ops: set[int]) -> float:
+    """The compute seconds of the segment's ops as written (``root`` and ``ops``, those its
+    walk went through), each op whose value other segments read too at the share of its
+    readers in this one: a rewrite that contracts through a value two segments read saves it
+    only where the other contracts through it too (two blocks of rows, each a product with
+    one value bᵀ·aᵀ, each contracted through it: the product computed twice; two sums of one
+    product take half of it each, and both are rewritten)."""
+    seconds = 0.0
+    segment = {root, *ops}
+    for index in segment:
         record = graph.record(index)
-        itemsize = record.writes[0].itemsize if record.writes else 4
-        total += Cost(record.flops.tensor, record.flops.vector, record.eager_bytes(itemsize))
-    return total
+        readers = {r for w in record.writes for r in graph.readers.get(w.value_id, ())}
+        share = len(readers & segment) / len(readers) if readers and index != root else 1
+        seconds += share * Cost(record.flops.tensor, record.flops.vector).compute_seconds
+    return seconds
 
 
 def _planned(net: Network, terms: Sequence[Term], output: Labels, out: TensorRef,
@@ -538,7 +546,7 @@ def contracted_network(graph: Graph, root: int) -> Match | None:
     # the bound charges FLOPs and compulsory bytes, which an order does not change: the
     # intermediates' bytes only choose among orders of equal compute (a sum of a convolution
     # through views, pools or a batch norm is :mod:`.convs`'s, which walks them itself)
-    written = _as_written(graph, segment).compute_seconds
+    written = _written_seconds(graph, root, walk.net.ops)
     if cost.compute_seconds >= (1 - MIN_GAIN) * written:
         return None
     first = min(segment)

@@ -133,7 +133,7 @@ class Network:
         return self.parts[label]
 
 
-def _dense(ref: TensorRef) -> bool:
+def dense(ref: TensorRef) -> bool:
     """Whether ``ref`` covers its elements once without gaps, in some order of its dims (a
     contiguous tensor, or one a pointwise op wrote in its input's permuted layout)."""
     expected = 1
@@ -152,7 +152,7 @@ def _onto_written(net: Network, read: TensorRef, groups: Groups, written: Tensor
     each read dim's atoms placed at their storage strides, split where a written dim begins
     inside one, then gathered per written dim. None unless the read covers every element once
     (a permutation, reshape or broadcast of the whole value, at the same offset)."""
-    if read.offset != written.offset or not _dense(written):
+    if read.offset != written.offset or not dense(written):
         return None
     placed: list[tuple[int, int]] = []  # (storage stride, atom)
     for size, stride, group in zip(read.shape, read.strides, groups, strict=True):

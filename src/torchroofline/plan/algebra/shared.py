@@ -14,7 +14,7 @@ from ...costs import aten, lookup
 from ...trace.refs import TensorRef, TracedOp
 from ._core import Graph, Match, algebra_rule, is_contiguous
 from .factors import network_key
-from .network import FLOATS, STEPS, Walk, leaf_values, transparent, without_deltas
+from .network import FLOATS, STEPS, Walk, dense, leaf_values, transparent, without_deltas
 
 #: a segment that computes an earlier segment's value times a number other than 1
 SCALED_RULE = "common subexpression up to a scale"
@@ -38,7 +38,10 @@ def _transposed(ref: TensorRef) -> TensorRef:
 
 
 def _values(reads: tuple[TensorRef, ...]) -> tuple:
-    return tuple((r.value_id, r.offset, r.strides) for r in reads)
+    """The elements ``reads`` read: each value at its offset, strides and shape (a product of
+    A[:, :k] and B[:k] reads A and B at the offsets and strides of one over A[:, :k'] and
+    B[:k'], another value unless k = k')."""
+    return tuple((r.value_id, r.offset, r.strides, r.shape) for r in reads)
 
 
 def common_values(graph: Graph) -> list[Match]:
@@ -51,8 +54,8 @@ def common_values(graph: Graph) -> list[Match]:
     #: (op, the values it reads) → the earlier ops of that key; the call keys are compared
     #: only there (most ops have no earlier twin)
     seen: dict[tuple, list[int]] = {}
-    #: value id → (its offset, the earlier equal value's written ref, seen in its shape)
-    same: dict[int, tuple[int, TensorRef]] = {}
+    #: value id → (its written ref, the earlier equal value's written ref, seen in its shape)
+    same: dict[int, tuple[TensorRef, TensorRef]] = {}
     matches: list[Match] = []
     ops = graph.trace.ops
     for index, op in enumerate(ops):
@@ -71,11 +74,11 @@ def common_values(graph: Graph) -> list[Match]:
             earlier = None if found is None else _transposed(found)
         twins.append(index)
         ours = op.writes[0]
-        if earlier is None or earlier.shape != ours.shape or not is_contiguous(ours) or (
+        if earlier is None or earlier.shape != ours.shape or (
             not _readers_map(graph, ours, earlier)
         ):
             continue
-        same[ours.value_id] = (ours.offset, earlier)
+        same[ours.value_id] = (ours, earlier)
         matches.append(Match("common subexpression", index, (earlier,), None, index))
     return matches
 
@@ -96,7 +99,7 @@ def _twin(graph: Graph, index: int, earlier: list[int], keyed: bool = True) -> (
     return None
 
 
-def _onto(ref: TensorRef, same: dict[int, tuple[int, TensorRef]]) -> TensorRef | None:
+def _onto(ref: TensorRef, same: dict[int, tuple[TensorRef, TensorRef]]) -> TensorRef | None:
     """``ref`` read from the earlier equal value (itself where there is none)."""
     found = same.get(ref.value_id)
     return ref if found is None else onto_equal(ref, *found)
@@ -107,27 +110,31 @@ def _readers_map(graph: Graph, ours: TensorRef, earlier: TensorRef) -> bool:
     refs = [r for i in graph.readers.get(ours.value_id, ()) for r in graph.op(i).reads
             if r.value_id == ours.value_id]
     refs += [r for r in graph.trace.output_refs if r.value_id == ours.value_id]
-    return all(onto_equal(r, ours.offset, earlier) is not None for r in refs)
+    return all(onto_equal(r, ours, earlier) is not None for r in refs)
 
 
-def onto_equal(ref: TensorRef, base: int, earlier: TensorRef) -> TensorRef | None:
-    """``ref`` (a view of a value written contiguous at ``base``, in ``earlier``'s shape) as
-    the same view of the equal value ``earlier`` (laid out by its own strides, a transpose
-    perhaps): each dim's step is one step along one dim of the written value, mapped onto
-    ``earlier``'s."""
+def onto_equal(ref: TensorRef, written: TensorRef, earlier: TensorRef) -> TensorRef | None:
+    """``ref`` (a view of the value ``written``, laid out without gaps in some order of its
+    dims: contiguous, or a pointwise op's output in its input's transposed layout; in
+    ``earlier``'s shape) as the same view of the equal value ``earlier`` (laid out by its own
+    strides, a transpose perhaps): each dim's step is one step along one dim of the written
+    value, mapped onto ``earlier``'s."""
     shape = earlier.shape
-    written = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    if written.shape != shape or not dense(written):
+        return None
+    # the written value's dims from the outermost (a size-1 dim: no step, digit 0)
+    outer = sorted((d for d in range(len(shape)) if shape[d] > 1),
+                   key=lambda d: -written.strides[d])
 
     def digits(position: int) -> list[int] | None:
         if not 0 <= position < math.prod(shape):
             return None
-        out = []
-        for stride in written:
-            out.append(position // stride)
-            position %= stride
+        out = [0] * len(shape)
+        for d in outer:
+            out[d], position = divmod(position, written.strides[d])
         return out
 
-    origin = digits(ref.offset - base)
+    origin = digits(ref.offset - written.offset)
     if origin is None:
         return None
     strides = []

@@ -127,7 +127,7 @@ def _aliased(match: Match, graph: Graph) -> Callable[[TensorRef], TensorRef]:
     def renamed(ref: TensorRef) -> TensorRef:
         if ref.value_id != target.value_id:
             return ref
-        return onto_equal(ref, target.offset, same) or ref
+        return onto_equal(ref, target, same) or ref
 
     return renamed
 
