@@ -73,7 +73,7 @@ def analyze(
     convolutions and RNNs run where the torch switches set now allow (``allow_tf32``,
     ``torch.set_float32_matmul_precision``, ``torch.backends.cudnn.allow_tf32``).
     ``estimate_params`` replaces the performance model's fitted constants (e.g. your own host
-    costs, :class:`~torchroofline.estimate.EstimateParams`). ``math`` is the math the speed of
+    costs, :class:`~torchroofline.price.estimate_params.EstimateParams`). ``math`` is the math the speed of
     light assumes: "program" (the program's own, the default), or a rung a benchmark's tolerance
     admits ("tf32", "bf16", "fp16", "fp8", "fp4"; :data:`~torchroofline.precision.MATH_RUNGS`;
     fp4 appears in the ladder on GPUs with FP4 tensor cores, and elsewhere when chosen, priced

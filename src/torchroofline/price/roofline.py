@@ -3,7 +3,7 @@ gather everything one analysis found into a :class:`Result`.
 
 The plans (:mod:`torchroofline.plans`) do not depend on the GPU; :func:`price` divides their
 work by ``gpu``'s peaks under the precision policy of :mod:`torchroofline.precision` and runs the
-performance model (:mod:`torchroofline.estimate`) on them. Every total a :class:`Result` shows
+performance model (:mod:`torchroofline.price.estimate`) on them. Every total a :class:`Result` shows
 is derived from its plans and kernels, so no two figures can disagree. Times are seconds inside
 this module and milliseconds at the API (``*_ms``).
 """

@@ -7,7 +7,7 @@ timing is), so ``torchroofline validate`` exits 1 when there is one.
 
 Host costs differ between machines (0.45–1.40× the default profile across the calibration
 setups), so the report also fits the one number that moves them all, the *host scale*
-(:meth:`~torchroofline.estimate.HostCosts.scaled`, ``--host-scale``), to the user's own eager and
+(:meth:`~torchroofline.price.estimate_params.HostCosts.scaled`, ``--host-scale``), to the user's own eager and
 compile times, and gives the accuracy with it and without it.
 """
 
