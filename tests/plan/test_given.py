@@ -639,3 +639,68 @@ def test_a_dense_operand_is_not_scanned_whole_and_a_zero_block_is_found(monkeypa
     assert not matmul.has_structure(value) and counted == []
     value[:11] = 0
     assert matmul.has_structure(value) and len(counted) == 1
+
+
+class _Product(nn.Module):
+    def __init__(self, how) -> None:  # noqa: ANN001
+        super().__init__()
+        self.how = how
+
+    def forward(self, *operands: torch.Tensor) -> torch.Tensor:
+        return self.how(*operands)
+
+
+@pytest.mark.parametrize("data", ["any", "given"])
+@pytest.mark.parametrize("how", [
+    lambda x: x @ torch.ones(16, 16),  # a constant: every column of B alike
+    lambda x: x @ torch.full((16, 16), 3.0),
+    lambda x: torch.ones(16, 16) @ x,  # every row of A alike
+])
+def test_a_product_with_alike_lines_computes_one_line(how, data) -> None:  # noqa: ANN001
+    # x @ ones(16, 16) is x's row sums, each written 16 times: a kernel computes the 16
+    # distinct outputs, 2·16 FLOPs each (2·16² in all, not 2·16³), and moves x (16² floats in)
+    # and the output (16² out): 2·16²·4 bytes, the constant made in the kernel.
+    result = analyze(_Product(how), [torch.randn(16, 16)], data=data)
+    assert result.tensor_flops == 2 * 16 * 16
+    assert result.compulsory_bytes == 2 * 16 * 16 * 4
+    assert any("equal lines" in note for note in result.notes)
+
+
+def test_a_given_ones_operand_computes_one_line() -> None:
+    # y @ ones(16, 16) given, as above: 2·16² FLOPs; the known operand is read at one column
+    # (16 floats) besides y and the output
+    given = analyze(_Product(lambda y, o: y @ o), [torch.randn(16, 16), torch.ones(16, 16)],
+                    data="given")
+    assert (given.tensor_flops, given.compulsory_bytes) == (2 * 16**2, (2 * 16**2 + 16) * 4)
+    dense = analyze(_Product(lambda y, o: y @ o), [torch.randn(16, 16), torch.ones(16, 16)],
+                    data="any")
+    assert dense.tensor_flops == 2 * 16**3  # for any values the operand's lines may differ
+
+
+@pytest.mark.xfail(strict=True, reason="the algebra computes once an operand broadcast along "
+                   "its rows (x.expand(m, k) @ w), not along its columns (docs/limitations.md)")
+def test_a_column_broadcast_operand_computes_one_column() -> None:
+    # y @ w[:, None].expand(16, 16), w any data: every column of B is w (stride 0), so y @ w
+    # once, 2·16² FLOPs, and w read once (16 floats) besides y and the output
+    spread = analyze(_Product(lambda y, w: y @ w[:, None].expand(16, 16)),
+                     [torch.randn(16, 16), torch.randn(16)], data="any")
+    assert (spread.tensor_flops, spread.compulsory_bytes) == (2 * 16**2, (2 * 16**2 + 16) * 4)
+
+
+@pytest.mark.xfail(strict=True, reason="tril(ones) @ x is a prefix sum (16·15 adds, a scan); "
+                   "the bound charges the triangle's products (docs/limitations.md)")
+def test_a_product_with_a_triangle_of_ones_is_a_prefix_sum() -> None:
+    # out[i] = Σ_{k≤i} x[k]: a scan, out[i] = out[i-1] + x[i], 15 adds per column of 16
+    result = analyze(_Product(lambda x: torch.tril(torch.ones(16, 16)) @ x),
+                     [torch.randn(16, 16)], data="any")
+    assert result.flops <= 15 * 16
+
+
+@pytest.mark.xfail(strict=True, reason="a given input's zeros are used only by the product "
+                   "that reads it: z * y and (z @ y) @ y read y (docs/limitations.md)")
+def test_a_given_zero_input_zeroes_what_it_multiplies() -> None:
+    # z = zeros(16, 16) given: z * y is 0 for finite y, so a kernel writes 16² zeros, reads
+    # nothing: 16²·4 bytes
+    result = analyze(_Product(lambda z, y: z * y), [torch.zeros(16, 16), torch.randn(16, 16)],
+                     data="given")
+    assert result.compulsory_bytes == 16 * 16 * 4

@@ -50,9 +50,10 @@ class Demand:
 #: same identities (:mod:`..algebra`): a kernel of the program as written does the work they
 #: skip, so the walk without them is the program as written (``shortcuts=False``) and the
 #: bound names them (:func:`torchroofline.price.shortcuts.shortcuts`). A reduced product moves
-#: a column sum into the product it reads; a symmetric product computes one triangle; the
-#: others make a value a constant whatever the input holds.
+#: a column sum into the product it reads; a symmetric product computes one triangle, a
+#: product of alike lines one line; the others make a value a constant whatever the input holds.
 SHORTCUT_STRUCTURES: dict[str, str] = {
+    "equal lines": "a product of alike rows (columns) is one row (column), copied",
     "reduced product": "sum through the linear map",
     "self difference": "x − x = 0",
     "size-1 normalisation": "softmax over a size-1 dim is 1",

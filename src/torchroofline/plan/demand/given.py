@@ -22,7 +22,7 @@ from ...costs import OpKey, OpRecord, add_rules, aten, lookup
 from ...trace.refs import Trace, TracedOp
 from ._core import _one_of, _op_set
 from .constants import known_values, too_big_to_evaluate
-from .matmul import has_structure, no_imaginary_part, routing_mask
+from .matmul import equal_lines, has_structure, no_imaginary_part, operand_dims, routing_mask
 from .sized import _sized_by_data
 from .walk import Necessary, necessary_work
 
@@ -102,6 +102,20 @@ def _operands(ops: Sequence[TracedOp]) -> set[int]:
     }
 
 
+def _repeated_operands(ops: Sequence[TracedOp], values: Mapping[int, torch.Tensor]) -> set[int]:
+    """Of the known ``values`` (flat storages), those some matmul reads with every line alike
+    (:func:`matmul.equal_lines`: a given ``torch.ones`` operand)."""
+    return {
+        ref.value_id
+        for op in ops
+        if op.func is not None and op.func.overloadpacket in _OPERAND_READERS
+        for ref, dim in operand_dims(op)
+        if ref.value_id in values and len(ref.shape) >= 2 and equal_lines(
+            values[ref.value_id].as_strided(ref.shape, ref.strides, ref.offset), dim
+        )
+    }
+
+
 def _consulted(ops: Sequence[TracedOp]) -> set[int]:
     """Values whose known value changes what a rule charges: indices, masks, matmul operands."""
     return {v for op in ops for v in _read_values(op)} | _operands(ops)
@@ -136,7 +150,7 @@ def given_necessary(
     zeros_read = {
         v for v in newly_known & _operands(trace.ops)
         if has_structure(known[v]) or no_imaginary_part(known[v])
-    }
+    } | _repeated_operands(trace.ops, {v: known[v] for v in newly_known})
     # the ops of the index path too big to run for real: named, the bound for any values there
     skipped = tuple(dict.fromkeys(
         f"{op.name} in '{op.module_path or '<top level>'}'"

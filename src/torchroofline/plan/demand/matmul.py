@@ -68,6 +68,11 @@ def matmul_demand(context: _Context) -> Demand:
         return _masked_by_routing(context, region)
     reduction = left.shape[-1]
     lead = len(out_shape) - 2
+    # every row of A alike (every column of B): every output row (column) is the first one
+    same_rows = context.shortcuts and _equal_lines(context, len(bias), -2)
+    same_columns = context.shortcuts and _equal_lines(context, len(bias) + 1, -1)
+    if same_rows or same_columns:
+        return _equal_lines_demand(context, region, same_rows, same_columns)
     left_boxes = [(*b[:lead], b[-2], (range(reduction),)) for b in region.boxes]
     right_boxes = [(*b[:lead], (range(reduction),), b[-1]) for b in region.boxes]
     inputs = list(_biases(context, region))
@@ -98,6 +103,62 @@ def matmul_demand(context: _Context) -> Demand:
     tensor = 2 * reduction * computed * real_products(context)
     flops = FlopCount(tensor=min(tensor, context.record.flops.tensor), kind=MatmulKind.MATMUL)
     return Demand(tuple(inputs), flops, structure=structure)
+
+
+def equal_lines(value: torch.Tensor, dim: int) -> bool:
+    """Whether every line of a known matmul operand along ``dim`` (-2: its rows, -1: its
+    columns) is the first one (``torch.ones``, ``torch.full``, a given input of repeated
+    rows). The second line is compared first, so a random operand is rejected after one."""
+    if value.shape[dim] < 2:
+        return False
+    first = value.narrow(dim, 0, 1)
+    return bool((value.narrow(dim, 1, 1) == first).all()) and bool((value == first).all())
+
+
+def operand_dims(op: TracedOp) -> tuple[tuple[TensorRef, int], ...]:
+    """A matmul's two operands, each with the dim along which its lines make distinct output
+    lines: A's rows (-2), B's columns (-1)."""
+    return ((op.reads[-2], -2), (op.reads[-1], -1))
+
+
+def _equal_lines(context: _Context, position: int, dim: int) -> bool:
+    """Whether matmul read ``position`` is a known value whose lines along ``dim`` are all
+    alike (:func:`equal_lines`; one broadcast along ``dim``, stride 0, is the algebra's
+    "broadcast operand computed once")."""
+    value = _known(context, position)
+    return value is not None and equal_lines(value, dim)
+
+
+def _equal_lines_demand(
+    context: _Context, region: Region, same_rows: bool, same_columns: bool
+) -> Demand:
+    """A product with every row of A alike (or every column of B): out[..., i, j] is
+    out[..., 0, j] (out[..., i, 0]), so a kernel computes the first output row (column) the
+    demanded ones stand for, 2·K FLOPs per distinct demanded output, and copies it (``A @
+    ones(K, N)``: row sums, broadcast). It reads the demanded rows of A (one, where alike) and
+    the demanded columns of B (one, where alike), each over the whole reduction."""
+    reduction = context.op.reads[-2].shape[-1]
+    one = (range(1),)
+    boxes = [(*b[:-2], one if same_rows else b[-2], one if same_columns else b[-1])
+             for b in region.boxes]
+    rows, columns = context.op.writes[0].shape[-2:]
+    spread = (rows if same_rows else 1) * (columns if same_columns else 1)
+    computed = Region.of(boxes, -(-region.opaque // spread)).count
+    # c outputs with no position span at least ⌈c/N⌉ rows of A and ⌈c/M⌉ columns of B, one
+    # where they are alike
+    lines_of_a = 1 if same_rows else -(-region.opaque // max(columns, 1))
+    lines_of_b = 1 if same_columns else -(-region.opaque // max(rows, 1))
+    whole = (range(reduction),)
+    inputs = [
+        *_biases(context, region),
+        Region.of([(*b[:-1], whole) for b in boxes],
+                  lines_of_a * reduction if region.opaque else 0),
+        Region.of([(*b[:-2], whole, b[-1]) for b in boxes],
+                  lines_of_b * reduction if region.opaque else 0),
+    ]
+    tensor = 2 * reduction * computed * real_products(context)
+    flops = FlopCount(tensor=min(tensor, context.record.flops.tensor), kind=MatmulKind.MATMUL)
+    return Demand(tuple(inputs), flops, structure="equal lines")
 
 
 def _transposes_of_each_other(left: TensorRef, right: TensorRef) -> bool:

@@ -546,6 +546,10 @@ STRUCTURE_RULES: dict[str, str] = {
     "broadcast batch": "a batched matmul whose operands are both broadcast along the batch "
     "(stride 0, e.g. x.expand(B, M, K) @ W), or a convolution of an input broadcast along it: "
     "one GEMM (one convolution), written B times — every batch entry is the same product",
+    "equal lines": "A @ B with every row of A alike or every column of B, its value known "
+    "(x @ torch.ones(k, n), a given input of repeated rows): every output row (column) is the "
+    "first, so priced as that one computed, "
+    "2·K FLOPs per distinct demanded output, and copied — x @ ones(k, n) is x's row sums",
     "size-1 reduction": "sum/mean/amax/… over dims of size 1 are the input itself (no "
     "arithmetic); var/std/argmax over them are constants (no input needed)",
     "size-1 norm": "a vector norm over dims of size 1 is |x| (x != 0 for order 0): one op "
