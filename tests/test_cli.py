@@ -690,6 +690,12 @@ def test_suite_pictures_from_batch_and_saved_report(suite_report, capsys, tmp_pa
     (tmp_path / "truncated.json").write_text("{")
     code, _, err = run(capsys, "plot", tmp_path / "truncated.json", "--out", tmp_path)
     assert code == 2 and "not a readable report" in err
+    # both named the problem but not the fix (a Markdown report, a JSON of something else)
+    (tmp_path / "other.json").write_text('{"a": 1}')
+    for name in ("truncated.json", "other.json"):
+        code, _, err = run(capsys, "plot", tmp_path / name, "--out", tmp_path)
+        assert code == 2 and err.strip().endswith(
+            "; pass the JSON 'torchroofline kernelbench PATH --out report.json' wrote")
 
 
 def test_plot_names_the_command_that_draws_a_validate_report(capsys, tmp_path):
