@@ -78,6 +78,21 @@ def let_triton_in() -> None:
     if TRITON in sys.modules and sys.modules[TRITON] is None:
         del sys.modules[TRITON]
         logging.getLogger(FLOP_COUNTER_LOG).setLevel(logging.NOTSET)
+        _forget_triton_answers()
+
+
+#: The module whose functions answer "is Triton there?" once per process (functools.cache).
+TORCH_TRITON = "torch.utils._triton"
+
+
+def _forget_triton_answers() -> None:
+    """Clears the answers :data:`TORCH_TRITON` cached while Triton was held back: one asked
+    then (``torch._dynamo.utils`` asks ``has_triton_package()`` at import, torch 2.15) said no
+    for the rest of the process, to Inductor and to user Triton kernels alike."""
+    probes = sys.modules.get(TORCH_TRITON)
+    for probe in vars(probes).values() if probes is not None else ():
+        if getattr(probe, "__module__", None) == TORCH_TRITON and hasattr(probe, "cache_clear"):
+            probe.cache_clear()
 
 
 if started_as_the_command_line():
