@@ -57,7 +57,8 @@ else:
 # missing package (None in ``sys.modules``); flop_counter then takes the type to be
 # ``NoneType`` and logs that Triton is missing, a warning its logger, held at ERROR meanwhile,
 # keeps quiet. :func:`started` lets Triton be imported again, for whatever needs it later (a
-# model that compiles).
+# model that compiles). A batch's forkserver does the same while it preloads (its workers fork
+# from it): ``_preload`` lets Triton in at its end.
 
 TRITON = "triton"
 FLOP_COUNTER_LOG = "torch.utils.flop_counter"
@@ -95,7 +96,16 @@ def _forget_triton_answers() -> None:
             probe.cache_clear()
 
 
-if started_as_the_command_line():
+def started_as_the_batch_forkserver() -> bool:
+    """Whether this process is the forkserver a batch (``suites.batch``) forks its workers
+    from: multiprocessing's own command line, preloading :mod:`torchroofline._preload`, which
+    lets Triton in once it is done."""
+    argv = getattr(sys, "orig_argv", sys.argv)
+    return any(a.startswith("from multiprocessing.forkserver import main")
+               and f"'{__name__.partition('.')[0]}._preload'" in a for a in argv)
+
+
+if started_as_the_command_line() or started_as_the_batch_forkserver():
     hold_back_triton()
 
 
