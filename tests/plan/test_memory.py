@@ -226,6 +226,11 @@ def test_7b_parameters_with_adamw_in_fp32_need_112_gb_before_activations() -> No
                for kind in ("parameters", "gradients", "optimizer_states"))
     assert held >= 16 * 7_000_120_000 >= 112e9
     assert memory.fit(get_gpu("h100-sxm")).verdict == "does not fit"
+    # a GPU's name, as every other call takes it, raised AttributeError: 'str' object has no
+    # attribute 'name'; now one line names the call that makes a GPUSpec of it
+    with pytest.raises(InputError, match=r"^memory.fit takes a GPUSpec, got 'h100'; pass "
+                       r"torchroofline.get_gpu\('h100'\)$"):
+        memory.fit("h100")
 
 
 # --- does it fit? ---
