@@ -292,6 +292,12 @@ def _traced(model: nn.Module, inputs: Any, options: Mapping[str, Any], job: Mapp
         raise InputError(f"unknown keyword(s) {', '.join(unknown)}; a distributed job takes "
                          f"{', '.join(JOB_KEYWORDS)}")
     if job.get("world") is None:
+        given = [name for name in JOB_KEYWORDS[1:-1] if job.get(name) is not None]
+        if given:  # silently a one-GPU analysis, where the command line refuses --mesh alone
+            raise InputError(
+                f"{', '.join(given)}: distributed-job option(s), which a one-GPU analysis has "
+                "no use for; add world=N (CLI: --world N) or leave them out"
+            )
         return trace_model(model, inputs, **options), None
     layout = Layout.resolve(job["world"], job.get("mesh"), job.get("gpus_per_node", 8))
     traced = job_trace(model, inputs, layout, job.get("parallelize"), job.get("parallel"),
