@@ -249,6 +249,10 @@ def max_batch(
     options = step_trace_options(mode, loss, optimizer, optimizer_options)
     arguments = check_inputs(model, inputs)
     start = _batch_size(arguments, batch_dim)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < start:
+        # the search starts at the inputs' own batch: it answered that batch, above the limit
+        raise InputError(f"limit {limit!r} is below the inputs' own batch ({start}); pass a "
+                         f"whole number of at least {start}, the largest batch to try")
     traced: dict[int, tuple[tuple[Allocation, ...], int]] = {}
 
     def lives_at(batch: int) -> tuple[tuple[Allocation, ...], int]:

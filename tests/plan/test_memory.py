@@ -462,6 +462,10 @@ def test_max_batch_of_a_linear_layer_is_the_closed_form() -> None:
     from torchroofline.present.report import batch_fit_line
 
     assert batch_fit_line(fit).endswith("500 (needs 1,287,168 B; 501 needs 1,289,216 B)")
+    # a limit below the inputs' own batch answered that batch, above the limit (batch 4 of
+    # limit 0): one line instead, before any trace
+    with pytest.raises(InputError, match=r"^limit 3 is below the inputs' own batch \(4\); pass"):
+        max_batch(nn.Linear(256, 256), torch.randn(4, 256), _gpu_with_memory(capacity), limit=3)
 
 
 def test_max_batch_confirms_by_trace_only_the_batches_its_search_tried() -> None:
