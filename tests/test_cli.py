@@ -463,6 +463,13 @@ def test_gpus_table_and_json(capsys):
     code, out, _ = run(capsys, "gpus", "--json")
     keys = {gpu["key"] for gpu in json.loads(out)}
     assert {"h100-sxm", "a100-80gb", "mi300x", "rtx4090"} <= keys
+    # `gpus h100` was "unrecognized argument h100": the GPUs named, as --gpu takes them
+    code, out, _ = run(capsys, "gpus", "h100", "b200", "--json")
+    assert code == 0 and [gpu["key"] for gpu in json.loads(out)] == ["h100-sxm", "b200"]
+    code, out, _ = run(capsys, "gpus", "mi250x")
+    assert [line.split()[0] for line in out.splitlines()[1:-1]] == ["mi250x"]
+    code, _, err = run(capsys, "gpus", "h1000")
+    assert code == 2 and err.startswith("torchroofline: error: unknown GPU 'h1000'; closest:")
 
 
 @pytest.mark.parametrize("command", [[], ["analyze"], ["gpus"], ["kernelbench"], ["plot"]])
