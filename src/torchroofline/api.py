@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -133,12 +134,13 @@ def analyze(
         data, inputs, data_limit_bytes
     )
     options = step_trace_options(mode, loss, optimizer, optimizer_options, autocast, checkpoint)
-    trace, job = _traced(
-        model, inputs, dict(options, real_fallback_limit_bytes=real_fallback_limit_bytes,
-                            name=name),
-        {"world": world, "mesh": mesh, "parallelize": parallelize, "parallel": parallel,
-         "tp_plan": tp_plan, "gpus_per_node": gpus_per_node},
-    )
+    with _compiled_code_eager():
+        trace, job = _traced(
+            model, inputs, dict(options, real_fallback_limit_bytes=real_fallback_limit_bytes,
+                                name=name),
+            {"world": world, "mesh": mesh, "parallelize": parallelize, "parallel": parallel,
+             "tp_plan": tp_plan, "gpus_per_node": gpus_per_node},
+        )
     if bound_data == "given" and trace.step is None and (job is None or job.layout.world == 1):
         trace = with_given_values(trace, input_values or inputs, _module_tensors(model))
     result = with_checkpoint(price(make_plans(trace), context, actual_ms), checkpoint)
@@ -151,12 +153,31 @@ def _uncompiled(model: Any) -> tuple[Any, list[str]]:
     """The module ``torch.compile(model)`` wraps (its ``_orig_mod``), with a note; else
     ``model``. The wrapper would run Dynamo on the fake tensors, which needs a GPU driver."""
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # loaded once torch.compile ran
-    if eval_frame is None or not isinstance(model, eval_frame.OptimizedModule):
+    if eval_frame is None or not isinstance(model, nn.Module):
         return model, []
-    return model._orig_mod, [
-        "analyzed the module torch.compile wraps (_orig_mod): the bound is the program's own, "
-        "whatever Inductor makes of it, and the compile estimate models Inductor's fusion"
+    compiled = [name or "<top level>" for name, module in model.named_modules()
+                if isinstance(module, eval_frame.OptimizedModule)]
+    if not compiled:
+        return model, []
+    return getattr(model, "_orig_mod", model) if compiled[0] == "<top level>" else model, [
+        f"analyzed the modules torch.compile wraps ({', '.join(compiled[:3])}"
+        f"{' and more' if len(compiled) > 3 else ''}) as written: the bound is the program's "
+        "own, whatever Inductor makes of it, and the compile estimate models Inductor's fusion"
     ]
+
+
+@contextlib.contextmanager
+def _compiled_code_eager() -> Iterator[None]:
+    """Within: code ``torch.compile`` wraps (a submodule, a function the forward calls) runs as
+    written (``torch._dynamo.config.disable``), its ops traced one by one; compiled, Inductor
+    ran on the fake tensors and failed (a device mismatch in its generated code)."""
+    if "torch._dynamo.eval_frame" not in sys.modules:  # nothing was compiled
+        yield
+        return
+    from torch._dynamo import config
+
+    with config.patch(disable=True):
+        yield
 
 
 #: The modules that run otherwise in train mode (a module is built in it; only ``.eval()``
