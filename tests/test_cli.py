@@ -463,6 +463,13 @@ def test_gpus_table_and_json(capsys):
     code, out, _ = run(capsys, "gpus", "--json")
     keys = {gpu["key"] for gpu in json.loads(out)}
     assert {"h100-sxm", "a100-80gb", "mi300x", "rtx4090"} <= keys
+    # `gpus h100` was "unrecognized argument h100": the GPUs named, as --gpu takes them
+    code, out, _ = run(capsys, "gpus", "h100", "b200", "--json")
+    assert code == 0 and [gpu["key"] for gpu in json.loads(out)] == ["h100-sxm", "b200"]
+    code, out, _ = run(capsys, "gpus", "mi250x")
+    assert [line.split()[0] for line in out.splitlines()[1:-1]] == ["mi250x"]
+    code, _, err = run(capsys, "gpus", "h1000")
+    assert code == 2 and err.startswith("torchroofline: error: unknown GPU 'h1000'; closest:")
 
 
 @pytest.mark.parametrize("command", [[], ["analyze"], ["gpus"], ["kernelbench"], ["plot"]])
@@ -690,6 +697,12 @@ def test_suite_pictures_from_batch_and_saved_report(suite_report, capsys, tmp_pa
     (tmp_path / "truncated.json").write_text("{")
     code, _, err = run(capsys, "plot", tmp_path / "truncated.json", "--out", tmp_path)
     assert code == 2 and "not a readable report" in err
+    # both named the problem but not the fix (a Markdown report, a JSON of something else)
+    (tmp_path / "other.json").write_text('{"a": 1}')
+    for name in ("truncated.json", "other.json"):
+        code, _, err = run(capsys, "plot", tmp_path / name, "--out", tmp_path)
+        assert code == 2 and err.strip().endswith(
+            "; pass the JSON 'torchroofline kernelbench PATH --out report.json' wrote")
 
 
 def test_plot_names_the_command_that_draws_a_validate_report(capsys, tmp_path):

@@ -76,6 +76,38 @@ def test_the_command_line_starts_without_collecting_and_freezes_what_it_imported
 
 
 
+def test_letting_triton_in_forgets_what_torch_cached_while_it_was_held_back(monkeypatch):
+    # torch 2.15's Dynamo asks has_triton_package() at import, inside the window: the
+    # cached "no" outlived the window (a CUDA build with Triton installed said it had none)
+    import torch.utils._triton as probes
+
+    from torchroofline._startup import hold_back_triton, let_triton_in
+
+    monkeypatch.delitem(sys.modules, "triton", raising=False)  # restored after the test
+    assert hold_back_triton()
+    probes.has_triton_package.cache_clear()
+    assert probes.has_triton_package() is False  # asked while held back: cached
+    let_triton_in()
+    assert "triton" not in sys.modules
+    assert probes.has_triton_package.cache_info().currsize == 0  # asked afresh from here
+
+
+def test_the_batch_forkserver_holds_triton_back_while_it_preloads(monkeypatch):
+    # on a CUDA build the forkserver imported Triton (~0.3 s, flop_counter) before forking any
+    # worker; it holds it back as the command line does, and _preload lets it in at its end
+    from torchroofline._startup import started_as_the_batch_forkserver
+
+    command = "from multiprocessing.forkserver import main; main(%d, %d, %r, **%r)"  # 3.11
+    for preload, held in ((["torchroofline._preload"], True), (["__main__"], False)):
+        argv = [sys.executable, "-c", command % (3, 4, preload, {"sys_path": []})]
+        monkeypatch.setattr(sys, "orig_argv", argv)
+        assert started_as_the_batch_forkserver() is held
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-m", "pytest"])
+    assert not started_as_the_batch_forkserver()
+    preload = (Path(__file__).parents[1] / "src" / "torchroofline" / "_preload.py").read_text()
+    assert preload.rstrip().endswith("let_triton_in()")  # after everything it imports
+
+
 ENDS_AT_ITS_EXIT_CODE = """
 import atexit, os, sys
 sys.argv[0] = sys.argv[1]  # "torchroofline" is how the console script starts

@@ -12,7 +12,7 @@ import gc
 import torch
 from torch import nn
 
-from ._startup import install_dynamo_placeholder
+from ._startup import install_dynamo_placeholder, let_triton_in
 from .api import analyze
 from .suites import kernelbench  # noqa: F401 — loads the analysis modules
 
@@ -40,3 +40,6 @@ with contextlib.suppress(Exception):
 # collected here, once: else each worker's first analysis would run the full collection the
 # warm-up left due (trace.collector), over every object the imports made
 gc.collect()
+# held back while the forkserver imported (_startup.started_as_the_batch_forkserver): a problem
+# that imports it gets it
+let_triton_in()

@@ -57,7 +57,8 @@ else:
 # missing package (None in ``sys.modules``); flop_counter then takes the type to be
 # ``NoneType`` and logs that Triton is missing, a warning its logger, held at ERROR meanwhile,
 # keeps quiet. :func:`started` lets Triton be imported again, for whatever needs it later (a
-# model that compiles).
+# model that compiles). A batch's forkserver does the same while it preloads (its workers fork
+# from it): ``_preload`` lets Triton in at its end.
 
 TRITON = "triton"
 FLOP_COUNTER_LOG = "torch.utils.flop_counter"
@@ -78,9 +79,33 @@ def let_triton_in() -> None:
     if TRITON in sys.modules and sys.modules[TRITON] is None:
         del sys.modules[TRITON]
         logging.getLogger(FLOP_COUNTER_LOG).setLevel(logging.NOTSET)
+        _forget_triton_answers()
 
 
-if started_as_the_command_line():
+#: The module whose functions answer "is Triton there?" once per process (functools.cache).
+TORCH_TRITON = "torch.utils._triton"
+
+
+def _forget_triton_answers() -> None:
+    """Clears the answers :data:`TORCH_TRITON` cached while Triton was held back: one asked
+    then (``torch._dynamo.utils`` asks ``has_triton_package()`` at import, torch 2.15) said no
+    for the rest of the process, to Inductor and to user Triton kernels alike."""
+    probes = sys.modules.get(TORCH_TRITON)
+    for probe in vars(probes).values() if probes is not None else ():
+        if getattr(probe, "__module__", None) == TORCH_TRITON and hasattr(probe, "cache_clear"):
+            probe.cache_clear()
+
+
+def started_as_the_batch_forkserver() -> bool:
+    """Whether this process is the forkserver a batch (``suites.batch``) forks its workers
+    from: multiprocessing's own command line, preloading :mod:`torchroofline._preload`, which
+    lets Triton in once it is done."""
+    argv = getattr(sys, "orig_argv", sys.argv)
+    return any(a.startswith("from multiprocessing.forkserver import main")
+               and f"'{__name__.partition('.')[0]}._preload'" in a for a in argv)
+
+
+if started_as_the_command_line() or started_as_the_batch_forkserver():
     hold_back_triton()
 
 

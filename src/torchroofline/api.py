@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -133,12 +134,13 @@ def analyze(
         data, inputs, data_limit_bytes
     )
     options = step_trace_options(mode, loss, optimizer, optimizer_options, autocast, checkpoint)
-    trace, job = _traced(
-        model, inputs, dict(options, real_fallback_limit_bytes=real_fallback_limit_bytes,
-                            name=name),
-        {"world": world, "mesh": mesh, "parallelize": parallelize, "parallel": parallel,
-         "tp_plan": tp_plan, "gpus_per_node": gpus_per_node},
-    )
+    with _compiled_code_eager():
+        trace, job = _traced(
+            model, inputs, dict(options, real_fallback_limit_bytes=real_fallback_limit_bytes,
+                                name=name),
+            {"world": world, "mesh": mesh, "parallelize": parallelize, "parallel": parallel,
+             "tp_plan": tp_plan, "gpus_per_node": gpus_per_node},
+        )
     if bound_data == "given" and trace.step is None and (job is None or job.layout.world == 1):
         trace = with_given_values(trace, input_values or inputs, _module_tensors(model))
     result = with_checkpoint(price(make_plans(trace), context, actual_ms), checkpoint)
@@ -151,12 +153,31 @@ def _uncompiled(model: Any) -> tuple[Any, list[str]]:
     """The module ``torch.compile(model)`` wraps (its ``_orig_mod``), with a note; else
     ``model``. The wrapper would run Dynamo on the fake tensors, which needs a GPU driver."""
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # loaded once torch.compile ran
-    if eval_frame is None or not isinstance(model, eval_frame.OptimizedModule):
+    if eval_frame is None or not isinstance(model, nn.Module):
         return model, []
-    return model._orig_mod, [
-        "analyzed the module torch.compile wraps (_orig_mod): the bound is the program's own, "
-        "whatever Inductor makes of it, and the compile estimate models Inductor's fusion"
+    compiled = [name or "<top level>" for name, module in model.named_modules()
+                if isinstance(module, eval_frame.OptimizedModule)]
+    if not compiled:
+        return model, []
+    return getattr(model, "_orig_mod", model) if compiled[0] == "<top level>" else model, [
+        f"analyzed the modules torch.compile wraps ({', '.join(compiled[:3])}"
+        f"{' and more' if len(compiled) > 3 else ''}) as written: the bound is the program's "
+        "own, whatever Inductor makes of it, and the compile estimate models Inductor's fusion"
     ]
+
+
+@contextlib.contextmanager
+def _compiled_code_eager() -> Iterator[None]:
+    """Within: code ``torch.compile`` wraps (a submodule, a function the forward calls) runs as
+    written (``torch._dynamo.config.disable``), its ops traced one by one; compiled, Inductor
+    ran on the fake tensors and failed (a device mismatch in its generated code)."""
+    if "torch._dynamo.eval_frame" not in sys.modules:  # nothing was compiled
+        yield
+        return
+    from torch._dynamo import config
+
+    with config.patch(disable=True):
+        yield
 
 
 #: The modules that run otherwise in train mode (a module is built in it; only ``.eval()``
@@ -249,6 +270,10 @@ def max_batch(
     options = step_trace_options(mode, loss, optimizer, optimizer_options)
     arguments = check_inputs(model, inputs)
     start = _batch_size(arguments, batch_dim)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < start:
+        # the search starts at the inputs' own batch: it answered that batch, above the limit
+        raise InputError(f"limit {limit!r} is below the inputs' own batch ({start}); pass a "
+                         f"whole number of at least {start}, the largest batch to try")
     traced: dict[int, tuple[tuple[Allocation, ...], int]] = {}
 
     def lives_at(batch: int) -> tuple[tuple[Allocation, ...], int]:
@@ -292,6 +317,12 @@ def _traced(model: nn.Module, inputs: Any, options: Mapping[str, Any], job: Mapp
         raise InputError(f"unknown keyword(s) {', '.join(unknown)}; a distributed job takes "
                          f"{', '.join(JOB_KEYWORDS)}")
     if job.get("world") is None:
+        given = [name for name in JOB_KEYWORDS[1:-1] if job.get(name) is not None]
+        if given:  # silently a one-GPU analysis, where the command line refuses --mesh alone
+            raise InputError(
+                f"{', '.join(given)}: distributed-job option(s), which a one-GPU analysis has "
+                "no use for; add world=N (CLI: --world N) or leave them out"
+            )
         return trace_model(model, inputs, **options), None
     layout = Layout.resolve(job["world"], job.get("mesh"), job.get("gpus_per_node", 8))
     traced = job_trace(model, inputs, layout, job.get("parallelize"), job.get("parallel"),

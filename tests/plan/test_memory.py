@@ -226,6 +226,11 @@ def test_7b_parameters_with_adamw_in_fp32_need_112_gb_before_activations() -> No
                for kind in ("parameters", "gradients", "optimizer_states"))
     assert held >= 16 * 7_000_120_000 >= 112e9
     assert memory.fit(get_gpu("h100-sxm")).verdict == "does not fit"
+    # a GPU's name, as every other call takes it, raised AttributeError: 'str' object has no
+    # attribute 'name'; now one line names the call that makes a GPUSpec of it
+    with pytest.raises(InputError, match=r"^memory.fit takes a GPUSpec, got 'h100'; pass "
+                       r"torchroofline.get_gpu\('h100'\)$"):
+        memory.fit("h100")
 
 
 # --- does it fit? ---
@@ -457,6 +462,10 @@ def test_max_batch_of_a_linear_layer_is_the_closed_form() -> None:
     from torchroofline.present.report import batch_fit_line
 
     assert batch_fit_line(fit).endswith("500 (needs 1,287,168 B; 501 needs 1,289,216 B)")
+    # a limit below the inputs' own batch answered that batch, above the limit (batch 4 of
+    # limit 0): one line instead, before any trace
+    with pytest.raises(InputError, match=r"^limit 3 is below the inputs' own batch \(4\); pass"):
+        max_batch(nn.Linear(256, 256), torch.randn(4, 256), _gpu_with_memory(capacity), limit=3)
 
 
 def test_max_batch_confirms_by_trace_only_the_batches_its_search_tried() -> None:

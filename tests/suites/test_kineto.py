@@ -432,6 +432,25 @@ def test_an_interrupted_trace_keeps_the_ops_priced(capsys, monkeypatch, form) ->
         assert out.startswith("> **Partial report**: interrupted after 2 of 6 ops")
 
 
+@pytest.mark.parametrize("phase", ["load_events", "_cpu_ops"])
+def test_an_interrupt_while_reading_says_no_report_was_written(capsys, monkeypatch, phase) -> None:
+    # Ctrl-C while a large trace was read (or its kernels joined to their ops) printed only
+    # "interrupted": now one line names the trace, the phase and that nothing was written
+    from torchroofline.suites.kineto import events
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # as the armed signal handler raises it, mid-read
+
+    monkeypatch.setattr(events, phase, interrupted)
+    assert main(["trace", str(TINY)]) == 130
+    out, err = capsys.readouterr()
+    assert out == ""
+    (line,) = err.strip().splitlines()
+    doing = "reading" if phase == "load_events" else "joining the kernels to the ops of"
+    assert line == (f"torchroofline: error: interrupted while {doing} {TINY}, before any op "
+                    "was priced: no report was written")
+
+
 def test_cli_bad_file_is_one_line(tmp_path, capsys) -> None:
     path = _written(tmp_path, "bad.json", b"[")
     assert main(["trace", str(path)]) == 2  # bad usage, as a missing trace is

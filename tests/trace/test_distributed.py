@@ -227,6 +227,10 @@ def test_the_process_group_is_destroyed_after_a_failure() -> None:
     ({"world": 8, "mesh": {"dp": 2, "tp": 2}, "parallel": "fsdp"}, "holds 4 ranks"),
     ({"world": 8}, "parallelize"),
     ({"world": 8, "parallel": "tp"}, "tp_plan"),
+    # without world they were a one-GPU analysis, silently (the command line refuses --mesh
+    # without --world)
+    ({"mesh": {"dp": 2}, "parallel": "ddp"}, r"^mesh, parallel: distributed-job option\(s\), "
+     r"which a one-GPU analysis has no use for; add world=N \(CLI: --world N\)"),
 ])
 def test_job_errors(options: dict, message: str) -> None:
     with pytest.raises(InputError, match=message):

@@ -164,8 +164,8 @@ def _run(argv: Sequence[str] | None) -> int:
     except TorchrooflineError as error:
         report_error(error, args.debug)
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        print_error("interrupted")
+    except KeyboardInterrupt as stop:  # its own line where it has one (what was cut short)
+        print_error(str(stop) or "interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `torchroofline ... | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -13,6 +13,8 @@ from .common import EXIT_OK, command
 def register(commands: Any) -> None:
     """The ``gpus`` command's parser, added to ``commands``."""
     gpus = command(commands, "gpus", writes=False, help="list the GPU table and its key peaks")
+    gpus.add_argument("names", nargs="*", metavar="GPU",
+                      help="only these GPUs, named as --gpu takes them (default: every one)")
     gpus.add_argument("--json", action="store_true", help="JSON instead of a table")
     gpus.set_defaults(handler=cmd_gpus)
 
@@ -51,9 +53,9 @@ GPU_COLUMNS: dict[str, Callable[[Any], str]] = {
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:
-    from ..price.hardware import list_gpus
+    from ..price.hardware import get_gpu, list_gpus
 
-    specs = list_gpus()
+    specs = [get_gpu(name) for name in args.names] if args.names else list_gpus()
     if args.json:
         print(json.dumps([spec.to_dict() for spec in specs], indent=2))
         return EXIT_OK

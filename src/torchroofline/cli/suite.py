@@ -351,6 +351,10 @@ OTHER_JSON: dict[str, str] = {
 }
 
 
+#: What ``plot`` draws, as the fix its errors name.
+PLOTTED = "pass the JSON 'torchroofline kernelbench PATH --out report.json' wrote"
+
+
 def _drawn_elsewhere(data: object) -> str:
     """"; it is ... draw it with ..." where ``data`` is a JSON another command draws."""
     found = next((what for key, what in OTHER_JSON.items()
@@ -367,10 +371,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
     try:
         data = json.loads(Path(args.report).read_text())
     except (OSError, ValueError) as error:
-        raise UsageError(f"{args.report}: not a readable report JSON ({error})") from None
+        raise UsageError(f"{args.report}: not a readable report JSON ({error}); {PLOTTED}"
+                         ) from None
     if not isinstance(data, dict) or "problems" not in data or _drawn_elsewhere(data):
         raise UsageError(f"{args.report}: not a 'torchroofline kernelbench' JSON report"
-                         + _drawn_elsewhere(data))
+                         + (_drawn_elsewhere(data) or f"; {PLOTTED}"))
     report = BatchReport.from_dict(data)
     _warn_if_unmeasured(report)
     for path in plot_suite(report, args.out, per_problem=args.per_problem):

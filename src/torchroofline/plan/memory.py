@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..costs import tensor_bytes
+from ..errors import InputError
 from ..trace.refs import TensorRef, Trace, TracedOp
 
 if TYPE_CHECKING:  # a fit compares with a GPU's memory; the spec is priced later
@@ -210,6 +211,13 @@ class MemoryTimeline:
     peak_bytes_by_phase: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     def fit(self, gpu: GPUSpec) -> MemoryFit:
+        """The peak set against ``gpu``'s memory (a ``GPUSpec``: ``torchroofline.get_gpu``
+        makes one of a name, a later stage than this one)."""
+        if not hasattr(gpu, "memory_bytes"):
+            raise InputError(f"memory.fit takes a GPUSpec, got {gpu!r}; pass "
+                             f"torchroofline.get_gpu({gpu!r})" if isinstance(gpu, str) else
+                             f"memory.fit takes a GPUSpec, got {type(gpu).__name__}; pass "
+                             "torchroofline.get_gpu(name)")
         return MemoryFit(gpu.name, gpu.memory_bytes, self.peak_bytes, self.reserved_bytes)
 
     def to_dict(self, gpu: GPUSpec) -> dict[str, object]:

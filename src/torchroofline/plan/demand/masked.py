@@ -153,11 +153,7 @@ def _class_grid(
             (r[-1] for box in boxes for r in box[dim] if r), default=0)
         if len(boxes) * extent > _GRID_CELLS:
             return None
-        member = torch.zeros(len(boxes), extent, dtype=torch.bool)
-        for index, box in enumerate(boxes):
-            for r in box[dim]:
-                member[index, r.start : r.stop : r.step] = True
-        member, classes = torch.unique(member, dim=1, return_inverse=True)
+        member, classes = _memberships([box[dim] for box in boxes], extent)
         memberships.append(member)
         if size > 1:
             shape = list(weights.shape)
@@ -170,13 +166,38 @@ def _class_grid(
     cells = math.prod(member.shape[1] for member in memberships)
     if cells * len(boxes) > _GRID_CELLS:
         return None
-    covered = torch.zeros([member.shape[1] for member in memberships], dtype=torch.bool)
-    for index in range(len(boxes)):
-        inside = memberships[0][index]
-        for member in memberships[1:]:
-            inside = inside.unsqueeze(-1) & member[index]
-        covered |= inside
-    return covered, weights
+    inside = memberships[0]
+    for member in memberships[1:]:
+        inside = inside.unsqueeze(-1) & member.reshape(
+            member.shape[:1] + (1,) * (inside.dim() - 1) + member.shape[1:])
+    return inside.any(0), weights
+
+
+def _memberships(
+    index_sets: Sequence[IndexSet], extent: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions ``0 … extent − 1`` of one dim grouped into classes held by the same index
+    sets: (which sets hold each class, a bool ``(sets, classes)``; each position's class).
+    Where every range is a run (step 1) the classes are the spans between consecutive range
+    ends, found from the ends alone; otherwise each set's positions are marked one by one."""
+    ranges = [(index, r) for index, index_set in enumerate(index_sets) for r in index_set if r]
+    if all(r.step == 1 for _, r in ranges):
+        cuts = sorted({0, extent}.union(*((r.start, r.stop) for _, r in ranges)))
+        starts, stops = torch.tensor(cuts[:-1]), torch.tensor(cuts[1:])
+        owners = torch.tensor([index for index, _ in ranges], dtype=torch.int64)
+        lows = torch.tensor([r.start for _, r in ranges], dtype=torch.int64)
+        highs = torch.tensor([r.stop for _, r in ranges], dtype=torch.int64)
+        held = (lows[:, None] <= starts) & (stops <= highs[:, None])
+        member = torch.zeros(len(index_sets), len(starts), dtype=torch.int64).index_add_(
+            0, owners, held.to(torch.int64)) > 0
+        classes = torch.repeat_interleave(torch.arange(len(starts)), stops - starts)
+    else:
+        member = torch.zeros(len(index_sets), extent, dtype=torch.bool)
+        for index, r in ranges:
+            member[index, r.start : r.stop : r.step] = True
+        classes = torch.arange(extent)
+    merged, inverse = torch.unique(member, dim=1, return_inverse=True)
+    return merged, inverse[classes]
 
 
 #: Most lines with one finite score or none :func:`constant_lines` cuts out of a demand.

@@ -160,12 +160,33 @@ def load_events(path: str | Path) -> dict[str, Any]:
     return document
 
 
+class TraceReadInterrupted(KeyboardInterrupt):
+    """Ctrl-C while a trace was read or joined, before any of its ops was priced: nothing to
+    report, and the one line says so (the phase cut short)."""
+
+    def __init__(self, path: str | Path, phase: str) -> None:
+        super().__init__(f"interrupted while {phase} {path}, before any op was priced: "
+                         "no report was written")
+
+
 def read_trace(path: str | Path) -> KinetoTrace:
     """Load ``path`` and join its GPU activities to their ops (see the module's docstring).
 
     Raises :class:`~torchroofline.errors.TraceFileError` with one line for a file that is
-    not a trace, a truncated one, or one without GPU activity or CPU ops."""
-    document = load_events(path)
+    not a trace, a truncated one, or one without GPU activity or CPU ops, and
+    :class:`TraceReadInterrupted` on Ctrl-C."""
+    try:
+        document = load_events(path)
+    except KeyboardInterrupt:
+        raise TraceReadInterrupted(path, "reading") from None
+    try:
+        return _joined(path, document)
+    except KeyboardInterrupt:
+        raise TraceReadInterrupted(path, "joining the kernels to the ops of") from None
+
+
+def _joined(path: str | Path, document: dict[str, Any]) -> KinetoTrace:
+    """The trace whose events ``document`` holds, its GPU activities joined to their ops."""
     events = [e for e in document["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
     try:
         ops, launches, raw_activities = _split(events)
