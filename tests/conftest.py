@@ -48,10 +48,13 @@ def pytest_collection_modifyitems(items: list) -> None:
     sort is stable)."""
 
     def rank(item) -> int:
-        return next((place for place, start in enumerate(LONGEST_FIRST)
-                     if item.nodeid.startswith(start)), len(LONGEST_FIRST))
+        return next(
+            (place for place, start in enumerate(LONGEST_FIRST) if item.nodeid.startswith(start)),
+            len(LONGEST_FIRST),
+        )
 
     items.sort(key=rank)
+
 
 #: H100 SXM (Hopper whitepaper, dense): CUDA-core fp32, TF32 / BF16 tensor cores, HBM3.
 H100_FP32 = 66.9e12
