@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 import torchroofline
+from torchroofline.errors import InputError
 from torchroofline.present.breakdown import TOP_LEVEL, module_costs, unconfirmed_figures
 from torchroofline.present.report import format_result
 
@@ -111,3 +112,6 @@ def test_depth_sums_a_layer_s_modules():
         parts = [leaves[layer], leaves[f"{layer}.wide"], leaves[f"{layer}.narrow"]]
         assert by_layer[layer].flops == sum(part.flops for part in parts)
         assert by_layer[layer].bytes == sum(part.bytes for part in parts)
+    for depth in (0, -1):  # a cut that keeps no name (or drops the last) is refused
+        with pytest.raises(InputError, match=f"depth={depth} keeps no module name"):
+            module_costs(result, depth=depth)

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InputError
 from ..price.precision import UNIT_RULES
 
 if TYPE_CHECKING:
@@ -47,7 +48,12 @@ def module_costs(result: Result, depth: int | None = None) -> list[ModuleCost]:
     """The roll-up by module path (``OpRecord.module_path``, the innermost module that ran the
     op), costliest first. Views are free and count as ops only. With ``depth``, paths are cut to
     their first ``depth`` names, so ``depth=2`` sums ``blocks.3.attn.qkv`` and every other
-    module of ``blocks.3`` into ``blocks.3``: which layer costs most."""
+    module of ``blocks.3`` into ``blocks.3``: which layer costs most. A ``depth`` below 1
+    keeps no name (``depth=-1`` would cut the last name off each path): InputError."""
+    if depth is not None and depth < 1:
+        raise InputError(f"module_costs: depth={depth} keeps no module name; pass depth=1 or "
+                         "more (the leading names a path keeps), or None for every module")
+
     def cut(path: str) -> str:
         return ".".join(path.split(".")[:depth]) if path else TOP_LEVEL
 
