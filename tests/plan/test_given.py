@@ -687,13 +687,18 @@ def test_a_column_broadcast_operand_computes_one_column() -> None:
     assert (spread.tensor_flops, spread.compulsory_bytes) == (2 * 16**2, (2 * 16**2 + 16) * 4)
 
 
-@pytest.mark.xfail(strict=True, reason="tril(ones) @ x is a prefix sum (16·15 adds, a scan); "
-                   "the bound charges the triangle's products (docs/limitations.md)")
-def test_a_product_with_a_triangle_of_ones_is_a_prefix_sum() -> None:
-    # out[i] = Σ_{k≤i} x[k]: a scan, out[i] = out[i-1] + x[i], 15 adds per column of 16
-    result = analyze(_Product(lambda x: torch.tril(torch.ones(16, 16)) @ x),
-                     [torch.randn(16, 16)], data="any")
-    assert result.flops <= 15 * 16
+@pytest.mark.parametrize("how", [
+    lambda x: torch.tril(torch.ones(16, 16)) @ x,
+    lambda x: torch.triu(torch.ones(16, 16)) @ x,  # the reversed scan
+    lambda x: x @ torch.tril(torch.ones(16, 16)),
+    lambda x: x @ torch.triu(torch.ones(16, 16)),
+])
+def test_a_product_with_a_triangle_of_ones_is_a_prefix_sum(how) -> None:  # noqa: ANN001
+    # out[i] = Σ_{k≤i} x[k]: a scan, out[i] = out[i-1] + x[i], charged one add per element
+    # (16², where 15 per line of 16 suffice), not the triangle's 16²·17 multiply-adds; both
+    # move x and the output alone (2·16²·4 bytes), so the time ties and the fewer FLOPs win
+    result = analyze(_Product(how), [torch.randn(16, 16)], data="any")
+    assert (result.flops, result.compulsory_bytes) == (16 * 16, 2 * 16 * 16 * 4)
 
 
 @pytest.mark.xfail(strict=True, reason="a given input's zeros are used only by the product "
