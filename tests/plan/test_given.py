@@ -679,14 +679,16 @@ def test_a_given_ones_operand_computes_one_line() -> None:
     assert dense.tensor_flops == 2 * 16**3  # for any values the operand's lines may differ
 
 
-@pytest.mark.xfail(strict=True, reason="the algebra computes once an operand broadcast along "
-                   "its rows (x.expand(m, k) @ w), not along its columns (docs/limitations.md)")
 def test_a_column_broadcast_operand_computes_one_column() -> None:
     # y @ w[:, None].expand(16, 16), w any data: every column of B is w (stride 0), so y @ w
     # once, 2·16² FLOPs, and w read once (16 floats) besides y and the output
     spread = analyze(_Product(lambda y, w: y @ w[:, None].expand(16, 16)),
                      [torch.randn(16, 16), torch.randn(16)], data="any")
     assert (spread.tensor_flops, spread.compulsory_bytes) == (2 * 16**2, (2 * 16**2 + 16) * 4)
+    # a bias of one value per column differs along the row: every column computed, 2·16³
+    biased = analyze(_Product(lambda y, w, b: torch.addmm(b, y, w[:, None].expand(16, 16))),
+                     [torch.randn(16, 16), torch.randn(16), torch.randn(16)], data="any")
+    assert biased.tensor_flops == 2 * 16**3
 
 
 @pytest.mark.parametrize("how", [
@@ -701,6 +703,25 @@ def test_a_product_with_a_triangle_of_ones_is_a_prefix_sum(how) -> None:  # noqa
     # move x and the output alone (2·16²·4 bytes), so the time ties and the fewer FLOPs win
     result = analyze(_Product(how), [torch.randn(16, 16)], data="any")
     assert (result.flops, result.compulsory_bytes) == (16 * 16, 2 * 16 * 16 * 4)
+
+
+@pytest.mark.xfail(strict=True, reason="a given triangle of ones is no cumulative sum: the "
+                   "algebra reads values known from shapes and constants (docs/limitations.md)")
+def test_a_product_with_a_given_triangle_of_ones_is_a_prefix_sum() -> None:
+    # t = tril(ones(16, 16)) given: t @ x is x's prefix sums down its columns, as when built
+    result = analyze(_Product(lambda x, t: t @ x), [torch.randn(16, 16),
+                     torch.tril(torch.ones(16, 16))], data="given")
+    assert result.flops <= 16 * 16
+
+
+@pytest.mark.xfail(strict=True, reason="a given input's zeros zero a mul that reads it "
+                   "directly, not through a sum (docs/limitations.md)")
+def test_a_sum_of_a_given_zero_input_zeroes_what_it_multiplies() -> None:
+    # z.sum(1, keepdim=True) is 0 for z = zeros(16, 16) given, so times a finite y it is 16²
+    # zeros written, nothing read: 16²·4 bytes
+    result = analyze(_Product(lambda z, y: z.sum(1, keepdim=True) * y),
+                     [torch.zeros(16, 16), torch.randn(16, 16)], data="given")
+    assert result.compulsory_bytes == 16 * 16 * 4
 
 
 def test_a_given_zero_input_zeroes_what_it_multiplies() -> None:
