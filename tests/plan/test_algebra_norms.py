@@ -127,8 +127,12 @@ def test_a_batch_norm_tracking_running_statistics_still_computes_them() -> None:
          "batch-norm-eval"],
 )
 def test_no_constant_where_the_normalisation_does_not_cancel(function, parts) -> None:
+    # every element of x is still read and summed (more than B·C·SIZE² FLOPs); an eval batch
+    # norm, a per-channel affine map, may take its mean through the linear map (fewer FLOPs
+    # at the same time, both reading x once), never a constant
     result = analyze(_With(function, **parts), meta(B, C, SIZE, SIZE))
-    assert not result.rewrites and result.flops > B * C * SIZE * SIZE
+    assert not any(s.rule.startswith("normalised") for s in result.rewrites)
+    assert result.flops > B * C * SIZE * SIZE
 
 
 def _affine(module: nn.Module) -> nn.Module:

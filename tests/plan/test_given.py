@@ -651,19 +651,21 @@ class _Product(nn.Module):
 
 
 @pytest.mark.parametrize("data", ["any", "given"])
-@pytest.mark.parametrize("how", [
-    lambda x: x @ torch.ones(16, 16),  # a constant: every column of B alike
-    lambda x: x @ torch.full((16, 16), 3.0),
-    lambda x: torch.ones(16, 16) @ x,  # every row of A alike
+@pytest.mark.parametrize(("how", "scaled"), [
+    (lambda x: x @ torch.ones(16, 16), 0),  # a constant: every column of B alike
+    (lambda x: x @ torch.full((16, 16), 3.0), 16),
+    (lambda x: torch.ones(16, 16) @ x, 0),  # every row of A alike
 ])
-def test_a_product_with_alike_lines_computes_one_line(how, data) -> None:  # noqa: ANN001
-    # x @ ones(16, 16) is x's row sums, each written 16 times: a kernel computes the 16
-    # distinct outputs, 2·16 FLOPs each (2·16² in all, not 2·16³), and moves x (16² floats in)
-    # and the output (16² out): 2·16²·4 bytes, the constant made in the kernel.
+def test_a_product_with_alike_lines_computes_one_line(how, scaled, data) -> None:  # noqa: ANN001
+    # x @ ones(16, 16) is x's row sums, each written 16 times: the walk's equal lines compute
+    # the 16 distinct outputs, 2·16 FLOPs each (2·16² in all, not 2·16³); both it and the
+    # algebra's row sums (one add per element, 16², and × 3 once per row: 16 more) move x
+    # (16² floats in) and the output (16² out), 2·16²·4 bytes, the constant made in the
+    # kernel, so the time ties and the bound takes the sums' fewer FLOPs
     result = analyze(_Product(how), [torch.randn(16, 16)], data=data)
-    assert result.tensor_flops == 2 * 16 * 16
+    assert (result.tensor_flops, result.vector_flops) == (0, 16 * 16 + scaled)
     assert result.compulsory_bytes == 2 * 16 * 16 * 4
-    assert any("equal lines" in note for note in result.notes)
+    assert sum(op.flops.tensor for op in result.plans.necessary.ops) == 2 * 16**2
 
 
 def test_a_given_ones_operand_computes_one_line() -> None:
@@ -677,30 +679,61 @@ def test_a_given_ones_operand_computes_one_line() -> None:
     assert dense.tensor_flops == 2 * 16**3  # for any values the operand's lines may differ
 
 
-@pytest.mark.xfail(strict=True, reason="the algebra computes once an operand broadcast along "
-                   "its rows (x.expand(m, k) @ w), not along its columns (docs/limitations.md)")
 def test_a_column_broadcast_operand_computes_one_column() -> None:
     # y @ w[:, None].expand(16, 16), w any data: every column of B is w (stride 0), so y @ w
     # once, 2·16² FLOPs, and w read once (16 floats) besides y and the output
     spread = analyze(_Product(lambda y, w: y @ w[:, None].expand(16, 16)),
                      [torch.randn(16, 16), torch.randn(16)], data="any")
     assert (spread.tensor_flops, spread.compulsory_bytes) == (2 * 16**2, (2 * 16**2 + 16) * 4)
+    # a bias of one value per column differs along the row: every column computed, 2·16³
+    biased = analyze(_Product(lambda y, w, b: torch.addmm(b, y, w[:, None].expand(16, 16))),
+                     [torch.randn(16, 16), torch.randn(16), torch.randn(16)], data="any")
+    assert biased.tensor_flops == 2 * 16**3
 
 
-@pytest.mark.xfail(strict=True, reason="tril(ones) @ x is a prefix sum (16·15 adds, a scan); "
-                   "the bound charges the triangle's products (docs/limitations.md)")
-def test_a_product_with_a_triangle_of_ones_is_a_prefix_sum() -> None:
-    # out[i] = Σ_{k≤i} x[k]: a scan, out[i] = out[i-1] + x[i], 15 adds per column of 16
-    result = analyze(_Product(lambda x: torch.tril(torch.ones(16, 16)) @ x),
-                     [torch.randn(16, 16)], data="any")
-    assert result.flops <= 15 * 16
+@pytest.mark.parametrize("how", [
+    lambda x: torch.tril(torch.ones(16, 16)) @ x,
+    lambda x: torch.triu(torch.ones(16, 16)) @ x,  # the reversed scan
+    lambda x: x @ torch.tril(torch.ones(16, 16)),
+    lambda x: x @ torch.triu(torch.ones(16, 16)),
+])
+def test_a_product_with_a_triangle_of_ones_is_a_prefix_sum(how) -> None:  # noqa: ANN001
+    # out[i] = Σ_{k≤i} x[k]: a scan, out[i] = out[i-1] + x[i], charged one add per element
+    # (16², where 15 per line of 16 suffice), not the triangle's 16²·17 multiply-adds; both
+    # move x and the output alone (2·16²·4 bytes), so the time ties and the fewer FLOPs win
+    result = analyze(_Product(how), [torch.randn(16, 16)], data="any")
+    assert (result.flops, result.compulsory_bytes) == (16 * 16, 2 * 16 * 16 * 4)
 
 
-@pytest.mark.xfail(strict=True, reason="a given input's zeros are used only by the product "
-                   "that reads it: z * y and (z @ y) @ y read y (docs/limitations.md)")
+@pytest.mark.xfail(strict=True, reason="a given triangle of ones is no cumulative sum: the "
+                   "algebra reads values known from shapes and constants (docs/limitations.md)")
+def test_a_product_with_a_given_triangle_of_ones_is_a_prefix_sum() -> None:
+    # t = tril(ones(16, 16)) given: t @ x is x's prefix sums down its columns, as when built
+    result = analyze(_Product(lambda x, t: t @ x), [torch.randn(16, 16),
+                     torch.tril(torch.ones(16, 16))], data="given")
+    assert result.flops <= 16 * 16
+
+
+@pytest.mark.xfail(strict=True, reason="a given input's zeros zero a mul that reads it "
+                   "directly, not through a sum (docs/limitations.md)")
+def test_a_sum_of_a_given_zero_input_zeroes_what_it_multiplies() -> None:
+    # z.sum(1, keepdim=True) is 0 for z = zeros(16, 16) given, so times a finite y it is 16²
+    # zeros written, nothing read: 16²·4 bytes
+    result = analyze(_Product(lambda z, y: z.sum(1, keepdim=True) * y),
+                     [torch.zeros(16, 16), torch.randn(16, 16)], data="given")
+    assert result.compulsory_bytes == 16 * 16 * 4
+
+
 def test_a_given_zero_input_zeroes_what_it_multiplies() -> None:
     # z = zeros(16, 16) given: z * y is 0 for finite y, so a kernel writes 16² zeros, reads
-    # nothing: 16²·4 bytes
-    result = analyze(_Product(lambda z, y: z * y), [torch.zeros(16, 16), torch.randn(16, 16)],
-                     data="given")
-    assert result.compulsory_bytes == 16 * 16 * 4
+    # nothing: 16²·4 bytes, no FLOPs
+    zeros = torch.zeros(16, 16)
+    result = analyze(_Product(lambda z, y: z * y), [zeros, torch.randn(16, 16)], data="given")
+    assert (result.flops, result.compulsory_bytes) == (0, 16 * 16 * 4)
+    assert any("zero factor" in note for note in result.notes)
+    # y = inf is no finite factor (0·inf is NaN), nor is any y for any values: 16² multiplies
+    # reading z and y, writing the output: 3·16²·4 bytes
+    infinite = torch.full((16, 16), float("inf"))
+    for inputs, data in (([zeros, infinite], "given"), ([zeros, torch.randn(16, 16)], "any")):
+        result = analyze(_Product(lambda z, y: z * y), inputs, data=data)
+        assert (result.flops, result.compulsory_bytes) == (16 * 16, 3 * 16 * 16 * 4)

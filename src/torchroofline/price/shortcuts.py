@@ -53,12 +53,19 @@ class Shortcut:
 
 def bound_work(result: Result) -> Necessary:
     """The work the bound charges: the cheapest equal program's where it prices lower here
-    than the program as written (a shortcut may trade tensor-core FLOPs for CUDA-core ones)."""
+    than the program as written (a shortcut may trade tensor-core FLOPs for CUDA-core ones),
+    or prices the same in fewer FLOPs (both bound by the same bytes: a small ``tril(ones) @
+    x``, charged its prefix sum's adds, not the triangle's multiply-adds)."""
     plans = result.plans
     cheapest = plans.cheapest
-    if cheapest is None or result.sol_of(cheapest.necessary) >= result.sol_of(plans.necessary):
+    if cheapest is None:
         return plans.necessary
-    return cheapest.necessary
+    rewritten, written = result.sol_of(cheapest.necessary), result.sol_of(plans.necessary)
+    if rewritten < written or rewritten == written and (
+        _flops(cheapest.necessary.ops) < _flops(plans.necessary.ops)
+    ):
+        return cheapest.necessary
+    return plans.necessary
 
 
 def any_input_work(result: Result) -> Necessary | None:

@@ -121,7 +121,7 @@ def triangular_constant_product(graph: Graph, root: int) -> Match | None:
             torch.Tensor
         ):
             scanned = x.cumsum(dim) if forward else x.flip(dim).cumsum(dim).flip(dim)
-            return scanned * c
+            return scanned if c == 1 else scanned * c
 
         return Match(SCAN_RULE, root, (other,), build, root)
     return None

@@ -258,23 +258,30 @@ def _computed_from(graph: Graph, index: int, earlier: TensorRef, ratio: float,
 
 
 @algebra_rule([aten.mm, aten.addmm])
-def broadcast_rows(graph: Graph, root: int) -> Match | None:
+def broadcast_lines(graph: Graph, root: int) -> Match | None:
     """x.expand(M, K) @ W has M equal rows: (x @ W) once, broadcast (a bias added to every row
-    the same: (b + x @ W) once too)."""
+    the same: (b + x @ W) once too); A @ w.expand(K, N) (every column of the right operand
+    one, stride 0 along its columns) has N equal columns: (A @ w) once, the same way."""
     op = graph.op(root)
     *bias, left, right = op.reads
-    rows = left.shape[0]
-    if rows <= 1 or len(left.strides) != 2 or left.strides[0] != 0:
+    rows, columns = left.shape[0], right.shape[-1]
+    # the output dim the operand repeats along: its rows (the left's) or columns (the right's)
+    dim = next((d for d, operand in ((0, left), (1, right)) if operand.shape[d] > 1
+                and len(operand.strides) == 2 and operand.strides[d] == 0), None)
+    if dim is None:
         return None
-    if bias and len(bias[0].shape) == 2 and bias[0].shape[0] != 1 and bias[0].strides[0] != 0:
-        return None
+    if bias:  # aligned to the output's trailing dims, it must be the same along ``dim`` too
+        along = dim - 2 + len(bias[0].shape)
+        if along >= 0 and bias[0].shape[along] != 1 and bias[0].strides[along] != 0:
+            return None
     beta, alpha = op.argument("beta", 1), op.argument("alpha", 1)
+    line = (slice(None, 1), slice(None)) if dim == 0 else (slice(None), slice(None, 1))
 
     def build(x: torch.Tensor, w: torch.Tensor, *b: torch.Tensor) -> torch.Tensor:
-        row = x[:1]
-        y = torch.addmm(b[0].expand(rows, -1)[:1], row, w, beta=beta, alpha=alpha) if b else (
-            row @ w
+        x, w = (x[line], w) if dim == 0 else (x, w[line])
+        y = torch.addmm(b[0].expand(rows, columns)[line], x, w, beta=beta, alpha=alpha) if b else (
+            x @ w
         )
-        return y.expand(rows, -1).contiguous()
+        return y.expand(rows, columns).contiguous()
 
     return Match("broadcast operand computed once", root, (left, right, *bias), build, root)

@@ -64,6 +64,10 @@ _GRID_READERS = _op_set([aten.grid_sampler_2d, aten.grid_sampler_3d])
 #: big work to run on the CPU).
 _OPERAND_READERS = frozenset({aten.mm, aten.bmm, aten.addmm, aten.baddbmm})
 
+#: Pointwise products, whose rule reads known factors for a zero one
+#: (:func:`.reductions.product_demand`)
+_PRODUCTS = _op_set([aten.mul])
+
 
 def _read_values(op: TracedOp) -> list[int]:
     """Value ids whose values ``op``'s demand rule reads to choose positions."""
@@ -100,6 +104,12 @@ def _operands(ops: Sequence[TracedOp]) -> set[int]:
         if op.func is not None and op.func.overloadpacket in _OPERAND_READERS
         for ref in op.reads[-2:]
     }
+
+
+def _factors(ops: Sequence[TracedOp]) -> set[int]:
+    """Values some ``mul`` of two tensors reads (:func:`.reductions.product_demand`)."""
+    return {ref.value_id for op in ops if _one_of(op, _PRODUCTS) and len(op.reads) == 2
+            for ref in op.reads}
 
 
 def _repeated_operands(ops: Sequence[TracedOp], values: Mapping[int, torch.Tensor]) -> set[int]:
@@ -143,14 +153,16 @@ def given_necessary(
     known = known_values(trace.ops, {**known_any, **given}, only=sources)
     newly_known = known.keys() - known_any.keys()
     # an operand is read for its zeros (and a complex one for a zero imaginary part) only:
-    # one with none changes nothing
+    # one with none changes nothing; a factor of a ``mul`` for being all zeros (a zero factor)
     index_read = {v for op in trace.ops for v in _read_values(op)} | {
         op.reads[1].value_id for op in trace.ops if _one_of(op, _TARGET_READERS)
     }
     zeros_read = {
         v for v in newly_known & _operands(trace.ops)
         if has_structure(known[v]) or no_imaginary_part(known[v])
-    } | _repeated_operands(trace.ops, {v: known[v] for v in newly_known})
+    } | _repeated_operands(trace.ops, {v: known[v] for v in newly_known}) | {
+        v for v in newly_known & _factors(trace.ops) if not bool(known[v].any())
+    }
     # the ops of the index path too big to run for real: named, the bound for any values there
     skipped = tuple(dict.fromkeys(
         f"{op.name} in '{op.module_path or '<top level>'}'"

@@ -42,7 +42,7 @@ from ._core import (
     _proportional,
     demand_rule,
 )
-from .constants import _region_where
+from .constants import _known, _region_where
 from .masked import constant_lines, finite_scores, pattern_count
 from .numbered import _demanded_mask, _numbers_region, element_sources, source_value
 from .structures import ZERO_PATTERNS, _as_written, seen_through
@@ -136,6 +136,23 @@ def _self_differences(context: _Context) -> torch.Tensor | None:
     (_, left), (_, right) = sources
     same = (left == right) & (left >= 0)
     return same if bool(same.any()) else None
+
+
+@demand_rule([aten.mul])
+def product_demand(context: _Context) -> Demand:
+    """``a * b``: pointwise, or, both factors known (the given inputs under ``data="given"``,
+    constants) with one all zeros and the other all finite, the constant 0 whatever its
+    factors hold: nothing read, no FLOPs, the output written (a given ``torch.zeros`` z times
+    a given y). For any input values a factor may hold inf or NaN (0·inf is NaN): unknown."""
+    reads = context.op.reads
+    if len(reads) == 2 and context.loaded(0) and context.loaded(1):
+        factors = [_known(context, position) for position in (0, 1)]
+        if all(factor is not None for factor in factors) and any(
+            not bool(factor.any()) and bool(other.isfinite().all())
+            for factor, other in (factors, factors[::-1])
+        ):
+            return Demand((NOWHERE, NOWHERE), NO_FLOPS, structure="zero factor")
+    return pointwise_demand(context)
 
 
 @demand_rule([aten.glu])

@@ -559,6 +559,9 @@ STRUCTURE_RULES: dict[str, str] = {
     "self difference": "x − x.mean(d, keepdim=True) (or a sum, max… of x) over dims of size 1 "
     "only: the reduction is x itself, so the difference is 0 for every finite x and nothing "
     "upstream is needed — a kernel that writes zeros passes any check on finite inputs",
+    "zero factor": "a * b with a known all zeros and b known all finite (a given "
+    "torch.zeros input times a given one): the product is 0 whatever they hold, so nothing "
+    "upstream is needed — a kernel writes zeros; for any values b may hold inf or NaN",
     "broadcast reduction": "a reduction over dims the input is broadcast along (stride 0, "
     "x.expand(n, m).sum(0)): every reduced element is the same, so one multiply (n·x) or copy "
     "per output",
