@@ -38,12 +38,12 @@ HOST_BAND = Band(0.45, 1.35)
 #: ratios measured / estimated, 5th and 95th percentile; families with ≥ 20 held-out ops).
 FAMILY_BANDS: dict[str, Band] = {
     "conv": Band(0.5, 2.0, 179),
-    "data-movement": Band(0.5, 2.48, 116),
+    "data-movement": Band(0.5, 2.5, 116),
     "flash_attention": Band(0.5, 2.0, 80),
-    "gemm": Band(0.5, 2.15, 2321),
-    "host_copy": Band(0.5, 2.57, 153),
+    "gemm": Band(0.5, 2.18, 2321),
+    "host_copy": Band(0.5, 2.59, 153),
     "pointwise": Band(0.5, 2.0, 6232),
-    "reduction": Band(0.5, 2.0, 1047),
+    "reduction": Band(0.5, 2.03, 1047),
 }
 
 
