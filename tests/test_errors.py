@@ -86,7 +86,23 @@ def test_a_compiled_model_is_analysed_as_the_module_it_wraps():
     assert compiled.tensor_flops == plain.tensor_flops == 2 * 16 * 64 * 32  # 2·M·K·N
     assert compiled.sol_ms == plain.sol_ms
     assert compiled.model_name == "Linear"
-    assert any("torch.compile wraps (_orig_mod)" in note for note in compiled.notes)
+    assert any("torch.compile wraps (<top level>)" in note for note in compiled.notes)
+    # a compiled submodule, and a compiled function the forward calls, ran Inductor on the
+    # fake tensors (FakeTensorDeviceMismatchError in its generated code): now run as written
+    double = torch.compile(lambda y: y * 2)
+
+    class Holder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = torch.compile(nn.Linear(64, 32))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return double(self.inner(x))
+
+    held = torchroofline.analyze(Holder(), torch.empty(16, 64, device="meta"))
+    assert held.tensor_flops == 2 * 16 * 64 * 32
+    assert held.flops == held.tensor_flops + 16 * 32  # and the doubling, one FLOP an element
+    assert any("torch.compile wraps (inner)" in note for note in held.notes)
 
 
 class RaisesAfterItsLayer(nn.Module):
