@@ -379,3 +379,21 @@ def test_an_outer_product_read_in_part_reads_its_row_and_column_factors() -> Non
     # β = 1: x[1, 1] is added too (16 B)
     found = figures(lambda x: torch.addr(x, x[:, 0].exp(), x[0])[1:-1, 1:-1], torch.randn(3, 3))
     assert found.result.compulsory_bytes == 4 * FLOAT_BYTES
+
+
+def test_a_summed_gram_of_a_row_scaled_gram_takes_the_sum_through_the_product():
+    # found by the generator (gram_rows, row_scaling, gram_rows, column sums on 3 × 3):
+    # c = b bᵀ summed over its rows is b @ s with s = bᵀ's row sums, so the last product is
+    # charged the shortcut's 2·3·3 = 18 FLOPs, not the oracle's share of the product as
+    # written; the bytes stay the oracle's (x in, the 3 sums out)
+    def run(x: torch.Tensor) -> torch.Tensor:
+        gram = torch.einsum("ij,kj->ik", x, x)
+        scaled = torch.einsum("ij,j->ij", gram, gram[0])
+        return torch.einsum("ij,kj->ik", scaled, scaled).sum(0)
+
+    torch.manual_seed(0)
+    found = figures(run, torch.randn(3, 3))
+    assert_tight(found)
+    assert_sound(found)
+    assert "sum through the linear map" in [rewrite.rule for rewrite in found.result.rewrites]
+    assert found.result.compulsory_bytes == (9 + 3) * FLOAT_BYTES

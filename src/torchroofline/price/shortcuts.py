@@ -183,15 +183,17 @@ def _saved_s(result: Result, shortcut: _Taken) -> float:
 
 def charged_record(result: Result, index: int) -> OpRecord | None:
     """The bound's record of traced op ``index`` (``result.plans.trace.ops[index]``), or None
-    where a shortcut replaced the op (its work is in the ops that replace it)."""
+    where a shortcut replaced the op (its work is in the ops that replace it) or a structure
+    rule of the demand walk took one in it (``Necessary.shortcut_ops``: a sum moved into the
+    product it reads prices the product at the shortcut's FLOPs, not at a share of its own)."""
     cheapest = result.plans.cheapest
     if cheapest is None or result.necessary is not cheapest.necessary:
-        # the program as written (a shortcut the demand walk took in it keeps its ops)
-        return result.necessary.ops[index]
-    program = cheapest.program.trace
-    op = result.plans.trace.ops[index]
-    position = {id(new): i for i, new in enumerate(program.ops)}.get(id(op))
-    return None if position is None else result.necessary.ops[position]
+        position: int | None = index  # the program as written
+    else:
+        op = result.plans.trace.ops[index]
+        position = {id(new): i for i, new in enumerate(cheapest.program.trace.ops)}.get(id(op))
+    taken = {i for i, _ in result.necessary.shortcut_ops}
+    return None if position is None or position in taken else result.necessary.ops[position]
 
 
 def _flops(ops: Sequence) -> int:
