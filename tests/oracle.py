@@ -777,10 +777,10 @@ def per_op(result: Result, proven: Oracle) -> list[OpTightness]:
             record = charged_record(result, index)
             if record is None:  # an algebraic shortcut replaced it: some correct program skips it
                 continue
-            if shortcut_taken and executed.tensor:
-                # a shortcut moves work between products (a sum through a linear map reads
-                # the product's inputs summed): a product's FLOPs are then the rewritten
-                # program's, not a share of the product as written; its bytes stay checked
+            if shortcut_taken:
+                # a shortcut moves work between ops (a sum through a linear map or a diagonal
+                # scale reads their inputs summed): an op's FLOPs are then the rewritten
+                # program's, not a share of the op as written; the bytes stay checked
                 continue
             charged = record.flops
             share = demand.demanded / demand.elements
